@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Configures and builds Tandem into build/ (at most 2 jobs: LibTorch
+# translation units are memory- and CPU-heavy).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${TANDEM_BUILD_DIR:-build}
+JOBS=${TANDEM_JOBS:-2}
+if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo ${TANDEM_CMAKE_ARGS:-}
+fi
+cmake --build "$BUILD_DIR" -j "$JOBS" "$@"

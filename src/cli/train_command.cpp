@@ -1,0 +1,92 @@
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "core/error.hpp"
+#include "data/dataset.hpp"
+#include "obs/progress.hpp"
+#include "train/config.hpp"
+#include "train/trainer.hpp"
+
+namespace tandem::cli {
+namespace {
+
+// "3x32x32" -> {3, 32, 32}
+data::SampleShape parseShape(const std::string& text) {
+  data::SampleShape shape;
+  char x1 = 0, x2 = 0;
+  long long c = 0, h = 0, w = 0;
+  if (std::sscanf(text.c_str(), "%lld%c%lld%c%lld", &c, &x1, &h, &x2, &w) != 5 || x1 != 'x' || x2 != 'x' || c <= 0 ||
+      h <= 0 || w <= 0) {
+    throw InputError(fmt::format("--synthetic-shape: '{}' is not CxHxW with positive sizes (e.g. 3x32x32)", text));
+  }
+  shape.channels = c;
+  shape.height = h;
+  shape.width = w;
+  return shape;
+}
+
+}  // namespace
+
+Action addTrainCommand(CLI::App& app) {
+  auto* cmd = app.add_subcommand("train", "Train a model (standalone in this process)");
+  auto config = std::make_shared<train::TrainConfig>();
+  auto synthetic_shape = std::make_shared<std::string>("3x32x32");
+  auto& c = *config;
+  cmd->add_option("--model", c.model, "model name (see `tandem models`)")->capture_default_str();
+  cmd->add_option("--mlp-widths", c.model_options.mlp_widths, "hidden widths of the mlp model")
+      ->delimiter(',')->capture_default_str();
+  cmd->add_option("--dataset", c.dataset.name, "fashion-mnist, mnist-idx, cifar10 or synthetic")->capture_default_str();
+  cmd->add_option("--data-dir", c.dataset.data_dir, "dataset directory (default: the dataset's standard location)");
+  cmd->add_flag("--augment", c.dataset.augment, "pad-4 random crop and horizontal flip on training images");
+  cmd->add_option("--synthetic-shape", *synthetic_shape, "synthetic sample shape CxHxW")->capture_default_str();
+  cmd->add_option("--synthetic-classes", c.dataset.synthetic_classes, "synthetic class count")->capture_default_str();
+  cmd->add_option("--synthetic-size", c.dataset.synthetic_train_size, "synthetic training samples")->capture_default_str();
+  cmd->add_option("--batch-size", c.batch_size, "samples per step per worker")->capture_default_str();
+  auto* epochs = cmd->add_option("--epochs", c.epochs, "passes over the training set")->capture_default_str();
+  cmd->add_option("--max-steps", c.max_steps, "stop after this many global steps (overrides --epochs)")
+      ->excludes(epochs);
+  cmd->add_option("--seed", c.seed, "seed for initialisation, shuffling and augmentation")->capture_default_str();
+  cmd->add_option("--threads", c.threads, "torch intra-op threads (0: all cores)")->capture_default_str();
+  cmd->add_option("--prefetch-threads", c.prefetch_threads, "input pipeline threads (0: build batches inline)")
+      ->capture_default_str();
+  cmd->add_option("--prefetch-depth", c.prefetch_depth, "batches the input pipeline may run ahead")->capture_default_str();
+  cmd->add_option("--optimizer", c.optimizer.name, "sgd or adam")->capture_default_str();
+  cmd->add_option("--lr", c.optimizer.lr, "base learning rate")->capture_default_str();
+  cmd->add_option("--momentum", c.optimizer.momentum, "SGD momentum")->capture_default_str();
+  cmd->add_flag("--nesterov", c.optimizer.nesterov, "Nesterov momentum (SGD)");
+  cmd->add_option("--weight-decay", c.optimizer.weight_decay, "L2 weight decay")->capture_default_str();
+  cmd->add_option("--adam-beta1", c.optimizer.beta1, "Adam beta1")->capture_default_str();
+  cmd->add_option("--adam-beta2", c.optimizer.beta2, "Adam beta2")->capture_default_str();
+  cmd->add_option("--adam-eps", c.optimizer.eps, "Adam epsilon")->capture_default_str();
+  cmd->add_option("--lr-schedule", c.lr.kind, "constant, piecewise or cosine")->capture_default_str();
+  cmd->add_option("--lr-boundaries", c.lr.boundaries, "piecewise boundaries (comma-separated)")->delimiter(',');
+  cmd->add_option("--lr-values", c.lr.values, "piecewise rates, one more than boundaries")->delimiter(',');
+  cmd->add_option("--lr-boundary-unit", c.lr.unit, "piecewise boundaries in 'step' or 'epoch'")->capture_default_str();
+  cmd->add_option("--min-lr", c.lr.min_lr, "cosine floor")->capture_default_str();
+  cmd->add_option("--warmup-steps", c.lr.warmup_steps, "linear warmup steps before the schedule")->capture_default_str();
+  cmd->add_option("--eval-every", c.eval_every_steps, "evaluate every N steps (0: at each epoch end)")
+      ->capture_default_str();
+  cmd->add_option("--eval-batch-size", c.eval_batch_size, "evaluation batch size")->capture_default_str();
+  cmd->add_option("--log-every", c.log_every_steps, "write a metrics line every N steps")->capture_default_str();
+  cmd->add_option("--checkpoint-every", c.checkpoint_every_steps,
+                  "also checkpoint every N steps to OUT/checkpoints/ (the final one is always OUT/checkpoint.ckpt)")
+      ->capture_default_str();
+  cmd->add_option("--resume", c.resume_from, "continue the exact trajectory from this checkpoint");
+  cmd->add_option("--out", c.out_dir, "run directory for metrics.jsonl, summary.json, checkpoints")
+      ->capture_default_str();
+  auto progress = std::make_shared<std::string>("auto");
+  cmd->add_option("--progress", *progress, "auto, live or plain")->check(CLI::IsMember({"auto", "live", "plain"}))
+      ->capture_default_str();
+
+  return [config, synthetic_shape, progress] {
+    config->dataset.synthetic_shape = parseShape(*synthetic_shape);
+    config->progress_interactive =
+        *progress == "live" || (*progress == "auto" && obs::Progress::stderrIsTerminal());
+    train::Trainer trainer(*config, std::make_unique<train::StandaloneStrategy>());
+    auto summary = trainer.run();
+    fmt::print("{}\n", summary.dump(2));
+    return 0;
+  };
+}
+
+}  // namespace tandem::cli

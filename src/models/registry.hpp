@@ -1,0 +1,49 @@
+#pragma once
+// Models registered by name. Every model takes NCHW float input (the MLP
+// flattens it) and returns unnormalised logits [N, num_classes].
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tandem::models {
+
+struct InputSpec {
+  int64_t channels = 1;
+  int64_t height = 28;
+  int64_t width = 28;
+  int64_t num_classes = 10;
+};
+
+struct ModelOptions {
+  // Hidden layer widths of `mlp`; input and output widths come from InputSpec.
+  std::vector<int64_t> mlp_widths{4096, 4096};
+};
+
+class Model : public torch::nn::Module {
+ public:
+  virtual torch::Tensor forward(torch::Tensor x) = 0;
+};
+
+using ModelPtr = std::shared_ptr<Model>;
+
+struct ModelInfo {
+  std::string name;
+  std::string description;
+  InputSpec default_input;  // the input `tandem models` counts parameters for
+};
+
+// Builds a model by name. Throws InputError naming the model and listing the
+// known ones when the name is unknown, or when the input shape is too small
+// for the architecture. Thread-safe (no shared state).
+ModelPtr createModel(const std::string& name, const InputSpec& input, const ModelOptions& options = {});
+
+// Every registered model, sorted by name. Thread-safe.
+const std::vector<ModelInfo>& listModels();
+
+// Number of trainable scalar parameters.
+int64_t countParameters(const torch::nn::Module& module);
+
+}  // namespace tandem::models

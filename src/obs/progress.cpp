@@ -1,0 +1,70 @@
+#include "obs/progress.hpp"
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+namespace tandem::obs {
+
+Progress::Progress(int64_t first_step, int64_t total_steps, bool interactive, double plain_interval_s,
+                   std::FILE* out)
+    : first_step_(first_step),
+      total_steps_(total_steps),
+      interactive_(interactive),
+      plain_interval_s_(plain_interval_s),
+      out_(out) {}
+
+bool Progress::stderrIsTerminal() { return ::isatty(STDERR_FILENO) == 1; }
+
+std::string Progress::formatDuration(double seconds) {
+  if (!(seconds >= 0) || seconds > 1e7) return "?";
+  auto s = static_cast<int64_t>(seconds + 0.5);
+  if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
+  if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{}s", s);
+}
+
+std::string Progress::render(const ProgressSample& p) const {
+  double elapsed = started_.elapsed();
+  int64_t done = p.step - first_step_;
+  int64_t left = total_steps_ - p.step;
+  double eta = done > 0 ? elapsed / static_cast<double>(done) * static_cast<double>(left) : -1;
+  double pct = total_steps_ > 0 ? 100.0 * static_cast<double>(p.step) / static_cast<double>(total_steps_) : 0;
+  return fmt::format("step {}/{} ({:.0f}%) epoch {} loss {:.4f} lr {:.4g} {:.0f} samples/s elapsed {} eta {}",
+                     p.step, total_steps_, pct, p.epoch, p.loss, p.lr, p.samples_per_sec,
+                     formatDuration(elapsed), formatDuration(eta));
+}
+
+void Progress::update(const ProgressSample& sample) {
+  double now = started_.elapsed();
+  bool last = sample.step >= total_steps_;
+  if (interactive_) {
+    if (now - last_print_ < 0.2 && !last) return;
+    fmt::print(out_, "\r\033[K{}", render(sample));
+    std::fflush(out_);
+    line_open_ = true;
+  } else {
+    if (now - last_print_ < plain_interval_s_ && !last) return;
+    fmt::print(out_, "{}\n", render(sample));
+    std::fflush(out_);
+  }
+  last_print_ = now;
+}
+
+void Progress::message(const std::string& text) {
+  if (line_open_) fmt::print(out_, "\r\033[K");
+  fmt::print(out_, "{}\n", text);
+  std::fflush(out_);
+  line_open_ = false;
+  last_print_ = -1e9;  // redraw the live line at the next update
+}
+
+void Progress::finish() {
+  if (line_open_) {
+    fmt::print(out_, "\n");
+    std::fflush(out_);
+    line_open_ = false;
+  }
+}
+
+}  // namespace tandem::obs

@@ -1,0 +1,51 @@
+#pragma once
+// Reports training progress: a live single line with ETA on a terminal,
+// plain periodic log lines otherwise (CI logs, files).
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "core/clock.hpp"
+
+namespace tandem::obs {
+
+struct ProgressSample {
+  int64_t step = 0;         // steps done so far (global)
+  int64_t epoch = 0;
+  double loss = 0;
+  double samples_per_sec = 0;
+  double lr = 0;
+};
+
+class Progress {
+ public:
+  // interactive: redraw one line with '\r'; otherwise print a line every
+  // `plain_interval_s` seconds. Output goes to `out` (stderr by default).
+  Progress(int64_t first_step, int64_t total_steps, bool interactive, double plain_interval_s = 10.0,
+           std::FILE* out = stderr);
+
+  // Cheap to call every step; prints only when due. Not thread-safe.
+  void update(const ProgressSample& sample);
+  // Prints a free-standing message without garbling the live line.
+  void message(const std::string& text);
+  // Ends the live line.
+  void finish();
+
+  static bool stderrIsTerminal();
+  // "1h02m", "3m07s", "12s"
+  static std::string formatDuration(double seconds);
+
+ private:
+  std::string render(const ProgressSample& sample) const;
+
+  int64_t first_step_;
+  int64_t total_steps_;
+  bool interactive_;
+  double plain_interval_s_;
+  std::FILE* out_;
+  Stopwatch started_;
+  double last_print_ = -1e9;
+  bool line_open_ = false;
+};
+
+}  // namespace tandem::obs

@@ -1,0 +1,69 @@
+#include "train/config.hpp"
+
+#include "core/error.hpp"
+
+namespace tandem::models {
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ModelOptions, mlp_widths)
+}
+namespace tandem::data {
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SampleShape, channels, height, width)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DatasetOptions, name, data_dir, augment, synthetic_shape,
+                                                synthetic_classes, synthetic_train_size, synthetic_test_size,
+                                                synthetic_seed)
+}  // namespace tandem::data
+
+namespace tandem::train {
+
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OptimizerConfig, name, lr, momentum, nesterov, weight_decay, beta1,
+                                                beta2, eps)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LrScheduleConfig, kind, unit, boundaries, values, min_lr,
+                                                warmup_steps)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, model, model_options, dataset, batch_size, epochs,
+                                                max_steps, seed, threads, prefetch_threads, prefetch_depth,
+                                                eval_every_steps, eval_batch_size, log_every_steps,
+                                                checkpoint_every_steps, out_dir, optimizer, lr)
+
+namespace {
+void requirePositive(int64_t value, const char* flag) {
+  if (value <= 0) throw InputError(fmt::format("{}: must be positive, got {}", flag, value));
+}
+void requireNonNegative(double value, const char* flag) {
+  if (!(value >= 0)) throw InputError(fmt::format("{}: must be >= 0, got {}", flag, value));
+}
+}  // namespace
+
+void validate(const TrainConfig& c) {
+  requirePositive(c.batch_size, "--batch-size");
+  if (c.max_steps <= 0) requirePositive(c.epochs, "--epochs");
+  if (c.max_steps < 0) throw InputError(fmt::format("--max-steps: must be >= 0, got {}", c.max_steps));
+  if (c.threads < 0) throw InputError(fmt::format("--threads: must be >= 0, got {}", c.threads));
+  if (c.prefetch_threads < 0) throw InputError("--prefetch-threads: must be >= 0");
+  requirePositive(c.prefetch_depth, "--prefetch-depth");
+  requirePositive(c.eval_batch_size, "--eval-batch-size");
+  requirePositive(c.log_every_steps, "--log-every");
+  if (c.eval_every_steps < 0) throw InputError("--eval-every: must be >= 0");
+  if (c.checkpoint_every_steps < 0) throw InputError("--checkpoint-every: must be >= 0");
+  if (c.optimizer.name != "sgd" && c.optimizer.name != "adam") {
+    throw InputError(fmt::format("--optimizer: unknown optimizer '{}' (use sgd or adam)", c.optimizer.name));
+  }
+  if (!(c.optimizer.lr > 0)) throw InputError(fmt::format("--lr: must be > 0, got {}", c.optimizer.lr));
+  requireNonNegative(c.optimizer.momentum, "--momentum");
+  requireNonNegative(c.optimizer.weight_decay, "--weight-decay");
+  if (c.optimizer.nesterov && (c.optimizer.name != "sgd" || c.optimizer.momentum <= 0)) {
+    throw InputError("--nesterov: needs --optimizer sgd with --momentum > 0");
+  }
+  if (c.out_dir.empty()) throw InputError("--out: must not be empty");
+  for (int64_t w : c.model_options.mlp_widths) requirePositive(w, "--mlp-widths");
+}
+
+nlohmann::json toJson(const TrainConfig& config) { return config; }
+
+TrainConfig trainConfigFromJson(const nlohmann::json& j) {
+  try {
+    return j.get<TrainConfig>();
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("run config: {}", e.what()));
+  }
+}
+
+}  // namespace tandem::train

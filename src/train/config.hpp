@@ -1,0 +1,65 @@
+#pragma once
+// Everything a training run is configured by. Filled by the CLI (or a test)
+// and passed down; nothing below reads flags or the environment.
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/dataset.hpp"
+#include "models/registry.hpp"
+
+namespace tandem::train {
+
+struct OptimizerConfig {
+  std::string name = "sgd";  // sgd | adam
+  double lr = 0.05;
+  double momentum = 0.9;     // sgd
+  bool nesterov = false;     // sgd
+  double weight_decay = 0.0;
+  double beta1 = 0.9;        // adam
+  double beta2 = 0.999;      // adam
+  double eps = 1e-8;         // adam
+};
+
+struct LrScheduleConfig {
+  std::string kind = "constant";  // constant | piecewise | cosine
+  std::string unit = "step";      // piecewise boundaries in: step | epoch
+  std::vector<int64_t> boundaries;
+  std::vector<double> values;     // piecewise: boundaries.size() + 1 learning rates
+  double min_lr = 0.0;            // cosine floor
+  int64_t warmup_steps = 0;       // linear warmup from 0 in front of any schedule
+};
+
+struct TrainConfig {
+  std::string model = "cnn";
+  models::ModelOptions model_options;
+  data::DatasetOptions dataset;
+  int64_t batch_size = 64;
+  int64_t epochs = 1;
+  int64_t max_steps = 0;  // > 0 overrides epochs
+  uint64_t seed = 42;
+  int threads = 0;        // torch intra-op threads; 0 = all cores
+  int prefetch_threads = 1;
+  int prefetch_depth = 4;
+  int64_t eval_every_steps = 0;  // 0: at every epoch end
+  int64_t eval_batch_size = 500;
+  int64_t log_every_steps = 50;
+  int64_t checkpoint_every_steps = 0;  // 0: final checkpoint only
+  std::string out_dir = "runs/default";
+  std::string resume_from;
+  bool progress_interactive = false;
+  OptimizerConfig optimizer;
+  LrScheduleConfig lr;
+};
+
+// Checks ranges and combinations; throws InputError naming the flag.
+void validate(const TrainConfig& config);
+
+nlohmann::json toJson(const TrainConfig& config);
+// Inverse of toJson for the fields a checkpoint needs to rebuild the model
+// and dataset. Throws InputError naming the missing or mistyped field.
+TrainConfig trainConfigFromJson(const nlohmann::json& j);
+
+}  // namespace tandem::train

@@ -1,0 +1,36 @@
+#include "train/evaluator.hpp"
+
+#include <numeric>
+
+namespace tandem::train {
+
+EvalResult evaluate(models::Model& model, const data::Dataset& dataset, int64_t batch_size) {
+  torch::NoGradGuard no_grad;
+  bool was_training = model.is_training();
+  model.eval();
+  EvalResult result;
+  double loss_sum = 0;
+  int64_t correct = 0;
+  std::vector<int64_t> indices;
+  for (int64_t start = 0; start < dataset.size(); start += batch_size) {
+    int64_t n = std::min(batch_size, dataset.size() - start);
+    indices.resize(static_cast<size_t>(n));
+    std::iota(indices.begin(), indices.end(), start);
+    data::Batch batch = dataset.getBatch(indices, 0);
+    auto logits = model.forward(batch.inputs);
+    loss_sum += torch::nn::functional::cross_entropy(
+                    logits, batch.targets,
+                    torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                    .item<double>();
+    correct += logits.argmax(1).eq(batch.targets).sum().item<int64_t>();
+    result.samples += n;
+  }
+  if (result.samples > 0) {
+    result.accuracy = static_cast<double>(correct) / static_cast<double>(result.samples);
+    result.loss = loss_sum / static_cast<double>(result.samples);
+  }
+  model.train(was_training);
+  return result;
+}
+
+}  // namespace tandem::train

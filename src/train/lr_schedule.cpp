@@ -1,0 +1,57 @@
+#include "train/lr_schedule.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include "core/error.hpp"
+
+namespace tandem::train {
+
+LrSchedule::LrSchedule(OptimizerConfig optimizer, LrScheduleConfig config, int64_t steps_per_epoch,
+                       int64_t total_steps)
+    : base_lr_(optimizer.lr), config_(std::move(config)), steps_per_epoch_(steps_per_epoch), total_steps_(total_steps) {
+  if (config_.kind != "constant" && config_.kind != "piecewise" && config_.kind != "cosine") {
+    throw InputError(fmt::format("--lr-schedule: unknown schedule '{}' (use constant, piecewise, cosine)", config_.kind));
+  }
+  if (config_.unit != "step" && config_.unit != "epoch") {
+    throw InputError(fmt::format("--lr-boundary-unit: '{}' is neither 'step' nor 'epoch'", config_.unit));
+  }
+  if (config_.kind == "piecewise") {
+    if (config_.values.size() != config_.boundaries.size() + 1) {
+      throw InputError(fmt::format("--lr-values: piecewise needs {} values for {} boundaries, got {}",
+                                   config_.boundaries.size() + 1, config_.boundaries.size(), config_.values.size()));
+    }
+    for (size_t i = 0; i < config_.boundaries.size(); ++i) {
+      if (config_.boundaries[i] <= 0 || (i > 0 && config_.boundaries[i] <= config_.boundaries[i - 1])) {
+        throw InputError("--lr-boundaries: boundaries must be positive and strictly increasing");
+      }
+    }
+  }
+  if (config_.warmup_steps < 0) throw InputError("--warmup-steps: must be >= 0");
+  if (steps_per_epoch_ <= 0) throw InputError("lr schedule: steps per epoch must be positive");
+}
+
+double LrSchedule::base(int64_t step) const {
+  if (config_.kind == "piecewise") {
+    int64_t position = config_.unit == "epoch" ? step / steps_per_epoch_ : step;
+    auto it = std::upper_bound(config_.boundaries.begin(), config_.boundaries.end(), position);
+    return config_.values[static_cast<size_t>(it - config_.boundaries.begin())];
+  }
+  if (config_.kind == "cosine") {
+    int64_t span = std::max<int64_t>(1, total_steps_ - config_.warmup_steps);
+    double t = std::clamp(static_cast<double>(step - config_.warmup_steps) / static_cast<double>(span), 0.0, 1.0);
+    return config_.min_lr + 0.5 * (base_lr_ - config_.min_lr) * (1.0 + std::cos(std::numbers::pi * t));
+  }
+  return base_lr_;
+}
+
+double LrSchedule::at(int64_t step) const {
+  double lr = base(step);
+  if (step < config_.warmup_steps) {
+    lr *= static_cast<double>(step + 1) / static_cast<double>(config_.warmup_steps);
+  }
+  return lr;
+}
+
+}  // namespace tandem::train

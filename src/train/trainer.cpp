@@ -1,0 +1,215 @@
+#include "train/trainer.hpp"
+
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "core/clock.hpp"
+#include "core/error.hpp"
+#include "core/logging.hpp"
+#include "data/prefetcher.hpp"
+#include "obs/metrics_writer.hpp"
+#include "obs/progress.hpp"
+#include "obs/step_breakdown.hpp"
+#include "train/blas_check.hpp"
+#include "train/checkpoint.hpp"
+#include "train/evaluator.hpp"
+#include "train/lr_schedule.hpp"
+#include "train/optimizer.hpp"
+
+namespace tandem::train {
+namespace fs = std::filesystem;
+
+namespace {
+
+void requireSame(const nlohmann::json& a, const nlohmann::json& b, const char* field, const std::string& checkpoint) {
+  if (a != b) {
+    throw InputError(fmt::format("checkpoint {}: {} differs: checkpoint has {}, this run has {}", checkpoint, field,
+                                 b.dump(), a.dump()));
+  }
+}
+
+// Rolling statistics between two log lines.
+struct IntervalStats {
+  double loss_sum = 0;
+  double seconds = 0;  // step time only: evaluation and checkpoints excluded
+  int64_t steps = 0;
+  void reset() { *this = IntervalStats{}; }
+};
+
+}  // namespace
+
+void checkResumeCompatible(const TrainConfig& current, const TrainConfig& saved, const std::string& checkpoint) {
+  requireSame(current.model, saved.model, "model", checkpoint);
+  requireSame(current.model_options.mlp_widths, saved.model_options.mlp_widths, "mlp widths", checkpoint);
+  requireSame(current.dataset.name, saved.dataset.name, "dataset", checkpoint);
+  requireSame(current.batch_size, saved.batch_size, "batch size", checkpoint);
+  requireSame(current.optimizer.name, saved.optimizer.name, "optimizer", checkpoint);
+  if (current.seed != saved.seed) {
+    TANDEM_LOG_WARN("resuming with seed {} but the checkpoint used {}: the data order will differ", current.seed,
+                    saved.seed);
+  }
+}
+
+Trainer::Trainer(TrainConfig config, std::unique_ptr<Strategy> strategy)
+    : config_(std::move(config)), strategy_(std::move(strategy)) {
+  validate(config_);
+  TANDEM_ENFORCE(strategy_ != nullptr);
+}
+
+nlohmann::json Trainer::run() {
+  Stopwatch wall;
+  const TrainConfig& c = config_;
+  int threads = c.threads > 0 ? c.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  torch::set_num_threads(threads);
+
+  BlasReport blas = checkBlas();
+  if (auto advice = blasAdvice(blas); !advice.empty()) TANDEM_LOG_WARN("{}", advice);
+
+  data::DatasetSplits splits = data::openDataset(c.dataset);
+  auto shape = splits.train->shape();
+  models::InputSpec input{shape.channels, shape.height, shape.width, splits.train->numClasses()};
+  torch::manual_seed(static_cast<uint64_t>(c.seed));
+  models::ModelPtr model = models::createModel(c.model, input, c.model_options);
+  model->train();
+
+  data::ShardSampler sampler(splits.train->size(), c.batch_size, strategy_->rank(), strategy_->worldSize(), c.seed);
+  const int64_t steps_per_epoch = sampler.stepsPerEpoch();
+  const int64_t total_steps = c.max_steps > 0 ? c.max_steps : c.epochs * steps_per_epoch;
+  auto optimizer = makeOptimizer(c.optimizer, model->parameters());
+  LrSchedule schedule(c.optimizer, c.lr, steps_per_epoch, total_steps);
+
+  int64_t start_step = 0;
+  if (!c.resume_from.empty()) {
+    LoadedCheckpoint checkpoint(c.resume_from);
+    checkResumeCompatible(c, trainConfigFromJson(checkpoint.meta().config), c.resume_from);
+    checkpoint.restore(*model, optimizer.get(), /*restore_rng=*/true);
+    start_step = checkpoint.meta().global_step;
+    if (start_step >= total_steps) {
+      throw InputError(fmt::format("checkpoint {} is at step {}, at or past this run's {} steps: nothing to do",
+                                   c.resume_from, start_step, total_steps));
+    }
+    TANDEM_LOG_INFO("resumed from {} at step {}", c.resume_from, start_step);
+  }
+  strategy_->initialize(*model);
+
+  const bool chief = strategy_->rank() == 0;
+  obs::MetricsWriter writer(c.out_dir);
+  const int64_t param_count = models::countParameters(*model);
+  TANDEM_LOG_INFO("training {} ({} parameters) on {} ({} samples), {} mode, {} worker(s), {} steps of {} per worker, "
+                  "{} threads, BLAS {}",
+                  c.model, param_count, c.dataset.name, splits.train->size(), strategy_->mode(),
+                  strategy_->worldSize(), total_steps - start_step, c.batch_size, threads, blas.library);
+
+  data::Prefetcher prefetcher(splits.train, sampler, start_step, total_steps,
+                              {c.prefetch_threads, c.prefetch_depth, c.seed});
+  obs::Progress progress(start_step, total_steps, c.progress_interactive);
+  obs::StepBreakdown breakdown;
+  IntervalStats interval;
+  const int64_t global_batch = c.batch_size * strategy_->worldSize();
+  double train_seconds = 0;
+  double last_loss = 0;
+  EvalResult last_eval;
+  int64_t last_eval_step = -1;
+
+  auto runEval = [&](int64_t done_steps) {
+    last_eval = evaluate(*model, *splits.test, c.eval_batch_size);
+    last_eval_step = done_steps;
+    writer.append({{"type", "eval"}, {"step", done_steps}, {"epoch", done_steps / steps_per_epoch},
+                   {"test_accuracy", last_eval.accuracy}, {"test_loss", last_eval.loss}});
+    progress.message(fmt::format("eval at step {}: test accuracy {:.4f}, test loss {:.4f}", done_steps,
+                                 last_eval.accuracy, last_eval.loss));
+  };
+  auto saveAt = [&](const fs::path& path, int64_t done_steps) {
+    saveCheckpoint(path, {toJson(c), done_steps, done_steps / steps_per_epoch, modelFingerprint(*model)}, *model,
+                   optimizer.get());
+  };
+
+  for (int64_t step = start_step; step < total_steps; ++step) {
+    Stopwatch step_watch;
+    Stopwatch phase;
+    data::Batch batch = prefetcher.next();
+    breakdown.add(obs::Phase::kInputWait, phase.lap());
+
+    const double lr = schedule.at(step);
+    setLearningRate(*optimizer, lr);
+    optimizer->zero_grad();
+    auto logits = model->forward(batch.inputs);
+    auto loss = torch::nn::functional::cross_entropy(logits, batch.targets);
+    loss.backward();
+    last_loss = loss.item<double>();
+    breakdown.add(obs::Phase::kForwardBackward, phase.lap());
+
+    SyncTimes sync = strategy_->synchronizeGradients(*model);
+    breakdown.add(obs::Phase::kExposedComm, sync.exposed_comm);
+    breakdown.add(obs::Phase::kWaitWorkers, sync.wait_workers);
+    phase.lap();
+    optimizer->step();
+    breakdown.add(obs::Phase::kUpdate, phase.lap());
+    breakdown.endStep();
+
+    if (!std::isfinite(last_loss)) {
+      throw Error(fmt::format("loss became {} at step {} (lr {}); lower --lr or check the data", last_loss, step, lr));
+    }
+    interval.loss_sum += last_loss;
+    ++interval.steps;
+    const int64_t done = step + 1;
+    const int64_t epoch = step / steps_per_epoch;
+    const double step_seconds = step_watch.elapsed();
+    interval.seconds += step_seconds;
+    train_seconds += step_seconds;
+    const double samples_per_sec =
+        interval.seconds > 0 ? static_cast<double>(interval.steps * global_batch) / interval.seconds : 0;
+    if (done % c.log_every_steps == 0 || done == total_steps) {
+      double mean_loss = interval.loss_sum / static_cast<double>(interval.steps);
+      writer.append({{"type", "train"}, {"step", done}, {"epoch", epoch}, {"loss", mean_loss}, {"lr", lr},
+                     {"samples_per_sec", samples_per_sec}, {"step_breakdown", breakdown.toJson()}});
+      last_loss = mean_loss;
+      interval.reset();
+    }
+    progress.update({done, epoch, last_loss, samples_per_sec, lr});
+
+    bool epoch_end = done % steps_per_epoch == 0;
+    if ((c.eval_every_steps > 0 && done % c.eval_every_steps == 0) || (c.eval_every_steps == 0 && epoch_end)) {
+      if (chief) runEval(done);
+    }
+    if (chief && c.checkpoint_every_steps > 0 && done % c.checkpoint_every_steps == 0 && done != total_steps) {
+      saveAt(fs::path(c.out_dir) / "checkpoints" / fmt::format("step-{}.ckpt", done), done);
+    }
+  }
+  progress.finish();
+  if (chief && last_eval_step != total_steps) runEval(total_steps);
+  if (chief) saveAt(fs::path(c.out_dir) / "checkpoint.ckpt", total_steps);
+
+  const int64_t trained_steps = total_steps - start_step;
+  nlohmann::json summary = {
+      {"model", c.model},
+      {"parameters", param_count},
+      {"dataset", c.dataset.name},
+      {"mode", strategy_->mode()},
+      {"workers", strategy_->worldSize()},
+      {"servers", strategy_->serverCount()},
+      {"batch_size_per_worker", c.batch_size},
+      {"global_batch_size", global_batch},
+      {"steps", total_steps},
+      {"trained_steps", trained_steps},
+      {"epochs", static_cast<double>(total_steps) / static_cast<double>(steps_per_epoch)},
+      {"samples_per_sec", train_seconds > 0 ? static_cast<double>(trained_steps * global_batch) / train_seconds : 0},
+      {"final_loss", last_loss},
+      {"test_accuracy", last_eval.accuracy},
+      {"test_loss", last_eval.loss},
+      {"train_seconds", train_seconds},
+      {"wall_seconds", wall.elapsed()},
+      {"step_breakdown", breakdown.toJson()},
+      {"threads", threads},
+      {"seed", c.seed},
+      {"blas", blas.library},
+      {"blas_sgemm_gflops", blas.sgemm_gflops},
+      {"resumed_from", c.resume_from.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.resume_from)},
+  };
+  if (chief) writer.writeSummary(summary);
+  return summary;
+}
+
+}  // namespace tandem::train
