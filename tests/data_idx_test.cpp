@@ -1,0 +1,279 @@
+// IDX reading through openDataset("mnist-idx") and the reader functions,
+// including every malformed-file case the reader promises to name.
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "data/dataset.hpp"
+#include "data/idx_reader.hpp"
+
+namespace tandem::data {
+namespace {
+
+namespace fs = std::filesystem;
+using Bytes = std::vector<uint8_t>;
+
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
+    path_ = fs::temp_directory_path() /
+            ("tandem_data_idx_" + std::to_string(stamp) + "_" + std::to_string(counter++));
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+void putBigEndian(Bytes& out, uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<uint8_t>(v >> shift));
+}
+
+Bytes idxImages(uint32_t n, uint32_t h, uint32_t w, uint32_t magic = kIdxImagesMagic) {
+  Bytes out;
+  putBigEndian(out, magic);
+  putBigEndian(out, n);
+  putBigEndian(out, h);
+  putBigEndian(out, w);
+  for (uint32_t i = 0; i < n * h * w; ++i) out.push_back(static_cast<uint8_t>((i * 7 + 3) % 256));
+  return out;
+}
+
+Bytes idxLabels(const std::vector<uint8_t>& labels) {
+  Bytes out;
+  putBigEndian(out, kIdxLabelsMagic);
+  putBigEndian(out, static_cast<uint32_t>(labels.size()));
+  out.insert(out.end(), labels.begin(), labels.end());
+  return out;
+}
+
+void writeRaw(const fs::path& path, const Bytes& bytes) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+void writeGz(const fs::path& path, const Bytes& bytes) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())),
+            static_cast<int>(bytes.size()));
+  gzclose(f);
+}
+
+Bytes readAll(const fs::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  return Bytes(std::istreambuf_iterator<char>(f), {});
+}
+
+// A complete, valid mnist-idx directory: 6 train and 4 test images of 3x2.
+void writeValidSet(const fs::path& dir, bool gz) {
+  auto write = [&](const std::string& base, const Bytes& b) {
+    if (gz) {
+      writeGz(dir / (base + ".gz"), b);
+    } else {
+      writeRaw(dir / base, b);
+    }
+  };
+  write("train-images-idx3-ubyte", idxImages(6, 3, 2));
+  write("train-labels-idx1-ubyte", idxLabels({0, 1, 2, 9, 4, 5}));
+  write("t10k-images-idx3-ubyte", idxImages(4, 3, 2));
+  write("t10k-labels-idx1-ubyte", idxLabels({3, 3, 7, 0}));
+}
+
+DatasetSplits openIdxDir(const fs::path& dir) {
+  DatasetOptions o;
+  o.name = "mnist-idx";
+  o.data_dir = dir.string();
+  return openDataset(o);
+}
+
+template <class F>
+void expectInputError(F&& f, const std::vector<std::string>& needles) {
+  try {
+    f();
+    ADD_FAILURE() << "expected InputError";
+  } catch (const InputError& e) {
+    std::string what = e.what();
+    for (const auto& n : needles) EXPECT_NE(what.find(n), std::string::npos) << what << " lacks " << n;
+  }
+}
+
+TEST(DataIdx, ReadsValuesAndNormalises) {
+  TempDir tmp;
+  writeValidSet(tmp.path(), true);
+  auto splits = openIdxDir(tmp.path());
+  ASSERT_EQ(splits.train->size(), 6);
+  ASSERT_EQ(splits.test->size(), 4);
+  EXPECT_EQ(splits.train->numClasses(), 10);
+  auto shape = splits.train->shape();
+  EXPECT_EQ(shape.channels, 1);
+  EXPECT_EQ(shape.height, 3);
+  EXPECT_EQ(shape.width, 2);
+
+  std::vector<int64_t> idx{3, 0};
+  auto batch = splits.train->getBatch(idx, 0);
+  ASSERT_EQ(batch.inputs.sizes(), (std::vector<int64_t>{2, 1, 3, 2}));
+  EXPECT_EQ(batch.inputs.scalar_type(), torch::kFloat);
+  EXPECT_EQ(batch.targets.scalar_type(), torch::kLong);
+  EXPECT_EQ(batch.targets[0].item<int64_t>(), 9);
+  EXPECT_EQ(batch.targets[1].item<int64_t>(), 0);
+  auto flat = batch.inputs.reshape({2, 6});
+  for (int k = 0; k < 2; ++k) {
+    for (int p = 0; p < 6; ++p) {
+      uint32_t i = static_cast<uint32_t>(idx[k] * 6 + p);
+      float raw = static_cast<float>((i * 7 + 3) % 256);
+      float expected = (raw / 255.0f - 0.2860f) / 0.3530f;
+      EXPECT_NEAR(flat[k][p].item<float>(), expected, 1e-5) << k << "," << p;
+    }
+  }
+}
+
+TEST(DataIdx, RawAndGzipReadIdentically) {
+  TempDir gz;
+  TempDir raw;
+  writeValidSet(gz.path(), true);
+  writeValidSet(raw.path(), false);
+  auto a = openIdxDir(gz.path());
+  auto b = openIdxDir(raw.path());
+  std::vector<int64_t> idx{0, 1, 2, 3, 4, 5};
+  EXPECT_TRUE(torch::equal(a.train->getBatch(idx, 0).inputs, b.train->getBatch(idx, 0).inputs));
+  EXPECT_TRUE(torch::equal(a.train->getBatch(idx, 0).targets, b.train->getBatch(idx, 0).targets));
+}
+
+TEST(DataIdx, MissingFileNamesPath) {
+  TempDir tmp;
+  writeValidSet(tmp.path(), true);
+  fs::remove(tmp.path() / "t10k-labels-idx1-ubyte.gz");
+  expectInputError([&] { openIdxDir(tmp.path()); }, {"t10k-labels-idx1-ubyte", "missing"});
+}
+
+TEST(DataIdx, WrongMagicShowsExpectedAndFound) {
+  TempDir tmp;
+  auto path = tmp.path() / "imgs.gz";
+  writeGz(path, idxLabels({1, 2, 3}));  // a label file where images are expected
+  expectInputError([&] { readIdxImages(path); },
+                   {"imgs.gz", "magic", "0x00000801", "0x00000803"});
+  auto labels = tmp.path() / "labels";
+  writeRaw(labels, idxImages(2, 2, 2));
+  expectInputError([&] { readIdxLabels(labels, 10); }, {"labels", "magic", "0x00000803"});
+}
+
+TEST(DataIdx, TruncatedPayload) {
+  TempDir tmp;
+  auto bytes = idxImages(5, 4, 4);
+  bytes.resize(bytes.size() - 3);
+  auto path = tmp.path() / "short-images";
+  writeRaw(path, bytes);
+  expectInputError([&] { readIdxImages(path); }, {"short-images", "truncated", "5 images"});
+  writeGz(tmp.path() / "short.gz", bytes);
+  expectInputError([&] { readIdxImages(tmp.path() / "short.gz"); }, {"short.gz", "truncated"});
+}
+
+TEST(DataIdx, TruncatedHeader) {
+  TempDir tmp;
+  auto bytes = idxImages(1, 2, 2);
+  bytes.resize(10);
+  writeRaw(tmp.path() / "hdr", bytes);
+  expectInputError([&] { readIdxImages(tmp.path() / "hdr"); }, {"hdr", "truncated", "header"});
+  writeRaw(tmp.path() / "tiny", {0, 0});
+  expectInputError([&] { readIdxImages(tmp.path() / "tiny"); }, {"tiny", "truncated", "magic"});
+}
+
+TEST(DataIdx, CutGzipStream) {
+  TempDir tmp;
+  auto full = tmp.path() / "full.gz";
+  writeGz(full, idxImages(50, 28, 28));
+  auto compressed = readAll(full);
+  compressed.resize(compressed.size() / 2);
+  auto cut = tmp.path() / "cut.gz";
+  writeRaw(cut, compressed);
+  expectInputError([&] { readIdxImages(cut); }, {"cut.gz", "truncated"});
+}
+
+TEST(DataIdx, TrailingGarbage) {
+  TempDir tmp;
+  auto bytes = idxLabels({1, 2, 3});
+  bytes.push_back(0);
+  bytes.push_back(0);
+  writeGz(tmp.path() / "lab.gz", bytes);
+  expectInputError([&] { readIdxLabels(tmp.path() / "lab.gz", 10); }, {"lab.gz", "trailing", "2"});
+}
+
+TEST(DataIdx, HugeHeaderIsRejectedWithoutAllocating) {
+  TempDir tmp;
+  Bytes bytes;
+  putBigEndian(bytes, kIdxImagesMagic);
+  putBigEndian(bytes, 1u << 27);  // claims 128M images of 16384x16384
+  putBigEndian(bytes, 1u << 14);
+  putBigEndian(bytes, 1u << 14);
+  bytes.resize(bytes.size() + 100, 1);
+  writeGz(tmp.path() / "liar.gz", bytes);
+  expectInputError([&] { readIdxImages(tmp.path() / "liar.gz"); }, {"liar.gz", "truncated"});
+
+  Bytes absurd;
+  putBigEndian(absurd, kIdxImagesMagic);
+  putBigEndian(absurd, 10);
+  putBigEndian(absurd, 0xffffffffu);
+  putBigEndian(absurd, 2);
+  writeRaw(tmp.path() / "absurd", absurd);
+  expectInputError([&] { readIdxImages(tmp.path() / "absurd"); }, {"absurd", "dimension"});
+
+  Bytes empty;
+  putBigEndian(empty, kIdxLabelsMagic);
+  putBigEndian(empty, 0);
+  writeRaw(tmp.path() / "empty", empty);
+  expectInputError([&] { readIdxLabels(tmp.path() / "empty", 10); }, {"empty", "0 items"});
+}
+
+TEST(DataIdx, LabelOutOfRange) {
+  TempDir tmp;
+  writeValidSet(tmp.path(), true);
+  writeGz(tmp.path() / "train-labels-idx1-ubyte.gz", idxLabels({0, 1, 2, 12, 4, 5}));
+  expectInputError([&] { openIdxDir(tmp.path()); },
+                   {"train-labels-idx1-ubyte.gz", "label 12", "index 3", "10 classes"});
+}
+
+TEST(DataIdx, CountMismatchGivesBothCounts) {
+  TempDir tmp;
+  writeValidSet(tmp.path(), true);
+  writeGz(tmp.path() / "t10k-labels-idx1-ubyte.gz", idxLabels({3, 3, 7}));
+  expectInputError([&] { openIdxDir(tmp.path()); },
+                   {"mismatch", "t10k-images-idx3-ubyte.gz", "4 images",
+                    "t10k-labels-idx1-ubyte.gz", "3 labels"});
+}
+
+TEST(DataIdx, FindIdxFilePrefersGzipAndFallsBackToRaw) {
+  TempDir tmp;
+  writeRaw(tmp.path() / "a", {1});
+  EXPECT_EQ(findIdxFile(tmp.path(), "a"), tmp.path() / "a");
+  writeRaw(tmp.path() / "a.gz", {1});
+  EXPECT_EQ(findIdxFile(tmp.path(), "a"), tmp.path() / "a.gz");
+  expectInputError([&] { findIdxFile(tmp.path(), "b"); }, {"b.gz", "missing"});
+}
+
+TEST(DataIdx, OptionErrors) {
+  DatasetOptions o;
+  o.name = "mnist-idx";
+  expectInputError([&] { openDataset(o); }, {"mnist-idx", "data_dir"});
+  o.name = "imagenet";
+  expectInputError([&] { openDataset(o); }, {"imagenet", "fashion-mnist", "synthetic"});
+  auto names = datasetNames();
+  EXPECT_EQ(names.size(), 4u);
+}
+
+}  // namespace
+}  // namespace tandem::data
