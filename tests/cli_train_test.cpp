@@ -131,7 +131,7 @@ TEST(CliErrors, BadInputsExitWithTwoAndNameTheCulprit) {
   std::vector<Case> cases = {
       {"train --model nosuchnet --max-steps 1 --out " + dir.str("o"), "nosuchnet"},
       {"train --dataset fashion-mnist --data-dir " + dir.str("empty") + " --max-steps 1 --out " + dir.str("o"),
-       "train-images-idx3-ubyte"},
+       "empty/train-"},
       {"train --dataset imagenet --max-steps 1 --out " + dir.str("o"), "imagenet"},
       {"train --batch-size 0 --max-steps 1 --out " + dir.str("o"), "--batch-size"},
       {"train --optimizer lbfgs --max-steps 1 --out " + dir.str("o"), "lbfgs"},

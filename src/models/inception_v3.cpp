@@ -1,0 +1,74 @@
+// Inception v3 as in torchvision, without the auxiliary classifier: the aux
+// head only feeds an extra training loss, and leaving it out keeps forward a
+// single tensor -> tensor call like every other model here.
+#include "models/builders.hpp"
+#include "models/inception_blocks.hpp"
+#include "models/init.hpp"
+#include "models/shape_check.hpp"
+
+namespace tandem::models::detail {
+
+namespace {
+
+namespace F = torch::nn::functional;
+
+class InceptionV3 final : public Model {
+ public:
+  explicit InceptionV3(const InputSpec& input) {
+    // Registration order is torchvision's, so named_parameters() lists the
+    // same keys in the same order (minus AuxLogits).
+    stem_->push_back("Conv2d_1a_3x3", BasicConv2d(input.channels, 32, 3, 2));
+    stem_->push_back("Conv2d_2a_3x3", BasicConv2d(32, 32, 3));
+    stem_->push_back("Conv2d_2b_3x3", BasicConv2d(32, 64, 3, 1, 1));
+    stem_->push_back("maxpool1", torch::nn::MaxPool2d(torch::nn::MaxPool2dOptions(3).stride(2)));
+    stem_->push_back("Conv2d_3b_1x1", BasicConv2d(64, 80, 1));
+    stem_->push_back("Conv2d_4a_3x3", BasicConv2d(80, 192, 3));
+    stem_->push_back("maxpool2", torch::nn::MaxPool2d(torch::nn::MaxPool2dOptions(3).stride(2)));
+    stem_->push_back("Mixed_5b", InceptionA(192, 32));
+    stem_->push_back("Mixed_5c", InceptionA(InceptionAImpl::outChannels(32), 64));
+    stem_->push_back("Mixed_5d", InceptionA(InceptionAImpl::outChannels(64), 64));
+    stem_->push_back("Mixed_6a", InceptionB(InceptionAImpl::outChannels(64)));
+    const int64_t c6 = InceptionBImpl::outChannels(InceptionAImpl::outChannels(64));
+    stem_->push_back("Mixed_6b", InceptionC(c6, 128));
+    stem_->push_back("Mixed_6c", InceptionC(InceptionCImpl::kOutChannels, 160));
+    stem_->push_back("Mixed_6d", InceptionC(InceptionCImpl::kOutChannels, 160));
+    stem_->push_back("Mixed_6e", InceptionC(InceptionCImpl::kOutChannels, 192));
+    stem_->push_back("Mixed_7a", InceptionD(InceptionCImpl::kOutChannels));
+    const int64_t c7 = InceptionDImpl::outChannels(InceptionCImpl::kOutChannels);
+    stem_->push_back("Mixed_7b", InceptionE(c7));
+    stem_->push_back("Mixed_7c", InceptionE(InceptionEImpl::kOutChannels));
+    // Flattened into this module rather than nested under "stem" so that the
+    // names are exactly torchvision's (Conv2d_1a_3x3.conv.weight, ...).
+    for (const auto& item : stem_->named_children()) register_module(item.key(), item.value());
+    dropout_ = register_module("dropout", torch::nn::Dropout(0.5));
+    fc_ = register_module("fc", torch::nn::Linear(InceptionEImpl::kOutChannels, input.num_classes));
+    initTruncatedNormal(*this, 0.1);
+  }
+
+  torch::Tensor forward(torch::Tensor x) override {
+    x = stem_->forward(x).mean({2, 3});
+    return fc_(dropout_(x));
+  }
+
+ private:
+  torch::nn::Sequential stem_;
+  torch::nn::Dropout dropout_{nullptr};
+  torch::nn::Linear fc_{nullptr};
+};
+
+int64_t finalSide(int64_t side) {
+  side = windowOut(windowOut(side, 3, 2), 3);  // Conv2d_1a, Conv2d_2a (2b keeps the side)
+  side = windowOut(side, 3, 2);                 // maxpool1
+  side = windowOut(windowOut(side, 3), 3, 2);   // Conv2d_4a, maxpool2
+  side = windowOut(side, 3, 2);                 // Mixed_6a
+  return windowOut(side, 3, 2);                 // Mixed_7a
+}
+
+}  // namespace
+
+ModelPtr makeInceptionV3(const InputSpec& input) {
+  checkInput("inception_v3", input, finalSide);
+  return std::make_shared<InceptionV3>(input);
+}
+
+}  // namespace tandem::models::detail
