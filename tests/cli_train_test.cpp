@@ -121,6 +121,33 @@ TEST_F(CliTrain, ResumeRefusesADifferentModel) {
   EXPECT_NE(run.output.find("model differs"), std::string::npos) << run.output;
 }
 
+TEST_F(CliTrain, SigtermEndsTheRunWithACheckpointThatResumes) {
+  pid_t pid = testing::spawnTandem(quickArgs(dir_.str("run"), "--max-steps 100000"), dir_.str("log"));
+  // Wait for training to be under way (first metrics line), bounded, and
+  // stop waiting if the process died.
+  auto metrics = dir_.path() / "run" / "metrics.jsonl";
+  for (int i = 0; i < 600 && (!std::filesystem::exists(metrics) || std::filesystem::file_size(metrics) == 0); ++i) {
+    ASSERT_NE(::waitpid(pid, nullptr, WNOHANG), pid) << "exited early:\n" << readFile(dir_.path() / "log");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(std::filesystem::exists(metrics) && std::filesystem::file_size(metrics) > 0)
+      << readFile(dir_.path() / "log");
+  ::kill(pid, SIGTERM);
+  int code = testing::waitForExit(pid, std::chrono::seconds(60));
+  EXPECT_EQ(code, 130) << readFile(dir_.path() / "log");
+  auto summary = nlohmann::json::parse(readFile(dir_.path() / "run" / "summary.json"));
+  EXPECT_TRUE(summary["interrupted"].get<bool>());
+  int64_t stopped_at = summary["steps"].get<int64_t>();
+  EXPECT_GT(stopped_at, 0);
+  EXPECT_LT(stopped_at, 100000);
+  train::LoadedCheckpoint checkpoint(dir_.str("run/checkpoint.ckpt"));
+  EXPECT_EQ(checkpoint.meta().global_step, stopped_at);
+  auto resumed = runTandem(quickArgs(dir_.str("resumed"), "--max-steps " + std::to_string(stopped_at + 2) +
+                                                               " --eval-every 1000 --resume " +
+                                                               dir_.str("run/checkpoint.ckpt")));
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
+}
+
 TEST(CliErrors, BadInputsExitWithTwoAndNameTheCulprit) {
   TempDir dir;
   struct Case {

@@ -61,7 +61,7 @@ TEST(ModelsForward, CifarResNetOnOddSides) {
 TEST(ModelsForward, RunsAtMinimumAcceptedSize) {
   EXPECT_EQ(runEval("inception_v3", {3, 75, 75, 7}).sizes(), (std::vector<int64_t>{2, 7}));
   EXPECT_EQ(runEval("alexnet", {3, 63, 63, 7}).sizes(), (std::vector<int64_t>{2, 7}));
-  EXPECT_EQ(runEval("cnn", {1, 4, 4, 7}).sizes(), (std::vector<int64_t>{2, 7}));
+  EXPECT_EQ(runEval("cnn", {1, 3, 3, 7}).sizes(), (std::vector<int64_t>{2, 7}));
   EXPECT_EQ(runEval("resnet50", {3, 1, 1, 7}).sizes(), (std::vector<int64_t>{2, 7}));
 }
 

@@ -65,15 +65,17 @@ TEST(ModelsParamCount, MlpCustomWidths) {
 
 TEST(ModelsParamCount, CnnFlattenFollowsInputSize) {
   // conv1 3x3xCx8 and conv2 3x3x8x16 without bias, two BatchNorms, fc1 from
-  // 16 x (side/4)^2 features to 128, fc2 128 -> 10.
-  auto expected = [](int64_t channels, int64_t side) {
+  // 16 x final^2 features to 128, fc2 128 -> 10. The stride-2 conv1 rounds
+  // the side up and the pool rounds it down: 28 -> 14 -> 7, 27 -> 14 -> 7.
+  auto expected = [](int64_t channels, int64_t finalSide) {
     const int64_t convs = 9 * channels * 8 + 2 * 8 + 9 * 8 * 16 + 2 * 16;
-    return convs + (16 * (side / 4) * (side / 4) * 128 + 128) + (128 * 10 + 10);
+    return convs + (16 * finalSide * finalSide * 128 + 128) + (128 * 10 + 10);
   };
-  EXPECT_EQ(countFor("cnn", {1, 28, 28, 10}), expected(1, 28));
-  EXPECT_EQ(expected(1, 28), 103'042);
-  EXPECT_EQ(countFor("cnn", {3, 32, 32, 10}), expected(3, 32));
-  EXPECT_EQ(countFor("cnn", {1, 30, 30, 10}), expected(1, 30));  // 30 -> 15 -> 7
+  EXPECT_EQ(countFor("cnn", {1, 28, 28, 10}), expected(1, 7));
+  EXPECT_EQ(expected(1, 7), 103'042);
+  EXPECT_EQ(countFor("cnn", {3, 32, 32, 10}), expected(3, 8));
+  EXPECT_EQ(countFor("cnn", {1, 27, 27, 10}), expected(1, 7));
+  EXPECT_EQ(countFor("cnn", {1, 26, 26, 10}), expected(1, 6));
 }
 
 TEST(ModelsParamCount, FrozenParametersAreNotCounted) {

@@ -1,5 +1,8 @@
 #include <fmt/format.h>
 
+#include <atomic>
+#include <csignal>
+
 #include "cli/commands.hpp"
 #include "core/error.hpp"
 #include "data/dataset.hpp"
@@ -9,6 +12,17 @@
 
 namespace tandem::cli {
 namespace {
+
+// Set by SIGINT/SIGTERM; the trainer checks it between steps, so a stopped
+// run still leaves a checkpoint and summary behind. A second signal kills.
+std::atomic<bool> g_stop_requested{false};
+
+void onStopSignal(int signal) {
+  if (g_stop_requested.exchange(true)) {
+    std::signal(signal, SIG_DFL);
+    std::raise(signal);
+  }
+}
 
 // "3x32x32" -> {3, 32, 32}
 data::SampleShape parseShape(const std::string& text) {
@@ -82,10 +96,12 @@ Action addTrainCommand(CLI::App& app) {
     config->dataset.synthetic_shape = parseShape(*synthetic_shape);
     config->progress_interactive =
         *progress == "live" || (*progress == "auto" && obs::Progress::stderrIsTerminal());
-    train::Trainer trainer(*config, std::make_unique<train::StandaloneStrategy>());
+    std::signal(SIGINT, onStopSignal);
+    std::signal(SIGTERM, onStopSignal);
+    train::Trainer trainer(*config, std::make_unique<train::StandaloneStrategy>(), &g_stop_requested);
     auto summary = trainer.run();
     fmt::print("{}\n", summary.dump(2));
-    return 0;
+    return summary.at("interrupted").get<bool>() ? 130 : 0;
   };
 }
 

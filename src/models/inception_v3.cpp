@@ -10,48 +10,47 @@ namespace tandem::models::detail {
 
 namespace {
 
-namespace F = torch::nn::functional;
-
 class InceptionV3 final : public Model {
  public:
   explicit InceptionV3(const InputSpec& input) {
     // Registration order is torchvision's, so named_parameters() lists the
     // same keys in the same order (minus AuxLogits).
-    stem_->push_back("Conv2d_1a_3x3", BasicConv2d(input.channels, 32, 3, 2));
-    stem_->push_back("Conv2d_2a_3x3", BasicConv2d(32, 32, 3));
-    stem_->push_back("Conv2d_2b_3x3", BasicConv2d(32, 64, 3, 1, 1));
-    stem_->push_back("maxpool1", torch::nn::MaxPool2d(torch::nn::MaxPool2dOptions(3).stride(2)));
-    stem_->push_back("Conv2d_3b_1x1", BasicConv2d(64, 80, 1));
-    stem_->push_back("Conv2d_4a_3x3", BasicConv2d(80, 192, 3));
-    stem_->push_back("maxpool2", torch::nn::MaxPool2d(torch::nn::MaxPool2dOptions(3).stride(2)));
-    stem_->push_back("Mixed_5b", InceptionA(192, 32));
-    stem_->push_back("Mixed_5c", InceptionA(InceptionAImpl::outChannels(32), 64));
-    stem_->push_back("Mixed_5d", InceptionA(InceptionAImpl::outChannels(64), 64));
-    stem_->push_back("Mixed_6a", InceptionB(InceptionAImpl::outChannels(64)));
+    trunk_->push_back("Conv2d_1a_3x3", BasicConv2d(input.channels, 32, 3, 2));
+    trunk_->push_back("Conv2d_2a_3x3", BasicConv2d(32, 32, 3));
+    trunk_->push_back("Conv2d_2b_3x3", BasicConv2d(32, 64, 3, 1, 1));
+    trunk_->push_back("maxpool1", torch::nn::MaxPool2d(torch::nn::MaxPool2dOptions(3).stride(2)));
+    trunk_->push_back("Conv2d_3b_1x1", BasicConv2d(64, 80, 1));
+    trunk_->push_back("Conv2d_4a_3x3", BasicConv2d(80, 192, 3));
+    trunk_->push_back("maxpool2", torch::nn::MaxPool2d(torch::nn::MaxPool2dOptions(3).stride(2)));
+    trunk_->push_back("Mixed_5b", InceptionA(192, 32));
+    trunk_->push_back("Mixed_5c", InceptionA(InceptionAImpl::outChannels(32), 64));
+    trunk_->push_back("Mixed_5d", InceptionA(InceptionAImpl::outChannels(64), 64));
+    trunk_->push_back("Mixed_6a", InceptionB(InceptionAImpl::outChannels(64)));
     const int64_t c6 = InceptionBImpl::outChannels(InceptionAImpl::outChannels(64));
-    stem_->push_back("Mixed_6b", InceptionC(c6, 128));
-    stem_->push_back("Mixed_6c", InceptionC(InceptionCImpl::kOutChannels, 160));
-    stem_->push_back("Mixed_6d", InceptionC(InceptionCImpl::kOutChannels, 160));
-    stem_->push_back("Mixed_6e", InceptionC(InceptionCImpl::kOutChannels, 192));
-    stem_->push_back("Mixed_7a", InceptionD(InceptionCImpl::kOutChannels));
+    trunk_->push_back("Mixed_6b", InceptionC(c6, 128));
+    trunk_->push_back("Mixed_6c", InceptionC(InceptionCImpl::kOutChannels, 160));
+    trunk_->push_back("Mixed_6d", InceptionC(InceptionCImpl::kOutChannels, 160));
+    trunk_->push_back("Mixed_6e", InceptionC(InceptionCImpl::kOutChannels, 192));
+    trunk_->push_back("Mixed_7a", InceptionD(InceptionCImpl::kOutChannels));
     const int64_t c7 = InceptionDImpl::outChannels(InceptionCImpl::kOutChannels);
-    stem_->push_back("Mixed_7b", InceptionE(c7));
-    stem_->push_back("Mixed_7c", InceptionE(InceptionEImpl::kOutChannels));
-    // Flattened into this module rather than nested under "stem" so that the
-    // names are exactly torchvision's (Conv2d_1a_3x3.conv.weight, ...).
-    for (const auto& item : stem_->named_children()) register_module(item.key(), item.value());
+    trunk_->push_back("Mixed_7b", InceptionE(c7));
+    trunk_->push_back("Mixed_7c", InceptionE(InceptionEImpl::kOutChannels));
+    // Flattened into this module rather than nested under "trunk" so that the
+    // names are exactly torchvision's (Conv2d_1a_3x3.conv.weight, ...);
+    // trunk_ itself stays unregistered and only fixes the call order.
+    for (const auto& item : trunk_->named_children()) register_module(item.key(), item.value());
     dropout_ = register_module("dropout", torch::nn::Dropout(0.5));
     fc_ = register_module("fc", torch::nn::Linear(InceptionEImpl::kOutChannels, input.num_classes));
     initTruncatedNormal(*this, 0.1);
   }
 
   torch::Tensor forward(torch::Tensor x) override {
-    x = stem_->forward(x).mean({2, 3});
+    x = trunk_->forward(x).mean({2, 3});
     return fc_(dropout_(x));
   }
 
  private:
-  torch::nn::Sequential stem_;
+  torch::nn::Sequential trunk_;
   torch::nn::Dropout dropout_{nullptr};
   torch::nn::Linear fc_{nullptr};
 };

@@ -52,8 +52,8 @@ void checkResumeCompatible(const TrainConfig& current, const TrainConfig& saved,
   }
 }
 
-Trainer::Trainer(TrainConfig config, std::unique_ptr<Strategy> strategy)
-    : config_(std::move(config)), strategy_(std::move(strategy)) {
+Trainer::Trainer(TrainConfig config, std::unique_ptr<Strategy> strategy, const std::atomic<bool>* stop)
+    : config_(std::move(config)), strategy_(std::move(strategy)), stop_(stop) {
   validate(config_);
   TANDEM_ENFORCE(strategy_ != nullptr);
 }
@@ -126,7 +126,13 @@ nlohmann::json Trainer::run() {
                    optimizer.get());
   };
 
+  int64_t end_step = total_steps;
   for (int64_t step = start_step; step < total_steps; ++step) {
+    if (stop_ != nullptr && stop_->load()) {
+      end_step = step;
+      progress.message(fmt::format("stop requested: ending at step {} with a checkpoint", step));
+      break;
+    }
     Stopwatch step_watch;
     Stopwatch phase;
     data::Batch batch = prefetcher.next();
@@ -161,7 +167,8 @@ nlohmann::json Trainer::run() {
     train_seconds += step_seconds;
     const double samples_per_sec =
         interval.seconds > 0 ? static_cast<double>(interval.steps * global_batch) / interval.seconds : 0;
-    if (done % c.log_every_steps == 0 || done == total_steps) {
+    const bool stopping = stop_ != nullptr && stop_->load();
+    if (done % c.log_every_steps == 0 || done == total_steps || stopping) {
       double mean_loss = interval.loss_sum / static_cast<double>(interval.steps);
       writer.append({{"type", "train"}, {"step", done}, {"epoch", epoch}, {"loss", mean_loss}, {"lr", lr},
                      {"samples_per_sec", samples_per_sec}, {"step_breakdown", breakdown.toJson()}});
@@ -179,10 +186,11 @@ nlohmann::json Trainer::run() {
     }
   }
   progress.finish();
-  if (chief && last_eval_step != total_steps) runEval(total_steps);
-  if (chief) saveAt(fs::path(c.out_dir) / "checkpoint.ckpt", total_steps);
+  const bool interrupted = end_step < total_steps;
+  if (chief && !interrupted && last_eval_step != end_step) runEval(end_step);
+  if (chief) saveAt(fs::path(c.out_dir) / "checkpoint.ckpt", end_step);
 
-  const int64_t trained_steps = total_steps - start_step;
+  const int64_t trained_steps = end_step - start_step;
   nlohmann::json summary = {
       {"model", c.model},
       {"parameters", param_count},
@@ -192,9 +200,11 @@ nlohmann::json Trainer::run() {
       {"servers", strategy_->serverCount()},
       {"batch_size_per_worker", c.batch_size},
       {"global_batch_size", global_batch},
-      {"steps", total_steps},
+      {"steps", end_step},
+      {"planned_steps", total_steps},
+      {"interrupted", interrupted},
       {"trained_steps", trained_steps},
-      {"epochs", static_cast<double>(total_steps) / static_cast<double>(steps_per_epoch)},
+      {"epochs", static_cast<double>(end_step) / static_cast<double>(steps_per_epoch)},
       {"samples_per_sec", train_seconds > 0 ? static_cast<double>(trained_steps * global_batch) / train_seconds : 0},
       {"final_loss", last_loss},
       {"test_accuracy", last_eval.accuracy},

@@ -1,6 +1,11 @@
 #pragma once
 // Runs the real `tandem` binary for end-to-end tests.
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
 
 #include <array>
 #include <cstdio>
@@ -32,6 +37,32 @@ inline ProcessResult runCommand(const std::string& command) {
 
 inline ProcessResult runTandem(const std::string& args) {
   return runCommand(std::string(TANDEM_BINARY) + " " + args);
+}
+
+// Starts `tandem args...` in the background with output to log_path.
+inline pid_t spawnTandem(const std::string& args, const std::string& log_path) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::string command = "exec " + std::string(TANDEM_BINARY) + " " + args + " >" + log_path + " 2>&1";
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Exit code of `pid`, or -1 if it has not exited within timeout (then it is killed).
+inline int waitForExit(pid_t pid, std::chrono::seconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  return -1;
 }
 
 // A fresh directory under the system temp dir, removed on destruction.
