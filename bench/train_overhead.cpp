@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   tandem::configureLogging("warn");
   torch::set_num_threads(threads);
+  if (std::getenv("BENCH_FLUSH_DENORMAL")) at::globalContext().setFlushDenormal(true);
   auto out = std::filesystem::temp_directory_path() / "tandem-bench-overhead";
 
   fmt::print("{:<10} {:>6} {:>14} {:>14} {:>8}\n", "model", "batch", "bare samp/s", "tandem samp/s", "ratio");
@@ -86,9 +87,12 @@ int main(int argc, char** argv) {
     auto splits = tandem::data::openDataset(c.dataset);
     double bare = 0, ours = 0;
     for (int r = 0; r < repeats; ++r) {
-      bare += bareSamplesPerSec(c, splits.train, steps);
+      double b = bareSamplesPerSec(c, splits.train, steps);
       tandem::train::Trainer trainer(c, std::make_unique<tandem::train::StandaloneStrategy>());
-      ours += trainer.run().at("samples_per_sec").get<double>();
+      double t = trainer.run().at("samples_per_sec").get<double>();
+      fmt::print(stderr, "  {} repeat {}: bare {:.0f} tandem {:.0f}\n", name, r, b, t);
+      bare += b;
+      ours += t;
     }
     fmt::print("{:<10} {:>6} {:>14.0f} {:>14.0f} {:>8.3f}\n", name, c.batch_size, bare / repeats, ours / repeats,
                ours / bare);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs every Debian package Tandem needs. Idempotent: a second run
-# only checks that the packages are present.
+# Installs every Debian package Tandem needs and selects the OpenMP
+# OpenBLAS. Idempotent: a second run only checks.
 set -euo pipefail
 
 PACKAGES=(
@@ -12,6 +12,28 @@ PACKAGES=(
   dataset-fashion-mnist
 )
 
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+
+# Torch runs its own OpenMP thread pool; a pthreads OpenBLAS beside it
+# oversubscribes the cores (threads spinning in sched_yield, about 2x slower
+# steps measured with bench/train_overhead). Point every BLAS alternative at
+# the OpenMP flavour, which shares torch's pool.
+select_openblas_openmp() {
+  local alt target current
+  for alt in libblas.so.3-x86_64-linux-gnu liblapack.so.3-x86_64-linux-gnu \
+             libopenblas.so.0-x86_64-linux-gnu libblas.so-x86_64-linux-gnu \
+             liblapack.so-x86_64-linux-gnu libopenblas.so-x86_64-linux-gnu; do
+    target=$(update-alternatives --list "$alt" 2>/dev/null | grep openblas-openmp | head -n1 || true)
+    [[ -n "$target" ]] || continue
+    current=$(update-alternatives --query "$alt" | sed -n 's/^Value: //p')
+    if [[ "$current" != "$target" ]]; then
+      $SUDO update-alternatives --set "$alt" "$target" >/dev/null
+      echo "setup: $alt -> $target"
+    fi
+  done
+}
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -19,22 +41,11 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
-if ((${#missing[@]} == 0)); then
-  echo "setup: all ${#PACKAGES[@]} packages present"
-  exit 0
+if ((${#missing[@]} > 0)); then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
-
-SUDO=""
-if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
-echo "setup: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -q
-$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
-
-# Debian's default BLAS alternative may be the slow reference one; prefer
-# OpenBLAS (OpenMP flavour) when it is installed.
-for alt in libblas.so.3-x86_64-linux-gnu liblapack.so.3-x86_64-linux-gnu; do
-  target=$(update-alternatives --list "$alt" 2>/dev/null | grep openblas-openmp | head -n1 || true)
-  if [[ -n "$target" ]]; then $SUDO update-alternatives --set "$alt" "$target" >/dev/null; fi
-done
-echo "setup: done"
+select_openblas_openmp
+echo "setup: ${#PACKAGES[@]} packages present, OpenMP OpenBLAS selected"

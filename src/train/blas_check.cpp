@@ -13,9 +13,13 @@ BlasReport checkBlas() {
   // OpenBLAS exports openblas_get_config; the reference BLAS does not.
   using ConfigFn = char* (*)();
   auto config = reinterpret_cast<ConfigFn>(::dlsym(RTLD_DEFAULT, "openblas_get_config"));
+  using ParallelFn = int (*)();
+  auto parallel = reinterpret_cast<ParallelFn>(::dlsym(RTLD_DEFAULT, "openblas_get_parallel"));
   if (config != nullptr) {
     report.library = fmt::format("openblas ({})", config());
     report.fast = true;
+    // 1 = pthreads: its own thread pool competes with torch's OpenMP team.
+    report.oversubscribed = parallel != nullptr && parallel() == 1;
   } else {
     report.library = "reference or unknown BLAS";
   }
@@ -32,6 +36,11 @@ BlasReport checkBlas() {
 }
 
 std::string blasAdvice(const BlasReport& report) {
+  if (report.oversubscribed) {
+    return "OpenBLAS is the pthreads build: its threads compete with torch's OpenMP threads (about 2x slower "
+           "steps on small models). Fix: update-alternatives --set libopenblas.so.0-x86_64-linux-gnu "
+           "/usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0 (scripts/setup.sh does this)";
+  }
   if (report.fast) return {};
   return fmt::format(
       "BLAS is not OpenBLAS ({}: {:.1f} GFLOP/s on sgemm); training will be up to 10x slower. Fix: "

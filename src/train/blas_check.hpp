@@ -6,6 +6,7 @@ namespace tandem::train {
 struct BlasReport {
   std::string library;   // "openblas (config...)" or "reference/unknown"
   bool fast = false;     // an optimised BLAS is active
+  bool oversubscribed = false;  // pthreads OpenBLAS beside torch's OpenMP pool
   double sgemm_gflops = 0;  // measured on a 512x512 float matmul
 };
 
