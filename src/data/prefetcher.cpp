@@ -53,6 +53,12 @@ Prefetcher::~Prefetcher() {
 }
 
 void Prefetcher::run() {
+  // Without this each prefetch thread gets its own OpenMP team for its small
+  // tensor ops, whose spinning threads steal the cores the training
+  // thread's team is using (measured: tandem/bare 0.75 -> see docs/results.md).
+  // The setting is per thread for threads that already ran torch ops, so
+  // the training thread keeps its count.
+  at::set_num_threads(1);
   for (;;) {
     int64_t step;
     {
