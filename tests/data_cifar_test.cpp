@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "data/cifar_reader.hpp"
 #include "data/dataset.hpp"
+#include "support/process.hpp"
 
 namespace tandem::data {
 namespace {
@@ -18,24 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 using Bytes = std::vector<uint8_t>;
 
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
-    path_ = fs::temp_directory_path() /
-            ("tandem_data_cifar_" + std::to_string(stamp) + "_" + std::to_string(counter++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using tandem::testing::TempDir;
 
 // Pixel (c, y, x) of record r in file f is a known function, so a read can
 // be checked exactly.
