@@ -58,7 +58,6 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   tandem::configureLogging("warn");
   torch::set_num_threads(threads);
-  if (std::getenv("BENCH_FLUSH_DENORMAL")) at::globalContext().setFlushDenormal(true);
   auto out = std::filesystem::temp_directory_path() / "tandem-bench-overhead";
 
   fmt::print("{:<10} {:>6} {:>14} {:>14} {:>8}\n", "model", "batch", "bare samp/s", "tandem samp/s", "ratio");
