@@ -12,6 +12,7 @@
 #include "core/logging.hpp"
 #include "data/dataset.hpp"
 #include "models/registry.hpp"
+#include "train/model_for_dataset.hpp"
 #include "train/trainer.hpp"
 
 namespace {
@@ -21,10 +22,8 @@ namespace {
 // cycling a few batches overfits them, and the resulting denormal gradients
 // make the bare loop several times slower than it should be.
 double bareSamplesPerSec(const tandem::train::TrainConfig& c, const tandem::data::DatasetPtr& train, int64_t steps) {
-  auto shape = train->shape();
   torch::manual_seed(c.seed);
-  auto model = tandem::models::createModel(c.model, {shape.channels, shape.height, shape.width, train->numClasses()},
-                                           c.model_options);
+  auto model = tandem::train::createModelFor(c, *train);
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(c.optimizer.lr).momentum(0.9));
   std::vector<tandem::data::Batch> batches;
   for (int64_t i = 0; i < steps + 3; ++i) {

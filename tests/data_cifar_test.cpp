@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "data/cifar_reader.hpp"
 #include "data/dataset.hpp"
+#include "support/expect_input_error.hpp"
 #include "support/process.hpp"
 
 namespace tandem::data {
@@ -57,16 +58,7 @@ DatasetSplits openCifarDir(const fs::path& dir) {
   return openDataset(o);
 }
 
-template <class F>
-void expectInputError(F&& f, const std::vector<std::string>& needles) {
-  try {
-    f();
-    ADD_FAILURE() << "expected InputError";
-  } catch (const InputError& e) {
-    std::string what = e.what();
-    for (const auto& n : needles) EXPECT_NE(what.find(n), std::string::npos) << what << " lacks " << n;
-  }
-}
+using tandem::testing::expectInputError;
 
 TEST(DataCifar, ReadsAllBatchesInOrderWithPerChannelNormalisation) {
   TempDir tmp;

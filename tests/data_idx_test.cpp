@@ -12,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "data/dataset.hpp"
+#include "support/expect_input_error.hpp"
 #include "support/process.hpp"
 #include "data/idx_reader.hpp"
 
@@ -85,16 +86,7 @@ DatasetSplits openIdxDir(const fs::path& dir) {
   return openDataset(o);
 }
 
-template <class F>
-void expectInputError(F&& f, const std::vector<std::string>& needles) {
-  try {
-    f();
-    ADD_FAILURE() << "expected InputError";
-  } catch (const InputError& e) {
-    std::string what = e.what();
-    for (const auto& n : needles) EXPECT_NE(what.find(n), std::string::npos) << what << " lacks " << n;
-  }
-}
+using tandem::testing::expectInputError;
 
 TEST(DataIdx, ReadsValuesAndNormalises) {
   TempDir tmp;

@@ -1,6 +1,6 @@
 #pragma once
-// Each subcommand registers its flags on the app and returns the action to
-// run if it was chosen.
+// Each subcommand registers itself and its flags on the app and returns the
+// action to run if it was chosen.
 #include <CLI/CLI.hpp>
 
 #include <functional>
@@ -9,8 +9,13 @@ namespace tandem::cli {
 
 using Action = std::function<int()>;
 
-Action addTrainCommand(CLI::App& app);
-Action addEvalCommand(CLI::App& app);
-Action addModelsCommand(CLI::App& app);
+struct Command {
+  CLI::App* app;
+  Action action;
+};
+
+Command addTrainCommand(CLI::App& app);
+Command addEvalCommand(CLI::App& app);
+Command addModelsCommand(CLI::App& app);
 
 }  // namespace tandem::cli

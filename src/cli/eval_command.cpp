@@ -8,10 +8,11 @@
 #include "train/checkpoint.hpp"
 #include "train/config.hpp"
 #include "train/evaluator.hpp"
+#include "train/model_for_dataset.hpp"
 
 namespace tandem::cli {
 
-Action addEvalCommand(CLI::App& app) {
+Command addEvalCommand(CLI::App& app) {
   auto* cmd = app.add_subcommand("eval", "Report a checkpoint's test accuracy and loss (JSON on stdout)");
   struct Options {
     std::string checkpoint;
@@ -24,7 +25,7 @@ Action addEvalCommand(CLI::App& app) {
   cmd->add_option("--data-dir", opts->data_dir, "override the dataset directory stored in the checkpoint");
   cmd->add_option("--batch-size", opts->batch_size, "evaluation batch size")->capture_default_str();
   cmd->add_option("--threads", opts->threads, "torch threads (0: all cores)")->capture_default_str();
-  return [opts] {
+  return {cmd, [opts] {
     if (opts->batch_size <= 0) throw InputError("--batch-size: must be positive");
     if (opts->threads > 0) torch::set_num_threads(opts->threads);
     train::LoadedCheckpoint checkpoint(opts->checkpoint);
@@ -32,9 +33,7 @@ Action addEvalCommand(CLI::App& app) {
     if (!opts->data_dir.empty()) config.dataset.data_dir = opts->data_dir;
     config.dataset.augment = false;
     auto splits = data::openDataset(config.dataset);
-    auto shape = splits.test->shape();
-    auto model = models::createModel(config.model, {shape.channels, shape.height, shape.width,
-                                                    splits.test->numClasses()}, config.model_options);
+    auto model = train::createModelFor(config, *splits.test);
     checkpoint.restore(*model, nullptr, /*restore_rng=*/false);
     auto result = train::evaluate(*model, *splits.test, opts->batch_size);
     nlohmann::json out = {{"checkpoint", opts->checkpoint},
@@ -46,7 +45,7 @@ Action addEvalCommand(CLI::App& app) {
                           {"samples", result.samples}};
     fmt::print("{}\n", out.dump(2));
     return 0;
-  };
+  }};
 }
 
 }  // namespace tandem::cli

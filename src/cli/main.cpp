@@ -3,7 +3,6 @@
 #include <torch/torch.h>
 
 #include <cstdio>
-#include <map>
 
 #include "cli/commands.hpp"
 #include "core/error.hpp"
@@ -15,15 +14,8 @@ int main(int argc, char** argv) {
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
 
-  std::map<CLI::App*, tandem::cli::Action> actions;
-  auto add = [&](tandem::cli::Action (*adder)(CLI::App&)) {
-    size_t before = app.get_subcommands({}).size();
-    auto action = adder(app);
-    actions[app.get_subcommands({})[before]] = std::move(action);
-  };
-  add(tandem::cli::addTrainCommand);
-  add(tandem::cli::addEvalCommand);
-  add(tandem::cli::addModelsCommand);
+  const tandem::cli::Command commands[] = {tandem::cli::addTrainCommand(app), tandem::cli::addEvalCommand(app),
+                                           tandem::cli::addModelsCommand(app)};
 
   try {
     app.parse(argc, argv);
@@ -32,8 +24,8 @@ int main(int argc, char** argv) {
   }
   try {
     tandem::configureLogging(log_level);
-    for (auto& [sub, action] : actions) {
-      if (sub->parsed()) return action();
+    for (const auto& command : commands) {
+      if (command.app->parsed()) return command.action();
     }
     return 2;
   } catch (const tandem::InputError& e) {

@@ -5,9 +5,9 @@
 
 namespace tandem::cli {
 
-Action addModelsCommand(CLI::App& app) {
-  app.add_subcommand("models", "List every registered model with its parameter count");
-  return [] {
+Command addModelsCommand(CLI::App& app) {
+  auto* cmd = app.add_subcommand("models", "List every registered model with its parameter count");
+  return {cmd, [] {
     fmt::print("{:<14} {:>12}  {:<16} {}\n", "model", "parameters", "default input", "description");
     for (const auto& info : models::listModels()) {
       auto model = models::createModel(info.name, info.default_input);
@@ -16,7 +16,7 @@ Action addModelsCommand(CLI::App& app) {
                  fmt::format("{}x{}x{}/{}", in.channels, in.height, in.width, in.num_classes), info.description);
     }
     return 0;
-  };
+  }};
 }
 
 }  // namespace tandem::cli

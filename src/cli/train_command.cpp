@@ -41,7 +41,7 @@ data::SampleShape parseShape(const std::string& text) {
 
 }  // namespace
 
-Action addTrainCommand(CLI::App& app) {
+Command addTrainCommand(CLI::App& app) {
   auto* cmd = app.add_subcommand("train", "Train a model (standalone in this process)");
   auto config = std::make_shared<train::TrainConfig>();
   auto synthetic_shape = std::make_shared<std::string>("3x32x32");
@@ -92,7 +92,7 @@ Action addTrainCommand(CLI::App& app) {
   cmd->add_option("--progress", *progress, "auto, live or plain")->check(CLI::IsMember({"auto", "live", "plain"}))
       ->capture_default_str();
 
-  return [config, synthetic_shape, progress] {
+  return {cmd, [config, synthetic_shape, progress] {
     config->dataset.synthetic_shape = parseShape(*synthetic_shape);
     config->progress_interactive =
         *progress == "live" || (*progress == "auto" && obs::Progress::stderrIsTerminal());
@@ -102,7 +102,7 @@ Action addTrainCommand(CLI::App& app) {
     auto summary = trainer.run();
     fmt::print("{}\n", summary.dump(2));
     return summary.at("interrupted").get<bool>() ? 130 : 0;
-  };
+  }};
 }
 
 }  // namespace tandem::cli

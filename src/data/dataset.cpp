@@ -2,6 +2,7 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/error.hpp"
@@ -78,6 +79,13 @@ DatasetSplits openSynthetic(const DatasetOptions& o) {
 
 std::vector<std::string> datasetNames() { return {"fashion-mnist", "mnist-idx", "cifar10", "synthetic"}; }
 
+void requireKnownDataset(const std::string& name) {
+  auto names = datasetNames();
+  if (std::find(names.begin(), names.end(), name) == names.end()) {
+    throw InputError(fmt::format("unknown dataset '{}'; known datasets: {}", name, fmt::join(names, ", ")));
+  }
+}
+
 DatasetSplits openDataset(const DatasetOptions& options) {
   const std::string& name = options.name;
   if (name == "fashion-mnist") {
@@ -95,8 +103,8 @@ DatasetSplits openDataset(const DatasetOptions& options) {
     return openCifar(dir, options.augment);
   }
   if (name == "synthetic") return openSynthetic(options);
-  throw InputError(fmt::format("unknown dataset '{}'; known datasets: {}", name,
-                               fmt::join(datasetNames(), ", ")));
+  requireKnownDataset(name);
+  throw Error(fmt::format("dataset '{}' is listed but has no reader", name));
 }
 
 }  // namespace tandem::data

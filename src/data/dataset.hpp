@@ -63,4 +63,8 @@ DatasetSplits openDataset(const DatasetOptions& options);
 // Names accepted by openDataset, for --help and errors.
 std::vector<std::string> datasetNames();
 
+// Throws InputError naming `name` and listing the known datasets unless
+// openDataset accepts it.
+void requireKnownDataset(const std::string& name);
+
 }  // namespace tandem::data

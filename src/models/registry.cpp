@@ -69,16 +69,21 @@ const std::vector<Entry>& entries() {
 
 }  // namespace
 
-ModelPtr createModel(const std::string& name, const InputSpec& input, const ModelOptions& options) {
+void requireKnownModel(const std::string& name) {
   const auto& all = entries();
-  auto it = std::find_if(all.begin(), all.end(), [&](const Entry& e) { return e.info.name == name; });
-  if (it == all.end()) {
+  if (std::none_of(all.begin(), all.end(), [&](const Entry& e) { return e.info.name == name; })) {
     std::vector<std::string> names;
     for (const auto& e : all) names.push_back(e.info.name);
     throw InputError(
         fmt::format("unknown model '{}'; known models: {}", name, fmt::join(names, ", ")));
   }
-  return it->build(input, options);
+}
+
+ModelPtr createModel(const std::string& name, const InputSpec& input, const ModelOptions& options) {
+  requireKnownModel(name);
+  const auto& all = entries();
+  return std::find_if(all.begin(), all.end(), [&](const Entry& e) { return e.info.name == name; })
+      ->build(input, options);
 }
 
 const std::vector<ModelInfo>& listModels() {

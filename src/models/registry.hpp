@@ -40,6 +40,10 @@ struct ModelInfo {
 // for the architecture. Thread-safe (no shared state).
 ModelPtr createModel(const std::string& name, const InputSpec& input, const ModelOptions& options = {});
 
+// Throws InputError naming `name` and listing the known models unless it is
+// registered. Thread-safe.
+void requireKnownModel(const std::string& name);
+
 // Every registered model, sorted by name. Thread-safe.
 const std::vector<ModelInfo>& listModels();
 

@@ -36,23 +36,27 @@ uint32_t crc32Of(std::string_view a, std::string_view b) {
   return static_cast<uint32_t>(crc);
 }
 
-std::vector<std::pair<std::string, torch::Tensor>> namedState(const torch::nn::Module& model) {
-  std::vector<std::pair<std::string, torch::Tensor>> out;
-  for (const auto& p : model.named_parameters()) out.emplace_back(p.key(), p.value());
-  for (const auto& b : model.named_buffers()) out.emplace_back(b.key(), b.value());
-  return out;
+std::string fingerprintEntry(const std::string& name, const torch::Tensor& tensor) {
+  std::string entry = name + ':';
+  for (int64_t d : tensor.sizes()) entry += std::to_string(d) + "x";
+  return entry;
+}
+
+std::vector<std::string> splitEntries(const std::string& fingerprint) {
+  std::vector<std::string> entries;
+  size_t start = 0;
+  for (size_t end; (end = fingerprint.find(';', start)) != std::string::npos; start = end + 1) {
+    entries.push_back(fingerprint.substr(start, end - start));
+  }
+  return entries;
 }
 
 }  // namespace
 
 std::string modelFingerprint(const torch::nn::Module& model) {
   std::string fp;
-  for (const auto& [name, tensor] : namedState(model)) {
-    fp += name;
-    fp += ':';
-    for (int64_t d : tensor.sizes()) fp += std::to_string(d) + "x";
-    fp += ';';
-  }
+  for (const auto& p : model.named_parameters()) fp += fingerprintEntry(p.key(), p.value()) + ';';
+  for (const auto& b : model.named_buffers()) fp += fingerprintEntry(b.key(), b.value()) + ';';
   return fp;
 }
 
@@ -138,16 +142,13 @@ void LoadedCheckpoint::restore(torch::nn::Module& model, torch::optim::Optimizer
   std::string fingerprint = modelFingerprint(model);
   if (fingerprint != meta_.model_fingerprint) {
     // Name the first tensor that differs so the user sees what changed.
+    auto saved = splitEntries(meta_.model_fingerprint);
+    auto ours = splitEntries(fingerprint);
     size_t i = 0;
-    while (i < fingerprint.size() && i < meta_.model_fingerprint.size() && fingerprint[i] == meta_.model_fingerprint[i]) ++i;
-    size_t start = fingerprint.rfind(';', i == 0 ? 0 : i - 1);
-    start = start == std::string::npos ? 0 : start + 1;
-    auto entry = [&](const std::string& fp) {
-      auto end = fp.find(';', start);
-      return start < fp.size() ? fp.substr(start, end == std::string::npos ? std::string::npos : end - start) : "<none>";
-    };
+    while (i < saved.size() && i < ours.size() && saved[i] == ours[i]) ++i;
+    auto at = [i](const std::vector<std::string>& entries) { return i < entries.size() ? entries[i] : "<none>"; };
     throw InputError(fmt::format("checkpoint {}: model does not match: checkpoint has '{}', this run's model has '{}'",
-                                 name, entry(meta_.model_fingerprint), entry(fingerprint)));
+                                 name, at(saved), at(ours)));
   }
   try {
     torch::serialize::InputArchive archive;

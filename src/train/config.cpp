@@ -1,9 +1,5 @@
 #include "train/config.hpp"
 
-#include <fmt/ranges.h>
-
-#include <algorithm>
-
 #include "core/error.hpp"
 
 
@@ -39,17 +35,8 @@ void requireNonNegative(double value, const char* flag) {
 
 void validate(const TrainConfig& c) {
   // Names first, so a typo fails before any data is loaded.
-  const auto& known_models = models::listModels();
-  if (std::none_of(known_models.begin(), known_models.end(), [&](const auto& m) { return m.name == c.model; })) {
-    std::string names;
-    for (const auto& m : known_models) names += (names.empty() ? "" : ", ") + m.name;
-    throw InputError(fmt::format("--model: unknown model '{}'; known models: {}", c.model, names));
-  }
-  auto datasets = data::datasetNames();
-  if (std::find(datasets.begin(), datasets.end(), c.dataset.name) == datasets.end()) {
-    throw InputError(fmt::format("--dataset: unknown dataset '{}'; known datasets: {}", c.dataset.name,
-                                 fmt::join(datasets, ", ")));
-  }
+  models::requireKnownModel(c.model);
+  data::requireKnownDataset(c.dataset.name);
   requirePositive(c.batch_size, "--batch-size");
   if (c.max_steps <= 0) requirePositive(c.epochs, "--epochs");
   if (c.max_steps < 0) throw InputError(fmt::format("--max-steps: must be >= 0, got {}", c.max_steps));

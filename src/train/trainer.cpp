@@ -16,6 +16,7 @@
 #include "train/checkpoint.hpp"
 #include "train/evaluator.hpp"
 #include "train/lr_schedule.hpp"
+#include "train/model_for_dataset.hpp"
 #include "train/optimizer.hpp"
 
 namespace tandem::train {
@@ -68,10 +69,8 @@ nlohmann::json Trainer::run() {
   if (auto advice = blasAdvice(blas); !advice.empty()) TANDEM_LOG_WARN("{}", advice);
 
   data::DatasetSplits splits = data::openDataset(c.dataset);
-  auto shape = splits.train->shape();
-  models::InputSpec input{shape.channels, shape.height, shape.width, splits.train->numClasses()};
   torch::manual_seed(static_cast<uint64_t>(c.seed));
-  models::ModelPtr model = models::createModel(c.model, input, c.model_options);
+  models::ModelPtr model = createModelFor(c, *splits.train);
   model->train();
 
   data::ShardSampler sampler(splits.train->size(), c.batch_size, strategy_->rank(), strategy_->worldSize(), c.seed);
@@ -109,7 +108,7 @@ nlohmann::json Trainer::run() {
   IntervalStats interval;
   const int64_t global_batch = c.batch_size * strategy_->worldSize();
   double train_seconds = 0;
-  double last_loss = 0;
+  double final_loss = 0;  // mean loss of the last logged interval
   EvalResult last_eval;
   int64_t last_eval_step = -1;
 
@@ -126,9 +125,11 @@ nlohmann::json Trainer::run() {
                    optimizer.get());
   };
 
+  auto stopRequested = [this] { return stop_ != nullptr && stop_->load(); };
+
   int64_t end_step = total_steps;
   for (int64_t step = start_step; step < total_steps; ++step) {
-    if (stop_ != nullptr && stop_->load()) {
+    if (stopRequested()) {
       end_step = step;
       progress.message(fmt::format("stop requested: ending at step {} with a checkpoint", step));
       break;
@@ -144,7 +145,7 @@ nlohmann::json Trainer::run() {
     auto logits = model->forward(batch.inputs);
     auto loss = torch::nn::functional::cross_entropy(logits, batch.targets);
     loss.backward();
-    last_loss = loss.item<double>();
+    const double step_loss = loss.item<double>();
     breakdown.add(obs::Phase::kForwardBackward, phase.lap());
 
     SyncTimes sync = strategy_->synchronizeGradients(*model);
@@ -155,10 +156,10 @@ nlohmann::json Trainer::run() {
     breakdown.add(obs::Phase::kUpdate, phase.lap());
     breakdown.endStep();
 
-    if (!std::isfinite(last_loss)) {
-      throw Error(fmt::format("loss became {} at step {} (lr {}); lower --lr or check the data", last_loss, step, lr));
+    if (!std::isfinite(step_loss)) {
+      throw Error(fmt::format("loss became {} at step {} (lr {}); lower --lr or check the data", step_loss, step, lr));
     }
-    interval.loss_sum += last_loss;
+    interval.loss_sum += step_loss;
     ++interval.steps;
     const int64_t done = step + 1;
     const int64_t epoch = step / steps_per_epoch;
@@ -167,15 +168,14 @@ nlohmann::json Trainer::run() {
     train_seconds += step_seconds;
     const double samples_per_sec =
         interval.seconds > 0 ? static_cast<double>(interval.steps * global_batch) / interval.seconds : 0;
-    const bool stopping = stop_ != nullptr && stop_->load();
-    if (done % c.log_every_steps == 0 || done == total_steps || stopping) {
-      double mean_loss = interval.loss_sum / static_cast<double>(interval.steps);
-      writer.append({{"type", "train"}, {"step", done}, {"epoch", epoch}, {"loss", mean_loss}, {"lr", lr},
+    const double interval_loss = interval.loss_sum / static_cast<double>(interval.steps);
+    if (done % c.log_every_steps == 0 || done == total_steps || stopRequested()) {
+      writer.append({{"type", "train"}, {"step", done}, {"epoch", epoch}, {"loss", interval_loss}, {"lr", lr},
                      {"samples_per_sec", samples_per_sec}, {"step_breakdown", breakdown.toJson()}});
-      last_loss = mean_loss;
+      final_loss = interval_loss;
       interval.reset();
     }
-    progress.update({done, epoch, last_loss, samples_per_sec, lr});
+    progress.update({done, epoch, interval_loss, samples_per_sec, lr});
 
     bool epoch_end = done % steps_per_epoch == 0;
     if ((c.eval_every_steps > 0 && done % c.eval_every_steps == 0) || (c.eval_every_steps == 0 && epoch_end)) {
@@ -206,7 +206,7 @@ nlohmann::json Trainer::run() {
       {"trained_steps", trained_steps},
       {"epochs", static_cast<double>(end_step) / static_cast<double>(steps_per_epoch)},
       {"samples_per_sec", train_seconds > 0 ? static_cast<double>(trained_steps * global_batch) / train_seconds : 0},
-      {"final_loss", last_loss},
+      {"final_loss", final_loss},
       {"test_accuracy", last_eval.accuracy},
       {"test_loss", last_eval.loss},
       {"train_seconds", train_seconds},
