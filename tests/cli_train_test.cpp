@@ -6,6 +6,7 @@
 
 #include "models/registry.hpp"
 #include "support/process.hpp"
+#include "support/run_artifacts.hpp"
 #include "train/checkpoint.hpp"
 #include "train/config.hpp"
 
@@ -14,31 +15,13 @@ namespace {
 using testing::readFile;
 using testing::runTandem;
 using testing::TempDir;
+using testing::checkpointParameters;
+using testing::trainLosses;
 
 // Small Fashion-MNIST run: 2 threads so that results do not depend on the machine.
 std::string quickArgs(const std::string& out, const std::string& extra = "") {
   return "train --model cnn --dataset fashion-mnist --batch-size 32 --threads 2 --log-every 5 --progress plain "
          "--out " + out + " " + extra;
-}
-
-std::vector<double> trainLosses(const std::string& run_dir) {
-  std::vector<double> losses;
-  std::ifstream in(run_dir + "/metrics.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line);
-    if (j.at("type") == "train") losses.push_back(j.at("loss").get<double>());
-  }
-  return losses;
-}
-
-// Parameters of the model stored in a checkpoint written by `tandem train`.
-std::vector<torch::Tensor> checkpointParameters(const std::string& path) {
-  train::LoadedCheckpoint checkpoint(path);
-  auto config = train::trainConfigFromJson(checkpoint.meta().config);
-  auto model = models::createModel(config.model, {1, 28, 28, 10}, config.model_options);
-  checkpoint.restore(*model, nullptr, false);
-  return model->parameters();
 }
 
 class CliTrain : public ::testing::Test {

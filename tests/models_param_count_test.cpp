@@ -76,6 +76,8 @@ TEST(ModelsParamCount, CnnFlattenFollowsInputSize) {
   EXPECT_EQ(countFor("cnn", {3, 32, 32, 10}), expected(3, 8));
   EXPECT_EQ(countFor("cnn", {1, 27, 27, 10}), expected(1, 7));
   EXPECT_EQ(countFor("cnn", {1, 26, 26, 10}), expected(1, 6));
+  // Without BatchNorm (2 x 8 + 2 x 16 parameters) the convs gain biases (8 + 16).
+  EXPECT_EQ(countFor("cnn_nobn", {1, 28, 28, 10}), expected(1, 7) - (2 * 8 + 2 * 16) + (8 + 16));
 }
 
 TEST(ModelsParamCount, FrozenParametersAreNotCounted) {

@@ -29,9 +29,9 @@ TEST(ModelsRegistry, ListsEveryModelSortedByName) {
     names.push_back(info.name);
     EXPECT_FALSE(info.description.empty()) << info.name;
   }
-  const std::vector<std::string> expected{"alexnet",   "cnn",       "inception_v3", "mlp",
-                                          "resnet110", "resnet152", "resnet20",     "resnet32",
-                                          "resnet44",  "resnet50",  "resnet56"};
+  const std::vector<std::string> expected{"alexnet",  "cnn",       "cnn_nobn",  "inception_v3",
+                                          "mlp",      "resnet110", "resnet152", "resnet20",
+                                          "resnet32", "resnet44",  "resnet50",  "resnet56"};
   EXPECT_EQ(names, expected);
 }
 

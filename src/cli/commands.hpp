@@ -17,5 +17,8 @@ struct Command {
 Command addTrainCommand(CLI::App& app);
 Command addEvalCommand(CLI::App& app);
 Command addModelsCommand(CLI::App& app);
+Command addLaunchCommand(CLI::App& app);
+// Returns the `bench allreduce` subcommand (the only benchmark so far).
+Command addBenchCommand(CLI::App& app);
 
 }  // namespace tandem::cli

@@ -15,7 +15,8 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
 
   const tandem::cli::Command commands[] = {tandem::cli::addTrainCommand(app), tandem::cli::addEvalCommand(app),
-                                           tandem::cli::addModelsCommand(app)};
+                                           tandem::cli::addModelsCommand(app),
+                                           tandem::cli::addLaunchCommand(app), tandem::cli::addBenchCommand(app)};
 
   try {
     app.parse(argc, argv);

@@ -4,10 +4,12 @@
 #include <csignal>
 
 #include "cli/commands.hpp"
+#include "cluster/cluster_spec.hpp"
 #include "core/error.hpp"
 #include "data/dataset.hpp"
 #include "obs/progress.hpp"
 #include "train/config.hpp"
+#include "train/allreduce_strategy.hpp"
 #include "train/trainer.hpp"
 
 namespace tandem::cli {
@@ -39,10 +41,25 @@ data::SampleShape parseShape(const std::string& text) {
   return shape;
 }
 
+// Standalone unless a cluster spec is present (flags, TF_CONFIG or a
+// launcher's environment).
+std::unique_ptr<train::Strategy> makeStrategy(const cluster::ClusterFlags& flags, const train::TrainConfig& config) {
+  auto spec = cluster::resolveClusterSpec(flags, cluster::captureEnvironment());
+  if (!spec) return std::make_unique<train::StandaloneStrategy>();
+  if (spec->role == cluster::Role::kPs || spec->numServers() > 0) {
+    throw InputError(fmt::format("{}: the parameter-server mode is not available in this build yet; "
+                                 "drop --ps_hosts/ps tasks to train with all-reduce",
+                                 spec->source));
+  }
+  return std::make_unique<train::AllReduceStrategy>(*spec, config.distributed);
+}
+
 }  // namespace
 
 Command addTrainCommand(CLI::App& app) {
-  auto* cmd = app.add_subcommand("train", "Train a model (standalone in this process)");
+  auto* cmd = app.add_subcommand(
+      "train", "Train a model: standalone, or as one task of a cluster (cluster flags, TF_CONFIG, mpirun, srun or "
+               "torchrun environment)");
   auto config = std::make_shared<train::TrainConfig>();
   auto synthetic_shape = std::make_shared<std::string>("3x32x32");
   auto& c = *config;
@@ -55,7 +72,9 @@ Command addTrainCommand(CLI::App& app) {
   cmd->add_option("--synthetic-shape", *synthetic_shape, "synthetic sample shape CxHxW")->capture_default_str();
   cmd->add_option("--synthetic-classes", c.dataset.synthetic_classes, "synthetic class count")->capture_default_str();
   cmd->add_option("--synthetic-size", c.dataset.synthetic_train_size, "synthetic training samples")->capture_default_str();
-  cmd->add_option("--batch-size", c.batch_size, "samples per step per worker")->capture_default_str();
+  cmd->add_option("--batch-size", c.batch_size, "samples per micro-batch per worker")->capture_default_str();
+  cmd->add_option("--accumulate", c.accumulate, "micro-batches per update; gradients sync on the last")
+      ->capture_default_str();
   auto* epochs = cmd->add_option("--epochs", c.epochs, "passes over the training set")->capture_default_str();
   cmd->add_option("--max-steps", c.max_steps, "stop after this many global steps (overrides --epochs)")
       ->excludes(epochs);
@@ -78,6 +97,9 @@ Command addTrainCommand(CLI::App& app) {
   cmd->add_option("--lr-boundary-unit", c.lr.unit, "piecewise boundaries in 'step' or 'epoch'")->capture_default_str();
   cmd->add_option("--min-lr", c.lr.min_lr, "cosine floor")->capture_default_str();
   cmd->add_option("--warmup-steps", c.lr.warmup_steps, "linear warmup steps before the schedule")->capture_default_str();
+  cmd->add_option("--lr-scaling", c.lr.scaling,
+                  "none, or linear: rates x (workers x accumulate), warming up from the unscaled rate")
+      ->capture_default_str();
   cmd->add_option("--eval-every", c.eval_every_steps, "evaluate every N steps (0: at each epoch end)")
       ->capture_default_str();
   cmd->add_option("--eval-batch-size", c.eval_batch_size, "evaluation batch size")->capture_default_str();
@@ -88,19 +110,38 @@ Command addTrainCommand(CLI::App& app) {
   cmd->add_option("--resume", c.resume_from, "continue the exact trajectory from this checkpoint");
   cmd->add_option("--out", c.out_dir, "run directory for metrics.jsonl, summary.json, checkpoints")
       ->capture_default_str();
+  auto cluster_flags = std::make_shared<cluster::ClusterFlags>();
+  auto& f = *cluster_flags;
+  const char* cluster_group = "Cluster";
+  cmd->add_option("--worker_hosts", f.worker_hosts, "comma-separated host:port of every worker; worker 0 coordinates")
+      ->group(cluster_group);
+  cmd->add_option("--ps_hosts", f.ps_hosts, "comma-separated host:port of every parameter server")->group(cluster_group);
+  cmd->add_option("--job_name", f.job_name, "this task's job: worker or ps")->group(cluster_group);
+  cmd->add_option("--task_index,--task_id", f.task_index, "this task's index within its job")->group(cluster_group);
+  cmd->add_option("--coordinator", f.coordinator, "host:port of worker 0's store (needed under mpirun and srun)")
+      ->group(cluster_group);
+  cmd->add_option("--bucket-mb", c.distributed.bucket_mb, "gradient bucket size cap in MB")
+      ->capture_default_str()->group(cluster_group);
+  cmd->add_option("--peer-timeout", c.distributed.peer_timeout_s, "seconds a collective waits for a peer")
+      ->capture_default_str()->group(cluster_group);
+  cmd->add_option("--rendezvous-timeout", c.distributed.rendezvous_timeout_s, "seconds to wait for every task to join")
+      ->capture_default_str()->group(cluster_group);
+  cmd->add_option("--verify-replicas-every", c.distributed.verify_replicas_every,
+                  "compare parameter checksums across workers every N steps (0: never)")
+      ->capture_default_str()->group(cluster_group);
   auto progress = std::make_shared<std::string>("auto");
   cmd->add_option("--progress", *progress, "auto, live or plain")->check(CLI::IsMember({"auto", "live", "plain"}))
       ->capture_default_str();
 
-  return {cmd, [config, synthetic_shape, progress] {
+  return {cmd, [config, synthetic_shape, progress, cluster_flags] {
     config->dataset.synthetic_shape = parseShape(*synthetic_shape);
     config->progress_interactive =
         *progress == "live" || (*progress == "auto" && obs::Progress::stderrIsTerminal());
     std::signal(SIGINT, onStopSignal);
     std::signal(SIGTERM, onStopSignal);
-    train::Trainer trainer(*config, std::make_unique<train::StandaloneStrategy>(), &g_stop_requested);
+    train::Trainer trainer(*config, makeStrategy(*cluster_flags, *config), &g_stop_requested);
     auto summary = trainer.run();
-    fmt::print("{}\n", summary.dump(2));
+    if (summary.at("rank").get<int>() == 0) fmt::print("{}\n", summary.dump(2));
     return summary.at("interrupted").get<bool>() ? 130 : 0;
   }};
 }

@@ -21,6 +21,8 @@ ModelPtr makeImageNetResNet(const std::string& name, const std::array<int64_t, 4
 
 ModelPtr makeInceptionV3(const InputSpec& input);
 
-ModelPtr makeCnn(const InputSpec& input);
+// batch_norm false: the same network with biased convolutions and no
+// BatchNorm, whose math does not depend on how a batch is split.
+ModelPtr makeCnn(const InputSpec& input, bool batch_norm);
 
 }  // namespace tandem::models::detail

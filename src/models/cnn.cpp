@@ -28,27 +28,38 @@ constexpr int64_t kHidden = 128;
 // conv1 halves the side (rounding up), the pool after conv2 halves it again.
 int64_t finalSide(int64_t side) { return windowOut(windowOut(side, 3, 2, 1), 2, 2); }
 
-torch::nn::Conv2d conv3x3(int64_t in, int64_t out, int64_t stride) {
-  // No bias: the BatchNorm that follows has its own.
-  return torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false));
+torch::nn::Conv2d conv3x3(int64_t in, int64_t out, int64_t stride, bool bias) {
+  return torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(bias));
+}
+
+// Without BatchNorm the convolutions carry their own bias.
+torch::nn::BatchNorm2d maybeBatchNorm(bool enabled, int64_t channels) {
+  return enabled ? torch::nn::BatchNorm2d(channels) : torch::nn::BatchNorm2d(nullptr);
 }
 
 class Cnn final : public Model {
  public:
-  explicit Cnn(const InputSpec& input)
-      : conv1_(register_module("conv1", conv3x3(input.channels, kConv1, 2))),
-        bn1_(register_module("bn1", torch::nn::BatchNorm2d(kConv1))),
-        conv2_(register_module("conv2", conv3x3(kConv1, kConv2, 1))),
-        bn2_(register_module("bn2", torch::nn::BatchNorm2d(kConv2))),
+  Cnn(const InputSpec& input, bool batch_norm)
+      : conv1_(register_module("conv1", conv3x3(input.channels, kConv1, 2, !batch_norm))),
+        bn1_(maybeBatchNorm(batch_norm, kConv1)),
+        conv2_(register_module("conv2", conv3x3(kConv1, kConv2, 1, !batch_norm))),
+        bn2_(maybeBatchNorm(batch_norm, kConv2)),
         fc1_(register_module(
             "fc1", torch::nn::Linear(kConv2 * finalSide(input.height) * finalSide(input.width), kHidden))),
         fc2_(register_module("fc2", torch::nn::Linear(kHidden, input.num_classes))) {
+    if (batch_norm) {
+      register_module("bn1", bn1_);
+      register_module("bn2", bn2_);
+    }
     initConvKaiming(*this);
   }
 
   torch::Tensor forward(torch::Tensor x) override {
-    x = torch::relu(bn1_(conv1_(x)));
-    x = torch::relu(bn2_(F::max_pool2d(conv2_(x), F::MaxPool2dFuncOptions(2))));
+    x = conv1_(x);
+    if (bn1_) x = bn1_(x);
+    x = F::max_pool2d(conv2_(torch::relu(x)), F::MaxPool2dFuncOptions(2));
+    if (bn2_) x = bn2_(x);
+    x = torch::relu(x);
     return fc2_(torch::relu(fc1_(x.flatten(1))));
   }
 
@@ -63,9 +74,9 @@ class Cnn final : public Model {
 
 }  // namespace
 
-ModelPtr makeCnn(const InputSpec& input) {
-  checkInput("cnn", input, finalSide);
-  return std::make_shared<Cnn>(input);
+ModelPtr makeCnn(const InputSpec& input, bool batch_norm) {
+  checkInput(batch_norm ? "cnn" : "cnn_nobn", input, finalSide);
+  return std::make_shared<Cnn>(input, batch_norm);
 }
 
 }  // namespace tandem::models::detail

@@ -18,11 +18,13 @@ namespace tandem::train {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OptimizerConfig, name, lr, momentum, nesterov, weight_decay, beta1,
                                                 beta2, eps)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LrScheduleConfig, kind, unit, boundaries, values, min_lr,
-                                                warmup_steps)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, model, model_options, dataset, batch_size, epochs,
+                                                warmup_steps, scaling)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DistributedConfig, bucket_mb, peer_timeout_s, rendezvous_timeout_s,
+                                                verify_replicas_every)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, model, model_options, dataset, batch_size, accumulate, epochs,
                                                 max_steps, seed, threads, prefetch_threads, prefetch_depth,
                                                 eval_every_steps, eval_batch_size, log_every_steps,
-                                                checkpoint_every_steps, out_dir, optimizer, lr)
+                                                checkpoint_every_steps, out_dir, optimizer, lr, distributed)
 
 namespace {
 void requirePositive(int64_t value, const char* flag) {
@@ -56,6 +58,14 @@ void validate(const TrainConfig& c) {
   if (c.optimizer.nesterov && (c.optimizer.name != "sgd" || c.optimizer.momentum <= 0)) {
     throw InputError("--nesterov: needs --optimizer sgd with --momentum > 0");
   }
+  requirePositive(c.accumulate, "--accumulate");
+  if (c.lr.scaling != "none" && c.lr.scaling != "linear") {
+    throw InputError(fmt::format("--lr-scaling: unknown rule '{}' (use none or linear)", c.lr.scaling));
+  }
+  if (!(c.distributed.bucket_mb > 0)) throw InputError("--bucket-mb: must be > 0");
+  if (!(c.distributed.peer_timeout_s > 0)) throw InputError("--peer-timeout: must be > 0 seconds");
+  if (!(c.distributed.rendezvous_timeout_s > 0)) throw InputError("--rendezvous-timeout: must be > 0 seconds");
+  if (c.distributed.verify_replicas_every < 0) throw InputError("--verify-replicas-every: must be >= 0");
   if (c.out_dir.empty()) throw InputError("--out: must not be empty");
   for (int64_t w : c.model_options.mlp_widths) requirePositive(w, "--mlp-widths");
 }

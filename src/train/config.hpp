@@ -29,7 +29,19 @@ struct LrScheduleConfig {
   std::vector<int64_t> boundaries;
   std::vector<double> values;     // piecewise: boundaries.size() + 1 learning rates
   double min_lr = 0.0;            // cosine floor
-  int64_t warmup_steps = 0;       // linear warmup from 0 in front of any schedule
+  int64_t warmup_steps = 0;       // linear warmup in front of any schedule
+  // "none" or "linear": multiply rates by the number of samples an update
+  // averages over relative to one micro-batch (workers x accumulate), and
+  // warm up from the unscaled rate (Goyal et al. 2017) instead of from 0.
+  std::string scaling = "none";
+};
+
+// How workers of a synchronous all-reduce run talk; ignored standalone.
+struct DistributedConfig {
+  double bucket_mb = 25;                 // gradient bucket size cap
+  double peer_timeout_s = 120;           // a collective waits this long for a peer
+  double rendezvous_timeout_s = 60;      // joining the cluster waits this long
+  int64_t verify_replicas_every = 0;     // compare parameter checksums every N steps (0: never)
 };
 
 struct TrainConfig {
@@ -37,6 +49,7 @@ struct TrainConfig {
   models::ModelOptions model_options;
   data::DatasetOptions dataset;
   int64_t batch_size = 64;
+  int64_t accumulate = 1;  // micro-batches per update; sync happens on the last
   int64_t epochs = 1;
   int64_t max_steps = 0;  // > 0 overrides epochs
   uint64_t seed = 42;
@@ -52,6 +65,7 @@ struct TrainConfig {
   bool progress_interactive = false;
   OptimizerConfig optimizer;
   LrScheduleConfig lr;
+  DistributedConfig distributed;
 };
 
 // Checks ranges and combinations; throws InputError naming the flag.

@@ -1,7 +1,9 @@
 #pragma once
 // How replicas agree on the update. The trainer calls these at fixed points
-// of a step; Standalone does nothing, AllReduce and ParameterServer (later
-// issues) move gradients and parameters.
+// of a step; Standalone only averages accumulated micro-batches, AllReduce
+// and ParameterServer move gradients and parameters.
+#include <nlohmann/json.hpp>
+
 #include <string>
 
 #include "models/registry.hpp"
@@ -14,6 +16,20 @@ struct SyncTimes {
   double wait_workers = 0;  // waiting for slower peers
 };
 
+// What the trainer knows about a step when it hands it to the strategy.
+struct LocalStep {
+  double loss_sum = 0;          // sum of this worker's micro-batch mean losses
+  int micro_steps = 1;          // micro-batches in this update (--accumulate)
+  bool stop_requested = false;  // a local SIGINT/SIGTERM arrived
+};
+
+// What all workers agreed on for the step.
+struct AgreedStep {
+  SyncTimes times;
+  double loss = 0;      // mean loss over every worker's micro-batches
+  bool stop = false;    // some worker asked to stop: everyone ends after this step
+};
+
 class Strategy {
  public:
   virtual ~Strategy() = default;
@@ -21,20 +37,31 @@ class Strategy {
   virtual int rank() const = 0;
   virtual int worldSize() const = 0;
   virtual int serverCount() const { return 0; }
-  // Makes every replica start from the same parameters.
-  virtual void initialize(models::Model& model) = 0;
-  // Called after backward; on return every local gradient holds the value
-  // the update must use.
-  virtual SyncTimes synchronizeGradients(models::Model& model) = 0;
+  // Joins the cluster (checking that every task's `fingerprint` agrees) and
+  // makes every replica start from the same parameters and buffers.
+  virtual void initialize(models::Model& model, const nlohmann::json& fingerprint) = 0;
+  // Called before each micro-batch's backward (after its forward): `so_far`
+  // counts this micro-batch's loss; `micro_step` is its index, and the
+  // last one (so_far.micro_steps - 1) completes the update's gradient.
+  virtual void beforeBackward(const LocalStep& so_far, int micro_step) {}
+  // Called after the last backward of an update. On return every parameter's
+  // .grad holds the mean gradient the update must use.
+  virtual AgreedStep synchronizeGradients(models::Model& model, const LocalStep& local) = 0;
+  // Called after the update every `every` steps when replica checks are on:
+  // throws Error naming the workers whose parameters differ from worker 0's.
+  virtual void verifyReplicas(models::Model& model, int64_t step) {}
+  // After the last step: waits for peers so nobody leaves mid-collective.
+  virtual void finish() {}
 };
 
+// Averages accumulated micro-batch gradients; no communication.
 class StandaloneStrategy final : public Strategy {
  public:
   std::string mode() const override { return "standalone"; }
   int rank() const override { return 0; }
   int worldSize() const override { return 1; }
-  void initialize(models::Model&) override {}
-  SyncTimes synchronizeGradients(models::Model&) override { return {}; }
+  void initialize(models::Model&, const nlohmann::json&) override {}
+  AgreedStep synchronizeGradients(models::Model& model, const LocalStep& local) override;
 };
 
 }  // namespace tandem::train

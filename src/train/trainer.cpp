@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <fmt/ranges.h>
+
 #include <filesystem>
 #include <thread>
 
@@ -41,6 +43,29 @@ struct IntervalStats {
 
 }  // namespace
 
+nlohmann::json runFingerprint(const TrainConfig& c, const torch::nn::Module& model, int64_t dataset_size,
+                              int64_t start_step, int world) {
+  nlohmann::json params = nlohmann::json::object();
+  auto describe = [](const torch::Tensor& t) {
+    return fmt::format("{}[{}]", std::string(c10::toString(t.scalar_type())), fmt::join(t.sizes(), ","));
+  };
+  for (const auto& item : model.named_parameters()) params[item.key()] = describe(item.value());
+  for (const auto& item : model.named_buffers()) params[item.key()] = describe(item.value());
+  return {{"model", c.model},
+          {"tensors", params},
+          {"dataset", c.dataset.name},
+          {"dataset_size", dataset_size},
+          {"batch_size", c.batch_size},
+          {"accumulate", c.accumulate},
+          {"optimizer", toJson(c)["optimizer"]},
+          {"lr_schedule", toJson(c)["lr"]},
+          {"seed", c.seed},
+          {"epochs", c.epochs},
+          {"max_steps", c.max_steps},
+          {"start_step", start_step},
+          {"workers", world}};
+}
+
 void checkResumeCompatible(const TrainConfig& current, const TrainConfig& saved, const std::string& checkpoint) {
   requireSame(current.model, saved.model, "model", checkpoint);
   requireSame(current.model_options.mlp_widths, saved.model_options.mlp_widths, "mlp widths", checkpoint);
@@ -73,11 +98,18 @@ nlohmann::json Trainer::run() {
   models::ModelPtr model = createModelFor(c, *splits.train);
   model->train();
 
-  data::ShardSampler sampler(splits.train->size(), c.batch_size, strategy_->rank(), strategy_->worldSize(), c.seed);
-  const int64_t steps_per_epoch = sampler.stepsPerEpoch();
+  // The sampler counts micro-batches; an update consumes `accumulate` of them.
+  const int64_t accumulate = c.accumulate;
+  const int world = strategy_->worldSize();
+  data::ShardSampler sampler(splits.train->size(), c.batch_size, strategy_->rank(), world, c.seed);
+  if (sampler.stepsPerEpoch() < accumulate) {
+    throw InputError(fmt::format("--accumulate: {} micro-batches per update exceed the {} an epoch holds",
+                                 accumulate, sampler.stepsPerEpoch()));
+  }
+  const int64_t steps_per_epoch = sampler.stepsPerEpoch() / accumulate;
   const int64_t total_steps = c.max_steps > 0 ? c.max_steps : c.epochs * steps_per_epoch;
   auto optimizer = makeOptimizer(c.optimizer, model->parameters());
-  LrSchedule schedule(c.optimizer, c.lr, steps_per_epoch, total_steps);
+  LrSchedule schedule(c.optimizer, c.lr, steps_per_epoch, total_steps, static_cast<double>(world * accumulate));
 
   int64_t start_step = 0;
   if (!c.resume_from.empty()) {
@@ -91,22 +123,26 @@ nlohmann::json Trainer::run() {
     }
     TANDEM_LOG_INFO("resumed from {} at step {}", c.resume_from, start_step);
   }
-  strategy_->initialize(*model);
+  strategy_->initialize(*model, runFingerprint(c, *model, splits.train->size(), start_step, world));
 
+  // Worker 0 owns the run directory; the others keep their own metrics
+  // beside it, so a straggler's breakdown can be read after the run.
   const bool chief = strategy_->rank() == 0;
-  obs::MetricsWriter writer(c.out_dir);
+  const fs::path run_dir =
+      chief ? fs::path(c.out_dir) : fs::path(c.out_dir) / "workers" / fmt::format("worker-{}", strategy_->rank());
+  obs::MetricsWriter writer(run_dir);
   const int64_t param_count = models::countParameters(*model);
   TANDEM_LOG_INFO("training {} ({} parameters) on {} ({} samples), {} mode, {} worker(s), {} steps of {} per worker, "
                   "{} threads, BLAS {}",
                   c.model, param_count, c.dataset.name, splits.train->size(), strategy_->mode(),
                   strategy_->worldSize(), total_steps - start_step, c.batch_size, threads, blas.library);
 
-  data::Prefetcher prefetcher(splits.train, sampler, start_step, total_steps,
+  data::Prefetcher prefetcher(splits.train, sampler, start_step * accumulate, total_steps * accumulate,
                               {c.prefetch_threads, c.prefetch_depth, c.seed});
   obs::Progress progress(start_step, total_steps, c.progress_interactive);
   obs::StepBreakdown breakdown;
   IntervalStats interval;
-  const int64_t global_batch = c.batch_size * strategy_->worldSize();
+  const int64_t global_batch = c.batch_size * world * accumulate;
   double train_seconds = 0;
   double final_loss = 0;  // mean loss of the last logged interval
   EvalResult last_eval;
@@ -126,35 +162,46 @@ nlohmann::json Trainer::run() {
   };
 
   auto stopRequested = [this] { return stop_ != nullptr && stop_->load(); };
+  std::vector<torch::Tensor> parameters = model->parameters();
 
   int64_t end_step = total_steps;
-  for (int64_t step = start_step; step < total_steps; ++step) {
-    if (stopRequested()) {
-      end_step = step;
-      progress.message(fmt::format("stop requested: ending at step {} with a checkpoint", step));
-      break;
-    }
+  bool stop_agreed = false;
+  for (int64_t step = start_step; step < total_steps && !stop_agreed; ++step) {
     Stopwatch step_watch;
     Stopwatch phase;
-    data::Batch batch = prefetcher.next();
-    breakdown.add(obs::Phase::kInputWait, phase.lap());
-
     const double lr = schedule.at(step);
     setLearningRate(*optimizer, lr);
-    optimizer->zero_grad();
-    auto logits = model->forward(batch.inputs);
-    auto loss = torch::nn::functional::cross_entropy(logits, batch.targets);
-    loss.backward();
-    const double step_loss = loss.item<double>();
-    breakdown.add(obs::Phase::kForwardBackward, phase.lap());
+    // Unset, not zeroed: backward then hands over fresh gradient tensors
+    // instead of adding into buffers a strategy may still be reading.
+    for (auto& p : parameters) p.mutable_grad().reset();
 
-    SyncTimes sync = strategy_->synchronizeGradients(*model);
-    breakdown.add(obs::Phase::kExposedComm, sync.exposed_comm);
-    breakdown.add(obs::Phase::kWaitWorkers, sync.wait_workers);
+    LocalStep local;
+    local.micro_steps = static_cast<int>(accumulate);
+    for (int micro = 0; micro < local.micro_steps; ++micro) {
+      data::Batch batch = prefetcher.next();
+      breakdown.add(obs::Phase::kInputWait, phase.lap());
+      auto logits = model->forward(batch.inputs);
+      auto loss = torch::nn::functional::cross_entropy(logits, batch.targets);
+      local.loss_sum += loss.item<double>();
+      local.stop_requested = stopRequested();
+      strategy_->beforeBackward(local, micro);
+      loss.backward();
+      breakdown.add(obs::Phase::kForwardBackward, phase.lap());
+    }
+
+    AgreedStep agreed = strategy_->synchronizeGradients(*model, local);
+    breakdown.add(obs::Phase::kExposedComm, agreed.times.exposed_comm);
+    breakdown.add(obs::Phase::kWaitWorkers, agreed.times.wait_workers);
     phase.lap();
     optimizer->step();
     breakdown.add(obs::Phase::kUpdate, phase.lap());
     breakdown.endStep();
+    const double step_loss = agreed.loss;
+    if (agreed.stop && step + 1 < total_steps) {
+      stop_agreed = true;
+      end_step = step + 1;
+      progress.message(fmt::format("stop requested: ending after step {} with a checkpoint", end_step));
+    }
 
     if (!std::isfinite(step_loss)) {
       throw Error(fmt::format("loss became {} at step {} (lr {}); lower --lr or check the data", step_loss, step, lr));
@@ -169,7 +216,7 @@ nlohmann::json Trainer::run() {
     const double samples_per_sec =
         interval.seconds > 0 ? static_cast<double>(interval.steps * global_batch) / interval.seconds : 0;
     const double interval_loss = interval.loss_sum / static_cast<double>(interval.steps);
-    if (done % c.log_every_steps == 0 || done == total_steps || stopRequested()) {
+    if (done % c.log_every_steps == 0 || done == total_steps || stop_agreed) {
       writer.append({{"type", "train"}, {"step", done}, {"epoch", epoch}, {"loss", interval_loss}, {"lr", lr},
                      {"samples_per_sec", samples_per_sec}, {"step_breakdown", breakdown.toJson()}});
       final_loss = interval_loss;
@@ -181,11 +228,15 @@ nlohmann::json Trainer::run() {
     if ((c.eval_every_steps > 0 && done % c.eval_every_steps == 0) || (c.eval_every_steps == 0 && epoch_end)) {
       if (chief) runEval(done);
     }
+    if (c.distributed.verify_replicas_every > 0 && done % c.distributed.verify_replicas_every == 0) {
+      strategy_->verifyReplicas(*model, done);
+    }
     if (chief && c.checkpoint_every_steps > 0 && done % c.checkpoint_every_steps == 0 && done != total_steps) {
       saveAt(fs::path(c.out_dir) / "checkpoints" / fmt::format("step-{}.ckpt", done), done);
     }
   }
   progress.finish();
+  strategy_->finish();
   const bool interrupted = end_step < total_steps;
   if (chief && !interrupted && last_eval_step != end_step) runEval(end_step);
   if (chief) saveAt(fs::path(c.out_dir) / "checkpoint.ckpt", end_step);
@@ -196,7 +247,9 @@ nlohmann::json Trainer::run() {
       {"parameters", param_count},
       {"dataset", c.dataset.name},
       {"mode", strategy_->mode()},
-      {"workers", strategy_->worldSize()},
+      {"workers", world},
+      {"rank", strategy_->rank()},
+      {"accumulate", accumulate},
       {"servers", strategy_->serverCount()},
       {"batch_size_per_worker", c.batch_size},
       {"global_batch_size", global_batch},
@@ -218,7 +271,7 @@ nlohmann::json Trainer::run() {
       {"blas_sgemm_gflops", blas.sgemm_gflops},
       {"resumed_from", c.resume_from.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.resume_from)},
   };
-  if (chief) writer.writeSummary(summary);
+  writer.writeSummary(summary);
   return summary;
 }
 

@@ -3,6 +3,7 @@
 // through the Strategy, update, and the bookkeeping around them (timing
 // breakdown, metrics, evaluation, checkpoints, progress).
 #include <nlohmann/json.hpp>
+#include <torch/torch.h>
 
 #include <atomic>
 #include <memory>
@@ -29,6 +30,11 @@ class Trainer {
   std::unique_ptr<Strategy> strategy_;
   const std::atomic<bool>* stop_;
 };
+
+// What every worker of a run must agree on: model tensors (names, dtypes,
+// shapes), data, batch, optimizer, schedule, seed and length.
+nlohmann::json runFingerprint(const TrainConfig& config, const torch::nn::Module& model, int64_t dataset_size,
+                              int64_t start_step, int world);
 
 // Refuses to resume a run whose checkpoint was made with a different model,
 // dataset, batch size or optimizer, naming the field and both values.

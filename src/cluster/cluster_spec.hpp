@@ -1,0 +1,71 @@
+#pragma once
+// Who is in the cluster and which task this process is, resolved from one of
+// the sources users already have: the classic PS/worker flags, TF_CONFIG, or
+// the environment of mpirun, Slurm's srun or a torchrun-style launcher.
+// Torch-free. Nothing here reads the process environment: the CLI captures
+// it once and passes it in, so tests can build any environment they like.
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tandem::cluster {
+
+enum class Role { kWorker, kPs };
+
+// "host:port" split and checked.
+struct HostPort {
+  std::string host;
+  int port = 0;
+  std::string str() const;  // "host:port"
+  bool operator==(const HostPort&) const = default;
+};
+
+// Parses "host:port" (host non-empty, port 1..65535; "[v6]:port" accepted).
+// Throws InputError naming `field` and the text.
+HostPort parseHostPort(const std::string& text, const std::string& field);
+
+struct ClusterSpec {
+  // Worker addresses by rank when the source lists them (flags, TF_CONFIG);
+  // empty for launcher environments, which give only rank and size.
+  std::vector<HostPort> worker_hosts;
+  std::vector<HostPort> ps_hosts;
+  int num_workers = 1;
+  Role role = Role::kWorker;
+  int index = 0;              // task index within its role; a worker's rank
+  HostPort coordinator;       // worker 0's coordination store
+  std::string source;         // "flags", "TF_CONFIG", "mpirun", "slurm", "torchrun"
+
+  int numServers() const { return static_cast<int>(ps_hosts.size()); }
+  bool isChief() const { return role == Role::kWorker && index == 0; }
+  // "worker 1", "ps 0": how errors name a task.
+  std::string taskName() const;
+  bool operator==(const ClusterSpec&) const = default;
+};
+
+std::string taskName(Role role, int index);
+
+// Flags of the classic launch lines; empty/negative means "not given".
+struct ClusterFlags {
+  std::string ps_hosts;      // --ps_hosts h:p,h:p
+  std::string worker_hosts;  // --worker_hosts h:p,h:p
+  std::string job_name;      // --job_name worker|ps
+  int task_index = -1;       // --task_index / --task_id
+  std::string coordinator;   // --coordinator h:p (needed by mpirun/slurm sources)
+};
+
+using Environment = std::map<std::string, std::string>;
+
+// The process environment as a map; called once, by the CLI.
+Environment captureEnvironment();
+
+// Resolves the spec from the first source present, in this order: flags,
+// TF_CONFIG, mpirun (OMPI_COMM_WORLD_RANK/SIZE), Slurm (SLURM_PROCID/NTASKS,
+// coordinator from --coordinator), torchrun (RANK, WORLD_SIZE, MASTER_ADDR,
+// MASTER_PORT). Returns nullopt when no source is present (standalone).
+// Throws InputError naming the field for a malformed spec (bad host:port,
+// index out of range, unknown job name, bad JSON) or a contradictory one
+// (e.g. both cluster flags and TF_CONFIG, RANK >= WORLD_SIZE).
+std::optional<ClusterSpec> resolveClusterSpec(const ClusterFlags& flags, const Environment& env);
+
+}  // namespace tandem::cluster

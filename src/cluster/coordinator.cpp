@@ -1,0 +1,347 @@
+#include "cluster/coordinator.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "core/error.hpp"
+#include "core/logging.hpp"
+#include "net/frame.hpp"
+#include "net/request_client.hpp"
+#include "net/wire.hpp"
+
+namespace tandem::cluster {
+namespace {
+
+using net::Frame;
+using net::FrameHeader;
+using net::MessageType;
+
+// Keys are names, not data: a bound keeps a bad client from filling memory
+// through the key index alone.
+constexpr size_t kMaxKeyBytes = 4096;
+// Short enough that destroying the server is prompt, long enough not to spin.
+constexpr std::chrono::milliseconds kServerPollInterval{20};
+// Retry pacing for keys that are not there yet.
+constexpr std::chrono::milliseconds kFirstRetry{5};
+constexpr std::chrono::milliseconds kMaxRetry{20};
+
+// A poll that starts just before its deadline still gets a fair chance at
+// a round trip, so an absent key is reported as absent, not as a silent
+// coordinator.
+constexpr std::chrono::milliseconds kMinRoundTrip{100};
+Deadline withFloor(Deadline deadline) { return Deadline(std::max(deadline.at(), Clock::now() + kMinRoundTrip)); }
+
+void checkKey(const std::string& key) {
+  if (key.empty()) throw InputError("store key is empty");
+  if (key.size() > kMaxKeyBytes) {
+    throw InputError(fmt::format("store key '{}...' is {} bytes (limit {})", key.substr(0, 64), key.size(),
+                                 kMaxKeyBytes));
+  }
+}
+
+std::string quoteKeys(const std::vector<std::string>& keys) {
+  constexpr size_t kShown = 8;
+  std::string out;
+  for (size_t i = 0; i < keys.size() && i < kShown; ++i) {
+    if (i) out += ", ";
+    out += fmt::format("'{}'", keys[i]);
+  }
+  if (keys.size() > kShown) out += fmt::format(" and {} more", keys.size() - kShown);
+  return out;
+}
+
+// The sender's IP as ZeroMQ saw it, to name it in errors.
+std::string peerAddress(zmq::message_t& message) {
+  try {
+    std::string_view address = message.gets("Peer-Address");
+    // A dual-stack (IPv6) listener sees IPv4 peers IPv4-mapped.
+    if (address.starts_with("::ffff:") && address.find('.') != std::string_view::npos) address.remove_prefix(7);
+    return std::string(address);
+  } catch (const zmq::error_t&) {
+    return "unknown peer";
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- server
+
+struct CoordinatorServer::Impl {
+  zmq::context_t context{1};
+  zmq::socket_t socket{context, zmq::socket_type::router};
+  int port = 0;
+  std::atomic<bool> stop{false};
+  // Only the server thread touches the store. Values are shared and
+  // immutable so a get reply can send them without a copy while a later set
+  // replaces the entry.
+  std::map<std::string, std::shared_ptr<const std::vector<char>>, std::less<>> store;
+  std::thread thread;
+
+  void run();
+  void handle(std::vector<zmq::message_t>& parts, size_t total);
+  std::pair<MessageType, zmq::message_t> apply(const Frame& request, const std::string& peer);
+};
+
+CoordinatorServer::CoordinatorServer(const std::string& bind_host, int port) : impl_(std::make_unique<Impl>()) {
+  if (port < 0 || port > 65535) {
+    throw InputError(fmt::format("coordinator port {} is out of range 0..65535", port));
+  }
+  std::string endpoint = net::tcpEndpoint(bind_host, port == 0 ? -1 : port);
+  net::configureSocket(impl_->socket, net::kMaxPayloadBytes, net::isIpv6(bind_host));
+  try {
+    impl_->socket.bind(endpoint);
+  } catch (const zmq::error_t& e) {
+    throw Error(fmt::format("coordinator could not listen on {}: {}", endpoint, e.what()));
+  }
+  // The kernel's choice when port was 0; "tcp://1.2.3.4:5678" either way.
+  std::string bound = impl_->socket.get(zmq::sockopt::last_endpoint);
+  auto colon = bound.rfind(':');
+  int actual = 0;
+  if (colon == std::string::npos ||
+      std::from_chars(bound.data() + colon + 1, bound.data() + bound.size(), actual).ec != std::errc()) {
+    throw Error(fmt::format("coordinator bound {} but cannot read its port from '{}'", endpoint, bound));
+  }
+  impl_->port = actual;
+  impl_->thread = std::thread([impl = impl_.get()] { impl->run(); });
+}
+
+CoordinatorServer::~CoordinatorServer() {
+  impl_->stop = true;
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+int CoordinatorServer::port() const { return impl_->port; }
+
+void CoordinatorServer::Impl::run() {
+  std::vector<zmq::message_t> parts;
+  while (!stop) {
+    try {
+      if (!net::waitReadable(socket, kServerPollInterval)) continue;
+      // [routing id][header][payload]; keep one extra part to notice extras.
+      while (!stop) {
+        size_t total = net::receiveParts(socket, parts, 4);
+        if (total == 0) break;
+        handle(parts, total);
+      }
+    } catch (const std::exception& e) {
+      // Socket-level failure: nothing more can be served. Clients will time
+      // out naming the coordinator.
+      TANDEM_LOG_ERROR("coordinator stopped serving: {}", e.what());
+      return;
+    }
+  }
+}
+
+void CoordinatorServer::Impl::handle(std::vector<zmq::message_t>& parts, size_t total) {
+  zmq::message_t& routing_id = parts[0];
+  if (parts.size() < 2) return;  // an empty message carries nothing to answer
+  std::string peer = peerAddress(parts[1]);
+  uint64_t request_id = net::salvageRequestId(parts[1].data(), parts[1].size());
+  MessageType reply_type;
+  zmq::message_t reply;
+  try {
+    Frame request = net::decodeFrame(std::span(parts).subspan(1), total - 1, net::kMaxPayloadBytes, peer);
+    request_id = request.header.request_id;
+    std::tie(reply_type, reply) = apply(request, peer);
+  } catch (const std::exception& e) {
+    // A bad request costs its sender an error reply, nothing more.
+    TANDEM_LOG_WARN("coordinator rejected a request: {}", e.what());
+    reply_type = MessageType::kError;
+    reply = net::copyPayload(std::string_view(e.what()));
+  }
+  FrameHeader header;
+  header.type = reply_type;
+  header.request_id = request_id;
+  // ROUTER never blocks: a reply to a vanished peer is dropped.
+  net::sendFrame(socket, header, std::move(reply), &routing_id);
+}
+
+std::pair<MessageType, zmq::message_t> CoordinatorServer::Impl::apply(const Frame& request, const std::string& peer) {
+  std::string what = net::messageTypeName(request.header.type) + " payload";
+  net::PayloadReader reader(request.bytes(), peer, what);
+  switch (request.header.type) {
+    case MessageType::kStoreSet: {
+      std::string key(reader.string("key"));
+      checkKey(key);
+      auto value = reader.rest();
+      store.insert_or_assign(key, std::make_shared<const std::vector<char>>(
+                                      reinterpret_cast<const char*>(value.data()),
+                                      reinterpret_cast<const char*>(value.data()) + value.size()));
+      return {MessageType::kOk, zmq::message_t()};
+    }
+    case MessageType::kStoreGet: {
+      auto it = store.find(request.text());
+      if (it == store.end()) return {MessageType::kStoreNotFound, zmq::message_t()};
+      return {MessageType::kStoreValue, net::sharedPayload(it->second)};
+    }
+    case MessageType::kStoreCheck: {
+      auto keys = reader.strings("keys");
+      reader.expectEnd();
+      std::vector<std::string> missing;
+      for (auto& k : keys) {
+        if (!store.contains(k)) missing.push_back(std::move(k));
+      }
+      if (missing.empty()) return {MessageType::kOk, zmq::message_t()};
+      net::PayloadWriter writer;
+      writer.putStrings(missing);
+      const auto& bytes = writer.bytes();
+      return {MessageType::kStoreNotFound, net::copyPayload(bytes.data(), bytes.size())};
+    }
+    case MessageType::kError:
+    case MessageType::kOk:
+    case MessageType::kStoreValue:
+    case MessageType::kStoreNotFound:
+      break;
+  }
+  throw InputError(fmt::format("frame from {}: {} is not a request the coordinator serves", peer,
+                               net::messageTypeName(request.header.type)));
+}
+
+// ---------------------------------------------------------------- client
+
+struct CoordinatorClient::Impl {
+  HostPort address;
+  std::string name;
+  std::chrono::milliseconds timeout;
+  zmq::context_t context{1};
+  net::RequestClient client;
+
+  Impl(HostPort addr, std::chrono::milliseconds t)
+      : address(std::move(addr)),
+        name(fmt::format("coordinator (worker 0) at {}", address.str())),
+        timeout(t),
+        client(context, net::tcpEndpoint(address.host, address.port), name) {}
+
+  // One round trip. `budget` is what the caller was given in all, for the
+  // message. Throws PeerError if no reply came by `deadline`, Error if the
+  // coordinator rejected the request.
+  Frame call(MessageType type, zmq::message_t payload, Deadline deadline, std::chrono::milliseconds budget) {
+    FrameHeader header;
+    header.type = type;
+    auto reply = client.request(header, std::move(payload), deadline);
+    if (!reply) throw PeerError(fmt::format("{} did not answer within {}", name, net::formatDuration(budget)));
+    if (reply->header.type == MessageType::kError) {
+      std::string reason(reply->text().substr(0, 1000));
+      throw Error(fmt::format("{} rejected a {} request: {}", name, net::messageTypeName(type), reason));
+    }
+    return std::move(*reply);
+  }
+
+  [[noreturn]] void unexpected(const Frame& reply, MessageType request) {
+    throw Error(fmt::format("{} answered a {} request with {}", name, net::messageTypeName(request),
+                            net::messageTypeName(reply.header.type)));
+  }
+
+  std::optional<std::vector<char>> tryGet(const std::string& key, Deadline deadline,
+                                          std::chrono::milliseconds budget) {
+    checkKey(key);
+    Frame reply = call(MessageType::kStoreGet, net::copyPayload(key), deadline, budget);
+    if (reply.header.type == MessageType::kStoreNotFound) return std::nullopt;
+    if (reply.header.type != MessageType::kStoreValue) unexpected(reply, MessageType::kStoreGet);
+    const char* data = static_cast<const char*>(reply.payload.data());
+    return std::vector<char>(data, data + reply.payload.size());
+  }
+
+  std::vector<std::string> missingKeys(const std::vector<std::string>& keys, Deadline deadline,
+                                       std::chrono::milliseconds budget) {
+    if (keys.empty()) return {};
+    net::PayloadWriter writer;
+    for (const auto& k : keys) checkKey(k);
+    writer.putStrings(keys);
+    const auto& bytes = writer.bytes();
+    Frame reply = call(MessageType::kStoreCheck, net::copyPayload(bytes.data(), bytes.size()), deadline, budget);
+    if (reply.header.type == MessageType::kOk) return {};
+    if (reply.header.type != MessageType::kStoreNotFound) unexpected(reply, MessageType::kStoreCheck);
+    net::PayloadReader reader(reply.bytes(), name, "store-not-found payload");
+    auto missing = reader.strings("keys");
+    reader.expectEnd();
+    // Only keys we asked about are believable.
+    std::set<std::string_view> asked(keys.begin(), keys.end());
+    for (const auto& m : missing) {
+      if (!asked.contains(m)) {
+        throw InputError(fmt::format("frame from {}: store-check reply names key '{}' that was not asked about",
+                                     name, m.substr(0, 64)));
+      }
+    }
+    return missing;
+  }
+
+  void set(const std::string& key, const std::vector<char>& data, Deadline deadline,
+           std::chrono::milliseconds budget) {
+    checkKey(key);
+    uint64_t size = 4 + key.size() + data.size();
+    if (size > net::kMaxPayloadBytes) {
+      throw InputError(fmt::format("value for store key '{}' is {} bytes; the limit is {}", key, data.size(),
+                                   net::formatBytes(net::kMaxPayloadBytes - 4 - key.size())));
+    }
+    net::PayloadWriter writer;
+    writer.putString(key);
+    writer.putRaw(data.data(), data.size());
+    const auto& bytes = writer.bytes();
+    Frame reply = call(MessageType::kStoreSet, net::copyPayload(bytes.data(), bytes.size()), deadline, budget);
+    if (reply.header.type != MessageType::kOk) unexpected(reply, MessageType::kStoreSet);
+  }
+};
+
+CoordinatorClient::CoordinatorClient(HostPort coordinator, std::chrono::milliseconds timeout)
+    : impl_(std::make_unique<Impl>(std::move(coordinator), timeout)) {}
+
+CoordinatorClient::~CoordinatorClient() = default;
+
+const std::string& CoordinatorClient::coordinatorName() const { return impl_->name; }
+
+void CoordinatorClient::set(const std::string& key, const std::vector<char>& data) {
+  impl_->set(key, data, Deadline::after(impl_->timeout), impl_->timeout);
+}
+
+void CoordinatorClient::set(const std::string& key, const std::vector<char>& data, Deadline deadline) {
+  impl_->set(key, data, deadline, net::budgetOf(deadline));
+}
+
+std::optional<std::vector<char>> CoordinatorClient::tryGet(const std::string& key) {
+  return impl_->tryGet(key, Deadline::after(impl_->timeout), impl_->timeout);
+}
+
+std::vector<std::string> CoordinatorClient::missingKeys(const std::vector<std::string>& keys, Deadline deadline) {
+  return impl_->missingKeys(keys, deadline, net::budgetOf(deadline));
+}
+
+std::vector<char> CoordinatorClient::get(const std::string& key) {
+  auto deadline = Deadline::after(impl_->timeout);
+  auto pause = kFirstRetry;
+  while (true) {
+    if (auto value = impl_->tryGet(key, withFloor(deadline), impl_->timeout)) return std::move(*value);
+    if (deadline.expired()) {
+      throw PeerError(fmt::format("{}: key '{}' did not appear within {}", impl_->name, key,
+                                  net::formatDuration(impl_->timeout)));
+    }
+    std::this_thread::sleep_for(std::min(pause, deadline.remaining()));
+    pause = std::min(pause * 2, kMaxRetry);
+  }
+}
+
+void CoordinatorClient::wait(const std::vector<std::string>& keys) { wait(keys, impl_->timeout); }
+
+void CoordinatorClient::wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) {
+  auto deadline = Deadline::after(timeout);
+  auto pause = kFirstRetry;
+  while (true) {
+    auto missing = impl_->missingKeys(keys, withFloor(deadline), timeout);
+    if (missing.empty()) return;
+    if (deadline.expired()) {
+      throw PeerError(fmt::format("{}: {} {} did not appear within {}", impl_->name,
+                                  missing.size() == 1 ? "key" : "keys", quoteKeys(missing),
+                                  net::formatDuration(timeout)));
+    }
+    std::this_thread::sleep_for(std::min(pause, deadline.remaining()));
+    pause = std::min(pause * 2, kMaxRetry);
+  }
+}
+
+}  // namespace tandem::cluster

@@ -1,0 +1,72 @@
+#pragma once
+// The chief's coordination store, served over ZeroMQ, and the client every
+// task uses to reach it. The client implements gloo::rendezvous::Store, so
+// Gloo contexts rendezvous through it; Tandem's own membership and
+// fingerprint checks use the same keys-and-values vocabulary.
+#include <gloo/rendezvous/store.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cluster/cluster_spec.hpp"
+#include "core/deadline.hpp"
+
+namespace tandem::cluster {
+
+// Serves the key-value store on a background thread until destroyed.
+// Keys are write-once-or-overwrite byte strings; `get` requests for a key
+// that is not there yet are answered "not found" (clients retry), so a
+// request never parks the server. Malformed requests get an error reply
+// and are otherwise ignored. Thread-safe.
+class CoordinatorServer {
+ public:
+  // Binds tcp://<bind_host>:<port>; port 0 picks a free port. Throws Error
+  // naming the address if it cannot bind.
+  CoordinatorServer(const std::string& bind_host, int port);
+  ~CoordinatorServer();
+  CoordinatorServer(const CoordinatorServer&) = delete;
+  CoordinatorServer& operator=(const CoordinatorServer&) = delete;
+
+  int port() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A connection to the coordinator. Every call is bounded by `timeout`
+// (gloo's wait(keys, timeout) by its own argument); when the coordinator
+// does not answer, calls throw PeerError naming it ("coordinator worker 0 at
+// host:port"). Not thread-safe: use one client per thread.
+class CoordinatorClient final : public gloo::rendezvous::Store {
+ public:
+  CoordinatorClient(HostPort coordinator, std::chrono::milliseconds timeout);
+  ~CoordinatorClient() override;
+
+  void set(const std::string& key, const std::vector<char>& data) override;
+  // Blocks until the key exists or the timeout passes (PeerError naming key).
+  std::vector<char> get(const std::string& key) override;
+  void wait(const std::vector<std::string>& keys) override;
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override;
+
+  // Non-blocking: the value if present now.
+  std::optional<std::vector<char>> tryGet(const std::string& key);
+
+  // As set(), but bounded by `deadline` instead of the client's timeout.
+  void set(const std::string& key, const std::vector<char>& data, Deadline deadline);
+  // The subset of `keys` not in the store yet, in order; one round trip
+  // bounded by `deadline` (PeerError naming the coordinator if it passes).
+  std::vector<std::string> missingKeys(const std::vector<std::string>& keys, Deadline deadline);
+
+  // "coordinator (worker 0) at host:port": how errors name the coordinator.
+  const std::string& coordinatorName() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tandem::cluster

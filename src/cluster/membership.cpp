@@ -1,0 +1,146 @@
+#include "cluster/membership.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+#include <thread>
+
+#include "core/error.hpp"
+#include "net/request_client.hpp"
+
+namespace tandem::cluster {
+namespace {
+
+constexpr std::chrono::milliseconds kFirstPoll{5};
+constexpr std::chrono::milliseconds kMaxPoll{50};
+// As in the store client: a check that starts just before the deadline
+// still gets time for its round trip, so a late task is reported as
+// missing rather than the coordinator as silent.
+constexpr std::chrono::milliseconds kMinRoundTrip{100};
+// Fingerprint values can be long (shape lists); errors show a prefix.
+constexpr size_t kMaxShownValue = 80;
+
+struct Task {
+  Role role;
+  int index;
+  std::string name;
+  std::string key;
+};
+
+std::string roleKey(Role role) { return role == Role::kWorker ? "worker" : "ps"; }
+
+std::string joinKey(const std::string& generation, Role role, int index) {
+  return fmt::format("{}/join/{}/{}", generation, roleKey(role), index);
+}
+
+std::string joinNames(const std::vector<const Task*>& tasks) {
+  std::string out;
+  for (const Task* t : tasks) {
+    if (!out.empty()) out += ", ";
+    out += t->name;
+  }
+  return out.empty() ? "none" : out;
+}
+
+Deadline withFloor(Deadline deadline) { return Deadline(std::max(deadline.at(), Clock::now() + kMinRoundTrip)); }
+
+std::string show(const nlohmann::json& value) {
+  std::string text = value.dump();
+  if (text.size() > kMaxShownValue) text = text.substr(0, kMaxShownValue) + "...";
+  return text;
+}
+
+bool isStructured(const nlohmann::json& v) { return v.is_object() || v.is_array(); }
+
+std::string difference(const nlohmann::json& ours, const nlohmann::json& theirs, const std::string& path) {
+  if (ours == theirs) return {};
+  const std::string here = path.empty() ? "fingerprint" : path;
+  if (ours.is_object() && theirs.is_object()) {
+    std::set<std::string> keys;
+    for (const auto& item : ours.items()) keys.insert(item.key());
+    for (const auto& item : theirs.items()) keys.insert(item.key());
+    for (const auto& key : keys) {
+      const std::string field = path.empty() ? key : path + "." + key;
+      bool in_ours = ours.contains(key);
+      bool in_theirs = theirs.contains(key);
+      if (!in_ours) return fmt::format("{}: (missing) vs {}", field, show(theirs.at(key)));
+      if (!in_theirs) return fmt::format("{}: {} vs (missing)", field, show(ours.at(key)));
+      if (auto d = difference(ours.at(key), theirs.at(key), field); !d.empty()) return d;
+    }
+  }
+  // Arrays of scalars (shapes) read best whole; arrays of structures are
+  // walked so the message points into them.
+  if (ours.is_array() && theirs.is_array() && ours.size() == theirs.size()) {
+    for (size_t i = 0; i < ours.size(); ++i) {
+      if (ours[i] != theirs[i] && (isStructured(ours[i]) || isStructured(theirs[i]))) {
+        return difference(ours[i], theirs[i], fmt::format("{}[{}]", here, i));
+      }
+    }
+  }
+  return fmt::format("{}: {} vs {}", here, show(ours), show(theirs));
+}
+
+nlohmann::json parseFingerprint(const std::vector<char>& bytes, const std::string& task) {
+  try {
+    return nlohmann::json::parse(bytes.begin(), bytes.end());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(fmt::format("fingerprint of {} is not valid JSON: {}", task, e.what()));
+  }
+}
+
+}  // namespace
+
+std::string describeFingerprintDifference(const nlohmann::json& ours, const nlohmann::json& theirs) {
+  return difference(ours, theirs, "");
+}
+
+void joinCluster(CoordinatorClient& store, const ClusterSpec& spec, const nlohmann::json& fingerprint,
+                 Deadline deadline, bool include_ps, const std::string& generation) {
+  const auto budget = net::budgetOf(deadline);
+  std::vector<Task> tasks;
+  for (int i = 0; i < spec.num_workers; ++i) {
+    tasks.push_back({Role::kWorker, i, taskName(Role::kWorker, i), joinKey(generation, Role::kWorker, i)});
+  }
+  if (include_ps) {
+    for (int i = 0; i < spec.numServers(); ++i) {
+      tasks.push_back({Role::kPs, i, taskName(Role::kPs, i), joinKey(generation, Role::kPs, i)});
+    }
+  }
+  std::vector<std::string> keys;
+  for (const auto& t : tasks) keys.push_back(t.key);
+
+  std::string mine = fingerprint.dump();
+  store.set(joinKey(generation, spec.role, spec.index), std::vector<char>(mine.begin(), mine.end()),
+            withFloor(deadline));
+
+  auto pause = kFirstPoll;
+  while (true) {
+    auto missing = store.missingKeys(keys, withFloor(deadline));
+    if (missing.empty()) break;
+    if (deadline.expired()) {
+      std::set<std::string> absent(missing.begin(), missing.end());
+      std::vector<const Task*> gone, joined;
+      for (const auto& t : tasks) (absent.contains(t.key) ? gone : joined).push_back(&t);
+      throw PeerError(fmt::format("rendezvous timed out after {}: {} never arrived (joined: {})",
+                                  net::formatDuration(budget), joinNames(gone), joinNames(joined)));
+    }
+    std::this_thread::sleep_for(std::min(pause, deadline.remaining()));
+    pause = std::min(pause * 2, kMaxPoll);
+  }
+
+  // Every task reads the same stored fingerprints and compares them in the
+  // same order against worker 0's, so all of them reach the same verdict
+  // and fail together instead of leaving some waiting on the others.
+  if (tasks.empty()) return;
+  const Task& reference = tasks.front();
+  nlohmann::json expected = parseFingerprint(store.get(reference.key), reference.name);
+  for (size_t i = 1; i < tasks.size(); ++i) {
+    nlohmann::json theirs = parseFingerprint(store.get(tasks[i].key), tasks[i].name);
+    if (auto d = describeFingerprintDifference(theirs, expected); !d.empty()) {
+      throw InputError(fmt::format("fingerprint mismatch: {} differs from {} in {}", tasks[i].name, reference.name, d));
+    }
+  }
+}
+
+}  // namespace tandem::cluster

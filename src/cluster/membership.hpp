@@ -1,0 +1,33 @@
+#pragma once
+// Joining the cluster: every task announces itself with a fingerprint of
+// what must agree (model parameter names, shapes and dtypes; optimizer,
+// batch size, mode, ...). All tasks wait for each other under one deadline
+// and compare fingerprints, so a missing task or a mismatch fails every
+// process with the same clear message instead of a hang.
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "cluster/cluster_spec.hpp"
+#include "cluster/coordinator.hpp"
+#include "core/deadline.hpp"
+
+namespace tandem::cluster {
+
+// Announces `fingerprint` (a flat JSON object: field -> value) for this task,
+// then waits until every task in `spec` (workers and, if `include_ps`, PS
+// tasks) has joined, or the deadline passes.
+// Throws PeerError "rendezvous timed out after Ns: worker 2, ps 0 never
+// arrived" naming every missing task.
+// Throws InputError naming the first differing field, both tasks and both
+// values, when a fingerprint differs from worker 0's.
+// `generation` separates successive rendezvous through one store.
+void joinCluster(CoordinatorClient& store, const ClusterSpec& spec, const nlohmann::json& fingerprint,
+                 Deadline deadline, bool include_ps = false, const std::string& generation = "train");
+
+// First field where `theirs` differs from `ours`, as "field: a vs b"; empty
+// when equal. Exposed for tests.
+std::string describeFingerprintDifference(const nlohmann::json& ours, const nlohmann::json& theirs);
+
+}  // namespace tandem::cluster

@@ -1,0 +1,71 @@
+#pragma once
+// Local child processes started together and stopped together: what
+// `tandem launch` and `tandem bench allreduce` use to run a cluster on one
+// host. Each child's stdout and stderr lines are relayed with a prefix
+// ("[worker 1] ..."). When one child fails, the rest are stopped.
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tandem::cluster {
+
+struct ChildSpec {
+  std::string name;               // "worker 0", "ps 1": prefix and error name
+  std::vector<std::string> argv;  // argv[0] is the executable path
+  std::vector<std::pair<std::string, std::string>> extra_env;  // added to ours
+};
+
+struct ChildExit {
+  std::string name;
+  pid_t pid = 0;
+  int exit_code = 0;  // valid if !signaled
+  bool signaled = false;
+  int signal = 0;
+  std::string describe() const;  // "worker 1 (pid 123) exited with status 3" / "was killed by SIGKILL"
+};
+
+struct GroupResult {
+  bool ok = true;                 // every child exited 0
+  std::vector<ChildExit> exits;   // in the order they exited
+  std::string first_failure;      // describe() of the first non-zero exit, "" if ok
+};
+
+// Not thread-safe. Forwarding signals is the caller's business: call
+// signalAll() from the main loop when a SIGINT/SIGTERM flag is seen.
+class ProcessGroup {
+ public:
+  // `prefix_output`: relay lines as "[name] line" to `output_fd` (our stdout
+  // by default; tests pass a file). Else children inherit our fds.
+  explicit ProcessGroup(bool prefix_output = true, int output_fd = 1);
+  ~ProcessGroup();  // kills and reaps any child still running
+
+  // Throws Error naming the child if it cannot be started.
+  void start(const ChildSpec& child);
+
+  void signalAll(int signal);
+
+  // Waits for all children. When one exits non-zero (or by a signal), the
+  // others get SIGTERM, then SIGKILL after `grace`. `poll_stop` is checked
+  // every few ms; when it returns a signal number > 0 that signal is
+  // forwarded to all children (used for SIGINT/SIGTERM forwarding).
+  // `is_failure` decides which exits stop the rest (default: any non-zero
+  // status or signal); e.g. 130 after a forwarded stop is no failure.
+  GroupResult wait(std::chrono::milliseconds grace, const std::function<int()>& poll_stop = {},
+                   const std::function<bool(const ChildExit&)>& is_failure = {});
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The path of the running executable (/proc/self/exe), for re-spawning.
+std::string selfExecutable();
+
+// A TCP port on `host` that was free a moment ago (bind to 0, read, close).
+int pickFreePort(const std::string& host = "127.0.0.1");
+
+}  // namespace tandem::cluster

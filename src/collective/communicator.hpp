@@ -1,0 +1,61 @@
+#pragma once
+// Collectives over raw buffers between the workers of a cluster, on Gloo's
+// TCP transport. Torch-free: callers pass pointers and counts.
+//
+// Errors: a peer that dies or stalls past the timeout makes the call throw
+// PeerError naming the operation and, where Gloo tells, the peer; the
+// communicator is then unusable (every later call throws too). Bad arguments
+// (a root out of range) throw Error and leave it usable.
+#include <gloo/rendezvous/store.h>
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace tandem::collective {
+
+struct CommunicatorOptions {
+  int rank = 0;
+  int size = 1;
+  std::string local_host = "127.0.0.1";  // address peers reach this process at
+  std::chrono::milliseconds timeout{60000};  // per-operation peer timeout
+  // Buffers at least this large use ring-chunked all-reduce; smaller ones
+  // halving-doubling (fewer rounds, latency-bound sizes).
+  size_t ring_threshold_bytes = 256 * 1024;
+};
+
+// Not thread-safe: call from one thread (e.g. a CommThread). Every rank must
+// issue the same collectives in the same order.
+class Communicator {
+ public:
+  // Rendezvous through `store` (Gloo full mesh). Throws PeerError on timeout
+  // and Error for a bad rank/size or an unusable local_host. size 1 touches
+  // neither the store nor the network. For size > 1 it sets SIGPIPE to
+  // ignored if it is still at its default, so a peer dying mid-send becomes a
+  // PeerError rather than killing this process.
+  static std::unique_ptr<Communicator> connect(gloo::rendezvous::Store& store, const CommunicatorOptions& options);
+  // Unless the communicator is broken or being destroyed by an exception,
+  // first waits (up to the timeout) until every rank has reached its own
+  // destructor: closing sockets while a slower peer is still finishing the
+  // last collective would fail that peer.
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // In-place elementwise sum across all ranks. Algorithm instances are cached
+  // per (data, count), so repeated calls on a persistent buffer (a gradient
+  // bucket) pay set-up once. Because a cache miss consumes Gloo slots that
+  // must match across ranks, every rank must reuse buffers in the same
+  // pattern: a (data, count) seen before on one rank must be one seen before
+  // on all (persistent buffers, or fresh ones whose count is new, are fine).
+  virtual void allreduceSum(float* data, size_t count) = 0;
+  // Copies root's `bytes` at `data` into every rank's `data`.
+  virtual void broadcast(void* data, size_t bytes, int root) = 0;
+  // out holds size() * bytes; rank r's `in` lands at out + r * bytes.
+  virtual void allgather(const void* in, void* out, size_t bytes) = 0;
+  virtual void barrier() = 0;
+};
+
+}  // namespace tandem::collective

@@ -1,0 +1,169 @@
+#pragma once
+// One message on the wire: a fixed 48-byte little-endian header and an
+// opaque payload, carried as a two-part ZeroMQ message [header][payload] so
+// the payload can be handed to ZeroMQ without a copy. Everything a peer sends
+// is untrusted: the header is checked (magic, version, type, flags, key range,
+// sizes) before the payload is looked at or anything is allocated for it.
+//
+// Header layout (offsets in bytes, all little-endian):
+//    0 magic u32 ('TNDM')   4 version u16        6 type u16
+//    8 flags u32           12 reserved u32 (0)  16 request_id u64
+//   24 key_begin u64       32 key_end u64       40 payload_bytes u64
+// magic and request_id keep their offsets in every version, so a peer can
+// always answer "unsupported version" to the request that carried it.
+//
+// Thread safety: the encode/validate functions are pure and thread-safe.
+// Functions that take a zmq::socket_t must only be called from the thread
+// that uses that socket (ZeroMQ sockets are not thread-safe).
+#include <zmq.hpp>
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tandem::net {
+
+inline constexpr uint32_t kFrameMagic = 0x4D444E54;  // bytes "TNDM" on the wire
+inline constexpr uint16_t kFrameVersion = 1;
+inline constexpr size_t kFrameHeaderBytes = 48;
+// Default ceiling for one payload. Senders split anything larger (the
+// parameter server chunks tensors well below it).
+inline constexpr uint64_t kMaxPayloadBytes = uint64_t{64} << 20;
+
+// Message types. Requests and replies share one numbering; a request is
+// answered with kOk, a type-specific reply or kError. The parameter server
+// adds its types after the store's. Every enumerator must be listed in
+// isKnownMessageType (the compiler warns when one is missing).
+enum class MessageType : uint16_t {
+  kError = 1,  // reply: the request was rejected; payload is a UTF-8 reason
+  kOk = 2,     // reply: done; payload is type-specific (often empty)
+  // Coordinator key-value store.
+  kStoreSet = 16,       // payload: [u32 key size][key][value]
+  kStoreGet = 17,       // payload: key
+  kStoreValue = 18,     // reply to get: payload is the value
+  kStoreNotFound = 19,  // reply to get/check: key(s) not there yet
+  kStoreCheck = 20,     // payload: key list; kOk if all exist, else kStoreNotFound with the missing ones
+};
+
+constexpr bool isKnownMessageType(uint16_t raw) {
+  switch (static_cast<MessageType>(raw)) {
+    case MessageType::kError:
+    case MessageType::kOk:
+    case MessageType::kStoreSet:
+    case MessageType::kStoreGet:
+    case MessageType::kStoreValue:
+    case MessageType::kStoreNotFound:
+    case MessageType::kStoreCheck:
+      return true;
+  }
+  return false;
+}
+
+// "store-get", or "type 77" for an unknown value.
+std::string messageTypeName(MessageType type);
+
+// No flags are defined yet; unknown bits are rejected so that a future flag
+// cannot be silently ignored by an old peer.
+inline constexpr uint32_t kKnownFrameFlags = 0;
+
+struct FrameHeader {
+  MessageType type = MessageType::kOk;
+  uint32_t flags = 0;
+  uint64_t request_id = 0;
+  // Half-open key range [key_begin, key_end) a request covers; the
+  // parameter server routes and checks by it, the store leaves it 0.
+  uint64_t key_begin = 0;
+  uint64_t key_end = 0;
+  uint64_t payload_bytes = 0;
+  bool operator==(const FrameHeader&) const = default;
+};
+
+using HeaderBytes = std::array<std::byte, kFrameHeaderBytes>;
+
+HeaderBytes encodeHeader(const FrameHeader& header);
+
+// Decodes and checks a received header before anything is allocated for the
+// payload. Throws InputError "frame from <peer>: ..." naming what is wrong:
+// truncated header, bad magic, unsupported version, unknown type, unknown
+// flags, nonzero reserved field, key_begin > key_end, or a payload larger
+// than `max_payload_bytes`.
+FrameHeader validateHeader(const void* bytes, size_t size, uint64_t max_payload_bytes, std::string_view peer);
+
+// Checks that the payload that actually arrived has the size the header
+// announced. Throws InputError naming the peer and both sizes.
+void validatePayloadSize(const FrameHeader& header, size_t received_bytes, std::string_view peer);
+
+// A received, validated frame. The payload stays in ZeroMQ's buffer.
+struct Frame {
+  FrameHeader header;
+  zmq::message_t payload;
+
+  std::span<const std::byte> bytes() const {
+    return {static_cast<const std::byte*>(payload.data()), payload.size()};
+  }
+  std::string_view text() const { return {static_cast<const char*>(payload.data()), payload.size()}; }
+};
+
+// Payload builders.
+zmq::message_t copyPayload(const void* data, size_t size);
+inline zmq::message_t copyPayload(std::string_view text) { return copyPayload(text.data(), text.size()); }
+// Zero-copy: ZeroMQ sends straight from `data`, and keeps `owner` alive
+// until it no longer needs the bytes. `owner` is released on a ZeroMQ I/O
+// thread, so its destructor must be safe to run there. The bytes must not
+// change while a send may still be in flight.
+zmq::message_t sharedPayload(std::shared_ptr<const void> owner, const void* data, size_t size);
+// Zero-copy from a shared, immutable byte vector.
+zmq::message_t sharedPayload(std::shared_ptr<const std::vector<char>> bytes);
+
+// Settings every Tandem socket gets: no linger on close (a dead peer must
+// not stall shutdown), and libzmq itself drops a peer that sends a part
+// larger than a header or `max_payload_bytes`, before buffering it.
+// IPv6 is turned on only for IPv6 endpoints: with it on, a name like
+// "localhost" may resolve to ::1 while the server listens on 127.0.0.1.
+// Socket's thread only.
+void configureSocket(zmq::socket_t& socket, uint64_t max_payload_bytes = kMaxPayloadBytes, bool ipv6 = false);
+
+// "tcp://host:port", with IPv6 hosts bracketed; port < 0 means "*"
+// (let the OS pick, for bind).
+std::string tcpEndpoint(const std::string& host, int port);
+// Whether `host_or_endpoint` names an IPv6 address ("::1", "[::1]",
+// "tcp://[::1]:5").
+bool isIpv6(std::string_view host_or_endpoint);
+
+// Sends [routing_id][header][payload] (routing_id only for ROUTER sockets,
+// pass nullptr otherwise). Fills in header.payload_bytes from the payload.
+// Returns false if the socket could not take the message without blocking
+// (DEALER with a full queue; a ROUTER drops instead). Socket's thread only.
+bool sendFrame(zmq::socket_t& socket, FrameHeader header, zmq::message_t payload,
+               const zmq::message_t* routing_id = nullptr);
+
+// Waits until `socket` has a message to read or `timeout` passes; a signal
+// interrupting the wait counts as "nothing yet". Socket's thread only.
+bool waitReadable(zmq::socket_t& socket, std::chrono::milliseconds timeout);
+
+// Receives the parts of one multipart message without blocking. Keeps at
+// most `keep` parts in `parts` and discards the rest (so a peer cannot make
+// us hold an unbounded number of parts); returns the total number of parts,
+// 0 when no message was waiting. Socket's thread only.
+size_t receiveParts(zmq::socket_t& socket, std::vector<zmq::message_t>& parts, size_t keep);
+
+// Validates [header][payload] parts (exactly two) into a Frame. Throws
+// InputError naming the peer when the part count or the header is wrong.
+Frame decodeFrame(std::span<zmq::message_t> parts, size_t total_parts, uint64_t max_payload_bytes,
+                  std::string_view peer);
+
+// The request id of a header that failed validation, if it can be trusted
+// enough to address an error reply (magic matches and the header is whole);
+// 0 otherwise.
+uint64_t salvageRequestId(const void* bytes, size_t size);
+
+// "64 MiB", "3 KiB", "17 bytes": how errors print sizes.
+std::string formatBytes(uint64_t bytes);
+
+}  // namespace tandem::net

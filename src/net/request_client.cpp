@@ -1,0 +1,68 @@
+#include "net/request_client.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <vector>
+
+namespace tandem::net {
+
+RequestClient::RequestClient(zmq::context_t& context, std::string endpoint, std::string peer_name,
+                             uint64_t max_payload_bytes)
+    : context_(context),
+      endpoint_(std::move(endpoint)),
+      peer_name_(std::move(peer_name)),
+      max_payload_bytes_(max_payload_bytes) {
+  connect();
+}
+
+void RequestClient::connect() {
+  socket_.reset();
+  socket_.emplace(context_, zmq::socket_type::dealer);
+  configureSocket(*socket_, max_payload_bytes_, isIpv6(endpoint_));
+  socket_->connect(endpoint_);
+}
+
+std::optional<Frame> RequestClient::request(FrameHeader header, zmq::message_t payload, Deadline deadline) {
+  if (!socket_) connect();
+  const uint64_t id = next_request_id_++;
+  header.request_id = id;
+  // With one request in flight the DEALER's queue never fills; if it does
+  // anyway, the peer is as good as silent.
+  if (!sendFrame(*socket_, header, std::move(payload))) {
+    socket_.reset();
+    return std::nullopt;
+  }
+  std::vector<zmq::message_t> parts;
+  while (true) {
+    if (!waitReadable(*socket_, deadline.remaining())) {
+      if (deadline.expired()) {
+        // Close with linger 0: a still-queued request dies with the socket.
+        socket_.reset();
+        return std::nullopt;
+      }
+      continue;
+    }
+    size_t total = receiveParts(*socket_, parts, 2);
+    if (total == 0) continue;
+    Frame frame = decodeFrame(parts, total, max_payload_bytes_, peer_name_);
+    if (frame.header.request_id == id) return frame;
+    // Otherwise a late reply to a request we gave up on: drop it.
+  }
+}
+
+std::string formatDuration(std::chrono::milliseconds duration) {
+  auto ms = duration.count();
+  if (ms < 1000) return fmt::format("{}ms", ms);
+  if (ms % 1000 == 0) return fmt::format("{}s", ms / 1000);
+  return fmt::format("{:.1f}s", static_cast<double>(ms) / 1000.0);
+}
+
+std::chrono::milliseconds budgetOf(Deadline deadline) {
+  double ms = std::chrono::duration<double, std::milli>(deadline.at() - Clock::now()).count();
+  if (ms <= 0) return std::chrono::milliseconds(0);
+  double step = ms < 10000 ? 10 : 1000;
+  return std::chrono::milliseconds(static_cast<int64_t>(std::llround(ms / step) * step));
+}
+
+}  // namespace tandem::net

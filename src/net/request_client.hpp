@@ -1,0 +1,58 @@
+#pragma once
+// Synchronous request/reply over a ZeroMQ DEALER, one request in flight at a
+// time: the building block for talking to a ROUTER-based server (the
+// coordinator store now, simple parameter-server calls later).
+//
+// Each request carries a fresh request id and only a reply with that id is
+// accepted, so a late answer to an abandoned request is never taken for the
+// answer to a newer one. When a request times out the socket is replaced,
+// which drops the request if it is still queued (e.g. the server was not up).
+#include <zmq.hpp>
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "core/deadline.hpp"
+#include "net/frame.hpp"
+
+namespace tandem::net {
+
+// Not thread-safe: use one RequestClient per thread.
+class RequestClient {
+ public:
+  // `endpoint` is "tcp://host:port"; `peer_name` names the server in errors.
+  // Connecting never fails, even while nobody listens yet. `context` must
+  // outlive the client.
+  RequestClient(zmq::context_t& context, std::string endpoint, std::string peer_name,
+                uint64_t max_payload_bytes = kMaxPayloadBytes);
+
+  // Sends `header` (its request_id is assigned here) with `payload` and
+  // waits for the matching reply until `deadline`. Returns nullopt if none
+  // came in time. Throws InputError naming the peer when a reply is
+  // malformed.
+  std::optional<Frame> request(FrameHeader header, zmq::message_t payload, Deadline deadline);
+
+  const std::string& peerName() const { return peer_name_; }
+  const std::string& endpoint() const { return endpoint_; }
+
+ private:
+  void connect();
+
+  zmq::context_t& context_;
+  std::string endpoint_;
+  std::string peer_name_;
+  uint64_t max_payload_bytes_;
+  std::optional<zmq::socket_t> socket_;
+  uint64_t next_request_id_ = 1;  // 0 is what a server uses when it cannot tell
+};
+
+// How timeouts appear in messages: "300ms", "30s", "1.5s".
+std::string formatDuration(std::chrono::milliseconds duration);
+
+// The time left before `deadline`, rounded (to 10 ms below 10 s, to 1 s
+// above) so that a budget the caller set reads as they set it even after a
+// few milliseconds went by: for "did not answer within 30s".
+std::chrono::milliseconds budgetOf(Deadline deadline);
+
+}  // namespace tandem::net

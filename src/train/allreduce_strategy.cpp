@@ -1,0 +1,209 @@
+#include "train/allreduce_strategy.hpp"
+
+#include <fmt/ranges.h>
+#include <gloo/rendezvous/prefix_store.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "cluster/coordinator.hpp"
+#include "cluster/local_address.hpp"
+#include "cluster/membership.hpp"
+#include "collective/comm_thread.hpp"
+#include "collective/communicator.hpp"
+#include "core/clock.hpp"
+#include "core/error.hpp"
+#include "core/logging.hpp"
+#include "train/gradient_buckets.hpp"
+
+namespace tandem::train {
+
+namespace {
+
+// Every parameter and buffer, in registration order: what worker 0 sends.
+std::vector<torch::Tensor> stateTensors(models::Model& model) {
+  std::vector<torch::Tensor> tensors = model.parameters();
+  for (auto& b : model.buffers()) tensors.push_back(b);
+  return tensors;
+}
+
+}  // namespace
+
+struct AllReduceStrategy::Impl {
+  cluster::ClusterSpec spec;
+  DistributedConfig config;
+  std::unique_ptr<cluster::CoordinatorServer> server;
+  std::unique_ptr<cluster::CoordinatorClient> store;
+  std::unique_ptr<gloo::rendezvous::PrefixStore> gloo_store;
+  std::unique_ptr<collective::Communicator> comm;
+  // Declared after comm: destroyed first, so queued jobs never outlive it.
+  std::unique_ptr<collective::CommThread> comm_thread;
+  std::unique_ptr<GradientBuckets> buckets;
+  std::vector<collective::CommHandle> handles;
+  Clock::time_point cycle_start = Clock::now();
+  LocalStep current;  // as of the last beforeBackward
+
+  int n() const { return spec.num_workers; }
+  Deadline waitDeadline() const { return Deadline::afterSeconds(config.peer_timeout_s + 5.0); }
+
+  // Runs `job` on the communication thread and waits for it.
+  void runNow(std::function<void()> job, const std::string& what) {
+    comm_thread->submit(std::move(job)).wait(waitDeadline(), what);
+  }
+
+  // Tail of the last bucket: [compute seconds per worker][mean loss][stop].
+  void fillTail() {
+    torch::Tensor tail = buckets->tail();
+    float* t = tail.data_ptr<float>();
+    std::fill(t, t + tail.numel(), 0.0f);
+    t[spec.index] = static_cast<float>(secondsSince(cycle_start));
+    t[n()] = static_cast<float>(current.loss_sum / (current.micro_steps * n()));
+    t[n() + 1] = current.stop_requested ? 1.0f : 0.0f;
+  }
+
+  void broadcastState(models::Model& model) {
+    torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> tensors = stateTensors(model);
+    size_t total = 0;
+    for (auto& t : tensors) total += t.numel() * t.element_size();
+    std::vector<char> packed(total);
+    size_t offset = 0;
+    for (auto& t : tensors) {
+      auto c = t.contiguous();
+      std::memcpy(packed.data() + offset, c.data_ptr(), c.numel() * c.element_size());
+      offset += c.numel() * c.element_size();
+    }
+    runNow([&] { comm->broadcast(packed.data(), packed.size(), 0); }, "broadcast of initial parameters");
+    if (spec.index == 0) return;
+    offset = 0;
+    for (auto& t : tensors) {
+      const size_t bytes = t.numel() * t.element_size();
+      auto source = torch::from_blob(packed.data() + offset, t.sizes(), t.options().device(torch::kCPU));
+      t.copy_(source);
+      offset += bytes;
+    }
+  }
+};
+
+AllReduceStrategy::AllReduceStrategy(cluster::ClusterSpec spec, DistributedConfig config)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->spec = std::move(spec);
+  impl_->config = config;
+}
+
+AllReduceStrategy::~AllReduceStrategy() = default;
+
+int AllReduceStrategy::rank() const { return impl_->spec.index; }
+int AllReduceStrategy::worldSize() const { return impl_->spec.num_workers; }
+
+void AllReduceStrategy::initialize(models::Model& model, const nlohmann::json& fingerprint) {
+  Impl& s = *impl_;
+  const auto rendezvous_timeout = std::chrono::milliseconds(static_cast<int64_t>(s.config.rendezvous_timeout_s * 1000));
+  if (s.spec.isChief()) {
+    s.server = std::make_unique<cluster::CoordinatorServer>(cluster::bindableAddress(s.spec.coordinator.host),
+                                                            s.spec.coordinator.port);
+  }
+  s.store = std::make_unique<cluster::CoordinatorClient>(s.spec.coordinator, rendezvous_timeout);
+  Stopwatch watch;
+  cluster::joinCluster(*s.store, s.spec, fingerprint, Deadline::after(rendezvous_timeout));
+
+  collective::CommunicatorOptions options;
+  options.rank = s.spec.index;
+  options.size = s.n();
+  options.local_host = s.spec.worker_hosts.empty() ? cluster::localAddressToward(s.spec.coordinator)
+                                                   : s.spec.worker_hosts[s.spec.index].host;
+  options.timeout = std::chrono::milliseconds(static_cast<int64_t>(s.config.peer_timeout_s * 1000));
+  s.gloo_store = std::make_unique<gloo::rendezvous::PrefixStore>("gloo", *s.store);
+  s.comm = collective::Communicator::connect(*s.gloo_store, options);
+  s.comm_thread = std::make_unique<collective::CommThread>();
+  s.broadcastState(model);
+
+  if (s.n() > 1) {
+    const auto cap = static_cast<size_t>(s.config.bucket_mb * 1024 * 1024);
+    s.buckets = std::make_unique<GradientBuckets>(
+        model, cap, static_cast<size_t>(s.n() + 2),
+        [&s](size_t bucket, torch::Tensor flat) {
+          s.handles[bucket] = s.comm_thread->submit(
+              [&s, flat] { s.comm->allreduceSum(flat.data_ptr<float>(), static_cast<size_t>(flat.numel())); });
+        },
+        [&s] { s.fillTail(); });
+    s.handles.resize(s.buckets->size());
+    size_t bytes = 0;
+    for (size_t b = 0; b < s.buckets->size(); ++b) bytes += s.buckets->bucketBytes(b);
+    TANDEM_LOG_INFO("{}: joined {} workers via {} in {:.2f}s; {} gradient bucket(s), {:.1f} MB", s.spec.taskName(),
+                    s.n(), s.spec.source, watch.elapsed(), s.buckets->size(), bytes / 1e6);
+  }
+  s.cycle_start = Clock::now();
+}
+
+void AllReduceStrategy::beforeBackward(const LocalStep& so_far, int micro_step) {
+  Impl& s = *impl_;
+  s.current = so_far;
+  if (!s.buckets) return;
+  const bool last = micro_step + 1 == so_far.micro_steps;
+  s.buckets->beginMicroStep(micro_step, last, 1.0 / (static_cast<double>(so_far.micro_steps) * s.n()));
+}
+
+AgreedStep AllReduceStrategy::synchronizeGradients(models::Model& model, const LocalStep& local) {
+  Impl& s = *impl_;
+  if (!s.buckets) {
+    // One worker: nothing to exchange, so no copies either.
+    AgreedStep agreed = StandaloneStrategy().synchronizeGradients(model, local);
+    s.cycle_start = Clock::now();
+    return agreed;
+  }
+  s.current = local;
+  Stopwatch watch;
+  s.buckets->flush();
+  for (size_t b = 0; b < s.handles.size(); ++b) {
+    s.handles[b].wait(s.waitDeadline(), fmt::format("all-reduce of gradient bucket {}", b));
+  }
+  const double exposed = watch.elapsed();
+  s.buckets->exposeGradients();
+
+  const float* tail = s.buckets->tail().data_ptr<float>();
+  const double mine = tail[s.spec.index];
+  const double slowest = *std::max_element(tail, tail + s.n());
+  AgreedStep agreed;
+  // Peers that computed longer kept this worker waiting; the rest of the
+  // wait is communication that backward did not hide.
+  agreed.times.wait_workers = std::clamp(slowest - mine, 0.0, exposed);
+  agreed.times.exposed_comm = exposed - agreed.times.wait_workers;
+  agreed.loss = tail[s.n()];
+  agreed.stop = tail[s.n() + 1] > 0.5f;
+  s.cycle_start = Clock::now();
+  return agreed;
+}
+
+void AllReduceStrategy::verifyReplicas(models::Model& model, int64_t step) {
+  Impl& s = *impl_;
+  const uint64_t mine = parameterChecksum(model);
+  std::vector<uint64_t> all(static_cast<size_t>(s.n()));
+  s.runNow([&] { s.comm->allgather(&mine, all.data(), sizeof(mine)); }, "replica checksum exchange");
+  std::vector<std::string> diverged;
+  for (int r = 1; r < s.n(); ++r) {
+    if (all[static_cast<size_t>(r)] != all[0]) diverged.push_back(cluster::taskName(cluster::Role::kWorker, r));
+  }
+  if (!diverged.empty()) {
+    throw Error(fmt::format("replicas diverged after step {}: {} hold parameters that differ from worker 0's", step,
+                            fmt::join(diverged, ", ")));
+  }
+}
+
+void AllReduceStrategy::finish() {
+  Impl& s = *impl_;
+  if (s.comm) s.runNow([&] { s.comm->barrier(); }, "final barrier");
+}
+
+uint64_t parameterChecksum(const torch::nn::Module& model) {
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a over the raw bytes
+  for (const auto& p : model.parameters()) {
+    auto c = p.detach().contiguous();
+    const auto* bytes = static_cast<const unsigned char*>(c.data_ptr());
+    const size_t n = c.numel() * c.element_size();
+    for (size_t i = 0; i < n; ++i) hash = (hash ^ bytes[i]) * 1099511628211ull;
+  }
+  return hash;
+}
+
+}  // namespace tandem::train

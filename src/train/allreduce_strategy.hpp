@@ -1,0 +1,41 @@
+#pragma once
+// Synchronous data parallelism: every worker computes gradients on its slice
+// of the global batch; buckets of gradients are all-reduced on a
+// communication thread while backward is still running, and each worker
+// applies the same mean gradient with its own optimizer.
+#include <memory>
+
+#include "cluster/cluster_spec.hpp"
+#include "train/config.hpp"
+#include "train/strategy.hpp"
+
+namespace tandem::train {
+
+class AllReduceStrategy final : public Strategy {
+ public:
+  // Nothing touches the network until initialize().
+  AllReduceStrategy(cluster::ClusterSpec spec, DistributedConfig config);
+  ~AllReduceStrategy() override;
+
+  std::string mode() const override { return "allreduce"; }
+  int rank() const override;
+  int worldSize() const override;
+  // Starts the coordinator (chief), joins the cluster, connects Gloo,
+  // broadcasts parameters and buffers from worker 0, and installs the
+  // gradient hooks. Throws PeerError naming missing tasks, InputError naming
+  // a fingerprint difference.
+  void initialize(models::Model& model, const nlohmann::json& fingerprint) override;
+  void beforeBackward(const LocalStep& so_far, int micro_step) override;
+  AgreedStep synchronizeGradients(models::Model& model, const LocalStep& local) override;
+  void verifyReplicas(models::Model& model, int64_t step) override;
+  void finish() override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Exact 64-bit hash of every parameter's bytes, in registration order.
+uint64_t parameterChecksum(const torch::nn::Module& model);
+
+}  // namespace tandem::train

@@ -1,0 +1,212 @@
+// End-to-end tests of synchronous all-reduce training: real `tandem launch`
+// and `tandem train` processes on loopback.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <thread>
+
+#include "support/process.hpp"
+#include "support/run_artifacts.hpp"
+
+namespace tandem {
+namespace {
+using testing::checkpointParameters;
+using testing::readFile;
+using testing::runCommand;
+using testing::runTandem;
+using testing::TempDir;
+
+// Synthetic 28x28 data keeps these runs independent of installed datasets.
+std::string trainArgs(const std::string& model, int64_t batch, const std::string& out, const std::string& extra = "") {
+  return fmt::format(
+      "--model {} --mlp-widths 64,32 --dataset synthetic --synthetic-shape 1x28x28 --synthetic-size 4096 "
+      "--batch-size {} --optimizer sgd --lr 0.01 --momentum 0.9 --threads 1 --log-every 10 --eval-every 0 "
+      "--eval-batch-size 1000 --progress plain --out {} {}",
+      model, batch, out, extra);
+}
+
+// Largest per-tensor relative difference ||a - b|| / ||b||.
+double maxRelativeDifference(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    double norm = b[i].norm().item<double>();
+    double diff = (a[i] - b[i]).norm().item<double>();
+    worst = std::max(worst, norm > 0 ? diff / norm : diff);
+  }
+  return worst;
+}
+
+class Launch : public ::testing::Test {
+ protected:
+  TempDir dir_;
+};
+
+// 2 workers with batch B on the two halves of each global batch take the
+// same steps as 1 process with batch 2B, and stay identical to each other.
+void expectTwoWorkersMatchCombinedBatch(const TempDir& dir, const std::string& model) {
+  const std::string steps = "--max-steps 50 --verify-replicas-every 1";
+  auto two = runTandem("launch --workers 2 -- " + trainArgs(model, 16, dir.str("two"), steps));
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  auto one = runTandem("train " + trainArgs(model, 32, dir.str("one"), "--max-steps 50"));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  auto distributed = checkpointParameters(dir.str("two/checkpoint.ckpt"));
+  auto single = checkpointParameters(dir.str("one/checkpoint.ckpt"));
+  double difference = maxRelativeDifference(distributed, single);
+  EXPECT_LT(difference, 1e-5) << model;
+  // The runs really moved: 50 steps end far from where 1 step does.
+  auto fresh = runTandem("train " + trainArgs(model, 32, dir.str("fresh"), "--max-steps 1"));
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.output;
+  EXPECT_GT(maxRelativeDifference(single, checkpointParameters(dir.str("fresh/checkpoint.ckpt"))), 1e-2);
+  auto summary = nlohmann::json::parse(readFile(dir.path() / "two" / "summary.json"));
+  EXPECT_EQ(summary["mode"], "allreduce");
+  EXPECT_EQ(summary["workers"], 2);
+  EXPECT_EQ(summary["global_batch_size"], 32);
+  EXPECT_TRUE(summary["step_breakdown"].contains("exposed_comm"));
+  EXPECT_TRUE(summary["step_breakdown"].contains("wait_workers"));
+  // Worker 1 keeps its own metrics beside worker 0's run directory.
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "two" / "workers" / "worker-1" / "summary.json"));
+}
+
+TEST_F(Launch, TwoWorkersReproduceCombinedBatchMlp) { expectTwoWorkersMatchCombinedBatch(dir_, "mlp"); }
+
+TEST_F(Launch, TwoWorkersReproduceCombinedBatchCnnWithoutBatchNorm) {
+  expectTwoWorkersMatchCombinedBatch(dir_, "cnn_nobn");
+}
+
+TEST_F(Launch, AccumulationMatchesTheLargerBatch) {
+  // 2 workers x 2 micro-batches of 8 == 1 process with batch 32.
+  auto two = runTandem("launch --workers 2 -- " +
+                       trainArgs("mlp", 8, dir_.str("acc"), "--max-steps 20 --accumulate 2 --bucket-mb 0.01"));
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  auto one = runTandem("train " + trainArgs("mlp", 32, dir_.str("one"), "--max-steps 20"));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  // Micro-batch order differs from one big batch only in summation order.
+  EXPECT_LT(maxRelativeDifference(checkpointParameters(dir_.str("acc/checkpoint.ckpt")),
+                                  checkpointParameters(dir_.str("one/checkpoint.ckpt"))),
+            1e-5);
+}
+
+TEST_F(Launch, OneWorkerReproducesStandaloneExactly) {
+  auto launched = runTandem("launch --workers 1 -- " + trainArgs("mlp", 32, dir_.str("launched"), "--max-steps 30"));
+  ASSERT_EQ(launched.exit_code, 0) << launched.output;
+  auto standalone = runTandem("train " + trainArgs("mlp", 32, dir_.str("standalone"), "--max-steps 30"));
+  ASSERT_EQ(standalone.exit_code, 0) << standalone.output;
+  auto a = checkpointParameters(dir_.str("launched/checkpoint.ckpt"));
+  auto b = checkpointParameters(dir_.str("standalone/checkpoint.ckpt"));
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "parameter " << i;
+  EXPECT_NE(launched.output.find("[worker 0]"), std::string::npos) << launched.output;
+}
+
+TEST_F(Launch, TorchrunEnvironmentFormsACluster) {
+  const int port = testing::freePort();
+  auto worker = [&](int rank) {
+    return fmt::format("RANK={} WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT={} {} train {} >{} 2>&1", rank, port,
+                       TANDEM_BINARY, trainArgs("mlp", 16, dir_.str("env"), "--max-steps 5"),
+                       dir_.str(fmt::format("log{}", rank)));
+  };
+  auto run = runCommand(worker(1) + " & " + worker(0) + "; code=$?; wait $! || exit 1; exit $code");
+  ASSERT_EQ(run.exit_code, 0) << readFile(dir_.path() / "log0") << readFile(dir_.path() / "log1");
+  auto summary = nlohmann::json::parse(readFile(dir_.path() / "env" / "summary.json"));
+  EXPECT_EQ(summary["workers"], 2);
+  EXPECT_EQ(summary["steps"], 5);
+}
+
+TEST_F(Launch, KilledWorkerStopsTheRestAndIsNamed) {
+  const std::string out = dir_.str("run");
+  pid_t pid = testing::spawnTandem("launch --workers 2 --grace 5 -- " + trainArgs("mlp", 16, out, "--max-steps 1000000"),
+                                   dir_.str("log"));
+  auto metrics = std::filesystem::path(out) / "workers" / "worker-1" / "metrics.jsonl";
+  for (int i = 0; i < 1200 && (!std::filesystem::exists(metrics) || std::filesystem::file_size(metrics) == 0); ++i) {
+    ASSERT_NE(::waitpid(pid, nullptr, WNOHANG), pid) << "exited early:\n" << readFile(dir_.path() / "log");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(std::filesystem::exists(metrics)) << readFile(dir_.path() / "log");
+  runCommand("pkill -KILL -f '" + out + ".*--task_index 1'");
+  int code = testing::waitForExit(pid, std::chrono::seconds(60));
+  std::string log = readFile(dir_.path() / "log");
+  EXPECT_NE(code, 0) << log;
+  EXPECT_NE(code, -1) << "launch did not exit within 60 s:\n" << log;
+  EXPECT_NE(log.find("worker 1"), std::string::npos) << log;
+  EXPECT_NE(log.find("signal 9"), std::string::npos) << log;
+}
+
+TEST_F(Launch, SigtermIsForwardedAndEveryWorkerStopsAtTheSameStep) {
+  const std::string out = dir_.str("run");
+  pid_t pid = testing::spawnTandem("launch --workers 2 -- " + trainArgs("mlp", 16, out, "--max-steps 1000000"),
+                                   dir_.str("log"));
+  auto metrics = std::filesystem::path(out) / "metrics.jsonl";
+  for (int i = 0; i < 1200 && (!std::filesystem::exists(metrics) || std::filesystem::file_size(metrics) == 0); ++i) {
+    ASSERT_NE(::waitpid(pid, nullptr, WNOHANG), pid) << "exited early:\n" << readFile(dir_.path() / "log");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::kill(pid, SIGTERM);
+  int code = testing::waitForExit(pid, std::chrono::seconds(60));
+  EXPECT_EQ(code, 130) << readFile(dir_.path() / "log");
+  auto chief = nlohmann::json::parse(readFile(std::filesystem::path(out) / "summary.json"));
+  auto other = nlohmann::json::parse(readFile(std::filesystem::path(out) / "workers" / "worker-1" / "summary.json"));
+  EXPECT_TRUE(chief["interrupted"].get<bool>());
+  EXPECT_EQ(chief["steps"], other["steps"]);
+  EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(out) / "checkpoint.ckpt"));
+}
+
+TEST_F(Launch, MissingTaskIsNamedWithinTheRendezvousDeadline) {
+  const int port = testing::freePort();
+  auto start = std::chrono::steady_clock::now();
+  auto run = runTandem(fmt::format("train {} --worker_hosts 127.0.0.1:{},127.0.0.1:{} --job_name worker "
+                                   "--task_index 0 --rendezvous-timeout 2",
+                                   trainArgs("mlp", 16, dir_.str("run"), "--max-steps 5"), port, port + 1));
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("worker 1 never arrived"), std::string::npos) << run.output;
+  EXPECT_LT(seconds, 20) << run.output;
+}
+
+TEST_F(Launch, FingerprintMismatchFailsEveryWorker) {
+  const int port = testing::freePort();
+  const std::string hosts = fmt::format("127.0.0.1:{},127.0.0.1:{}", port, testing::freePort());
+  auto worker = [&](int rank, int batch) {
+    return testing::spawnTandem(fmt::format("train {} --worker_hosts {} --job_name worker --task_index {} "
+                                            "--rendezvous-timeout 20",
+                                            trainArgs("mlp", batch, dir_.str(fmt::format("run{}", rank)),
+                                                      "--max-steps 5"),
+                                            hosts, rank),
+                                dir_.str(fmt::format("log{}", rank)));
+  };
+  pid_t w0 = worker(0, 16);
+  pid_t w1 = worker(1, 32);
+  int c0 = testing::waitForExit(w0, std::chrono::seconds(60));
+  int c1 = testing::waitForExit(w1, std::chrono::seconds(60));
+  for (auto [code, log] : {std::pair{c0, std::string("log0")}, std::pair{c1, std::string("log1")}}) {
+    std::string text = readFile(dir_.path() / log);
+    EXPECT_EQ(code, 2) << text;
+    EXPECT_NE(text.find("batch_size"), std::string::npos) << text;
+    EXPECT_NE(text.find("16"), std::string::npos) << text;
+    EXPECT_NE(text.find("32"), std::string::npos) << text;
+  }
+}
+
+TEST(BenchAllreduce, ReportsExactResultsAndBandwidthAgainstLoopback) {
+  TempDir dir;
+  auto run = runTandem("bench allreduce --workers 2 --sizes 4K..64K --json " + dir.str("bench.json"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("busbw"), std::string::npos) << run.output;
+  auto results = nlohmann::json::parse(readFile(dir.path() / "bench.json"));
+  EXPECT_GT(results["loopback_tcp_gbps"].get<double>(), 0);
+  ASSERT_EQ(results["rows"].size(), 3u);  // 4K, 16K, 64K
+  for (const auto& row : results["rows"]) {
+    EXPECT_TRUE(row["exact"].get<bool>());
+    EXPECT_GT(row["busbw_gbps"].get<double>(), 0);
+    // busbw = algbw * 2(n-1)/n, which is algbw itself for n = 2.
+    EXPECT_DOUBLE_EQ(row["busbw_gbps"].get<double>(), row["algbw_gbps"].get<double>());
+  }
+  auto bad = runTandem("bench allreduce --workers 2 --sizes 6");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--sizes"), std::string::npos) << bad.output;
+}
+
+}  // namespace
+}  // namespace tandem

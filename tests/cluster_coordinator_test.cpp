@@ -1,0 +1,358 @@
+#include <gloo/allreduce_ring.h>
+#include <gloo/barrier_all_to_all.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/device.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <exception>
+#include <thread>
+
+#include "cluster/coordinator.hpp"
+#include "core/error.hpp"
+#include "net/frame.hpp"
+
+namespace tandem::cluster {
+namespace {
+
+using namespace std::chrono_literals;
+using Ms = std::chrono::milliseconds;
+
+std::vector<char> bytes(const std::string& s) { return {s.begin(), s.end()}; }
+std::string text(const std::vector<char>& v) { return {v.begin(), v.end()}; }
+
+HostPort local(int port) { return {"127.0.0.1", port}; }
+
+// A port nobody listens on right now: bound and released by a server.
+int freePort() {
+  CoordinatorServer probe("127.0.0.1", 0);
+  return probe.port();
+}
+
+template <class F>
+Ms timeOf(F&& f) {
+  auto start = Clock::now();
+  f();
+  return std::chrono::duration_cast<Ms>(Clock::now() - start);
+}
+
+TEST(Coordinator, PicksAPortAndServesSetAndGet) {
+  CoordinatorServer server("127.0.0.1", 0);
+  ASSERT_GT(server.port(), 0);
+  CoordinatorClient client(local(server.port()), 2000ms);
+  client.set("alpha", bytes("one"));
+  EXPECT_EQ(text(client.get("alpha")), "one");
+  client.set("alpha", bytes("two"));  // overwrite
+  EXPECT_EQ(text(client.get("alpha")), "two");
+  client.set("empty", {});
+  EXPECT_TRUE(client.get("empty").empty());
+  EXPECT_FALSE(client.tryGet("missing").has_value());
+  EXPECT_EQ(text(*client.tryGet("alpha")), "two");
+  EXPECT_EQ(client.missingKeys({"alpha", "x", "empty", "y"}, Deadline::after(1000ms)),
+            (std::vector<std::string>{"x", "y"}));
+  EXPECT_TRUE(client.missingKeys({"alpha"}, Deadline::after(1000ms)).empty());
+}
+
+TEST(Coordinator, ReachableByHostName) {
+  // "localhost" must reach an IPv4 listener even where it also resolves to ::1.
+  CoordinatorServer server("127.0.0.1", 0);
+  CoordinatorClient client({"localhost", server.port()}, 2000ms);
+  client.set("k", bytes("v"));
+  EXPECT_EQ(text(client.get("k")), "v");
+}
+
+TEST(Coordinator, ServesOverIpv6) {
+  std::unique_ptr<CoordinatorServer> server;
+  try {
+    server = std::make_unique<CoordinatorServer>("::1", 0);
+  } catch (const Error& e) {
+    GTEST_SKIP() << "no IPv6 loopback here: " << e.what();
+  }
+  CoordinatorClient client({"::1", server->port()}, 2000ms);
+  client.set("k", bytes("v6"));
+  EXPECT_EQ(text(client.get("k")), "v6");
+}
+
+TEST(Coordinator, CarriesLargeBinaryValues) {
+  CoordinatorServer server("127.0.0.1", 0);
+  CoordinatorClient client(local(server.port()), 5000ms);
+  std::vector<char> value(3 << 20);
+  for (size_t i = 0; i < value.size(); ++i) value[i] = static_cast<char>(i * 31 + 7);
+  value[5] = '\0';
+  client.set("blob", value);
+  EXPECT_EQ(client.get("blob"), value);
+}
+
+TEST(Coordinator, RejectsBadKeysLocally) {
+  CoordinatorServer server("127.0.0.1", 0);
+  CoordinatorClient client(local(server.port()), 1000ms);
+  EXPECT_THROW(client.set("", bytes("x")), InputError);
+  EXPECT_THROW(client.set(std::string(5000, 'k'), bytes("x")), InputError);
+}
+
+TEST(Coordinator, ServesClientsOnManyThreads) {
+  CoordinatorServer server("127.0.0.1", 0);
+  constexpr int kThreads = 6;
+  std::vector<std::thread> threads;
+  std::vector<std::exception_ptr> errors(kThreads);
+  std::atomic<int> checked{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      try {
+        CoordinatorClient client(local(server.port()), 5000ms);
+        for (int i = 0; i < 20; ++i) client.set(fmt::format("t{}/k{}", t, i), bytes(fmt::format("{}:{}", t, i)));
+        // Reads block until the other threads' writes land.
+        for (int other = 0; other < kThreads; ++other) {
+          for (int i = 0; i < 20; ++i) {
+            if (text(client.get(fmt::format("t{}/k{}", other, i))) == fmt::format("{}:{}", other, i)) ++checked;
+          }
+        }
+      } catch (...) {
+        errors[t] = std::current_exception();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  EXPECT_EQ(checked.load(), kThreads * kThreads * 20);
+}
+
+TEST(Coordinator, WaitReturnsOnceKeysAppear) {
+  CoordinatorServer server("127.0.0.1", 0);
+  CoordinatorClient waiter(local(server.port()), 3000ms);
+  std::thread writer([&] {
+    CoordinatorClient client(local(server.port()), 3000ms);
+    std::this_thread::sleep_for(100ms);
+    client.set("a", bytes("1"));
+    std::this_thread::sleep_for(50ms);
+    client.set("b", bytes("2"));
+  });
+  auto took = timeOf([&] { waiter.wait({"a", "b"}); });
+  writer.join();
+  EXPECT_GE(took, 140ms);
+  EXPECT_LT(took, 2000ms);
+  EXPECT_EQ(text(waiter.get("b")), "2");
+}
+
+TEST(Coordinator, GetOfMissingKeyTimesOutNamingTheKey) {
+  CoordinatorServer server("127.0.0.1", 0);
+  CoordinatorClient client(local(server.port()), 300ms);
+  auto start = Clock::now();
+  try {
+    client.get("never/set");
+    FAIL() << "no throw";
+  } catch (const PeerError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("key 'never/set' did not appear within 300ms"), std::string::npos) << what;
+    EXPECT_NE(what.find(fmt::format("127.0.0.1:{}", server.port())), std::string::npos) << what;
+  }
+  auto took = Clock::now() - start;
+  EXPECT_GE(took, 300ms);
+  EXPECT_LT(took, 800ms);
+}
+
+TEST(Coordinator, WaitWithTimeoutNamesEveryMissingKey) {
+  CoordinatorServer server("127.0.0.1", 0);
+  CoordinatorClient client(local(server.port()), 10000ms);
+  client.set("here", bytes("x"));
+  auto start = Clock::now();
+  try {
+    client.wait({"here", "gone1", "gone2"}, 250ms);
+    FAIL() << "no throw";
+  } catch (const PeerError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("keys 'gone1', 'gone2' did not appear within 250ms"), std::string::npos) << what;
+  }
+  // The explicit timeout wins over the client's 10 s.
+  EXPECT_LT(Clock::now() - start, 1000ms);
+}
+
+TEST(Coordinator, ClientWithoutServerTimesOutNamingTheAddress) {
+  int port = freePort();
+  CoordinatorClient client(local(port), 300ms);  // connecting itself never fails
+  auto start = Clock::now();
+  try {
+    client.set("k", bytes("v"));
+    FAIL() << "no throw";
+  } catch (const PeerError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find(fmt::format("coordinator (worker 0) at 127.0.0.1:{} did not answer within 300ms", port)),
+              std::string::npos)
+        << what;
+  }
+  auto took = Clock::now() - start;
+  EXPECT_GE(took, 300ms);
+  EXPECT_LT(took, 800ms);
+  EXPECT_THROW(client.get("k"), PeerError);
+  EXPECT_THROW(client.wait({"k"}), PeerError);
+}
+
+TEST(Coordinator, ClientMayStartBeforeTheServer) {
+  int port = freePort();
+  CoordinatorClient client(local(port), 3000ms);
+  // The first attempt is abandoned; a late server must not answer a new
+  // request with the stale reply.
+  CoordinatorClient impatient(local(port), 100ms);
+  EXPECT_THROW(impatient.set("early", bytes("x")), PeerError);
+  std::unique_ptr<CoordinatorServer> server;
+  std::thread starter([&] {
+    std::this_thread::sleep_for(200ms);
+    server = std::make_unique<CoordinatorServer>("127.0.0.1", port);
+  });
+  client.set("k", bytes("v"));  // queued until the server is up
+  starter.join();
+  EXPECT_EQ(text(client.get("k")), "v");
+  EXPECT_FALSE(impatient.tryGet("early").has_value());  // the abandoned set was dropped
+  impatient.set("late", bytes("y"));
+  EXPECT_EQ(text(impatient.get("late")), "y");
+}
+
+TEST(Coordinator, BindConflictNamesTheAddress) {
+  CoordinatorServer server("127.0.0.1", 0);
+  try {
+    CoordinatorServer second("127.0.0.1", server.port());
+    FAIL() << "no throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(fmt::format("tcp://127.0.0.1:{}", server.port())), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Coordinator, DestructionIsPrompt) {
+  auto server = std::make_unique<CoordinatorServer>("127.0.0.1", 0);
+  CoordinatorClient client(local(server->port()), 1000ms);
+  client.set("k", bytes("v"));
+  auto took = timeOf([&] { server.reset(); });
+  EXPECT_LT(took, 300ms);
+}
+
+// A raw DEALER speaking garbage gets an error reply; the server keeps
+// serving well-behaved clients.
+TEST(Coordinator, GarbageFramesGetErrorRepliesAndServingContinues) {
+  CoordinatorServer server("127.0.0.1", 0);
+  zmq::context_t ctx(1);
+  zmq::socket_t raw(ctx, zmq::socket_type::dealer);
+  net::configureSocket(raw);
+  raw.connect(fmt::format("tcp://127.0.0.1:{}", server.port()));
+
+  auto exchange = [&](std::vector<zmq::message_t> parts) {
+    for (size_t i = 0; i < parts.size(); ++i) {
+      raw.send(parts[i], i + 1 < parts.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+    EXPECT_TRUE(net::waitReadable(raw, 3000ms));
+    std::vector<zmq::message_t> reply;
+    size_t total = net::receiveParts(raw, reply, 2);
+    EXPECT_EQ(total, 2u);
+    return net::decodeFrame(reply, total, net::kMaxPayloadBytes, "coordinator");
+  };
+
+  std::vector<zmq::message_t> junk;
+  junk.emplace_back("hello", 5);
+  net::Frame r1 = exchange(std::move(junk));
+  EXPECT_EQ(r1.header.type, net::MessageType::kError);
+  EXPECT_NE(r1.text().find("bad magic"), std::string_view::npos) << r1.text();
+
+  // A well-formed header from a newer build: the error names the version
+  // and is addressed to the request that caused it.
+  net::FrameHeader h;
+  h.type = net::MessageType::kStoreGet;
+  h.request_id = 77;
+  h.payload_bytes = 1;
+  auto head = net::encodeHeader(h);
+  head[4] = std::byte{2};
+  std::vector<zmq::message_t> future;
+  future.emplace_back(head.data(), head.size());
+  future.emplace_back("k", 1);
+  net::Frame r2 = exchange(std::move(future));
+  EXPECT_EQ(r2.header.type, net::MessageType::kError);
+  EXPECT_EQ(r2.header.request_id, 77u);
+  EXPECT_NE(r2.text().find("unsupported version 2"), std::string_view::npos) << r2.text();
+
+  // Lying inner length in a set.
+  h.type = net::MessageType::kStoreSet;
+  h.request_id = 78;
+  h.payload_bytes = 6;
+  head = net::encodeHeader(h);
+  std::vector<zmq::message_t> lying;
+  lying.emplace_back(head.data(), head.size());
+  lying.emplace_back("\xff\xff\x00\x00" "ab", 6);  // claims a 65535-byte key
+  net::Frame r3 = exchange(std::move(lying));
+  EXPECT_EQ(r3.header.type, net::MessageType::kError);
+  EXPECT_EQ(r3.header.request_id, 78u);
+  EXPECT_NE(r3.text().find("truncated at key: needs 65535 bytes, 2 left"), std::string_view::npos) << r3.text();
+
+  // A reply type sent as a request.
+  h.type = net::MessageType::kStoreValue;
+  h.payload_bytes = 0;
+  head = net::encodeHeader(h);
+  std::vector<zmq::message_t> wrong;
+  wrong.emplace_back(head.data(), head.size());
+  wrong.emplace_back();
+  net::Frame r4 = exchange(std::move(wrong));
+  EXPECT_NE(r4.text().find("not a request the coordinator serves"), std::string_view::npos) << r4.text();
+
+  // Three parts.
+  h.type = net::MessageType::kStoreGet;
+  h.payload_bytes = 1;
+  head = net::encodeHeader(h);
+  std::vector<zmq::message_t> extra;
+  extra.emplace_back(head.data(), head.size());
+  extra.emplace_back("k", 1);
+  extra.emplace_back("z", 1);
+  net::Frame r5 = exchange(std::move(extra));
+  EXPECT_NE(r5.text().find("expected 2 message parts"), std::string_view::npos) << r5.text();
+
+  CoordinatorClient client(local(server.port()), 2000ms);
+  client.set("still", bytes("serving"));
+  EXPECT_EQ(text(client.get("still")), "serving");
+}
+
+// Gloo's own rendezvous runs through the store: the full mesh connects and
+// an all-reduce and a barrier complete.
+TEST(Coordinator, GlooRendezvousThroughTheStore) {
+  CoordinatorServer server("127.0.0.1", 0);
+  constexpr int kSize = 3;
+  std::vector<std::exception_ptr> errors(kSize);
+  std::vector<std::vector<float>> results(kSize);
+  // Contexts outlive every rank's last collective: a rank tearing down its
+  // connections while a peer still waits on them fails that peer.
+  std::vector<std::shared_ptr<gloo::rendezvous::Context>> contexts(kSize);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < kSize; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        CoordinatorClient client(local(server.port()), 10000ms);
+        gloo::transport::tcp::attr attr;
+        attr.hostname = "127.0.0.1";
+        auto device = gloo::transport::tcp::CreateDevice(attr);
+        auto context = std::make_shared<gloo::rendezvous::Context>(rank, kSize);
+        contexts[rank] = context;
+        context->setTimeout(10000ms);
+        context->connectFullMesh(client, device);
+        std::vector<float> data(1000);
+        for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>((rank + 1) * i);
+        std::vector<float*> ptrs{data.data()};
+        gloo::AllreduceRing<float> allreduce(context, ptrs, static_cast<int>(data.size()));
+        allreduce.run();
+        gloo::BarrierAllToAll barrier(context);
+        barrier.run();
+        results[rank] = data;
+      } catch (...) {
+        errors[rank] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  for (int rank = 0; rank < kSize; ++rank) {
+    ASSERT_EQ(results[rank].size(), 1000u);
+    for (size_t i = 0; i < 1000; i += 111) EXPECT_EQ(results[rank][i], static_cast<float>(6 * i)) << rank << " " << i;
+  }
+}
+
+}  // namespace
+}  // namespace tandem::cluster

@@ -1,0 +1,401 @@
+#include "cluster/cluster_spec.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "support/expect_input_error.hpp"
+
+namespace tandem::cluster {
+namespace {
+
+using tandem::testing::expectInputError;
+
+ClusterFlags workerFlags(const std::string& hosts, const std::string& job, int index) {
+  ClusterFlags flags;
+  flags.worker_hosts = hosts;
+  flags.job_name = job;
+  flags.task_index = index;
+  return flags;
+}
+
+ClusterSpec resolve(const ClusterFlags& flags, const Environment& env = {}) {
+  auto spec = resolveClusterSpec(flags, env);
+  EXPECT_TRUE(spec.has_value());
+  return spec.value_or(ClusterSpec{});
+}
+
+void expectRejected(const ClusterFlags& flags, const Environment& env, const std::vector<std::string>& needles) {
+  expectInputError([&] { resolveClusterSpec(flags, env); }, needles);
+}
+
+// --- HostPort ---
+
+TEST(HostPortTest, ParsesAndPrints) {
+  EXPECT_EQ(parseHostPort("127.0.0.1:2222", "f"), (HostPort{"127.0.0.1", 2222}));
+  EXPECT_EQ(parseHostPort("node-3.example:65535", "f"), (HostPort{"node-3.example", 65535}));
+  EXPECT_EQ(parseHostPort("[::1]:80", "f"), (HostPort{"::1", 80}));
+  EXPECT_EQ((HostPort{"::1", 80}).str(), "[::1]:80");
+  EXPECT_EQ((HostPort{"h", 1}).str(), "h:1");
+}
+
+TEST(HostPortTest, RejectsMalformedNamingField) {
+  expectInputError([] { parseHostPort("127.0.0.1:x", "--worker_hosts"); }, {"--worker_hosts", "'127.0.0.1:x'", "port"});
+  expectInputError([] { parseHostPort("h:0", "fld"); }, {"fld", "h:0", "port"});
+  expectInputError([] { parseHostPort("h:65536", "fld"); }, {"fld", "65536"});
+  expectInputError([] { parseHostPort("h:-1", "fld"); }, {"fld", "port"});
+  expectInputError([] { parseHostPort("h:", "fld"); }, {"fld", "port"});
+  expectInputError([] { parseHostPort("h", "fld"); }, {"fld", "no port"});
+  expectInputError([] { parseHostPort(":80", "fld"); }, {"fld", "no host"});
+  expectInputError([] { parseHostPort("", "fld"); }, {"fld", "empty"});
+  expectInputError([] { parseHostPort("::1:80", "fld"); }, {"fld", "brackets"});
+  expectInputError([] { parseHostPort("[::1]80", "fld"); }, {"fld", "[::1]80"});
+  expectInputError([] { parseHostPort("[]:80", "fld"); }, {"fld", "no host"});
+}
+
+TEST(TaskNameTest, NamesRoleAndIndex) {
+  EXPECT_EQ(taskName(Role::kWorker, 1), "worker 1");
+  EXPECT_EQ(taskName(Role::kPs, 0), "ps 0");
+  ClusterSpec spec;
+  spec.role = Role::kPs;
+  spec.index = 2;
+  EXPECT_EQ(spec.taskName(), "ps 2");
+  EXPECT_FALSE(spec.isChief());
+}
+
+TEST(CaptureEnvironmentTest, SeesProcessEnvironment) {
+  ::setenv("TANDEM_SPEC_TEST_VAR", "a=b", 1);
+  Environment env = captureEnvironment();
+  ::unsetenv("TANDEM_SPEC_TEST_VAR");
+  ASSERT_EQ(env.count("TANDEM_SPEC_TEST_VAR"), 1u);
+  EXPECT_EQ(env.at("TANDEM_SPEC_TEST_VAR"), "a=b");  // split at the first '=' only
+}
+
+// --- no source ---
+
+TEST(ResolveTest, NoSourceIsStandalone) {
+  EXPECT_FALSE(resolveClusterSpec({}, {}).has_value());
+  EXPECT_FALSE(resolveClusterSpec({}, {{"PATH", "/bin"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}}).has_value());
+  EXPECT_FALSE(resolveClusterSpec({}, {{"TF_CONFIG", ""}}).has_value());
+  // srun's batch step sets SLURM_PROCID without SLURM_NTASKS.
+  EXPECT_FALSE(resolveClusterSpec({}, {{"SLURM_PROCID", "0"}}).has_value());
+}
+
+TEST(ResolveTest, CoordinatorAloneIsRejected) {
+  ClusterFlags flags;
+  flags.coordinator = "h:1";
+  expectRejected(flags, {}, {"--coordinator", "no cluster"});
+}
+
+// --- flags ---
+
+TEST(FlagsTest, Worker) {
+  ClusterFlags flags = workerFlags("10.0.0.1:2222,10.0.0.2:2222", "worker", 1);
+  flags.ps_hosts = "10.0.0.9:2000";
+  ClusterSpec spec = resolve(flags);
+  EXPECT_EQ(spec.source, "flags");
+  EXPECT_EQ(spec.role, Role::kWorker);
+  EXPECT_EQ(spec.index, 1);
+  EXPECT_EQ(spec.num_workers, 2);
+  EXPECT_EQ(spec.numServers(), 1);
+  ASSERT_EQ(spec.worker_hosts.size(), 2u);
+  EXPECT_EQ(spec.worker_hosts[1], (HostPort{"10.0.0.2", 2222}));
+  EXPECT_EQ(spec.ps_hosts[0], (HostPort{"10.0.0.9", 2000}));
+  EXPECT_EQ(spec.coordinator, (HostPort{"10.0.0.1", 2222}));
+  EXPECT_FALSE(spec.isChief());
+  EXPECT_EQ(spec.taskName(), "worker 1");
+}
+
+TEST(FlagsTest, ChiefWithoutPsAndSpaces) {
+  ClusterSpec spec = resolve(workerFlags("a:1, b:2", "worker", 0));
+  EXPECT_TRUE(spec.isChief());
+  EXPECT_EQ(spec.numServers(), 0);
+  EXPECT_EQ(spec.worker_hosts[1], (HostPort{"b", 2}));
+}
+
+TEST(FlagsTest, Ps) {
+  ClusterFlags flags = workerFlags("a:1", "ps", 1);
+  flags.ps_hosts = "p:1,p:2";
+  ClusterSpec spec = resolve(flags);
+  EXPECT_EQ(spec.role, Role::kPs);
+  EXPECT_EQ(spec.index, 1);
+  EXPECT_EQ(spec.num_workers, 1);
+  EXPECT_EQ(spec.numServers(), 2);
+  EXPECT_EQ(spec.coordinator, (HostPort{"a", 1}));
+  EXPECT_EQ(spec.taskName(), "ps 1");
+}
+
+TEST(FlagsTest, ExplicitCoordinatorWins) {
+  ClusterFlags flags = workerFlags("a:1", "worker", 0);
+  flags.coordinator = "c:9";
+  EXPECT_EQ(resolve(flags).coordinator, (HostPort{"c", 9}));
+  flags.coordinator = "c:nope";
+  expectRejected(flags, {}, {"--coordinator", "c:nope"});
+}
+
+TEST(FlagsTest, MissingFlagsAreNamed) {
+  ClusterFlags job_only;
+  job_only.job_name = "worker";
+  expectRejected(job_only, {}, {"--worker_hosts", "--job_name"});
+  ClusterFlags ps_only;
+  ps_only.ps_hosts = "p:1";
+  expectRejected(ps_only, {}, {"--worker_hosts", "--ps_hosts"});
+  ClusterFlags index_only;
+  index_only.task_index = 0;
+  expectRejected(index_only, {}, {"--worker_hosts", "--task_index"});
+  expectRejected(workerFlags("a:1", "", 0), {}, {"--job_name"});
+  expectRejected(workerFlags("a:1", "worker", -1), {}, {"--task_index"});
+}
+
+TEST(FlagsTest, BadJobName) { expectRejected(workerFlags("a:1", "chief", 0), {}, {"--job_name", "'chief'"}); }
+
+TEST(FlagsTest, IndexOutOfRange) {
+  expectRejected(workerFlags("a:1,b:1", "worker", 2), {}, {"--task_index", "2", "--worker_hosts"});
+  ClusterFlags flags = workerFlags("a:1", "ps", 1);
+  flags.ps_hosts = "p:1";
+  expectRejected(flags, {}, {"--task_index", "1", "--ps_hosts"});
+}
+
+TEST(FlagsTest, PsWithoutPsHosts) { expectRejected(workerFlags("a:1", "ps", 0), {}, {"--ps_hosts"}); }
+
+TEST(FlagsTest, MalformedHostLists) {
+  expectRejected(workerFlags("127.0.0.1:x", "worker", 0), {}, {"--worker_hosts", "'127.0.0.1:x'"});
+  expectRejected(workerFlags("a:1,,b:2", "worker", 0), {}, {"--worker_hosts", "empty"});
+  expectRejected(workerFlags("a:1,", "worker", 0), {}, {"--worker_hosts", "empty"});
+  ClusterFlags flags = workerFlags("a:1", "worker", 0);
+  flags.ps_hosts = "p:70000";
+  expectRejected(flags, {}, {"--ps_hosts", "70000"});
+}
+
+TEST(FlagsTest, DuplicateAddress) {
+  expectRejected(workerFlags("a:1,b:2,a:1", "worker", 0), {}, {"a:1", "twice", "worker 0", "worker 2"});
+  ClusterFlags flags = workerFlags("a:1,b:2", "worker", 0);
+  flags.ps_hosts = "b:2";
+  expectRejected(flags, {}, {"b:2", "twice", "worker 1", "ps 0"});
+}
+
+TEST(FlagsTest, FlagsAndTfConfigConflict) {
+  ClusterFlags flags = workerFlags("a:1", "worker", 0);
+  expectRejected(flags, {{"TF_CONFIG", R"({"cluster":{"worker":["a:1"]},"task":{"type":"worker","index":0}})"}},
+                 {"--worker_hosts", "TF_CONFIG"});
+}
+
+TEST(FlagsTest, FlagsOverrideLaunchers) {
+  ClusterSpec spec = resolve(workerFlags("a:1,b:1", "worker", 1),
+                             {{"RANK", "0"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "m"}, {"MASTER_PORT", "5"}});
+  EXPECT_EQ(spec.source, "flags");
+  EXPECT_EQ(spec.index, 1);
+}
+
+// --- TF_CONFIG ---
+
+TEST(TfConfigTest, WorkerWithChief) {
+  Environment env{{"TF_CONFIG",
+                   R"({"cluster":{"chief":["c:1"],"worker":["w:1","w:2"],"ps":["p:1"]},
+                       "task":{"type":"worker","index":1}})"}};
+  ClusterSpec spec = resolve({}, env);
+  EXPECT_EQ(spec.source, "TF_CONFIG");
+  EXPECT_EQ(spec.role, Role::kWorker);
+  EXPECT_EQ(spec.index, 2);  // chief is rank 0
+  EXPECT_EQ(spec.num_workers, 3);
+  EXPECT_EQ(spec.worker_hosts, (std::vector<HostPort>{{"c", 1}, {"w", 1}, {"w", 2}}));
+  EXPECT_EQ(spec.ps_hosts, (std::vector<HostPort>{{"p", 1}}));
+  EXPECT_EQ(spec.coordinator, (HostPort{"c", 1}));
+}
+
+TEST(TfConfigTest, ChiefIsRankZero) {
+  Environment env{{"TF_CONFIG", R"({"cluster":{"chief":["c:1"],"worker":["w:1"]},"task":{"type":"chief","index":0}})"}};
+  ClusterSpec spec = resolve({}, env);
+  EXPECT_TRUE(spec.isChief());
+  EXPECT_EQ(spec.num_workers, 2);
+}
+
+TEST(TfConfigTest, WorkerWithoutChief) {
+  Environment env{{"TF_CONFIG", R"({"cluster":{"worker":["w:1","w:2"]},"task":{"type":"worker","index":1}})"}};
+  ClusterSpec spec = resolve({}, env);
+  EXPECT_EQ(spec.index, 1);
+  EXPECT_EQ(spec.num_workers, 2);
+  EXPECT_EQ(spec.coordinator, (HostPort{"w", 1}));
+}
+
+TEST(TfConfigTest, MissingIndexDefaultsToZero) {
+  Environment env{{"TF_CONFIG", R"({"cluster":{"worker":["w:1"]},"task":{"type":"worker"}})"}};
+  EXPECT_EQ(resolve({}, env).index, 0);
+}
+
+TEST(TfConfigTest, PsTask) {
+  Environment env{{"TF_CONFIG", R"({"cluster":{"worker":["w:1"],"ps":["p:1","p:2"]},"task":{"type":"ps","index":1}})"}};
+  ClusterSpec spec = resolve({}, env);
+  EXPECT_EQ(spec.role, Role::kPs);
+  EXPECT_EQ(spec.index, 1);
+  EXPECT_EQ(spec.numServers(), 2);
+  EXPECT_EQ(spec.coordinator, (HostPort{"w", 1}));
+}
+
+TEST(TfConfigTest, CoordinatorFlagWins) {
+  ClusterFlags flags;
+  flags.coordinator = "k:7";
+  Environment env{{"TF_CONFIG", R"({"cluster":{"worker":["w:1"]},"task":{"type":"worker","index":0}})"}};
+  EXPECT_EQ(resolve(flags, env).coordinator, (HostPort{"k", 7}));
+}
+
+TEST(TfConfigTest, TakesPriorityOverLaunchers) {
+  Environment env{{"TF_CONFIG", R"({"cluster":{"worker":["w:1"]},"task":{"type":"worker","index":0}})"},
+                  {"OMPI_COMM_WORLD_RANK", "1"},
+                  {"OMPI_COMM_WORLD_SIZE", "2"}};
+  EXPECT_EQ(resolve({}, env).source, "TF_CONFIG");
+}
+
+void expectTfRejected(const std::string& json, const std::vector<std::string>& needles) {
+  expectRejected({}, {{"TF_CONFIG", json}}, needles);
+}
+
+TEST(TfConfigTest, RejectsMalformed) {
+  expectTfRejected("{not json", {"TF_CONFIG", "JSON", "parse"});
+  expectTfRejected("[1]", {"TF_CONFIG", "object"});
+  expectTfRejected(R"({"task":{"type":"worker","index":0}})", {"TF_CONFIG cluster"});
+  expectTfRejected(R"({"cluster":{"worker":["w:1"]}})", {"TF_CONFIG task"});
+  expectTfRejected(R"({"cluster":{"worker":["w:1"]},"task":{"index":0}})", {"TF_CONFIG task.type"});
+  expectTfRejected(R"({"cluster":{"worker":["w:1"]},"task":{"type":"worker","index":"0"}})",
+                   {"TF_CONFIG task.index"});
+  expectTfRejected(R"({"cluster":{"worker":"w:1"},"task":{"type":"worker","index":0}})",
+                   {"TF_CONFIG cluster.worker", "list"});
+  expectTfRejected(R"({"cluster":{"worker":["w:1",5]},"task":{"type":"worker","index":0}})",
+                   {"TF_CONFIG cluster.worker[1]"});
+  expectTfRejected(R"({"cluster":{"worker":["w:1","w:x"]},"task":{"type":"worker","index":0}})",
+                   {"TF_CONFIG cluster.worker[1]", "'w:x'"});
+  expectTfRejected(R"({"cluster":{"worker":["w:1"],"ps":[""]},"task":{"type":"worker","index":0}})",
+                   {"TF_CONFIG cluster.ps[0]", "empty"});
+  expectTfRejected(R"({"cluster":{"worker":["w:1"],"foo":["f:1"]},"task":{"type":"worker","index":0}})",
+                   {"TF_CONFIG cluster.foo"});
+  expectTfRejected(R"({"cluster":{"chief":["c:1","c:2"]},"task":{"type":"chief","index":0}})",
+                   {"TF_CONFIG cluster.chief", "one chief"});
+  expectTfRejected(R"({"cluster":{"ps":["p:1"]},"task":{"type":"ps","index":0}})",
+                   {"TF_CONFIG cluster", "worker"});
+}
+
+TEST(TfConfigTest, RejectsBadTask) {
+  expectTfRejected(R"({"cluster":{"worker":["w:1"]},"task":{"type":"evaluator","index":0}})",
+                   {"TF_CONFIG task.type", "evaluator"});
+  expectTfRejected(R"({"cluster":{"worker":["w:1"]},"task":{"type":"master","index":0}})",
+                   {"TF_CONFIG task.type", "'master'"});
+  expectTfRejected(R"({"cluster":{"worker":["w:1","w:2"]},"task":{"type":"worker","index":2}})",
+                   {"TF_CONFIG task.index", "2", "cluster.worker", "2 task"});
+  expectTfRejected(R"({"cluster":{"worker":["w:1"]},"task":{"type":"worker","index":-1}})",
+                   {"TF_CONFIG task.index", "-1"});
+  expectTfRejected(R"({"cluster":{"chief":["c:1"]},"task":{"type":"worker","index":0}})",
+                   {"TF_CONFIG task.type", "cluster.worker"});
+  expectTfRejected(R"({"cluster":{"worker":["w:1"]},"task":{"type":"ps","index":0}})",
+                   {"TF_CONFIG task.type", "cluster.ps"});
+  expectTfRejected(R"({"cluster":{"chief":["c:1"],"worker":["w:1"]},"task":{"type":"chief","index":1}})",
+                   {"TF_CONFIG task.index", "cluster.chief"});
+  expectTfRejected(R"({"cluster":{"chief":["w:1"],"worker":["w:1"]},"task":{"type":"chief","index":0}})",
+                   {"TF_CONFIG cluster", "w:1", "twice"});
+}
+
+// --- launchers ---
+
+TEST(LauncherTest, Mpirun) {
+  ClusterFlags flags;
+  flags.coordinator = "head:29500";
+  ClusterSpec spec = resolve(flags, {{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"}});
+  EXPECT_EQ(spec.source, "mpirun");
+  EXPECT_EQ(spec.role, Role::kWorker);
+  EXPECT_EQ(spec.index, 3);
+  EXPECT_EQ(spec.num_workers, 4);
+  EXPECT_TRUE(spec.worker_hosts.empty());
+  EXPECT_TRUE(spec.ps_hosts.empty());
+  EXPECT_EQ(spec.coordinator, (HostPort{"head", 29500}));
+}
+
+TEST(LauncherTest, MpirunCoordinatorFromMasterVars) {
+  ClusterSpec spec = resolve({}, {{"OMPI_COMM_WORLD_RANK", "0"},
+                                  {"OMPI_COMM_WORLD_SIZE", "2"},
+                                  {"MASTER_ADDR", "m"},
+                                  {"MASTER_PORT", "7"}});
+  EXPECT_EQ(spec.coordinator, (HostPort{"m", 7}));
+  EXPECT_TRUE(spec.isChief());
+}
+
+TEST(LauncherTest, MpirunNeedsCoordinator) {
+  expectRejected({}, {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}}, {"--coordinator", "mpirun"});
+  expectRejected({}, {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"MASTER_ADDR", "m"}},
+                 {"MASTER_PORT"});
+}
+
+TEST(LauncherTest, Slurm) {
+  ClusterFlags flags;
+  flags.coordinator = "[fe80::1]:1234";
+  ClusterSpec spec = resolve(flags, {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "8"}});
+  EXPECT_EQ(spec.source, "slurm");
+  EXPECT_EQ(spec.index, 1);
+  EXPECT_EQ(spec.num_workers, 8);
+  EXPECT_EQ(spec.coordinator, (HostPort{"fe80::1", 1234}));
+  expectRejected({}, {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "8"}}, {"--coordinator", "Slurm"});
+}
+
+TEST(LauncherTest, Torchrun) {
+  ClusterSpec spec =
+      resolve({}, {{"RANK", "2"}, {"WORLD_SIZE", "3"}, {"MASTER_ADDR", "10.1.1.1"}, {"MASTER_PORT", "29500"}});
+  EXPECT_EQ(spec.source, "torchrun");
+  EXPECT_EQ(spec.index, 2);
+  EXPECT_EQ(spec.num_workers, 3);
+  EXPECT_TRUE(spec.worker_hosts.empty());
+  EXPECT_EQ(spec.coordinator, (HostPort{"10.1.1.1", 29500}));
+}
+
+TEST(LauncherTest, TorchrunNeedsMaster) {
+  expectRejected({}, {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_PORT", "1"}}, {"MASTER_ADDR"});
+  expectRejected({}, {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "m"}}, {"MASTER_PORT"});
+  expectRejected({}, {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "m"}, {"MASTER_PORT", "99999"}},
+                 {"MASTER_PORT", "99999"});
+  expectRejected({}, {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", ""}, {"MASTER_PORT", "1"}},
+                 {"MASTER_ADDR"});
+}
+
+TEST(LauncherTest, Priority) {
+  Environment torchrun{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "m"}, {"MASTER_PORT", "1"}};
+  Environment mpi_and_torch = torchrun;
+  mpi_and_torch["OMPI_COMM_WORLD_RANK"] = "1";
+  mpi_and_torch["OMPI_COMM_WORLD_SIZE"] = "2";
+  ClusterSpec spec = resolve({}, mpi_and_torch);
+  EXPECT_EQ(spec.source, "mpirun");
+  EXPECT_EQ(spec.index, 1);
+
+  Environment slurm_and_torch = torchrun;
+  slurm_and_torch["SLURM_PROCID"] = "1";
+  slurm_and_torch["SLURM_NTASKS"] = "2";
+  EXPECT_EQ(resolve({}, slurm_and_torch).source, "slurm");
+
+  Environment all = mpi_and_torch;
+  all["SLURM_PROCID"] = "0";
+  all["SLURM_NTASKS"] = "2";
+  EXPECT_EQ(resolve({}, all).source, "mpirun");
+}
+
+TEST(LauncherTest, RejectsBadRankAndSize) {
+  auto torch = [](const std::string& rank, const std::string& size) {
+    return Environment{{"RANK", rank}, {"WORLD_SIZE", size}, {"MASTER_ADDR", "m"}, {"MASTER_PORT", "1"}};
+  };
+  expectRejected({}, torch("2", "2"), {"RANK", "2", "WORLD_SIZE"});
+  expectRejected({}, torch("-1", "2"), {"RANK", "negative"});
+  expectRejected({}, torch("0", "0"), {"WORLD_SIZE", ">= 1"});
+  expectRejected({}, torch("x", "2"), {"RANK", "'x'", "integer"});
+  expectRejected({}, torch("1", "2.5"), {"WORLD_SIZE", "'2.5'"});
+  expectRejected({}, torch("1", "99999999999"), {"WORLD_SIZE", "integer"});
+  expectRejected({}, {{"RANK", "0"}}, {"RANK", "WORLD_SIZE"});
+  expectRejected({}, {{"WORLD_SIZE", "2"}}, {"RANK", "WORLD_SIZE"});
+
+  Environment mpi{{"OMPI_COMM_WORLD_RANK", "4"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"MASTER_ADDR", "m"},
+                  {"MASTER_PORT", "1"}};
+  expectRejected({}, mpi, {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"});
+  expectRejected({}, {{"OMPI_COMM_WORLD_RANK", "0"}}, {"OMPI_COMM_WORLD_SIZE"});
+
+  ClusterFlags flags;
+  flags.coordinator = "h:1";
+  expectRejected(flags, {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "zero"}}, {"SLURM_NTASKS", "'zero'"});
+  expectRejected(flags, {{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "2"}}, {"SLURM_PROCID", "5", "SLURM_NTASKS"});
+}
+
+}  // namespace
+}  // namespace tandem::cluster

@@ -1,0 +1,354 @@
+#include <gloo/rendezvous/hash_store.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <future>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collective/communicator.hpp"
+#include "core/clock.hpp"
+#include "core/error.hpp"
+
+namespace tandem::collective {
+namespace {
+
+using namespace std::chrono_literals;
+
+CommunicatorOptions optionsFor(int rank, int size, std::chrono::milliseconds timeout = 10s) {
+  CommunicatorOptions options;
+  options.rank = rank;
+  options.size = size;
+  options.timeout = timeout;
+  return options;
+}
+
+// Runs `body` on `size` ranks, one thread each, rendezvousing through an
+// in-process store. Exceptions escaping a rank fail the test with its message.
+void runRanks(int size, const std::function<void(Communicator&)>& body,
+              std::chrono::milliseconds timeout = 10s) {
+  gloo::rendezvous::HashStore store;
+  std::vector<std::string> errors(size);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        auto comm = Communicator::connect(store, optionsFor(r, size, timeout));
+        ASSERT_EQ(comm->rank(), r);
+        ASSERT_EQ(comm->size(), size);
+        body(*comm);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < size; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+// Small integers, so every partial sum is exact in float whatever order the
+// algorithm adds in; varies with the index so misplaced chunks show.
+float contribution(int rank, size_t i) { return static_cast<float>(static_cast<int>(i % 13) + 3 * rank); }
+
+float expectedSum(int size, size_t i) {
+  return static_cast<float>(size * static_cast<int>(i % 13) + 3 * size * (size - 1) / 2);
+}
+
+void expectAllreduceExact(int size, size_t count) {
+  runRanks(size, [count](Communicator& comm) {
+    std::vector<float> data(count);
+    for (size_t i = 0; i < count; ++i) data[i] = contribution(comm.rank(), i);
+    comm.allreduceSum(data.data(), count);
+    size_t wrong = 0;
+    for (size_t i = 0; i < count; ++i) wrong += data[i] != expectedSum(comm.size(), i);
+    EXPECT_EQ(wrong, 0u) << "rank " << comm.rank() << " first mismatch value " << data[0];
+  });
+}
+
+// Below the default 256 KiB threshold: halving-doubling.
+TEST(CommunicatorAllreduce, SmallBufferExactFor2Ranks) { expectAllreduceExact(2, 1000); }
+TEST(CommunicatorAllreduce, SmallBufferExactFor3Ranks) { expectAllreduceExact(3, 1001); }
+TEST(CommunicatorAllreduce, SmallBufferExactFor4Ranks) { expectAllreduceExact(4, 4099); }
+// 12 MB: ring-chunked.
+TEST(CommunicatorAllreduce, LargeBufferExactFor2Ranks) { expectAllreduceExact(2, 3'000'000); }
+TEST(CommunicatorAllreduce, LargeBufferExactFor3Ranks) { expectAllreduceExact(3, 3'000'001); }
+TEST(CommunicatorAllreduce, LargeBufferExactFor4Ranks) { expectAllreduceExact(4, 3'000'000); }
+
+TEST(CommunicatorAllreduce, TinyAndEmptyBuffers) {
+  runRanks(3, [](Communicator& comm) {
+    float one = static_cast<float>(comm.rank() + 1);
+    comm.allreduceSum(&one, 1);
+    EXPECT_EQ(one, 6.0f);
+    comm.allreduceSum(nullptr, 0);
+  });
+}
+
+// Repeated calls on the same buffer reuse the cached algorithm; it must read
+// the buffer's current contents each time, for both algorithms.
+TEST(CommunicatorAllreduce, SameBufferReducedRepeatedlyStaysExact) {
+  for (size_t count : {size_t{5000}, size_t{300'000}}) {
+    runRanks(3, [count](Communicator& comm) {
+      std::vector<float> data(count);
+      for (int round = 0; round < 2; ++round) {
+        for (size_t i = 0; i < count; ++i) data[i] = contribution(comm.rank(), i);
+        comm.allreduceSum(data.data(), count);
+        for (size_t i = 0; i < count; i += 97) ASSERT_EQ(data[i], expectedSum(3, i)) << "round " << round;
+      }
+      // Every rank now holds the sum, so reducing again triples it.
+      comm.allreduceSum(data.data(), count);
+      for (size_t i = 0; i < count; i += 97) ASSERT_EQ(data[i], 3 * expectedSum(3, i)) << "third call";
+      // A prefix of the same buffer is a different (data, count): its own algorithm.
+      for (size_t i = 0; i < count; ++i) data[i] = contribution(comm.rank(), i);
+      comm.allreduceSum(data.data(), count / 2);
+      EXPECT_EQ(data[count / 2 - 1], expectedSum(3, count / 2 - 1));
+      EXPECT_EQ(data[count / 2], contribution(comm.rank(), count / 2));
+    });
+  }
+}
+
+// More distinct buffers than the cache holds: eviction must keep ranks in step.
+TEST(CommunicatorAllreduce, ManyDistinctBuffersOverflowTheCache) {
+  runRanks(2, [](Communicator& comm) {
+    std::vector<std::vector<float>> buffers;
+    for (size_t n = 1; n <= 150; ++n) buffers.emplace_back(n);
+    for (int pass = 0; pass < 2; ++pass) {
+      for (auto& b : buffers) {
+        for (size_t i = 0; i < b.size(); ++i) b[i] = contribution(comm.rank(), i);
+        comm.allreduceSum(b.data(), b.size());
+        ASSERT_EQ(b.back(), expectedSum(2, b.size() - 1)) << "count " << b.size();
+      }
+    }
+  });
+}
+
+TEST(CommunicatorBroadcast, CopiesRootOneToEveryRank) {
+  constexpr size_t kBytes = 100'003;
+  runRanks(3, [](Communicator& comm) {
+    std::vector<uint8_t> data(kBytes, 0);
+    if (comm.rank() == 1) {
+      for (size_t i = 0; i < kBytes; ++i) data[i] = static_cast<uint8_t>(i * 7 + 1);
+    }
+    comm.broadcast(data.data(), kBytes, 1);
+    size_t wrong = 0;
+    for (size_t i = 0; i < kBytes; ++i) wrong += data[i] != static_cast<uint8_t>(i * 7 + 1);
+    EXPECT_EQ(wrong, 0u) << "rank " << comm.rank();
+  });
+}
+
+TEST(CommunicatorBroadcast, RejectsRootOutOfRangeWithoutBreaking) {
+  runRanks(2, [](Communicator& comm) {
+    int value = comm.rank() == 0 ? 42 : 0;
+    EXPECT_THROW(comm.broadcast(&value, sizeof value, 2), Error);
+    comm.broadcast(&value, sizeof value, 0);
+    EXPECT_EQ(value, 42);
+  });
+}
+
+TEST(CommunicatorAllgather, PlacesEachRanksBytesAtItsOffset) {
+  constexpr size_t kBytes = 1001;
+  runRanks(4, [](Communicator& comm) {
+    std::vector<uint8_t> in(kBytes);
+    for (size_t i = 0; i < kBytes; ++i) in[i] = static_cast<uint8_t>(comm.rank() * 50 + i);
+    std::vector<uint8_t> out(4 * kBytes, 0xff);
+    comm.allgather(in.data(), out.data(), kBytes);
+    for (int r = 0; r < 4; ++r) {
+      for (size_t i = 0; i < kBytes; ++i) {
+        ASSERT_EQ(out[r * kBytes + i], static_cast<uint8_t>(r * 50 + i)) << "rank " << r << " byte " << i;
+      }
+    }
+  });
+}
+
+TEST(CommunicatorAllgather, WorksInPlaceAndForOneByte) {
+  runRanks(3, [](Communicator& comm) {
+    std::vector<int32_t> out(3, -1);
+    out[comm.rank()] = 100 + comm.rank();
+    comm.allgather(&out[comm.rank()], out.data(), sizeof(int32_t));
+    EXPECT_EQ(out, (std::vector<int32_t>{100, 101, 102}));
+
+    const uint8_t mine = static_cast<uint8_t>(comm.rank() + 1);
+    std::vector<uint8_t> bytes(3, 0);
+    comm.allgather(&mine, bytes.data(), 1);
+    EXPECT_EQ(bytes, (std::vector<uint8_t>{1, 2, 3}));
+  });
+}
+
+TEST(CommunicatorBarrier, NoRankLeavesBeforeAllArrive) {
+  std::atomic<int> arrived{0};
+  runRanks(3, [&](Communicator& comm) {
+    if (comm.rank() == 0) std::this_thread::sleep_for(200ms);
+    ++arrived;
+    comm.barrier();
+    EXPECT_EQ(arrived.load(), 3) << "rank " << comm.rank() << " left the barrier early";
+    comm.barrier();
+  });
+}
+
+// Any use of the store fails: proves size 1 needs no rendezvous or network.
+class UnreachableStore : public gloo::rendezvous::Store {
+ public:
+  void set(const std::string& key, const std::vector<char>&) override { ADD_FAILURE() << "set " << key; }
+  std::vector<char> get(const std::string& key) override {
+    ADD_FAILURE() << "get " << key;
+    return {};
+  }
+  void wait(const std::vector<std::string>&) override { ADD_FAILURE() << "wait"; }
+};
+
+TEST(CommunicatorSolo, SizeOneIsLocalAndCollectivesAreIdentity) {
+  UnreachableStore store;
+  auto comm = Communicator::connect(store, optionsFor(0, 1));
+  EXPECT_EQ(comm->rank(), 0);
+  EXPECT_EQ(comm->size(), 1);
+  std::vector<float> data{1.5f, -2.0f, 3.0f};
+  comm->allreduceSum(data.data(), data.size());
+  EXPECT_EQ(data, (std::vector<float>{1.5f, -2.0f, 3.0f}));
+  comm->broadcast(data.data(), sizeof(float) * data.size(), 0);
+  EXPECT_EQ(data, (std::vector<float>{1.5f, -2.0f, 3.0f}));
+  std::vector<float> gathered(3, 0.0f);
+  comm->allgather(data.data(), gathered.data(), sizeof(float) * data.size());
+  EXPECT_EQ(gathered, data);
+  comm->barrier();
+  EXPECT_THROW(comm->broadcast(data.data(), 4, 1), Error);
+}
+
+TEST(CommunicatorConnect, RejectsInvalidRankAndSize) {
+  gloo::rendezvous::HashStore store;
+  EXPECT_THROW(Communicator::connect(store, optionsFor(2, 2)), Error);
+  EXPECT_THROW(Communicator::connect(store, optionsFor(-1, 2)), Error);
+  EXPECT_THROW(Communicator::connect(store, optionsFor(0, 0)), Error);
+}
+
+TEST(CommunicatorConnect, MissingPeerThrowsPeerError) {
+  gloo::rendezvous::HashStore store;
+  const auto start = Clock::now();
+  try {
+    Communicator::connect(store, optionsFor(0, 2, 500ms));
+    FAIL() << "connect without rank 1 succeeded";
+  } catch (const PeerError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("connect"), std::string::npos) << what;
+    EXPECT_NE(what.find("rank 0 of 2"), std::string::npos) << what;
+  }
+  EXPECT_LT(Clock::now() - start, 5s);
+}
+
+// Ranks in `callers` run `op`; the others connect and then stay silent
+// (alive, connection open) until the callers are done, like a stalled peer.
+void expectStallDetected(int size, const std::vector<int>& callers,
+                         const std::function<void(Communicator&)>& op, const std::string& op_name,
+                         const std::string& named_peer = "") {
+  constexpr auto kTimeout = 500ms;
+  gloo::rendezvous::HashStore store;
+  std::promise<void> callers_done_promise;
+  auto callers_done = callers_done_promise.get_future().share();
+  std::atomic<int> finished{0};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    const bool caller = std::find(callers.begin(), callers.end(), r) != callers.end();
+    threads.emplace_back([&, r, caller] {
+      auto comm = Communicator::connect(store, optionsFor(r, size, kTimeout));
+      if (!caller) {
+        callers_done.wait();
+        return;
+      }
+      const auto start = Clock::now();
+      try {
+        op(*comm);
+        ADD_FAILURE() << "rank " << r << ": " << op_name << " finished without the silent peer";
+      } catch (const PeerError& e) {
+        const auto waited = Clock::now() - start;
+        const std::string what = e.what();
+        EXPECT_NE(what.find(op_name), std::string::npos) << what;
+        EXPECT_NE(what.find("rank " + std::to_string(r)), std::string::npos) << what;
+        EXPECT_LT(waited, kTimeout + 3s) << what;
+        if (!named_peer.empty()) {
+          EXPECT_NE(what.find(named_peer), std::string::npos) << what;
+        }
+        // The communicator is now unusable, and says why.
+        try {
+          comm->barrier();
+          ADD_FAILURE() << "rank " << r << ": barrier after failure succeeded";
+        } catch (const PeerError& again) {
+          const std::string refused = again.what();
+          EXPECT_NE(refused.find("unusable after an earlier failure"), std::string::npos) << refused;
+          EXPECT_NE(refused.find(op_name), std::string::npos) << refused;
+        }
+        float x = 1.0f;
+        EXPECT_THROW(comm->allreduceSum(&x, 1), PeerError);
+      }
+      if (++finished == static_cast<int>(callers.size())) callers_done_promise.set_value();
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+TEST(CommunicatorFault, SilentPeerFailsSmallAllreduceWithinTimeout) {
+  expectStallDetected(
+      3, {0, 1},
+      [](Communicator& comm) {
+        std::vector<float> data(1000, 1.0f);
+        comm.allreduceSum(data.data(), data.size());
+      },
+      "allreduce of 1000 floats");
+}
+
+TEST(CommunicatorFault, SilentPeerFailsLargeAllreduceWithinTimeout) {
+  expectStallDetected(
+      2, {0},
+      [](Communicator& comm) {
+        std::vector<float> data(1'000'000, 1.0f);
+        comm.allreduceSum(data.data(), data.size());
+      },
+      "allreduce of 1000000 floats", "is rank 1)");
+}
+
+TEST(CommunicatorFault, SilentPeerFailsBarrierWithinTimeout) {
+  expectStallDetected(3, {1, 2}, [](Communicator& comm) { comm.barrier(); }, "barrier");
+}
+
+// A peer that failed and went away: the survivor fails fast, and the error
+// names the peer.
+TEST(CommunicatorFault, ClosedPeerFailsAllreduceNamingThePeer) {
+  gloo::rendezvous::HashStore store;
+  std::promise<void> connected_promise;
+  std::promise<void> closed_promise;
+  auto closed = closed_promise.get_future();
+  std::thread peer([&] {
+    try {
+      auto comm = Communicator::connect(store, optionsFor(1, 2, 10s));
+      // Closing while rank 0 is still inside connect would fail connect instead.
+      connected_promise.get_future().wait();
+      // Unwinding closes at once, without the orderly closing barrier.
+      throw std::runtime_error("rank 1 crashed");
+    } catch (const std::runtime_error&) {
+    }
+    closed_promise.set_value();
+  });
+  auto comm = Communicator::connect(store, optionsFor(0, 2, 10s));
+  connected_promise.set_value();
+  closed.wait();
+  const auto start = Clock::now();
+  std::vector<float> data(1000, 1.0f);
+  try {
+    comm->allreduceSum(data.data(), data.size());
+    ADD_FAILURE() << "allreduce with a closed peer succeeded";
+  } catch (const PeerError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("allreduce of 1000 floats failed on rank 0 of 2"), std::string::npos) << what;
+    EXPECT_NE(what.find("127.0.0.1"), std::string::npos) << what;
+    EXPECT_NE(what.find("is rank 1)"), std::string::npos) << what;
+  }
+  EXPECT_LT(Clock::now() - start, 5s);
+  peer.join();
+}
+
+}  // namespace
+}  // namespace tandem::collective
