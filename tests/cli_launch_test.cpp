@@ -101,6 +101,20 @@ TEST_F(Launch, OneWorkerReproducesStandaloneExactly) {
   EXPECT_NE(launched.output.find("[worker 0]"), std::string::npos) << launched.output;
 }
 
+TEST_F(Launch, DistributedResumeContinuesTheExactTrajectory) {
+  auto full = runTandem("launch --workers 2 -- " +
+                        trainArgs("mlp", 16, dir_.str("full"), "--max-steps 20 --checkpoint-every 10"));
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  auto resumed = runTandem("launch --workers 2 -- " +
+                           trainArgs("mlp", 16, dir_.str("resumed"),
+                                     "--max-steps 20 --resume " + dir_.str("full/checkpoints/step-10.ckpt")));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  auto a = checkpointParameters(dir_.str("full/checkpoint.ckpt"));
+  auto b = checkpointParameters(dir_.str("resumed/checkpoint.ckpt"));
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "parameter " << i;
+}
+
 TEST_F(Launch, TorchrunEnvironmentFormsACluster) {
   const int port = testing::freePort();
   auto worker = [&](int rank) {

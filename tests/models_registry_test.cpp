@@ -55,7 +55,7 @@ TEST(ModelsRegistry, DefaultInputs) {
 TEST(ModelsRegistry, UnknownNameListsKnownModels) {
   const std::string message = inputErrorOf("resnet21", kCifar);
   EXPECT_NE(message.find("unknown model 'resnet21'"), std::string::npos) << message;
-  EXPECT_NE(message.find("alexnet, cnn, inception_v3"), std::string::npos) << message;
+  EXPECT_NE(message.find("alexnet, cnn, cnn_nobn, inception_v3"), std::string::npos) << message;
   EXPECT_NE(message.find("resnet56"), std::string::npos) << message;
 }
 

@@ -83,5 +83,36 @@ TEST(LrSchedule, InconsistentConfigsAreInputErrorsNamingTheFlag) {
   EXPECT_THROW(LrSchedule(withLr(0.1), bad, 10, 100), InputError);
 }
 
+TEST(LrSchedule, LinearScalingWarmsUpFromTheUnscaledRate) {
+  // Goyal et al.: k workers -> k x the rate, reached by a linear ramp that
+  // starts at the single-worker rate.
+  LrScheduleConfig c;
+  c.scaling = "linear";
+  c.warmup_steps = 10;
+  LrSchedule s(withLr(0.1), c, 100, 1000, 4.0);
+  EXPECT_DOUBLE_EQ(s.at(0), 0.4 * (0.25 + 0.75 * 0.1));
+  EXPECT_DOUBLE_EQ(s.at(4), 0.4 * (0.25 + 0.75 * 0.5));
+  EXPECT_DOUBLE_EQ(s.at(9), 0.4);
+  EXPECT_DOUBLE_EQ(s.at(500), 0.4);
+  // Scaling multiplies every stage of a schedule.
+  c.kind = "piecewise";
+  c.boundaries = {100};
+  c.values = {0.1, 0.01};
+  c.warmup_steps = 0;
+  LrSchedule piecewise(withLr(0.1), c, 10, 1000, 2.0);
+  EXPECT_DOUBLE_EQ(piecewise.at(50), 0.2);
+  EXPECT_DOUBLE_EQ(piecewise.at(150), 0.02);
+}
+
+TEST(LrSchedule, ScaleIsIgnoredWithoutLinearScaling) {
+  LrScheduleConfig c;
+  c.warmup_steps = 4;
+  LrSchedule s(withLr(0.1), c, 100, 1000, 8.0);
+  EXPECT_DOUBLE_EQ(s.at(0), 0.1 * 0.25);  // ramps from 0 as before
+  EXPECT_DOUBLE_EQ(s.at(10), 0.1);
+  c.scaling = "square-root";
+  EXPECT_THROW(LrSchedule(withLr(0.1), c, 100, 1000, 2.0), InputError);
+}
+
 }  // namespace
 }  // namespace tandem::train
