@@ -21,6 +21,7 @@ struct AllreduceBenchOptions {
   std::string host = "127.0.0.1";
   std::string json_out;
   double timeout_s = 120;
+  double ring_threshold_kb = collective::CommunicatorOptions{}.ring_threshold_bytes / 1024.0;
   // Set by the parent for each worker process.
   int rank = -1;
   std::string coordinator;
@@ -46,6 +47,7 @@ int runWorker(const AllreduceBenchOptions& o, const std::vector<size_t>& sizes) 
   options.size = o.workers;
   options.local_host = o.host;
   options.timeout = timeout;
+  options.ring_threshold_bytes = static_cast<size_t>(o.ring_threshold_kb * 1024);
   auto comm = collective::Communicator::connect(prefixed, options);
   auto rows = collective::runAllreduceBench(*comm, sizes);
   comm->barrier();
@@ -85,7 +87,8 @@ int runAllreduceBench(const AllreduceBenchOptions& o) {
     cluster::ChildSpec child;
     child.name = fmt::format("worker {}", i);
     child.argv = {cluster::selfExecutable(), "bench", "allreduce", "--workers", std::to_string(o.workers),
-                  "--sizes", o.sizes, "--host", o.host, "--timeout", fmt::format("{}", o.timeout_s),
+                  "--sizes", o.sizes, "--host", o.host,
+                  "--ring-threshold-kb", fmt::format("{}", o.ring_threshold_kb), "--timeout", fmt::format("{}", o.timeout_s),
                   "--rank", std::to_string(i), "--coordinator", coordinator,
                   "--loopback-gbps", fmt::format("{}", loopback)};
     if (!o.json_out.empty()) {
@@ -114,6 +117,9 @@ Command addBenchCommand(CLI::App& app) {
   allreduce->add_option("--sizes", o->sizes, "sizes: 4K..256M (x4 steps) or a list 64K,1M")->capture_default_str();
   allreduce->add_option("--host", o->host, "address the workers use")->capture_default_str();
   allreduce->add_option("--json", o->json_out, "also write the results as JSON to this file");
+  allreduce->add_option("--ring-threshold-kb", o->ring_threshold_kb,
+                        "buffers from this size up use ring-chunked, smaller ones halving-doubling")
+      ->capture_default_str();
   allreduce->add_option("--timeout", o->timeout_s, "seconds a worker waits for a peer")->capture_default_str();
   const char* internal = "";  // hidden: set by the parent for its workers
   allreduce->add_option("--rank", o->rank)->group(internal);

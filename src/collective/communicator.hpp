@@ -21,8 +21,10 @@ struct CommunicatorOptions {
   std::string local_host = "127.0.0.1";  // address peers reach this process at
   std::chrono::milliseconds timeout{60000};  // per-operation peer timeout
   // Buffers at least this large use ring-chunked all-reduce; smaller ones
-  // halving-doubling (fewer rounds, latency-bound sizes).
-  size_t ring_threshold_bytes = 256 * 1024;
+  // halving-doubling (fewer rounds, latency-bound sizes). Not lower: on
+  // loopback, ring-chunked at 256 KiB (64 KiB chunks for 2 ranks) stalled
+  // for 20-90 ms per call, while halving-doubling took 0.3 ms (docs/results.md).
+  size_t ring_threshold_bytes = size_t{4} << 20;
 };
 
 // Not thread-safe: call from one thread (e.g. a CommThread). Every rank must
