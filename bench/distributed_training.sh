@@ -36,30 +36,25 @@ PY
 
 ratio() { python3 -c "import json,sys; a=json.loads(sys.argv[1]); b=json.loads(sys.argv[2]); print(f'{a[\"samples_per_sec\"]/b[\"samples_per_sec\"]:.3f}')" "$1" "$2"; }
 
-echo "machine: $CORES cores; repeats: $REPEATS (best of each)"
-for model in resnet MLP; do
+# compare LABEL MODEL A-NAME B-NAME: runs `a` and `b` (functions below)
+# interleaved for MODEL and prints b/a with both sides' best summaries.
+compare() {
+  local label=$1 model=$2 a=$3 b=$4 args; local ra=() rb=()
   args=$([[ $model == resnet ]] && echo "$RESNET" || echo "$MLP")
-  a=(); b=()
   for i in $(seq "$REPEATS"); do
-    run "$model-standalone-$i" "$TANDEM" train $args $COMMON --threads "$CORES"; a+=("$OUT/$model-standalone-$i")
-    run "$model-launch1-$i" "$TANDEM" launch --workers 1 -- $args $COMMON --threads "$CORES"; b+=("$OUT/$model-launch1-$i")
+    "$a" "$model-$a-$i" $args; ra+=("$OUT/$model-$a-$i")
+    "$b" "$model-$b-$i" $args; rb+=("$OUT/$model-$b-$i")
   done
-  s=$(summary "${a[@]}"); l=$(summary "${b[@]}")
-  echo "== $model: 1 worker under launch vs standalone: $(ratio "$l" "$s")"
-  echo "   standalone: $s"
-  echo "   launch x1 : $l"
-done
-
+  local sa sb; sa=$(summary "${ra[@]}"); sb=$(summary "${rb[@]}")
+  echo "== $model: $label: $(ratio "$sb" "$sa")"
+  echo "   $a: $sa"
+  echo "   $b: $sb"
+}
+standalone() { local name=$1; shift; run "$name" "$TANDEM" train "$@" $COMMON --threads "$CORES"; }
+launch1() { local name=$1; shift; run "$name" "$TANDEM" launch --workers 1 -- "$@" $COMMON --threads "$CORES"; }
 # Two workers split the cores; the global batch doubles (per-worker batch fixed).
-for model in resnet MLP; do
-  args=$([[ $model == resnet ]] && echo "$RESNET" || echo "$MLP")
-  one=(); two=()
-  for i in $(seq "$REPEATS"); do
-    run "$model-w1-$i" "$TANDEM" launch --workers 1 -- $args $COMMON --threads "$CORES"; one+=("$OUT/$model-w1-$i")
-    run "$model-w2-$i" "$TANDEM" launch --workers 2 -- $args $COMMON; two+=("$OUT/$model-w2-$i")
-  done
-  s1=$(summary "${one[@]}"); s2=$(summary "${two[@]}")
-  echo "== $model: 2 workers vs 1 (aggregate samples/s): $(ratio "$s2" "$s1")"
-  echo "   1 worker : $s1"
-  echo "   2 workers: $s2"
-done
+launch2() { local name=$1; shift; run "$name" "$TANDEM" launch --workers 2 -- "$@" $COMMON; }
+
+echo "machine: $CORES cores; repeats: $REPEATS (best of each)"
+for model in resnet MLP; do compare "1 worker under launch vs standalone" $model standalone launch1; done
+for model in resnet MLP; do compare "2 workers vs 1 (aggregate samples/s)" $model launch1 launch2; done

@@ -133,12 +133,9 @@ TEST_F(Launch, KilledWorkerStopsTheRestAndIsNamed) {
   const std::string out = dir_.str("run");
   pid_t pid = testing::spawnTandem("launch --workers 2 --grace 5 -- " + trainArgs("mlp", 16, out, "--max-steps 1000000"),
                                    dir_.str("log"));
-  auto metrics = std::filesystem::path(out) / "workers" / "worker-1" / "metrics.jsonl";
-  for (int i = 0; i < 1200 && (!std::filesystem::exists(metrics) || std::filesystem::file_size(metrics) == 0); ++i) {
-    ASSERT_NE(::waitpid(pid, nullptr, WNOHANG), pid) << "exited early:\n" << readFile(dir_.path() / "log");
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ASSERT_TRUE(std::filesystem::exists(metrics)) << readFile(dir_.path() / "log");
+  ASSERT_TRUE(testing::waitForOutput(pid, std::filesystem::path(out) / "workers" / "worker-1" / "metrics.jsonl",
+                                     std::chrono::seconds(60)))
+      << readFile(dir_.path() / "log");
   runCommand("pkill -KILL -f '" + out + ".*--task_index 1'");
   int code = testing::waitForExit(pid, std::chrono::seconds(60));
   std::string log = readFile(dir_.path() / "log");
@@ -152,11 +149,8 @@ TEST_F(Launch, SigtermIsForwardedAndEveryWorkerStopsAtTheSameStep) {
   const std::string out = dir_.str("run");
   pid_t pid = testing::spawnTandem("launch --workers 2 -- " + trainArgs("mlp", 16, out, "--max-steps 1000000"),
                                    dir_.str("log"));
-  auto metrics = std::filesystem::path(out) / "metrics.jsonl";
-  for (int i = 0; i < 1200 && (!std::filesystem::exists(metrics) || std::filesystem::file_size(metrics) == 0); ++i) {
-    ASSERT_NE(::waitpid(pid, nullptr, WNOHANG), pid) << "exited early:\n" << readFile(dir_.path() / "log");
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  ASSERT_TRUE(testing::waitForOutput(pid, std::filesystem::path(out) / "metrics.jsonl", std::chrono::seconds(60)))
+      << readFile(dir_.path() / "log");
   ::kill(pid, SIGTERM);
   int code = testing::waitForExit(pid, std::chrono::seconds(60));
   EXPECT_EQ(code, 130) << readFile(dir_.path() / "log");

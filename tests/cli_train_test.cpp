@@ -108,12 +108,7 @@ TEST_F(CliTrain, SigtermEndsTheRunWithACheckpointThatResumes) {
   pid_t pid = testing::spawnTandem(quickArgs(dir_.str("run"), "--max-steps 100000"), dir_.str("log"));
   // Wait for training to be under way (first metrics line), bounded, and
   // stop waiting if the process died.
-  auto metrics = dir_.path() / "run" / "metrics.jsonl";
-  for (int i = 0; i < 600 && (!std::filesystem::exists(metrics) || std::filesystem::file_size(metrics) == 0); ++i) {
-    ASSERT_NE(::waitpid(pid, nullptr, WNOHANG), pid) << "exited early:\n" << readFile(dir_.path() / "log");
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ASSERT_TRUE(std::filesystem::exists(metrics) && std::filesystem::file_size(metrics) > 0)
+  ASSERT_TRUE(testing::waitForOutput(pid, dir_.path() / "run" / "metrics.jsonl", std::chrono::seconds(30)))
       << readFile(dir_.path() / "log");
   ::kill(pid, SIGTERM);
   int code = testing::waitForExit(pid, std::chrono::seconds(60));
@@ -180,8 +175,29 @@ TEST(CliModels, ListsEveryModelWithParameterCounts) {
   EXPECT_NE(run.output.find("61100840"), std::string::npos) << run.output;  // alexnet
 }
 
+TEST(CliErrors, LaunchRejectsBadArgumentsAndNamesThem) {
+  struct Case {
+    std::string args;
+    std::string needle;
+  };
+  const std::vector<Case> cases = {
+      {"launch --workers 0 -- --max-steps 1", "--workers"},
+      {"launch --workers 2 -- --task_index 1", "--task_index"},
+      {"launch --workers 2 --ps 1 -- --max-steps 1", "--ps"},
+      {"train --worker_hosts 127.0.0.1:1,127.0.0.1:x --job_name worker --task_index 0", "--worker_hosts"},
+      {"train --worker_hosts 127.0.0.1:1 --job_name worker --task_index 3", "--task_index"},
+      {"train --accumulate 0", "--accumulate"},
+      {"train --lr-scaling sqrt", "--lr-scaling"},
+  };
+  for (const auto& c : cases) {
+    auto run = runTandem(c.args);
+    EXPECT_EQ(run.exit_code, 2) << c.args << "\n" << run.output;
+    EXPECT_NE(run.output.find(c.needle), std::string::npos) << c.args << "\n" << run.output;
+  }
+}
+
 TEST(CliHelp, EverySubcommandHasHelp) {
-  for (const char* sub : {"train", "eval", "models"}) {
+  for (const char* sub : {"train", "eval", "models", "launch", "bench allreduce"}) {
     auto run = runTandem(std::string(sub) + " --help");
     EXPECT_EQ(run.exit_code, 0) << sub;
     EXPECT_NE(run.output.find("--help"), std::string::npos) << sub << run.output;

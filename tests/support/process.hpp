@@ -94,6 +94,19 @@ inline std::string readFile(const std::filesystem::path& path) {
   return ss.str();
 }
 
+// Waits until `path` exists and is non-empty (true), or `pid` exits or
+// `timeout` passes (false): how tests wait for a run to be under way.
+inline bool waitForOutput(pid_t pid, const std::filesystem::path& path, std::chrono::seconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::error_code ec;
+    if (std::filesystem::file_size(path, ec) > 0 && !ec) return true;
+    if (::waitpid(pid, nullptr, WNOHANG) == pid) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
 // A loopback TCP port that was free a moment ago.
 inline int freePort() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
