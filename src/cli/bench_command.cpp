@@ -81,7 +81,7 @@ int runAllreduceBench(const AllreduceBenchOptions& o) {
   if (o.rank >= 0) return runWorker(o, sizes);
 
   const double loopback = collective::measureLoopbackTcpGbps();
-  const std::string coordinator = fmt::format("{}:{}", o.host, cluster::pickFreePort(o.host));
+  const std::string coordinator = cluster::HostPort{o.host, cluster::pickFreePort(o.host)}.str();
   cluster::ProcessGroup group(/*prefix_output=*/false);
   for (int i = 0; i < o.workers; ++i) {
     cluster::ChildSpec child;

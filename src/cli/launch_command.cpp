@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "cli/commands.hpp"
+#include "cluster/cluster_spec.hpp"
 #include "cluster/process_group.hpp"
 #include "core/error.hpp"
 
@@ -45,7 +46,10 @@ int runLaunch(const LaunchOptions& o) {
     }
   }
   std::vector<std::string> hosts;
-  for (int i = 0; i < o.workers; ++i) hosts.push_back(fmt::format("{}:{}", o.host, cluster::pickFreePort(o.host)));
+  for (int i = 0; i < o.workers; ++i) {
+    cluster::HostPort address{o.host, cluster::pickFreePort(o.host)};
+    hosts.push_back(address.str());  // brackets an IPv6 host
+  }
   const std::string worker_hosts = fmt::format("{}", fmt::join(hosts, ","));
 
   // Local workers share the cores: give each its share unless told otherwise.
