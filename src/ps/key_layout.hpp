@@ -1,0 +1,45 @@
+#pragma once
+// How parameters are spread over parameter servers. Every parameter, in
+// registration order, is laid end to end in one float key space; the space
+// is cut into fixed-size chunks (the last one shorter), and each chunk goes
+// to the server holding the fewest bytes so far. So every server holds the
+// same bytes within one chunk, one large tensor is spread over servers, and
+// chunk order is forward order (first layers first), the order pulls want.
+// Torch-free; a pure function of its inputs, so every worker computes the
+// same layout and can check it at rendezvous via fingerprint().
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tandem::ps {
+
+struct TensorSpec {
+  std::string name;
+  int64_t numel = 0;
+};
+
+struct Chunk {
+  uint64_t key = 0;    // chunk index; the wire's key range uses these
+  int64_t begin = 0;   // first float of the global key space
+  int64_t length = 0;  // floats
+  int server = 0;
+};
+
+struct KeyLayout {
+  std::vector<TensorSpec> tensors;
+  std::vector<int64_t> tensor_offsets;  // start of each tensor in the key space
+  std::vector<Chunk> chunks;
+  std::vector<int64_t> server_floats;   // floats held by each server
+  int64_t total_floats = 0;
+
+  // Chunks of `server`, in key order.
+  std::vector<Chunk> chunksOf(int server) const;
+  // 64-bit hash of names, sizes, chunk size and assignment.
+  uint64_t fingerprint() const;
+};
+
+// Throws InputError naming the argument for servers < 1, chunk_bytes not a
+// positive multiple of 4, an empty tensor list or a negative size.
+KeyLayout buildKeyLayout(const std::vector<TensorSpec>& tensors, int servers, int64_t chunk_bytes);
+
+}  // namespace tandem::ps
