@@ -9,6 +9,7 @@
 #include <set>
 #include <thread>
 
+#include "cluster/local_address.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "net/frame.hpp"
@@ -92,7 +93,8 @@ CoordinatorServer::CoordinatorServer(const std::string& bind_host, int port) : i
   if (port < 0 || port > 65535) {
     throw InputError(fmt::format("coordinator port {} is out of range 0..65535", port));
   }
-  std::string endpoint = net::tcpEndpoint(bind_host, port == 0 ? -1 : port);
+  // A host name cannot be bound directly: listen on every interface then.
+  std::string endpoint = net::tcpEndpoint(bindableAddress(bind_host), port == 0 ? -1 : port);
   net::configureSocket(impl_->socket, net::kMaxPayloadBytes, net::isIpv6(bind_host));
   try {
     impl_->socket.bind(endpoint);

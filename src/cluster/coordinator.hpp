@@ -23,8 +23,9 @@ namespace tandem::cluster {
 // and are otherwise ignored. Thread-safe.
 class CoordinatorServer {
  public:
-  // Binds tcp://<bind_host>:<port>; port 0 picks a free port. Throws Error
-  // naming the address if it cannot bind.
+  // Binds tcp://<bind_host>:<port> (every interface when bind_host is a name,
+  // not an address literal); port 0 picks a free port. Throws Error naming
+  // the address if it cannot bind.
   CoordinatorServer(const std::string& bind_host, int port);
   ~CoordinatorServer();
   CoordinatorServer(const CoordinatorServer&) = delete;

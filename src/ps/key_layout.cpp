@@ -3,23 +3,9 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "core/fnv1a.hpp"
 
 namespace tandem::ps {
-
-namespace {
-// FNV-1a, fed field by field.
-struct Hasher {
-  uint64_t h = 1469598103934665603ull;
-  void bytes(const void* data, size_t n) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  }
-  template <class T>
-  void value(const T& v) {
-    bytes(&v, sizeof(v));
-  }
-};
-}  // namespace
 
 std::vector<Chunk> KeyLayout::chunksOf(int server) const {
   std::vector<Chunk> out;
@@ -30,17 +16,17 @@ std::vector<Chunk> KeyLayout::chunksOf(int server) const {
 }
 
 uint64_t KeyLayout::fingerprint() const {
-  Hasher h;
+  Fnv1a h;
   for (const auto& t : tensors) {
-    h.bytes(t.name.data(), t.name.size());
-    h.value(t.numel);
+    h.add(t.name.data(), t.name.size());
+    h.addValue(t.numel);
   }
   for (const auto& c : chunks) {
-    h.value(c.begin);
-    h.value(c.length);
-    h.value(c.server);
+    h.addValue(c.begin);
+    h.addValue(c.length);
+    h.addValue(c.server);
   }
-  return h.h;
+  return h.value();
 }
 
 KeyLayout buildKeyLayout(const std::vector<TensorSpec>& tensors, int servers, int64_t chunk_bytes) {

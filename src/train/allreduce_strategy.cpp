@@ -13,6 +13,7 @@
 #include "collective/communicator.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"
+#include "core/fnv1a.hpp"
 #include "core/logging.hpp"
 #include "train/gradient_buckets.hpp"
 
@@ -100,8 +101,7 @@ void AllReduceStrategy::initialize(models::Model& model, const nlohmann::json& f
   Impl& s = *impl_;
   const auto rendezvous_timeout = std::chrono::milliseconds(static_cast<int64_t>(s.config.rendezvous_timeout_s * 1000));
   if (s.spec.isChief()) {
-    s.server = std::make_unique<cluster::CoordinatorServer>(cluster::bindableAddress(s.spec.coordinator.host),
-                                                            s.spec.coordinator.port);
+    s.server = std::make_unique<cluster::CoordinatorServer>(s.spec.coordinator.host, s.spec.coordinator.port);
   }
   s.store = std::make_unique<cluster::CoordinatorClient>(s.spec.coordinator, rendezvous_timeout);
   Stopwatch watch;
@@ -148,7 +148,7 @@ AgreedStep AllReduceStrategy::synchronizeGradients(models::Model& model, const L
   Impl& s = *impl_;
   if (!s.buckets) {
     // One worker: nothing to exchange, so no copies either.
-    AgreedStep agreed = StandaloneStrategy().synchronizeGradients(model, local);
+    AgreedStep agreed = averageMicroBatches(model, local);
     s.cycle_start = Clock::now();
     return agreed;
   }
@@ -196,14 +196,12 @@ void AllReduceStrategy::finish() {
 }
 
 uint64_t parameterChecksum(const torch::nn::Module& model) {
-  uint64_t hash = 1469598103934665603ull;  // FNV-1a over the raw bytes
+  Fnv1a hash;
   for (const auto& p : model.parameters()) {
     auto c = p.detach().contiguous();
-    const auto* bytes = static_cast<const unsigned char*>(c.data_ptr());
-    const size_t n = c.numel() * c.element_size();
-    for (size_t i = 0; i < n; ++i) hash = (hash ^ bytes[i]) * 1099511628211ull;
+    hash.add(c.data_ptr(), c.numel() * c.element_size());
   }
-  return hash;
+  return hash.value();
 }
 
 }  // namespace tandem::train

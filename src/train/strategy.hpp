@@ -54,6 +54,10 @@ class Strategy {
   virtual void finish() {}
 };
 
+// Turns summed micro-batch gradients into their mean and reports the mean
+// loss: the whole synchronisation when there is one worker.
+AgreedStep averageMicroBatches(models::Model& model, const LocalStep& local);
+
 // Averages accumulated micro-batch gradients; no communication.
 class StandaloneStrategy final : public Strategy {
  public:
@@ -61,7 +65,9 @@ class StandaloneStrategy final : public Strategy {
   int rank() const override { return 0; }
   int worldSize() const override { return 1; }
   void initialize(models::Model&, const nlohmann::json&) override {}
-  AgreedStep synchronizeGradients(models::Model& model, const LocalStep& local) override;
+  AgreedStep synchronizeGradients(models::Model& model, const LocalStep& local) override {
+    return averageMicroBatches(model, local);
+  }
 };
 
 }  // namespace tandem::train

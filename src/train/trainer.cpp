@@ -51,14 +51,15 @@ nlohmann::json runFingerprint(const TrainConfig& c, const torch::nn::Module& mod
   };
   for (const auto& item : model.named_parameters()) params[item.key()] = describe(item.value());
   for (const auto& item : model.named_buffers()) params[item.key()] = describe(item.value());
+  const nlohmann::json config = toJson(c);
   return {{"model", c.model},
           {"tensors", params},
           {"dataset", c.dataset.name},
           {"dataset_size", dataset_size},
           {"batch_size", c.batch_size},
           {"accumulate", c.accumulate},
-          {"optimizer", toJson(c)["optimizer"]},
-          {"lr_schedule", toJson(c)["lr"]},
+          {"optimizer", config["optimizer"]},
+          {"lr_schedule", config["lr"]},
           {"seed", c.seed},
           {"epochs", c.epochs},
           {"max_steps", c.max_steps},
