@@ -183,7 +183,12 @@ TEST(CliErrors, LaunchRejectsBadArgumentsAndNamesThem) {
   const std::vector<Case> cases = {
       {"launch --workers 0 -- --max-steps 1", "--workers"},
       {"launch --workers 2 -- --task_index 1", "--task_index"},
-      {"launch --workers 2 --ps 1 -- --max-steps 1", "--ps"},
+      {"launch --workers 2 --ps -1 -- --max-steps 1", "--ps"},
+      {"launch --workers 1 --ps 1 -- --ps_hosts 127.0.0.1:5", "--ps_hosts"},
+      {"train --ps-mode eventual", "--ps-mode"},
+      {"train --staleness -3", "--staleness"},
+      {"train --ps-chunk-mb 0", "--ps-chunk-mb"},
+      {"train --ps-threads -1", "--ps-threads"},
       {"train --worker_hosts 127.0.0.1:1,127.0.0.1:x --job_name worker --task_index 0", "--worker_hosts"},
       {"train --worker_hosts 127.0.0.1:1 --job_name worker --task_index 3", "--task_index"},
       {"train --accumulate 0", "--accumulate"},

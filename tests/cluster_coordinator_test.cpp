@@ -261,14 +261,14 @@ TEST(Coordinator, GarbageFramesGetErrorRepliesAndServingContinues) {
   h.request_id = 77;
   h.payload_bytes = 1;
   auto head = net::encodeHeader(h);
-  head[4] = std::byte{2};
+  head[4] = std::byte{9};
   std::vector<zmq::message_t> future;
   future.emplace_back(head.data(), head.size());
   future.emplace_back("k", 1);
   net::Frame r2 = exchange(std::move(future));
   EXPECT_EQ(r2.header.type, net::MessageType::kError);
   EXPECT_EQ(r2.header.request_id, 77u);
-  EXPECT_NE(r2.text().find("unsupported version 2"), std::string_view::npos) << r2.text();
+  EXPECT_NE(r2.text().find("unsupported version 9"), std::string_view::npos) << r2.text();
 
   // Lying inner length in a set.
   h.type = net::MessageType::kStoreSet;

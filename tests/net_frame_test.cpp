@@ -104,10 +104,10 @@ TEST(FrameHeader, RejectsOtherVersions) {
   auto bytes = encodeHeader(sampleHeader());
   patch<uint16_t>(bytes, 4, 3);
   expectInputError([&] { validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "p"); },
-                   {"unsupported version 3 (this build speaks 1)"});
+                   {"unsupported version 3 (this build speaks 2)"});
 }
 
-TEST(FrameHeader, RejectsUnknownTypeFlagsAndReserved) {
+TEST(FrameHeader, RejectsUnknownTypeAndFlags) {
   auto bytes = encodeHeader(sampleHeader());
   patch<uint16_t>(bytes, 6, 999);
   expectInputError([&] { validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "p"); },
@@ -120,11 +120,15 @@ TEST(FrameHeader, RejectsUnknownTypeFlagsAndReserved) {
   patch<uint32_t>(bytes, 8, 0x10);
   expectInputError([&] { validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "p"); },
                    {"unknown flags 0x10"});
+}
 
-  bytes = encodeHeader(sampleHeader());
-  patch<uint32_t>(bytes, 12, 1);
-  expectInputError([&] { validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "p"); },
-                   {"reserved header field"});
+TEST(FrameHeader, ClockTravelsAtOffset12) {
+  FrameHeader h = sampleHeader();
+  h.clock = 0xA1B2C3D4u;
+  auto bytes = encodeHeader(h);
+  EXPECT_EQ(std::to_integer<uint8_t>(bytes[12]), 0xD4);
+  EXPECT_EQ(std::to_integer<uint8_t>(bytes[15]), 0xA1);
+  EXPECT_EQ(validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "p"), h);
 }
 
 TEST(FrameHeader, RejectsReversedKeyRange) {
@@ -188,7 +192,7 @@ TEST(FrameHeader, RandomBytesAreRejectedCleanly) {
     // some a known type too) so the deeper checks get exercised as well.
     if (trial % 2 == 0) {
       size = kFrameHeaderBytes;
-      std::memcpy(buf.data(), "TNDM\x01\x00", 6);
+      std::memcpy(buf.data(), "TNDM\x02\x00", 6);
       if (trial % 4 == 0) std::memcpy(buf.data() + 6, "\x10\x00", 2);
     }
     try {
@@ -197,7 +201,7 @@ TEST(FrameHeader, RandomBytesAreRejectedCleanly) {
     } catch (const InputError&) {
     }
   }
-  // Random type, flags, reserved and size fields essentially never line up.
+  // Random type, flags and size fields essentially never line up.
   EXPECT_EQ(accepted, 0);
 }
 
@@ -211,8 +215,8 @@ TEST(FrameHeader, EveryBitFlipIsRejectedOrDecodedConsistently) {
       bytes[byte] ^= static_cast<std::byte>(1 << bit);
       try {
         FrameHeader got = validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "p");
-        // Accepted flips may only touch free-form fields.
-        EXPECT_TRUE((byte >= 16 && byte < 48) || byte == 6 || byte == 7) << "byte " << byte;
+        // Accepted flips may only touch free-form fields (clock, ids, keys, size) or the type.
+        EXPECT_TRUE((byte >= 12 && byte < 48) || byte == 6 || byte == 7) << "byte " << byte;
         EXPECT_FALSE(got == h);
       } catch (const InputError&) {
       }
@@ -389,9 +393,9 @@ TEST(RequestClient, DiscardsRepliesToOtherRequests) {
       size_t total = receiveParts(server, parts, 3);
       ASSERT_EQ(total, 3u);
       Frame req = decodeFrame(std::span(parts).subspan(1), 2, kMaxPayloadBytes, "client");
-      FrameHeader stale{MessageType::kStoreValue, 0, req.header.request_id + 100, 0, 0, 0};
+      FrameHeader stale{.type = MessageType::kStoreValue, .request_id = req.header.request_id + 100};
       sendFrame(server, stale, copyPayload("stale"), &parts[0]);
-      FrameHeader good{MessageType::kStoreValue, 0, req.header.request_id, 0, 0, 0};
+      FrameHeader good{.type = MessageType::kStoreValue, .request_id = req.header.request_id};
       sendFrame(server, good, copyPayload(std::string(req.text()) + "!"), &parts[0]);
     }
   });

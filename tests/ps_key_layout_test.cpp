@@ -50,7 +50,7 @@ TEST(KeyLayout, SameInputsSameFingerprintAnyChangeDiffers) {
 
 TEST(KeyLayout, BadArgumentsAreNamed) {
   testing::expectInputError([] { buildKeyLayout({{"a", 10}}, 0, 4096); }, {"parameter servers"});
-  testing::expectInputError([] { buildKeyLayout({{"a", 10}}, 1, 4095); }, {"--ps-chunk-bytes"});
+  testing::expectInputError([] { buildKeyLayout({{"a", 10}}, 1, 4095); }, {"--ps-chunk-mb"});
   testing::expectInputError([] { buildKeyLayout({}, 1, 4096); }, {"no parameters"});
 }
 

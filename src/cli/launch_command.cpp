@@ -37,45 +37,54 @@ bool hasFlag(const std::vector<std::string>& args, const std::string& flag) {
 int runLaunch(const LaunchOptions& o) {
   if (o.workers < 1) throw InputError(fmt::format("--workers: must be >= 1, got {}", o.workers));
   if (o.ps < 0) throw InputError(fmt::format("--ps: must be >= 0, got {}", o.ps));
-  if (o.ps > 0) {
-    throw InputError("--ps: the parameter-server mode is not available in this build yet; use --ps 0 (all-reduce)");
-  }
   for (const char* flag : {"--worker_hosts", "--ps_hosts", "--job_name", "--task_index", "--task_id", "--coordinator"}) {
     if (hasFlag(o.train_args, flag)) {
       throw InputError(fmt::format("{}: launch sets the cluster flags itself; remove it from the train arguments", flag));
     }
   }
-  std::vector<std::string> hosts;
-  for (int i = 0; i < o.workers; ++i) {
-    cluster::HostPort address{o.host, cluster::pickFreePort(o.host)};
-    hosts.push_back(address.str());  // brackets an IPv6 host
-  }
-  const std::string worker_hosts = fmt::format("{}", fmt::join(hosts, ","));
+  auto hostList = [&o](int count) {
+    std::vector<std::string> hosts;
+    for (int i = 0; i < count; ++i) hosts.push_back(cluster::HostPort{o.host, cluster::pickFreePort(o.host)}.str());
+    return fmt::format("{}", fmt::join(hosts, ","));  // HostPort::str brackets an IPv6 host
+  };
+  const std::string worker_hosts = hostList(o.workers);
+  const std::string ps_hosts = o.ps > 0 ? hostList(o.ps) : "";
 
   // Local workers share the cores: give each its share unless told otherwise.
   std::vector<std::string> common = o.train_args;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (!hasFlag(common, "--threads")) {
-    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     common.push_back("--threads");
     common.push_back(std::to_string(std::max(1, cores / o.workers)));
+  }
+  if (o.ps > 0 && !hasFlag(common, "--ps-threads")) {
+    common.push_back("--ps-threads");
+    common.push_back(std::to_string(std::max(1, cores / o.ps)));
+  }
+  if (o.ps > 0) {
+    common.push_back("--ps_hosts");
+    common.push_back(ps_hosts);
   }
 
   std::signal(SIGINT, onLaunchSignal);
   std::signal(SIGTERM, onLaunchSignal);
   cluster::ProcessGroup group;
   const std::string self = cluster::selfExecutable();
-  for (int i = 0; i < o.workers; ++i) {
+  auto startTask = [&](const std::string& job, int index) {
     cluster::ChildSpec child;
-    child.name = fmt::format("worker {}", i);
+    child.name = fmt::format("{} {}", job, index);
     child.argv = {self, "train"};
     child.argv.insert(child.argv.end(), common.begin(), common.end());
-    for (std::string extra : {std::string("--worker_hosts"), worker_hosts, std::string("--job_name"),
-                              std::string("worker"), std::string("--task_index"), std::to_string(i)}) {
+    for (std::string extra : {std::string("--worker_hosts"), worker_hosts, std::string("--job_name"), job,
+                              std::string("--task_index"), std::to_string(index)}) {
       child.argv.push_back(extra);
     }
     group.start(child);
-  }
+  };
+  for (int i = 0; i < o.ps; ++i) startTask("ps", i);
+  for (int i = 0; i < o.workers; ++i) startTask("worker", i);
   std::fprintf(stderr, "launch: %d worker(s) at %s\n", o.workers, worker_hosts.c_str());
+  if (o.ps > 0) std::fprintf(stderr, "launch: %d parameter server(s) at %s\n", o.ps, ps_hosts.c_str());
 
   // After a forwarded stop, 130 is how a task says it saved its state.
   bool forwarded = false;
@@ -105,7 +114,8 @@ int runLaunch(const LaunchOptions& o) {
 }  // namespace
 
 Command addLaunchCommand(CLI::App& app) {
-  auto* cmd = app.add_subcommand("launch", "Run a local cluster: N worker processes of `tandem train` (args after --)");
+  auto* cmd = app.add_subcommand(
+      "launch", "Run a local cluster: N worker (and K parameter-server) processes of `tandem train` (args after --)");
   auto options = std::make_shared<LaunchOptions>();
   cmd->add_option("--workers", options->workers, "worker processes")->capture_default_str();
   cmd->add_option("--ps", options->ps, "parameter-server processes")->capture_default_str();
@@ -113,7 +123,8 @@ Command addLaunchCommand(CLI::App& app) {
   cmd->add_option("--grace", options->grace_s, "seconds between SIGTERM and SIGKILL when stopping the others")
       ->capture_default_str();
   cmd->add_option("train_args", options->train_args, "arguments for `tandem train`, after --");
-  cmd->footer("Example: tandem launch --workers 2 -- --model cnn --epochs 1 --out runs/two");
+  cmd->footer("Examples:\n  tandem launch --workers 2 -- --model cnn --epochs 1 --out runs/two\n"
+              "  tandem launch --ps 1 --workers 4 -- --ps-mode async --out runs/ps");
   return {cmd, [options] { return runLaunch(*options); }};
 }
 

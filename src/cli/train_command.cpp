@@ -9,7 +9,9 @@
 #include "data/dataset.hpp"
 #include "obs/progress.hpp"
 #include "train/config.hpp"
+#include "cli/ps_task.hpp"
 #include "train/allreduce_strategy.hpp"
+#include "train/ps_strategy.hpp"
 #include "train/trainer.hpp"
 
 namespace tandem::cli {
@@ -41,16 +43,13 @@ data::SampleShape parseShape(const std::string& text) {
   return shape;
 }
 
-// Standalone unless a cluster spec is present (flags, TF_CONFIG or a
-// launcher's environment).
-std::unique_ptr<train::Strategy> makeStrategy(const cluster::ClusterFlags& flags, const train::TrainConfig& config) {
-  auto spec = cluster::resolveClusterSpec(flags, cluster::captureEnvironment());
+// Standalone without a cluster spec (flags, TF_CONFIG or a launcher's
+// environment); parameter server when the spec has PS tasks; all-reduce
+// otherwise.
+std::unique_ptr<train::Strategy> makeStrategy(const std::optional<cluster::ClusterSpec>& spec,
+                                              const train::TrainConfig& config) {
   if (!spec) return std::make_unique<train::StandaloneStrategy>();
-  if (spec->role == cluster::Role::kPs || spec->numServers() > 0) {
-    throw InputError(fmt::format("{}: the parameter-server mode is not available in this build yet; "
-                                 "drop --ps_hosts/ps tasks to train with all-reduce",
-                                 spec->source));
-  }
+  if (spec->numServers() > 0) return std::make_unique<train::PsStrategy>(*spec, config);
   return std::make_unique<train::AllReduceStrategy>(*spec, config.distributed);
 }
 
@@ -129,6 +128,19 @@ Command addTrainCommand(CLI::App& app) {
   cmd->add_option("--verify-replicas-every", c.distributed.verify_replicas_every,
                   "compare parameter checksums across workers every N steps (0: never)")
       ->capture_default_str()->group(cluster_group);
+  const char* ps_group = "Parameter server";
+  cmd->add_option("--ps-mode", c.distributed.ps_mode, "sync (mean of every worker per step) or async")
+      ->capture_default_str()->group(ps_group);
+  cmd->add_option("--staleness", c.distributed.staleness,
+                  "bounded staleness: a worker runs at most k steps ahead of the slowest (0 = sync)")
+      ->group(ps_group);
+  cmd->add_option("--ps-chunk-mb", c.distributed.ps_chunk_mb, "parameter chunk size spread over the servers")
+      ->capture_default_str()->group(ps_group);
+  cmd->add_option("--ps-threads", c.distributed.ps_threads, "optimizer apply threads per server (0: all cores)")
+      ->capture_default_str()->group(ps_group);
+  cmd->add_option("--debug-step-delay-ms", c.debug_step_delay_ms,
+                  "sleep this long every step: a deliberate straggler for testing")
+      ->group("Debugging");
   auto progress = std::make_shared<std::string>("auto");
   cmd->add_option("--progress", *progress, "auto, live or plain")->check(CLI::IsMember({"auto", "live", "plain"}))
       ->capture_default_str();
@@ -139,7 +151,14 @@ Command addTrainCommand(CLI::App& app) {
         *progress == "live" || (*progress == "auto" && obs::Progress::stderrIsTerminal());
     std::signal(SIGINT, onStopSignal);
     std::signal(SIGTERM, onStopSignal);
-    train::Trainer trainer(*config, makeStrategy(*cluster_flags, *config), &g_stop_requested);
+    const auto spec = cluster::resolveClusterSpec(*cluster_flags, cluster::captureEnvironment());
+    if (spec && spec->role == cluster::Role::kPs) {
+      // A stop signal reaches the workers too; the server keeps serving
+      // until they have finished their last step.
+      train::validate(*config);
+      return runPsTask(*spec, *config);
+    }
+    train::Trainer trainer(*config, makeStrategy(spec, *config), &g_stop_requested);
     auto summary = trainer.run();
     if (summary.at("rank").get<int>() == 0) fmt::print("{}\n", summary.dump(2));
     return summary.at("interrupted").get<bool>() ? 130 : 0;

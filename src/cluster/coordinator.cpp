@@ -199,6 +199,14 @@ std::pair<MessageType, zmq::message_t> CoordinatorServer::Impl::apply(const Fram
     case MessageType::kOk:
     case MessageType::kStoreValue:
     case MessageType::kStoreNotFound:
+    case MessageType::kPsHello:
+    case MessageType::kPsInit:
+    case MessageType::kPsSet:
+    case MessageType::kPsPush:
+    case MessageType::kPsPull:
+    case MessageType::kPsValues:
+    case MessageType::kPsClock:
+    case MessageType::kPsDone:
       break;
   }
   throw InputError(fmt::format("frame from {}: {} is not a request the coordinator serves", peer,

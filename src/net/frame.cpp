@@ -28,7 +28,7 @@ constexpr size_t kMagicOffset = 0;
 constexpr size_t kVersionOffset = 4;
 constexpr size_t kTypeOffset = 6;
 constexpr size_t kFlagsOffset = 8;
-constexpr size_t kReservedOffset = 12;
+constexpr size_t kClockOffset = 12;
 constexpr size_t kRequestIdOffset = 16;
 constexpr size_t kKeyBeginOffset = 24;
 constexpr size_t kKeyEndOffset = 32;
@@ -55,6 +55,14 @@ std::string messageTypeName(MessageType type) {
     case MessageType::kStoreValue: return "store-value";
     case MessageType::kStoreNotFound: return "store-not-found";
     case MessageType::kStoreCheck: return "store-check";
+    case MessageType::kPsHello: return "ps-hello";
+    case MessageType::kPsInit: return "ps-init";
+    case MessageType::kPsSet: return "ps-set";
+    case MessageType::kPsPush: return "ps-push";
+    case MessageType::kPsPull: return "ps-pull";
+    case MessageType::kPsValues: return "ps-values";
+    case MessageType::kPsClock: return "ps-clock";
+    case MessageType::kPsDone: return "ps-done";
   }
   return fmt::format("type {}", static_cast<uint16_t>(type));
 }
@@ -72,7 +80,7 @@ HeaderBytes encodeHeader(const FrameHeader& header) {
   storeLe<uint16_t>(out.data() + kVersionOffset, kFrameVersion);
   storeLe<uint16_t>(out.data() + kTypeOffset, static_cast<uint16_t>(header.type));
   storeLe<uint32_t>(out.data() + kFlagsOffset, header.flags);
-  storeLe<uint32_t>(out.data() + kReservedOffset, 0);
+  storeLe<uint32_t>(out.data() + kClockOffset, header.clock);
   storeLe<uint64_t>(out.data() + kRequestIdOffset, header.request_id);
   storeLe<uint64_t>(out.data() + kKeyBeginOffset, header.key_begin);
   storeLe<uint64_t>(out.data() + kKeyEndOffset, header.key_end);
@@ -105,8 +113,7 @@ FrameHeader validateHeader(const void* bytes, size_t size, uint64_t max_payload_
     reject(peer, fmt::format("unknown flags 0x{:x} in a {} frame", header.flags & ~kKnownFrameFlags,
                              messageTypeName(header.type)));
   }
-  uint32_t reserved = loadLe<uint32_t>(in + kReservedOffset);
-  if (reserved != 0) reject(peer, fmt::format("reserved header field is 0x{:x} (must be 0)", reserved));
+  header.clock = loadLe<uint32_t>(in + kClockOffset);
   header.request_id = loadLe<uint64_t>(in + kRequestIdOffset);
   header.key_begin = loadLe<uint64_t>(in + kKeyBeginOffset);
   header.key_end = loadLe<uint64_t>(in + kKeyEndOffset);

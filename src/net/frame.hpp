@@ -7,7 +7,7 @@
 //
 // Header layout (offsets in bytes, all little-endian):
 //    0 magic u32 ('TNDM')   4 version u16        6 type u16
-//    8 flags u32           12 reserved u32 (0)  16 request_id u64
+//    8 flags u32           12 clock u32         16 request_id u64
 //   24 key_begin u64       32 key_end u64       40 payload_bytes u64
 // magic and request_id keep their offsets in every version, so a peer can
 // always answer "unsupported version" to the request that carried it.
@@ -30,7 +30,8 @@
 namespace tandem::net {
 
 inline constexpr uint32_t kFrameMagic = 0x4D444E54;  // bytes "TNDM" on the wire
-inline constexpr uint16_t kFrameVersion = 1;
+// Version 2 turned the reserved word at offset 12 into `clock`.
+inline constexpr uint16_t kFrameVersion = 2;
 inline constexpr size_t kFrameHeaderBytes = 48;
 // Default ceiling for one payload. Senders split anything larger (the
 // parameter server chunks tensors well below it).
@@ -49,6 +50,16 @@ enum class MessageType : uint16_t {
   kStoreValue = 18,     // reply to get: payload is the value
   kStoreNotFound = 19,  // reply to get/check: key(s) not there yet
   kStoreCheck = 20,     // payload: key list; kOk if all exist, else kStoreNotFound with the missing ones
+  // Parameter server. key range = chunk keys; clock = the sender's step.
+  kPsHello = 32,   // payload: [u32 worker][u64 layout fingerprint]; first message of every worker
+  kPsInit = 33,    // chief only; payload: JSON server config (see ps/protocol.hpp)
+  kPsSet = 34,     // chief only; one chunk's initial floats
+  kPsPush = 35,    // one chunk's gradient for step `clock`, pre-scaled by the worker
+  kPsPull = 36,    // one chunk; reply kPsValues once the chunk has `clock` updates (sync) or
+                   // has applied every push received before the pull (async)
+  kPsValues = 37,  // reply to pull: the chunk's floats
+  kPsClock = 38,   // "finished step `clock`"; payload: ps::StepReport; reply kPsClock with ps::StepAgreement
+  kPsDone = 39,    // a worker leaves; no more requests from it
 };
 
 constexpr bool isKnownMessageType(uint16_t raw) {
@@ -60,6 +71,14 @@ constexpr bool isKnownMessageType(uint16_t raw) {
     case MessageType::kStoreValue:
     case MessageType::kStoreNotFound:
     case MessageType::kStoreCheck:
+    case MessageType::kPsHello:
+    case MessageType::kPsInit:
+    case MessageType::kPsSet:
+    case MessageType::kPsPush:
+    case MessageType::kPsPull:
+    case MessageType::kPsValues:
+    case MessageType::kPsClock:
+    case MessageType::kPsDone:
       return true;
   }
   return false;
@@ -75,6 +94,7 @@ inline constexpr uint32_t kKnownFrameFlags = 0;
 struct FrameHeader {
   MessageType type = MessageType::kOk;
   uint32_t flags = 0;
+  uint32_t clock = 0;  // the sender's step (parameter server); 0 elsewhere
   uint64_t request_id = 0;
   // Half-open key range [key_begin, key_end) a request covers; the
   // parameter server routes and checks by it, the store leaves it 0.
@@ -91,7 +111,7 @@ HeaderBytes encodeHeader(const FrameHeader& header);
 // Decodes and checks a received header before anything is allocated for the
 // payload. Throws InputError "frame from <peer>: ..." naming what is wrong:
 // truncated header, bad magic, unsupported version, unknown type, unknown
-// flags, nonzero reserved field, key_begin > key_end, or a payload larger
+// flags, key_begin > key_end, or a payload larger
 // than `max_payload_bytes`.
 FrameHeader validateHeader(const void* bytes, size_t size, uint64_t max_payload_bytes, std::string_view peer);
 

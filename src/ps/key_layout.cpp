@@ -32,7 +32,7 @@ uint64_t KeyLayout::fingerprint() const {
 KeyLayout buildKeyLayout(const std::vector<TensorSpec>& tensors, int servers, int64_t chunk_bytes) {
   if (servers < 1) throw InputError(fmt::format("parameter servers: need at least 1, got {}", servers));
   if (chunk_bytes <= 0 || chunk_bytes % 4 != 0) {
-    throw InputError(fmt::format("--ps-chunk-bytes: {} is not a positive multiple of 4", chunk_bytes));
+    throw InputError(fmt::format("--ps-chunk-mb: a chunk of {} bytes is not a positive multiple of 4", chunk_bytes));
   }
   if (tensors.empty()) throw InputError("parameter layout: the model has no parameters");
   KeyLayout layout;

@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "core/fnv1a.hpp"
 #include "core/logging.hpp"
+#include "train/cluster_join.hpp"
 #include "train/gradient_buckets.hpp"
 
 namespace tandem::train {
@@ -33,8 +34,7 @@ std::vector<torch::Tensor> stateTensors(models::Model& model) {
 struct AllReduceStrategy::Impl {
   cluster::ClusterSpec spec;
   DistributedConfig config;
-  std::unique_ptr<cluster::CoordinatorServer> server;
-  std::unique_ptr<cluster::CoordinatorClient> store;
+  ClusterJoin join;
   std::unique_ptr<gloo::rendezvous::PrefixStore> gloo_store;
   std::unique_ptr<collective::Communicator> comm;
   // Declared after comm: destroyed first, so queued jobs never outlive it.
@@ -97,15 +97,10 @@ AllReduceStrategy::~AllReduceStrategy() = default;
 int AllReduceStrategy::rank() const { return impl_->spec.index; }
 int AllReduceStrategy::worldSize() const { return impl_->spec.num_workers; }
 
-void AllReduceStrategy::initialize(models::Model& model, const nlohmann::json& fingerprint) {
+void AllReduceStrategy::initialize(models::Model& model, const nlohmann::json& fingerprint, const StepPlan&) {
   Impl& s = *impl_;
-  const auto rendezvous_timeout = std::chrono::milliseconds(static_cast<int64_t>(s.config.rendezvous_timeout_s * 1000));
-  if (s.spec.isChief()) {
-    s.server = std::make_unique<cluster::CoordinatorServer>(s.spec.coordinator.host, s.spec.coordinator.port);
-  }
-  s.store = std::make_unique<cluster::CoordinatorClient>(s.spec.coordinator, rendezvous_timeout);
   Stopwatch watch;
-  cluster::joinCluster(*s.store, s.spec, fingerprint, Deadline::after(rendezvous_timeout));
+  s.join = joinAsWorker(s.spec, s.config, fingerprint);
 
   collective::CommunicatorOptions options;
   options.rank = s.spec.index;
@@ -113,7 +108,7 @@ void AllReduceStrategy::initialize(models::Model& model, const nlohmann::json& f
   options.local_host = s.spec.worker_hosts.empty() ? cluster::localAddressToward(s.spec.coordinator)
                                                    : s.spec.worker_hosts[s.spec.index].host;
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(s.config.peer_timeout_s * 1000));
-  s.gloo_store = std::make_unique<gloo::rendezvous::PrefixStore>("gloo", *s.store);
+  s.gloo_store = std::make_unique<gloo::rendezvous::PrefixStore>("gloo", *s.join.store);
   s.comm = collective::Communicator::connect(*s.gloo_store, options);
   s.comm_thread = std::make_unique<collective::CommThread>();
   s.broadcastState(model);

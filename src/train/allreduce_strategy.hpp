@@ -24,7 +24,7 @@ class AllReduceStrategy final : public Strategy {
   // broadcasts parameters and buffers from worker 0, and installs the
   // gradient hooks. Throws PeerError naming missing tasks, InputError naming
   // a fingerprint difference.
-  void initialize(models::Model& model, const nlohmann::json& fingerprint) override;
+  void initialize(models::Model& model, const nlohmann::json& fingerprint, const StepPlan& plan) override;
   void beforeBackward(const LocalStep& so_far, int micro_step) override;
   AgreedStep synchronizeGradients(models::Model& model, const LocalStep& local) override;
   void verifyReplicas(models::Model& model, int64_t step) override;

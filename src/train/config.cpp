@@ -20,7 +20,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OptimizerConfig, name, lr, momen
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LrScheduleConfig, kind, unit, boundaries, values, min_lr,
                                                 warmup_steps, scaling)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DistributedConfig, bucket_mb, peer_timeout_s, rendezvous_timeout_s,
-                                                verify_replicas_every)
+                                                verify_replicas_every, ps_mode, staleness, ps_chunk_mb, ps_threads)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, model, model_options, dataset, batch_size, accumulate, epochs,
                                                 max_steps, seed, threads, prefetch_threads, prefetch_depth,
                                                 eval_every_steps, eval_batch_size, log_every_steps,
@@ -66,8 +66,26 @@ void validate(const TrainConfig& c) {
   if (!(c.distributed.peer_timeout_s > 0)) throw InputError("--peer-timeout: must be > 0 seconds");
   if (!(c.distributed.rendezvous_timeout_s > 0)) throw InputError("--rendezvous-timeout: must be > 0 seconds");
   if (c.distributed.verify_replicas_every < 0) throw InputError("--verify-replicas-every: must be >= 0");
+  if (c.distributed.ps_mode != "sync" && c.distributed.ps_mode != "async") {
+    throw InputError(fmt::format("--ps-mode: unknown mode '{}' (use sync or async; --staleness k for bounded)",
+                                 c.distributed.ps_mode));
+  }
+  if (c.distributed.staleness < -1) {
+    throw InputError(fmt::format("--staleness: must be >= 0, got {}", c.distributed.staleness));
+  }
+  if (!(c.distributed.ps_chunk_mb > 0) || c.distributed.ps_chunk_mb > 64) {
+    throw InputError(fmt::format("--ps-chunk-mb: must be in (0, 64], got {}", c.distributed.ps_chunk_mb));
+  }
+  if (c.distributed.ps_threads < 0) throw InputError("--ps-threads: must be >= 0");
+  if (c.debug_step_delay_ms < 0) throw InputError("--debug-step-delay-ms: must be >= 0");
   if (c.out_dir.empty()) throw InputError("--out: must not be empty");
   for (int64_t w : c.model_options.mlp_widths) requirePositive(w, "--mlp-widths");
+}
+
+std::string effectivePsMode(const DistributedConfig& config) {
+  if (config.staleness == 0) return "sync";
+  if (config.staleness > 0) return "ssp";
+  return config.ps_mode;
 }
 
 nlohmann::json toJson(const TrainConfig& config) { return config; }

@@ -36,13 +36,22 @@ struct LrScheduleConfig {
   std::string scaling = "none";
 };
 
-// How workers of a synchronous all-reduce run talk; ignored standalone.
+// How the tasks of a distributed run talk; ignored standalone.
 struct DistributedConfig {
-  double bucket_mb = 25;                 // gradient bucket size cap
-  double peer_timeout_s = 120;           // a collective waits this long for a peer
+  double bucket_mb = 25;                 // all-reduce gradient bucket size cap
+  double peer_timeout_s = 120;           // a collective or a step waits this long for a peer
   double rendezvous_timeout_s = 60;      // joining the cluster waits this long
   int64_t verify_replicas_every = 0;     // compare parameter checksums every N steps (0: never)
+  // Parameter-server mode (used when the cluster has PS tasks).
+  std::string ps_mode = "sync";          // sync | async
+  int staleness = -1;                    // >= 0: bounded staleness (0 is sync), overriding ps_mode
+  double ps_chunk_mb = 4;                // parameter chunk size
+  int ps_threads = 0;                    // apply threads per server (0: all cores)
 };
+
+// The consistency a PS run uses, from --ps-mode and --staleness:
+// "sync", "async" or "ssp".
+std::string effectivePsMode(const DistributedConfig& config);
 
 struct TrainConfig {
   std::string model = "cnn";
@@ -60,6 +69,7 @@ struct TrainConfig {
   int64_t eval_batch_size = 500;
   int64_t log_every_steps = 50;
   int64_t checkpoint_every_steps = 0;  // 0: final checkpoint only
+  int64_t debug_step_delay_ms = 0;     // sleep each step: makes a deliberate straggler for tests
   std::string out_dir = "runs/default";
   std::string resume_from;
   bool progress_interactive = false;

@@ -14,6 +14,14 @@ namespace tandem::train {
 struct SyncTimes {
   double exposed_comm = 0;  // communication compute did not hide
   double wait_workers = 0;  // waiting for slower peers
+  double update = 0;        // applying the update, when the strategy does it (PS: copying pulled values in)
+};
+
+// The run's length, for strategies that need the schedule up front.
+struct StepPlan {
+  int64_t steps_per_epoch = 1;
+  int64_t total_steps = 1;
+  int64_t start_step = 0;
 };
 
 // What the trainer knows about a step when it hands it to the strategy.
@@ -39,7 +47,13 @@ class Strategy {
   virtual int serverCount() const { return 0; }
   // Joins the cluster (checking that every task's `fingerprint` agrees) and
   // makes every replica start from the same parameters and buffers.
-  virtual void initialize(models::Model& model, const nlohmann::json& fingerprint) = 0;
+  virtual void initialize(models::Model& model, const nlohmann::json& fingerprint, const StepPlan& plan) = 0;
+  // True when synchronizeGradients already leaves the updated parameters in
+  // the model (parameter server): the trainer then runs no optimizer.
+  virtual bool appliesUpdate() const { return false; }
+  // True when one update averages every worker's batch (the linear LR
+  // scaling factor then counts workers); false for async updates.
+  virtual bool averagesWorkers() const { return true; }
   // Called before each micro-batch's backward (after its forward): `so_far`
   // counts this micro-batch's loss; `micro_step` is its index, and the
   // last one (so_far.micro_steps - 1) completes the update's gradient.
@@ -52,6 +66,8 @@ class Strategy {
   virtual void verifyReplicas(models::Model& model, int64_t step) {}
   // After the last step: waits for peers so nobody leaves mid-collective.
   virtual void finish() {}
+  // Strategy-specific figures for the run summary.
+  virtual nlohmann::json summary() const { return nlohmann::json::object(); }
 };
 
 // Turns summed micro-batch gradients into their mean and reports the mean
@@ -64,7 +80,7 @@ class StandaloneStrategy final : public Strategy {
   std::string mode() const override { return "standalone"; }
   int rank() const override { return 0; }
   int worldSize() const override { return 1; }
-  void initialize(models::Model&, const nlohmann::json&) override {}
+  void initialize(models::Model&, const nlohmann::json&, const StepPlan&) override {}
   AgreedStep synchronizeGradients(models::Model& model, const LocalStep& local) override {
     return averageMicroBatches(model, local);
   }

@@ -110,7 +110,10 @@ nlohmann::json Trainer::run() {
   const int64_t steps_per_epoch = sampler.stepsPerEpoch() / accumulate;
   const int64_t total_steps = c.max_steps > 0 ? c.max_steps : c.epochs * steps_per_epoch;
   auto optimizer = makeOptimizer(c.optimizer, model->parameters());
-  LrSchedule schedule(c.optimizer, c.lr, steps_per_epoch, total_steps, static_cast<double>(world * accumulate));
+  // Linear scaling counts the samples one update averages over.
+  const int averaged_workers = strategy_->averagesWorkers() ? world : 1;
+  LrSchedule schedule(c.optimizer, c.lr, steps_per_epoch, total_steps,
+                      static_cast<double>(averaged_workers * accumulate));
 
   int64_t start_step = 0;
   if (!c.resume_from.empty()) {
@@ -124,7 +127,8 @@ nlohmann::json Trainer::run() {
     }
     TANDEM_LOG_INFO("resumed from {} at step {}", c.resume_from, start_step);
   }
-  strategy_->initialize(*model, runFingerprint(c, *model, splits.train->size(), start_step, world));
+  strategy_->initialize(*model, runFingerprint(c, *model, splits.train->size(), start_step, world),
+                        {steps_per_epoch, total_steps, start_step});
 
   // Worker 0 owns the run directory; the others keep their own metrics
   // beside it, so a straggler's breakdown can be read after the run.
@@ -187,6 +191,7 @@ nlohmann::json Trainer::run() {
       local.stop_requested = stopRequested();
       strategy_->beforeBackward(local, micro);
       loss.backward();
+      if (c.debug_step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(c.debug_step_delay_ms));
       breakdown.add(obs::Phase::kForwardBackward, phase.lap());
     }
 
@@ -194,8 +199,12 @@ nlohmann::json Trainer::run() {
     breakdown.add(obs::Phase::kExposedComm, agreed.times.exposed_comm);
     breakdown.add(obs::Phase::kWaitWorkers, agreed.times.wait_workers);
     phase.lap();
-    optimizer->step();
-    breakdown.add(obs::Phase::kUpdate, phase.lap());
+    if (strategy_->appliesUpdate()) {
+      breakdown.add(obs::Phase::kUpdate, agreed.times.update);
+    } else {
+      optimizer->step();
+      breakdown.add(obs::Phase::kUpdate, phase.lap());
+    }
     breakdown.endStep();
     const double step_loss = agreed.loss;
     if (agreed.stop && step + 1 < total_steps) {
@@ -271,6 +280,7 @@ nlohmann::json Trainer::run() {
       {"blas", blas.library},
       {"blas_sgemm_gflops", blas.sgemm_gflops},
       {"resumed_from", c.resume_from.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.resume_from)},
+      {"strategy", strategy_->summary()},
   };
   writer.writeSummary(summary);
   return summary;

@@ -1,0 +1,44 @@
+#include "cli/ps_task.hpp"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "cluster/local_address.hpp"
+#include "core/logging.hpp"
+#include "obs/metrics_writer.hpp"
+#include "ps/server.hpp"
+
+namespace tandem::cli {
+
+int runPsTask(const cluster::ClusterSpec& spec, const train::TrainConfig& config) {
+  const auto& address = spec.ps_hosts.at(static_cast<size_t>(spec.index));
+  ps::ServerOptions options;
+  options.bind_host = cluster::bindableAddress(address.host);
+  options.port = address.port;
+  options.index = spec.index;
+  options.apply_threads = config.distributed.ps_threads > 0
+                              ? config.distributed.ps_threads
+                              : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // The chief initialises servers right after every worker joined.
+  options.startup_timeout_s = config.distributed.rendezvous_timeout_s + 30;
+  ps::ParameterServer server(options);
+  TANDEM_LOG_INFO("{}: listening on {} for {} worker(s) ({})", spec.taskName(), address.str(), spec.num_workers,
+                  spec.source);
+  nlohmann::json summary = server.serve();
+  const std::filesystem::path dir = std::filesystem::path(config.out_dir) / "ps" / fmt::format("ps-{}", spec.index);
+  obs::MetricsWriter(dir).writeSummary(summary);
+  const auto& lost = summary.at("lost_workers");
+  if (!lost.empty()) {
+    const bool async = summary.at("mode") == "async";
+    TANDEM_LOG_WARN("{}: lost worker(s) {} during the run{}", spec.taskName(), lost.dump(),
+                    async ? "; async training went on without them" : "");
+    return async ? 0 : 1;
+  }
+  TANDEM_LOG_INFO("{}: all workers done; {} updates, {:.2f} GB/s applied", spec.taskName(),
+                  summary.at("updates").get<uint64_t>(), summary.at("apply_gb_per_s").get<double>());
+  return 0;
+}
+
+}  // namespace tandem::cli

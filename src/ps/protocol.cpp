@@ -1,0 +1,161 @@
+#include "ps/protocol.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+#include "core/error.hpp"
+#include "net/wire.hpp"
+
+namespace tandem::ps {
+namespace {
+
+uint64_t bitsOf(double v) { return std::bit_cast<uint64_t>(v); }
+double doubleOf(uint64_t bits) { return std::bit_cast<double>(bits); }
+
+template <class T>
+T field(const nlohmann::json& j, const char* name, std::string_view peer) {
+  if (!j.is_object() || !j.contains(name)) {
+    throw InputError(fmt::format("{}: ps-init: missing field '{}'", peer, name));
+  }
+  try {
+    return j.at(name).get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw InputError(fmt::format("{}: ps-init: field '{}' has the wrong type ({})", peer, name, j.at(name).dump()));
+  }
+}
+
+}  // namespace
+
+std::string modeName(Mode mode) {
+  switch (mode) {
+    case Mode::kSync: return "sync";
+    case Mode::kAsync: return "async";
+    case Mode::kBounded: return "ssp";
+  }
+  return "?";
+}
+
+double ServerConfig::lrAt(uint64_t step) const {
+  if (lr_by_step.empty()) return 0;
+  return lr_by_step[std::min<uint64_t>(step, lr_by_step.size() - 1)];
+}
+
+nlohmann::json toJson(const ServerConfig& c) {
+  nlohmann::json chunks = nlohmann::json::array();
+  for (const auto& r : c.chunks) chunks.push_back({r.key, r.length});
+  const auto& o = c.optimizer;
+  return {{"mode", modeName(c.mode)},
+          {"staleness", c.staleness},
+          {"workers", c.workers},
+          {"optimizer",
+           {{"name", o.name}, {"momentum", o.sgd.momentum}, {"nesterov", o.sgd.nesterov},
+            {"sgd_weight_decay", o.sgd.weight_decay}, {"beta1", o.adam.beta1}, {"beta2", o.adam.beta2},
+            {"eps", o.adam.eps}, {"adam_weight_decay", o.adam.weight_decay}}},
+          {"lr_by_step", c.lr_by_step},
+          {"layout_fingerprint", c.layout_fingerprint},
+          {"chunks", chunks},
+          {"peer_timeout_s", c.peer_timeout_s}};
+}
+
+ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer) {
+  ServerConfig c;
+  const auto mode = field<std::string>(j, "mode", peer);
+  if (mode == "sync") {
+    c.mode = Mode::kSync;
+  } else if (mode == "async") {
+    c.mode = Mode::kAsync;
+  } else if (mode == "ssp") {
+    c.mode = Mode::kBounded;
+  } else {
+    throw InputError(fmt::format("{}: ps-init: unknown mode '{}'", peer, mode));
+  }
+  c.staleness = field<int>(j, "staleness", peer);
+  c.workers = field<int>(j, "workers", peer);
+  if (c.workers < 1 || c.staleness < 0) {
+    throw InputError(fmt::format("{}: ps-init: workers {} / staleness {} out of range", peer, c.workers, c.staleness));
+  }
+  const auto o = field<nlohmann::json>(j, "optimizer", peer);
+  c.optimizer.name = field<std::string>(o, "name", peer);
+  if (c.optimizer.name != "sgd" && c.optimizer.name != "adam") {
+    throw InputError(fmt::format("{}: ps-init: unknown optimizer '{}'", peer, c.optimizer.name));
+  }
+  c.optimizer.sgd.momentum = field<double>(o, "momentum", peer);
+  c.optimizer.sgd.nesterov = field<bool>(o, "nesterov", peer);
+  c.optimizer.sgd.weight_decay = field<double>(o, "sgd_weight_decay", peer);
+  c.optimizer.adam.beta1 = field<double>(o, "beta1", peer);
+  c.optimizer.adam.beta2 = field<double>(o, "beta2", peer);
+  c.optimizer.adam.eps = field<double>(o, "eps", peer);
+  c.optimizer.adam.weight_decay = field<double>(o, "adam_weight_decay", peer);
+  c.lr_by_step = field<std::vector<double>>(j, "lr_by_step", peer);
+  if (c.lr_by_step.empty()) throw InputError(fmt::format("{}: ps-init: lr_by_step is empty", peer));
+  c.layout_fingerprint = field<uint64_t>(j, "layout_fingerprint", peer);
+  for (const auto& item : field<nlohmann::json>(j, "chunks", peer)) {
+    if (!item.is_array() || item.size() != 2 || !item[0].is_number_unsigned() || !item[1].is_number_integer() ||
+        item[1].get<int64_t>() <= 0) {
+      throw InputError(fmt::format("{}: ps-init: chunk entry {} is not [key, positive length]", peer, item.dump()));
+    }
+    c.chunks.push_back({item[0].get<uint64_t>(), item[1].get<int64_t>()});
+  }
+  c.peer_timeout_s = field<double>(j, "peer_timeout_s", peer);
+  if (!(c.peer_timeout_s > 0)) throw InputError(fmt::format("{}: ps-init: peer_timeout_s must be > 0", peer));
+  return c;
+}
+
+std::vector<char> encode(const Hello& hello) {
+  net::PayloadWriter w;
+  w.putU32(hello.worker);
+  w.putU64(hello.layout_fingerprint);
+  return w.take();
+}
+
+Hello decodeHello(std::span<const std::byte> bytes, std::string_view peer) {
+  net::PayloadReader r(bytes, peer, "ps-hello payload");
+  Hello h;
+  h.worker = r.u32("worker");
+  h.layout_fingerprint = r.u64("layout fingerprint");
+  r.expectEnd();
+  return h;
+}
+
+std::vector<char> encode(const StepReport& report) {
+  net::PayloadWriter w;
+  w.putU64(bitsOf(report.loss));
+  w.putU64(bitsOf(report.compute_seconds));
+  w.putU32(report.stop ? 1 : 0);
+  return w.take();
+}
+
+StepReport decodeStepReport(std::span<const std::byte> bytes, std::string_view peer) {
+  net::PayloadReader r(bytes, peer, "ps-clock payload");
+  StepReport s;
+  s.loss = doubleOf(r.u64("loss"));
+  s.compute_seconds = doubleOf(r.u64("compute seconds"));
+  s.stop = r.u32("stop") != 0;
+  r.expectEnd();
+  return s;
+}
+
+std::vector<char> encode(const StepAgreement& a) {
+  net::PayloadWriter w;
+  w.putU64(bitsOf(a.loss));
+  w.putU64(bitsOf(a.slowest_compute_seconds));
+  w.putU32(a.stop ? 1 : 0);
+  w.putU32(a.slowest_clock);
+  return w.take();
+}
+
+StepAgreement decodeStepAgreement(std::span<const std::byte> bytes, std::string_view peer) {
+  net::PayloadReader r(bytes, peer, "ps-clock reply");
+  StepAgreement a;
+  a.loss = doubleOf(r.u64("loss"));
+  a.slowest_compute_seconds = doubleOf(r.u64("slowest compute seconds"));
+  a.stop = r.u32("stop") != 0;
+  a.slowest_clock = r.u32("slowest clock");
+  r.expectEnd();
+  return a;
+}
+
+}  // namespace tandem::ps

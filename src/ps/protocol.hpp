@@ -1,0 +1,80 @@
+#pragma once
+// What workers and parameter servers say to each other, above the frame
+// layer: the server configuration the chief sends, the hello every worker
+// opens with, and the per-step clock report and the agreement it gets back.
+// Torch-free; every decoder treats its bytes as untrusted and throws
+// InputError naming the peer and the field.
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ps/optimizer_kernels.hpp"
+
+namespace tandem::ps {
+
+enum class Mode { kSync, kAsync, kBounded };  // bounded = SSP with staleness > 0
+
+std::string modeName(Mode mode);  // "sync", "async", "ssp"
+
+struct ChunkRange {
+  uint64_t key = 0;
+  int64_t length = 0;  // floats
+};
+
+struct OptimizerSettings {
+  std::string name = "sgd";  // sgd | adam
+  SgdSettings sgd;           // lr is replaced per update from lr_by_step
+  AdamSettings adam;
+};
+
+// Everything one server needs to know, sent once by the chief (kPsInit).
+struct ServerConfig {
+  Mode mode = Mode::kSync;
+  int staleness = 0;  // bounded mode only
+  int workers = 1;
+  OptimizerSettings optimizer;
+  // The learning rate for each global step, from the worker's schedule; the
+  // server indexes it with the step it holds (the last entry repeats).
+  std::vector<double> lr_by_step;
+  uint64_t layout_fingerprint = 0;
+  std::vector<ChunkRange> chunks;  // the chunks this server holds
+  double peer_timeout_s = 120;     // how long a step waits for a worker
+
+  double lrAt(uint64_t step) const;
+};
+
+nlohmann::json toJson(const ServerConfig& config);
+// Throws InputError "<peer>: ps-init: <field> ..." on a missing or bad field.
+ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer);
+
+struct Hello {
+  uint32_t worker = 0;
+  uint64_t layout_fingerprint = 0;
+};
+std::vector<char> encode(const Hello& hello);
+Hello decodeHello(std::span<const std::byte> bytes, std::string_view peer);
+
+// A worker's report at the end of a step (kPsClock to server 0).
+struct StepReport {
+  double loss = 0;             // this worker's mean loss for the step
+  double compute_seconds = 0;  // its time from the last agreement to this report
+  bool stop = false;           // it was asked to stop
+};
+std::vector<char> encode(const StepReport& report);
+StepReport decodeStepReport(std::span<const std::byte> bytes, std::string_view peer);
+
+// Server 0's answer, sent once the worker may start its next step.
+struct StepAgreement {
+  double loss = 0;                // sync: mean over workers; otherwise the worker's own
+  double slowest_compute_seconds = 0;  // sync: the slowest worker's compute time
+  bool stop = false;              // sync: any worker asked to stop
+  uint32_t slowest_clock = 0;     // steps the slowest worker had finished at reply time
+};
+std::vector<char> encode(const StepAgreement& agreement);
+StepAgreement decodeStepAgreement(std::span<const std::byte> bytes, std::string_view peer);
+
+}  // namespace tandem::ps

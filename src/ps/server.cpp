@@ -1,0 +1,750 @@
+#include "ps/server.hpp"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+#include "core/clock.hpp"
+#include "core/error.hpp"
+#include "core/logging.hpp"
+#include "net/request_client.hpp"
+#include "ps/apply_pool.hpp"
+#include "ps/optimizer_kernels.hpp"
+#include "ps/protocol.hpp"
+
+namespace tandem::ps {
+namespace {
+
+using net::MessageType;
+
+// Floats of a received message. ZeroMQ may hand over a buffer at any byte
+// offset; an unaligned one is copied into `scratch` first.
+float* floatsOf(zmq::message_t& message, std::vector<float>& scratch) {
+  auto address = reinterpret_cast<uintptr_t>(message.data());
+  if (address % alignof(float) == 0) return static_cast<float*>(message.data());
+  scratch.resize(message.size() / sizeof(float));
+  std::memcpy(scratch.data(), message.data(), message.size());
+  return scratch.data();
+}
+
+struct PendingPull {
+  std::string routing;
+  uint64_t request_id = 0;
+  uint64_t needed = 0;  // answer once the chunk has applied this many updates
+  Clock::time_point since = Clock::now();
+};
+
+struct QueuedPush {
+  zmq::message_t grad;
+};
+
+struct ChunkState {
+  uint64_t key = 0;
+  int64_t length = 0;
+  std::vector<float> param, slot_a, slot_b;  // sgd: momentum in a; adam: exp_avg, exp_avg_sq
+  bool initialized = false;
+  bool busy = false;        // an apply job owns param and slots
+  uint64_t applied = 0;     // updates applied
+  uint64_t received = 0;    // updates started or queued (async)
+  // Sync: this step's gradients, one per worker, summed in worker order.
+  std::vector<std::optional<zmq::message_t>> step_grads;
+  int step_grad_count = 0;
+  std::deque<QueuedPush> queue;  // async pushes waiting for the chunk
+  std::vector<PendingPull> pulls;
+};
+
+struct WorkerState {
+  std::string routing;  // empty until its hello
+  bool done = false;
+  bool lost = false;
+  uint32_t clock = 0;  // steps it reported finished
+  Clock::time_point last_seen = Clock::now();
+};
+
+struct PendingClock {
+  std::string routing;
+  uint64_t request_id = 0;
+  int worker = 0;
+  uint32_t clock = 0;
+  StepReport report;
+  Clock::time_point since = Clock::now();
+};
+
+struct StepTotals {
+  double loss_sum = 0;
+  int reports = 0;
+  double slowest = 0;
+  bool stop = false;
+};
+
+struct Completion {
+  size_t chunk = 0;
+  double seconds = 0;
+};
+
+// A request that must be refused: carries the reason for the error reply.
+struct Refusal {
+  std::string reason;
+};
+
+}  // namespace
+
+struct ParameterServer::Impl {
+  ServerOptions options;
+  std::string name;
+  // Chunk memory outlives the socket: zero-copy replies point into it.
+  std::deque<ChunkState> chunks;  // a deque: chunks never move once made
+  std::unordered_map<uint64_t, size_t> chunk_index;
+  zmq::context_t context{1};
+  zmq::socket_t router{context, zmq::socket_type::router};
+  int port = 0;
+  int wake_fd = -1;
+  std::mutex completions_mutex;
+  std::vector<Completion> completions;
+  std::unique_ptr<ApplyPool> pool;
+
+  std::optional<ServerConfig> config;
+  bool ready = false;  // init received and every chunk set; hellos are answered from then on
+  std::vector<WorkerState> workers;
+  std::unordered_map<std::string, int> worker_of;
+  struct WaitingHello {
+    std::string routing;
+    uint64_t request_id = 0;
+    Hello hello;
+  };
+  std::vector<WaitingHello> waiting_hellos;  // until ready
+  bool stopping = false;   // no new apply jobs
+  int apply_threads = 1;
+  std::vector<PendingClock> pending_clocks;
+  std::map<uint32_t, StepTotals> step_totals;
+  Clock::time_point init_time = Clock::now();
+
+  // Statistics for the summary.
+  uint64_t pushes = 0, pulls = 0, bytes_in = 0, bytes_out = 0, updates = 0, bad_frames = 0;
+  double apply_seconds = 0;
+  uint64_t applied_bytes = 0;
+  uint32_t max_staleness = 0;
+
+  void reply(const std::string& routing, net::FrameHeader header, zmq::message_t payload) {
+    // A worker's silence counts from the last exchange, not its last request:
+    // time it spent waiting on us is not silence.
+    if (auto it = worker_of.find(routing); it != worker_of.end()) {
+      workers[static_cast<size_t>(it->second)].last_seen = Clock::now();
+    }
+    zmq::message_t id(routing.data(), routing.size());
+    bytes_out += payload.size();
+    net::sendFrame(router, header, std::move(payload), &id);
+  }
+  void replyOk(const std::string& routing, uint64_t request_id) {
+    reply(routing, {.type = MessageType::kOk, .request_id = request_id}, zmq::message_t());
+  }
+  void replyError(const std::string& routing, uint64_t request_id, const std::string& reason) {
+    reply(routing, {.type = MessageType::kError, .request_id = request_id}, net::copyPayload(reason));
+  }
+
+  void wake() {
+    uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(wake_fd, &one, sizeof(one));
+  }
+
+  // --- requests -----------------------------------------------------------
+
+  ChunkState& chunkFor(const net::FrameHeader& h) {
+    if (!config) throw Refusal{fmt::format("{} has not been initialised by the chief yet", name)};
+    if (h.key_end != h.key_begin + 1) {
+      throw Refusal{fmt::format("{} covers keys [{}, {}); requests name exactly one chunk",
+                                net::messageTypeName(h.type), h.key_begin, h.key_end)};
+    }
+    auto it = chunk_index.find(h.key_begin);
+    if (it == chunk_index.end()) throw Refusal{fmt::format("unknown key {}: {} does not hold that chunk", h.key_begin, name)};
+    return chunks[it->second];
+  }
+
+  void requireChunkPayload(const ChunkState& c, const net::Frame& f) {
+    const size_t expected = static_cast<size_t>(c.length) * sizeof(float);
+    if (f.payload.size() != expected) {
+      throw Refusal{fmt::format("{} of chunk {} carries {} bytes; the chunk holds {} floats ({} bytes)",
+                                net::messageTypeName(f.header.type), c.key, f.payload.size(), c.length, expected)};
+    }
+  }
+
+  int workerOf(const std::string& routing, MessageType type) {
+    auto it = worker_of.find(routing);
+    if (it == worker_of.end()) throw Refusal{fmt::format("{} before ps-hello: say which worker you are first",
+                                                         net::messageTypeName(type))};
+    WorkerState& w = workers[static_cast<size_t>(it->second)];
+    w.last_seen = Clock::now();
+    w.lost = false;  // it was slow, not dead
+    return it->second;
+  }
+
+  void onInit(const std::string& routing, net::Frame& f) {
+    if (config) throw Refusal{fmt::format("{} was already initialised", name)};
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(f.text());
+    } catch (const nlohmann::json::exception& e) {
+      throw Refusal{fmt::format("ps-init payload is not valid JSON: {}", e.what())};
+    }
+    ServerConfig c;
+    try {
+      c = serverConfigFromJson(j, "chief");
+    } catch (const InputError& e) {
+      throw Refusal{e.what()};
+    }
+    // Bound what one message can make us allocate.
+    constexpr int kMaxWorkers = 1 << 16;
+    if (c.workers > kMaxWorkers) throw Refusal{fmt::format("ps-init: {} workers exceeds {}", c.workers, kMaxWorkers)};
+    for (const auto& r : c.chunks) {
+      if (static_cast<uint64_t>(r.length) * sizeof(float) > options.max_payload_bytes) {
+        throw Refusal{fmt::format("ps-init: chunk {} of {} floats exceeds the {} frame limit", r.key, r.length,
+                                  net::formatBytes(options.max_payload_bytes))};
+      }
+    }
+    chunks.clear();
+    chunk_index.clear();
+    for (const auto& r : c.chunks) {
+      if (chunk_index.count(r.key)) throw Refusal{fmt::format("ps-init lists chunk {} twice", r.key)};
+      chunk_index[r.key] = chunks.size();
+      ChunkState& s = chunks.emplace_back();
+      s.key = r.key;
+      s.length = r.length;
+      s.param.assign(static_cast<size_t>(r.length), 0.0f);
+      s.slot_a.assign(static_cast<size_t>(r.length), 0.0f);
+      if (c.optimizer.name == "adam") s.slot_b.assign(static_cast<size_t>(r.length), 0.0f);
+      s.step_grads.resize(static_cast<size_t>(c.workers));
+    }
+    workers.assign(static_cast<size_t>(c.workers), WorkerState{});
+    init_time = Clock::now();
+    int64_t floats = 0;
+    for (const auto& s : chunks) floats += s.length;
+    TANDEM_LOG_INFO("{}: {} mode, {} worker(s), {} chunk(s), {:.1f} MB, optimizer {}, {} apply thread(s)", name,
+                    modeName(c.mode), c.workers, chunks.size(), static_cast<double>(floats) * 4 / 1e6,
+                    c.optimizer.name, apply_threads);
+    config = std::move(c);
+    replyOk(routing, f.header.request_id);
+    checkReady();
+  }
+
+  void onSet(const std::string& routing, net::Frame& f) {
+    ChunkState& c = chunkFor(f.header);
+    if (ready) throw Refusal{fmt::format("ps-set of chunk {} after training started", c.key)};
+    requireChunkPayload(c, f);
+    std::memcpy(c.param.data(), f.payload.data(), f.payload.size());
+    c.initialized = true;
+    replyOk(routing, f.header.request_id);
+    checkReady();
+  }
+
+  void checkReady() {
+    if (ready || !config) return;
+    for (const auto& c : chunks) {
+      if (!c.initialized) return;
+    }
+    ready = true;
+    for (auto& waiting : waiting_hellos) {
+      try {
+        registerWorker(waiting.routing, waiting.hello);
+        replyOk(waiting.routing, waiting.request_id);
+      } catch (const Refusal& r) {
+        ++bad_frames;
+        TANDEM_LOG_WARN("{}: refused a hello: {}", name, r.reason);
+        replyError(waiting.routing, waiting.request_id, r.reason);
+      }
+    }
+    waiting_hellos.clear();
+  }
+
+  void onHello(const std::string& routing, net::Frame& f) {
+    Hello h;
+    try {
+      h = decodeHello(f.bytes(), "a client");
+    } catch (const InputError& e) {
+      throw Refusal{e.what()};
+    }
+    // Workers may arrive before the chief has initialised this server: they
+    // are answered once it has.
+    if (!ready) {
+      waiting_hellos.push_back({routing, f.header.request_id, h});
+      return;
+    }
+    registerWorker(routing, h);
+    replyOk(routing, f.header.request_id);
+  }
+
+  void registerWorker(const std::string& routing, const Hello& h) {
+    if (h.worker >= workers.size()) {
+      throw Refusal{fmt::format("worker {} does not exist: the cluster has {} worker(s)", h.worker, workers.size())};
+    }
+    if (h.layout_fingerprint != config->layout_fingerprint) {
+      throw Refusal{fmt::format("worker {} computed parameter layout {:016x} but the chief's is {:016x}; "
+                                "the model, --ps-chunk-mb or the PS count differ",
+                                h.worker, h.layout_fingerprint, config->layout_fingerprint)};
+    }
+    WorkerState& w = workers[h.worker];
+    if (!w.routing.empty() && w.routing != routing) {
+      throw Refusal{fmt::format("worker {} is already connected from another socket", h.worker)};
+    }
+    if (auto it = worker_of.find(routing); it != worker_of.end() && it->second != static_cast<int>(h.worker)) {
+      throw Refusal{fmt::format("this socket already said it is worker {}, not {}", it->second, h.worker)};
+    }
+    w.routing = routing;
+    w.last_seen = Clock::now();
+    worker_of[routing] = static_cast<int>(h.worker);
+  }
+
+  void onPush(const std::string& routing, net::Frame& f) {
+    const int w = workerOf(routing, f.header.type);
+    ChunkState& c = chunkFor(f.header);
+    requireChunkPayload(c, f);
+    if (!ready) throw Refusal{"ps-push before every chunk was initialised"};
+    ++pushes;
+    bytes_in += f.payload.size();
+    if (config->mode == Mode::kSync) {
+      if (f.header.clock != c.applied) {
+        throw Refusal{fmt::format("worker {} pushed chunk {} for step {} but the chunk is at step {}", w, c.key,
+                                  f.header.clock, c.applied)};
+      }
+      auto& slot = c.step_grads[static_cast<size_t>(w)];
+      if (slot) throw Refusal{fmt::format("worker {} pushed chunk {} twice for step {}", w, c.key, f.header.clock)};
+      slot = std::move(f.payload);
+      replyOk(routing, f.header.request_id);
+      if (++c.step_grad_count == config->workers) startSyncApply(chunk_index[c.key]);
+      return;
+    }
+    c.queue.push_back({std::move(f.payload)});
+    ++c.received;
+    replyOk(routing, f.header.request_id);
+    if (!c.busy) startAsyncApply(chunk_index[c.key]);
+  }
+
+  void onPull(const std::string& routing, net::Frame& f) {
+    workerOf(routing, f.header.type);
+    ChunkState& c = chunkFor(f.header);
+    if (f.payload.size() != 0) throw Refusal{"ps-pull carries no payload"};
+    if (!ready) throw Refusal{"ps-pull before every chunk was initialised"};
+    ++pulls;
+    // Sync: the version the worker's next step needs. Otherwise: everything
+    // received so far, so a worker always sees its own last push.
+    const uint64_t needed = config->mode == Mode::kSync ? f.header.clock : c.received;
+    c.pulls.push_back({routing, f.header.request_id, needed});
+    answerPulls(c);
+  }
+
+  void onClock(const std::string& routing, net::Frame& f) {
+    const int w = workerOf(routing, f.header.type);
+    if (options.index != 0) throw Refusal{fmt::format("ps-clock goes to ps 0, not {}", name)};
+    StepReport report;
+    try {
+      report = decodeStepReport(f.bytes(), fmt::format("worker {}", w));
+    } catch (const InputError& e) {
+      throw Refusal{e.what()};
+    }
+    WorkerState& ws = workers[static_cast<size_t>(w)];
+    if (f.header.clock != ws.clock + 1) {
+      throw Refusal{fmt::format("worker {} reported step {} finished, but its last report was step {}", w,
+                                f.header.clock, ws.clock)};
+    }
+    ws.clock = f.header.clock;
+    StepTotals& t = step_totals[ws.clock];
+    t.loss_sum += report.loss;
+    ++t.reports;
+    t.slowest = std::max(t.slowest, report.compute_seconds);
+    t.stop = t.stop || report.stop;
+    pending_clocks.push_back({routing, f.header.request_id, w, ws.clock, report, Clock::now()});
+    answerClocks();
+  }
+
+  void onDone(const std::string& routing, net::Frame& f) {
+    const int w = workerOf(routing, f.header.type);
+    workers[static_cast<size_t>(w)].done = true;
+    replyOk(routing, f.header.request_id);
+    answerClocks();  // a finished worker no longer holds anyone back
+  }
+
+  // --- applying -----------------------------------------------------------
+
+  void applyUpdate(ChunkState& c, const float* grad, uint64_t update_index, uint64_t lr_step) {
+    const std::span<float> param(c.param);
+    const std::span<const float> g(grad, static_cast<size_t>(c.length));
+    const auto& o = config->optimizer;
+    if (o.name == "adam") {
+      AdamSettings s = o.adam;
+      s.lr = config->lrAt(lr_step);
+      adamUpdate(param, g, c.slot_a, c.slot_b, static_cast<int64_t>(update_index + 1), s);
+    } else {
+      SgdSettings s = o.sgd;
+      s.lr = config->lrAt(lr_step);
+      sgdUpdate(param, g, c.slot_a, update_index == 0, s);
+    }
+  }
+
+  void finishJob(size_t index, Stopwatch& watch) {
+    const double seconds = watch.elapsed();
+    {
+      std::lock_guard lock(completions_mutex);
+      completions.push_back({index, seconds});
+    }
+    wake();
+  }
+
+  void startSyncApply(size_t index) {
+    ChunkState& c = chunks[index];
+    c.busy = true;
+    auto grads = std::make_shared<std::vector<zmq::message_t>>();
+    for (auto& g : c.step_grads) grads->push_back(std::move(*g));
+    for (auto& g : c.step_grads) g.reset();
+    c.step_grad_count = 0;
+    const uint64_t step = c.applied;
+    pool->submit([this, index, grads, step] {
+      Stopwatch watch;
+      ChunkState& chunk = chunks[index];
+      std::vector<float> sum_scratch, scratch;
+      // Each worker pre-scaled its gradient by 1/workers: the sum is the mean.
+      float* sum = floatsOf((*grads)[0], sum_scratch);
+      for (size_t w = 1; w < grads->size(); ++w) {
+        const float* g = floatsOf((*grads)[w], scratch);
+        for (int64_t i = 0; i < chunk.length; ++i) sum[i] += g[i];
+      }
+      applyUpdate(chunk, sum, step, step);
+      finishJob(index, watch);
+    });
+  }
+
+  void startAsyncApply(size_t index) {
+    ChunkState& c = chunks[index];
+    if (stopping || c.busy || c.queue.empty()) return;
+    c.busy = true;
+    auto grad = std::make_shared<zmq::message_t>(std::move(c.queue.front().grad));
+    c.queue.pop_front();
+    const uint64_t update = c.applied;
+    // The schedule advances once per round of every worker's push: one
+    // epoch of data takes as many schedule steps as in sync mode.
+    const uint64_t lr_step = update / static_cast<uint64_t>(config->workers);
+    pool->submit([this, index, grad, update, lr_step] {
+      Stopwatch watch;
+      std::vector<float> scratch;
+      applyUpdate(chunks[index], floatsOf(*grad, scratch), update, lr_step);
+      finishJob(index, watch);
+    });
+  }
+
+  void drainCompletions() {
+    std::vector<Completion> done;
+    {
+      std::lock_guard lock(completions_mutex);
+      done.swap(completions);
+    }
+    for (const auto& d : done) {
+      ChunkState& c = chunks[d.chunk];
+      c.busy = false;
+      ++c.applied;
+      ++updates;
+      apply_seconds += d.seconds;
+      applied_bytes += static_cast<uint64_t>(c.length) * sizeof(float);
+      answerPulls(c);
+      if (config->mode != Mode::kSync) startAsyncApply(d.chunk);
+    }
+  }
+
+  void answerPulls(ChunkState& c) {
+    if (c.busy) return;
+    auto ready_end = std::stable_partition(c.pulls.begin(), c.pulls.end(),
+                                           [&](const PendingPull& p) { return p.needed <= c.applied; });
+    for (auto it = c.pulls.begin(); it != ready_end; ++it) {
+      const size_t bytes = c.param.size() * sizeof(float);
+      zmq::message_t payload;
+      if (config->mode == Mode::kSync && it->needed == c.applied) {
+        // Nobody can push the next step before receiving this reply, so the
+        // chunk cannot change while ZeroMQ still reads from it: no copy.
+        payload = net::sharedPayload(std::shared_ptr<const void>(c.param.data(), [](const void*) {}),
+                                     c.param.data(), bytes);
+      } else {
+        payload = net::copyPayload(c.param.data(), bytes);  // a snapshot: the next apply may start now
+      }
+      reply(it->routing, {.type = MessageType::kPsValues, .clock = static_cast<uint32_t>(c.applied),
+                          .request_id = it->request_id, .key_begin = c.key, .key_end = c.key + 1},
+            std::move(payload));
+    }
+    c.pulls.erase(c.pulls.begin(), ready_end);
+  }
+
+  std::string timeoutText() const {
+    return net::formatDuration(std::chrono::milliseconds(static_cast<int64_t>(config->peer_timeout_s * 1000)));
+  }
+
+  // --- clocks (ps 0) ------------------------------------------------------
+
+  uint32_t slowestClock() const {
+    uint32_t slowest = std::numeric_limits<uint32_t>::max();
+    for (const auto& w : workers) {
+      if (!w.done) slowest = std::min(slowest, w.clock);
+    }
+    return slowest;
+  }
+
+  // How far ahead of the slowest worker one may start a step.
+  int64_t allowedLead() const {
+    if (config->mode == Mode::kSync) return 0;
+    if (config->mode == Mode::kBounded) return config->staleness;
+    return std::numeric_limits<int64_t>::max() / 2;
+  }
+
+  void answerClocks() {
+    if (!config) return;
+    const uint32_t slowest = slowestClock();
+    const int64_t lead = allowedLead();
+    auto keep = std::stable_partition(pending_clocks.begin(), pending_clocks.end(), [&](const PendingClock& p) {
+      return static_cast<int64_t>(p.clock) - static_cast<int64_t>(slowest) > lead;
+    });
+    for (auto it = keep; it != pending_clocks.end(); ++it) {
+      StepAgreement a;
+      const uint32_t shown_slowest = std::min(slowest, it->clock);
+      max_staleness = std::max(max_staleness, it->clock - shown_slowest);
+      a.slowest_clock = shown_slowest;
+      if (config->mode == Mode::kSync) {
+        const StepTotals& t = step_totals[it->clock];
+        a.loss = t.loss_sum / std::max(1, t.reports);
+        a.slowest_compute_seconds = t.slowest;
+        a.stop = t.stop;
+      } else {
+        a.loss = it->report.loss;
+        a.slowest_compute_seconds = it->report.compute_seconds;
+        a.stop = it->report.stop;
+      }
+      auto bytes = encode(a);
+      reply(it->routing, {.type = MessageType::kPsClock, .clock = it->clock, .request_id = it->request_id},
+            net::copyPayload(bytes.data(), bytes.size()));
+    }
+    pending_clocks.erase(keep, pending_clocks.end());
+    // Totals of steps every live worker has passed are no longer needed.
+    while (!step_totals.empty() && step_totals.begin()->first <= slowest &&
+           std::none_of(pending_clocks.begin(), pending_clocks.end(),
+                        [&](const PendingClock& p) { return p.clock == step_totals.begin()->first; })) {
+      step_totals.erase(step_totals.begin());
+    }
+  }
+
+  // Fails step waits held up longer than the peer timeout, naming who holds them up.
+  void expireClockWaits() {
+    if (!config || pending_clocks.empty()) return;
+    const auto timeout = std::chrono::duration<double>(config->peer_timeout_s);
+    const int64_t lead = allowedLead();
+    auto expired = std::stable_partition(pending_clocks.begin(), pending_clocks.end(),
+                                         [&](const PendingClock& p) { return Clock::now() - p.since < timeout; });
+    for (auto it = expired; it != pending_clocks.end(); ++it) {
+      std::vector<std::string> late;
+      for (size_t w = 0; w < workers.size(); ++w) {
+        const auto& ws = workers[w];
+        if (!ws.done && static_cast<int64_t>(it->clock) - static_cast<int64_t>(ws.clock) > lead) {
+          late.push_back(fmt::format("worker {} (finished {} steps, last heard {:.1f}s ago)", w, ws.clock,
+                                     secondsSince(ws.last_seen)));
+        }
+      }
+      replyError(it->routing, it->request_id,
+                 fmt::format("{}: step {} waited {} (--peer-timeout) for {}", name, it->clock,
+                             timeoutText(), fmt::join(late, ", ")));
+    }
+    pending_clocks.erase(expired, pending_clocks.end());
+  }
+
+  // Fails pulls held longer than the peer timeout (a sync step whose
+  // pushes never all arrived), naming the workers whose push is missing.
+  void expirePulls() {
+    if (!config) return;
+    const auto timeout = std::chrono::duration<double>(config->peer_timeout_s);
+    const auto now = Clock::now();
+    for (auto& c : chunks) {
+      if (c.pulls.empty() || now - c.pulls.front().since < timeout) continue;
+      auto expired = std::stable_partition(c.pulls.begin(), c.pulls.end(),
+                                           [&](const PendingPull& p) { return now - p.since < timeout; });
+      std::vector<std::string> missing;
+      for (size_t w = 0; w < c.step_grads.size(); ++w) {
+        if (!c.step_grads[w]) missing.push_back(fmt::format("worker {}", w));
+      }
+      const std::string who = config->mode == Mode::kSync && !missing.empty()
+                                  ? fmt::format("; no push of step {} from {}", c.applied, fmt::join(missing, ", "))
+                                  : "";
+      for (auto it = expired; it != c.pulls.end(); ++it) {
+        replyError(it->routing, it->request_id,
+                   fmt::format("{}: pull of chunk {} waited {} (--peer-timeout){}", name, c.key,
+                               net::formatDuration(std::chrono::duration_cast<std::chrono::milliseconds>(timeout)),
+                               who));
+      }
+      c.pulls.erase(expired, c.pulls.end());
+    }
+  }
+
+  // Whether a worker is blocked on us (a step wait or a pull): silence then
+  // is not death.
+  bool isWaiting(int w) const {
+    if (std::any_of(pending_clocks.begin(), pending_clocks.end(), [&](const PendingClock& p) { return p.worker == w; })) {
+      return true;
+    }
+    const std::string& routing = workers[static_cast<size_t>(w)].routing;
+    for (const auto& c : chunks) {
+      for (const auto& p : c.pulls) {
+        if (p.routing == routing) return true;
+      }
+    }
+    return false;
+  }
+
+  // Marks workers silent for longer than the peer timeout as lost; true when
+  // every worker is done or lost.
+  bool everyoneGone() {
+    if (!config) return false;
+    const auto timeout = std::chrono::duration<double>(config->peer_timeout_s);
+    bool all = true;
+    for (size_t w = 0; w < workers.size(); ++w) {
+      WorkerState& ws = workers[w];
+      if (ws.done || ws.lost) continue;
+      if (Clock::now() - ws.last_seen > timeout && !isWaiting(static_cast<int>(w))) {
+        ws.lost = true;
+        TANDEM_LOG_WARN("{}: worker {} has been silent for {} (--peer-timeout) after {} step(s); giving up on it",
+                        name, w, timeoutText(), ws.clock);
+        continue;
+      }
+      all = false;
+    }
+    return all;
+  }
+
+  // --- the loop -----------------------------------------------------------
+
+  void handle(std::vector<zmq::message_t>& parts, size_t total) {
+    if (parts.empty()) return;
+    const std::string routing(static_cast<const char*>(parts[0].data()), parts[0].size());
+    const std::string peer = worker_of.count(routing) ? fmt::format("worker {}", worker_of[routing]) : "a client";
+    uint64_t request_id = 0;
+    try {
+      if (parts.size() >= 2) request_id = net::salvageRequestId(parts[1].data(), parts[1].size());
+      net::Frame f = net::decodeFrame(std::span(parts).subspan(1), total - 1, options.max_payload_bytes, peer);
+      request_id = f.header.request_id;
+      switch (f.header.type) {
+        case MessageType::kPsHello: onHello(routing, f); break;
+        case MessageType::kPsInit: onInit(routing, f); break;
+        case MessageType::kPsSet: onSet(routing, f); break;
+        case MessageType::kPsPush: onPush(routing, f); break;
+        case MessageType::kPsPull: onPull(routing, f); break;
+        case MessageType::kPsClock: onClock(routing, f); break;
+        case MessageType::kPsDone: onDone(routing, f); break;
+        default:
+          throw Refusal{fmt::format("{} is not a parameter-server request", net::messageTypeName(f.header.type))};
+      }
+    } catch (const InputError& e) {
+      ++bad_frames;
+      TANDEM_LOG_WARN("{}: rejected a frame from {}: {}", name, peer, e.what());
+      replyError(routing, request_id, e.what());
+    } catch (const Refusal& r) {
+      ++bad_frames;
+      TANDEM_LOG_WARN("{}: refused a request from {}: {}", name, peer, r.reason);
+      replyError(routing, request_id, r.reason);
+    } catch (const std::bad_alloc&) {
+      ++bad_frames;
+      replyError(routing, request_id, fmt::format("{} ran out of memory serving this request", name));
+    }
+  }
+
+  nlohmann::json summary(double wall_seconds) const {
+    std::vector<int> lost;
+    for (size_t w = 0; w < workers.size(); ++w) {
+      if (workers[w].lost) lost.push_back(static_cast<int>(w));
+    }
+    int64_t floats = 0;
+    for (const auto& c : chunks) floats += c.length;
+    return {{"role", "ps"},
+            {"index", options.index},
+            {"mode", config ? modeName(config->mode) : "uninitialised"},
+            {"workers", workers.size()},
+            {"chunks", chunks.size()},
+            {"floats", floats},
+            {"apply_threads", apply_threads},
+            {"updates", updates},
+            {"pushes", pushes},
+            {"pulls", pulls},
+            {"bytes_in", bytes_in},
+            {"bytes_out", bytes_out},
+            {"bad_frames", bad_frames},
+            {"apply_seconds", apply_seconds},
+            {"apply_gb_per_s", apply_seconds > 0 ? static_cast<double>(applied_bytes) / apply_seconds / 1e9 : 0.0},
+            {"max_staleness", max_staleness},
+            {"lost_workers", lost},
+            {"wall_seconds", wall_seconds}};
+  }
+};
+
+ParameterServer::ParameterServer(ServerOptions options) : impl_(std::make_unique<Impl>()) {
+  Impl& s = *impl_;
+  s.options = std::move(options);
+  s.name = fmt::format("ps {}", s.options.index);
+  net::configureSocket(s.router, s.options.max_payload_bytes, net::isIpv6(s.options.bind_host));
+  s.router.set(zmq::sockopt::sndhwm, 0);  // a ROUTER drops at the high-water mark: never do that to a reply
+  s.router.set(zmq::sockopt::rcvhwm, 0);
+  const std::string endpoint = net::tcpEndpoint(s.options.bind_host, s.options.port == 0 ? -1 : s.options.port);
+  try {
+    s.router.bind(endpoint);
+  } catch (const zmq::error_t& e) {
+    throw Error(fmt::format("{}: cannot listen on {}: {}", s.name, endpoint, e.what()));
+  }
+  const std::string bound = s.router.get(zmq::sockopt::last_endpoint);
+  s.port = std::stoi(bound.substr(bound.rfind(':') + 1));
+  s.wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (s.wake_fd < 0) throw Error(fmt::format("{}: eventfd failed", s.name));
+  s.pool = std::make_unique<ApplyPool>(s.options.apply_threads);
+  s.apply_threads = s.pool->threads();
+}
+
+ParameterServer::~ParameterServer() {
+  impl_->pool.reset();  // jobs touch chunk memory: finish them first
+  ::close(impl_->wake_fd);
+}
+
+int ParameterServer::port() const { return impl_->port; }
+std::string ParameterServer::name() const { return impl_->name; }
+
+nlohmann::json ParameterServer::serve(const std::atomic<bool>* abort) {
+  Impl& s = *impl_;
+  Stopwatch wall;
+  const auto startup_deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                   std::chrono::duration<double>(s.options.startup_timeout_s));
+  std::vector<zmq_pollitem_t> items = {{s.router.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, s.wake_fd, ZMQ_POLLIN, 0}};
+  std::vector<zmq::message_t> parts;
+  while (true) {
+    if (abort != nullptr && abort->load()) break;
+    zmq::poll(items.data(), items.size(), std::chrono::milliseconds(100));
+    if (items[1].revents & ZMQ_POLLIN) {
+      uint64_t count = 0;
+      [[maybe_unused]] auto n = ::read(s.wake_fd, &count, sizeof(count));
+      s.drainCompletions();
+    }
+    if (items[0].revents & ZMQ_POLLIN) {
+      while (size_t total = net::receiveParts(s.router, parts, 3)) s.handle(parts, total);
+    }
+    if (!s.config && Clock::now() > startup_deadline) {
+      throw PeerError(fmt::format(
+          "{}: the chief (worker 0) did not initialise this server within {}", s.name,
+          net::formatDuration(std::chrono::milliseconds(static_cast<int64_t>(s.options.startup_timeout_s * 1000)))));
+    }
+    s.expireClockWaits();
+    s.expirePulls();
+    if (s.everyoneGone()) break;
+  }
+  s.stopping = true;
+  s.pool.reset();  // let running applies finish before the summary
+  s.drainCompletions();
+  return s.summary(wall.elapsed());
+}
+
+}  // namespace tandem::ps

@@ -1,0 +1,55 @@
+#pragma once
+// One parameter server: holds its share of the parameter chunks and their
+// optimizer state, applies pushed gradients with the server-side optimizer,
+// and answers pulls. Server 0 also keeps the workers' step clocks (sync
+// barrier, bounded staleness, agreed loss and stop).
+//
+// Threads: one I/O thread (the caller of serve()) owns the ROUTER socket and
+// all bookkeeping; an apply pool runs the optimizer on chunks, one job per
+// chunk at a time, and hands completions back through an eventfd. Every
+// frame is validated before use; a bad one gets an error reply naming the
+// problem and the server keeps serving everyone else. Torch-free.
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "net/frame.hpp"
+
+namespace tandem::ps {
+
+struct ServerOptions {
+  std::string bind_host = "127.0.0.1";  // an address, or "*"
+  int port = 0;                         // 0: any free port (see ParameterServer::port)
+  int index = 0;                        // this server's index among the PS tasks
+  int apply_threads = 1;
+  double startup_timeout_s = 60;        // how long to wait for the chief's init
+  uint64_t max_payload_bytes = net::kMaxPayloadBytes;
+};
+
+class ParameterServer {
+ public:
+  // Binds. Throws Error naming the address when it cannot.
+  explicit ParameterServer(ServerOptions options);
+  ~ParameterServer();
+  ParameterServer(const ParameterServer&) = delete;
+  ParameterServer& operator=(const ParameterServer&) = delete;
+
+  int port() const;
+  std::string name() const;  // "ps 0"
+
+  // Serves until every worker has said it is done or has been silent for the
+  // peer timeout, or `abort` becomes true. Returns the server's summary:
+  // updates, bytes, apply time, the largest staleness a worker was allowed,
+  // and the workers that went silent ("lost_workers"). Throws PeerError when
+  // the chief never initialises the server within the startup timeout.
+  nlohmann::json serve(const std::atomic<bool>* abort = nullptr);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tandem::ps

@@ -1,0 +1,24 @@
+#pragma once
+// A worker's way into the cluster: worker 0 serves the coordinator store,
+// everyone joins through it and checks the run fingerprints agree.
+#include <nlohmann/json.hpp>
+
+#include <memory>
+
+#include "cluster/cluster_spec.hpp"
+#include "cluster/coordinator.hpp"
+#include "train/config.hpp"
+
+namespace tandem::train {
+
+struct ClusterJoin {
+  std::unique_ptr<cluster::CoordinatorServer> server;  // worker 0 only
+  std::unique_ptr<cluster::CoordinatorClient> store;
+};
+
+// Throws PeerError naming tasks that never arrived within
+// --rendezvous-timeout, InputError naming a fingerprint difference.
+ClusterJoin joinAsWorker(const cluster::ClusterSpec& spec, const DistributedConfig& config,
+                         const nlohmann::json& fingerprint);
+
+}  // namespace tandem::train

@@ -1,0 +1,359 @@
+#include "train/ps_strategy.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/clock.hpp"
+#include "core/error.hpp"
+#include "core/logging.hpp"
+#include "ps/client.hpp"
+#include "ps/key_layout.hpp"
+#include "ps/protocol.hpp"
+#include "train/cluster_join.hpp"
+#include "train/lr_schedule.hpp"
+
+namespace tandem::train {
+namespace {
+
+using net::MessageType;
+
+// Where a chunk's floats live in one parameter.
+struct Piece {
+  size_t param = 0;
+  int64_t param_offset = 0;
+  int64_t chunk_offset = 0;
+  int64_t count = 0;
+};
+
+ps::Mode psMode(const DistributedConfig& c) {
+  const std::string mode = effectivePsMode(c);
+  if (mode == "sync") return ps::Mode::kSync;
+  if (mode == "ssp") return ps::Mode::kBounded;
+  return ps::Mode::kAsync;
+}
+
+zmq::message_t bytesPayload(const std::vector<char>& bytes) { return net::copyPayload(bytes.data(), bytes.size()); }
+
+}  // namespace
+
+struct PsStrategy::Impl {
+  cluster::ClusterSpec spec;
+  TrainConfig config;
+  ps::Mode mode = ps::Mode::kSync;
+  ClusterJoin join;
+  ps::KeyLayout layout;
+  std::vector<torch::Tensor> params;          // trainable, registration order
+  std::vector<std::vector<Piece>> pieces;     // by chunk
+  std::vector<std::vector<size_t>> chunks_of;  // by param: chunks it overlaps
+  torch::Tensor grads;                        // flat, in key order
+  std::vector<torch::Tensor> grad_views;      // by param, into grads
+  std::vector<bool> touched;
+  std::vector<int> pending;                   // by chunk: params still to deliver a gradient
+  std::vector<ps::Ticket> push_tickets, pull_tickets;
+  std::vector<std::pair<torch::Tensor, unsigned>> hooks;
+  std::unique_ptr<ps::PsClient> client;
+  int64_t step = 0;
+  double scale = 1.0;
+  bool last_micro = true;
+  bool finished = false;
+  int64_t max_lead = 0;
+  Clock::time_point cycle_start = Clock::now();
+
+  int n() const { return spec.num_workers; }
+  Deadline peerDeadline() const { return Deadline::afterSeconds(config.distributed.peer_timeout_s + 5.0); }
+
+  void mapPieces() {
+    pieces.assign(layout.chunks.size(), {});
+    chunks_of.assign(params.size(), {});
+    for (size_t c = 0; c < layout.chunks.size(); ++c) {
+      const auto& chunk = layout.chunks[c];
+      for (size_t p = 0; p < params.size(); ++p) {
+        const int64_t begin = std::max(chunk.begin, layout.tensor_offsets[p]);
+        const int64_t end = std::min(chunk.begin + chunk.length, layout.tensor_offsets[p] + params[p].numel());
+        if (begin >= end) continue;
+        pieces[c].push_back({p, begin - layout.tensor_offsets[p], begin - chunk.begin, end - begin});
+        chunks_of[p].push_back(c);
+      }
+    }
+  }
+
+  net::FrameHeader chunkHeader(MessageType type, size_t chunk, int64_t clock) const {
+    return {.type = type, .clock = static_cast<uint32_t>(clock), .key_begin = layout.chunks[chunk].key,
+            .key_end = layout.chunks[chunk].key + 1};
+  }
+  int serverOf(size_t chunk) const { return layout.chunks[chunk].server; }
+
+  std::vector<float> gatherChunk(size_t chunk) const {
+    std::vector<float> values(static_cast<size_t>(layout.chunks[chunk].length));
+    for (const auto& p : pieces[chunk]) {
+      std::memcpy(values.data() + p.chunk_offset, params[p.param].data_ptr<float>() + p.param_offset,
+                  static_cast<size_t>(p.count) * sizeof(float));
+    }
+    return values;
+  }
+
+  void scatterChunk(size_t chunk, const net::Frame& frame) {
+    const auto expected = static_cast<size_t>(layout.chunks[chunk].length) * sizeof(float);
+    if (frame.payload.size() != expected) {
+      throw PeerError(fmt::format("ps {} sent {} bytes for chunk {} ({} expected)", serverOf(chunk),
+                                  frame.payload.size(), chunk, expected));
+    }
+    const auto* source = static_cast<const char*>(frame.payload.data());
+    for (const auto& p : pieces[chunk]) {
+      std::memcpy(params[p.param].data_ptr<float>() + p.param_offset, source + p.chunk_offset * sizeof(float),
+                  static_cast<size_t>(p.count) * sizeof(float));
+    }
+  }
+
+  ps::ServerConfig serverConfig(int server, const StepPlan& plan) const {
+    ps::ServerConfig c;
+    c.mode = mode;
+    c.staleness = std::max(0, config.distributed.staleness);
+    c.workers = n();
+    const auto& o = config.optimizer;
+    c.optimizer.name = o.name;
+    c.optimizer.sgd = {o.lr, o.momentum, o.weight_decay, o.nesterov};
+    c.optimizer.adam = {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay};
+    // The server holds the global step, so it looks the rate up itself.
+    const double per_update = static_cast<double>(config.accumulate) * (mode == ps::Mode::kSync ? n() : 1);
+    LrSchedule schedule(config.optimizer, config.lr, plan.steps_per_epoch, plan.total_steps, per_update);
+    for (int64_t t = 0; t < plan.total_steps; ++t) c.lr_by_step.push_back(schedule.at(t));
+    c.layout_fingerprint = layout.fingerprint();
+    for (const auto& chunk : layout.chunksOf(server)) c.chunks.push_back({chunk.key, chunk.length});
+    c.peer_timeout_s = config.distributed.peer_timeout_s;
+    return c;
+  }
+
+  void push(size_t chunk) {
+    const auto& c = layout.chunks[chunk];
+    float* data = grads.data_ptr<float>() + c.begin;
+    // Zero-copy: the next backward rewrites these floats only after the
+    // server answered a later request on the same connection.
+    auto payload = net::sharedPayload(std::shared_ptr<const void>(data, [](const void*) {}), data,
+                                      static_cast<size_t>(c.length) * sizeof(float));
+    push_tickets[chunk] = client->send(serverOf(chunk), chunkHeader(MessageType::kPsPush, chunk, step), std::move(payload));
+  }
+
+  void deliver(size_t param) {
+    for (size_t chunk : chunks_of[param]) {
+      if (--pending[chunk] == 0) push(chunk);
+    }
+  }
+
+  void onGradient(size_t param, const torch::Tensor& grad) {
+    torch::NoGradGuard no_grad;
+    if (!touched[param]) {
+      at::mul_out(grad_views[param], grad, scale);
+      touched[param] = true;
+    } else {
+      grad_views[param].add_(grad, scale);
+    }
+    if (last_micro) deliver(param);
+  }
+
+  void pullAll(int64_t needed) {
+    for (size_t c = 0; c < layout.chunks.size(); ++c) {
+      pull_tickets[c] = client->send(serverOf(c), chunkHeader(MessageType::kPsPull, c, needed), zmq::message_t());
+    }
+  }
+
+  // Copies every pulled chunk into the model, first layers first; returns
+  // the seconds spent copying.
+  double receivePulls(Deadline deadline) {
+    double copying = 0;
+    for (size_t c = 0; c < layout.chunks.size(); ++c) {
+      net::Frame frame = pull_tickets[c].wait(deadline, fmt::format("the pull of chunk {} for step {}", c, step));
+      Stopwatch copy;
+      scatterChunk(c, frame);
+      copying += copy.elapsed();
+    }
+    return copying;
+  }
+
+  void sayDone(Deadline deadline) {
+    finished = true;
+    std::vector<ps::Ticket> tickets;
+    for (int s = 0; s < client->servers(); ++s) {
+      tickets.push_back(client->send(s, {.type = MessageType::kPsDone}, zmq::message_t()));
+    }
+    for (auto& t : tickets) t.wait(deadline, "the goodbye");
+  }
+};
+
+PsStrategy::PsStrategy(cluster::ClusterSpec spec, TrainConfig config) : impl_(std::make_unique<Impl>()) {
+  impl_->spec = std::move(spec);
+  impl_->config = std::move(config);
+  impl_->mode = psMode(impl_->config.distributed);
+}
+
+PsStrategy::~PsStrategy() {
+  Impl& s = *impl_;
+  for (auto& [param, handle] : s.hooks) param.remove_hook(handle);
+  if (s.client && !s.finished) {
+    // Failing out: tell the servers so they stop waiting for us, briefly.
+    try {
+      s.sayDone(Deadline::afterSeconds(1.0));
+    } catch (const std::exception&) {
+    }
+  }
+}
+
+std::string PsStrategy::mode() const { return "ps-" + ps::modeName(impl_->mode); }
+int PsStrategy::rank() const { return impl_->spec.index; }
+int PsStrategy::worldSize() const { return impl_->spec.num_workers; }
+int PsStrategy::serverCount() const { return impl_->spec.numServers(); }
+bool PsStrategy::averagesWorkers() const { return impl_->mode == ps::Mode::kSync; }
+nlohmann::json PsStrategy::summary() const {
+  return {{"servers", impl_->spec.numServers()},
+          {"chunks", impl_->layout.chunks.size()},
+          {"max_lead_steps", impl_->max_lead}};
+}
+
+void PsStrategy::initialize(models::Model& model, const nlohmann::json& fingerprint, const StepPlan& plan) {
+  Impl& s = *impl_;
+  if (plan.start_step != 0) {
+    throw InputError("--resume: not supported with parameter servers yet (the servers' optimizer state is not "
+                     "checkpointed); start a fresh run");
+  }
+  std::vector<ps::TensorSpec> specs;
+  for (const auto& item : model.named_parameters()) {
+    const torch::Tensor& p = item.value();
+    if (!p.requires_grad()) continue;
+    if (p.scalar_type() != torch::kFloat32 || !p.is_contiguous()) {
+      throw Error(fmt::format("parameter {} is not a contiguous float32 tensor; the parameter server holds those only",
+                              item.key()));
+    }
+    s.params.push_back(p);
+    specs.push_back({item.key(), p.numel()});
+  }
+  const auto chunk_bytes = static_cast<int64_t>(s.config.distributed.ps_chunk_mb * 1024 * 1024) / 4 * 4;
+  s.layout = ps::buildKeyLayout(specs, s.spec.numServers(), chunk_bytes);
+  s.mapPieces();
+
+  nlohmann::json fp = fingerprint;
+  fp["ps"] = {{"mode", ps::modeName(s.mode)},
+              {"staleness", s.config.distributed.staleness},
+              {"servers", s.spec.numServers()},
+              {"chunk_bytes", chunk_bytes},
+              {"layout", fmt::format("{:016x}", s.layout.fingerprint())}};
+  Stopwatch watch;
+  s.join = joinAsWorker(s.spec, s.config.distributed, fp);
+
+  std::vector<ps::ServerAddress> servers;
+  for (int i = 0; i < s.spec.numServers(); ++i) {
+    const auto& host = s.spec.ps_hosts[static_cast<size_t>(i)];
+    servers.push_back({net::tcpEndpoint(host.host, host.port), cluster::taskName(cluster::Role::kPs, i)});
+  }
+  s.client = std::make_unique<ps::PsClient>(servers);
+  const Deadline startup = Deadline::afterSeconds(s.config.distributed.rendezvous_timeout_s);
+  if (s.spec.isChief()) {
+    std::vector<ps::Ticket> tickets;
+    for (int i = 0; i < s.spec.numServers(); ++i) {
+      const std::string json = ps::toJson(s.serverConfig(i, plan)).dump();
+      tickets.push_back(s.client->send(i, {.type = MessageType::kPsInit}, net::copyPayload(json)));
+    }
+    for (size_t c = 0; c < s.layout.chunks.size(); ++c) {
+      const std::vector<float> values = s.gatherChunk(c);
+      tickets.push_back(s.client->send(s.serverOf(c), s.chunkHeader(MessageType::kPsSet, c, 0),
+                                       net::copyPayload(values.data(), values.size() * sizeof(float))));
+    }
+    for (auto& t : tickets) t.wait(startup, "the initial parameters");
+  }
+  const auto hello = ps::encode(ps::Hello{static_cast<uint32_t>(s.spec.index), s.layout.fingerprint()});
+  std::vector<ps::Ticket> hellos;
+  for (int i = 0; i < s.spec.numServers(); ++i) {
+    hellos.push_back(s.client->send(i, {.type = MessageType::kPsHello}, bytesPayload(hello)));
+  }
+  for (auto& t : hellos) t.wait(startup, "hello (is the chief up and the server initialised?)");
+  s.push_tickets.resize(s.layout.chunks.size());
+  s.pull_tickets.resize(s.layout.chunks.size());
+  if (!s.spec.isChief()) {
+    s.pullAll(0);
+    s.receivePulls(startup);
+  }
+
+  s.grads = torch::zeros({s.layout.total_floats}, torch::kFloat32);
+  for (size_t p = 0; p < s.params.size(); ++p) {
+    s.grad_views.push_back(s.grads.narrow(0, s.layout.tensor_offsets[p], s.params[p].numel()).view(s.params[p].sizes()));
+  }
+  s.touched.assign(s.params.size(), false);
+  s.pending.assign(s.layout.chunks.size(), 0);
+  Impl* self = &s;
+  for (size_t p = 0; p < s.params.size(); ++p) {
+    unsigned handle = s.params[p].register_hook([self, p](torch::Tensor grad) { self->onGradient(p, grad); });
+    s.hooks.emplace_back(s.params[p], handle);
+  }
+  TANDEM_LOG_INFO("{}: {} mode with {} server(s), {} chunk(s) of up to {:.1f} MB, {:.1f} MB of parameters; ready in "
+                  "{:.2f}s",
+                  s.spec.taskName(), ps::modeName(s.mode), s.spec.numServers(), s.layout.chunks.size(),
+                  chunk_bytes / 1e6, s.layout.total_floats * 4 / 1e6, watch.elapsed());
+  s.cycle_start = Clock::now();
+}
+
+void PsStrategy::beforeBackward(const LocalStep& so_far, int micro_step) {
+  Impl& s = *impl_;
+  const bool last = micro_step + 1 == so_far.micro_steps;
+  if (micro_step == 0) std::fill(s.touched.begin(), s.touched.end(), false);
+  if (last) {
+    for (size_t c = 0; c < s.pieces.size(); ++c) s.pending[c] = static_cast<int>(s.pieces[c].size());
+  }
+  s.last_micro = last;
+  // Sync: each worker's share of the mean. Otherwise every push is an update.
+  const double workers = s.mode == ps::Mode::kSync ? s.n() : 1;
+  s.scale = 1.0 / (static_cast<double>(so_far.micro_steps) * workers);
+}
+
+AgreedStep PsStrategy::synchronizeGradients(models::Model& model, const LocalStep& local) {
+  Impl& s = *impl_;
+  Stopwatch watch;
+  const double compute = secondsSince(s.cycle_start);
+  {
+    torch::NoGradGuard no_grad;
+    for (size_t p = 0; p < s.params.size(); ++p) {
+      if (s.touched[p]) continue;
+      s.grad_views[p].zero_();  // no gradient this update: push zeros
+      s.touched[p] = true;
+      s.deliver(p);
+    }
+  }
+  const ps::StepReport report{local.loss_sum / local.micro_steps, compute, local.stop_requested};
+  const int64_t finished = s.step + 1;
+  ps::Ticket clock = s.client->send(0, {.type = MessageType::kPsClock, .clock = static_cast<uint32_t>(finished)},
+                                    bytesPayload(ps::encode(report)));
+  // Bounded staleness pulls only once ps 0 lets this worker go on, so that
+  // it starts from the freshest values it is allowed.
+  if (s.mode != ps::Mode::kBounded) s.pullAll(s.mode == ps::Mode::kSync ? finished : 0);
+  const Deadline deadline = s.peerDeadline();
+  net::Frame reply = clock.wait(deadline, fmt::format("the end of step {}", s.step));
+  const ps::StepAgreement agreement = ps::decodeStepAgreement(reply.bytes(), "ps 0");
+  const double clock_wait = watch.elapsed();
+  s.max_lead = std::max<int64_t>(s.max_lead, finished - agreement.slowest_clock);
+  if (s.mode == ps::Mode::kBounded) s.pullAll(0);
+  for (size_t c = 0; c < s.push_tickets.size(); ++c) {
+    s.push_tickets[c].wait(deadline, fmt::format("the push of chunk {} for step {}", c, s.step));
+  }
+  AgreedStep agreed;
+  agreed.times.update = s.receivePulls(deadline);
+  const double total = watch.elapsed();
+  if (s.mode == ps::Mode::kSync) {
+    agreed.times.wait_workers = std::clamp(agreement.slowest_compute_seconds - compute, 0.0, clock_wait);
+  } else if (s.mode == ps::Mode::kBounded &&
+             finished - static_cast<int64_t>(agreement.slowest_clock) >= s.config.distributed.staleness) {
+    agreed.times.wait_workers = clock_wait;  // held at the staleness bound
+  }
+  agreed.times.exposed_comm = std::max(0.0, total - agreed.times.update - agreed.times.wait_workers);
+  agreed.loss = agreement.loss;
+  agreed.stop = agreement.stop;
+  ++s.step;
+  s.cycle_start = Clock::now();
+  return agreed;
+}
+
+void PsStrategy::finish() {
+  Impl& s = *impl_;
+  if (s.client && !s.finished) s.sayDone(s.peerDeadline());
+}
+
+}  // namespace tandem::train

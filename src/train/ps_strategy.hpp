@@ -1,0 +1,49 @@
+#pragma once
+// Parameter-server data parallelism. Parameters live on the PS tasks, cut
+// into chunks (ps::KeyLayout) spread evenly over them; the servers run the
+// optimizer. A worker pushes each chunk's gradient the moment backward has
+// produced every gradient in it, reports the step to ps 0 (which holds the
+// step clocks: sync barrier, bounded staleness, agreed loss and stop), and
+// pulls the chunks back in forward order, copying each into the model as it
+// arrives. The worker runs no optimizer of its own.
+#include <memory>
+
+#include "cluster/cluster_spec.hpp"
+#include "train/config.hpp"
+#include "train/strategy.hpp"
+
+namespace tandem::train {
+
+class PsStrategy final : public Strategy {
+ public:
+  // Nothing touches the network until initialize(). Uses the config's
+  // optimizer, schedule and distributed settings.
+  PsStrategy(cluster::ClusterSpec spec, TrainConfig config);
+  ~PsStrategy() override;
+
+  std::string mode() const override;  // "ps-sync", "ps-async", "ps-ssp"
+  int rank() const override;
+  int worldSize() const override;
+  int serverCount() const override;
+  // Joins the workers, then the chief initialises every server (config,
+  // learning-rate table, initial parameters) and everyone pulls the initial
+  // parameters. Throws InputError when resuming (the servers' optimizer
+  // state is not checkpointed), PeerError naming a server that never answers.
+  void initialize(models::Model& model, const nlohmann::json& fingerprint, const StepPlan& plan) override;
+  bool appliesUpdate() const override { return true; }
+  bool averagesWorkers() const override;
+  void beforeBackward(const LocalStep& so_far, int micro_step) override;
+  AgreedStep synchronizeGradients(models::Model& model, const LocalStep& local) override;
+  // Tells every server this worker is done.
+  void finish() override;
+
+  // Includes max_lead_steps: the furthest this worker ran ahead of the
+  // slowest one, as ps 0 reported at each step start (SSP keeps it <= k).
+  nlohmann::json summary() const override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tandem::train
