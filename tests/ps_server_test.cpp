@@ -586,19 +586,10 @@ TEST_F(PsServer, ASilentWorkerIsListedAsLost) {
   EXPECT_EQ(summary["lost_workers"], nlohmann::json::array({1})) << summary.dump();
 }
 
-// SERVER BUG (fails as of this writing): time a worker spends blocked on the
-// server counts as silence. Worker 0's pull is held for 0.5 s (worker 1
-// pushes late), then worker 0 computes for 0.5 s: each gap is well within the
-// 0.8 s peer timeout, but everyoneGone() (server.cpp, `Clock::now() -
-// ws.last_seen > timeout && !isWaiting(w)`) measures silence from the moment
-// worker 0 *sent* the pull, so 0.8 s after that it marks worker 0 lost for
-// good (`lost` is never cleared) while it is computing. Worker 1 has already
-// said done, so serve() returns and worker 0, still training, is abandoned
-// (and listed in lost_workers). In training: a step that waited W on a
-// straggler, followed by C of compute, loses the worker once W + C > the peer
-// timeout. Fix: refresh last_seen when a held request is answered
-// (answerPulls / answerClocks / expireClockWaits; or simply in reply() for a
-// routing id in worker_of).
+// Regression: time a worker spends blocked on the server is not silence.
+// Worker 0's pull is held 0.5 s (worker 1 pushes late), then worker 0
+// computes 0.5 s: each gap is within the 0.8 s peer timeout, so worker 0
+// must not be declared lost even though 1 s passed since it last sent.
 TEST_F(PsServer, TimeSpentWaitingOnTheServerIsNotSilence) {
   ServerConfig c = makeConfig(Mode::kSync, 2, {{0, 2}});
   c.peer_timeout_s = 0.8;
@@ -619,17 +610,9 @@ TEST_F(PsServer, TimeSpentWaitingOnTheServerIsNotSilence) {
   EXPECT_TRUE(summary["lost_workers"].empty()) << summary.dump();
 }
 
-// SERVER BUG (fails as of this writing): a pull that can never be answered
-// keeps its worker "waiting" forever, so serve() never returns after a sync
-// worker dies. This is the real training path: in sync mode a worker sends
-// its pulls for the next step together with its clock (train/ps_strategy.cpp,
-// synchronizeGradients). Here worker 1 dies before pushing step 0; worker 0's
-// clock wait expires as it should, but its pull for version 1 stays in
-// ChunkState::pulls, isWaiting(0) stays true, everyoneGone() never marks
-// worker 0 lost, and serve() loops until aborted (on a ps with index > 0 there
-// is not even a clock wait). Fix: expire held pulls after peer_timeout_s like
-// clock waits (a kError naming the workers whose pushes are missing), or let
-// isWaiting() ignore waits older than the peer timeout.
+// Regression: a pull that can never be answered (a sync worker died before
+// pushing) expires after the peer timeout, so serve() returns once every
+// worker is gone instead of holding the pull forever.
 TEST_F(PsServer, ServeReturnsWhenEveryWorkerDiedEvenWithAPullHeld) {
   ServerConfig c = makeConfig(Mode::kSync, 2, {{0, 2}});
   c.peer_timeout_s = 0.5;
