@@ -18,25 +18,11 @@ using testing::runCommand;
 using testing::runTandem;
 using testing::TempDir;
 
-// Synthetic 28x28 data keeps these runs independent of installed datasets.
-std::string trainArgs(const std::string& model, int64_t batch, const std::string& out, const std::string& extra = "") {
-  return fmt::format(
-      "--model {} --mlp-widths 64,32 --dataset synthetic --synthetic-shape 1x28x28 --synthetic-size 4096 "
-      "--batch-size {} --optimizer sgd --lr 0.01 --momentum 0.9 --threads 1 --log-every 10 --eval-every 0 "
-      "--eval-batch-size 1000 --progress plain --out {} {}",
-      model, batch, out, extra);
-}
+using testing::maxRelativeDifference;
+using testing::syntheticTrainArgs;
 
-// Largest per-tensor relative difference ||a - b|| / ||b||.
-double maxRelativeDifference(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    double norm = b[i].norm().item<double>();
-    double diff = (a[i] - b[i]).norm().item<double>();
-    worst = std::max(worst, norm > 0 ? diff / norm : diff);
-  }
-  return worst;
+std::string trainArgs(const std::string& model, int64_t batch, const std::string& out, const std::string& extra = "") {
+  return syntheticTrainArgs(model, batch, out, "--optimizer sgd --lr 0.01 --momentum 0.9 " + extra);
 }
 
 class Launch : public ::testing::Test {

@@ -199,15 +199,21 @@ bool sendFrame(zmq::socket_t& socket, FrameHeader header, zmq::message_t payload
   return socket.send(payload, zmq::send_flags::dontwait).has_value();
 }
 
+bool pollItems(std::span<zmq_pollitem_t> items, std::chrono::milliseconds timeout) {
+  try {
+    zmq::poll(items.data(), items.size(), timeout);
+    return true;
+  } catch (const zmq::error_t& e) {
+    if (e.num() != EINTR) throw;
+    for (auto& item : items) item.revents = 0;
+    return false;
+  }
+}
+
 bool waitReadable(zmq::socket_t& socket, std::chrono::milliseconds timeout) {
   zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-  try {
-    zmq::poll(&item, 1, timeout);
-  } catch (const zmq::error_t& e) {
-    // Callers loop on their deadline, so an interrupted wait just ends early.
-    if (e.num() == EINTR) return false;
-    throw;
-  }
+  // Callers loop on their deadline, so an interrupted wait just ends early.
+  if (!pollItems({&item, 1}, timeout)) return false;
   return (item.revents & ZMQ_POLLIN) != 0;
 }
 

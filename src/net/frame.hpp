@@ -163,6 +163,11 @@ bool isIpv6(std::string_view host_or_endpoint);
 bool sendFrame(zmq::socket_t& socket, FrameHeader header, zmq::message_t payload,
                const zmq::message_t* routing_id = nullptr);
 
+// zmq_poll over `items` (sockets and raw fds) for up to `timeout` (-1:
+// forever). A signal interrupting the wait clears every revents and returns
+// false, so loops simply go round again. Caller's sockets' thread only.
+bool pollItems(std::span<zmq_pollitem_t> items, std::chrono::milliseconds timeout);
+
 // Waits until `socket` has a message to read or `timeout` passes; a signal
 // interrupting the wait counts as "nothing yet". Socket's thread only.
 bool waitReadable(zmq::socket_t& socket, std::chrono::milliseconds timeout);

@@ -100,7 +100,7 @@ void PsClient::ioLoop() {
   std::vector<zmq::message_t> parts;
   std::vector<Outgoing> batch;
   while (true) {
-    zmq::poll(items.data(), items.size(), std::chrono::milliseconds(-1));
+    if (!net::pollItems(items, std::chrono::milliseconds(-1))) continue;
     if (items[0].revents & ZMQ_POLLIN) {
       uint64_t count = 0;
       [[maybe_unused]] auto n = ::read(wake_fd_, &count, sizeof(count));

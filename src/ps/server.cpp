@@ -723,7 +723,7 @@ nlohmann::json ParameterServer::serve(const std::atomic<bool>* abort) {
   std::vector<zmq::message_t> parts;
   while (true) {
     if (abort != nullptr && abort->load()) break;
-    zmq::poll(items.data(), items.size(), std::chrono::milliseconds(100));
+    if (!net::pollItems(items, std::chrono::milliseconds(100))) continue;
     if (items[1].revents & ZMQ_POLLIN) {
       uint64_t count = 0;
       [[maybe_unused]] auto n = ::read(s.wake_fd, &count, sizeof(count));

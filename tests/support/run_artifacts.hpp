@@ -1,7 +1,10 @@
 #pragma once
 // Reads what a `tandem train` run left behind: metrics and checkpoints.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -31,6 +34,38 @@ inline std::vector<torch::Tensor> checkpointParameters(const std::string& path) 
   auto model = models::createModel(config.model, {1, 28, 28, 10}, config.model_options);
   checkpoint.restore(*model, nullptr, false);
   return model->parameters();
+}
+
+// Largest per-tensor relative difference ||a - b|| / ||b||.
+inline double maxRelativeDifference(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    double norm = b[i].norm().item<double>();
+    double diff = (a[i] - b[i]).norm().item<double>();
+    worst = std::max(worst, norm > 0 ? diff / norm : diff);
+  }
+  return worst;
+}
+
+// Largest element-wise |a - b| over every tensor.
+inline double maxAbsoluteDifference(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>());
+  }
+  return worst;
+}
+
+// `tandem train` arguments for a small run on synthetic 1x28x28 data, which
+// keeps tests independent of installed datasets; `extra` picks the optimizer.
+inline std::string syntheticTrainArgs(const std::string& model, int64_t batch, const std::string& out,
+                                      const std::string& extra = "") {
+  return fmt::format(
+      "--model {} --mlp-widths 64,32 --dataset synthetic --synthetic-shape 1x28x28 --synthetic-size 4096 "
+      "--batch-size {} --threads 1 --log-every 10 --eval-every 0 --eval-batch-size 1000 --progress plain --out {} {}",
+      model, batch, out, extra);
 }
 
 }  // namespace tandem::testing
