@@ -219,3 +219,20 @@ TEST_F(PsTraining, SigtermUnderLaunchStopsWorkersTogetherAndServersCleanly) {
 
 }  // namespace
 }  // namespace tandem
+
+namespace tandem {
+namespace {
+
+TEST(BenchPsApply, ReportsEveryKernelAgainstMemcpy) {
+  auto run = testing::runTandem("bench ps-apply --mb 1 --seconds 0.05");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  for (const char* kernel : {"memcpy", "sgd-momentum", "adam", "sum of 4 gradients", "vs memcpy"}) {
+    EXPECT_NE(run.output.find(kernel), std::string::npos) << kernel << "\n" << run.output;
+  }
+  auto bad = testing::runTandem("bench ps-apply --mb 0");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--mb"), std::string::npos) << bad.output;
+}
+
+}  // namespace
+}  // namespace tandem

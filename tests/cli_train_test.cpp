@@ -202,7 +202,7 @@ TEST(CliErrors, LaunchRejectsBadArgumentsAndNamesThem) {
 }
 
 TEST(CliHelp, EverySubcommandHasHelp) {
-  for (const char* sub : {"train", "eval", "models", "launch", "bench allreduce"}) {
+  for (const char* sub : {"train", "eval", "models", "launch", "bench allreduce", "bench ps-apply"}) {
     auto run = runTandem(std::string(sub) + " --help");
     EXPECT_EQ(run.exit_code, 0) << sub;
     EXPECT_NE(run.output.find("--help"), std::string::npos) << sub << run.output;

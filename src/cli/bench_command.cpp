@@ -1,5 +1,6 @@
 // `tandem bench allreduce`: starts N local worker processes and measures
 // Gloo all-reduce bandwidth between them, next to loopback TCP's peak.
+// `tandem bench ps-apply`: the parameter server's optimizer kernels per core.
 #include <fmt/format.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 #include "cluster/process_group.hpp"
 #include "collective/allreduce_bench.hpp"
 #include "core/error.hpp"
+#include "ps/apply_bench.hpp"
 
 namespace tandem::cli {
 namespace {
@@ -105,6 +107,16 @@ int runAllreduceBench(const AllreduceBenchOptions& o) {
   return 0;
 }
 
+int runApplyBench(int64_t floats, double seconds) {
+  const auto rows = ps::runApplyBench(floats, seconds);
+  fmt::print("server apply throughput, one core, {:.0f} MB of float32 gradient per pass\n", floats * 4 / 1e6);
+  fmt::print("{:>20} {:>10} {:>10} {:>10}\n", "kernel", "ms/pass", "GB/s", "vs memcpy");
+  for (const auto& r : rows) {
+    fmt::print("{:>20} {:>10.2f} {:>10.2f} {:>10.3f}\n", r.kernel, r.seconds * 1e3, r.gbps, r.vs_memcpy);
+  }
+  return 0;
+}
+
 }  // namespace
 
 Command addBenchCommand(CLI::App& app) {
@@ -125,7 +137,17 @@ Command addBenchCommand(CLI::App& app) {
   allreduce->add_option("--rank", o->rank)->group(internal);
   allreduce->add_option("--coordinator", o->coordinator)->group(internal);
   allreduce->add_option("--loopback-gbps", o->loopback_gbps)->group(internal);
-  return {allreduce, [o] { return runAllreduceBench(*o); }};
+
+  auto* apply = cmd->add_subcommand(
+      "ps-apply", "Parameter-server optimizer throughput on one core (SGD, Adam) next to memcpy");
+  auto mb = std::make_shared<double>(64);
+  auto seconds = std::make_shared<double>(2);
+  apply->add_option("--mb", *mb, "buffer size in MB (beyond the caches)")->capture_default_str();
+  apply->add_option("--seconds", *seconds, "minimum time per kernel")->capture_default_str();
+  return {cmd, [o, allreduce, mb, seconds] {
+    if (allreduce->parsed()) return runAllreduceBench(*o);
+    return runApplyBench(static_cast<int64_t>(*mb * 1e6 / 4), *seconds);
+  }};
 }
 
 }  // namespace tandem::cli

@@ -18,7 +18,7 @@ Command addTrainCommand(CLI::App& app);
 Command addEvalCommand(CLI::App& app);
 Command addModelsCommand(CLI::App& app);
 Command addLaunchCommand(CLI::App& app);
-// Returns the `bench allreduce` subcommand (the only benchmark so far).
+// `bench allreduce` and `bench ps-apply`.
 Command addBenchCommand(CLI::App& app);
 
 }  // namespace tandem::cli

@@ -58,4 +58,11 @@ void adamUpdate(std::span<float> param, std::span<const float> grad, std::span<f
   }
 }
 
+void addInto(std::span<float> sum, std::span<const float> addend) {
+  requireSameLength(sum.size(), addend.size(), "addInto: addend length");
+  float* __restrict s = sum.data();
+  const float* __restrict a = addend.data();
+  for (size_t i = 0; i < sum.size(); ++i) s[i] += a[i];
+}
+
 }  // namespace tandem::ps

@@ -33,4 +33,7 @@ struct AdamSettings {
 void adamUpdate(std::span<float> param, std::span<const float> grad, std::span<float> exp_avg,
                 std::span<float> exp_avg_sq, int64_t step, const AdamSettings& s);
 
+// sum[i] += addend[i]: how a sync server adds up the workers' shares.
+void addInto(std::span<float> sum, std::span<const float> addend);
+
 }  // namespace tandem::ps

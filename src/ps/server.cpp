@@ -414,8 +414,8 @@ struct ParameterServer::Impl {
       // Each worker pre-scaled its gradient by 1/workers: the sum is the mean.
       float* sum = floatsOf((*grads)[0], sum_scratch);
       for (size_t w = 1; w < grads->size(); ++w) {
-        const float* g = floatsOf((*grads)[w], scratch);
-        for (int64_t i = 0; i < chunk.length; ++i) sum[i] += g[i];
+        const auto length = static_cast<size_t>(chunk.length);
+        addInto({sum, length}, {floatsOf((*grads)[w], scratch), length});
       }
       applyUpdate(chunk, sum, step, step);
       finishJob(index, watch);
@@ -679,7 +679,8 @@ struct ParameterServer::Impl {
             {"bad_frames", bad_frames},
             {"apply_seconds", apply_seconds},
             {"apply_gb_per_s", apply_seconds > 0 ? static_cast<double>(applied_bytes) / apply_seconds / 1e9 : 0.0},
-            {"max_staleness", max_staleness},
+            // Only ps 0 keeps the step clocks.
+            {"max_staleness", options.index == 0 ? nlohmann::json(max_staleness) : nlohmann::json(nullptr)},
             {"lost_workers", lost},
             {"wall_seconds", wall_seconds}};
   }

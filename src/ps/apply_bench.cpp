@@ -1,0 +1,50 @@
+#include "ps/apply_bench.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+
+#include "core/clock.hpp"
+#include "core/error.hpp"
+#include "ps/optimizer_kernels.hpp"
+
+namespace tandem::ps {
+namespace {
+
+// Best seconds per call of `pass` over at least `min_seconds` (and 3 calls).
+double bestPass(const std::function<void()>& pass, double min_seconds) {
+  double best = 1e30;
+  Stopwatch total;
+  for (int i = 0; i < 3 || total.elapsed() < min_seconds; ++i) {
+    Stopwatch one;
+    pass();
+    best = std::min(best, one.elapsed());
+  }
+  return best;
+}
+
+}  // namespace
+
+std::vector<ApplyBenchRow> runApplyBench(int64_t floats, double min_seconds) {
+  if (floats < 1) throw InputError(fmt::format("--mb: the buffer must hold at least one float, got {}", floats));
+  const auto n = static_cast<size_t>(floats);
+  std::vector<float> param(n, 0.5f), grad(n, 0.001f), a(n, 0.0f), b(n, 0.0f), copy(n);
+  std::vector<std::vector<float>> worker_grads(4, std::vector<float>(n, 0.25f));
+  const double bytes = static_cast<double>(n) * sizeof(float);
+  int64_t step = 0;
+  std::vector<ApplyBenchRow> rows;
+  auto add = [&](const std::string& kernel, double seconds) { rows.push_back({kernel, seconds, bytes / seconds / 1e9, 0}); };
+  add("memcpy", bestPass([&] { std::memcpy(copy.data(), grad.data(), n * sizeof(float)); }, min_seconds));
+  add("sgd-momentum", bestPass([&] { sgdUpdate(param, grad, a, false, {0.01, 0.9, 0.0, false}); }, min_seconds));
+  add("adam", bestPass([&] { adamUpdate(param, grad, a, b, ++step, {0.001, 0.9, 0.999, 1e-8, 0.0}); }, min_seconds));
+  // What a sync server does before applying: add up the workers' shares.
+  add("sum of 4 gradients", bestPass([&] {
+        for (size_t w = 1; w < worker_grads.size(); ++w) addInto(worker_grads[0], worker_grads[w]);
+      }, min_seconds));
+  for (auto& r : rows) r.vs_memcpy = r.gbps / rows[0].gbps;
+  return rows;
+}
+
+}  // namespace tandem::ps
