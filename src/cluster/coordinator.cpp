@@ -195,19 +195,8 @@ std::pair<MessageType, zmq::message_t> CoordinatorServer::Impl::apply(const Fram
       const auto& bytes = writer.bytes();
       return {MessageType::kStoreNotFound, net::copyPayload(bytes.data(), bytes.size())};
     }
-    case MessageType::kError:
-    case MessageType::kOk:
-    case MessageType::kStoreValue:
-    case MessageType::kStoreNotFound:
-    case MessageType::kPsHello:
-    case MessageType::kPsInit:
-    case MessageType::kPsSet:
-    case MessageType::kPsPush:
-    case MessageType::kPsPull:
-    case MessageType::kPsValues:
-    case MessageType::kPsClock:
-    case MessageType::kPsDone:
-      break;
+    default:
+      break;  // replies and parameter-server messages are not store requests
   }
   throw InputError(fmt::format("frame from {}: {} is not a request the coordinator serves", peer,
                                net::messageTypeName(request.header.type)));

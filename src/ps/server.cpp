@@ -135,6 +135,7 @@ struct ParameterServer::Impl {
   double apply_seconds = 0;
   uint64_t applied_bytes = 0;
   uint32_t max_staleness = 0;
+  double reported_apply_seconds = 0;
 
   void reply(const std::string& routing, net::FrameHeader header, zmq::message_t payload) {
     // A worker's silence counts from the last exchange, not its last request:
@@ -657,6 +658,18 @@ struct ParameterServer::Impl {
     }
   }
 
+  // A line every `interval` while serving, so a long run shows it is alive.
+  void reportProgress(Clock::time_point& last, std::chrono::seconds interval) {
+    if (!config || Clock::now() - last < interval) return;
+    const double seconds = secondsSince(last);
+    last = Clock::now();
+    std::string clocks;
+    if (options.index == 0) clocks = fmt::format(", slowest worker has finished {} step(s)", slowestClock());
+    TANDEM_LOG_INFO("{}: {} updates, {:.1f} GB in, {:.1f} GB out, {:.1f}s applying in the last {:.0f}s{}", name,
+                    updates, bytes_in / 1e9, bytes_out / 1e9, apply_seconds - reported_apply_seconds, seconds, clocks);
+    reported_apply_seconds = apply_seconds;
+  }
+
   nlohmann::json summary(double wall_seconds) const {
     std::vector<int> lost;
     for (size_t w = 0; w < workers.size(); ++w) {
@@ -722,8 +735,10 @@ nlohmann::json ParameterServer::serve(const std::atomic<bool>* abort) {
                                                    std::chrono::duration<double>(s.options.startup_timeout_s));
   std::vector<zmq_pollitem_t> items = {{s.router.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, s.wake_fd, ZMQ_POLLIN, 0}};
   std::vector<zmq::message_t> parts;
+  Clock::time_point last_report = Clock::now();
   while (true) {
     if (abort != nullptr && abort->load()) break;
+    s.reportProgress(last_report, std::chrono::seconds(30));
     if (!net::pollItems(items, std::chrono::milliseconds(100))) continue;
     if (items[1].revents & ZMQ_POLLIN) {
       uint64_t count = 0;

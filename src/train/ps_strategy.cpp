@@ -134,6 +134,15 @@ struct PsStrategy::Impl {
     auto payload = net::sharedPayload(std::shared_ptr<const void>(data, [](const void*) {}), data,
                                       static_cast<size_t>(c.length) * sizeof(float));
     push_tickets[chunk] = client->send(serverOf(chunk), chunkHeader(MessageType::kPsPush, chunk, step), std::move(payload));
+    // Ask for the chunk back at once: the server answers when its update is
+    // applied (sync: every worker's share), so the apply and the transfer
+    // overlap the rest of backward. Bounded staleness must first hear from
+    // ps 0 whether this worker may go on.
+    if (mode != ps::Mode::kBounded) pull(chunk, mode == ps::Mode::kSync ? step + 1 : 0);
+  }
+
+  void pull(size_t chunk, int64_t needed) {
+    pull_tickets[chunk] = client->send(serverOf(chunk), chunkHeader(MessageType::kPsPull, chunk, needed), zmq::message_t());
   }
 
   void deliver(size_t param) {
@@ -154,9 +163,7 @@ struct PsStrategy::Impl {
   }
 
   void pullAll(int64_t needed) {
-    for (size_t c = 0; c < layout.chunks.size(); ++c) {
-      pull_tickets[c] = client->send(serverOf(c), chunkHeader(MessageType::kPsPull, c, needed), zmq::message_t());
-    }
+    for (size_t c = 0; c < layout.chunks.size(); ++c) pull(c, needed);
   }
 
   // Copies every pulled chunk into the model, first layers first; returns
@@ -322,14 +329,13 @@ AgreedStep PsStrategy::synchronizeGradients(models::Model& model, const LocalSte
   const int64_t finished = s.step + 1;
   ps::Ticket clock = s.client->send(0, {.type = MessageType::kPsClock, .clock = static_cast<uint32_t>(finished)},
                                     bytesPayload(ps::encode(report)));
-  // Bounded staleness pulls only once ps 0 lets this worker go on, so that
-  // it starts from the freshest values it is allowed.
-  if (s.mode != ps::Mode::kBounded) s.pullAll(s.mode == ps::Mode::kSync ? finished : 0);
   const Deadline deadline = s.peerDeadline();
   net::Frame reply = clock.wait(deadline, fmt::format("the end of step {}", s.step));
   const ps::StepAgreement agreement = ps::decodeStepAgreement(reply.bytes(), "ps 0");
   const double clock_wait = watch.elapsed();
   s.max_lead = std::max<int64_t>(s.max_lead, finished - agreement.slowest_clock);
+  // Bounded staleness pulls only once ps 0 lets this worker go on, so that
+  // it starts from the freshest values it is allowed.
   if (s.mode == ps::Mode::kBounded) s.pullAll(0);
   for (size_t c = 0; c < s.push_tickets.size(); ++c) {
     s.push_tickets[c].wait(deadline, fmt::format("the push of chunk {} for step {}", c, s.step));
