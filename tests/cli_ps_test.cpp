@@ -236,3 +236,38 @@ TEST(BenchPsApply, ReportsEveryKernelAgainstMemcpy) {
 
 }  // namespace
 }  // namespace tandem
+
+namespace tandem {
+namespace {
+
+// The servers' optimizer state travels in the chief's checkpoint, so a
+// resumed PS run continues the exact trajectory.
+void expectPsResumeContinuesExactly(const TempDir& dir, const std::string& optimizer) {
+  const std::string launch = "launch --ps 2 --workers 2 -- ";
+  const std::string common = optimizer + " --ps-chunk-mb 0.01 --seed 9";
+  auto full = testing::runTandem(launch + syntheticTrainArgs("mlp", 16, dir.str("full"), common + " --max-steps 20"));
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  auto half = testing::runTandem(launch + syntheticTrainArgs("mlp", 16, dir.str("half"), common + " --max-steps 10"));
+  ASSERT_EQ(half.exit_code, 0) << half.output;
+  auto resumed = testing::runTandem(launch + syntheticTrainArgs("mlp", 16, dir.str("resumed"),
+                                                                common + " --max-steps 20 --resume " +
+                                                                    dir.str("half/checkpoint.ckpt")));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  auto a = checkpointParameters(dir.str("full/checkpoint.ckpt"));
+  auto b = checkpointParameters(dir.str("resumed/checkpoint.ckpt"));
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << optimizer << " tensor " << i;
+}
+
+TEST(PsResume, AdamContinuesTheExactTrajectory) {
+  TempDir dir;
+  expectPsResumeContinuesExactly(dir, "--optimizer adam --lr 0.002");
+}
+
+TEST(PsResume, SgdMomentumContinuesTheExactTrajectory) {
+  TempDir dir;
+  expectPsResumeContinuesExactly(dir, "--optimizer sgd --lr 0.02 --momentum 0.9 --nesterov");
+}
+
+}  // namespace
+}  // namespace tandem

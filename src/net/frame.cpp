@@ -63,6 +63,7 @@ std::string messageTypeName(MessageType type) {
     case MessageType::kPsValues: return "ps-values";
     case MessageType::kPsClock: return "ps-clock";
     case MessageType::kPsDone: return "ps-done";
+    case MessageType::kPsState: return "ps-state";
   }
   return fmt::format("type {}", static_cast<uint16_t>(type));
 }

@@ -53,13 +53,15 @@ enum class MessageType : uint16_t {
   // Parameter server. key range = chunk keys; clock = the sender's step.
   kPsHello = 32,   // payload: [u32 worker][u64 layout fingerprint]; first message of every worker
   kPsInit = 33,    // chief only; payload: JSON server config (see ps/protocol.hpp)
-  kPsSet = 34,     // chief only; one chunk's initial floats
+  kPsSet = 34,     // chief only; one chunk's initial floats, optionally followed by its optimizer
+                   // slots (resume); clock = updates the chunk already had
   kPsPush = 35,    // one chunk's gradient for step `clock`, pre-scaled by the worker
   kPsPull = 36,    // one chunk; reply kPsValues once the chunk has `clock` updates (sync) or
                    // has applied every push received before the pull (async)
   kPsValues = 37,  // reply to pull: the chunk's floats
   kPsClock = 38,   // "finished step `clock`"; payload: ps::StepReport; reply kPsClock with ps::StepAgreement
   kPsDone = 39,    // a worker leaves; no more requests from it
+  kPsState = 40,   // like a pull, but the reply carries [param][optimizer slots] (checkpoints)
 };
 
 constexpr bool isKnownMessageType(uint16_t raw) {
@@ -79,6 +81,7 @@ constexpr bool isKnownMessageType(uint16_t raw) {
     case MessageType::kPsValues:
     case MessageType::kPsClock:
     case MessageType::kPsDone:
+    case MessageType::kPsState:
       return true;
   }
   return false;

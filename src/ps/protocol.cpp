@@ -38,6 +38,8 @@ std::string modeName(Mode mode) {
   return "?";
 }
 
+int optimizerSlots(const std::string& optimizer) { return optimizer == "adam" ? 2 : 1; }
+
 double ServerConfig::lrAt(uint64_t step) const {
   if (lr_by_step.empty()) return 0;
   return lr_by_step[std::min<uint64_t>(step, lr_by_step.size() - 1)];
@@ -57,7 +59,8 @@ nlohmann::json toJson(const ServerConfig& c) {
           {"lr_by_step", c.lr_by_step},
           {"layout_fingerprint", c.layout_fingerprint},
           {"chunks", chunks},
-          {"peer_timeout_s", c.peer_timeout_s}};
+          {"peer_timeout_s", c.peer_timeout_s},
+          {"start_step", c.start_step}};
 }
 
 ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer) {
@@ -101,6 +104,7 @@ ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer
   }
   c.peer_timeout_s = field<double>(j, "peer_timeout_s", peer);
   if (!(c.peer_timeout_s > 0)) throw InputError(fmt::format("{}: ps-init: peer_timeout_s must be > 0", peer));
+  c.start_step = field<uint32_t>(j, "start_step", peer);
   return c;
 }
 

@@ -20,6 +20,10 @@ enum class Mode { kSync, kAsync, kBounded };  // bounded = SSP with staleness > 
 
 std::string modeName(Mode mode);  // "sync", "async", "ssp"
 
+// Optimizer slots per parameter float: SGD keeps a momentum buffer, Adam
+// its two moments.
+int optimizerSlots(const std::string& optimizer);
+
 struct ChunkRange {
   uint64_t key = 0;
   int64_t length = 0;  // floats
@@ -43,6 +47,7 @@ struct ServerConfig {
   uint64_t layout_fingerprint = 0;
   std::vector<ChunkRange> chunks;  // the chunks this server holds
   double peer_timeout_s = 120;     // how long a step waits for a worker
+  uint32_t start_step = 0;         // a resumed run's first step: every worker's clock starts there
 
   double lrAt(uint64_t step) const;
 };

@@ -42,6 +42,7 @@ struct PendingPull {
   std::string routing;
   uint64_t request_id = 0;
   uint64_t needed = 0;  // answer once the chunk has applied this many updates
+  bool with_state = false;  // ps-state: add the optimizer slots
   Clock::time_point since = Clock::now();
 };
 
@@ -227,6 +228,7 @@ struct ParameterServer::Impl {
       s.step_grads.resize(static_cast<size_t>(c.workers));
     }
     workers.assign(static_cast<size_t>(c.workers), WorkerState{});
+    for (auto& w : workers) w.clock = c.start_step;
     init_time = Clock::now();
     int64_t floats = 0;
     for (const auto& s : chunks) floats += s.length;
@@ -241,8 +243,18 @@ struct ParameterServer::Impl {
   void onSet(const std::string& routing, net::Frame& f) {
     ChunkState& c = chunkFor(f.header);
     if (ready) throw Refusal{fmt::format("ps-set of chunk {} after training started", c.key)};
-    requireChunkPayload(c, f);
-    std::memcpy(c.param.data(), f.payload.data(), f.payload.size());
+    const size_t bytes = static_cast<size_t>(c.length) * sizeof(float);
+    const auto* in = static_cast<const char*>(f.payload.data());
+    if (f.payload.size() == bytes * (1 + (c.slot_b.empty() ? 1 : 2))) {
+      // A resumed run: the optimizer state comes along.
+      std::memcpy(c.slot_a.data(), in + bytes, bytes);
+      if (!c.slot_b.empty()) std::memcpy(c.slot_b.data(), in + 2 * bytes, bytes);
+    } else {
+      requireChunkPayload(c, f);
+    }
+    std::memcpy(c.param.data(), in, bytes);
+    c.applied = f.header.clock;
+    c.received = f.header.clock;
     c.initialized = true;
     replyOk(routing, f.header.request_id);
     checkReady();
@@ -333,13 +345,14 @@ struct ParameterServer::Impl {
   void onPull(const std::string& routing, net::Frame& f) {
     workerOf(routing, f.header.type);
     ChunkState& c = chunkFor(f.header);
-    if (f.payload.size() != 0) throw Refusal{"ps-pull carries no payload"};
-    if (!ready) throw Refusal{"ps-pull before every chunk was initialised"};
+    const std::string what = net::messageTypeName(f.header.type);
+    if (f.payload.size() != 0) throw Refusal{what + " carries no payload"};
+    if (!ready) throw Refusal{what + " before every chunk was initialised"};
     ++pulls;
     // Sync: the version the worker's next step needs. Otherwise: everything
     // received so far, so a worker always sees its own last push.
     const uint64_t needed = config->mode == Mode::kSync ? f.header.clock : c.received;
-    c.pulls.push_back({routing, f.header.request_id, needed});
+    c.pulls.push_back({routing, f.header.request_id, needed, f.header.type == MessageType::kPsState});
     answerPulls(c);
   }
 
@@ -466,7 +479,13 @@ struct ParameterServer::Impl {
     for (auto it = c.pulls.begin(); it != ready_end; ++it) {
       const size_t bytes = c.param.size() * sizeof(float);
       zmq::message_t payload;
-      if (config->mode == Mode::kSync && it->needed == c.applied) {
+      if (it->with_state) {
+        payload = zmq::message_t(bytes * (1 + (c.slot_b.empty() ? 1 : 2)));
+        auto* out = static_cast<char*>(payload.data());
+        std::memcpy(out, c.param.data(), bytes);
+        std::memcpy(out + bytes, c.slot_a.data(), bytes);
+        if (!c.slot_b.empty()) std::memcpy(out + 2 * bytes, c.slot_b.data(), bytes);
+      } else if (config->mode == Mode::kSync && it->needed == c.applied) {
         // Nobody can push the next step before receiving this reply, so the
         // chunk cannot change while ZeroMQ still reads from it: no copy.
         payload = net::sharedPayload(std::shared_ptr<const void>(c.param.data(), [](const void*) {}),
@@ -638,7 +657,8 @@ struct ParameterServer::Impl {
         case MessageType::kPsInit: onInit(routing, f); break;
         case MessageType::kPsSet: onSet(routing, f); break;
         case MessageType::kPsPush: onPush(routing, f); break;
-        case MessageType::kPsPull: onPull(routing, f); break;
+        case MessageType::kPsPull:
+        case MessageType::kPsState: onPull(routing, f); break;
         case MessageType::kPsClock: onClock(routing, f); break;
         case MessageType::kPsDone: onDone(routing, f); break;
         default:

@@ -123,6 +123,7 @@ struct PsStrategy::Impl {
     c.layout_fingerprint = layout.fingerprint();
     for (const auto& chunk : layout.chunksOf(server)) c.chunks.push_back({chunk.key, chunk.length});
     c.peer_timeout_s = config.distributed.peer_timeout_s;
+    c.start_step = static_cast<uint32_t>(plan.start_step);
     return c;
   }
 
@@ -179,6 +180,40 @@ struct PsStrategy::Impl {
     return copying;
   }
 
+  // Torch's per-parameter optimizer state (see torch::optim): keyed by the
+  // parameter's TensorImpl address.
+  static std::string stateKey(const torch::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
+
+  // Resume: appends chunk `c`'s optimizer slots, taken from the restored
+  // torch state, to `values`. Returns the updates the chunk already had.
+  int64_t appendOptimizerState(size_t c, torch::optim::Optimizer& optimizer, std::vector<float>& values,
+                               int64_t start_step) const {
+    const auto length = static_cast<size_t>(layout.chunks[c].length);
+    const int slots = ps::optimizerSlots(config.optimizer.name);
+    values.resize(length * static_cast<size_t>(1 + slots), 0.0f);
+    // Sync applies once per step; async once per push (Adam's count says how many).
+    int64_t applied = start_step * (mode == ps::Mode::kSync ? 1 : n());
+    for (const auto& piece : pieces[c]) {
+      auto it = optimizer.state().find(stateKey(params[piece.param]));
+      if (it == optimizer.state().end()) continue;  // never updated: zero slots
+      std::vector<torch::Tensor> sources;
+      if (config.optimizer.name == "adam") {
+        auto& st = static_cast<torch::optim::AdamParamState&>(*it->second);
+        sources = {st.exp_avg(), st.exp_avg_sq()};
+        applied = st.step();
+      } else {
+        sources = {static_cast<torch::optim::SGDParamState&>(*it->second).momentum_buffer()};
+      }
+      for (size_t k = 0; k < sources.size(); ++k) {
+        if (!sources[k].defined()) continue;
+        auto src = sources[k].contiguous();
+        std::memcpy(values.data() + (k + 1) * length + static_cast<size_t>(piece.chunk_offset),
+                    src.data_ptr<float>() + piece.param_offset, static_cast<size_t>(piece.count) * sizeof(float));
+      }
+    }
+    return applied;
+  }
+
   void sayDone(Deadline deadline) {
     finished = true;
     std::vector<ps::Ticket> tickets;
@@ -220,10 +255,6 @@ nlohmann::json PsStrategy::summary() const {
 
 void PsStrategy::initialize(models::Model& model, const nlohmann::json& fingerprint, const StepPlan& plan) {
   Impl& s = *impl_;
-  if (plan.start_step != 0) {
-    throw InputError("--resume: not supported with parameter servers yet (the servers' optimizer state is not "
-                     "checkpointed); start a fresh run");
-  }
   std::vector<ps::TensorSpec> specs;
   for (const auto& item : model.named_parameters()) {
     const torch::Tensor& p = item.value();
@@ -262,8 +293,10 @@ void PsStrategy::initialize(models::Model& model, const nlohmann::json& fingerpr
       tickets.push_back(s.client->send(i, {.type = MessageType::kPsInit}, net::copyPayload(json)));
     }
     for (size_t c = 0; c < s.layout.chunks.size(); ++c) {
-      const std::vector<float> values = s.gatherChunk(c);
-      tickets.push_back(s.client->send(s.serverOf(c), s.chunkHeader(MessageType::kPsSet, c, 0),
+      std::vector<float> values = s.gatherChunk(c);
+      int64_t applied = 0;
+      if (plan.start_step > 0 && plan.optimizer != nullptr) applied = s.appendOptimizerState(c, *plan.optimizer, values, plan.start_step);
+      tickets.push_back(s.client->send(s.serverOf(c), s.chunkHeader(MessageType::kPsSet, c, applied),
                                        net::copyPayload(values.data(), values.size() * sizeof(float))));
     }
     for (auto& t : tickets) t.wait(startup, "the initial parameters");
@@ -276,8 +309,9 @@ void PsStrategy::initialize(models::Model& model, const nlohmann::json& fingerpr
   for (auto& t : hellos) t.wait(startup, "hello (is the chief up and the server initialised?)");
   s.push_tickets.resize(s.layout.chunks.size());
   s.pull_tickets.resize(s.layout.chunks.size());
+  s.step = plan.start_step;
   if (!s.spec.isChief()) {
-    s.pullAll(0);
+    s.pullAll(s.mode == ps::Mode::kSync ? plan.start_step : 0);
     s.receivePulls(startup);
   }
 
@@ -355,6 +389,58 @@ AgreedStep PsStrategy::synchronizeGradients(models::Model& model, const LocalSte
   ++s.step;
   s.cycle_start = Clock::now();
   return agreed;
+}
+
+void PsStrategy::prepareCheckpoint(torch::optim::Optimizer& optimizer) {
+  Impl& s = *impl_;
+  const Deadline deadline = s.peerDeadline();
+  std::vector<ps::Ticket> tickets;
+  for (size_t c = 0; c < s.layout.chunks.size(); ++c) {
+    // Sync: the state after this worker's last step, before anyone's next.
+    tickets.push_back(s.client->send(s.serverOf(c), s.chunkHeader(MessageType::kPsState, c,
+                                                                    s.mode == ps::Mode::kSync ? s.step : 0),
+                                     zmq::message_t()));
+  }
+  const bool adam = s.config.optimizer.name == "adam";
+  const bool keeps_state = adam || s.config.optimizer.momentum != 0;
+  const int slots = ps::optimizerSlots(s.config.optimizer.name);
+  // Torch tensors for every parameter's slots, filled chunk by chunk.
+  std::vector<std::vector<torch::Tensor>> state(s.params.size());
+  std::vector<int64_t> applied(s.params.size(), 0);
+  for (size_t p = 0; p < s.params.size(); ++p) {
+    for (int k = 0; k < slots; ++k) state[p].push_back(torch::zeros_like(s.params[p]));
+  }
+  for (size_t c = 0; c < s.layout.chunks.size(); ++c) {
+    net::Frame frame = tickets[c].wait(deadline, fmt::format("the optimizer state of chunk {}", c));
+    const auto length = static_cast<size_t>(s.layout.chunks[c].length);
+    if (frame.payload.size() != length * sizeof(float) * static_cast<size_t>(1 + slots)) {
+      throw PeerError(fmt::format("ps {} sent {} bytes of state for chunk {}", s.serverOf(c), frame.payload.size(), c));
+    }
+    const auto* floats = static_cast<const float*>(frame.payload.data());
+    for (const auto& piece : s.pieces[c]) {
+      applied[piece.param] = std::max<int64_t>(applied[piece.param], frame.header.clock);
+      for (int k = 0; k < slots; ++k) {
+        std::memcpy(state[piece.param][static_cast<size_t>(k)].data_ptr<float>() + piece.param_offset,
+                    floats + (static_cast<size_t>(k) + 1) * length + static_cast<size_t>(piece.chunk_offset),
+                    static_cast<size_t>(piece.count) * sizeof(float));
+      }
+    }
+  }
+  if (!keeps_state) return;
+  for (size_t p = 0; p < s.params.size(); ++p) {
+    if (applied[p] == 0) continue;  // torch has no state before a parameter's first update
+    if (adam) {
+      auto st = std::make_unique<torch::optim::AdamParamState>();
+      st->step(applied[p]);
+      st->exp_avg(state[p][0]);
+      st->exp_avg_sq(state[p][1]);
+      optimizer.state()[Impl::stateKey(s.params[p])] = std::move(st);
+    } else {
+      auto st = std::make_unique<torch::optim::SGDParamState>();
+      st->momentum_buffer(state[p][0]);
+      optimizer.state()[Impl::stateKey(s.params[p])] = std::move(st);
+    }
+  }
 }
 
 void PsStrategy::finish() {

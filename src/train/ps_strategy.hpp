@@ -27,8 +27,8 @@ class PsStrategy final : public Strategy {
   int serverCount() const override;
   // Joins the workers, then the chief initialises every server (config,
   // learning-rate table, initial parameters) and everyone pulls the initial
-  // parameters. Throws InputError when resuming (the servers' optimizer
-  // state is not checkpointed), PeerError naming a server that never answers.
+  // parameters. When resuming, the chief sends the checkpoint's optimizer
+  // state along. Throws PeerError naming a server that never answers.
   void initialize(models::Model& model, const nlohmann::json& fingerprint, const StepPlan& plan) override;
   bool appliesUpdate() const override { return true; }
   bool averagesWorkers() const override;
@@ -36,6 +36,9 @@ class PsStrategy final : public Strategy {
   AgreedStep synchronizeGradients(models::Model& model, const LocalStep& local) override;
   // Tells every server this worker is done.
   void finish() override;
+  // Fetches every chunk's optimizer slots into torch's state for `optimizer`,
+  // so the checkpoint resumes in any mode.
+  void prepareCheckpoint(torch::optim::Optimizer& optimizer) override;
 
   // Includes max_lead_steps: the furthest this worker ran ahead of the
   // slowest one, as ps 0 reported at each step start (SSP keeps it <= k).

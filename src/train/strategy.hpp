@@ -22,6 +22,8 @@ struct StepPlan {
   int64_t steps_per_epoch = 1;
   int64_t total_steps = 1;
   int64_t start_step = 0;
+  // The run's optimizer, holding a resumed checkpoint's state if any.
+  torch::optim::Optimizer* optimizer = nullptr;
 };
 
 // What the trainer knows about a step when it hands it to the strategy.
@@ -66,6 +68,9 @@ class Strategy {
   virtual void verifyReplicas(models::Model& model, int64_t step) {}
   // After the last step: waits for peers so nobody leaves mid-collective.
   virtual void finish() {}
+  // Before worker 0 saves a checkpoint: brings the optimizer state into
+  // `optimizer` when it lives elsewhere (parameter servers).
+  virtual void prepareCheckpoint(torch::optim::Optimizer& optimizer) {}
   // Strategy-specific figures for the run summary.
   virtual nlohmann::json summary() const { return nlohmann::json::object(); }
 };

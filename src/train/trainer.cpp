@@ -128,7 +128,7 @@ nlohmann::json Trainer::run() {
     TANDEM_LOG_INFO("resumed from {} at step {}", c.resume_from, start_step);
   }
   strategy_->initialize(*model, runFingerprint(c, *model, splits.train->size(), start_step, world),
-                        {steps_per_epoch, total_steps, start_step});
+                        {steps_per_epoch, total_steps, start_step, optimizer.get()});
 
   // Worker 0 owns the run directory; the others keep their own metrics
   // beside it, so a straggler's breakdown can be read after the run.
@@ -162,6 +162,7 @@ nlohmann::json Trainer::run() {
                                  last_eval.accuracy, last_eval.loss));
   };
   auto saveAt = [&](const fs::path& path, int64_t done_steps) {
+    strategy_->prepareCheckpoint(*optimizer);
     saveCheckpoint(path, {toJson(c), done_steps, done_steps / steps_per_epoch, modelFingerprint(*model)}, *model,
                    optimizer.get());
   };
@@ -246,10 +247,12 @@ nlohmann::json Trainer::run() {
     }
   }
   progress.finish();
-  strategy_->finish();
   const bool interrupted = end_step < total_steps;
   if (chief && !interrupted && last_eval_step != end_step) runEval(end_step);
   if (chief) saveAt(fs::path(c.out_dir) / "checkpoint.ckpt", end_step);
+  // Last: parameter servers may leave once every worker has finished, and the
+  // chief's checkpoint still needs their optimizer state.
+  strategy_->finish();
 
   const int64_t trained_steps = end_step - start_step;
   nlohmann::json summary = {
