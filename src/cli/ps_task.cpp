@@ -28,7 +28,8 @@ int runPsTask(const cluster::ClusterSpec& spec, const train::TrainConfig& config
                   spec.source);
   nlohmann::json summary = server.serve();
   const std::filesystem::path dir = std::filesystem::path(config.out_dir) / "ps" / fmt::format("ps-{}", spec.index);
-  obs::MetricsWriter(dir).writeSummary(summary);
+  std::filesystem::create_directories(dir);
+  obs::writeFileAtomically(dir / "summary.json", summary.dump(2) + "\n");
   const auto& lost = summary.at("lost_workers");
   if (!lost.empty()) {
     const bool async = summary.at("mode") == "async";

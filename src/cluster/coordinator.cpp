@@ -193,7 +193,7 @@ std::pair<MessageType, zmq::message_t> CoordinatorServer::Impl::apply(const Fram
       net::PayloadWriter writer;
       writer.putStrings(missing);
       const auto& bytes = writer.bytes();
-      return {MessageType::kStoreNotFound, net::copyPayload(bytes.data(), bytes.size())};
+      return {MessageType::kStoreNotFound, net::copyPayload(bytes)};
     }
     default:
       break;  // replies and parameter-server messages are not store requests
@@ -254,7 +254,7 @@ struct CoordinatorClient::Impl {
     for (const auto& k : keys) checkKey(k);
     writer.putStrings(keys);
     const auto& bytes = writer.bytes();
-    Frame reply = call(MessageType::kStoreCheck, net::copyPayload(bytes.data(), bytes.size()), deadline, budget);
+    Frame reply = call(MessageType::kStoreCheck, net::copyPayload(bytes), deadline, budget);
     if (reply.header.type == MessageType::kOk) return {};
     if (reply.header.type != MessageType::kStoreNotFound) unexpected(reply, MessageType::kStoreCheck);
     net::PayloadReader reader(reply.bytes(), name, "store-not-found payload");
@@ -283,7 +283,7 @@ struct CoordinatorClient::Impl {
     writer.putString(key);
     writer.putRaw(data.data(), data.size());
     const auto& bytes = writer.bytes();
-    Frame reply = call(MessageType::kStoreSet, net::copyPayload(bytes.data(), bytes.size()), deadline, budget);
+    Frame reply = call(MessageType::kStoreSet, net::copyPayload(bytes), deadline, budget);
     if (reply.header.type != MessageType::kOk) unexpected(reply, MessageType::kStoreSet);
   }
 };

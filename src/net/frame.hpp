@@ -136,6 +136,7 @@ struct Frame {
 // Payload builders.
 zmq::message_t copyPayload(const void* data, size_t size);
 inline zmq::message_t copyPayload(std::string_view text) { return copyPayload(text.data(), text.size()); }
+inline zmq::message_t copyPayload(const std::vector<char>& bytes) { return copyPayload(bytes.data(), bytes.size()); }
 // Zero-copy: ZeroMQ sends straight from `data`, and keeps `owner` alive
 // until it no longer needs the bytes. `owner` is released on a ZeroMQ I/O
 // thread, so its destructor must be safe to run there. The bytes must not

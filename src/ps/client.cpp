@@ -30,11 +30,6 @@ net::Frame Ticket::wait(Deadline deadline, const std::string& what) {
   return frame;
 }
 
-bool Ticket::ready() const {
-  std::lock_guard lock(state_->mutex);
-  return state_->done;
-}
-
 PsClient::PsClient(std::vector<ServerAddress> servers, uint64_t max_payload_bytes)
     : servers_(std::move(servers)), max_payload_bytes_(max_payload_bytes) {
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -32,7 +32,6 @@ class Ticket {
   // none came by the deadline, Error carrying the server's reason when it
   // answered kError.
   net::Frame wait(Deadline deadline, const std::string& what);
-  bool ready() const;
 
  private:
   friend class PsClient;
@@ -63,7 +62,6 @@ class PsClient {
   Ticket send(int server, net::FrameHeader header, zmq::message_t payload);
 
   int servers() const { return static_cast<int>(servers_.size()); }
-  const ServerAddress& server(int index) const { return servers_.at(static_cast<size_t>(index)); }
 
  private:
   struct Outgoing {

@@ -10,7 +10,6 @@
 #include <cstring>
 #include <deque>
 #include <limits>
-#include <map>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -22,6 +21,7 @@
 #include "ps/apply_pool.hpp"
 #include "ps/optimizer_kernels.hpp"
 #include "ps/protocol.hpp"
+#include "ps/step_clocks.hpp"
 
 namespace tandem::ps {
 namespace {
@@ -67,26 +67,8 @@ struct ChunkState {
 
 struct WorkerState {
   std::string routing;  // empty until its hello
-  bool done = false;
   bool lost = false;
-  uint32_t clock = 0;  // steps it reported finished
   Clock::time_point last_seen = Clock::now();
-};
-
-struct PendingClock {
-  std::string routing;
-  uint64_t request_id = 0;
-  int worker = 0;
-  uint32_t clock = 0;
-  StepReport report;
-  Clock::time_point since = Clock::now();
-};
-
-struct StepTotals {
-  double loss_sum = 0;
-  int reports = 0;
-  double slowest = 0;
-  bool stop = false;
 };
 
 struct Completion {
@@ -127,15 +109,12 @@ struct ParameterServer::Impl {
   std::vector<WaitingHello> waiting_hellos;  // until ready
   bool stopping = false;   // no new apply jobs
   int apply_threads = 1;
-  std::vector<PendingClock> pending_clocks;
-  std::map<uint32_t, StepTotals> step_totals;
-  Clock::time_point init_time = Clock::now();
+  std::optional<StepClocks> clocks;  // from init; only ps 0 gets reports
 
   // Statistics for the summary.
   uint64_t pushes = 0, pulls = 0, bytes_in = 0, bytes_out = 0, updates = 0, bad_frames = 0;
   double apply_seconds = 0;
   uint64_t applied_bytes = 0;
-  uint32_t max_staleness = 0;
   double reported_apply_seconds = 0;
 
   void reply(const std::string& routing, net::FrameHeader header, zmq::message_t payload) {
@@ -162,7 +141,7 @@ struct ParameterServer::Impl {
 
   // --- requests -----------------------------------------------------------
 
-  ChunkState& chunkFor(const net::FrameHeader& h) {
+  size_t chunkIndexFor(const net::FrameHeader& h) {
     if (!config) throw Refusal{fmt::format("{} has not been initialised by the chief yet", name)};
     if (h.key_end != h.key_begin + 1) {
       throw Refusal{fmt::format("{} covers keys [{}, {}); requests name exactly one chunk",
@@ -170,8 +149,9 @@ struct ParameterServer::Impl {
     }
     auto it = chunk_index.find(h.key_begin);
     if (it == chunk_index.end()) throw Refusal{fmt::format("unknown key {}: {} does not hold that chunk", h.key_begin, name)};
-    return chunks[it->second];
+    return it->second;
   }
+  ChunkState& chunkFor(const net::FrameHeader& h) { return chunks[chunkIndexFor(h)]; }
 
   void requireChunkPayload(const ChunkState& c, const net::Frame& f) {
     const size_t expected = static_cast<size_t>(c.length) * sizeof(float);
@@ -228,8 +208,7 @@ struct ParameterServer::Impl {
       s.step_grads.resize(static_cast<size_t>(c.workers));
     }
     workers.assign(static_cast<size_t>(c.workers), WorkerState{});
-    for (auto& w : workers) w.clock = c.start_step;
-    init_time = Clock::now();
+    clocks.emplace(c.mode, c.staleness, c.workers, c.start_step);
     int64_t floats = 0;
     for (const auto& s : chunks) floats += s.length;
     TANDEM_LOG_INFO("{}: {} mode, {} worker(s), {} chunk(s), {:.1f} MB, optimizer {}, {} apply thread(s)", name,
@@ -319,7 +298,8 @@ struct ParameterServer::Impl {
 
   void onPush(const std::string& routing, net::Frame& f) {
     const int w = workerOf(routing, f.header.type);
-    ChunkState& c = chunkFor(f.header);
+    const size_t index = chunkIndexFor(f.header);
+    ChunkState& c = chunks[index];
     requireChunkPayload(c, f);
     if (!ready) throw Refusal{"ps-push before every chunk was initialised"};
     ++pushes;
@@ -333,13 +313,13 @@ struct ParameterServer::Impl {
       if (slot) throw Refusal{fmt::format("worker {} pushed chunk {} twice for step {}", w, c.key, f.header.clock)};
       slot = std::move(f.payload);
       replyOk(routing, f.header.request_id);
-      if (++c.step_grad_count == config->workers) startSyncApply(chunk_index[c.key]);
+      if (++c.step_grad_count == config->workers) startSyncApply(index);
       return;
     }
     c.queue.push_back({std::move(f.payload)});
     ++c.received;
     replyOk(routing, f.header.request_id);
-    if (!c.busy) startAsyncApply(chunk_index[c.key]);
+    if (!c.busy) startAsyncApply(index);
   }
 
   void onPull(const std::string& routing, net::Frame& f) {
@@ -365,24 +345,17 @@ struct ParameterServer::Impl {
     } catch (const InputError& e) {
       throw Refusal{e.what()};
     }
-    WorkerState& ws = workers[static_cast<size_t>(w)];
-    if (f.header.clock != ws.clock + 1) {
-      throw Refusal{fmt::format("worker {} reported step {} finished, but its last report was step {}", w,
-                                f.header.clock, ws.clock)};
+    try {
+      clocks->report(w, f.header.clock, report, routing, f.header.request_id);
+    } catch (const InputError& e) {
+      throw Refusal{e.what()};
     }
-    ws.clock = f.header.clock;
-    StepTotals& t = step_totals[ws.clock];
-    t.loss_sum += report.loss;
-    ++t.reports;
-    t.slowest = std::max(t.slowest, report.compute_seconds);
-    t.stop = t.stop || report.stop;
-    pending_clocks.push_back({routing, f.header.request_id, w, ws.clock, report, Clock::now()});
     answerClocks();
   }
 
   void onDone(const std::string& routing, net::Frame& f) {
     const int w = workerOf(routing, f.header.type);
-    workers[static_cast<size_t>(w)].done = true;
+    clocks->finish(w);
     replyOk(routing, f.header.request_id);
     answerClocks();  // a finished worker no longer holds anyone back
   }
@@ -506,77 +479,27 @@ struct ParameterServer::Impl {
 
   // --- clocks (ps 0) ------------------------------------------------------
 
-  uint32_t slowestClock() const {
-    uint32_t slowest = std::numeric_limits<uint32_t>::max();
-    for (const auto& w : workers) {
-      if (!w.done) slowest = std::min(slowest, w.clock);
-    }
-    return slowest;
-  }
-
-  // How far ahead of the slowest worker one may start a step.
-  int64_t allowedLead() const {
-    if (config->mode == Mode::kSync) return 0;
-    if (config->mode == Mode::kBounded) return config->staleness;
-    return std::numeric_limits<int64_t>::max() / 2;
-  }
-
   void answerClocks() {
-    if (!config) return;
-    const uint32_t slowest = slowestClock();
-    const int64_t lead = allowedLead();
-    auto keep = std::stable_partition(pending_clocks.begin(), pending_clocks.end(), [&](const PendingClock& p) {
-      return static_cast<int64_t>(p.clock) - static_cast<int64_t>(slowest) > lead;
-    });
-    for (auto it = keep; it != pending_clocks.end(); ++it) {
-      StepAgreement a;
-      const uint32_t shown_slowest = std::min(slowest, it->clock);
-      max_staleness = std::max(max_staleness, it->clock - shown_slowest);
-      a.slowest_clock = shown_slowest;
-      if (config->mode == Mode::kSync) {
-        const StepTotals& t = step_totals[it->clock];
-        a.loss = t.loss_sum / std::max(1, t.reports);
-        a.slowest_compute_seconds = t.slowest;
-        a.stop = t.stop;
-      } else {
-        a.loss = it->report.loss;
-        a.slowest_compute_seconds = it->report.compute_seconds;
-        a.stop = it->report.stop;
-      }
-      auto bytes = encode(a);
-      reply(it->routing, {.type = MessageType::kPsClock, .clock = it->clock, .request_id = it->request_id},
-            net::copyPayload(bytes.data(), bytes.size()));
-    }
-    pending_clocks.erase(keep, pending_clocks.end());
-    // Totals of steps every live worker has passed are no longer needed.
-    while (!step_totals.empty() && step_totals.begin()->first <= slowest &&
-           std::none_of(pending_clocks.begin(), pending_clocks.end(),
-                        [&](const PendingClock& p) { return p.clock == step_totals.begin()->first; })) {
-      step_totals.erase(step_totals.begin());
+    if (!clocks) return;
+    for (auto& a : clocks->release()) {
+      reply(a.routing, {.type = MessageType::kPsClock, .clock = a.clock, .request_id = a.request_id},
+            net::copyPayload(encode(a.agreement)));
     }
   }
 
   // Fails step waits held up longer than the peer timeout, naming who holds them up.
   void expireClockWaits() {
-    if (!config || pending_clocks.empty()) return;
-    const auto timeout = std::chrono::duration<double>(config->peer_timeout_s);
-    const int64_t lead = allowedLead();
-    auto expired = std::stable_partition(pending_clocks.begin(), pending_clocks.end(),
-                                         [&](const PendingClock& p) { return Clock::now() - p.since < timeout; });
-    for (auto it = expired; it != pending_clocks.end(); ++it) {
+    if (!clocks) return;
+    for (auto& e : clocks->expire(std::chrono::duration<double>(config->peer_timeout_s))) {
       std::vector<std::string> late;
-      for (size_t w = 0; w < workers.size(); ++w) {
-        const auto& ws = workers[w];
-        if (!ws.done && static_cast<int64_t>(it->clock) - static_cast<int64_t>(ws.clock) > lead) {
-          late.push_back(fmt::format("worker {} (finished {} steps, last heard {:.1f}s ago)", w, ws.clock,
-                                     secondsSince(ws.last_seen)));
-        }
+      for (int w : e.late) {
+        late.push_back(fmt::format("worker {} (finished {} steps, last heard {:.1f}s ago)", w, clocks->clockOf(w),
+                                   secondsSince(workers[static_cast<size_t>(w)].last_seen)));
       }
-      replyError(it->routing, it->request_id,
-                 fmt::format("{}: step {} waited {} (--peer-timeout) for {}", name, it->clock,
-                             timeoutText(), fmt::join(late, ", ")));
+      replyError(e.routing, e.request_id,
+                 fmt::format("{}: step {} waited {} (--peer-timeout) for {}", name, e.clock, timeoutText(),
+                             fmt::join(late, ", ")));
     }
-    pending_clocks.erase(expired, pending_clocks.end());
   }
 
   // Fails pulls held longer than the peer timeout (a sync step whose
@@ -598,9 +521,7 @@ struct ParameterServer::Impl {
                                   : "";
       for (auto it = expired; it != c.pulls.end(); ++it) {
         replyError(it->routing, it->request_id,
-                   fmt::format("{}: pull of chunk {} waited {} (--peer-timeout){}", name, c.key,
-                               net::formatDuration(std::chrono::duration_cast<std::chrono::milliseconds>(timeout)),
-                               who));
+                   fmt::format("{}: pull of chunk {} waited {} (--peer-timeout){}", name, c.key, timeoutText(), who));
       }
       c.pulls.erase(expired, c.pulls.end());
     }
@@ -609,9 +530,7 @@ struct ParameterServer::Impl {
   // Whether a worker is blocked on us (a step wait or a pull): silence then
   // is not death.
   bool isWaiting(int w) const {
-    if (std::any_of(pending_clocks.begin(), pending_clocks.end(), [&](const PendingClock& p) { return p.worker == w; })) {
-      return true;
-    }
+    if (clocks->isWaiting(w)) return true;
     const std::string& routing = workers[static_cast<size_t>(w)].routing;
     for (const auto& c : chunks) {
       for (const auto& p : c.pulls) {
@@ -629,11 +548,11 @@ struct ParameterServer::Impl {
     bool all = true;
     for (size_t w = 0; w < workers.size(); ++w) {
       WorkerState& ws = workers[w];
-      if (ws.done || ws.lost) continue;
+      if (clocks->done(static_cast<int>(w)) || ws.lost) continue;
       if (Clock::now() - ws.last_seen > timeout && !isWaiting(static_cast<int>(w))) {
         ws.lost = true;
         TANDEM_LOG_WARN("{}: worker {} has been silent for {} (--peer-timeout) after {} step(s); giving up on it",
-                        name, w, timeoutText(), ws.clock);
+                        name, w, timeoutText(), clocks->clockOf(static_cast<int>(w)));
         continue;
       }
       all = false;
@@ -683,10 +602,10 @@ struct ParameterServer::Impl {
     if (!config || Clock::now() - last < interval) return;
     const double seconds = secondsSince(last);
     last = Clock::now();
-    std::string clocks;
-    if (options.index == 0) clocks = fmt::format(", slowest worker has finished {} step(s)", slowestClock());
+    std::string progress;
+    if (options.index == 0) progress = fmt::format(", slowest worker has finished {} step(s)", clocks->slowest());
     TANDEM_LOG_INFO("{}: {} updates, {:.1f} GB in, {:.1f} GB out, {:.1f}s applying in the last {:.0f}s{}", name,
-                    updates, bytes_in / 1e9, bytes_out / 1e9, apply_seconds - reported_apply_seconds, seconds, clocks);
+                    updates, bytes_in / 1e9, bytes_out / 1e9, apply_seconds - reported_apply_seconds, seconds, progress);
     reported_apply_seconds = apply_seconds;
   }
 
@@ -713,7 +632,7 @@ struct ParameterServer::Impl {
             {"apply_seconds", apply_seconds},
             {"apply_gb_per_s", apply_seconds > 0 ? static_cast<double>(applied_bytes) / apply_seconds / 1e9 : 0.0},
             // Only ps 0 keeps the step clocks.
-            {"max_staleness", options.index == 0 ? nlohmann::json(max_staleness) : nlohmann::json(nullptr)},
+            {"max_staleness", options.index == 0 && clocks ? nlohmann::json(clocks->maxStaleness()) : nlohmann::json(nullptr)},
             {"lost_workers", lost},
             {"wall_seconds", wall_seconds}};
   }
@@ -756,9 +675,9 @@ nlohmann::json ParameterServer::serve(const std::atomic<bool>* abort) {
   std::vector<zmq_pollitem_t> items = {{s.router.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, s.wake_fd, ZMQ_POLLIN, 0}};
   std::vector<zmq::message_t> parts;
   Clock::time_point last_report = Clock::now();
+  Clock::time_point last_check = Clock::now();
   while (true) {
     if (abort != nullptr && abort->load()) break;
-    s.reportProgress(last_report, std::chrono::seconds(30));
     if (!net::pollItems(items, std::chrono::milliseconds(100))) continue;
     if (items[1].revents & ZMQ_POLLIN) {
       uint64_t count = 0;
@@ -768,6 +687,10 @@ nlohmann::json ParameterServer::serve(const std::atomic<bool>* abort) {
     if (items[0].revents & ZMQ_POLLIN) {
       while (size_t total = net::receiveParts(s.router, parts, 3)) s.handle(parts, total);
     }
+    // Timeouts are checked a few times a second, not after every message.
+    if (Clock::now() - last_check < std::chrono::milliseconds(50)) continue;
+    last_check = Clock::now();
+    s.reportProgress(last_report, std::chrono::seconds(30));
     if (!s.config && Clock::now() > startup_deadline) {
       throw PeerError(fmt::format(
           "{}: the chief (worker 0) did not initialise this server within {}", s.name,

@@ -34,7 +34,6 @@ ps::Mode psMode(const DistributedConfig& c) {
   return ps::Mode::kAsync;
 }
 
-zmq::message_t bytesPayload(const std::vector<char>& bytes) { return net::copyPayload(bytes.data(), bytes.size()); }
 
 }  // namespace
 
@@ -304,7 +303,7 @@ void PsStrategy::initialize(models::Model& model, const nlohmann::json& fingerpr
   const auto hello = ps::encode(ps::Hello{static_cast<uint32_t>(s.spec.index), s.layout.fingerprint()});
   std::vector<ps::Ticket> hellos;
   for (int i = 0; i < s.spec.numServers(); ++i) {
-    hellos.push_back(s.client->send(i, {.type = MessageType::kPsHello}, bytesPayload(hello)));
+    hellos.push_back(s.client->send(i, {.type = MessageType::kPsHello}, net::copyPayload(hello)));
   }
   for (auto& t : hellos) t.wait(startup, "hello (is the chief up and the server initialised?)");
   s.push_tickets.resize(s.layout.chunks.size());
@@ -362,7 +361,7 @@ AgreedStep PsStrategy::synchronizeGradients(models::Model& model, const LocalSte
   const ps::StepReport report{local.loss_sum / local.micro_steps, compute, local.stop_requested};
   const int64_t finished = s.step + 1;
   ps::Ticket clock = s.client->send(0, {.type = MessageType::kPsClock, .clock = static_cast<uint32_t>(finished)},
-                                    bytesPayload(ps::encode(report)));
+                                    net::copyPayload(ps::encode(report)));
   const Deadline deadline = s.peerDeadline();
   net::Frame reply = clock.wait(deadline, fmt::format("the end of step {}", s.step));
   const ps::StepAgreement agreement = ps::decodeStepAgreement(reply.bytes(), "ps 0");

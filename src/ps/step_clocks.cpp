@@ -1,0 +1,105 @@
+#include "ps/step_clocks.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "core/error.hpp"
+
+namespace tandem::ps {
+
+StepClocks::StepClocks(Mode mode, int staleness, int workers, uint32_t start_step)
+    : mode_(mode),
+      staleness_(staleness),
+      clocks_(static_cast<size_t>(workers), start_step),
+      done_(static_cast<size_t>(workers), false) {}
+
+void StepClocks::report(int worker, uint32_t clock, const StepReport& report, std::string routing,
+                        uint64_t request_id) {
+  uint32_t& mine = clocks_[static_cast<size_t>(worker)];
+  if (clock != mine + 1) {
+    throw InputError(
+        fmt::format("worker {} reported step {} finished, but its last report was step {}", worker, clock, mine));
+  }
+  mine = clock;
+  Totals& t = totals_[clock];
+  t.loss_sum += report.loss;
+  ++t.reports;
+  t.slowest = std::max(t.slowest, report.compute_seconds);
+  t.stop = t.stop || report.stop;
+  pending_.push_back({std::move(routing), request_id, worker, clock, report, Clock::now()});
+}
+
+void StepClocks::finish(int worker) { done_[static_cast<size_t>(worker)] = true; }
+
+uint32_t StepClocks::slowest() const {
+  uint32_t slowest = std::numeric_limits<uint32_t>::max();
+  for (size_t w = 0; w < clocks_.size(); ++w) {
+    if (!done_[w]) slowest = std::min(slowest, clocks_[w]);
+  }
+  return slowest;
+}
+
+int64_t StepClocks::allowedLead() const {
+  if (mode_ == Mode::kSync) return 0;
+  if (mode_ == Mode::kBounded) return staleness_;
+  return std::numeric_limits<int64_t>::max() / 2;
+}
+
+std::vector<StepClocks::Answer> StepClocks::release() {
+  const uint32_t slowest_clock = slowest();
+  const int64_t lead = allowedLead();
+  auto keep = std::stable_partition(pending_.begin(), pending_.end(), [&](const Pending& p) {
+    return static_cast<int64_t>(p.clock) - static_cast<int64_t>(slowest_clock) > lead;
+  });
+  std::vector<Answer> answers;
+  for (auto it = keep; it != pending_.end(); ++it) {
+    StepAgreement a;
+    a.slowest_clock = std::min(slowest_clock, it->clock);
+    max_staleness_ = std::max(max_staleness_, it->clock - a.slowest_clock);
+    if (mode_ == Mode::kSync) {
+      const Totals& t = totals_[it->clock];
+      a.loss = t.loss_sum / std::max(1, t.reports);
+      a.slowest_compute_seconds = t.slowest;
+      a.stop = t.stop;
+    } else {
+      a.loss = it->report.loss;
+      a.slowest_compute_seconds = it->report.compute_seconds;
+      a.stop = it->report.stop;
+    }
+    answers.push_back({std::move(it->routing), it->request_id, it->clock, a});
+  }
+  pending_.erase(keep, pending_.end());
+  // Totals of steps every live worker has passed are no longer needed.
+  while (!totals_.empty() && totals_.begin()->first <= slowest_clock &&
+         std::none_of(pending_.begin(), pending_.end(),
+                      [&](const Pending& p) { return p.clock == totals_.begin()->first; })) {
+    totals_.erase(totals_.begin());
+  }
+  return answers;
+}
+
+std::vector<StepClocks::Expired> StepClocks::expire(std::chrono::duration<double> timeout) {
+  const int64_t lead = allowedLead();
+  auto expired = std::stable_partition(pending_.begin(), pending_.end(),
+                                       [&](const Pending& p) { return Clock::now() - p.since < timeout; });
+  std::vector<Expired> out;
+  for (auto it = expired; it != pending_.end(); ++it) {
+    Expired e{std::move(it->routing), it->request_id, it->clock, {}};
+    for (size_t w = 0; w < clocks_.size(); ++w) {
+      if (!done_[w] && static_cast<int64_t>(it->clock) - static_cast<int64_t>(clocks_[w]) > lead) {
+        e.late.push_back(static_cast<int>(w));
+      }
+    }
+    out.push_back(std::move(e));
+  }
+  pending_.erase(expired, pending_.end());
+  return out;
+}
+
+bool StepClocks::isWaiting(int worker) const {
+  return std::any_of(pending_.begin(), pending_.end(), [&](const Pending& p) { return p.worker == worker; });
+}
+
+}  // namespace tandem::ps

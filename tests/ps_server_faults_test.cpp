@@ -1,0 +1,203 @@
+// ParameterServer, in-process: malformed frames, hellos, and how serve()
+// ends (every worker done, silent workers lost, no chief).
+#include <gtest/gtest.h>
+
+#include "support/ps_server_harness.hpp"
+
+namespace tandem::ps::testing {
+namespace {
+
+std::vector<char> headerBytes(FrameHeader h) {
+  const auto bytes = net::encodeHeader(h);
+  std::vector<char> out(bytes.size());
+  std::memcpy(out.data(), bytes.data(), bytes.size());
+  return out;
+}
+
+TEST_F(PsServer, MalformedFramesGetAnErrorAndOthersAreStillServed) {
+  ServerConfig c = makeConfig(Mode::kSync, 1, {{0, 4}});
+  start(c);
+  Peer junk = worker();  // never says hello
+  Peer w0 = worker(0);
+  int bad = 0;
+  const std::vector<char> four_floats(16, 0);
+
+  // Truncated header: no request id can be trusted, so the reply carries 0.
+  {
+    auto h = headerBytes({.type = MessageType::kPsPull, .request_id = 901, .key_end = 1});
+    h.resize(20);
+    junk.sendRaw({h, {}});
+    expectError(junk.await(0), "truncated header: 20 of 48 bytes");
+    ++bad;
+  }
+  // Wrong version: the id is salvaged.
+  {
+    auto h = headerBytes({.type = MessageType::kPsPull, .request_id = 902, .key_end = 1});
+    h[4] = 1;  // version u16 at offset 4
+    h[5] = 0;
+    junk.sendRaw({h, {}});
+    expectError(junk.await(902), "unsupported version 1");
+    ++bad;
+  }
+  // Random bytes (fixed seed; the magic made wrong for sure).
+  {
+    std::mt19937 random(1234);
+    std::vector<char> noise(48), more(16);
+    for (auto& b : noise) b = static_cast<char>(random());
+    for (auto& b : more) b = static_cast<char>(random());
+    noise[0] = 'X';
+    junk.sendRaw({noise, more});
+    expectError(junk.await(0), "bad magic");
+    ++bad;
+  }
+  // A header announcing more than the payload limit; little actually sent.
+  {
+    auto h = headerBytes(
+        {.type = MessageType::kPsPush, .request_id = 904, .key_end = 1, .payload_bytes = uint64_t{1} << 40});
+    junk.sendRaw({h, four_floats});
+    expectError(junk.await(904), "exceeds the 64 MiB limit");
+    ++bad;
+  }
+  // A header announcing a payload size other than the one that arrived.
+  {
+    auto h = headerBytes({.type = MessageType::kPsPush, .request_id = 905, .key_end = 1, .payload_bytes = 16});
+    junk.sendRaw({h, std::vector<char>(12)});
+    expectError(junk.await(905), "announces a payload of 16 bytes but 12 arrived");
+    ++bad;
+  }
+  // Three parts, and one.
+  {
+    auto h = headerBytes({.type = MessageType::kPsPull, .request_id = 906, .key_end = 1});
+    junk.sendRaw({h, {}, {'x'}});
+    expectError(junk.await(906), "expected 2 message parts (header, payload), got 3");
+    h = headerBytes({.type = MessageType::kPsPull, .request_id = 907, .key_end = 1});
+    junk.sendRaw({h});
+    expectError(junk.await(907), "got 1");
+    bad += 2;
+  }
+  // Well-formed frames the server must still refuse.
+  expectError(junk.request(header(MessageType::kPsPush, 0, 0), four_floats), "ps-push before ps-hello");
+  expectError(w0.request(header(MessageType::kPsPush, 999, 0), four_floats), "unknown key 999");
+  expectError(w0.request(header(MessageType::kPsPush, 0, 0), std::vector<char>(12)),
+              "carries 12 bytes; the chunk holds 4 floats (16 bytes)");
+  expectError(w0.request({.type = MessageType::kPsPull, .key_begin = 0, .key_end = 2}), "exactly one chunk");
+  expectError(w0.request({.type = MessageType::kStoreGet}), "is not a parameter-server request");
+  expectError(w0.request({.type = MessageType::kPsSet, .key_end = 1}, four_floats), "after training started");
+  bad += 6;
+
+  // The worker is served as if nothing had happened.
+  const auto g = pattern(4, 0.25f, -0.1f);
+  expectOk(w0.await(push(w0, 0, 0, g)));
+  Frame v = w0.await(pull(w0, 0, 1));
+  ASSERT_EQ(v.header.type, MessageType::kPsValues) << v.text();
+  auto param = initial(c.chunks[0]);
+  std::vector<float> momentum(param.size());
+  SgdSettings s = c.optimizer.sgd;
+  s.lr = c.lr_by_step[0];
+  sgdUpdate(param, g, momentum, true, s);
+  expectBitEqual(floatsOf(v), param);
+
+  expectOk(w0.request({.type = MessageType::kPsDone}));
+  const auto summary = server_->summary();
+  EXPECT_EQ(summary["bad_frames"], bad);
+  EXPECT_EQ(summary["updates"], 1);
+  EXPECT_EQ(summary["pushes"], 1);
+}
+
+// --- 5. hello and lifecycle -------------------------------------------------
+
+TEST_F(PsServer, HellosWaitForTheChiefAndAreChecked) {
+  start(makeConfig(Mode::kSync, 2, {{0, 3}, {1, 2}}), {}, /*initialize=*/false);
+  Peer early = worker(), wrong_layout = worker(), no_such = worker();
+  const uint64_t early_hello = early.send({.type = MessageType::kPsHello}, encode(Hello{1, kFingerprint}));
+  const uint64_t wrong_hello = wrong_layout.send({.type = MessageType::kPsHello}, encode(Hello{0, 0xBAD}));
+  EXPECT_FALSE(early.answered(early_hello)) << "hello answered before the chief initialised the server";
+  EXPECT_FALSE(wrong_layout.answered(wrong_hello));
+  init();
+  expectOk(early.await(early_hello));
+  expectError(wrong_layout.await(wrong_hello), "computed parameter layout 0000000000000bad but the chief's is");
+  expectError(hello(no_such, 5), "worker 5 does not exist: the cluster has 2 worker(s)");
+  // Worker 1 is taken by `early`'s socket.
+  expectError(hello(no_such, 1), "worker 1 is already connected from another socket");
+  // A malformed hello.
+  expectError(no_such.request({.type = MessageType::kPsHello}, std::vector<char>(3)), "ps-hello payload");
+}
+
+TEST_F(PsServer, ServeReturnsOnceEveryWorkerIsDone) {
+  start(makeConfig(Mode::kSync, 2, {{0, 2}}));
+  Peer w0 = worker(0), w1 = worker(1);
+  expectOk(w0.request({.type = MessageType::kPsDone}));
+  EXPECT_FALSE(server_->finishes(kQuiet)) << "serve() returned while worker 1 was still there";
+  expectOk(w1.request({.type = MessageType::kPsDone}));
+  const auto summary = server_->summary();
+  EXPECT_EQ(summary["workers"], 2);
+  EXPECT_TRUE(summary["lost_workers"].empty()) << summary.dump();
+  EXPECT_EQ(summary["bad_frames"], 0);
+}
+
+TEST_F(PsServer, ASilentWorkerIsListedAsLost) {
+  ServerConfig c = makeConfig(Mode::kSync, 2, {{0, 2}});
+  c.peer_timeout_s = 0.5;
+  start(c);
+  Peer w0 = worker(0), w1 = worker(1);
+  const auto since = Clock::now();
+  expectOk(w0.request({.type = MessageType::kPsDone}));
+  const auto summary = server_->summary(2000ms);
+  EXPECT_GE(secondsSince(since), 0.4);
+  EXPECT_EQ(summary["lost_workers"], nlohmann::json::array({1})) << summary.dump();
+}
+
+// Regression: time a worker spends blocked on the server is not silence.
+// Worker 0's pull is held 0.5 s (worker 1 pushes late), then worker 0
+// computes 0.5 s: each gap is within the 0.8 s peer timeout, so worker 0
+// must not be declared lost even though 1 s passed since it last sent.
+TEST_F(PsServer, TimeSpentWaitingOnTheServerIsNotSilence) {
+  ServerConfig c = makeConfig(Mode::kSync, 2, {{0, 2}});
+  c.peer_timeout_s = 0.8;
+  start(c);
+  Peer w0 = worker(0), w1 = worker(1);
+  const auto g = pattern(2, 0.1f, 0.0f);
+  expectOk(w0.await(push(w0, 0, 0, g)));
+  const uint64_t held = pull(w0, 0, 1);
+  EXPECT_FALSE(w0.answered(held, 500ms));  // blocked on worker 1
+  expectOk(w1.await(push(w1, 0, 0, g)));
+  EXPECT_EQ(w0.await(held).header.type, MessageType::kPsValues);
+  expectOk(w1.request({.type = MessageType::kPsDone}));
+  // Worker 0 computes for 0.5 s: it must still be served afterwards.
+  const bool returned_early = server_->finishes(500ms);
+  EXPECT_FALSE(returned_early) << "serve() gave up on worker 0 while it computed after a long pull";
+  if (!returned_early) expectOk(w0.request({.type = MessageType::kPsDone}));
+  const auto summary = server_->summary();
+  EXPECT_TRUE(summary["lost_workers"].empty()) << summary.dump();
+}
+
+// Regression: a pull that can never be answered (a sync worker died before
+// pushing) expires after the peer timeout, so serve() returns once every
+// worker is gone instead of holding the pull forever.
+TEST_F(PsServer, ServeReturnsWhenEveryWorkerDiedEvenWithAPullHeld) {
+  ServerConfig c = makeConfig(Mode::kSync, 2, {{0, 2}});
+  c.peer_timeout_s = 0.5;
+  start(c);
+  {
+    Peer w0 = worker(0), w1 = worker(1);
+    expectOk(w0.await(push(w0, 0, 0, pattern(2, 0.1f, 0.0f))));
+    pull(w0, 0, 1);  // held: worker 1 never pushes
+    EXPECT_TRUE(w0.answered(reportClock(w0, 1, {}), 2000ms));  // the clock wait does expire
+  }  // both workers' sockets close: they are gone
+  nlohmann::json summary;
+  EXPECT_NO_THROW(summary = server_->summary(2000ms)) << "serve() still waits for a worker whose pull can never be answered";
+  EXPECT_EQ(summary["lost_workers"], nlohmann::json::array({0, 1})) << summary.dump();
+}
+
+TEST_F(PsServer, ThrowsPeerErrorWhenTheChiefNeverInitialises) {
+  start(makeConfig(Mode::kSync, 1, {{0, 2}}), {.startup_timeout_s = 0.3}, /*initialize=*/false);
+  try {
+    server_->summary(2000ms);
+    ADD_FAILURE() << "serve() returned without an init";
+  } catch (const PeerError& e) {
+    EXPECT_NE(std::string(e.what()).find("did not initialise this server"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tandem::ps::testing
