@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -22,25 +23,29 @@ namespace {
 
 using namespace std::chrono_literals;
 
-CommunicatorOptions optionsFor(int rank, int size, std::chrono::milliseconds timeout = 10s) {
+constexpr size_t kDefaultRingThreshold = CommunicatorOptions{}.ring_threshold_bytes;
+
+CommunicatorOptions optionsFor(int rank, int size, std::chrono::milliseconds timeout = 10s,
+                               size_t ring_threshold_bytes = kDefaultRingThreshold) {
   CommunicatorOptions options;
   options.rank = rank;
   options.size = size;
   options.timeout = timeout;
+  options.ring_threshold_bytes = ring_threshold_bytes;
   return options;
 }
 
 // Runs `body` on `size` ranks, one thread each, rendezvousing through an
 // in-process store. Exceptions escaping a rank fail the test with its message.
 void runRanks(int size, const std::function<void(Communicator&)>& body,
-              std::chrono::milliseconds timeout = 10s) {
+              std::chrono::milliseconds timeout = 10s, size_t ring_threshold_bytes = kDefaultRingThreshold) {
   gloo::rendezvous::HashStore store;
   std::vector<std::string> errors(size);
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r) {
     threads.emplace_back([&, r] {
       try {
-        auto comm = Communicator::connect(store, optionsFor(r, size, timeout));
+        auto comm = Communicator::connect(store, optionsFor(r, size, timeout, ring_threshold_bytes));
         ASSERT_EQ(comm->rank(), r);
         ASSERT_EQ(comm->size(), size);
         body(*comm);
@@ -72,7 +77,7 @@ void expectAllreduceExact(int size, size_t count) {
   });
 }
 
-// Below the default 256 KiB threshold: halving-doubling.
+// Below the default 4 MiB threshold: halving-doubling.
 TEST(CommunicatorAllreduce, SmallBufferExactFor2Ranks) { expectAllreduceExact(2, 1000); }
 TEST(CommunicatorAllreduce, SmallBufferExactFor3Ranks) { expectAllreduceExact(3, 1001); }
 TEST(CommunicatorAllreduce, SmallBufferExactFor4Ranks) { expectAllreduceExact(4, 4099); }
@@ -80,6 +85,50 @@ TEST(CommunicatorAllreduce, SmallBufferExactFor4Ranks) { expectAllreduceExact(4,
 TEST(CommunicatorAllreduce, LargeBufferExactFor2Ranks) { expectAllreduceExact(2, 3'000'000); }
 TEST(CommunicatorAllreduce, LargeBufferExactFor3Ranks) { expectAllreduceExact(3, 3'000'001); }
 TEST(CommunicatorAllreduce, LargeBufferExactFor4Ranks) { expectAllreduceExact(4, 3'000'000); }
+
+TEST(CommunicatorAllreduce, TheThresholdPicksTheAlgorithm) {
+  CommunicatorOptions options;
+  const size_t at_threshold = options.ring_threshold_bytes / sizeof(float);
+  EXPECT_EQ(allreduceAlgorithmFor(at_threshold - 1, options), AllreduceAlgorithm::kHalvingDoubling);
+  EXPECT_EQ(allreduceAlgorithmFor(at_threshold, options), AllreduceAlgorithm::kRingChunked);
+  options.ring_threshold_bytes = 0;
+  EXPECT_EQ(allreduceAlgorithmFor(1, options), AllreduceAlgorithm::kRingChunked);
+  options.ring_threshold_bytes = SIZE_MAX;
+  EXPECT_EQ(allreduceAlgorithmFor(3'000'000, options), AllreduceAlgorithm::kHalvingDoubling);
+}
+
+// Each algorithm forced through the threshold option, on sizes the default
+// threshold would give the other one: odd counts, counts below the rank
+// count, and buffers reduced twice through the cached algorithm.
+void expectAlgorithmExact(AllreduceAlgorithm algorithm, int size, const std::vector<size_t>& counts) {
+  const size_t threshold = algorithm == AllreduceAlgorithm::kRingChunked ? 0 : SIZE_MAX;
+  CommunicatorOptions options;
+  options.ring_threshold_bytes = threshold;
+  for (size_t count : counts) ASSERT_EQ(allreduceAlgorithmFor(count, options), algorithm) << count;
+  runRanks(
+      size,
+      [&](Communicator& comm) {
+        for (size_t count : counts) {
+          std::vector<float> data(count);
+          for (int round = 1; round <= 2; ++round) {
+            for (size_t i = 0; i < count; ++i) data[i] = contribution(comm.rank(), i);
+            comm.allreduceSum(data.data(), count);
+            size_t wrong = 0;
+            for (size_t i = 0; i < count; ++i) wrong += data[i] != expectedSum(size, i);
+            EXPECT_EQ(wrong, 0u) << "rank " << comm.rank() << ", " << count << " floats, round " << round;
+          }
+        }
+      },
+      10s, threshold);
+}
+
+TEST(CommunicatorAllreduce, RingChunkedIsExactFor2To4Ranks) {
+  for (int size : {2, 3, 4}) expectAlgorithmExact(AllreduceAlgorithm::kRingChunked, size, {1, 3, 1000, 100'003});
+}
+
+TEST(CommunicatorAllreduce, HalvingDoublingIsExactFor2To4Ranks) {
+  for (int size : {2, 3, 4}) expectAlgorithmExact(AllreduceAlgorithm::kHalvingDoubling, size, {1, 3, 1000, 1'100'003});
+}
 
 TEST(CommunicatorAllreduce, TinyAndEmptyBuffers) {
   runRanks(3, [](Communicator& comm) {

@@ -9,7 +9,7 @@
 
 #include "cli/commands.hpp"
 #include "cluster/coordinator.hpp"
-#include "cluster/process_group.hpp"
+#include "launch/process_group.hpp"
 #include "collective/allreduce_bench.hpp"
 #include "core/error.hpp"
 #include "ps/apply_bench.hpp"
@@ -67,12 +67,18 @@ int runWorker(const AllreduceBenchOptions& o, const std::vector<size_t>& sizes) 
     results.push_back({{"bytes", r.bytes}, {"iterations", r.iterations}, {"seconds", r.seconds},
                        {"algbw_gbps", r.algbw_gbps}, {"busbw_gbps", r.busbw_gbps},
                        {"busbw_over_loopback", fraction}, {"exact", r.exact}});
+    if (!r.exact) std::fprintf(stderr, "error: all-reduce of %s gave a wrong sum: %s\n", humanBytes(r.bytes).c_str(),
+                               r.mismatch.c_str());
   }
   if (!o.json_out.empty()) {
     std::ofstream out(o.json_out);
     out << nlohmann::json{{"workers", o.workers}, {"loopback_tcp_gbps", o.loopback_gbps}, {"rows", results}}.dump(2)
         << "\n";
     if (!out) throw InputError(fmt::format("--json: cannot write {}", o.json_out));
+  }
+  // A benchmark of a collective that computes wrong sums measured nothing.
+  for (const auto& r : rows) {
+    if (!r.exact) return 1;
   }
   return 0;
 }
@@ -83,12 +89,12 @@ int runAllreduceBench(const AllreduceBenchOptions& o) {
   if (o.rank >= 0) return runWorker(o, sizes);
 
   const double loopback = collective::measureLoopbackTcpGbps();
-  const std::string coordinator = cluster::HostPort{o.host, cluster::pickFreePort(o.host)}.str();
-  cluster::ProcessGroup group(/*prefix_output=*/false);
+  const std::string coordinator = cluster::HostPort{o.host, launch::pickFreePort(o.host)}.str();
+  launch::ProcessGroup group(/*prefix_output=*/false);
   for (int i = 0; i < o.workers; ++i) {
-    cluster::ChildSpec child;
+    launch::ChildSpec child;
     child.name = fmt::format("worker {}", i);
-    child.argv = {cluster::selfExecutable(), "bench", "allreduce", "--workers", std::to_string(o.workers),
+    child.argv = {launch::selfExecutable(), "bench", "allreduce", "--workers", std::to_string(o.workers),
                   "--sizes", o.sizes, "--host", o.host,
                   "--ring-threshold-kb", fmt::format("{}", o.ring_threshold_kb), "--timeout", fmt::format("{}", o.timeout_s),
                   "--rank", std::to_string(i), "--coordinator", coordinator,

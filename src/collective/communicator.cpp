@@ -242,7 +242,7 @@ class GlooCommunicator final : public Communicator {
     std::unique_ptr<gloo::Algorithm> algorithm;
     // Halving-doubling needs ~2 log2(n) rounds against ring's 2(n-1), which
     // wins while latency dominates; ring-chunked pipelines big buffers.
-    if (bytes >= options_.ring_threshold_bytes) {
+    if (allreduceAlgorithmFor(count, options_) == AllreduceAlgorithm::kRingChunked) {
       algorithm = std::make_unique<gloo::AllreduceRingChunked<float>>(context_, ptrs, n);
     } else {
       algorithm = std::make_unique<gloo::AllreduceHalvingDoubling<float>>(context_, ptrs, n);
@@ -291,6 +291,11 @@ class GlooCommunicator final : public Communicator {
 };
 
 }  // namespace
+
+AllreduceAlgorithm allreduceAlgorithmFor(size_t count, const CommunicatorOptions& options) {
+  return count * sizeof(float) >= options.ring_threshold_bytes ? AllreduceAlgorithm::kRingChunked
+                                                                : AllreduceAlgorithm::kHalvingDoubling;
+}
 
 std::unique_ptr<Communicator> Communicator::connect(gloo::rendezvous::Store& store,
                                                     const CommunicatorOptions& options) {

@@ -27,6 +27,13 @@ struct CommunicatorOptions {
   size_t ring_threshold_bytes = size_t{4} << 20;
 };
 
+enum class AllreduceAlgorithm { kHalvingDoubling, kRingChunked };
+
+// The algorithm allreduceSum runs for `count` floats under `options`:
+// ring-chunked from ring_threshold_bytes up (0: always), halving-doubling
+// below (SIZE_MAX: always). Pure; the communicator decides with it.
+AllreduceAlgorithm allreduceAlgorithmFor(size_t count, const CommunicatorOptions& options);
+
 // Not thread-safe: call from one thread (e.g. a CommThread). Every rank must
 // issue the same collectives in the same order.
 class Communicator {

@@ -64,6 +64,7 @@ std::string messageTypeName(MessageType type) {
     case MessageType::kPsClock: return "ps-clock";
     case MessageType::kPsDone: return "ps-done";
     case MessageType::kPsState: return "ps-state";
+    case MessageType::kPsAgreement: return "ps-agreement";
   }
   return fmt::format("type {}", static_cast<uint16_t>(type));
 }

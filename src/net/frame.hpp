@@ -59,9 +59,13 @@ enum class MessageType : uint16_t {
   kPsPull = 36,    // one chunk; reply kPsValues once the chunk has `clock` updates (sync) or
                    // has applied every push received before the pull (async)
   kPsValues = 37,  // reply to pull: the chunk's floats
-  kPsClock = 38,   // "finished step `clock`"; payload: ps::StepReport; reply kPsClock with ps::StepAgreement
+  kPsClock = 38,   // "finished step `clock`"; payload: ps::StepReport; reply kPsAgreement
   kPsDone = 39,    // a worker leaves; no more requests from it
   kPsState = 40,   // like a pull, but the reply carries [param][optimizer slots] (checkpoints)
+  // Reply to ps-clock; payload: ps::StepAgreement. No request is answered
+  // with its own type, so a socket that reads back what it sent (connected
+  // to itself) is told apart from a real answer.
+  kPsAgreement = 41,
 };
 
 constexpr bool isKnownMessageType(uint16_t raw) {
@@ -82,6 +86,7 @@ constexpr bool isKnownMessageType(uint16_t raw) {
     case MessageType::kPsClock:
     case MessageType::kPsDone:
     case MessageType::kPsState:
+    case MessageType::kPsAgreement:
       return true;
   }
   return false;

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <vector>
 
+#include "core/error.hpp"
+
 namespace tandem::net {
 
 RequestClient::RequestClient(zmq::context_t& context, std::string endpoint, std::string peer_name,
@@ -46,9 +48,22 @@ std::optional<Frame> RequestClient::request(FrameHeader header, zmq::message_t p
     size_t total = receiveParts(*socket_, parts, 2);
     if (total == 0) continue;
     Frame frame = decodeFrame(parts, total, max_payload_bytes_, peer_name_);
-    if (frame.header.request_id == id) return frame;
+    if (frame.header.request_id == id) {
+      // A socket connected to itself stays so: the next request starts afresh.
+      if (frame.header.type == header.type) socket_.reset();
+      rejectOwnRequest(header.type, frame, peer_name_, endpoint_);
+      return frame;
+    }
     // Otherwise a late reply to a request we gave up on: drop it.
   }
+}
+
+void rejectOwnRequest(MessageType request, const Frame& reply, std::string_view peer, std::string_view endpoint) {
+  if (reply.header.type != request) return;
+  throw PeerError(fmt::format(
+      "{}: received our own request back ({}): the socket connected to itself at {}; nothing listens there "
+      "(a loopback reconnect to a port in the ephemeral range can land on its own socket). Is {} running at {}?",
+      peer, messageTypeName(request), endpoint, peer, endpoint));
 }
 
 std::string formatDuration(std::chrono::milliseconds duration) {

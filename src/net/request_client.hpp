@@ -12,11 +12,19 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/deadline.hpp"
 #include "net/frame.hpp"
 
 namespace tandem::net {
+
+// Throws PeerError when `reply` has the request's own type. No server answers
+// a request with its own type; but a DEALER that reconnects on loopback to a
+// port in the ephemeral range, while nothing listens there, can connect to
+// itself (TCP simultaneous open) and read back what it sent. `peer` and
+// `endpoint` name the server it meant to reach.
+void rejectOwnRequest(MessageType request, const Frame& reply, std::string_view peer, std::string_view endpoint);
 
 // Not thread-safe: use one RequestClient per thread.
 class RequestClient {
@@ -30,7 +38,7 @@ class RequestClient {
   // Sends `header` (its request_id is assigned here) with `payload` and
   // waits for the matching reply until `deadline`. Returns nullopt if none
   // came in time. Throws InputError naming the peer when a reply is
-  // malformed.
+  // malformed, PeerError when it is our own request (rejectOwnRequest).
   std::optional<Frame> request(FrameHeader header, zmq::message_t payload, Deadline deadline);
 
   const std::string& peerName() const { return peer_name_; }

@@ -5,60 +5,147 @@
 
 #include <fmt/format.h>
 
+#include <condition_variable>
+#include <deque>
 #include <map>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
 
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "net/request_client.hpp"
+#include "ps/protocol.hpp"
 
 namespace tandem::ps {
 
+struct Ticket::State {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool done = false;
+  bool taken = false;  // wait() has handed out the outcome
+  bool sent = false;   // ZeroMQ took the request (a timeout then says more)
+  // Set by a timed-out wait; read by the I/O thread without the mutex.
+  std::atomic<bool> abandoned{false};
+  std::optional<net::Frame> reply;
+  std::string failure;  // transport failure (malformed reply, send error)
+  std::string server;
+  std::string endpoint;
+  net::MessageType request_type = net::MessageType::kOk;
+  // Weak: a ticket may outlive its client, and then has nobody to tell.
+  std::weak_ptr<detail::ClientMailbox> mailbox;
+};
+
+namespace detail {
+
+struct Outgoing {
+  int server = 0;
+  net::FrameHeader header;
+  zmq::message_t payload;
+  std::shared_ptr<Ticket::State> ticket;
+};
+
+// Owns the eventfd, so that a ticket that outlives its client can still
+// safely find out there is nobody to wake.
+struct ClientMailbox {
+  ClientMailbox() : wake_fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+    if (wake_fd < 0) throw Error("ps client: eventfd failed");
+  }
+  ~ClientMailbox() { ::close(wake_fd); }
+  ClientMailbox(const ClientMailbox&) = delete;
+  ClientMailbox& operator=(const ClientMailbox&) = delete;
+
+  void wake() const {
+    uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(wake_fd, &one, sizeof(one));
+  }
+  // A waiter gave up: the I/O thread drops abandoned requests.
+  void requestSweep() {
+    {
+      std::lock_guard lock(mutex);
+      sweep = true;
+    }
+    wake();
+  }
+
+  const int wake_fd;
+  std::mutex mutex;
+  std::vector<Outgoing> queue;
+  bool stopping = false;
+  bool sweep = false;
+};
+
+}  // namespace detail
+
 net::Frame Ticket::wait(Deadline deadline, const std::string& what) {
   TANDEM_ENFORCE(state_ != nullptr, "waiting on an empty ticket");
+  State& t = *state_;
   const auto started = Clock::now();
-  std::unique_lock lock(state_->mutex);
-  if (!state_->cv.wait_until(lock, deadline.at(), [&] { return state_->done; })) {
-    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
-    throw PeerError(fmt::format("{} did not answer {} (waited {})", state_->server, what, net::formatDuration(waited)));
+  std::unique_lock lock(t.mutex);
+  if (t.taken) {
+    throw std::logic_error(fmt::format(
+        "Ticket::wait called again for {} to {}: a ticket hands out its reply (or failure) once", what, t.server));
   }
-  if (!state_->failure.empty()) throw PeerError(fmt::format("{}: {}", state_->server, state_->failure));
-  net::Frame frame = std::move(*state_->reply);
-  state_->reply.reset();
+  t.taken = true;
+  if (!t.cv.wait_until(lock, deadline.at(), [&] { return t.done; })) {
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
+    const bool sent = t.sent;
+    t.abandoned = true;
+    lock.unlock();
+    // Without this the request would sit in the in-flight map for good.
+    if (auto mailbox = t.mailbox.lock()) mailbox->requestSweep();
+    if (sent) throw PeerError(fmt::format("{} did not answer {} (waited {})", t.server, what, net::formatDuration(waited)));
+    throw PeerError(fmt::format("{} did not answer {} (waited {}): the request was never sent, as no connection to {} "
+                                "came up; is {} running there?",
+                                t.server, what, net::formatDuration(waited), t.endpoint, t.server));
+  }
+  if (!t.failure.empty()) throw PeerError(fmt::format("{}: {}", t.server, t.failure));
+  net::Frame frame = std::move(*t.reply);
+  t.reply.reset();
+  lock.unlock();
   if (frame.header.type == net::MessageType::kError) {
-    throw Error(fmt::format("{} refused {}: {}", state_->server, what, frame.text()));
+    throw Error(fmt::format("{} refused {}: {}", t.server, what, frame.text()));
+  }
+  net::rejectOwnRequest(t.request_type, frame, t.server, t.endpoint);
+  const net::MessageType expected = replyTypeOf(t.request_type);
+  if (frame.header.type != expected) {
+    throw PeerError(fmt::format("{} answered {} ({}) with {}, expected {}", t.server, what,
+                                net::messageTypeName(t.request_type), net::messageTypeName(frame.header.type),
+                                net::messageTypeName(expected)));
   }
   return frame;
 }
 
 PsClient::PsClient(std::vector<ServerAddress> servers, uint64_t max_payload_bytes)
-    : servers_(std::move(servers)), max_payload_bytes_(max_payload_bytes) {
-  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (wake_fd_ < 0) throw Error("ps client: eventfd failed");
+    : servers_(std::move(servers)),
+      max_payload_bytes_(max_payload_bytes),
+      mailbox_(std::make_shared<detail::ClientMailbox>()) {
   io_ = std::thread([this] { ioLoop(); });
 }
 
 PsClient::~PsClient() {
   {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
+    std::lock_guard lock(mailbox_->mutex);
+    mailbox_->stopping = true;
   }
-  uint64_t one = 1;
-  [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof(one));
+  mailbox_->wake();
   io_.join();
-  ::close(wake_fd_);
 }
 
 Ticket PsClient::send(int server, net::FrameHeader header, zmq::message_t payload) {
   TANDEM_ENFORCE(server >= 0 && server < servers(), "no such parameter server");
   Ticket ticket;
   ticket.state_ = std::make_shared<Ticket::State>();
-  ticket.state_->server = servers_[static_cast<size_t>(server)].name;
+  const ServerAddress& address = servers_[static_cast<size_t>(server)];
+  ticket.state_->server = address.name;
+  ticket.state_->endpoint = address.endpoint;
+  ticket.state_->request_type = header.type;
+  ticket.state_->mailbox = mailbox_;
   {
-    std::lock_guard lock(mutex_);
-    queue_.push_back({server, header, std::move(payload), ticket.state_});
+    std::lock_guard lock(mailbox_->mutex);
+    mailbox_->queue.push_back({server, header, std::move(payload), ticket.state_});
   }
-  uint64_t one = 1;
-  [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof(one));
+  mailbox_->wake();
   return ticket;
 }
 
@@ -74,9 +161,16 @@ void complete(const std::shared_ptr<Ticket::State>& t, std::optional<net::Frame>
   t->cv.notify_all();
 }
 
+// One server's requests, as the I/O thread sees them.
+struct ServerRequests {
+  std::deque<detail::Outgoing> unsent;  // in order; waiting for the connection
+  std::map<uint64_t, std::shared_ptr<Ticket::State>> sent;  // by request id
+};
+
 }  // namespace
 
 void PsClient::ioLoop() {
+  detail::ClientMailbox& box = *mailbox_;
   zmq::context_t context(1);
   std::vector<zmq::socket_t> sockets;
   for (const auto& s : servers_) {
@@ -85,43 +179,104 @@ void PsClient::ioLoop() {
     // Pipelined chunks must never be dropped or block the loop.
     sockets.back().set(zmq::sockopt::sndhwm, 0);
     sockets.back().set(zmq::sockopt::rcvhwm, 0);
+    // Queue nothing towards a connection that is not up: unsent requests
+    // wait in `unsent`, where a timed-out wait can still withdraw them.
+    sockets.back().set(zmq::sockopt::immediate, 1);
     sockets.back().connect(s.endpoint);
   }
-  std::vector<std::map<uint64_t, std::shared_ptr<Ticket::State>>> in_flight(servers_.size());
+  std::vector<ServerRequests> requests(servers_.size());
   uint64_t next_id = 1;
   std::vector<zmq_pollitem_t> items;
-  items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
+  items.push_back({nullptr, box.wake_fd, ZMQ_POLLIN, 0});
   for (auto& s : sockets) items.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
   std::vector<zmq::message_t> parts;
-  std::vector<Outgoing> batch;
+  std::vector<detail::Outgoing> batch;
+
+  // Sends what the connection takes, in order; the rest waits for POLLOUT.
+  auto flush = [&](size_t s) {
+    auto& unsent = requests[s].unsent;
+    while (!unsent.empty()) {
+      detail::Outgoing& out = unsent.front();
+      if (!out.ticket->abandoned) {
+        // A copy shares the payload's buffer, so a refused send loses nothing.
+        zmq::message_t attempt;
+        attempt.copy(out.payload);
+        try {
+          if (!net::sendFrame(sockets[s], out.header, std::move(attempt))) return;  // not connected yet
+          {
+            std::lock_guard lock(out.ticket->mutex);
+            out.ticket->sent = true;
+          }
+          requests[s].sent[out.header.request_id] = out.ticket;
+        } catch (const zmq::error_t& e) {
+          complete(out.ticket, std::nullopt,
+                   fmt::format("could not send {} to {}: {}", net::messageTypeName(out.header.type),
+                               servers_[s].endpoint, e.what()));
+        }
+      }
+      unsent.pop_front();
+    }
+  };
+  auto dropAbandoned = [&] {
+    for (auto& r : requests) {
+      std::erase_if(r.unsent, [](const detail::Outgoing& o) { return o.ticket->abandoned.load(); });
+      std::erase_if(r.sent, [](const auto& entry) { return entry.second->abandoned.load(); });
+    }
+  };
+  auto failAll = [&](const std::string& why) {
+    for (auto& r : requests) {
+      for (auto& o : r.unsent) complete(o.ticket, std::nullopt, why);
+      for (auto& [id, ticket] : r.sent) complete(ticket, std::nullopt, why);
+      r.unsent.clear();
+      r.sent.clear();
+    }
+  };
+
   while (true) {
-    if (!net::pollItems(items, std::chrono::milliseconds(-1))) continue;
+    bool waiting_to_send = false;
+    for (size_t s = 0; s < sockets.size(); ++s) {
+      const bool unsent = !requests[s].unsent.empty();
+      items[s + 1].events = static_cast<short>(ZMQ_POLLIN | (unsent ? ZMQ_POLLOUT : 0));
+      waiting_to_send = waiting_to_send || unsent;
+    }
+    // POLLOUT wakes us when a connection comes up; the timeout is a backstop.
+    const auto timeout = waiting_to_send ? std::chrono::milliseconds(100) : std::chrono::milliseconds(-1);
+    if (!net::pollItems(items, timeout)) continue;
     if (items[0].revents & ZMQ_POLLIN) {
       uint64_t count = 0;
-      [[maybe_unused]] auto n = ::read(wake_fd_, &count, sizeof(count));
-      bool stop = false;
+      [[maybe_unused]] auto n = ::read(box.wake_fd, &count, sizeof(count));
+      bool stop = false, sweep = false;
       {
-        std::lock_guard lock(mutex_);
-        batch.swap(queue_);
-        stop = stopping_;
+        std::lock_guard lock(box.mutex);
+        batch.swap(box.queue);
+        stop = box.stopping;
+        sweep = box.sweep;
+        box.sweep = false;
       }
       for (auto& out : batch) {
         out.header.request_id = next_id++;
-        in_flight[static_cast<size_t>(out.server)][out.header.request_id] = out.ticket;
-        net::sendFrame(sockets[static_cast<size_t>(out.server)], out.header, std::move(out.payload));
+        requests[static_cast<size_t>(out.server)].unsent.push_back(std::move(out));
       }
       batch.clear();
-      if (stop) break;
+      if (sweep) dropAbandoned();
+      if (stop) {
+        failAll("the client was closed before the reply came");
+        in_flight_ = 0;
+        break;
+      }
     }
+    for (size_t s = 0; s < sockets.size(); ++s) flush(s);
     for (size_t s = 0; s < sockets.size(); ++s) {
       if (!(items[s + 1].revents & ZMQ_POLLIN)) continue;
       while (size_t total = net::receiveParts(sockets[s], parts, 2)) {
-        auto& pending = in_flight[s];
+        auto& pending = requests[s].sent;
         try {
           net::Frame frame = net::decodeFrame(parts, total, max_payload_bytes_, servers_[s].name);
           auto it = pending.find(frame.header.request_id);
           if (it == pending.end()) {
-            TANDEM_LOG_WARN("{} answered unknown request {}; ignored", servers_[s].name, frame.header.request_id);
+            // Ids are never reused, so this cannot be taken for another reply.
+            TANDEM_LOG_WARN("{} answered request {} that nobody waits for (its wait timed out); dropped",
+                            servers_[s].name, frame.header.request_id);
             continue;
           }
           complete(it->second, std::move(frame), "");
@@ -133,6 +288,9 @@ void PsClient::ioLoop() {
         }
       }
     }
+    size_t held = 0;
+    for (const auto& r : requests) held += r.unsent.size() + r.sent.size();
+    in_flight_ = held;
   }
 }
 

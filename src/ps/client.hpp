@@ -3,12 +3,15 @@
 // thread. Any thread may send; requests are queued to the I/O thread (woken
 // through an eventfd) and many may be in flight per server. Each request
 // returns a Ticket that the caller waits on with a deadline. Torch-free.
+//
+// The DEALER sockets use ZMQ_IMMEDIATE: a request is handed to ZeroMQ only
+// once its server's connection is up, and waits in the client until then
+// (never longer than its caller waits), so nothing is queued towards a peer
+// that is not there.
 #include <zmq.hpp>
 
-#include <condition_variable>
+#include <atomic>
 #include <memory>
-#include <mutex>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,36 +26,37 @@ struct ServerAddress {
   std::string name;      // "ps 0": how errors name it
 };
 
+namespace detail {
+struct ClientMailbox;  // what callers and the I/O thread share
+}  // namespace detail
+
 // The eventual reply to one request.
 class Ticket {
  public:
   Ticket() = default;
   bool valid() const { return state_ != nullptr; }
-  // Waits for the reply. Throws PeerError naming the server and `what` when
-  // none came by the deadline, Error carrying the server's reason when it
-  // answered kError.
+  // Waits for the reply and hands it out. A ticket yields its outcome once:
+  // any later wait() throws std::logic_error, whatever the first returned or
+  // threw (the reply was moved out; a timed-out request was abandoned).
+  // Throws PeerError naming the server and `what` when no reply came by the
+  // deadline (the request is then dropped from the client, and a late reply
+  // is ignored), when the request could not be sent, or when the reply is
+  // not a reply to it (our own request read back by a socket connected to
+  // itself, or a type the request is never answered with); Error carrying
+  // the server's reason when it answered kError. Thread-safe.
   net::Frame wait(Deadline deadline, const std::string& what);
+
+  struct State;  // shared with the client's I/O thread
 
  private:
   friend class PsClient;
-
- public:
-  struct State {
-    std::mutex mutex;
-    std::condition_variable cv;
-    bool done = false;
-    std::optional<net::Frame> reply;
-    std::string failure;  // transport failure (malformed reply)
-    std::string server;
-  };
-
- private:
   std::shared_ptr<State> state_;
 };
 
 class PsClient {
  public:
   explicit PsClient(std::vector<ServerAddress> servers, uint64_t max_payload_bytes = net::kMaxPayloadBytes);
+  // Stops the I/O thread; tickets still open fail with "client closed".
   ~PsClient();
   PsClient(const PsClient&) = delete;
   PsClient& operator=(const PsClient&) = delete;
@@ -63,21 +67,18 @@ class PsClient {
 
   int servers() const { return static_cast<int>(servers_.size()); }
 
+  // Requests the I/O thread holds, sent or waiting for a connection, that
+  // are neither answered, failed nor abandoned by a timed-out wait.
+  // Thread-safe; for tests and progress displays.
+  size_t inFlight() const { return in_flight_.load(); }
+
  private:
-  struct Outgoing {
-    int server;
-    net::FrameHeader header;
-    zmq::message_t payload;
-    std::shared_ptr<Ticket::State> ticket;
-  };
   void ioLoop();
 
   std::vector<ServerAddress> servers_;
   uint64_t max_payload_bytes_;
-  int wake_fd_ = -1;
-  std::mutex mutex_;
-  std::vector<Outgoing> queue_;
-  bool stopping_ = false;
+  std::shared_ptr<detail::ClientMailbox> mailbox_;
+  std::atomic<size_t> in_flight_{0};
   std::thread io_;
 };
 

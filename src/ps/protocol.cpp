@@ -162,4 +162,13 @@ StepAgreement decodeStepAgreement(std::span<const std::byte> bytes, std::string_
   return a;
 }
 
+net::MessageType replyTypeOf(net::MessageType request) {
+  switch (request) {
+    case net::MessageType::kPsPull:
+    case net::MessageType::kPsState: return net::MessageType::kPsValues;
+    case net::MessageType::kPsClock: return net::MessageType::kPsAgreement;
+    default: return net::MessageType::kOk;
+  }
+}
+
 }  // namespace tandem::ps

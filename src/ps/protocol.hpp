@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "net/frame.hpp"
 #include "ps/optimizer_kernels.hpp"
 
 namespace tandem::ps {
@@ -81,5 +82,9 @@ struct StepAgreement {
 };
 std::vector<char> encode(const StepAgreement& agreement);
 StepAgreement decodeStepAgreement(std::span<const std::byte> bytes, std::string_view peer);
+
+// The type a server answers `request` with when it succeeds (kError aside):
+// kOk, kPsValues or kPsAgreement; never the request's own type.
+net::MessageType replyTypeOf(net::MessageType request);
 
 }  // namespace tandem::ps

@@ -7,69 +7,28 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <cstring>
 #include <deque>
-#include <limits>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
+#include <utility>
 
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "net/request_client.hpp"
 #include "ps/apply_pool.hpp"
-#include "ps/optimizer_kernels.hpp"
+#include "ps/chunk_state.hpp"
 #include "ps/protocol.hpp"
 #include "ps/step_clocks.hpp"
+#include "ps/worker_registry.hpp"
 
 namespace tandem::ps {
 namespace {
 
 using net::MessageType;
 
-// Floats of a received message. ZeroMQ may hand over a buffer at any byte
-// offset; an unaligned one is copied into `scratch` first.
-float* floatsOf(zmq::message_t& message, std::vector<float>& scratch) {
-  auto address = reinterpret_cast<uintptr_t>(message.data());
-  if (address % alignof(float) == 0) return static_cast<float*>(message.data());
-  scratch.resize(message.size() / sizeof(float));
-  std::memcpy(scratch.data(), message.data(), message.size());
-  return scratch.data();
-}
-
-struct PendingPull {
-  std::string routing;
-  uint64_t request_id = 0;
-  uint64_t needed = 0;  // answer once the chunk has applied this many updates
-  bool with_state = false;  // ps-state: add the optimizer slots
-  Clock::time_point since = Clock::now();
-};
-
-struct QueuedPush {
-  zmq::message_t grad;
-};
-
-struct ChunkState {
-  uint64_t key = 0;
-  int64_t length = 0;
-  std::vector<float> param, slot_a, slot_b;  // sgd: momentum in a; adam: exp_avg, exp_avg_sq
-  bool initialized = false;
-  bool busy = false;        // an apply job owns param and slots
-  uint64_t applied = 0;     // updates applied
-  uint64_t received = 0;    // updates started or queued (async)
-  // Sync: this step's gradients, one per worker, summed in worker order.
-  std::vector<std::optional<zmq::message_t>> step_grads;
-  int step_grad_count = 0;
-  std::deque<QueuedPush> queue;  // async pushes waiting for the chunk
-  std::vector<PendingPull> pulls;
-};
-
-struct WorkerState {
-  std::string routing;  // empty until its hello
-  bool lost = false;
-  Clock::time_point last_seen = Clock::now();
-};
+constexpr int kMaxMessagesPerTurn = 64;  // then completions and timeouts get their turn
 
 struct Completion {
   size_t chunk = 0;
@@ -99,8 +58,7 @@ struct ParameterServer::Impl {
 
   std::optional<ServerConfig> config;
   bool ready = false;  // init received and every chunk set; hellos are answered from then on
-  std::vector<WorkerState> workers;
-  std::unordered_map<std::string, int> worker_of;
+  WorkerRegistry workers;
   struct WaitingHello {
     std::string routing;
     uint64_t request_id = 0;
@@ -120,9 +78,7 @@ struct ParameterServer::Impl {
   void reply(const std::string& routing, net::FrameHeader header, zmq::message_t payload) {
     // A worker's silence counts from the last exchange, not its last request:
     // time it spent waiting on us is not silence.
-    if (auto it = worker_of.find(routing); it != worker_of.end()) {
-      workers[static_cast<size_t>(it->second)].last_seen = Clock::now();
-    }
+    workers.touch(routing, false);
     zmq::message_t id(routing.data(), routing.size());
     bytes_out += payload.size();
     net::sendFrame(router, header, std::move(payload), &id);
@@ -162,13 +118,9 @@ struct ParameterServer::Impl {
   }
 
   int workerOf(const std::string& routing, MessageType type) {
-    auto it = worker_of.find(routing);
-    if (it == worker_of.end()) throw Refusal{fmt::format("{} before ps-hello: say which worker you are first",
-                                                         net::messageTypeName(type))};
-    WorkerState& w = workers[static_cast<size_t>(it->second)];
-    w.last_seen = Clock::now();
-    w.lost = false;  // it was slow, not dead
-    return it->second;
+    const int w = workers.touch(routing, true);
+    if (w < 0) throw Refusal{fmt::format("{} before ps-hello: say which worker you are first", net::messageTypeName(type))};
+    return w;
   }
 
   void onInit(const std::string& routing, net::Frame& f) {
@@ -199,18 +151,11 @@ struct ParameterServer::Impl {
     for (const auto& r : c.chunks) {
       if (chunk_index.count(r.key)) throw Refusal{fmt::format("ps-init lists chunk {} twice", r.key)};
       chunk_index[r.key] = chunks.size();
-      ChunkState& s = chunks.emplace_back();
-      s.key = r.key;
-      s.length = r.length;
-      s.param.assign(static_cast<size_t>(r.length), 0.0f);
-      s.slot_a.assign(static_cast<size_t>(r.length), 0.0f);
-      if (c.optimizer.name == "adam") s.slot_b.assign(static_cast<size_t>(r.length), 0.0f);
-      s.step_grads.resize(static_cast<size_t>(c.workers));
+      initChunk(chunks.emplace_back(), r, c.optimizer.name, c.workers);
     }
-    workers.assign(static_cast<size_t>(c.workers), WorkerState{});
+    workers.reset(c.workers);
     clocks.emplace(c.mode, c.staleness, c.workers, c.start_step);
-    int64_t floats = 0;
-    for (const auto& s : chunks) floats += s.length;
+    const int64_t floats = totalFloats(chunks);
     TANDEM_LOG_INFO("{}: {} mode, {} worker(s), {} chunk(s), {:.1f} MB, optimizer {}, {} apply thread(s)", name,
                     modeName(c.mode), c.workers, chunks.size(), static_cast<double>(floats) * 4 / 1e6,
                     c.optimizer.name, apply_threads);
@@ -222,16 +167,7 @@ struct ParameterServer::Impl {
   void onSet(const std::string& routing, net::Frame& f) {
     ChunkState& c = chunkFor(f.header);
     if (ready) throw Refusal{fmt::format("ps-set of chunk {} after training started", c.key)};
-    const size_t bytes = static_cast<size_t>(c.length) * sizeof(float);
-    const auto* in = static_cast<const char*>(f.payload.data());
-    if (f.payload.size() == bytes * (1 + (c.slot_b.empty() ? 1 : 2))) {
-      // A resumed run: the optimizer state comes along.
-      std::memcpy(c.slot_a.data(), in + bytes, bytes);
-      if (!c.slot_b.empty()) std::memcpy(c.slot_b.data(), in + 2 * bytes, bytes);
-    } else {
-      requireChunkPayload(c, f);
-    }
-    std::memcpy(c.param.data(), in, bytes);
+    if (!loadChunk(c, f.payload.data(), f.payload.size())) requireChunkPayload(c, f);
     c.applied = f.header.clock;
     c.received = f.header.clock;
     c.initialized = true;
@@ -284,16 +220,7 @@ struct ParameterServer::Impl {
                                 "the model, --ps-chunk-mb or the PS count differ",
                                 h.worker, h.layout_fingerprint, config->layout_fingerprint)};
     }
-    WorkerState& w = workers[h.worker];
-    if (!w.routing.empty() && w.routing != routing) {
-      throw Refusal{fmt::format("worker {} is already connected from another socket", h.worker)};
-    }
-    if (auto it = worker_of.find(routing); it != worker_of.end() && it->second != static_cast<int>(h.worker)) {
-      throw Refusal{fmt::format("this socket already said it is worker {}, not {}", it->second, h.worker)};
-    }
-    w.routing = routing;
-    w.last_seen = Clock::now();
-    worker_of[routing] = static_cast<int>(h.worker);
+    if (std::string why = workers.bind(routing, h.worker); !why.empty()) throw Refusal{why};
   }
 
   void onPush(const std::string& routing, net::Frame& f) {
@@ -362,21 +289,6 @@ struct ParameterServer::Impl {
 
   // --- applying -----------------------------------------------------------
 
-  void applyUpdate(ChunkState& c, const float* grad, uint64_t update_index, uint64_t lr_step) {
-    const std::span<float> param(c.param);
-    const std::span<const float> g(grad, static_cast<size_t>(c.length));
-    const auto& o = config->optimizer;
-    if (o.name == "adam") {
-      AdamSettings s = o.adam;
-      s.lr = config->lrAt(lr_step);
-      adamUpdate(param, g, c.slot_a, c.slot_b, static_cast<int64_t>(update_index + 1), s);
-    } else {
-      SgdSettings s = o.sgd;
-      s.lr = config->lrAt(lr_step);
-      sgdUpdate(param, g, c.slot_a, update_index == 0, s);
-    }
-  }
-
   void finishJob(size_t index, Stopwatch& watch) {
     const double seconds = watch.elapsed();
     {
@@ -390,21 +302,16 @@ struct ParameterServer::Impl {
     ChunkState& c = chunks[index];
     c.busy = true;
     auto grads = std::make_shared<std::vector<zmq::message_t>>();
-    for (auto& g : c.step_grads) grads->push_back(std::move(*g));
-    for (auto& g : c.step_grads) g.reset();
+    for (auto& g : c.step_grads) grads->push_back(*std::exchange(g, std::nullopt));
     c.step_grad_count = 0;
     const uint64_t step = c.applied;
-    pool->submit([this, index, grads, step] {
+    pool->submit(fmt::format("{}: sync apply of chunk {} for step {}", name, c.key, step), [this, index, grads, step] {
       Stopwatch watch;
       ChunkState& chunk = chunks[index];
-      std::vector<float> sum_scratch, scratch;
+      if (options.apply_fault) options.apply_fault(chunk.key, step);
+      std::vector<float> scratch;
       // Each worker pre-scaled its gradient by 1/workers: the sum is the mean.
-      float* sum = floatsOf((*grads)[0], sum_scratch);
-      for (size_t w = 1; w < grads->size(); ++w) {
-        const auto length = static_cast<size_t>(chunk.length);
-        addInto({sum, length}, {floatsOf((*grads)[w], scratch), length});
-      }
-      applyUpdate(chunk, sum, step, step);
+      applyUpdate(chunk, sumGradients(*grads, static_cast<size_t>(chunk.length), scratch), step, step, *config);
       finishJob(index, watch);
     });
   }
@@ -419,12 +326,14 @@ struct ParameterServer::Impl {
     // The schedule advances once per round of every worker's push: one
     // epoch of data takes as many schedule steps as in sync mode.
     const uint64_t lr_step = update / static_cast<uint64_t>(config->workers);
-    pool->submit([this, index, grad, update, lr_step] {
-      Stopwatch watch;
-      std::vector<float> scratch;
-      applyUpdate(chunks[index], floatsOf(*grad, scratch), update, lr_step);
-      finishJob(index, watch);
-    });
+    pool->submit(fmt::format("{}: apply of chunk {} (update {})", name, c.key, update),
+                 [this, index, grad, update, lr_step] {
+                   Stopwatch watch;
+                   if (options.apply_fault) options.apply_fault(chunks[index].key, update);
+                   std::vector<float> scratch;
+                   applyUpdate(chunks[index], floatsOf(*grad, scratch), update, lr_step, *config);
+                   finishJob(index, watch);
+                 });
   }
 
   void drainCompletions() {
@@ -446,31 +355,11 @@ struct ParameterServer::Impl {
   }
 
   void answerPulls(ChunkState& c) {
-    if (c.busy) return;
-    auto ready_end = std::stable_partition(c.pulls.begin(), c.pulls.end(),
-                                           [&](const PendingPull& p) { return p.needed <= c.applied; });
-    for (auto it = c.pulls.begin(); it != ready_end; ++it) {
-      const size_t bytes = c.param.size() * sizeof(float);
-      zmq::message_t payload;
-      if (it->with_state) {
-        payload = zmq::message_t(bytes * (1 + (c.slot_b.empty() ? 1 : 2)));
-        auto* out = static_cast<char*>(payload.data());
-        std::memcpy(out, c.param.data(), bytes);
-        std::memcpy(out + bytes, c.slot_a.data(), bytes);
-        if (!c.slot_b.empty()) std::memcpy(out + 2 * bytes, c.slot_b.data(), bytes);
-      } else if (config->mode == Mode::kSync && it->needed == c.applied) {
-        // Nobody can push the next step before receiving this reply, so the
-        // chunk cannot change while ZeroMQ still reads from it: no copy.
-        payload = net::sharedPayload(std::shared_ptr<const void>(c.param.data(), [](const void*) {}),
-                                     c.param.data(), bytes);
-      } else {
-        payload = net::copyPayload(c.param.data(), bytes);  // a snapshot: the next apply may start now
-      }
-      reply(it->routing, {.type = MessageType::kPsValues, .clock = static_cast<uint32_t>(c.applied),
-                          .request_id = it->request_id, .key_begin = c.key, .key_end = c.key + 1},
-            std::move(payload));
+    for (const auto& p : takeReadyPulls(c)) {
+      reply(p.routing, {.type = MessageType::kPsValues, .clock = static_cast<uint32_t>(c.applied),
+                        .request_id = p.request_id, .key_begin = c.key, .key_end = c.key + 1},
+            pullPayload(c, p, config->mode == Mode::kSync));
     }
-    c.pulls.erase(c.pulls.begin(), ready_end);
   }
 
   std::string timeoutText() const {
@@ -482,7 +371,7 @@ struct ParameterServer::Impl {
   void answerClocks() {
     if (!clocks) return;
     for (auto& a : clocks->release()) {
-      reply(a.routing, {.type = MessageType::kPsClock, .clock = a.clock, .request_id = a.request_id},
+      reply(a.routing, {.type = MessageType::kPsAgreement, .clock = a.clock, .request_id = a.request_id},
             net::copyPayload(encode(a.agreement)));
     }
   }
@@ -494,7 +383,7 @@ struct ParameterServer::Impl {
       std::vector<std::string> late;
       for (int w : e.late) {
         late.push_back(fmt::format("worker {} (finished {} steps, last heard {:.1f}s ago)", w, clocks->clockOf(w),
-                                   secondsSince(workers[static_cast<size_t>(w)].last_seen)));
+                                   secondsSince(workers.at(w).last_seen)));
       }
       replyError(e.routing, e.request_id,
                  fmt::format("{}: step {} waited {} (--peer-timeout) for {}", name, e.clock, timeoutText(),
@@ -506,24 +395,20 @@ struct ParameterServer::Impl {
   // pushes never all arrived), naming the workers whose push is missing.
   void expirePulls() {
     if (!config) return;
-    const auto timeout = std::chrono::duration<double>(config->peer_timeout_s);
+    const auto timeout = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config->peer_timeout_s));
     const auto now = Clock::now();
     for (auto& c : chunks) {
-      if (c.pulls.empty() || now - c.pulls.front().since < timeout) continue;
-      auto expired = std::stable_partition(c.pulls.begin(), c.pulls.end(),
-                                           [&](const PendingPull& p) { return now - p.since < timeout; });
+      const auto expired = takeExpiredPulls(c, timeout, now);
+      if (expired.empty()) continue;
       std::vector<std::string> missing;
-      for (size_t w = 0; w < c.step_grads.size(); ++w) {
-        if (!c.step_grads[w]) missing.push_back(fmt::format("worker {}", w));
-      }
+      for (int w : missingPushers(c)) missing.push_back(fmt::format("worker {}", w));
       const std::string who = config->mode == Mode::kSync && !missing.empty()
                                   ? fmt::format("; no push of step {} from {}", c.applied, fmt::join(missing, ", "))
                                   : "";
-      for (auto it = expired; it != c.pulls.end(); ++it) {
-        replyError(it->routing, it->request_id,
+      for (const auto& p : expired) {
+        replyError(p.routing, p.request_id,
                    fmt::format("{}: pull of chunk {} waited {} (--peer-timeout){}", name, c.key, timeoutText(), who));
       }
-      c.pulls.erase(expired, c.pulls.end());
     }
   }
 
@@ -531,7 +416,7 @@ struct ParameterServer::Impl {
   // is not death.
   bool isWaiting(int w) const {
     if (clocks->isWaiting(w)) return true;
-    const std::string& routing = workers[static_cast<size_t>(w)].routing;
+    const std::string& routing = workers.at(w).routing;
     for (const auto& c : chunks) {
       for (const auto& p : c.pulls) {
         if (p.routing == routing) return true;
@@ -546,13 +431,13 @@ struct ParameterServer::Impl {
     if (!config) return false;
     const auto timeout = std::chrono::duration<double>(config->peer_timeout_s);
     bool all = true;
-    for (size_t w = 0; w < workers.size(); ++w) {
-      WorkerState& ws = workers[w];
-      if (clocks->done(static_cast<int>(w)) || ws.lost) continue;
-      if (Clock::now() - ws.last_seen > timeout && !isWaiting(static_cast<int>(w))) {
+    for (int w = 0; w < static_cast<int>(workers.size()); ++w) {
+      WorkerState& ws = workers.at(w);
+      if (clocks->done(w) || ws.lost) continue;
+      if (Clock::now() - ws.last_seen > timeout && !isWaiting(w)) {
         ws.lost = true;
         TANDEM_LOG_WARN("{}: worker {} has been silent for {} (--peer-timeout) after {} step(s); giving up on it",
-                        name, w, timeoutText(), clocks->clockOf(static_cast<int>(w)));
+                        name, w, timeoutText(), clocks->clockOf(w));
         continue;
       }
       all = false;
@@ -565,7 +450,7 @@ struct ParameterServer::Impl {
   void handle(std::vector<zmq::message_t>& parts, size_t total) {
     if (parts.empty()) return;
     const std::string routing(static_cast<const char*>(parts[0].data()), parts[0].size());
-    const std::string peer = worker_of.count(routing) ? fmt::format("worker {}", worker_of[routing]) : "a client";
+    const std::string peer = workers.nameOf(routing);
     uint64_t request_id = 0;
     try {
       if (parts.size() >= 2) request_id = net::salvageRequestId(parts[1].data(), parts[1].size());
@@ -610,12 +495,7 @@ struct ParameterServer::Impl {
   }
 
   nlohmann::json summary(double wall_seconds) const {
-    std::vector<int> lost;
-    for (size_t w = 0; w < workers.size(); ++w) {
-      if (workers[w].lost) lost.push_back(static_cast<int>(w));
-    }
-    int64_t floats = 0;
-    for (const auto& c : chunks) floats += c.length;
+    const int64_t floats = totalFloats(chunks);
     return {{"role", "ps"},
             {"index", options.index},
             {"mode", config ? modeName(config->mode) : "uninitialised"},
@@ -633,7 +513,7 @@ struct ParameterServer::Impl {
             {"apply_gb_per_s", apply_seconds > 0 ? static_cast<double>(applied_bytes) / apply_seconds / 1e9 : 0.0},
             // Only ps 0 keeps the step clocks.
             {"max_staleness", options.index == 0 && clocks ? nlohmann::json(clocks->maxStaleness()) : nlohmann::json(nullptr)},
-            {"lost_workers", lost},
+            {"lost_workers", workers.lost()},
             {"wall_seconds", wall_seconds}};
   }
 };
@@ -655,7 +535,8 @@ ParameterServer::ParameterServer(ServerOptions options) : impl_(std::make_unique
   s.port = std::stoi(bound.substr(bound.rfind(':') + 1));
   s.wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (s.wake_fd < 0) throw Error(fmt::format("{}: eventfd failed", s.name));
-  s.pool = std::make_unique<ApplyPool>(s.options.apply_threads);
+  // A failed job has no completion to deliver: wake the loop to rethrow it.
+  s.pool = std::make_unique<ApplyPool>(s.options.apply_threads, [&s] { s.wake(); });
   s.apply_threads = s.pool->threads();
 }
 
@@ -682,10 +563,18 @@ nlohmann::json ParameterServer::serve(const std::atomic<bool>* abort) {
     if (items[1].revents & ZMQ_POLLIN) {
       uint64_t count = 0;
       [[maybe_unused]] auto n = ::read(s.wake_fd, &count, sizeof(count));
+      // A failed apply left its chunk half-updated: stop serving it, loudly.
+      s.pool->rethrowFailure();
       s.drainCompletions();
     }
     if (items[0].revents & ZMQ_POLLIN) {
-      while (size_t total = net::receiveParts(s.router, parts, 3)) s.handle(parts, total);
+      // Bounded, so that under a flood completions and timeouts still get
+      // their turn; zmq_poll reports the rest at once on the next turn.
+      for (int i = 0; i < kMaxMessagesPerTurn; ++i) {
+        const size_t total = net::receiveParts(s.router, parts, 3);
+        if (total == 0) break;
+        s.handle(parts, total);
+      }
     }
     // Timeouts are checked a few times a second, not after every message.
     if (Clock::now() - last_check < std::chrono::milliseconds(50)) continue;
@@ -701,7 +590,8 @@ nlohmann::json ParameterServer::serve(const std::atomic<bool>* abort) {
     if (s.everyoneGone()) break;
   }
   s.stopping = true;
-  s.pool.reset();  // let running applies finish before the summary
+  s.pool->finish();  // let running applies finish before the summary
+  s.pool->rethrowFailure();
   s.drainCompletions();
   return s.summary(wall.elapsed());
 }

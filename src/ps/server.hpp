@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -27,6 +28,10 @@ struct ServerOptions {
   int apply_threads = 1;
   double startup_timeout_s = 60;        // how long to wait for the chief's init
   uint64_t max_payload_bytes = net::kMaxPayloadBytes;
+  // Fault injection for tests: runs on the apply thread before each update
+  // of a chunk, with the chunk's key and update index; throwing from it
+  // stands for an apply that failed.
+  std::function<void(uint64_t key, uint64_t update)> apply_fault = nullptr;
 };
 
 class ParameterServer {
@@ -44,7 +49,9 @@ class ParameterServer {
   // peer timeout, or `abort` becomes true. Returns the server's summary:
   // updates, bytes, apply time, the largest staleness a worker was allowed,
   // and the workers that went silent ("lost_workers"). Throws PeerError when
-  // the chief never initialises the server within the startup timeout.
+  // the chief never initialises the server within the startup timeout, and
+  // Error naming the chunk when an apply job failed (its values are then
+  // half-updated, so the server stops rather than serve them).
   nlohmann::json serve(const std::atomic<bool>* abort = nullptr);
 
  private:

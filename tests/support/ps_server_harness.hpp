@@ -187,7 +187,7 @@ inline void expectBitEqual(const std::vector<float>& got, const std::vector<floa
 }
 
 inline StepAgreement agreementOf(const Frame& f) {
-  EXPECT_EQ(f.header.type, MessageType::kPsClock) << net::messageTypeName(f.header.type) << " " << f.text();
+  EXPECT_EQ(f.header.type, MessageType::kPsAgreement) << net::messageTypeName(f.header.type) << " " << f.text();
   return decodeStepAgreement(f.bytes(), "the server");
 }
 

@@ -1,0 +1,128 @@
+#include "ps/chunk_state.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <iterator>
+#include <memory>
+#include <numeric>
+#include <span>
+
+#include "net/frame.hpp"
+#include "ps/optimizer_kernels.hpp"
+
+namespace tandem::ps {
+
+void initChunk(ChunkState& c, const ChunkRange& range, const std::string& optimizer, int workers) {
+  c.key = range.key;
+  c.length = range.length;
+  c.param.assign(static_cast<size_t>(range.length), 0.0f);
+  c.slot_a.assign(static_cast<size_t>(range.length), 0.0f);
+  if (optimizer == "adam") c.slot_b.assign(static_cast<size_t>(range.length), 0.0f);
+  c.step_grads.resize(static_cast<size_t>(workers));
+}
+
+size_t paramBytes(const ChunkState& c) { return static_cast<size_t>(c.length) * sizeof(float); }
+
+size_t stateBytes(const ChunkState& c) { return paramBytes(c) * (1 + (c.slot_b.empty() ? 1 : 2)); }
+
+bool loadChunk(ChunkState& c, const void* data, size_t size) {
+  const size_t bytes = paramBytes(c);
+  const auto* in = static_cast<const char*>(data);
+  if (size == stateBytes(c)) {
+    // A resumed run: the optimizer state comes along.
+    std::memcpy(c.slot_a.data(), in + bytes, bytes);
+    if (!c.slot_b.empty()) std::memcpy(c.slot_b.data(), in + 2 * bytes, bytes);
+  } else if (size != bytes) {
+    return false;
+  }
+  std::memcpy(c.param.data(), in, bytes);
+  return true;
+}
+
+zmq::message_t packState(const ChunkState& c) {
+  const size_t bytes = paramBytes(c);
+  zmq::message_t payload(stateBytes(c));
+  auto* out = static_cast<char*>(payload.data());
+  std::memcpy(out, c.param.data(), bytes);
+  std::memcpy(out + bytes, c.slot_a.data(), bytes);
+  if (!c.slot_b.empty()) std::memcpy(out + 2 * bytes, c.slot_b.data(), bytes);
+  return payload;
+}
+
+float* floatsOf(zmq::message_t& message, std::vector<float>& scratch) {
+  auto address = reinterpret_cast<uintptr_t>(message.data());
+  if (address % alignof(float) == 0) return static_cast<float*>(message.data());
+  scratch.resize(message.size() / sizeof(float));
+  std::memcpy(scratch.data(), message.data(), message.size());
+  return scratch.data();
+}
+
+float* sumGradients(std::vector<zmq::message_t>& grads, size_t length, std::vector<float>& scratch) {
+  std::vector<float> addend_scratch;
+  float* sum = floatsOf(grads[0], scratch);
+  for (size_t w = 1; w < grads.size(); ++w) addInto({sum, length}, {floatsOf(grads[w], addend_scratch), length});
+  return sum;
+}
+
+void applyUpdate(ChunkState& c, const float* grad, uint64_t update_index, uint64_t lr_step,
+                 const ServerConfig& config) {
+  const std::span<float> param(c.param);
+  const std::span<const float> g(grad, static_cast<size_t>(c.length));
+  const auto& o = config.optimizer;
+  if (o.name == "adam") {
+    AdamSettings s = o.adam;
+    s.lr = config.lrAt(lr_step);
+    adamUpdate(param, g, c.slot_a, c.slot_b, static_cast<int64_t>(update_index + 1), s);
+  } else {
+    SgdSettings s = o.sgd;
+    s.lr = config.lrAt(lr_step);
+    sgdUpdate(param, g, c.slot_a, update_index == 0, s);
+  }
+}
+
+namespace {
+
+// Moves the pulls that `take` selects out of the chunk, keeping both orders.
+template <class Take>
+std::vector<PendingPull> takePulls(ChunkState& c, Take take) {
+  auto kept_end = std::stable_partition(c.pulls.begin(), c.pulls.end(), [&](const PendingPull& p) { return !take(p); });
+  std::vector<PendingPull> taken(std::make_move_iterator(kept_end), std::make_move_iterator(c.pulls.end()));
+  c.pulls.erase(kept_end, c.pulls.end());
+  return taken;
+}
+
+}  // namespace
+
+std::vector<PendingPull> takeReadyPulls(ChunkState& c) {
+  if (c.busy) return {};
+  return takePulls(c, [&](const PendingPull& p) { return p.needed <= c.applied; });
+}
+
+zmq::message_t pullPayload(const ChunkState& c, const PendingPull& pull, bool sync) {
+  if (pull.with_state) return packState(c);
+  if (sync && pull.needed == c.applied) {
+    return net::sharedPayload(std::shared_ptr<const void>(c.param.data(), [](const void*) {}), c.param.data(),
+                              paramBytes(c));
+  }
+  return net::copyPayload(c.param.data(), paramBytes(c));
+}
+
+std::vector<PendingPull> takeExpiredPulls(ChunkState& c, Clock::duration timeout, Clock::time_point now) {
+  if (c.pulls.empty()) return {};
+  return takePulls(c, [&](const PendingPull& p) { return now - p.since >= timeout; });
+}
+
+int64_t totalFloats(const std::deque<ChunkState>& chunks) {
+  return std::accumulate(chunks.begin(), chunks.end(), int64_t{0},
+                         [](int64_t n, const ChunkState& c) { return n + c.length; });
+}
+
+std::vector<int> missingPushers(const ChunkState& c) {
+  std::vector<int> missing;
+  for (size_t w = 0; w < c.step_grads.size(); ++w) {
+    if (!c.step_grads[w]) missing.push_back(static_cast<int>(w));
+  }
+  return missing;
+}
+
+}  // namespace tandem::ps

@@ -1,0 +1,94 @@
+#pragma once
+// One parameter chunk as a server holds it: values, optimizer slots, the
+// gradients waiting for it and the pulls waiting on it, plus the pure
+// arithmetic on it (initial layout, state packing, applying one update).
+// No sockets: the server's I/O loop decides when; this file says what.
+// Not thread-safe: a chunk is touched by the I/O thread, or by the one apply
+// job that owns it while `busy`.
+#include <zmq.hpp>
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/clock.hpp"
+#include "ps/protocol.hpp"
+
+namespace tandem::ps {
+
+struct PendingPull {
+  std::string routing;
+  uint64_t request_id = 0;
+  uint64_t needed = 0;      // answer once the chunk has applied this many updates
+  bool with_state = false;  // ps-state: add the optimizer slots
+  Clock::time_point since = Clock::now();
+};
+
+struct QueuedPush {
+  zmq::message_t grad;
+};
+
+struct ChunkState {
+  uint64_t key = 0;
+  int64_t length = 0;
+  std::vector<float> param, slot_a, slot_b;  // sgd: momentum in a; adam: exp_avg, exp_avg_sq
+  bool initialized = false;
+  bool busy = false;        // an apply job owns param and slots
+  uint64_t applied = 0;     // updates applied
+  uint64_t received = 0;    // updates started or queued (async)
+  // Sync: this step's gradients, one per worker, summed in worker order.
+  std::vector<std::optional<zmq::message_t>> step_grads;
+  int step_grad_count = 0;
+  std::deque<QueuedPush> queue;  // async pushes waiting for the chunk
+  std::vector<PendingPull> pulls;
+};
+
+// Zeroed values and slots for `range`, with room for `workers` sync pushes.
+void initChunk(ChunkState& c, const ChunkRange& range, const std::string& optimizer, int workers);
+
+// Bytes of the chunk's values alone, and of values plus optimizer slots
+// (what ps-state answers and a resuming ps-set may carry).
+size_t paramBytes(const ChunkState& c);
+size_t stateBytes(const ChunkState& c);
+
+// Loads a ps-set payload: the values, or the values and the slots. Returns
+// false, changing nothing, when `size` is neither.
+bool loadChunk(ChunkState& c, const void* data, size_t size);
+
+// [param][slot_a][slot_b if any], copied.
+zmq::message_t packState(const ChunkState& c);
+
+// Floats of a received message. ZeroMQ may hand over a buffer at any byte
+// offset; an unaligned one is copied into `scratch` first.
+float* floatsOf(zmq::message_t& message, std::vector<float>& scratch);
+
+// The sum of the workers' gradients, in worker order (so every run adds in
+// the same order), written into the first one's buffer or `scratch`.
+float* sumGradients(std::vector<zmq::message_t>& grads, size_t length, std::vector<float>& scratch);
+
+// Applies one update with the server's optimizer: `update_index` counts the
+// chunk's updates (Adam's bias correction, SGD's first momentum step),
+// `lr_step` indexes the learning-rate schedule.
+void applyUpdate(ChunkState& c, const float* grad, uint64_t update_index, uint64_t lr_step,
+                 const ServerConfig& config);
+
+// Takes the pulls the chunk can answer now: none while an apply owns it.
+std::vector<PendingPull> takeReadyPulls(ChunkState& c);
+
+// What a ready pull gets: the values, or for ps-state the packed state. A
+// sync pull of exactly the current version is zero-copy (nobody can push the
+// next step before receiving it, so the values cannot change while ZeroMQ
+// still reads them); anything else is a snapshot, so the next apply may start.
+zmq::message_t pullPayload(const ChunkState& c, const PendingPull& pull, bool sync);
+
+// Takes the pulls that have waited `timeout` or longer by `now`.
+std::vector<PendingPull> takeExpiredPulls(ChunkState& c, Clock::duration timeout, Clock::time_point now);
+
+int64_t totalFloats(const std::deque<ChunkState>& chunks);
+
+// Workers whose sync push for the chunk's current step has not arrived.
+std::vector<int> missingPushers(const ChunkState& c);
+
+}  // namespace tandem::ps

@@ -1,0 +1,80 @@
+// RequestClient against a scripted ROUTER: a reply that is our own request
+// (what a DEALER connected to itself reads) is rejected, naming the address.
+#include <gtest/gtest.h>
+#include <zmq.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/deadline.hpp"
+#include "core/error.hpp"
+#include "net/frame.hpp"
+#include "net/request_client.hpp"
+
+namespace tandem::net {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Answers every request once on its own thread: echoes the first back
+// unchanged, answers the rest with kStoreValue.
+class EchoThenAnswer {
+ public:
+  EchoThenAnswer() : socket_(context_, zmq::socket_type::router) {
+    configureSocket(socket_);
+    socket_.bind(tcpEndpoint("127.0.0.1", -1));
+    endpoint_ = socket_.get(zmq::sockopt::last_endpoint);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~EchoThenAnswer() {
+    stop_ = true;
+    thread_.join();
+  }
+  const std::string& endpoint() const { return endpoint_; }
+
+ private:
+  void serve() {
+    std::vector<zmq::message_t> parts;
+    int served = 0;
+    while (!stop_) {
+      if (!waitReadable(socket_, 20ms)) continue;
+      const size_t total = receiveParts(socket_, parts, 3);
+      if (total != 3) continue;
+      Frame f = decodeFrame(std::span(parts).subspan(1), 2, kMaxPayloadBytes, "the client");
+      FrameHeader h = f.header;
+      if (served++ > 0) h.type = MessageType::kStoreValue;
+      sendFrame(socket_, h, copyPayload(f.text()), &parts[0]);
+    }
+  }
+
+  zmq::context_t context_{1};
+  zmq::socket_t socket_;
+  std::string endpoint_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+TEST(RequestClient, OurOwnRequestReadBackIsRejectedNamingTheAddress) {
+  EchoThenAnswer server;
+  zmq::context_t context(1);
+  RequestClient client(context, server.endpoint(), "the coordinator");
+  try {
+    client.request({.type = MessageType::kStoreGet}, copyPayload("key"), Deadline::after(2000ms));
+    ADD_FAILURE() << "our own store-get was taken for the answer";
+  } catch (const PeerError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("the coordinator: received our own request back (store-get)"), std::string::npos) << what;
+    EXPECT_NE(what.find("the socket connected to itself at " + server.endpoint()), std::string::npos) << what;
+  }
+  // The client starts afresh, and a real answer is taken.
+  auto reply = client.request({.type = MessageType::kStoreGet}, copyPayload("key"), Deadline::after(2000ms));
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->header.type, MessageType::kStoreValue);
+  EXPECT_EQ(reply->text(), "key");
+}
+
+}  // namespace
+}  // namespace tandem::net
