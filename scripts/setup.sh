@@ -10,6 +10,7 @@ PACKAGES=(
   libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   zlib1g-dev libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
+  python3-torch openmpi-bin
 )
 
 SUDO=""

@@ -122,7 +122,7 @@ TEST_F(Launch, KilledWorkerStopsTheRestAndIsNamed) {
   ASSERT_TRUE(testing::waitForOutput(pid, std::filesystem::path(out) / "workers" / "worker-1" / "metrics.jsonl",
                                      std::chrono::seconds(60)))
       << readFile(dir_.path() / "log");
-  runCommand("pkill -KILL -f '" + out + ".*--task_index 1'");
+  runCommand("pkill -KILL -f '" + out + ".*--task-index 1'");
   int code = testing::waitForExit(pid, std::chrono::seconds(60));
   std::string log = readFile(dir_.path() / "log");
   EXPECT_NE(code, 0) << log;

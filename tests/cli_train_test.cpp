@@ -182,9 +182,9 @@ TEST(CliErrors, LaunchRejectsBadArgumentsAndNamesThem) {
   };
   const std::vector<Case> cases = {
       {"launch --workers 0 -- --max-steps 1", "--workers"},
-      {"launch --workers 2 -- --task_index 1", "--task_index"},
+      {"launch --workers 2 -- --task_index 1", "--task-index"},
       {"launch --workers 2 --ps -1 -- --max-steps 1", "--ps"},
-      {"launch --workers 1 --ps 1 -- --ps_hosts 127.0.0.1:5", "--ps_hosts"},
+      {"launch --workers 1 --ps 1 -- --ps_hosts 127.0.0.1:5", "--ps-hosts"},
       {"train --ps-mode eventual", "--ps-mode"},
       {"train --staleness -3", "--staleness"},
       {"train --ps-chunk-mb 0", "--ps-chunk-mb"},

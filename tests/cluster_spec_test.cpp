@@ -345,12 +345,38 @@ TEST(LauncherTest, Torchrun) {
 }
 
 TEST(LauncherTest, TorchrunNeedsMaster) {
-  expectRejected({}, {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_PORT", "1"}}, {"MASTER_ADDR"});
-  expectRejected({}, {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "m"}}, {"MASTER_PORT"});
-  expectRejected({}, {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "m"}, {"MASTER_PORT", "99999"}},
+  expectRejected({}, {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}}, {"MASTER_ADDR"});
+  expectRejected({}, {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "m"}}, {"MASTER_PORT"});
+  expectRejected({}, {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "m"}, {"MASTER_PORT", "99999"}},
                  {"MASTER_PORT", "99999"});
-  expectRejected({}, {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", ""}, {"MASTER_PORT", "1"}},
+  expectRejected({}, {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", ""}, {"MASTER_PORT", "1"}},
                  {"MASTER_ADDR"});
+}
+
+// torchrun's agent holds MASTER_PORT with its own store; ours must not collide.
+TEST(LauncherTest, TorchrunAgentStoreMovesCoordinatorToNextPort) {
+  Environment env{{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"},
+                  {"TORCHELASTIC_USE_AGENT_STORE", "True"}};
+  EXPECT_EQ(resolve({}, env).coordinator, (HostPort{"127.0.0.1", 29501}));
+  env["MASTER_PORT"] = "65535";
+  expectRejected({}, env, {"MASTER_PORT", "65535", "+ 1"});
+  ClusterFlags flags;
+  flags.coordinator = "h:7";
+  EXPECT_EQ(resolve(flags, env).coordinator, (HostPort{"h", 7}));
+}
+
+TEST(LauncherTest, WorldOfOneNeedsNoCoordinator) {
+  EXPECT_FALSE(resolveClusterSpec({}, {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}}));
+  EXPECT_FALSE(resolveClusterSpec({}, {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}}));
+  EXPECT_FALSE(resolveClusterSpec({}, {{"RANK", "0"}, {"WORLD_SIZE", "1"}}));
+  // An explicit coordinator still makes it a one-worker cluster.
+  ClusterFlags flags;
+  flags.coordinator = "127.0.0.1:5";
+  auto spec = resolveClusterSpec(flags, {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}});
+  ASSERT_TRUE(spec);
+  EXPECT_EQ(spec->num_workers, 1);
+  // Bad values are still bad with one task.
+  expectRejected({}, {{"RANK", "1"}, {"WORLD_SIZE", "1"}}, {"RANK", "out of range"});
 }
 
 TEST(LauncherTest, Priority) {

@@ -1,4 +1,4 @@
-#include "cluster/process_group.hpp"
+#include "launch/process_group.hpp"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -19,7 +19,7 @@
 #include "core/error.hpp"
 #include "support/process.hpp"
 
-namespace tandem::cluster {
+namespace tandem::launch {
 namespace {
 
 using namespace std::chrono_literals;
@@ -322,7 +322,7 @@ TEST(ProcessGroupTest, SignalAllReachesChildren) {
 
 TEST(SelfExecutableTest, NamesThisBinary) {
   std::string self = selfExecutable();
-  EXPECT_EQ(std::filesystem::path(self).filename(), "tandem_cluster_tests");
+  EXPECT_EQ(std::filesystem::path(self).filename(), "tandem_launch_tests");
   EXPECT_TRUE(std::filesystem::exists(self));
 }
 
@@ -345,4 +345,4 @@ TEST(PickFreePortTest, UnresolvableHostIsInputError) {
 }
 
 }  // namespace
-}  // namespace tandem::cluster
+}  // namespace tandem::launch

@@ -9,7 +9,7 @@
 
 #include "cli/commands.hpp"
 #include "cluster/cluster_spec.hpp"
-#include "cluster/process_group.hpp"
+#include "launch/process_group.hpp"
 #include "core/error.hpp"
 
 namespace tandem::cli {
@@ -34,49 +34,49 @@ bool hasFlag(const std::vector<std::string>& args, const std::string& flag) {
   return false;
 }
 
-int runLaunch(const LaunchOptions& o) {
+int runLaunch(LaunchOptions o) {
+  // torchrun habit: `launch ... -- train --model x` names the subcommand again.
+  if (!o.train_args.empty() && o.train_args.front() == "train") o.train_args.erase(o.train_args.begin());
   if (o.workers < 1) throw InputError(fmt::format("--workers: must be >= 1, got {}", o.workers));
   if (o.ps < 0) throw InputError(fmt::format("--ps: must be >= 0, got {}", o.ps));
-  for (const char* flag : {"--worker_hosts", "--ps_hosts", "--job_name", "--task_index", "--task_id", "--coordinator"}) {
+  for (const char* flag : {"--worker-hosts", "--ps-hosts", "--job-name", "--task-index", "--task-id", "--coordinator"}) {
     if (hasFlag(o.train_args, flag)) {
       throw InputError(fmt::format("{}: launch sets the cluster flags itself; remove it from the train arguments", flag));
     }
   }
   auto hostList = [&o](int count) {
     std::vector<std::string> hosts;
-    for (int i = 0; i < count; ++i) hosts.push_back(cluster::HostPort{o.host, cluster::pickFreePort(o.host)}.str());
+    for (int i = 0; i < count; ++i) hosts.push_back(cluster::HostPort{o.host, launch::pickFreePort(o.host)}.str());
     return fmt::format("{}", fmt::join(hosts, ","));  // HostPort::str brackets an IPv6 host
   };
   const std::string worker_hosts = hostList(o.workers);
   const std::string ps_hosts = o.ps > 0 ? hostList(o.ps) : "";
 
-  // Local workers share the cores: give each its share unless told otherwise.
+  // Each task counts the tasks on its host in the cluster flags and takes its
+  // share of the cores itself (cluster/local_share.hpp), as under any other
+  // launcher.
   std::vector<std::string> common = o.train_args;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (!hasFlag(common, "--threads")) {
-    common.push_back("--threads");
-    common.push_back(std::to_string(std::max(1, cores / o.workers)));
-  }
   if (o.ps > 0 && !hasFlag(common, "--ps-threads")) {
     common.push_back("--ps-threads");
     common.push_back(std::to_string(std::max(1, cores / o.ps)));
   }
   if (o.ps > 0) {
-    common.push_back("--ps_hosts");
+    common.push_back("--ps-hosts");
     common.push_back(ps_hosts);
   }
 
   std::signal(SIGINT, onLaunchSignal);
   std::signal(SIGTERM, onLaunchSignal);
-  cluster::ProcessGroup group;
-  const std::string self = cluster::selfExecutable();
+  launch::ProcessGroup group;
+  const std::string self = launch::selfExecutable();
   auto startTask = [&](const std::string& job, int index) {
-    cluster::ChildSpec child;
+    launch::ChildSpec child;
     child.name = fmt::format("{} {}", job, index);
     child.argv = {self, "train"};
     child.argv.insert(child.argv.end(), common.begin(), common.end());
-    for (std::string extra : {std::string("--worker_hosts"), worker_hosts, std::string("--job_name"), job,
-                              std::string("--task_index"), std::to_string(index)}) {
+    for (std::string extra : {std::string("--worker-hosts"), worker_hosts, std::string("--job-name"), job,
+                              std::string("--task-index"), std::to_string(index)}) {
       child.argv.push_back(extra);
     }
     group.start(child);
@@ -88,6 +88,9 @@ int runLaunch(const LaunchOptions& o) {
 
   // After a forwarded stop, 130 is how a task says it saved its state.
   bool forwarded = false;
+  auto failed = [&forwarded](const launch::ChildExit& e) {
+    return e.signaled || (e.exit_code != 0 && !(forwarded && e.exit_code == 130));
+  };
   auto result = group.wait(
       std::chrono::milliseconds(static_cast<int64_t>(o.grace_s * 1000)),
       [&forwarded] {
@@ -95,12 +98,17 @@ int runLaunch(const LaunchOptions& o) {
         if (signal > 0) forwarded = true;
         return signal;
       },
-      [&forwarded](const cluster::ChildExit& e) {
-        return e.signaled || (e.exit_code != 0 && !(forwarded && e.exit_code == 130));
-      });
+      failed);
   if (!result.ok) {
     std::fprintf(stderr, "launch: %s; the other tasks were stopped\n", result.first_failure.c_str());
-    return 1;
+    // Bad input stays bad input: 2 when every task that failed on its own
+    // said so (a fingerprint mismatch fails them all with 2).
+    bool all_bad_input = true;
+    for (const auto& e : result.exits) {
+      const bool own_failure = !e.stopped_by_group && failed(e);
+      if (own_failure && (e.signaled || e.exit_code != 2)) all_bad_input = false;
+    }
+    return all_bad_input ? 2 : 1;
   }
   for (const auto& e : result.exits) {
     if (e.exit_code == 130) {
@@ -117,7 +125,7 @@ Command addLaunchCommand(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "launch", "Run a local cluster: N worker (and K parameter-server) processes of `tandem train` (args after --)");
   auto options = std::make_shared<LaunchOptions>();
-  cmd->add_option("--workers", options->workers, "worker processes")->capture_default_str();
+  cmd->add_option("--workers,--nproc-per-node", options->workers, "worker processes")->capture_default_str();
   cmd->add_option("--ps", options->ps, "parameter-server processes")->capture_default_str();
   cmd->add_option("--host", options->host, "address the tasks listen on")->capture_default_str();
   cmd->add_option("--grace", options->grace_s, "seconds between SIGTERM and SIGKILL when stopping the others")

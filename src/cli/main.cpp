@@ -1,33 +1,77 @@
 // tandem: data-parallel training of LibTorch models.
 #include <CLI/CLI.hpp>
+#include <gloo/config.h>
 #include <torch/torch.h>
+#include <torch/version.h>
+#include <zmq.h>
 
+#include <csignal>
 #include <cstdio>
 
+#include "cli/arg_style.hpp"
 #include "cli/commands.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
 
+#ifndef TANDEM_VERSION
+#define TANDEM_VERSION "unknown"
+#endif
+
+namespace {
+
+std::string versionText() {
+  int zmq_major = 0, zmq_minor = 0, zmq_patch = 0;
+  zmq_version(&zmq_major, &zmq_minor, &zmq_patch);
+  return fmt::format("tandem {}\nLibTorch {}\nGloo {}.{}.{}\nZeroMQ {}.{}.{}", TANDEM_VERSION, TORCH_VERSION,
+                     GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH, zmq_major, zmq_minor, zmq_patch);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  // `tandem train ... | head`: a closed pipe must not kill a run that is
+  // still training; writes to it fail instead, and are dropped.
+  std::signal(SIGPIPE, SIG_IGN);
+
   CLI::App app{"Tandem: data-parallel training of LibTorch models (standalone, all-reduce, parameter server)"};
-  app.require_subcommand(1);
+  app.require_subcommand(0, 1);
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
+  app.set_version_flag("--version", versionText());
 
   const tandem::cli::Command commands[] = {tandem::cli::addTrainCommand(app), tandem::cli::addEvalCommand(app),
                                            tandem::cli::addModelsCommand(app),
                                            tandem::cli::addLaunchCommand(app), tandem::cli::addBenchCommand(app)};
+  tandem::cli::collectUnknownArguments(app);
 
+  // Flags in either spelling: --task_index is --task-index.
+  const std::vector<std::string> args = tandem::cli::normalizeFlagSpelling(argc, argv);
+  std::vector<const char*> arg_pointers;
+  for (const auto& a : args) arg_pointers.push_back(a.c_str());
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(arg_pointers.size()), arg_pointers.data());
+  } catch (const CLI::Success& e) {
+    return app.exit(e);  // --help, --version
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // Every parse error is bad input (CLI11's own codes are 100+).
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+  if (argc <= 1) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  }
+  const CLI::App* where = nullptr;
+  if (auto unknown = tandem::cli::unknownArguments(app, &where); !unknown.empty()) {
+    std::fprintf(stderr, "error: %s\n", tandem::cli::unknownArgumentsMessage(*where, unknown).c_str());
+    return 2;
   }
   try {
     tandem::configureLogging(log_level);
     for (const auto& command : commands) {
       if (command.app->parsed()) return command.action();
     }
+    std::fprintf(stderr, "error: no command given\n%s", app.help().c_str());
     return 2;
   } catch (const tandem::InputError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

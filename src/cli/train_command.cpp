@@ -2,13 +2,19 @@
 
 #include <atomic>
 #include <csignal>
+#include <thread>
 
 #include "cli/commands.hpp"
 #include "cluster/cluster_spec.hpp"
+#include "cluster/local_address.hpp"
+#include "cluster/local_share.hpp"
+#include "core/logging.hpp"
 #include "core/error.hpp"
 #include "data/dataset.hpp"
 #include "obs/progress.hpp"
+#include "train/checkpoint.hpp"
 #include "train/config.hpp"
+#include "train/run_directory.hpp"
 #include "cli/ps_task.hpp"
 #include "train/allreduce_strategy.hpp"
 #include "train/ps_strategy.hpp"
@@ -53,6 +59,61 @@ std::unique_ptr<train::Strategy> makeStrategy(const std::optional<cluster::Clust
   return std::make_unique<train::AllReduceStrategy>(*spec, config.distributed);
 }
 
+using GivenFields = std::vector<std::pair<CLI::Option*, std::string>>;
+
+// --resume CKPT: the checkpoint's run config is the default for every flag
+// not given. A given flag must agree with it where it shapes the trajectory
+// (only the base learning rate may change, and that is logged).
+void applyResumeDefaults(train::TrainConfig& config, const GivenFields& fields) {
+  const std::string checkpoint = config.resume_from;
+  const nlohmann::json stored = train::LoadedCheckpoint(checkpoint).meta().config;
+  std::vector<std::string> given;
+  for (const auto& [option, pointer] : fields) {
+    if (option->count() > 0) given.push_back(pointer);
+  }
+  const nlohmann::json flags = train::toJson(config);
+  nlohmann::json merged = train::mergeGivenFields(stored, flags, given);
+  // --epochs alone means the stored --max-steps no longer applies.
+  const auto has = [&given](const char* p) { return std::find(given.begin(), given.end(), p) != given.end(); };
+  if (has("/epochs") && !has("/max_steps")) merged["max_steps"] = 0;
+  if (auto d = train::firstTrajectoryDifference(stored, merged, /*allow_lr=*/true)) {
+    throw InputError(fmt::format("--resume {}: {} differs: checkpoint has {}, the flags give {}; leave the flag out "
+                                 "to keep the checkpoint's value",
+                                 checkpoint, d->field, d->stored, d->current));
+  }
+  const bool progress_interactive = config.progress_interactive;
+  const int local_processes = config.local_processes;
+  config = train::trainConfigFromJson(merged);
+  config.resume_from = checkpoint;
+  config.progress_interactive = progress_interactive;
+  config.local_processes = local_processes;
+  const double stored_lr = stored.at("optimizer").value("lr", config.optimizer.lr);
+  if (stored_lr != config.optimizer.lr) {
+    TANDEM_LOG_INFO("--resume: learning rate changed from {} to {}", stored_lr, config.optimizer.lr);
+  }
+}
+
+// A flag that would change nothing is a mistake the user should hear about.
+void rejectIgnoredFlags(const CLI::App& cmd, const std::optional<cluster::ClusterSpec>& spec,
+                        const train::TrainConfig& config) {
+  const bool ps = spec && spec->numServers() > 0;
+  for (const char* flag : {"--ps-mode", "--staleness"}) {
+    if (!ps && cmd.count(flag) > 0) {
+      throw InputError(fmt::format("{}: only applies with parameter servers, and this run has none (add PS tasks: "
+                                   "--ps_hosts, a TF_CONFIG ps list, or `tandem launch --ps K`)",
+                                   flag));
+    }
+  }
+  if (ps && config.distributed.verify_replicas_every > 0) {
+    throw InputError("--verify-replicas-every: replicas are compared in all-reduce mode only; with parameter "
+                     "servers every worker pulls the same server copy");
+  }
+  if (cmd.count("--max-steps") > 0 && config.max_steps <= 0) {
+    throw InputError(fmt::format("--max-steps: must be >= 1, got {} (leave it out to train for --epochs)",
+                                 config.max_steps));
+  }
+}
+
 }  // namespace
 
 Command addTrainCommand(CLI::App& app) {
@@ -62,96 +123,125 @@ Command addTrainCommand(CLI::App& app) {
   auto config = std::make_shared<train::TrainConfig>();
   auto synthetic_shape = std::make_shared<std::string>("3x32x32");
   auto& c = *config;
-  cmd->add_option("--model", c.model, "model name (see `tandem models`)")->capture_default_str();
-  cmd->add_option("--mlp-widths", c.model_options.mlp_widths, "hidden widths of the mlp model")
+  // Which run-config field each flag sets (a JSON pointer into toJson), so
+  // that --resume can tell the flags given from the stored defaults.
+  auto fields = std::make_shared<GivenFields>();
+  auto field = [fields](const char* pointer, CLI::Option* option) {
+    fields->emplace_back(option, pointer);
+    return option;
+  };
+  field("/model", cmd->add_option("--model", c.model, "model name (see `tandem models`)"))->capture_default_str();
+  field("/model_options/mlp_widths", cmd->add_option("--mlp-widths", c.model_options.mlp_widths, "hidden widths of the mlp model"))
       ->delimiter(',')->capture_default_str();
-  cmd->add_option("--dataset", c.dataset.name, "fashion-mnist, mnist-idx, cifar10 or synthetic")->capture_default_str();
-  cmd->add_option("--data-dir", c.dataset.data_dir, "dataset directory (default: the dataset's standard location)");
-  cmd->add_flag("--augment", c.dataset.augment, "pad-4 random crop and horizontal flip on training images");
-  cmd->add_option("--synthetic-shape", *synthetic_shape, "synthetic sample shape CxHxW")->capture_default_str();
-  cmd->add_option("--synthetic-classes", c.dataset.synthetic_classes, "synthetic class count")->capture_default_str();
-  cmd->add_option("--synthetic-size", c.dataset.synthetic_train_size, "synthetic training samples")->capture_default_str();
-  cmd->add_option("--batch-size", c.batch_size, "samples per micro-batch per worker")->capture_default_str();
-  cmd->add_option("--accumulate", c.accumulate, "micro-batches per update; gradients sync on the last")
+  field("/dataset/name", cmd->add_option("--dataset", c.dataset.name, "fashion-mnist, mnist-idx, cifar10 or synthetic"))->capture_default_str();
+  field("/dataset/data_dir", cmd->add_option("--data-dir", c.dataset.data_dir, "dataset directory (default: the dataset's standard location)"));
+  field("/dataset/augment", cmd->add_flag("--augment", c.dataset.augment, "pad-4 random crop and horizontal flip on training images"));
+  field("/dataset/synthetic_shape",
+        cmd->add_option("--synthetic-shape", *synthetic_shape, "synthetic sample shape CxHxW"))->capture_default_str();
+  field("/dataset/synthetic_classes", cmd->add_option("--synthetic-classes", c.dataset.synthetic_classes, "synthetic class count"))->capture_default_str();
+  field("/dataset/synthetic_train_size", cmd->add_option("--synthetic-size", c.dataset.synthetic_train_size, "synthetic training samples"))->capture_default_str();
+  field("/batch_size", cmd->add_option("--batch-size", c.batch_size, "samples per micro-batch per worker"))->capture_default_str();
+  field("/accumulate", cmd->add_option("--accumulate", c.accumulate, "micro-batches per update; gradients sync on the last"))
       ->capture_default_str();
-  auto* epochs = cmd->add_option("--epochs", c.epochs, "passes over the training set")->capture_default_str();
-  cmd->add_option("--max-steps", c.max_steps, "stop after this many global steps (overrides --epochs)")
+  auto* epochs = field("/epochs", cmd->add_option("--epochs", c.epochs, "passes over the training set"))->capture_default_str();
+  field("/max_steps", cmd->add_option("--max-steps", c.max_steps, "stop after this many global steps (overrides --epochs)"))
       ->excludes(epochs);
-  cmd->add_option("--seed", c.seed, "seed for initialisation, shuffling and augmentation")->capture_default_str();
-  cmd->add_option("--threads", c.threads, "torch intra-op threads (0: all cores)")->capture_default_str();
-  cmd->add_option("--prefetch-threads", c.prefetch_threads, "input pipeline threads (0: build batches inline)")
+  field("/seed", cmd->add_option("--seed", c.seed, "seed for initialisation, shuffling and augmentation"))->capture_default_str();
+  field("/threads", cmd->add_option("--threads", c.threads, "torch intra-op threads (0: OMP_NUM_THREADS if set, else cores / processes on this host)"))->capture_default_str();
+  field("/prefetch_threads", cmd->add_option("--prefetch-threads", c.prefetch_threads, "input pipeline threads (0: build batches inline)"))
       ->capture_default_str();
-  cmd->add_option("--prefetch-depth", c.prefetch_depth, "batches the input pipeline may run ahead")->capture_default_str();
-  cmd->add_option("--optimizer", c.optimizer.name, "sgd or adam")->capture_default_str();
-  cmd->add_option("--lr", c.optimizer.lr, "base learning rate")->capture_default_str();
-  cmd->add_option("--momentum", c.optimizer.momentum, "SGD momentum")->capture_default_str();
-  cmd->add_flag("--nesterov", c.optimizer.nesterov, "Nesterov momentum (SGD)");
-  cmd->add_option("--weight-decay", c.optimizer.weight_decay, "L2 weight decay")->capture_default_str();
-  cmd->add_option("--adam-beta1", c.optimizer.beta1, "Adam beta1")->capture_default_str();
-  cmd->add_option("--adam-beta2", c.optimizer.beta2, "Adam beta2")->capture_default_str();
-  cmd->add_option("--adam-eps", c.optimizer.eps, "Adam epsilon")->capture_default_str();
-  cmd->add_option("--lr-schedule", c.lr.kind, "constant, piecewise or cosine")->capture_default_str();
-  cmd->add_option("--lr-boundaries", c.lr.boundaries, "piecewise boundaries (comma-separated)")->delimiter(',');
-  cmd->add_option("--lr-values", c.lr.values, "piecewise rates, one more than boundaries")->delimiter(',');
-  cmd->add_option("--lr-boundary-unit", c.lr.unit, "piecewise boundaries in 'step' or 'epoch'")->capture_default_str();
-  cmd->add_option("--min-lr", c.lr.min_lr, "cosine floor")->capture_default_str();
-  cmd->add_option("--warmup-steps", c.lr.warmup_steps, "linear warmup steps before the schedule")->capture_default_str();
-  cmd->add_option("--lr-scaling", c.lr.scaling,
-                  "none, or linear: rates x (workers x accumulate), warming up from the unscaled rate")
+  field("/prefetch_depth", cmd->add_option("--prefetch-depth", c.prefetch_depth, "batches the input pipeline may run ahead"))->capture_default_str();
+  field("/optimizer/name", cmd->add_option("--optimizer", c.optimizer.name, "sgd or adam"))->capture_default_str();
+  field("/optimizer/lr", cmd->add_option("--lr", c.optimizer.lr, "base learning rate"))->capture_default_str();
+  field("/optimizer/momentum", cmd->add_option("--momentum", c.optimizer.momentum, "SGD momentum"))->capture_default_str();
+  field("/optimizer/nesterov", cmd->add_flag("--nesterov", c.optimizer.nesterov, "Nesterov momentum (SGD)"));
+  field("/optimizer/weight_decay", cmd->add_option("--weight-decay", c.optimizer.weight_decay, "L2 weight decay"))->capture_default_str();
+  field("/optimizer/beta1", cmd->add_option("--adam-beta1", c.optimizer.beta1, "Adam beta1"))->capture_default_str();
+  field("/optimizer/beta2", cmd->add_option("--adam-beta2", c.optimizer.beta2, "Adam beta2"))->capture_default_str();
+  field("/optimizer/eps", cmd->add_option("--adam-eps", c.optimizer.eps, "Adam epsilon"))->capture_default_str();
+  field("/lr/kind", cmd->add_option("--lr-schedule", c.lr.kind, "constant, piecewise or cosine"))->capture_default_str();
+  field("/lr/boundaries", cmd->add_option("--lr-boundaries", c.lr.boundaries, "piecewise boundaries (comma-separated)"))->delimiter(',');
+  field("/lr/values", cmd->add_option("--lr-values", c.lr.values, "piecewise rates, one more than boundaries"))->delimiter(',');
+  field("/lr/unit", cmd->add_option("--lr-boundary-unit", c.lr.unit, "piecewise boundaries in 'step' or 'epoch'"))->capture_default_str();
+  field("/lr/min_lr", cmd->add_option("--min-lr", c.lr.min_lr, "cosine floor"))->capture_default_str();
+  field("/lr/warmup_steps", cmd->add_option("--warmup-steps", c.lr.warmup_steps, "linear warmup steps before the schedule"))->capture_default_str();
+  field("/lr/scaling", cmd->add_option("--lr-scaling", c.lr.scaling,
+                  "none, or linear: rates x (workers x accumulate), warming up from the unscaled rate"))
       ->capture_default_str();
-  cmd->add_option("--eval-every", c.eval_every_steps, "evaluate every N steps (0: at each epoch end)")
+  field("/eval_every_steps", cmd->add_option("--eval-every", c.eval_every_steps, "evaluate every N steps (0: at each epoch end)"))
       ->capture_default_str();
-  cmd->add_option("--eval-batch-size", c.eval_batch_size, "evaluation batch size")->capture_default_str();
-  cmd->add_option("--log-every", c.log_every_steps, "write a metrics line every N steps")->capture_default_str();
-  cmd->add_option("--checkpoint-every", c.checkpoint_every_steps,
-                  "also checkpoint every N steps to OUT/checkpoints/ (the final one is always OUT/checkpoint.ckpt)")
+  field("/eval_batch_size", cmd->add_option("--eval-batch-size", c.eval_batch_size, "evaluation batch size"))->capture_default_str();
+  field("/log_every_steps", cmd->add_option("--log-every", c.log_every_steps, "write a metrics line every N steps"))->capture_default_str();
+  field("/checkpoint_every_steps", cmd->add_option("--checkpoint-every", c.checkpoint_every_steps,
+                  "also checkpoint every N steps to OUT/checkpoints/ (the final one is always OUT/checkpoint.ckpt)"))
       ->capture_default_str();
-  cmd->add_option("--resume", c.resume_from, "continue the exact trajectory from this checkpoint");
-  cmd->add_option("--out", c.out_dir, "run directory for metrics.jsonl, summary.json, checkpoints")
+  cmd->add_option("--resume", c.resume_from,
+                  "continue the exact trajectory from this checkpoint; its run's flags are the defaults");
+  field("/checkpoint_secs", cmd->add_option("--checkpoint-secs", c.checkpoint_secs,
+                                            "also checkpoint every N seconds of training (0: never)"))
+      ->capture_default_str();
+  field("/keep_checkpoints", cmd->add_option("--keep-checkpoints", c.keep_checkpoints,
+                                             "periodic checkpoints kept in OUT/checkpoints/ (0: all)"))
+      ->capture_default_str();
+  cmd->add_flag("--overwrite", c.overwrite, "clear --out first, even if it holds another run (never resume from it)");
+  field("/out_dir", cmd->add_option("--out", c.out_dir, "run directory for metrics.jsonl, summary.json, checkpoints"))
       ->capture_default_str();
   auto cluster_flags = std::make_shared<cluster::ClusterFlags>();
   auto& f = *cluster_flags;
   const char* cluster_group = "Cluster";
-  cmd->add_option("--worker_hosts", f.worker_hosts, "comma-separated host:port of every worker; worker 0 coordinates")
+  cmd->add_option("--worker-hosts", f.worker_hosts, "comma-separated host:port of every worker; worker 0 coordinates")
       ->group(cluster_group);
-  cmd->add_option("--ps_hosts", f.ps_hosts, "comma-separated host:port of every parameter server")->group(cluster_group);
-  cmd->add_option("--job_name", f.job_name, "this task's job: worker or ps")->group(cluster_group);
-  cmd->add_option("--task_index,--task_id", f.task_index, "this task's index within its job")->group(cluster_group);
+  cmd->add_option("--ps-hosts", f.ps_hosts, "comma-separated host:port of every parameter server")->group(cluster_group);
+  cmd->add_option("--job-name", f.job_name, "this task's job: worker or ps")->group(cluster_group);
+  cmd->add_option("--task-index,--task-id", f.task_index, "this task's index within its job")->group(cluster_group);
   cmd->add_option("--coordinator", f.coordinator, "host:port of worker 0's store (needed under mpirun and srun)")
       ->group(cluster_group);
-  cmd->add_option("--bucket-mb", c.distributed.bucket_mb, "gradient bucket size cap in MB")
+  field("/distributed/bucket_mb", cmd->add_option("--bucket-mb", c.distributed.bucket_mb, "gradient bucket size cap in MB"))
       ->capture_default_str()->group(cluster_group);
-  cmd->add_option("--peer-timeout", c.distributed.peer_timeout_s, "seconds a collective waits for a peer")
+  field("/distributed/peer_timeout_s", cmd->add_option("--peer-timeout", c.distributed.peer_timeout_s, "seconds a collective waits for a peer"))
       ->capture_default_str()->group(cluster_group);
-  cmd->add_option("--rendezvous-timeout", c.distributed.rendezvous_timeout_s, "seconds to wait for every task to join")
+  field("/distributed/rendezvous_timeout_s", cmd->add_option("--rendezvous-timeout", c.distributed.rendezvous_timeout_s, "seconds to wait for every task to join"))
       ->capture_default_str()->group(cluster_group);
-  cmd->add_option("--verify-replicas-every", c.distributed.verify_replicas_every,
-                  "compare parameter checksums across workers every N steps (0: never)")
+  field("/distributed/verify_replicas_every", cmd->add_option("--verify-replicas-every", c.distributed.verify_replicas_every,
+                  "compare parameter checksums across workers every N steps (0: never)"))
       ->capture_default_str()->group(cluster_group);
   const char* ps_group = "Parameter server";
-  cmd->add_option("--ps-mode", c.distributed.ps_mode, "sync (mean of every worker per step) or async")
+  field("/distributed/ps_mode", cmd->add_option("--ps-mode", c.distributed.ps_mode, "sync (mean of every worker per step) or async"))
       ->capture_default_str()->group(ps_group);
-  cmd->add_option("--staleness", c.distributed.staleness,
-                  "bounded staleness: a worker runs at most k steps ahead of the slowest (0 = sync)")
+  field("/distributed/staleness", cmd->add_option("--staleness", c.distributed.staleness,
+                  "bounded staleness: a worker runs at most k steps ahead of the slowest (0 = sync)"))
       ->group(ps_group);
-  cmd->add_option("--ps-chunk-mb", c.distributed.ps_chunk_mb, "parameter chunk size spread over the servers")
+  field("/distributed/ps_chunk_mb", cmd->add_option("--ps-chunk-mb", c.distributed.ps_chunk_mb, "parameter chunk size spread over the servers"))
       ->capture_default_str()->group(ps_group);
-  cmd->add_option("--ps-threads", c.distributed.ps_threads, "optimizer apply threads per server (0: all cores)")
+  field("/distributed/ps_threads", cmd->add_option("--ps-threads", c.distributed.ps_threads, "optimizer apply threads per server (0: all cores)"))
       ->capture_default_str()->group(ps_group);
-  cmd->add_option("--debug-step-delay-ms", c.debug_step_delay_ms,
-                  "sleep this long every step: a deliberate straggler for testing")
+  field("/debug_step_delay_ms", cmd->add_option("--debug-step-delay-ms", c.debug_step_delay_ms,
+                  "sleep this long every step: a deliberate straggler for testing"))
       ->group("Debugging");
   auto progress = std::make_shared<std::string>("auto");
   cmd->add_option("--progress", *progress, "auto, live or plain")->check(CLI::IsMember({"auto", "live", "plain"}))
       ->capture_default_str();
 
-  return {cmd, [config, synthetic_shape, progress, cluster_flags] {
+  return {cmd, [cmd, config, synthetic_shape, progress, cluster_flags, fields] {
     config->dataset.synthetic_shape = parseShape(*synthetic_shape);
+    const bool threads_given = cmd->count("--threads") > 0;
     config->progress_interactive =
         *progress == "live" || (*progress == "auto" && obs::Progress::stderrIsTerminal());
     std::signal(SIGINT, onStopSignal);
     std::signal(SIGTERM, onStopSignal);
-    const auto spec = cluster::resolveClusterSpec(*cluster_flags, cluster::captureEnvironment());
+    const auto env = cluster::captureEnvironment();
+    const auto spec = cluster::resolveClusterSpec(*cluster_flags, env);
+    if (spec) cluster::requireResolvableHosts(*spec);
+    rejectIgnoredFlags(*cmd, spec, *config);
+    if (!config->resume_from.empty() && !(spec && spec->role == cluster::Role::kPs)) {
+      applyResumeDefaults(*config, *fields);
+      if (!threads_given) config->threads = 0;  // re-planned for this host below
+    }
+    const auto plan = cluster::planThreads(config->threads, env, cluster::countLocalProcesses(spec, env),
+                                           static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+    if (plan.oversubscribed()) TANDEM_LOG_WARN("{}", plan.warning());
+    config->threads = plan.threads;
+    config->local_processes = plan.local_processes;
     if (spec && spec->role == cluster::Role::kPs) {
       // A stop signal reaches the workers too; the server keeps serving
       // until they have finished their last step.
@@ -160,7 +250,8 @@ Command addTrainCommand(CLI::App& app) {
     }
     train::Trainer trainer(*config, makeStrategy(spec, *config), &g_stop_requested);
     auto summary = trainer.run();
-    if (summary.at("rank").get<int>() == 0) fmt::print("{}\n", summary.dump(2));
+    // fputs, not fmt::print: a closed stdout (`| head`) is no failure of the run.
+    if (summary.at("rank").get<int>() == 0) std::fputs((summary.dump(2) + "\n").c_str(), stdout);
     return summary.at("interrupted").get<bool>() ? 130 : 0;
   }};
 }

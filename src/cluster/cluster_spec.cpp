@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <string_view>
@@ -294,6 +295,24 @@ HostPort launcherCoordinator(const ClusterFlags& flags, const Environment& env, 
       launcher));
 }
 
+// torchrun's agent already serves its own store on MASTER_PORT (it sets
+// TORCHELASTIC_USE_AGENT_STORE for its workers), so worker 0 takes the next
+// port. Other torchrun-style launchers leave MASTER_PORT to us.
+HostPort torchrunCoordinator(const ClusterFlags& flags, const Environment& env) {
+  if (!flags.coordinator.empty()) return parseHostPort(flags.coordinator, "--coordinator");
+  if (!env.count("MASTER_ADDR")) throw InputError("MASTER_ADDR is not set but RANK and WORLD_SIZE are");
+  if (!env.count("MASTER_PORT")) throw InputError("MASTER_PORT is not set but RANK and WORLD_SIZE are");
+  HostPort coordinator = masterAddress(env);
+  if (env.count("TORCHELASTIC_USE_AGENT_STORE")) {
+    if (coordinator.port == 65535) {
+      throw InputError("MASTER_PORT: 65535 leaves no port for tandem's coordinator (it uses MASTER_PORT + 1 under "
+                       "torchrun); pick a lower --master_port");
+    }
+    ++coordinator.port;
+  }
+  return coordinator;
+}
+
 }  // namespace
 
 std::string HostPort::str() const {
@@ -358,32 +377,27 @@ std::optional<ClusterSpec> resolveClusterSpec(const ClusterFlags& flags, const E
   if (has_flags) return fromFlags(flags);
   if (has_tf_config) return fromTfConfig(*tf_config, flags);
 
+  // A launcher world of one is a standalone run: nothing to coordinate.
+  auto launched = [&](const std::string& source, const std::string& rank_var, const std::string& size_var,
+                      const std::function<HostPort()>& coordinator) -> std::optional<ClusterSpec> {
+    const int rank = envInt(env, rank_var);
+    const int size = envInt(env, size_var);
+    // A bad rank or size is named before any missing coordinator.
+    if (size < 1 || rank < 0 || rank >= size) return fromLauncher(source, rank, rank_var, size, size_var, {});
+    if (size == 1 && flags.coordinator.empty()) return std::nullopt;
+    return fromLauncher(source, rank, rank_var, size, size_var, coordinator());
+  };
   if (pairPresent(env, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE")) {
-    int rank = envInt(env, "OMPI_COMM_WORLD_RANK");
-    int size = envInt(env, "OMPI_COMM_WORLD_SIZE");
-    return fromLauncher("mpirun", rank, "OMPI_COMM_WORLD_RANK", size, "OMPI_COMM_WORLD_SIZE",
-                        launcherCoordinator(flags, env, "mpirun"));
+    return launched("mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                    [&] { return launcherCoordinator(flags, env, "mpirun"); });
   }
   // Slurm sets SLURM_PROCID alone in a batch script without --ntasks, so only
   // the pair marks an srun task.
   if (env.count("SLURM_PROCID") && env.count("SLURM_NTASKS")) {
-    int rank = envInt(env, "SLURM_PROCID");
-    int size = envInt(env, "SLURM_NTASKS");
-    return fromLauncher("slurm", rank, "SLURM_PROCID", size, "SLURM_NTASKS",
-                        launcherCoordinator(flags, env, "Slurm"));
+    return launched("slurm", "SLURM_PROCID", "SLURM_NTASKS", [&] { return launcherCoordinator(flags, env, "Slurm"); });
   }
   if (pairPresent(env, "RANK", "WORLD_SIZE")) {
-    int rank = envInt(env, "RANK");
-    int size = envInt(env, "WORLD_SIZE");
-    HostPort coordinator;
-    if (!flags.coordinator.empty()) {
-      coordinator = parseHostPort(flags.coordinator, "--coordinator");
-    } else {
-      if (!env.count("MASTER_ADDR")) throw InputError("MASTER_ADDR is not set but RANK and WORLD_SIZE are");
-      if (!env.count("MASTER_PORT")) throw InputError("MASTER_PORT is not set but RANK and WORLD_SIZE are");
-      coordinator = masterAddress(env);
-    }
-    return fromLauncher("torchrun", rank, "RANK", size, "WORLD_SIZE", std::move(coordinator));
+    return launched("torchrun", "RANK", "WORLD_SIZE", [&] { return torchrunCoordinator(flags, env); });
   }
   if (!flags.coordinator.empty()) {
     throw InputError(

@@ -62,7 +62,10 @@ Environment captureEnvironment();
 // Resolves the spec from the first source present, in this order: flags,
 // TF_CONFIG, mpirun (OMPI_COMM_WORLD_RANK/SIZE), Slurm (SLURM_PROCID/NTASKS,
 // coordinator from --coordinator), torchrun (RANK, WORLD_SIZE, MASTER_ADDR,
-// MASTER_PORT). Returns nullopt when no source is present (standalone).
+// MASTER_PORT; the coordinator takes MASTER_PORT + 1 when
+// TORCHELASTIC_USE_AGENT_STORE says torchrun's own store holds MASTER_PORT).
+// Returns nullopt when no source is present, or a launcher's world has one
+// task and no --coordinator (both standalone).
 // Throws InputError naming the field for a malformed spec (bad host:port,
 // index out of range, unknown job name, bad JSON) or a contradictory one
 // (e.g. both cluster flags and TF_CONFIG, RANK >= WORLD_SIZE).

@@ -48,4 +48,28 @@ std::string bindableAddress(const std::string& host) {
   return "*";
 }
 
+void requireResolvableHosts(const ClusterSpec& spec) {
+  auto check = [](const std::string& host, const std::string& where) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found); rc != 0) {
+      throw InputError(fmt::format("{}: host '{}' does not resolve ({})", where, host, ::gai_strerror(rc)));
+    }
+    ::freeaddrinfo(found);
+  };
+  const bool tf = spec.source == "TF_CONFIG";
+  for (size_t i = 0; i < spec.worker_hosts.size(); ++i) {
+    check(spec.worker_hosts[i].host, tf ? fmt::format("TF_CONFIG cluster (worker rank {})", i) : "--worker_hosts");
+  }
+  for (size_t i = 0; i < spec.ps_hosts.size(); ++i) {
+    check(spec.ps_hosts[i].host, tf ? fmt::format("TF_CONFIG cluster.ps[{}]", i) : "--ps_hosts");
+  }
+  const bool listed = !spec.worker_hosts.empty() && spec.coordinator == spec.worker_hosts.front();
+  if (!listed) {
+    check(spec.coordinator.host, spec.source == "torchrun" ? "--coordinator or MASTER_ADDR" : "--coordinator");
+  }
+}
+
 }  // namespace tandem::cluster

@@ -15,4 +15,10 @@ std::string localAddressToward(const HostPort& peer);
 // IPv4/IPv6 literal, otherwise "*" (every interface).
 std::string bindableAddress(const std::string& host);
 
+// Resolves every host the spec names (worker and PS lists, coordinator), so
+// a typo fails at once instead of as a rendezvous timeout minutes later.
+// Throws InputError naming the host and where it came from (the flag,
+// TF_CONFIG field or environment variable).
+void requireResolvableHosts(const ClusterSpec& spec);
+
 }  // namespace tandem::cluster

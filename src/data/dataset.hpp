@@ -3,6 +3,8 @@
 // prefetcher threads do all per-sample work off the training thread.
 #include <torch/torch.h>
 
+#include "data/dataset_options.hpp"
+
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -14,12 +16,6 @@ namespace tandem::data {
 struct Batch {
   torch::Tensor inputs;   // float32 [N, C, H, W], normalised (and augmented for training)
   torch::Tensor targets;  // int64 [N]
-};
-
-struct SampleShape {
-  int64_t channels = 0;
-  int64_t height = 0;
-  int64_t width = 0;
 };
 
 class Dataset {
@@ -36,18 +32,6 @@ class Dataset {
 };
 
 using DatasetPtr = std::shared_ptr<const Dataset>;
-
-struct DatasetOptions {
-  std::string name = "fashion-mnist";  // fashion-mnist | mnist-idx | cifar10 | synthetic
-  std::string data_dir;                // empty: the dataset's default location
-  bool augment = false;                // pad-4 random crop + horizontal flip (training split only)
-  // synthetic only
-  SampleShape synthetic_shape{3, 32, 32};
-  int64_t synthetic_classes = 10;
-  int64_t synthetic_train_size = 8192;
-  int64_t synthetic_test_size = 1024;
-  uint64_t synthetic_seed = 1234;
-};
 
 struct DatasetSplits {
   DatasetPtr train;

@@ -1,4 +1,4 @@
-#include "cluster/process_group.hpp"
+#include "launch/process_group.hpp"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -26,7 +26,7 @@
 
 extern char** environ;
 
-namespace tandem::cluster {
+namespace tandem::launch {
 namespace {
 
 constexpr std::chrono::milliseconds kReapInterval{10};
@@ -486,6 +486,7 @@ GroupResult ProcessGroup::wait(std::chrono::milliseconds grace, const std::funct
         done.exit_code = WEXITSTATUS(status);
       }
       c.running = false;
+      done.stopped_by_group = kill_at.has_value();
       if (impl_->prefix_output) impl_->requestDrain(c.stream_id);
       bool failed = is_failure ? is_failure(done) : (done.signaled || done.exit_code != 0);
       result.exits.push_back(done);
@@ -554,4 +555,4 @@ int pickFreePort(const std::string& host) {
   throw Error(fmt::format("cannot pick a free port on {}: {}", host, last_error));
 }
 
-}  // namespace tandem::cluster
+}  // namespace tandem::launch

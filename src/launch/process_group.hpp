@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace tandem::cluster {
+namespace tandem::launch {
 
 struct ChildSpec {
   std::string name;               // "worker 0", "ps 1": prefix and error name
@@ -25,6 +25,7 @@ struct ChildExit {
   int exit_code = 0;  // valid if !signaled
   bool signaled = false;
   int signal = 0;
+  bool stopped_by_group = false;  // exited after the group stopped it for another child's failure
   std::string describe() const;  // "worker 1 (pid 123) exited with status 3" / "was killed by SIGKILL"
 };
 
@@ -68,4 +69,4 @@ std::string selfExecutable();
 // A TCP port on `host` that was free a moment ago (bind to 0, read, close).
 int pickFreePort(const std::string& host = "127.0.0.1");
 
-}  // namespace tandem::cluster
+}  // namespace tandem::launch

@@ -3,6 +3,8 @@
 // flattens it) and returns unnormalised logits [N, num_classes].
 #include <torch/torch.h>
 
+#include "models/model_options.hpp"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -15,11 +17,6 @@ struct InputSpec {
   int64_t height = 28;
   int64_t width = 28;
   int64_t num_classes = 10;
-};
-
-struct ModelOptions {
-  // Hidden layer widths of `mlp`; input and output widths come from InputSpec.
-  std::vector<int64_t> mlp_widths{4096, 4096};
 };
 
 class Model : public torch::nn::Module {

@@ -16,7 +16,7 @@ MetricsWriter::MetricsWriter(const fs::path& run_dir) : run_dir_(run_dir) {
   fs::create_directories(run_dir_, ec);
   if (ec) throw InputError(fmt::format("--out {}: cannot create directory: {}", run_dir_.string(), ec.message()));
   auto path = run_dir_ / "metrics.jsonl";
-  metrics_.open(path, std::ios::out | std::ios::trunc);
+  metrics_.open(path, std::ios::out | std::ios::app);
   if (!metrics_) throw InputError(fmt::format("{}: cannot open for writing", path.string()));
 }
 

@@ -11,7 +11,8 @@ namespace tandem::obs {
 
 class MetricsWriter {
  public:
-  // Creates run_dir if needed and truncates metrics.jsonl. Throws InputError
+  // Creates run_dir if needed and appends to metrics.jsonl (a resumed run
+  // continues the same file; --overwrite clears it first). Throws InputError
   // naming the path if it cannot be created or opened.
   explicit MetricsWriter(const std::filesystem::path& run_dir);
 

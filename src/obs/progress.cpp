@@ -35,34 +35,38 @@ std::string Progress::render(const ProgressSample& p) const {
                      formatDuration(elapsed), formatDuration(eta));
 }
 
+// A reader that went away (`tandem train 2>&1 | head`) must not end the run:
+// failed writes are dropped (SIGPIPE is ignored in main).
+void Progress::write(const std::string& text) {
+  std::fputs(text.c_str(), out_);
+  std::fflush(out_);
+  std::clearerr(out_);
+}
+
 void Progress::update(const ProgressSample& sample) {
   double now = started_.elapsed();
   bool last = sample.step >= total_steps_;
   if (interactive_) {
     if (now - last_print_ < 0.2 && !last) return;
-    fmt::print(out_, "\r\033[K{}", render(sample));
-    std::fflush(out_);
+    write("\r\033[K" + render(sample));
     line_open_ = true;
   } else {
     if (now - last_print_ < plain_interval_s_ && !last) return;
-    fmt::print(out_, "{}\n", render(sample));
-    std::fflush(out_);
+    write(render(sample) + "\n");
   }
   last_print_ = now;
 }
 
 void Progress::message(const std::string& text) {
-  if (line_open_) fmt::print(out_, "\r\033[K");
-  fmt::print(out_, "{}\n", text);
-  std::fflush(out_);
+  if (line_open_) write("\r\033[K");
+  write(text + "\n");
   line_open_ = false;
   last_print_ = -1e9;  // redraw the live line at the next update
 }
 
 void Progress::finish() {
   if (line_open_) {
-    fmt::print(out_, "\n");
-    std::fflush(out_);
+    write("\n");
     line_open_ = false;
   }
 }

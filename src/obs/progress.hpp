@@ -37,6 +37,7 @@ class Progress {
 
  private:
   std::string render(const ProgressSample& sample) const;
+  void write(const std::string& text);
 
   int64_t first_step_;
   int64_t total_steps_;

@@ -1,6 +1,8 @@
 #include "train/config.hpp"
 
 #include "core/error.hpp"
+#include "data/dataset.hpp"
+#include "models/registry.hpp"
 
 
 namespace tandem::models {
@@ -24,7 +26,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DistributedConfig, bucket_mb, pe
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, model, model_options, dataset, batch_size, accumulate, epochs,
                                                 max_steps, seed, threads, prefetch_threads, prefetch_depth,
                                                 eval_every_steps, eval_batch_size, log_every_steps,
-                                                checkpoint_every_steps, out_dir, optimizer, lr, distributed)
+                                                checkpoint_every_steps, checkpoint_secs, keep_checkpoints, out_dir,
+                                                optimizer, lr, distributed)
 
 namespace {
 void requirePositive(int64_t value, const char* flag) {
@@ -49,6 +52,8 @@ void validate(const TrainConfig& c) {
   requirePositive(c.log_every_steps, "--log-every");
   if (c.eval_every_steps < 0) throw InputError("--eval-every: must be >= 0");
   if (c.checkpoint_every_steps < 0) throw InputError("--checkpoint-every: must be >= 0");
+  if (!(c.checkpoint_secs >= 0)) throw InputError(fmt::format("--checkpoint-secs: must be >= 0, got {}", c.checkpoint_secs));
+  if (c.keep_checkpoints < 0) throw InputError(fmt::format("--keep-checkpoints: must be >= 0, got {}", c.keep_checkpoints));
   if (c.optimizer.name != "sgd" && c.optimizer.name != "adam") {
     throw InputError(fmt::format("--optimizer: unknown optimizer '{}' (use sgd or adam)", c.optimizer.name));
   }

@@ -1,14 +1,15 @@
 #pragma once
 // Everything a training run is configured by. Filled by the CLI (or a test)
-// and passed down; nothing below reads flags or the environment.
+// and passed down; nothing below reads flags or the environment. Torch-free,
+// so that a PS task can take it.
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "data/dataset.hpp"
-#include "models/registry.hpp"
+#include "data/dataset_options.hpp"
+#include "models/model_options.hpp"
 
 namespace tandem::train {
 
@@ -62,13 +63,17 @@ struct TrainConfig {
   int64_t epochs = 1;
   int64_t max_steps = 0;  // > 0 overrides epochs
   uint64_t seed = 42;
-  int threads = 0;        // torch intra-op threads; 0 = all cores
+  int threads = 0;        // torch intra-op threads; 0 = all cores (the CLI resolves its own default)
+  int local_processes = 1;  // this job's processes on this host, as the CLI counted them; reported only
   int prefetch_threads = 1;
   int prefetch_depth = 4;
   int64_t eval_every_steps = 0;  // 0: at every epoch end
   int64_t eval_batch_size = 500;
   int64_t log_every_steps = 50;
-  int64_t checkpoint_every_steps = 0;  // 0: final checkpoint only
+  int64_t checkpoint_every_steps = 0;  // 0: no step-count checkpoints
+  double checkpoint_secs = 600;        // also checkpoint after this much training time (0: never)
+  int keep_checkpoints = 5;            // periodic checkpoints kept (0: all)
+  bool overwrite = false;              // clear out_dir instead of resuming from or refusing it
   int64_t debug_step_delay_ms = 0;     // sleep each step: makes a deliberate straggler for tests
   std::string out_dir = "runs/default";
   std::string resume_from;

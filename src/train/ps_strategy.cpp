@@ -1,5 +1,8 @@
 #include "train/ps_strategy.hpp"
 
+#include <sstream>
+#include <type_traits>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -179,9 +182,23 @@ struct PsStrategy::Impl {
     return copying;
   }
 
-  // Torch's per-parameter optimizer state (see torch::optim): keyed by the
-  // parameter's TensorImpl address.
-  static std::string stateKey(const torch::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
+  // Torch's per-parameter optimizer state (see torch::optim) is keyed by the
+  // parameter's TensorImpl address: printed as a string up to LibTorch 2.0,
+  // the pointer itself after. Follow whichever this LibTorch uses.
+  template <typename Key>
+  static Key stateKeyAs(const torch::Tensor& p) {
+    if constexpr (std::is_same_v<Key, std::string>) {
+      std::ostringstream text;
+      text << p.unsafeGetTensorImpl();
+      return text.str();
+    } else {
+      return static_cast<Key>(p.unsafeGetTensorImpl());
+    }
+  }
+  static auto stateKey(const torch::Tensor& p) {
+    using Key = std::decay_t<decltype(std::declval<torch::optim::Optimizer&>().state())>::key_type;
+    return stateKeyAs<Key>(p);
+  }
 
   // Resume: appends chunk `c`'s optimizer slots, taken from the restored
   // torch state, to `values`. Returns the updates the chunk already had.

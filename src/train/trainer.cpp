@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "core/clock.hpp"
@@ -19,6 +20,7 @@
 #include "train/evaluator.hpp"
 #include "train/lr_schedule.hpp"
 #include "train/model_for_dataset.hpp"
+#include "train/run_directory.hpp"
 #include "train/optimizer.hpp"
 
 namespace tandem::train {
@@ -40,6 +42,63 @@ struct IntervalStats {
   int64_t steps = 0;
   void reset() { *this = IntervalStats{}; }
 };
+
+struct RunDirectoryPlan {
+  std::string resume_from;  // "" for a fresh start
+  bool automatic = false;   // found in --out rather than given with --resume
+};
+
+// What --out holds decides where this run starts: --overwrite clears it,
+// the same run continues from its newest checkpoint, another run is refused.
+// Every worker decides alike from the same directory; only worker 0 writes.
+RunDirectoryPlan planRunDirectory(const TrainConfig& c, bool chief) {
+  const fs::path out(c.out_dir);
+  if (c.overwrite) {
+    if (chief) clearRunDirectory(out);
+    return {c.resume_from, false};
+  }
+  const bool explicit_resume = !c.resume_from.empty();
+  auto refuse = [&](const FieldDifference& d) {
+    throw InputError(fmt::format("--out {}: holds a different run: {} differs: stored {}, this run {}; pass "
+                                 "--overwrite to replace it, or choose another --out",
+                                 c.out_dir, d.field, d.stored, d.current));
+  };
+  std::error_code ec;
+  if (!explicit_resume) {
+    if (auto latest = latestCheckpoint(out)) {
+      const LoadedCheckpoint checkpoint(*latest);
+      if (auto d = firstTrajectoryDifference(checkpoint.meta().config, toJson(c), false)) refuse(*d);
+      return {latest->string(), true};
+    }
+  }
+  if (fs::exists(runRecordPath(out), ec)) {
+    nlohmann::json stored;
+    try {
+      stored = nlohmann::json::parse(std::ifstream(runRecordPath(out)));
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(fmt::format("{}: not a run record ({}); pass --overwrite to replace the run directory",
+                                   runRecordPath(out).string(), e.what()));
+    }
+    if (auto d = firstTrajectoryDifference(stored, toJson(c), explicit_resume)) refuse(*d);
+  }
+  return {c.resume_from, false};
+}
+
+// A rerun of a finished run: report what the directory already holds.
+nlohmann::json finishedRunSummary(const fs::path& out, int rank, int64_t step, int64_t total_steps) {
+  std::error_code ec;
+  if (rank == 0 && fs::exists(out / "summary.json", ec)) {
+    try {
+      auto summary = nlohmann::json::parse(std::ifstream(out / "summary.json"));
+      summary["interrupted"] = false;
+      return summary;
+    } catch (const nlohmann::json::exception&) {
+      // fall through to the minimal summary
+    }
+  }
+  return {{"rank", rank}, {"steps", step}, {"planned_steps", total_steps}, {"interrupted", false},
+          {"trained_steps", 0}};
+}
 
 }  // namespace
 
@@ -115,27 +174,48 @@ nlohmann::json Trainer::run() {
   LrSchedule schedule(c.optimizer, c.lr, steps_per_epoch, total_steps,
                       static_cast<double>(averaged_workers * accumulate));
 
+  // Worker 0 owns the run directory; the others keep their own metrics
+  // beside it, so a straggler's breakdown can be read after the run.
+  const bool chief = strategy_->rank() == 0;
+  const fs::path out_dir(c.out_dir);
+  const RunDirectoryPlan plan = planRunDirectory(c, chief);
   int64_t start_step = 0;
-  if (!c.resume_from.empty()) {
-    LoadedCheckpoint checkpoint(c.resume_from);
-    checkResumeCompatible(c, trainConfigFromJson(checkpoint.meta().config), c.resume_from);
+  if (!plan.resume_from.empty()) {
+    LoadedCheckpoint checkpoint(plan.resume_from);
+    checkResumeCompatible(c, trainConfigFromJson(checkpoint.meta().config), plan.resume_from);
     checkpoint.restore(*model, optimizer.get(), /*restore_rng=*/true);
     start_step = checkpoint.meta().global_step;
     if (start_step >= total_steps) {
+      if (plan.automatic) {
+        TANDEM_LOG_INFO("{} already holds this run at step {} of {}: nothing to do (raise --max-steps or --epochs "
+                        "to train on, or pass --overwrite to start again)",
+                        c.out_dir, start_step, total_steps);
+        return finishedRunSummary(out_dir, strategy_->rank(), start_step, total_steps);
+      }
       throw InputError(fmt::format("checkpoint {} is at step {}, at or past this run's {} steps: nothing to do",
-                                   c.resume_from, start_step, total_steps));
+                                   plan.resume_from, start_step, total_steps));
     }
-    TANDEM_LOG_INFO("resumed from {} at step {}", c.resume_from, start_step);
+    TANDEM_LOG_INFO("resumed from {} at step {}", plan.resume_from, start_step);
+  }
+  if (chief) {
+    // Checkpoints past the restart point belong to an abandoned trajectory.
+    pruneCheckpoints(out_dir, start_step, 0);
+    if (!plan.automatic) {
+      std::error_code ec;
+      if (fs::path(plan.resume_from).lexically_normal() != (out_dir / "checkpoint.ckpt").lexically_normal()) {
+        fs::remove(out_dir / "checkpoint.ckpt", ec);
+      }
+      fs::remove(out_dir / "checkpoints" / "latest", ec);
+    }
+    fs::create_directories(out_dir);
+    obs::writeFileAtomically(runRecordPath(out_dir), toJson(c).dump(2) + "\n");
   }
   strategy_->initialize(*model, runFingerprint(c, *model, splits.train->size(), start_step, world),
                         {steps_per_epoch, total_steps, start_step, optimizer.get()});
 
-  // Worker 0 owns the run directory; the others keep their own metrics
-  // beside it, so a straggler's breakdown can be read after the run.
-  const bool chief = strategy_->rank() == 0;
-  const fs::path run_dir =
-      chief ? fs::path(c.out_dir) : fs::path(c.out_dir) / "workers" / fmt::format("worker-{}", strategy_->rank());
+  const fs::path run_dir = chief ? out_dir : out_dir / "workers" / fmt::format("worker-{}", strategy_->rank());
   obs::MetricsWriter writer(run_dir);
+  if (start_step > 0) writer.append({{"type", "resume"}, {"step", start_step}, {"checkpoint", plan.resume_from}});
   const int64_t param_count = models::countParameters(*model);
   TANDEM_LOG_INFO("training {} ({} parameters) on {} ({} samples), {} mode, {} worker(s), {} steps of {} per worker, "
                   "{} threads, BLAS {}",
@@ -161,10 +241,13 @@ nlohmann::json Trainer::run() {
     progress.message(fmt::format("eval at step {}: test accuracy {:.4f}, test loss {:.4f}", done_steps,
                                  last_eval.accuracy, last_eval.loss));
   };
+  double last_checkpoint_at = 0;  // train_seconds at the last checkpoint
   auto saveAt = [&](const fs::path& path, int64_t done_steps) {
     strategy_->prepareCheckpoint(*optimizer);
     saveCheckpoint(path, {toJson(c), done_steps, done_steps / steps_per_epoch, modelFingerprint(*model)}, *model,
                    optimizer.get());
+    recordLatest(out_dir, path);
+    last_checkpoint_at = train_seconds;
   };
 
   auto stopRequested = [this] { return stop_ != nullptr && stop_->load(); };
@@ -242,14 +325,17 @@ nlohmann::json Trainer::run() {
     if (c.distributed.verify_replicas_every > 0 && done % c.distributed.verify_replicas_every == 0) {
       strategy_->verifyReplicas(*model, done);
     }
-    if (chief && c.checkpoint_every_steps > 0 && done % c.checkpoint_every_steps == 0 && done != total_steps) {
-      saveAt(fs::path(c.out_dir) / "checkpoints" / fmt::format("step-{}.ckpt", done), done);
+    const bool step_due = c.checkpoint_every_steps > 0 && done % c.checkpoint_every_steps == 0;
+    const bool time_due = c.checkpoint_secs > 0 && train_seconds - last_checkpoint_at >= c.checkpoint_secs;
+    if (chief && (step_due || time_due) && done != total_steps && !stop_agreed) {
+      saveAt(out_dir / "checkpoints" / fmt::format("step-{}.ckpt", done), done);
+      pruneCheckpoints(out_dir, done, c.keep_checkpoints);
     }
   }
   progress.finish();
   const bool interrupted = end_step < total_steps;
   if (chief && !interrupted && last_eval_step != end_step) runEval(end_step);
-  if (chief) saveAt(fs::path(c.out_dir) / "checkpoint.ckpt", end_step);
+  if (chief) saveAt(out_dir / "checkpoint.ckpt", end_step);
   // Last: parameter servers may leave once every worker has finished, and the
   // chief's checkpoint still needs their optimizer state.
   strategy_->finish();
@@ -279,10 +365,11 @@ nlohmann::json Trainer::run() {
       {"wall_seconds", wall.elapsed()},
       {"step_breakdown", breakdown.toJson()},
       {"threads", threads},
+      {"local_processes", c.local_processes},
       {"seed", c.seed},
       {"blas", blas.library},
       {"blas_sgemm_gflops", blas.sgemm_gflops},
-      {"resumed_from", c.resume_from.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.resume_from)},
+      {"resumed_from", plan.resume_from.empty() ? nlohmann::json(nullptr) : nlohmann::json(plan.resume_from)},
       {"strategy", strategy_->summary()},
   };
   writer.writeSummary(summary);

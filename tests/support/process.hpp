@@ -1,6 +1,8 @@
 #pragma once
 // Runs the real `tandem` binary for end-to-end tests.
 #include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -25,21 +27,65 @@ struct ProcessResult {
   std::string output;  // stdout and stderr together
 };
 
-inline ProcessResult runCommand(const std::string& command) {
+// Runs `command` through /bin/sh in its own process group, with stdout and
+// stderr captured. A command still running at `timeout` is killed with its
+// whole group, and the result says so: a hung child fails its test instead
+// of hanging the suite.
+inline ProcessResult runCommand(const std::string& command,
+                                std::chrono::seconds timeout = std::chrono::seconds(300)) {
   ProcessResult result;
-  std::string full = command + " 2>&1";
-  FILE* pipe = ::popen(full.c_str(), "r");
-  if (pipe == nullptr) return result;
+  int out[2];
+  if (::pipe(out) != 0) return result;
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(out[0]);
+    ::close(out[1]);
+    return result;
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::dup2(out[1], 1);
+    ::dup2(out[1], 2);
+    ::close(out[0]);
+    ::close(out[1]);
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);
+  ::close(out[1]);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool timed_out = false;
   std::array<char, 4096> buffer{};
-  size_t n = 0;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.output.append(buffer.data(), n);
-  int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd pfd{out[0], POLLIN, 0};
+    int ready = ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
+    if (ready < 0 && errno != EINTR) break;
+    if (ready <= 0) continue;
+    ssize_t n = ::read(out[0], buffer.data(), buffer.size());
+    if (n <= 0) break;  // every writer closed: the command and its children are done with the pipe
+    result.output.append(buffer.data(), static_cast<size_t>(n));
+  }
+  if (timed_out) ::kill(-pid, SIGKILL);
+  ::close(out[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) {
+    result.exit_code = -1;
+    result.output += "\n[test harness: killed after " + std::to_string(timeout.count()) + " s]\n";
+  } else {
+    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
   return result;
 }
 
-inline ProcessResult runTandem(const std::string& args) {
-  return runCommand(std::string(TANDEM_BINARY) + " " + args);
+inline ProcessResult runTandem(const std::string& args, std::chrono::seconds timeout = std::chrono::seconds(300)) {
+  return runCommand(std::string(TANDEM_BINARY) + " " + args, timeout);
 }
 
 // Starts `tandem args...` in the background with output to log_path.

@@ -1,0 +1,102 @@
+#include "cluster/local_share.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <string_view>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace tandem::cluster {
+namespace {
+
+int positiveInt(std::string_view text, const std::string& name) {
+  int value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value < 1) {
+    throw InputError(fmt::format("{}: '{}' is not a positive integer", name, text));
+  }
+  return value;
+}
+
+// Slurm's compressed list, e.g. "2(x3),1": two tasks on each of the first
+// three nodes, one on the fourth. Returns the count of node `node`.
+int slurmTasksOnNode(const std::string& text, int node) {
+  const std::string name = "SLURM_TASKS_PER_NODE";
+  std::vector<int> per_node;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    std::string_view item = std::string_view(text).substr(start, comma == std::string::npos ? std::string::npos
+                                                                                           : comma - start);
+    int repeat = 1;
+    if (size_t paren = item.find("(x"); paren != std::string_view::npos) {
+      if (item.back() != ')') throw InputError(fmt::format("{}: '{}' has a malformed repeat", name, text));
+      repeat = positiveInt(item.substr(paren + 2, item.size() - paren - 3), name);
+      item = item.substr(0, paren);
+    }
+    const int tasks = positiveInt(item, name);
+    for (int i = 0; i < repeat && per_node.size() <= static_cast<size_t>(node); ++i) per_node.push_back(tasks);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (node < 0 || static_cast<size_t>(node) >= per_node.size()) {
+    throw InputError(fmt::format("SLURM_NODEID: node {} is not covered by {}='{}'", node, name, text));
+  }
+  return per_node[static_cast<size_t>(node)];
+}
+
+}  // namespace
+
+LocalProcesses countLocalProcesses(const std::optional<ClusterSpec>& spec, const Environment& env) {
+  if (spec && !spec->worker_hosts.empty()) {
+    const auto& own = spec->role == Role::kPs ? spec->ps_hosts : spec->worker_hosts;
+    const std::string& host = own.at(static_cast<size_t>(spec->index)).host;
+    int count = 0;
+    for (const auto* hosts : {&spec->worker_hosts, &spec->ps_hosts}) {
+      for (const auto& h : *hosts) count += h.host == host ? 1 : 0;
+    }
+    return {count, spec->source};
+  }
+  for (const char* name : {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                           "SLURM_NTASKS_PER_NODE"}) {
+    if (auto it = env.find(name); it != env.end()) return {positiveInt(it->second, name), name};
+  }
+  if (auto it = env.find("SLURM_TASKS_PER_NODE"); it != env.end()) {
+    int node = 0;
+    if (auto id = env.find("SLURM_NODEID"); id != env.end()) {
+      node = id->second == "0" ? 0 : positiveInt(id->second, "SLURM_NODEID");
+    }
+    return {slurmTasksOnNode(it->second, node), "SLURM_TASKS_PER_NODE"};
+  }
+  return {1, spec ? spec->source : "standalone"};
+}
+
+std::string ThreadPlan::warning() const {
+  if (!oversubscribed()) return "";
+  return fmt::format(
+      "{} local process(es) x {} thread(s) = {} threads on {} cores (threads from {}): the host is "
+      "oversubscribed and every step will be slower; use --threads {} or fewer processes",
+      local_processes, threads, local_processes * threads, cores, source, std::max(1, cores / local_processes));
+}
+
+ThreadPlan planThreads(int requested, const Environment& env, const LocalProcesses& local, int cores) {
+  ThreadPlan plan;
+  plan.local_processes = std::max(1, local.count);
+  plan.cores = std::max(1, cores);
+  if (requested > 0) {
+    plan.threads = requested;
+    plan.source = "--threads";
+  } else if (auto it = env.find("OMP_NUM_THREADS"); it != env.end() && !it->second.empty()) {
+    // OpenMP allows a nesting list ("4,2"); the outer level is ours.
+    plan.threads = positiveInt(std::string_view(it->second).substr(0, it->second.find(',')), "OMP_NUM_THREADS");
+    plan.source = "OMP_NUM_THREADS";
+  } else {
+    plan.threads = std::max(1, plan.cores / plan.local_processes);
+    plan.source = "cores / local processes";
+  }
+  return plan;
+}
+
+}  // namespace tandem::cluster

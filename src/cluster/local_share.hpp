@@ -1,0 +1,42 @@
+#pragma once
+// How many processes of this job share this host, and so how many threads
+// each should run. Four workers that each take every core run far slower
+// than one, so the default is an equal share of the cores. Torch-free; the
+// environment is passed in, as for ClusterSpec.
+#include <optional>
+#include <string>
+
+#include "cluster/cluster_spec.hpp"
+
+namespace tandem::cluster {
+
+struct LocalProcesses {
+  int count = 1;
+  std::string source;  // "flags", "TF_CONFIG", an environment variable, or "standalone"
+};
+
+// This host's processes of the job, from the first source present: a spec
+// that lists hosts (flags, TF_CONFIG, `tandem launch`: the tasks, PS tasks
+// included, whose host is this task's host), then LOCAL_WORLD_SIZE
+// (torchrun), OMPI_COMM_WORLD_LOCAL_SIZE (Open MPI), MPI_LOCALNRANKS
+// (MPICH), SLURM_NTASKS_PER_NODE, SLURM_TASKS_PER_NODE (with SLURM_NODEID).
+// Throws InputError naming a malformed variable.
+LocalProcesses countLocalProcesses(const std::optional<ClusterSpec>& spec, const Environment& env);
+
+struct ThreadPlan {
+  int threads = 1;
+  std::string source;  // "--threads", "OMP_NUM_THREADS" or "cores / local processes"
+  int local_processes = 1;
+  int cores = 1;
+  // The job's threads on this host, assuming every local process runs as many.
+  bool oversubscribed() const { return threads * local_processes > cores; }
+  // One line naming the numbers; empty when the host is not oversubscribed.
+  std::string warning() const;
+};
+
+// `requested` > 0 (--threads) wins, then a positive OMP_NUM_THREADS, then
+// max(1, cores / local processes). Throws InputError for a malformed
+// OMP_NUM_THREADS.
+ThreadPlan planThreads(int requested, const Environment& env, const LocalProcesses& local, int cores);
+
+}  // namespace tandem::cluster
