@@ -54,5 +54,75 @@ TEST(KeyLayout, BadArgumentsAreNamed) {
   testing::expectInputError([] { buildKeyLayout({}, 1, 4096); }, {"no parameters"});
 }
 
+// A layout of one tensor of `floats`, cut as chunkFloatsFor says.
+KeyLayout smallModelLayout(int64_t floats, int64_t requested_chunk_floats, int servers) {
+  const int64_t chunk = chunkFloatsFor(floats, requested_chunk_floats, servers);
+  return buildKeyLayout({{"w", floats}}, servers, chunk * 4);
+}
+
+TEST(ChunkFloatsFor, AModelWithEnoughChunksKeepsTheRequestedSize) {
+  const int64_t mb4 = 1 << 20;  // floats in a 4 MB chunk
+  EXPECT_EQ(chunkFloatsFor((16 << 20) + 4096 + (1 << 20), mb4, 3), mb4);
+  EXPECT_EQ(chunkFloatsFor(2 * mb4, mb4, 2), mb4) << "exactly one chunk per server";
+  EXPECT_EQ(chunkFloatsFor(mb4 + 1, mb4, 2), mb4) << "a one-float tail is still a chunk";
+  EXPECT_EQ(chunkFloatsFor(100, 7, 1), 7) << "one server never needs smaller chunks";
+  EXPECT_EQ(chunkFloatsFor(0, mb4, 4), mb4) << "nothing to spread";
+}
+
+TEST(ChunkFloatsFor, ASmallModelIsSplitSoThatBothServersHoldData) {
+  const int64_t floats = 1'100'000 / 4;  // a 1.1 MB model
+  const int64_t mb4 = (int64_t{4} << 20) / 4;
+  // Today's fixed chunks leave server 1 empty.
+  EXPECT_EQ(idleServers(buildKeyLayout({{"w", floats}}, 2, mb4 * 4)), (std::vector<int>{1}));
+  EXPECT_EQ(chunkFloatsFor(floats, mb4, 2), 137'500);
+  KeyLayout layout = smallModelLayout(floats, mb4, 2);
+  EXPECT_EQ(layout.chunks.size(), 2u);
+  EXPECT_EQ(layout.server_floats, (std::vector<int64_t>{137'500, 137'500}));
+  EXPECT_EQ(idleServers(layout), std::vector<int>{});
+}
+
+TEST(ChunkFloatsFor, PrefersTheEvenSplitAndFallsBackWhenItGivesTooFewChunks) {
+  // ceil(100 / 3) = 34: three chunks, as even as it gets.
+  EXPECT_EQ(chunkFloatsFor(100, 1000, 3), 34);
+  EXPECT_EQ(smallModelLayout(100, 1000, 3).server_floats, (std::vector<int64_t>{34, 34, 32}));
+  EXPECT_EQ(chunkFloatsFor(10, 1000, 4), 3);
+  EXPECT_EQ(smallModelLayout(10, 1000, 4).server_floats, (std::vector<int64_t>{3, 3, 3, 1}));
+  // ceil(5 / 4) = 2 makes only 3 chunks; floor(5 / 4) = 1 makes 5.
+  EXPECT_EQ(chunkFloatsFor(5, 1000, 4), 1);
+  EXPECT_EQ(smallModelLayout(5, 1000, 4).server_floats, (std::vector<int64_t>{2, 1, 1, 1}));
+}
+
+TEST(ChunkFloatsFor, FewerFloatsThanServersLeavesTheRestIdleAndNamed) {
+  EXPECT_EQ(chunkFloatsFor(3, 1 << 20, 4), 1);
+  KeyLayout layout = smallModelLayout(3, 1 << 20, 4);
+  EXPECT_EQ(layout.server_floats, (std::vector<int64_t>{1, 1, 1, 0}));
+  EXPECT_EQ(idleServers(layout), (std::vector<int>{3}));
+  EXPECT_EQ(idleServers(buildKeyLayout({{"w", 0}}, 2, 4096)), (std::vector<int>{0, 1}));
+}
+
+TEST(ChunkFloatsFor, EveryServerThatCanHoldDataDoesAndChunksNeverGrow) {
+  for (int64_t floats = 1; floats <= 60; ++floats) {
+    for (int servers = 1; servers <= 8; ++servers) {
+      for (int64_t requested : {1, 4, 64, 1000}) {
+        const int64_t chunk = chunkFloatsFor(floats, requested, servers);
+        SCOPED_TRACE(::testing::Message() << floats << " floats, " << servers << " servers, asked " << requested);
+        EXPECT_GE(chunk, 1);
+        EXPECT_LE(chunk, requested);
+        if ((floats + requested - 1) / requested >= servers) {
+          EXPECT_EQ(chunk, requested);
+        }
+        const auto idle = idleServers(buildKeyLayout({{"w", floats}}, servers, chunk * 4));
+        EXPECT_EQ(static_cast<int64_t>(idle.size()), std::max<int64_t>(0, servers - floats));
+      }
+    }
+  }
+}
+
+TEST(ChunkFloatsFor, BadArgumentsAreNamed) {
+  testing::expectInputError([] { chunkFloatsFor(10, 4, 0); }, {"parameter servers"});
+  testing::expectInputError([] { chunkFloatsFor(10, 0, 2); }, {"--ps-chunk-mb"});
+  testing::expectInputError([] { chunkFloatsFor(-1, 4, 2); }, {"negative"});
+}
+
 }  // namespace
 }  // namespace tandem::ps

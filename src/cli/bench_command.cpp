@@ -10,9 +10,9 @@
 #include "cli/commands.hpp"
 #include "cluster/coordinator.hpp"
 #include "launch/process_group.hpp"
-#include "collective/allreduce_bench.hpp"
+#include "bench/allreduce_bench.hpp"
 #include "core/error.hpp"
-#include "ps/apply_bench.hpp"
+#include "bench/ps_apply_bench.hpp"
 
 namespace tandem::cli {
 namespace {
@@ -51,7 +51,7 @@ int runWorker(const AllreduceBenchOptions& o, const std::vector<size_t>& sizes) 
   options.timeout = timeout;
   options.ring_threshold_bytes = static_cast<size_t>(o.ring_threshold_kb * 1024);
   auto comm = collective::Communicator::connect(prefixed, options);
-  auto rows = collective::runAllreduceBench(*comm, sizes);
+  auto rows = bench::runAllreduceBench(*comm, sizes);
   comm->barrier();
   if (o.rank != 0) return 0;
 
@@ -85,10 +85,10 @@ int runWorker(const AllreduceBenchOptions& o, const std::vector<size_t>& sizes) 
 
 int runAllreduceBench(const AllreduceBenchOptions& o) {
   if (o.workers < 1) throw InputError(fmt::format("--workers: must be >= 1, got {}", o.workers));
-  const auto sizes = collective::parseByteSizes(o.sizes);
+  const auto sizes = bench::parseByteSizes(o.sizes);
   if (o.rank >= 0) return runWorker(o, sizes);
 
-  const double loopback = collective::measureLoopbackTcpGbps();
+  const double loopback = bench::measureLoopbackTcpGbps();
   const std::string coordinator = cluster::HostPort{o.host, launch::pickFreePort(o.host)}.str();
   launch::ProcessGroup group(/*prefix_output=*/false);
   for (int i = 0; i < o.workers; ++i) {
@@ -114,7 +114,7 @@ int runAllreduceBench(const AllreduceBenchOptions& o) {
 }
 
 int runApplyBench(int64_t floats, double seconds) {
-  const auto rows = ps::runApplyBench(floats, seconds);
+  const auto rows = bench::runApplyBench(floats, seconds);
   fmt::print("server apply throughput, one core, {:.0f} MB of float32 gradient per pass\n", floats * 4 / 1e6);
   fmt::print("{:>20} {:>10} {:>10} {:>10}\n", "kernel", "ms/pass", "GB/s", "vs memcpy");
   for (const auto& r : rows) {

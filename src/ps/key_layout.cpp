@@ -58,4 +58,27 @@ KeyLayout buildKeyLayout(const std::vector<TensorSpec>& tensors, int servers, in
   return layout;
 }
 
+int64_t chunkFloatsFor(int64_t total_floats, int64_t requested_chunk_floats, int servers) {
+  if (servers < 1) throw InputError(fmt::format("parameter servers: need at least 1, got {}", servers));
+  if (requested_chunk_floats < 1) {
+    throw InputError(fmt::format("--ps-chunk-mb: a chunk of {} floats is not positive", requested_chunk_floats));
+  }
+  if (total_floats < 0) throw InputError(fmt::format("parameter layout: negative model size {}", total_floats));
+  // Ceil division written so that huge requests cannot overflow; total > 0 wherever it is used.
+  auto chunksOfSize = [&](int64_t chunk) { return (total_floats - 1) / chunk + 1; };
+  if (total_floats == 0 || chunksOfSize(requested_chunk_floats) >= servers) return requested_chunk_floats;
+  if (total_floats < servers) return 1;
+  const int64_t even = (total_floats - 1) / servers + 1;
+  if (chunksOfSize(even) >= servers) return even;
+  return total_floats / servers;
+}
+
+std::vector<int> idleServers(const KeyLayout& layout) {
+  std::vector<int> idle;
+  for (size_t s = 0; s < layout.server_floats.size(); ++s) {
+    if (layout.server_floats[s] == 0) idle.push_back(static_cast<int>(s));
+  }
+  return idle;
+}
+
 }  // namespace tandem::ps

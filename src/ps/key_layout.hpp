@@ -42,4 +42,29 @@ struct KeyLayout {
 // positive multiple of 4, an empty tensor list or a negative size.
 KeyLayout buildKeyLayout(const std::vector<TensorSpec>& tensors, int servers, int64_t chunk_bytes);
 
+// The chunk size, in floats, to build a layout of `total_floats` with, so
+// that no server is left empty just because the model is small. Fixed
+// chunks of --ps-chunk-mb would give a 1 MB model one 4 MB chunk, and every
+// server but one would hold nothing. The rule:
+// - if `requested_chunk_floats` already cuts the model into at least
+//   `servers` chunks (or the model is empty), it is returned unchanged;
+// - otherwise ceil(total / servers), the most even split, when that still
+//   yields `servers` chunks;
+// - otherwise floor(total / servers), which always does. (Ceil falls short
+//   when total < about servers^2: 5 floats on 4 servers as chunks of 2 is
+//   only 3 chunks; chunks of 1 give 5.)
+// - with fewer floats than servers, 1: one float per chunk, and
+//   `servers - total_floats` servers stay idle whatever the size.
+// Since the first `servers` chunks each go to an empty server, at least
+// min(servers, total_floats) servers hold data. Never larger than the
+// request. A pure function, so every worker picks the same size and the
+// layouts agree. Throws InputError for servers < 1,
+// requested_chunk_floats < 1 or total_floats < 0. Thread-safe.
+int64_t chunkFloatsFor(int64_t total_floats, int64_t requested_chunk_floats, int servers);
+
+// Servers of `layout` that hold no chunk, in increasing order: worth a
+// warning, since such a server costs a process and does no work.
+// Thread-safe.
+std::vector<int> idleServers(const KeyLayout& layout);
+
 }  // namespace tandem::ps

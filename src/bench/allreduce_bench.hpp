@@ -9,7 +9,7 @@
 
 #include "collective/communicator.hpp"
 
-namespace tandem::collective {
+namespace tandem::bench {
 
 struct AllreduceBenchRow {
   size_t bytes = 0;
@@ -32,7 +32,7 @@ std::vector<size_t> parseByteSizes(const std::string& text);
 // the result is the same on every rank, `exact` included (the ranks agree on
 // it). A wrong sum does not throw: its row says exact = false and names the
 // element, and the remaining sizes still run.
-std::vector<AllreduceBenchRow> runAllreduceBench(Communicator& comm, const std::vector<size_t>& sizes);
+std::vector<AllreduceBenchRow> runAllreduceBench(collective::Communicator& comm, const std::vector<size_t>& sizes);
 
 // The benchmark's data, chosen so that every sum is exact in float: rank r
 // holds (r + 1) * (i % 7 + 1) at element i.
@@ -47,4 +47,4 @@ std::string allreduceMismatch(const float* data, size_t count, int ranks);
 // `bytes` to another through 127.0.0.1.
 double measureLoopbackTcpGbps(size_t bytes = size_t{1} << 30);
 
-}  // namespace tandem::collective
+}  // namespace tandem::bench

@@ -1,4 +1,4 @@
-#include "collective/allreduce_bench.hpp"
+#include "bench/allreduce_bench.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -13,7 +13,7 @@
 #include "core/clock.hpp"
 #include "core/error.hpp"
 
-namespace tandem::collective {
+namespace tandem::bench {
 
 namespace {
 
@@ -79,7 +79,7 @@ std::vector<size_t> parseByteSizes(const std::string& text) {
   return sizes;
 }
 
-std::vector<AllreduceBenchRow> runAllreduceBench(Communicator& comm, const std::vector<size_t>& sizes) {
+std::vector<AllreduceBenchRow> runAllreduceBench(collective::Communicator& comm, const std::vector<size_t>& sizes) {
   const int n = comm.size();
   const int rank = comm.rank();
   std::vector<AllreduceBenchRow> rows;
@@ -175,4 +175,4 @@ double measureLoopbackTcpGbps(size_t bytes) {
   return static_cast<double>(bytes) / seconds / 1e9;
 }
 
-}  // namespace tandem::collective
+}  // namespace tandem::bench

@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
-#include "collective/allreduce_bench.hpp"
+#include "bench/allreduce_bench.hpp"
 #include "support/expect_input_error.hpp"
 
-namespace tandem::collective {
+namespace tandem::bench {
 namespace {
 
 TEST(AllreduceBenchSizes, RangesStepByFourAndListsAreTakenAsGiven) {
@@ -39,7 +39,7 @@ TEST(AllreduceBenchVerify, AcceptsTheExactSumAndNamesTheFirstWrongElement) {
 
 // One rank whose all-reduce is the identity (right for one rank), except
 // that call number `corrupt_call` adds 1 to element 3.
-class CorruptingCommunicator final : public Communicator {
+class CorruptingCommunicator final : public collective::Communicator {
  public:
   explicit CorruptingCommunicator(int corrupt_call) : corrupt_call_(corrupt_call) {}
   int rank() const override { return 0; }
@@ -67,7 +67,7 @@ TEST(AllreduceBenchRun, ExactWhenEverySumIsRight) {
   }
   // A real (single-rank) communicator too.
   gloo::rendezvous::HashStore store;
-  auto solo = Communicator::connect(store, {});
+  auto solo = collective::Communicator::connect(store, {});
   EXPECT_TRUE(runAllreduceBench(*solo, {4096}).at(0).exact);
 }
 
@@ -95,4 +95,4 @@ TEST(AllreduceBenchLoopback, MeasuresAPositiveRate) {
 }
 
 }  // namespace
-}  // namespace tandem::collective
+}  // namespace tandem::bench

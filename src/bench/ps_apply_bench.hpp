@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace tandem::ps {
+namespace tandem::bench {
 
 struct ApplyBenchRow {
   std::string kernel;    // "memcpy", "sgd-momentum", "adam", "sum of 4 gradients"
@@ -18,4 +18,4 @@ struct ApplyBenchRow {
 // `min_seconds` have passed (best pass kept). Throws InputError for floats < 1.
 std::vector<ApplyBenchRow> runApplyBench(int64_t floats, double min_seconds);
 
-}  // namespace tandem::ps
+}  // namespace tandem::bench
