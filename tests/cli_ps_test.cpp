@@ -51,7 +51,9 @@ class PsTraining : public ::testing::Test {
     EXPECT_EQ(summary["servers"], 1);
     EXPECT_TRUE(summary["step_breakdown"].contains("exposed_comm"));
     auto server = summaryOf(dir_.path() / "ps" / "ps" / "ps-0");
-    EXPECT_EQ(server["updates"].get<int>(), 50 * server["chunks"].get<int>());
+    EXPECT_EQ(server["chunk_updates"].get<int>(), 50 * server["chunks"].get<int>());
+    EXPECT_EQ(server["model_updates"], 50);
+    EXPECT_EQ(server["global_step"], 50);
     EXPECT_TRUE(server["lost_workers"].empty());
   }
 };
@@ -78,7 +80,7 @@ TEST_F(PsTraining, TwoPsTwoWorkersSyncReproduceTwoWorkerAllReduce) {
   auto s0 = summaryOf(dir_.path() / "ps" / "ps" / "ps-0");
   auto s1 = summaryOf(dir_.path() / "ps" / "ps" / "ps-1");
   EXPECT_LE(std::abs(s0["floats"].get<int64_t>() - s1["floats"].get<int64_t>()), 2621) << s0 << s1;
-  EXPECT_GT(s1["updates"].get<int>(), 0);
+  EXPECT_EQ(s1["model_updates"], 40);  // whole-model steps, not chunk updates
   auto worker1 = summaryOf(dir_.path() / "ps" / "workers" / "worker-1");
   EXPECT_EQ(worker1["steps"], 40);
 }
@@ -162,7 +164,7 @@ TEST_F(PsTraining, BoundedStalenessIsNeverExceeded) {
 
 TEST_F(PsTraining, AsyncTrainingSurvivesAKilledWorker) {
   const std::string args = syntheticTrainArgs("mlp", 16, dir_.str("run"),
-                                              "--max-steps 150 --ps-mode async --debug-step-delay-ms 20 "
+                                              "--max-steps 600 --ps-mode async --debug-step-delay-ms 20 "
                                               "--peer-timeout 3");
   auto cluster = startCluster(dir_, 3, args, [](int) { return ""; });
   ASSERT_TRUE(testing::waitForOutput(cluster.workers[2], dir_.path() / "run" / "workers" / "worker-2" / "metrics.jsonl",
@@ -174,12 +176,67 @@ TEST_F(PsTraining, AsyncTrainingSurvivesAKilledWorker) {
     EXPECT_EQ(testing::waitForExit(cluster.workers[static_cast<size_t>(i)], std::chrono::seconds(120)), 0)
         << readFile(dir_.path() / fmt::format("worker{}.log", i));
   }
-  EXPECT_EQ(summaryOf(dir_.path() / "run")["steps"], 150);
+  // The survivors make the job's 600 steps (the dead worker's unfinished
+  // one, granted before it died, is handed back once the server gives up on it).
+  auto chief = summaryOf(dir_.path() / "run");
+  EXPECT_GE(chief["global_step"].get<int>(), 599) << chief;
+  EXPECT_LE(chief["global_step"].get<int>(), 600) << chief;
   // The server gives up on the dead worker after --peer-timeout and ends cleanly.
   EXPECT_EQ(testing::waitForExit(cluster.ps, std::chrono::seconds(30)), 0) << readFile(dir_.path() / "ps.log");
   auto server = summaryOf(dir_.path() / "run" / "ps" / "ps-0");
   EXPECT_EQ(server["lost_workers"], nlohmann::json::array({2})) << server;
+  EXPECT_EQ(server["global_step"], chief["global_step"]);
   EXPECT_NE(readFile(dir_.path() / "ps.log").find("worker 2 has been silent"), std::string::npos);
+}
+
+// Async counts the job's steps: a slowed worker's share goes to the fast
+// one, and the checkpoint holds every worker's every update.
+TEST_F(PsTraining, AsyncMaxStepsCountsTheJobsUpdatesAndTheCheckpointHasThemAll) {
+  // Long enough (about 1.5 s) that the ends of the run do not dominate the rates.
+  const std::string args = syntheticTrainArgs("mlp", 16, dir_.str("run"), "--max-steps 300 --ps-mode async");
+  auto cluster = startCluster(dir_, 2, args, [](int rank) {
+    return rank == 1 ? "--debug-step-delay-ms 20" : "--debug-step-delay-ms 5";
+  });
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(testing::waitForExit(cluster.workers[static_cast<size_t>(i)], std::chrono::seconds(120)), 0)
+        << readFile(dir_.path() / fmt::format("worker{}.log", i));
+  }
+  ASSERT_EQ(testing::waitForExit(cluster.ps, std::chrono::seconds(30)), 0) << readFile(dir_.path() / "ps.log");
+  auto chief = summaryOf(dir_.path() / "run");
+  auto slow = summaryOf(dir_.path() / "run" / "workers" / "worker-1");
+  auto server = summaryOf(dir_.path() / "run" / "ps" / "ps-0");
+  const int fast_steps = chief["worker_steps"].get<int>();
+  const int slow_steps = slow["worker_steps"].get<int>();
+  EXPECT_EQ(fast_steps + slow_steps, 300) << chief << slow;
+  EXPECT_GT(fast_steps, 2 * slow_steps) << "the fast worker should carry the slow one's share";
+  EXPECT_EQ(chief["global_step"], 300);
+  EXPECT_EQ(server["global_step"], 300);
+  EXPECT_EQ(server["model_updates"], 300);
+  EXPECT_FALSE(chief["interrupted"].get<bool>());
+  train::LoadedCheckpoint checkpoint(dir_.str("run/checkpoint.ckpt"));
+  EXPECT_EQ(checkpoint.meta().global_step, 300);
+  // The job's rate is the sum of the workers' own rates, not the chief's times two.
+  const double job = chief["samples_per_sec"].get<double>();
+  const double sum = chief["worker_samples_per_sec"].get<double>() + slow["worker_samples_per_sec"].get<double>();
+  EXPECT_NEAR(job, sum, 0.1 * sum) << chief << slow;
+  EXPECT_LT(job, 1.5 * chief["worker_samples_per_sec"].get<double>()) << chief;
+}
+
+TEST_F(PsTraining, LaunchCarriesOnWithoutADeadAsyncWorker) {
+  const std::string out = dir_.str("run");
+  pid_t pid = testing::spawnTandem("launch --ps 1 --workers 3 -- " +
+                                       syntheticTrainArgs("mlp", 16, out, "--max-steps 600 --ps-mode async "
+                                                                          "--debug-step-delay-ms 20 --peer-timeout 3"),
+                                   dir_.str("log"));
+  ASSERT_TRUE(testing::waitForOutput(pid, std::filesystem::path(out) / "workers" / "worker-2" / "metrics.jsonl",
+                                     std::chrono::seconds(60)))
+      << readFile(dir_.path() / "log");
+  testing::runCommand("pkill -KILL -f '" + out + ".*--task-index 2'");
+  EXPECT_EQ(testing::waitForExit(pid, std::chrono::seconds(120)), 0) << readFile(dir_.path() / "log");
+  const std::string log = readFile(dir_.path() / "log");
+  EXPECT_NE(log.find("worker 2"), std::string::npos) << log;
+  EXPECT_NE(log.find("training went on without it"), std::string::npos) << log;
+  EXPECT_GE(summaryOf(out)["global_step"].get<int>(), 599);
 }
 
 TEST_F(PsTraining, SyncTrainingNamesAKilledWorkerWithinTheDeadline) {

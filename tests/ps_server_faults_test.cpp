@@ -100,7 +100,7 @@ TEST_F(PsServer, MalformedFramesGetAnErrorAndOthersAreStillServed) {
   expectOk(w0.request({.type = MessageType::kPsDone}));
   const auto summary = server_->summary();
   EXPECT_EQ(summary["bad_frames"], bad);
-  EXPECT_EQ(summary["updates"], 1);
+  EXPECT_EQ(summary["chunk_updates"], 1);
   EXPECT_EQ(summary["pushes"], 1);
 }
 

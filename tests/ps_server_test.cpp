@@ -85,8 +85,8 @@ TEST_F(PsServer, AsyncAppliesAdamPushesInArrivalOrder) {
   int64_t update = 0;
   for (const auto* g : {&g0, &g1, &g2}) {
     AdamSettings a = c.optimizer.adam;
-    // The schedule advances once per round of `workers` pushes.
-    a.lr = c.lrAt(static_cast<uint64_t>(update) / 2);
+    // Async runs the schedule over the global step: every push is one.
+    a.lr = c.lrAt(static_cast<uint64_t>(update));
     adamUpdate(param, *g, m, s, ++update, a);
   }
   expectBitEqual(floatsOf(v), param);

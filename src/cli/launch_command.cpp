@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <optional>
 #include <thread>
 
 #include "cli/commands.hpp"
@@ -24,8 +25,25 @@ struct LaunchOptions {
   int ps = 0;
   std::string host = "127.0.0.1";
   double grace_s = 10;
+  std::string on_worker_failure = "auto";  // stop | continue | auto (continue for async PS)
   std::vector<std::string> train_args;
 };
+
+// The value of `--flag v` or `--flag=v` in the train arguments, if given.
+std::optional<std::string> flagValue(const std::vector<std::string>& args, const std::string& flag) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == flag && i + 1 < args.size()) return args[i + 1];
+    if (args[i].rfind(flag + "=", 0) == 0) return args[i].substr(flag.size() + 1);
+  }
+  return std::nullopt;
+}
+
+// Async PS training goes on without a dead worker (the servers and the
+// others carry its share); every other mode needs every worker for each step.
+bool continuesAfterWorkerFailure(const LaunchOptions& o) {
+  if (o.on_worker_failure != "auto") return o.on_worker_failure == "continue";
+  return o.ps > 0 && flagValue(o.train_args, "--ps-mode") == "async" && !flagValue(o.train_args, "--staleness");
+}
 
 bool hasFlag(const std::vector<std::string>& args, const std::string& flag) {
   for (const auto& a : args) {
@@ -39,6 +57,10 @@ int runLaunch(LaunchOptions o) {
   if (!o.train_args.empty() && o.train_args.front() == "train") o.train_args.erase(o.train_args.begin());
   if (o.workers < 1) throw InputError(fmt::format("--workers: must be >= 1, got {}", o.workers));
   if (o.ps < 0) throw InputError(fmt::format("--ps: must be >= 0, got {}", o.ps));
+  if (o.on_worker_failure == "continue" && o.ps == 0) {
+    throw InputError("--on-worker-failure continue: all-reduce needs every worker for every step; only async "
+                     "parameter-server training can go on without one");
+  }
   for (const char* flag : {"--worker-hosts", "--ps-hosts", "--job-name", "--task-index", "--task-id", "--coordinator"}) {
     if (hasFlag(o.train_args, flag)) {
       throw InputError(fmt::format("{}: launch sets the cluster flags itself; remove it from the train arguments", flag));
@@ -91,6 +113,12 @@ int runLaunch(LaunchOptions o) {
   auto failed = [&forwarded](const launch::ChildExit& e) {
     return e.signaled || (e.exit_code != 0 && !(forwarded && e.exit_code == 130));
   };
+  // Worker 0 saves the checkpoint and the servers hold the parameters: their
+  // failure always stops the job.
+  const bool carry_on = continuesAfterWorkerFailure(o);
+  auto stops_job = [&](const launch::ChildExit& e) {
+    return failed(e) && !(carry_on && e.name.rfind("worker ", 0) == 0 && e.name != "worker 0");
+  };
   auto result = group.wait(
       std::chrono::milliseconds(static_cast<int64_t>(o.grace_s * 1000)),
       [&forwarded] {
@@ -98,7 +126,13 @@ int runLaunch(LaunchOptions o) {
         if (signal > 0) forwarded = true;
         return signal;
       },
-      failed);
+      stops_job);
+  for (const auto& e : result.exits) {
+    if (failed(e) && !stops_job(e)) {
+      std::fprintf(stderr, "launch: %s; training went on without it (--on-worker-failure continue)\n",
+                   e.describe().c_str());
+    }
+  }
   if (!result.ok) {
     std::fprintf(stderr, "launch: %s; the other tasks were stopped\n", result.first_failure.c_str());
     // Bad input stays bad input: 2 when every task that failed on its own
@@ -129,6 +163,11 @@ Command addLaunchCommand(CLI::App& app) {
   cmd->add_option("--ps", options->ps, "parameter-server processes")->capture_default_str();
   cmd->add_option("--host", options->host, "address the tasks listen on")->capture_default_str();
   cmd->add_option("--grace", options->grace_s, "seconds between SIGTERM and SIGKILL when stopping the others")
+      ->capture_default_str();
+  cmd->add_option("--on-worker-failure", options->on_worker_failure,
+                  "when a worker other than 0 fails: stop the job, or continue without it (auto: continue for "
+                  "async parameter servers, stop otherwise)")
+      ->check(CLI::IsMember({"auto", "stop", "continue"}))
       ->capture_default_str();
   cmd->add_option("train_args", options->train_args, "arguments for `tandem train`, after --");
   cmd->footer("Examples:\n  tandem launch --workers 2 -- --model cnn --epochs 1 --out runs/two\n"

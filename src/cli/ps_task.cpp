@@ -37,8 +37,8 @@ int runPsTask(const cluster::ClusterSpec& spec, const train::TrainConfig& config
                     async ? "; async training went on without them" : "");
     return async ? 0 : 1;
   }
-  TANDEM_LOG_INFO("{}: all workers done; {} updates, {:.2f} GB/s applied", spec.taskName(),
-                  summary.at("updates").get<uint64_t>(), summary.at("apply_gb_per_s").get<double>());
+  TANDEM_LOG_INFO("{}: all workers done; {} model updates, {:.2f} GB/s applied", spec.taskName(),
+                  summary.at("model_updates").get<uint64_t>(), summary.at("apply_gb_per_s").get<double>());
   return 0;
 }
 

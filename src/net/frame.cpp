@@ -65,6 +65,7 @@ std::string messageTypeName(MessageType type) {
     case MessageType::kPsDone: return "ps-done";
     case MessageType::kPsState: return "ps-state";
     case MessageType::kPsAgreement: return "ps-agreement";
+    case MessageType::kPsAwaitWorkers: return "ps-await-workers";
   }
   return fmt::format("type {}", static_cast<uint16_t>(type));
 }

@@ -66,6 +66,9 @@ enum class MessageType : uint16_t {
   // with its own type, so a socket that reads back what it sent (connected
   // to itself) is told apart from a real answer.
   kPsAgreement = 41,
+  // The chief's last request before its final checkpoint: reply
+  // kPsAgreement once every other worker is done or lost.
+  kPsAwaitWorkers = 42,
 };
 
 constexpr bool isKnownMessageType(uint16_t raw) {
@@ -87,6 +90,7 @@ constexpr bool isKnownMessageType(uint16_t raw) {
     case MessageType::kPsDone:
     case MessageType::kPsState:
     case MessageType::kPsAgreement:
+    case MessageType::kPsAwaitWorkers:
       return true;
   }
   return false;

@@ -60,7 +60,8 @@ nlohmann::json toJson(const ServerConfig& c) {
           {"layout_fingerprint", c.layout_fingerprint},
           {"chunks", chunks},
           {"peer_timeout_s", c.peer_timeout_s},
-          {"start_step", c.start_step}};
+          {"start_step", c.start_step},
+          {"total_steps", c.total_steps}};
 }
 
 ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer) {
@@ -105,6 +106,7 @@ ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer
   c.peer_timeout_s = field<double>(j, "peer_timeout_s", peer);
   if (!(c.peer_timeout_s > 0)) throw InputError(fmt::format("{}: ps-init: peer_timeout_s must be > 0", peer));
   c.start_step = field<uint32_t>(j, "start_step", peer);
+  c.total_steps = field<uint64_t>(j, "total_steps", peer);
   return c;
 }
 
@@ -148,6 +150,8 @@ std::vector<char> encode(const StepAgreement& a) {
   w.putU64(bitsOf(a.slowest_compute_seconds));
   w.putU32(a.stop ? 1 : 0);
   w.putU32(a.slowest_clock);
+  w.putU64(a.global_step);
+  w.putU32(a.finished ? 1 : 0);
   return w.take();
 }
 
@@ -158,6 +162,8 @@ StepAgreement decodeStepAgreement(std::span<const std::byte> bytes, std::string_
   a.slowest_compute_seconds = doubleOf(r.u64("slowest compute seconds"));
   a.stop = r.u32("stop") != 0;
   a.slowest_clock = r.u32("slowest clock");
+  a.global_step = r.u64("global step");
+  a.finished = r.u32("finished") != 0;
   r.expectEnd();
   return a;
 }
@@ -166,7 +172,8 @@ net::MessageType replyTypeOf(net::MessageType request) {
   switch (request) {
     case net::MessageType::kPsPull:
     case net::MessageType::kPsState: return net::MessageType::kPsValues;
-    case net::MessageType::kPsClock: return net::MessageType::kPsAgreement;
+    case net::MessageType::kPsClock:
+    case net::MessageType::kPsAwaitWorkers: return net::MessageType::kPsAgreement;
     default: return net::MessageType::kOk;
   }
 }

@@ -49,6 +49,9 @@ struct ServerConfig {
   std::vector<ChunkRange> chunks;  // the chunks this server holds
   double peer_timeout_s = 120;     // how long a step waits for a worker
   uint32_t start_step = 0;         // a resumed run's first step: every worker's clock starts there
+  // Async: the job's whole-model updates to make; ps 0 stops every worker
+  // once it has granted that many. Other modes count steps per worker.
+  uint64_t total_steps = 0;
 
   double lrAt(uint64_t step) const;
 };
@@ -79,6 +82,10 @@ struct StepAgreement {
   double slowest_compute_seconds = 0;  // sync: the slowest worker's compute time
   bool stop = false;              // sync: any worker asked to stop
   uint32_t slowest_clock = 0;     // steps the slowest worker had finished at reply time
+  // Whole-model updates the job has made (async: every worker's steps added
+  // up, from a resumed run's start; sync and SSP: the step itself).
+  uint64_t global_step = 0;
+  bool finished = false;          // async: the job's --max-steps are all granted; end here
 };
 std::vector<char> encode(const StepAgreement& agreement);
 StepAgreement decodeStepAgreement(std::span<const std::byte> bytes, std::string_view peer);

@@ -20,6 +20,7 @@
 #include "ps/apply_pool.hpp"
 #include "ps/chunk_state.hpp"
 #include "ps/protocol.hpp"
+#include "ps/server_stats.hpp"
 #include "ps/step_clocks.hpp"
 #include "ps/worker_registry.hpp"
 
@@ -69,18 +70,14 @@ struct ParameterServer::Impl {
   int apply_threads = 1;
   std::optional<StepClocks> clocks;  // from init; only ps 0 gets reports
 
-  // Statistics for the summary.
-  uint64_t pushes = 0, pulls = 0, bytes_in = 0, bytes_out = 0, updates = 0, bad_frames = 0;
-  double apply_seconds = 0;
-  uint64_t applied_bytes = 0;
-  double reported_apply_seconds = 0;
+  ServerStats stats;
 
   void reply(const std::string& routing, net::FrameHeader header, zmq::message_t payload) {
     // A worker's silence counts from the last exchange, not its last request:
     // time it spent waiting on us is not silence.
     workers.touch(routing, false);
     zmq::message_t id(routing.data(), routing.size());
-    bytes_out += payload.size();
+    stats.bytes_out += payload.size();
     net::sendFrame(router, header, std::move(payload), &id);
   }
   void replyOk(const std::string& routing, uint64_t request_id) {
@@ -154,7 +151,7 @@ struct ParameterServer::Impl {
       initChunk(chunks.emplace_back(), r, c.optimizer.name, c.workers);
     }
     workers.reset(c.workers);
-    clocks.emplace(c.mode, c.staleness, c.workers, c.start_step);
+    clocks.emplace(c.mode, c.staleness, c.workers, c.start_step, c.total_steps);
     const int64_t floats = totalFloats(chunks);
     TANDEM_LOG_INFO("{}: {} mode, {} worker(s), {} chunk(s), {:.1f} MB, optimizer {}, {} apply thread(s)", name,
                     modeName(c.mode), c.workers, chunks.size(), static_cast<double>(floats) * 4 / 1e6,
@@ -186,7 +183,7 @@ struct ParameterServer::Impl {
         registerWorker(waiting.routing, waiting.hello);
         replyOk(waiting.routing, waiting.request_id);
       } catch (const Refusal& r) {
-        ++bad_frames;
+        ++stats.bad_frames;
         TANDEM_LOG_WARN("{}: refused a hello: {}", name, r.reason);
         replyError(waiting.routing, waiting.request_id, r.reason);
       }
@@ -229,8 +226,8 @@ struct ParameterServer::Impl {
     ChunkState& c = chunks[index];
     requireChunkPayload(c, f);
     if (!ready) throw Refusal{"ps-push before every chunk was initialised"};
-    ++pushes;
-    bytes_in += f.payload.size();
+    ++stats.pushes;
+    stats.bytes_in += f.payload.size();
     if (config->mode == Mode::kSync) {
       if (f.header.clock != c.applied) {
         throw Refusal{fmt::format("worker {} pushed chunk {} for step {} but the chunk is at step {}", w, c.key,
@@ -255,7 +252,7 @@ struct ParameterServer::Impl {
     const std::string what = net::messageTypeName(f.header.type);
     if (f.payload.size() != 0) throw Refusal{what + " carries no payload"};
     if (!ready) throw Refusal{what + " before every chunk was initialised"};
-    ++pulls;
+    ++stats.pulls;
     // Sync: the version the worker's next step needs. Otherwise: everything
     // received so far, so a worker always sees its own last push.
     const uint64_t needed = config->mode == Mode::kSync ? f.header.clock : c.received;
@@ -277,6 +274,13 @@ struct ParameterServer::Impl {
     } catch (const InputError& e) {
       throw Refusal{e.what()};
     }
+    answerClocks();
+  }
+
+  void onAwait(const std::string& routing, net::Frame& f) {
+    const int w = workerOf(routing, f.header.type);
+    if (options.index != 0) throw Refusal{fmt::format("ps-await-workers goes to ps 0, not {}", name)};
+    clocks->awaitOthers(w, routing, f.header.request_id);
     answerClocks();
   }
 
@@ -323,9 +327,11 @@ struct ParameterServer::Impl {
     auto grad = std::make_shared<zmq::message_t>(std::move(c.queue.front().grad));
     c.queue.pop_front();
     const uint64_t update = c.applied;
-    // The schedule advances once per round of every worker's push: one
-    // epoch of data takes as many schedule steps as in sync mode.
-    const uint64_t lr_step = update / static_cast<uint64_t>(config->workers);
+    // Async: the schedule runs over the job's global step, as TensorFlow's
+    // does. SSP counts steps per worker: one round of every worker's push
+    // is one schedule step.
+    const uint64_t lr_step =
+        config->mode == Mode::kAsync ? update : update / static_cast<uint64_t>(config->workers);
     pool->submit(fmt::format("{}: apply of chunk {} (update {})", name, c.key, update),
                  [this, index, grad, update, lr_step] {
                    Stopwatch watch;
@@ -346,9 +352,9 @@ struct ParameterServer::Impl {
       ChunkState& c = chunks[d.chunk];
       c.busy = false;
       ++c.applied;
-      ++updates;
-      apply_seconds += d.seconds;
-      applied_bytes += static_cast<uint64_t>(c.length) * sizeof(float);
+      ++stats.chunk_updates;
+      stats.apply_seconds += d.seconds;
+      stats.applied_bytes += static_cast<uint64_t>(c.length) * sizeof(float);
       answerPulls(c);
       if (config->mode != Mode::kSync) startAsyncApply(d.chunk);
     }
@@ -436,6 +442,8 @@ struct ParameterServer::Impl {
       if (clocks->done(w) || ws.lost) continue;
       if (Clock::now() - ws.last_seen > timeout && !isWaiting(w)) {
         ws.lost = true;
+        clocks->lose(w);
+        answerClocks();  // its granted step goes to the others; nobody awaits it
         TANDEM_LOG_WARN("{}: worker {} has been silent for {} (--peer-timeout) after {} step(s); giving up on it",
                         name, w, timeoutText(), clocks->clockOf(w));
         continue;
@@ -465,19 +473,20 @@ struct ParameterServer::Impl {
         case MessageType::kPsState: onPull(routing, f); break;
         case MessageType::kPsClock: onClock(routing, f); break;
         case MessageType::kPsDone: onDone(routing, f); break;
+        case MessageType::kPsAwaitWorkers: onAwait(routing, f); break;
         default:
           throw Refusal{fmt::format("{} is not a parameter-server request", net::messageTypeName(f.header.type))};
       }
     } catch (const InputError& e) {
-      ++bad_frames;
+      ++stats.bad_frames;
       TANDEM_LOG_WARN("{}: rejected a frame from {}: {}", name, peer, e.what());
       replyError(routing, request_id, e.what());
     } catch (const Refusal& r) {
-      ++bad_frames;
+      ++stats.bad_frames;
       TANDEM_LOG_WARN("{}: refused a request from {}: {}", name, peer, r.reason);
       replyError(routing, request_id, r.reason);
     } catch (const std::bad_alloc&) {
-      ++bad_frames;
+      ++stats.bad_frames;
       replyError(routing, request_id, fmt::format("{} ran out of memory serving this request", name));
     }
   }
@@ -489,32 +498,23 @@ struct ParameterServer::Impl {
     last = Clock::now();
     std::string progress;
     if (options.index == 0) progress = fmt::format(", slowest worker has finished {} step(s)", clocks->slowest());
-    TANDEM_LOG_INFO("{}: {} updates, {:.1f} GB in, {:.1f} GB out, {:.1f}s applying in the last {:.0f}s{}", name,
-                    updates, bytes_in / 1e9, bytes_out / 1e9, apply_seconds - reported_apply_seconds, seconds, progress);
-    reported_apply_seconds = apply_seconds;
+    TANDEM_LOG_INFO("{}: {} chunk updates, {:.1f} GB in, {:.1f} GB out, {:.1f}s applying in the last {:.0f}s{}", name,
+                    stats.chunk_updates, stats.bytes_in / 1e9, stats.bytes_out / 1e9,
+                    stats.apply_seconds - stats.reported_apply_seconds, seconds, progress);
+    stats.reported_apply_seconds = stats.apply_seconds;
   }
 
   nlohmann::json summary(double wall_seconds) const {
-    const int64_t floats = totalFloats(chunks);
-    return {{"role", "ps"},
-            {"index", options.index},
-            {"mode", config ? modeName(config->mode) : "uninitialised"},
-            {"workers", workers.size()},
-            {"chunks", chunks.size()},
-            {"floats", floats},
-            {"apply_threads", apply_threads},
-            {"updates", updates},
-            {"pushes", pushes},
-            {"pulls", pulls},
-            {"bytes_in", bytes_in},
-            {"bytes_out", bytes_out},
-            {"bad_frames", bad_frames},
-            {"apply_seconds", apply_seconds},
-            {"apply_gb_per_s", apply_seconds > 0 ? static_cast<double>(applied_bytes) / apply_seconds / 1e9 : 0.0},
-            // Only ps 0 keeps the step clocks.
-            {"max_staleness", options.index == 0 && clocks ? nlohmann::json(clocks->maxStaleness()) : nlohmann::json(nullptr)},
-            {"lost_workers", workers.lost()},
-            {"wall_seconds", wall_seconds}};
+    nlohmann::json j = {
+        {"role", "ps"}, {"index", options.index}, {"mode", config ? modeName(config->mode) : "uninitialised"},
+        {"workers", workers.size()}, {"chunks", chunks.size()}, {"floats", totalFloats(chunks)},
+        {"apply_threads", apply_threads},
+        // Only ps 0 keeps the step clocks.
+        {"global_step", options.index == 0 && clocks ? nlohmann::json(clocks->globalStep()) : nlohmann::json(nullptr)},
+        {"max_staleness", options.index == 0 && clocks ? nlohmann::json(clocks->maxStaleness()) : nlohmann::json(nullptr)},
+        {"lost_workers", workers.lost()}, {"wall_seconds", wall_seconds}};
+    j.update(stats.toJson(chunks.size()));
+    return j;
   }
 };
 

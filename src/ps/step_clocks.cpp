@@ -9,11 +9,23 @@
 
 namespace tandem::ps {
 
-StepClocks::StepClocks(Mode mode, int staleness, int workers, uint32_t start_step)
+StepClocks::StepClocks(Mode mode, int staleness, int workers, uint32_t start_step, uint64_t total_steps)
     : mode_(mode),
       staleness_(staleness),
       clocks_(static_cast<size_t>(workers), start_step),
-      done_(static_cast<size_t>(workers), false) {}
+      done_(static_cast<size_t>(workers), false),
+      lost_(static_cast<size_t>(workers), false),
+      holds_grant_(static_cast<size_t>(workers), true),
+      start_step_(start_step),
+      total_steps_(total_steps),
+      granted_(start_step + static_cast<uint64_t>(workers)) {}
+
+void StepClocks::returnGrant(int worker) {
+  if (holds_grant_[static_cast<size_t>(worker)]) {
+    holds_grant_[static_cast<size_t>(worker)] = false;
+    --granted_;
+  }
+}
 
 void StepClocks::report(int worker, uint32_t clock, const StepReport& report, std::string routing,
                         uint64_t request_id) {
@@ -23,6 +35,8 @@ void StepClocks::report(int worker, uint32_t clock, const StepReport& report, st
         fmt::format("worker {} reported step {} finished, but its last report was step {}", worker, clock, mine));
   }
   mine = clock;
+  ++reported_;
+  holds_grant_[static_cast<size_t>(worker)] = false;
   Totals& t = totals_[clock];
   t.loss_sum += report.loss;
   ++t.reports;
@@ -31,7 +45,19 @@ void StepClocks::report(int worker, uint32_t clock, const StepReport& report, st
   pending_.push_back({std::move(routing), request_id, worker, clock, report, Clock::now()});
 }
 
-void StepClocks::finish(int worker) { done_[static_cast<size_t>(worker)] = true; }
+void StepClocks::finish(int worker) {
+  done_[static_cast<size_t>(worker)] = true;
+  returnGrant(worker);  // stopped early (a signal): its granted step is free again
+}
+
+void StepClocks::lose(int worker) {
+  lost_[static_cast<size_t>(worker)] = true;
+  returnGrant(worker);
+}
+
+void StepClocks::awaitOthers(int worker, std::string routing, uint64_t request_id) {
+  awaits_.push_back({std::move(routing), request_id, worker});
+}
 
 uint32_t StepClocks::slowest() const {
   uint32_t slowest = std::numeric_limits<uint32_t>::max();
@@ -39,6 +65,11 @@ uint32_t StepClocks::slowest() const {
     if (!done_[w]) slowest = std::min(slowest, clocks_[w]);
   }
   return slowest;
+}
+
+uint64_t StepClocks::globalStep() const {
+  if (mode_ == Mode::kAsync) return start_step_ + reported_;
+  return *std::max_element(clocks_.begin(), clocks_.end());
 }
 
 int64_t StepClocks::allowedLead() const {
@@ -68,9 +99,35 @@ std::vector<StepClocks::Answer> StepClocks::release() {
       a.slowest_compute_seconds = it->report.compute_seconds;
       a.stop = it->report.stop;
     }
+    a.global_step = it->clock;
+    if (mode_ == Mode::kAsync) {
+      a.global_step = globalStep();
+      a.finished = granted_ >= total_steps_;
+      if (!a.finished && !a.stop) {
+        ++granted_;
+        holds_grant_[static_cast<size_t>(it->worker)] = true;
+      }
+    }
     answers.push_back({std::move(it->routing), it->request_id, it->clock, a});
   }
   pending_.erase(keep, pending_.end());
+  auto ended = [&](size_t w) { return done_[w] || lost_[w]; };
+  for (auto it = awaits_.begin(); it != awaits_.end();) {
+    bool others_ended = true;
+    for (size_t w = 0; w < clocks_.size(); ++w) {
+      others_ended = others_ended && (static_cast<int>(w) == it->worker || ended(w));
+    }
+    if (!others_ended) {
+      ++it;
+      continue;
+    }
+    StepAgreement a;
+    a.global_step = mode_ == Mode::kAsync ? globalStep() : clocks_[static_cast<size_t>(it->worker)];
+    a.slowest_clock = clocks_[static_cast<size_t>(it->worker)];
+    a.finished = true;
+    answers.push_back({std::move(it->routing), it->request_id, clocks_[static_cast<size_t>(it->worker)], a});
+    it = awaits_.erase(it);
+  }
   // Totals of steps every live worker has passed are no longer needed.
   while (!totals_.empty() && totals_.begin()->first <= slowest_clock &&
          std::none_of(pending_.begin(), pending_.end(),
@@ -99,7 +156,8 @@ std::vector<StepClocks::Expired> StepClocks::expire(std::chrono::duration<double
 }
 
 bool StepClocks::isWaiting(int worker) const {
-  return std::any_of(pending_.begin(), pending_.end(), [&](const Pending& p) { return p.worker == worker; });
+  return std::any_of(pending_.begin(), pending_.end(), [&](const Pending& p) { return p.worker == worker; }) ||
+         std::any_of(awaits_.begin(), awaits_.end(), [&](const Await& a) { return a.worker == worker; });
 }
 
 }  // namespace tandem::ps

@@ -17,7 +17,10 @@ namespace tandem::ps {
 class StepClocks {
  public:
   // Every worker's clock starts at `start_step` (a resumed run's first step).
-  StepClocks(Mode mode, int staleness, int workers, uint32_t start_step);
+  // Async: the job makes `total_steps` whole-model updates in all; every
+  // worker starts one step unasked and is granted each further one while
+  // the total allows, so a fast worker takes on a slow one's share.
+  StepClocks(Mode mode, int staleness, int workers, uint32_t start_step, uint64_t total_steps = 0);
 
   // A held "may I go on" request, released as a reply or failed.
   struct Answer {
@@ -38,8 +41,16 @@ class StepClocks {
   void report(int worker, uint32_t clock, const StepReport& report, std::string routing, uint64_t request_id);
   // A finished worker holds nobody back any more.
   void finish(int worker);
+  // A worker given up on (silent past the peer timeout): a step it was
+  // granted goes back to the others, and nobody waits for it to finish. It
+  // still holds back sync and SSP steps, which then fail by timeout.
+  void lose(int worker);
+  // Worker `worker` waits until every other worker has finished or been
+  // lost (the chief, before its final checkpoint); answered by release().
+  void awaitOthers(int worker, std::string routing, uint64_t request_id);
   // Requests that may be answered now: sync once every live worker reached
-  // the clock, SSP once the slowest is within the staleness, async at once.
+  // the clock, SSP once the slowest is within the staleness, async at once;
+  // awaits once everyone else is finished or lost.
   std::vector<Answer> release();
   // Requests held longer than `timeout`, with who holds them up.
   std::vector<Expired> expire(std::chrono::duration<double> timeout);
@@ -51,6 +62,9 @@ class StepClocks {
   uint32_t slowest() const;
   // The furthest a worker was allowed to start ahead of the slowest.
   uint32_t maxStaleness() const { return max_staleness_; }
+  // Whole-model updates so far: async, every worker's reported steps added
+  // to the start step; otherwise the furthest clock (each step is one).
+  uint64_t globalStep() const;
 
  private:
   struct Pending {
@@ -69,11 +83,25 @@ class StepClocks {
   };
   int64_t allowedLead() const;
 
+  struct Await {
+    std::string routing;
+    uint64_t request_id = 0;
+    int worker = 0;
+  };
+  void returnGrant(int worker);
+
   Mode mode_;
   int staleness_;
   std::vector<uint32_t> clocks_;
   std::vector<bool> done_;
+  std::vector<bool> lost_;
+  std::vector<bool> holds_grant_;  // async: granted a step it has not reported yet
+  uint64_t start_step_ = 0;
+  uint64_t total_steps_ = 0;
+  uint64_t reported_ = 0;          // steps reported this session, every worker together
+  uint64_t granted_ = 0;           // async: steps handed out, from the start step
   std::vector<Pending> pending_;
+  std::vector<Await> awaits_;
   std::map<uint32_t, Totals> totals_;  // sync: by step
   uint32_t max_staleness_ = 0;
 };

@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstring>
@@ -126,6 +127,7 @@ struct PsStrategy::Impl {
     for (const auto& chunk : layout.chunksOf(server)) c.chunks.push_back({chunk.key, chunk.length});
     c.peer_timeout_s = config.distributed.peer_timeout_s;
     c.start_step = static_cast<uint32_t>(plan.start_step);
+    c.total_steps = static_cast<uint64_t>(plan.total_steps);
     return c;
   }
 
@@ -208,7 +210,9 @@ struct PsStrategy::Impl {
     const int slots = ps::optimizerSlots(config.optimizer.name);
     values.resize(length * static_cast<size_t>(1 + slots), 0.0f);
     // Sync applies once per step; async once per push (Adam's count says how many).
-    int64_t applied = start_step * (mode == ps::Mode::kSync ? 1 : n());
+    // Sync: one update per step; async: one per global step (the step is
+    // global); SSP: one per worker per step.
+    int64_t applied = start_step * (mode == ps::Mode::kBounded ? n() : 1);
     for (const auto& piece : pieces[c]) {
       auto it = optimizer.state().find(stateKey(params[piece.param]));
       if (it == optimizer.state().end()) continue;  // never updated: zero slots
@@ -263,6 +267,26 @@ int PsStrategy::rank() const { return impl_->spec.index; }
 int PsStrategy::worldSize() const { return impl_->spec.num_workers; }
 int PsStrategy::serverCount() const { return impl_->spec.numServers(); }
 bool PsStrategy::averagesWorkers() const { return impl_->mode == ps::Mode::kSync; }
+bool PsStrategy::sharesSteps() const { return impl_->mode == ps::Mode::kAsync; }
+
+int64_t PsStrategy::awaitJobEnd(int64_t own_step) {
+  Impl& s = *impl_;
+  if (s.mode == ps::Mode::kSync) return own_step;
+  // The others have at most one granted step (async) or the staleness
+  // bound's worth (SSP) to finish; a dead one is given up on by ps 0 after
+  // --peer-timeout of silence.
+  const int staleness = std::max(0, s.config.distributed.staleness);
+  const Deadline deadline =
+      Deadline::afterSeconds(s.config.distributed.peer_timeout_s * (2.0 + staleness) + 5.0);
+  ps::Ticket ticket = s.client->send(0, {.type = MessageType::kPsAwaitWorkers, .clock = static_cast<uint32_t>(s.step)},
+                                     zmq::message_t());
+  net::Frame reply = ticket.wait(deadline, "the other workers' last steps");
+  const ps::StepAgreement agreement = ps::decodeStepAgreement(reply.bytes(), "ps 0");
+  // Pulls answer once every push received before them is applied.
+  s.pullAll(0);
+  s.receivePulls(deadline);
+  return static_cast<int64_t>(agreement.global_step);
+}
 nlohmann::json PsStrategy::summary() const {
   return {{"servers", impl_->spec.numServers()},
           {"chunks", impl_->layout.chunks.size()},
@@ -282,15 +306,29 @@ void PsStrategy::initialize(models::Model& model, const nlohmann::json& fingerpr
     s.params.push_back(p);
     specs.push_back({item.key(), p.numel()});
   }
-  const auto chunk_bytes = static_cast<int64_t>(s.config.distributed.ps_chunk_mb * 1024 * 1024) / 4 * 4;
-  s.layout = ps::buildKeyLayout(specs, s.spec.numServers(), chunk_bytes);
+  // A model smaller than one chunk per server gets smaller chunks, so that
+  // no server sits idle.
+  int64_t total_floats = 0;
+  for (const auto& t : specs) total_floats += t.numel;
+  const auto requested = static_cast<int64_t>(s.config.distributed.ps_chunk_mb * 1024 * 1024) / 4;
+  const int64_t chunk_floats = ps::chunkFloatsFor(total_floats, requested, s.spec.numServers());
+  if (chunk_floats < requested && s.spec.isChief()) {
+    TANDEM_LOG_INFO("{:.2f} MB of parameters over {} servers: chunks of {:.3f} MB instead of --ps-chunk-mb {}",
+                    total_floats * 4 / 1e6, s.spec.numServers(), chunk_floats * 4 / 1e6,
+                    s.config.distributed.ps_chunk_mb);
+  }
+  s.layout = ps::buildKeyLayout(specs, s.spec.numServers(), chunk_floats * 4);
+  if (auto idle = ps::idleServers(s.layout); !idle.empty() && s.spec.isChief()) {
+    TANDEM_LOG_WARN("ps {} hold(s) no parameters: the model has fewer floats ({}) than there are servers",
+                    fmt::join(idle, ", "), total_floats);
+  }
   s.mapPieces();
 
   nlohmann::json fp = fingerprint;
   fp["ps"] = {{"mode", ps::modeName(s.mode)},
               {"staleness", s.config.distributed.staleness},
               {"servers", s.spec.numServers()},
-              {"chunk_bytes", chunk_bytes},
+              {"chunk_bytes", chunk_floats * 4},
               {"layout", fmt::format("{:016x}", s.layout.fingerprint())}};
   Stopwatch watch;
   s.join = joinAsWorker(s.spec, s.config.distributed, fp);
@@ -345,7 +383,7 @@ void PsStrategy::initialize(models::Model& model, const nlohmann::json& fingerpr
   TANDEM_LOG_INFO("{}: {} mode with {} server(s), {} chunk(s) of up to {:.1f} MB, {:.1f} MB of parameters; ready in "
                   "{:.2f}s",
                   s.spec.taskName(), ps::modeName(s.mode), s.spec.numServers(), s.layout.chunks.size(),
-                  chunk_bytes / 1e6, s.layout.total_floats * 4 / 1e6, watch.elapsed());
+                  chunk_floats * 4 / 1e6, s.layout.total_floats * 4 / 1e6, watch.elapsed());
   s.cycle_start = Clock::now();
 }
 
@@ -402,6 +440,10 @@ AgreedStep PsStrategy::synchronizeGradients(models::Model& model, const LocalSte
   agreed.times.exposed_comm = std::max(0.0, total - agreed.times.update - agreed.times.wait_workers);
   agreed.loss = agreement.loss;
   agreed.stop = agreement.stop;
+  if (s.mode == ps::Mode::kAsync) {
+    agreed.global_step = static_cast<int64_t>(agreement.global_step);
+    agreed.finished = agreement.finished;
+  }
   ++s.step;
   s.cycle_start = Clock::now();
   return agreed;

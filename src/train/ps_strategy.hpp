@@ -32,6 +32,11 @@ class PsStrategy final : public Strategy {
   void initialize(models::Model& model, const nlohmann::json& fingerprint, const StepPlan& plan) override;
   bool appliesUpdate() const override { return true; }
   bool averagesWorkers() const override;
+  bool sharesSteps() const override;  // async
+  // Async and SSP: asks ps 0 to answer once every other worker is done or
+  // lost, then pulls the final parameters. Sync: every worker already ended
+  // on the same step.
+  int64_t awaitJobEnd(int64_t own_step) override;
   void beforeBackward(const LocalStep& so_far, int micro_step) override;
   AgreedStep synchronizeGradients(models::Model& model, const LocalStep& local) override;
   // Tells every server this worker is done.

@@ -38,6 +38,8 @@ struct AgreedStep {
   SyncTimes times;
   double loss = 0;      // mean loss over every worker's micro-batches
   bool stop = false;    // some worker asked to stop: everyone ends after this step
+  int64_t global_step = -1;  // the job's steps after this one, when the strategy counts them (else -1)
+  bool finished = false;     // shared steps: the job's last step is granted; end here
 };
 
 class Strategy {
@@ -56,6 +58,10 @@ class Strategy {
   // True when one update averages every worker's batch (the linear LR
   // scaling factor then counts workers); false for async updates.
   virtual bool averagesWorkers() const { return true; }
+  // True when each worker's step is one of the job's global steps (async
+  // PS): --max-steps and epochs then count the job's steps, shared by the
+  // workers, and synchronizeGradients reports the global step.
+  virtual bool sharesSteps() const { return false; }
   // Called before each micro-batch's backward (after its forward): `so_far`
   // counts this micro-batch's loss; `micro_step` is its index, and the
   // last one (so_far.micro_steps - 1) completes the update's gradient.
@@ -66,6 +72,10 @@ class Strategy {
   // Called after the update every `every` steps when replica checks are on:
   // throws Error naming the workers whose parameters differ from worker 0's.
   virtual void verifyReplicas(models::Model& model, int64_t step) {}
+  // Worker 0, after its last step and before its final evaluation and
+  // checkpoint: waits until every other worker's last update is in, and
+  // brings the final parameters into the model. Returns the job's step.
+  virtual int64_t awaitJobEnd(int64_t own_step) { return own_step; }
   // After the last step: waits for peers so nobody leaves mid-collective.
   virtual void finish() {}
   // Before worker 0 saves a checkpoint: brings the optimizer state into

@@ -39,7 +39,8 @@ void requireSame(const nlohmann::json& a, const nlohmann::json& b, const char* f
 struct IntervalStats {
   double loss_sum = 0;
   double seconds = 0;  // step time only: evaluation and checkpoints excluded
-  int64_t steps = 0;
+  int64_t steps = 0;         // this worker's
+  int64_t global_steps = 0;  // the job's
   void reset() { *this = IntervalStats{}; }
 };
 
@@ -166,7 +167,10 @@ nlohmann::json Trainer::run() {
     throw InputError(fmt::format("--accumulate: {} micro-batches per update exceed the {} an epoch holds",
                                  accumulate, sampler.stepsPerEpoch()));
   }
-  const int64_t steps_per_epoch = sampler.stepsPerEpoch() / accumulate;
+  // Async PS: every worker's step is one of the job's global steps, so an
+  // epoch (each worker's slice of every global batch) is `world` of them.
+  const bool shared_steps = strategy_->sharesSteps();
+  const int64_t steps_per_epoch = sampler.stepsPerEpoch() / accumulate * (shared_steps ? world : 1);
   const int64_t total_steps = c.max_steps > 0 ? c.max_steps : c.epochs * steps_per_epoch;
   auto optimizer = makeOptimizer(c.optimizer, model->parameters());
   // Linear scaling counts the samples one update averages over.
@@ -222,7 +226,11 @@ nlohmann::json Trainer::run() {
                   c.model, param_count, c.dataset.name, splits.train->size(), strategy_->mode(),
                   strategy_->worldSize(), total_steps - start_step, c.batch_size, threads, blas.library);
 
-  data::Prefetcher prefetcher(splits.train, sampler, start_step * accumulate, total_steps * accumulate,
+  // This worker's own steps index its data: with shared steps it starts at
+  // its share of the job's and may, at most, do all that remain.
+  const int64_t local_start = shared_steps ? start_step / world : start_step;
+  const int64_t local_end = local_start + (total_steps - start_step);
+  data::Prefetcher prefetcher(splits.train, sampler, local_start * accumulate, local_end * accumulate,
                               {c.prefetch_threads, c.prefetch_depth, c.seed});
   obs::Progress progress(start_step, total_steps, c.progress_interactive);
   obs::StepBreakdown breakdown;
@@ -231,11 +239,9 @@ nlohmann::json Trainer::run() {
   double train_seconds = 0;
   double final_loss = 0;  // mean loss of the last logged interval
   EvalResult last_eval;
-  int64_t last_eval_step = -1;
 
   auto runEval = [&](int64_t done_steps) {
     last_eval = evaluate(*model, *splits.test, c.eval_batch_size);
-    last_eval_step = done_steps;
     writer.append({{"type", "eval"}, {"step", done_steps}, {"epoch", done_steps / steps_per_epoch},
                    {"test_accuracy", last_eval.accuracy}, {"test_loss", last_eval.loss}});
     progress.message(fmt::format("eval at step {}: test accuracy {:.4f}, test loss {:.4f}", done_steps,
@@ -253,33 +259,42 @@ nlohmann::json Trainer::run() {
   auto stopRequested = [this] { return stop_ != nullptr && stop_->load(); };
   std::vector<torch::Tensor> parameters = model->parameters();
 
-  int64_t end_step = total_steps;
-  bool stop_agreed = false;
-  for (int64_t step = start_step; step < total_steps && !stop_agreed; ++step) {
+  // `done` is the job's global step: the loop's own count, or what ps 0
+  // reports when steps are shared. Cadences fire when `done` crosses them.
+  auto crossed = [](int64_t before, int64_t after, int64_t every) {
+    return every > 0 && before / every != after / every;
+  };
+  int64_t done = start_step;
+  int64_t local_steps = 0;
+  bool stop_agreed = false;   // a stop request: every worker ends after this step
+  bool budget_spent = false;  // shared steps: ps 0 granted the last one
+  Stopwatch loop_watch;
+  for (int64_t local = local_start; local < local_end && done < total_steps && !stop_agreed && !budget_spent;
+       ++local) {
     Stopwatch step_watch;
     Stopwatch phase;
-    const double lr = schedule.at(step);
+    const double lr = schedule.at(done);
     setLearningRate(*optimizer, lr);
     // Unset, not zeroed: backward then hands over fresh gradient tensors
     // instead of adding into buffers a strategy may still be reading.
     for (auto& p : parameters) p.mutable_grad().reset();
 
-    LocalStep local;
-    local.micro_steps = static_cast<int>(accumulate);
-    for (int micro = 0; micro < local.micro_steps; ++micro) {
+    LocalStep step_input;
+    step_input.micro_steps = static_cast<int>(accumulate);
+    for (int micro = 0; micro < step_input.micro_steps; ++micro) {
       data::Batch batch = prefetcher.next();
       breakdown.add(obs::Phase::kInputWait, phase.lap());
       auto logits = model->forward(batch.inputs);
       auto loss = torch::nn::functional::cross_entropy(logits, batch.targets);
-      local.loss_sum += loss.item<double>();
-      local.stop_requested = stopRequested();
-      strategy_->beforeBackward(local, micro);
+      step_input.loss_sum += loss.item<double>();
+      step_input.stop_requested = stopRequested();
+      strategy_->beforeBackward(step_input, micro);
       loss.backward();
       if (c.debug_step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(c.debug_step_delay_ms));
       breakdown.add(obs::Phase::kForwardBackward, phase.lap());
     }
 
-    AgreedStep agreed = strategy_->synchronizeGradients(*model, local);
+    AgreedStep agreed = strategy_->synchronizeGradients(*model, step_input);
     breakdown.add(obs::Phase::kExposedComm, agreed.times.exposed_comm);
     breakdown.add(obs::Phase::kWaitWorkers, agreed.times.wait_workers);
     phase.lap();
@@ -290,27 +305,34 @@ nlohmann::json Trainer::run() {
       breakdown.add(obs::Phase::kUpdate, phase.lap());
     }
     breakdown.endStep();
+    const int64_t before = done;
+    done = agreed.global_step >= 0 ? agreed.global_step : done + 1;
+    ++local_steps;
+    budget_spent = shared_steps && agreed.finished;
     const double step_loss = agreed.loss;
-    if (agreed.stop && step + 1 < total_steps) {
+    if (agreed.stop && done < total_steps && !budget_spent) {
       stop_agreed = true;
-      end_step = step + 1;
-      progress.message(fmt::format("stop requested: ending after step {} with a checkpoint", end_step));
+      progress.message(fmt::format("stop requested: ending after step {} with a checkpoint", done));
     }
 
     if (!std::isfinite(step_loss)) {
-      throw Error(fmt::format("loss became {} at step {} (lr {}); lower --lr or check the data", step_loss, step, lr));
+      throw Error(fmt::format("loss became {} at step {} (lr {}); lower --lr or check the data", step_loss, done, lr));
     }
     interval.loss_sum += step_loss;
     ++interval.steps;
-    const int64_t done = step + 1;
-    const int64_t epoch = step / steps_per_epoch;
+    interval.global_steps += done - before;
+    const int64_t epoch = (done - 1) / steps_per_epoch;
     const double step_seconds = step_watch.elapsed();
     interval.seconds += step_seconds;
     train_seconds += step_seconds;
-    const double samples_per_sec =
-        interval.seconds > 0 ? static_cast<double>(interval.steps * global_batch) / interval.seconds : 0;
+    // Shared steps: the job's progress over this worker's time, not its own
+    // rate times the worker count.
+    const double interval_samples = static_cast<double>(
+        shared_steps ? interval.global_steps * c.batch_size * accumulate : interval.steps * global_batch);
+    const double samples_per_sec = interval.seconds > 0 ? interval_samples / interval.seconds : 0;
     const double interval_loss = interval.loss_sum / static_cast<double>(interval.steps);
-    if (done % c.log_every_steps == 0 || done == total_steps || stop_agreed) {
+    const bool last = done >= total_steps || stop_agreed || budget_spent;
+    if (crossed(before, done, c.log_every_steps) || last) {
       writer.append({{"type", "train"}, {"step", done}, {"epoch", epoch}, {"loss", interval_loss}, {"lr", lr},
                      {"samples_per_sec", samples_per_sec}, {"step_breakdown", breakdown.toJson()}});
       final_loss = interval_loss;
@@ -318,23 +340,26 @@ nlohmann::json Trainer::run() {
     }
     progress.update({done, epoch, interval_loss, samples_per_sec, lr});
 
-    bool epoch_end = done % steps_per_epoch == 0;
-    if ((c.eval_every_steps > 0 && done % c.eval_every_steps == 0) || (c.eval_every_steps == 0 && epoch_end)) {
-      if (chief) runEval(done);
-    }
-    if (c.distributed.verify_replicas_every > 0 && done % c.distributed.verify_replicas_every == 0) {
-      strategy_->verifyReplicas(*model, done);
-    }
-    const bool step_due = c.checkpoint_every_steps > 0 && done % c.checkpoint_every_steps == 0;
+    const bool eval_due = c.eval_every_steps > 0 ? crossed(before, done, c.eval_every_steps)
+                                                 : crossed(before, done, steps_per_epoch);
+    if (chief && eval_due && !last) runEval(done);
+    if (crossed(before, done, c.distributed.verify_replicas_every)) strategy_->verifyReplicas(*model, done);
+    const bool step_due = crossed(before, done, c.checkpoint_every_steps);
     const bool time_due = c.checkpoint_secs > 0 && train_seconds - last_checkpoint_at >= c.checkpoint_secs;
-    if (chief && (step_due || time_due) && done != total_steps && !stop_agreed) {
+    if (chief && (step_due || time_due) && !last) {
       saveAt(out_dir / "checkpoints" / fmt::format("step-{}.ckpt", done), done);
       pruneCheckpoints(out_dir, done, c.keep_checkpoints);
     }
   }
   progress.finish();
-  const bool interrupted = end_step < total_steps;
-  if (chief && !interrupted && last_eval_step != end_step) runEval(end_step);
+  // The chief's checkpoint and evaluation must hold every worker's last
+  // update: with shared steps or bounded staleness others may still be
+  // finishing theirs.
+  int64_t end_step = done;
+  if (chief) end_step = strategy_->awaitJobEnd(done);
+  const double loop_seconds = loop_watch.elapsed();
+  const bool interrupted = stop_agreed;
+  if (chief && !interrupted) runEval(end_step);
   if (chief) saveAt(out_dir / "checkpoint.ckpt", end_step);
   // Last: parameter servers may leave once every worker has finished, and the
   // chief's checkpoint still needs their optimizer state.
@@ -357,7 +382,18 @@ nlohmann::json Trainer::run() {
       {"interrupted", interrupted},
       {"trained_steps", trained_steps},
       {"epochs", static_cast<double>(end_step) / static_cast<double>(steps_per_epoch)},
-      {"samples_per_sec", train_seconds > 0 ? static_cast<double>(trained_steps * global_batch) / train_seconds : 0},
+      {"global_step", end_step},
+      {"worker_steps", local_steps},
+      // The job's samples per second: with shared steps from the global
+      // count over the training loop's wall time.
+      {"samples_per_sec", shared_steps ? (loop_seconds > 0 ? static_cast<double>(trained_steps * c.batch_size *
+                                                                                 accumulate) / loop_seconds
+                                                            : 0)
+                                       : (train_seconds > 0 ? static_cast<double>(trained_steps * global_batch) /
+                                                                  train_seconds
+                                                            : 0)},
+      {"worker_samples_per_sec",
+       train_seconds > 0 ? static_cast<double>(local_steps * c.batch_size * accumulate) / train_seconds : 0},
       {"final_loss", final_loss},
       {"test_accuracy", last_eval.accuracy},
       {"test_loss", last_eval.loss},

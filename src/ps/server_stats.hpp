@@ -1,0 +1,32 @@
+#pragma once
+// A server's traffic and apply counters, and the summary they become.
+// Single-threaded: only the server's I/O thread touches them.
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+
+namespace tandem::ps {
+
+struct ServerStats {
+  uint64_t pushes = 0, pulls = 0, bytes_in = 0, bytes_out = 0, bad_frames = 0;
+  uint64_t chunk_updates = 0;  // one chunk's optimizer step each
+  double apply_seconds = 0;
+  uint64_t applied_bytes = 0;
+  double reported_apply_seconds = 0;  // apply_seconds at the last progress line
+
+  // `chunks`: the chunks this server holds; every whole-model step updates
+  // each of them once, so chunk_updates / chunks counts model steps.
+  nlohmann::json toJson(size_t chunks) const {
+    return {{"chunk_updates", chunk_updates},
+            {"model_updates", chunks == 0 ? 0 : chunk_updates / chunks},
+            {"pushes", pushes},
+            {"pulls", pulls},
+            {"bytes_in", bytes_in},
+            {"bytes_out", bytes_out},
+            {"bad_frames", bad_frames},
+            {"apply_seconds", apply_seconds},
+            {"apply_gb_per_s", apply_seconds > 0 ? static_cast<double>(applied_bytes) / apply_seconds / 1e9 : 0.0}};
+  }
+};
+
+}  // namespace tandem::ps

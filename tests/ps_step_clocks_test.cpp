@@ -1,0 +1,78 @@
+#include "ps/step_clocks.hpp"
+
+#include <gtest/gtest.h>
+
+namespace tandem::ps {
+namespace {
+
+StepReport report(double loss = 1.0) { return {loss, 0.01, false}; }
+
+// Reports `worker`'s next step and returns ps 0's answer to it.
+StepAgreement step(StepClocks& clocks, int worker) {
+  clocks.report(worker, clocks.clockOf(worker) + 1, report(), "w" + std::to_string(worker), 1);
+  auto answers = clocks.release();
+  EXPECT_EQ(answers.size(), 1u);
+  return answers.empty() ? StepAgreement{} : answers.front().agreement;
+}
+
+TEST(StepClocksAsync, TheJobsStepsAreSharedAndNeverOvershot) {
+  StepClocks clocks(Mode::kAsync, 0, 2, 0, 5);
+  // Both workers start one step unasked (2 granted); three more remain.
+  EXPECT_FALSE(step(clocks, 0).finished);  // global 1, grants the 3rd
+  EXPECT_FALSE(step(clocks, 0).finished);  // global 2, grants the 4th
+  EXPECT_FALSE(step(clocks, 0).finished);  // global 3, grants the 5th
+  auto last_fast = step(clocks, 0);        // global 4: nothing left to grant
+  EXPECT_TRUE(last_fast.finished);
+  EXPECT_EQ(last_fast.global_step, 4u);
+  auto slow = step(clocks, 1);             // the slow worker's first and only step
+  EXPECT_TRUE(slow.finished);
+  EXPECT_EQ(slow.global_step, 5u);
+  EXPECT_EQ(clocks.globalStep(), 5u);
+}
+
+TEST(StepClocksAsync, ALostWorkersGrantGoesToTheOthers) {
+  StepClocks clocks(Mode::kAsync, 0, 2, 10, 13);  // resumed at 10, three steps to make
+  EXPECT_FALSE(step(clocks, 0).finished);  // 11; grants the 13th
+  EXPECT_TRUE(step(clocks, 0).finished);   // 12; worker 1 still holds the 13th
+  clocks.lose(1);                          // ...and dies: the 13th is free again
+  StepClocks fresh(Mode::kAsync, 0, 2, 10, 13);
+  step(fresh, 0);
+  fresh.lose(1);
+  EXPECT_FALSE(step(fresh, 0).finished);  // 12; takes the dead worker's step
+  EXPECT_TRUE(step(fresh, 0).finished);   // 13
+  EXPECT_EQ(fresh.globalStep(), 13u);
+}
+
+TEST(StepClocksAwait, AnsweredOnceEveryOtherWorkerIsDoneOrLost) {
+  StepClocks clocks(Mode::kAsync, 0, 3, 0, 100);
+  step(clocks, 0);
+  step(clocks, 1);
+  clocks.awaitOthers(0, "w0", 7);
+  EXPECT_TRUE(clocks.release().empty());
+  EXPECT_TRUE(clocks.isWaiting(0));
+  clocks.finish(1);
+  EXPECT_TRUE(clocks.release().empty());  // worker 2 is still running
+  clocks.lose(2);
+  auto answers = clocks.release();
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_EQ(answers[0].request_id, 7u);
+  EXPECT_EQ(answers[0].agreement.global_step, 2u);
+  EXPECT_FALSE(clocks.isWaiting(0));
+}
+
+TEST(StepClocksSync, ReportsTheStepItselfAsTheGlobalStep) {
+  StepClocks clocks(Mode::kSync, 0, 2, 4, 0);
+  clocks.report(0, 5, report(1.0), "w0", 1);
+  EXPECT_TRUE(clocks.release().empty());  // waits for worker 1
+  clocks.report(1, 5, report(3.0), "w1", 2);
+  auto answers = clocks.release();
+  ASSERT_EQ(answers.size(), 2u);
+  for (const auto& a : answers) {
+    EXPECT_EQ(a.agreement.global_step, 5u);
+    EXPECT_DOUBLE_EQ(a.agreement.loss, 2.0);
+    EXPECT_FALSE(a.agreement.finished);
+  }
+}
+
+}  // namespace
+}  // namespace tandem::ps
