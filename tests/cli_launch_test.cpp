@@ -115,6 +115,29 @@ TEST_F(Launch, TorchrunEnvironmentFormsACluster) {
   EXPECT_EQ(summary["steps"], 5);
 }
 
+TEST_F(Launch, ShowsOneProgressLineForTheWholeJob) {
+  // Without --progress, launch shows the job's progress, not each worker's.
+  auto args = [&](const std::string& out) {
+    std::string a = trainArgs("mlp", 16, dir_.str(out));
+    return a.erase(a.find("--progress plain"), std::string("--progress plain").size());
+  };
+  // Not a terminal: a plain job line when due and once at the end.
+  auto run = runTandem("launch --workers 2 -- " + args("plain") + " --max-steps 30");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("[launch] job: step 30/30 (100%) | 2 worker(s)"), std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find("@tandem-progress"), std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find("] step 30/30"), std::string::npos) << run.output;  // a worker's own line
+  EXPECT_EQ(run.output.find("(100%)"), run.output.rfind("(100%)")) << run.output;
+  // On a terminal (a real pty from script(1)): one line redrawn in place.
+  if (runCommand("command -v script").exit_code != 0) GTEST_SKIP() << "script(1) is not installed";
+  auto live = runCommand(fmt::format("script -qfec '{} launch --workers 2 -- {} --max-steps 300' /dev/null",
+                                     TANDEM_BINARY, args("live")));
+  ASSERT_EQ(live.exit_code, 0) << live.output;
+  EXPECT_NE(live.output.find("\r\033[Kjob: step"), std::string::npos) << live.output;
+  EXPECT_NE(live.output.find("job: step 300/300 (100%)"), std::string::npos) << live.output;
+  EXPECT_EQ(live.output.find("[launch] job:"), std::string::npos) << live.output;
+}
+
 TEST_F(Launch, KilledWorkerStopsTheRestAndIsNamed) {
   const std::string out = dir_.str("run");
   pid_t pid = testing::spawnTandem("launch --workers 2 --grace 5 -- " + trainArgs("mlp", 16, out, "--max-steps 1000000"),

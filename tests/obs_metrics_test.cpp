@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include <cstdio>
 #include <filesystem>
 
@@ -93,7 +95,7 @@ TEST(Progress, PlainModePrintsWholeLinesWithEta) {
   FILE* f = std::fopen(path.c_str(), "w");
   ASSERT_NE(f, nullptr);
   {
-    Progress p(0, 100, /*interactive=*/false, /*plain_interval_s=*/3600, f);
+    Progress p(0, 100, ProgressStyle::kPlain, /*plain_interval_s=*/3600, f);
     p.update({1, 0, 2.0, 100, 0.1});   // first update prints
     p.update({2, 0, 1.9, 100, 0.1});   // not due
     p.update({100, 3, 0.5, 100, 0.1}); // last step always prints
@@ -106,6 +108,29 @@ TEST(Progress, PlainModePrintsWholeLinesWithEta) {
   EXPECT_NE(text.find("step 1/100"), std::string::npos) << text;
   EXPECT_NE(text.find("eta"), std::string::npos) << text;
   EXPECT_NE(text.find("step 100/100"), std::string::npos) << text;
+}
+
+TEST(Progress, RecordsModeWritesOneJsonRecordPerDueUpdate) {
+  TempDir dir;
+  auto path = dir.path() / "records.txt";
+  FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  {
+    Progress p(0, 10, ProgressStyle::kRecords, /*plain_interval_s=*/3600, f);
+    p.update({1, 0, 2.0, 640, 0.1, 320});
+    p.update({10, 0, 1.0, 640, 0.1, 330});  // the last always
+  }
+  std::fclose(f);
+  std::istringstream lines(readFile(path));
+  std::vector<nlohmann::json> records;
+  for (std::string line; std::getline(lines, line);) {
+    ASSERT_EQ(line.rfind(kProgressRecordPrefix, 0), 0u) << line;
+    records.push_back(nlohmann::json::parse(line.substr(std::string(kProgressRecordPrefix).size())));
+  }
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0]["step"], 1);
+  EXPECT_EQ(records[1]["total"], 10);
+  EXPECT_EQ(records[1]["worker_samples_per_sec"], 330);
 }
 
 }  // namespace

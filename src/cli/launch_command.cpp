@@ -2,6 +2,7 @@
 // task, wired together through the classic cluster flags.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <csignal>
@@ -10,6 +11,7 @@
 
 #include "cli/commands.hpp"
 #include "cluster/cluster_spec.hpp"
+#include "launch/job_progress.hpp"
 #include "launch/process_group.hpp"
 #include "core/error.hpp"
 
@@ -88,9 +90,24 @@ int runLaunch(LaunchOptions o) {
     common.push_back(ps_hosts);
   }
 
+  // One progress line for the job instead of one per worker, unless the
+  // user chose the workers' own.
+  const bool job_progress = !hasFlag(common, "--progress");
+  if (job_progress) {
+    common.push_back("--progress");
+    common.push_back("records");
+  }
+  launch::JobProgress progress(/*live=*/::isatty(STDOUT_FILENO) == 1);
+
   std::signal(SIGINT, onLaunchSignal);
   std::signal(SIGTERM, onLaunchSignal);
   launch::ProcessGroup group;
+  if (job_progress) {
+    group.setLineHook([&progress](const std::string& child, std::string_view line) {
+      return progress.onLine(child, line);
+    });
+    group.setStatusLine([&progress] { return progress.statusLine(); });
+  }
   const std::string self = launch::selfExecutable();
   auto startTask = [&](const std::string& job, int index) {
     launch::ChildSpec child;

@@ -81,11 +81,11 @@ void applyResumeDefaults(train::TrainConfig& config, const GivenFields& fields) 
                                  "to keep the checkpoint's value",
                                  checkpoint, d->field, d->stored, d->current));
   }
-  const bool progress_interactive = config.progress_interactive;
+  const obs::ProgressStyle progress = config.progress;
   const int local_processes = config.local_processes;
   config = train::trainConfigFromJson(merged);
   config.resume_from = checkpoint;
-  config.progress_interactive = progress_interactive;
+  config.progress = progress;
   config.local_processes = local_processes;
   const double stored_lr = stored.at("optimizer").value("lr", config.optimizer.lr);
   if (stored_lr != config.optimizer.lr) {
@@ -219,14 +219,17 @@ Command addTrainCommand(CLI::App& app) {
                   "sleep this long every step: a deliberate straggler for testing"))
       ->group("Debugging");
   auto progress = std::make_shared<std::string>("auto");
-  cmd->add_option("--progress", *progress, "auto, live or plain")->check(CLI::IsMember({"auto", "live", "plain"}))
+  cmd->add_option("--progress", *progress, "auto, live, plain, or records (JSON lines for a launcher)")
+      ->check(CLI::IsMember({"auto", "live", "plain", "records"}))
       ->capture_default_str();
 
   return {cmd, [cmd, config, synthetic_shape, progress, cluster_flags, fields] {
     config->dataset.synthetic_shape = parseShape(*synthetic_shape);
     const bool threads_given = cmd->count("--threads") > 0;
-    config->progress_interactive =
-        *progress == "live" || (*progress == "auto" && obs::Progress::stderrIsTerminal());
+    config->progress = *progress == "records" ? obs::ProgressStyle::kRecords
+                       : *progress == "live" || (*progress == "auto" && obs::Progress::stderrIsTerminal())
+                           ? obs::ProgressStyle::kLive
+                           : obs::ProgressStyle::kPlain;
     std::signal(SIGINT, onStopSignal);
     std::signal(SIGTERM, onStopSignal);
     const auto env = cluster::captureEnvironment();

@@ -233,8 +233,17 @@ struct ProcessGroup::Impl {
   // --- relay thread only ---
   bool output_broken = false;
   std::string out_buffer;
+  LineHook line_hook;
+  std::function<std::string()> status_line;
+  std::string shown_status;
 
   void emitLine(const Stream& s, std::string_view line) {
+    if (line_hook) {
+      if (auto replacement = line_hook(s.name, line)) {
+        if (!replacement->empty()) out_buffer += *replacement + '\n';
+        return;
+      }
+    }
     out_buffer += '[';
     out_buffer += s.name;
     out_buffer += "] ";
@@ -244,9 +253,15 @@ struct ProcessGroup::Impl {
 
   // Writes only whole lines, each write from this one thread, so lines of
   // different children never interleave.
-  void flushOutput() {
-    if (!out_buffer.empty() && !output_broken) {
-      output_broken = !writeAll(output_fd, out_buffer.data(), out_buffer.size());
+  void flushOutput(bool last = false) {
+    const std::string status = status_line && !last ? status_line() : "";
+    if (!output_broken && (!out_buffer.empty() || status != shown_status)) {
+      // Erase the status line, write the new lines, draw it again below them.
+      std::string bytes = shown_status.empty() ? "" : "\r\033[K";
+      bytes += out_buffer;
+      bytes += status;
+      output_broken = !writeAll(output_fd, bytes.data(), bytes.size());
+      shown_status = status;
     }
     out_buffer.clear();
   }
@@ -318,7 +333,7 @@ struct ProcessGroup::Impl {
         if (stopping || s->drain) drainAndFinish(*s);
       }
       std::erase_if(active, [](const auto& s) { return s->fd < 0; });
-      flushOutput();
+      flushOutput(stopping && active.empty());
       if (stopping && active.empty()) return;
 
       fds.clear();
@@ -357,6 +372,10 @@ ProcessGroup::~ProcessGroup() {
   closeFd(impl_->wake[0]);
   closeFd(impl_->wake[1]);
 }
+
+void ProcessGroup::setLineHook(LineHook hook) { impl_->line_hook = std::move(hook); }
+
+void ProcessGroup::setStatusLine(std::function<std::string()> status) { impl_->status_line = std::move(status); }
 
 void ProcessGroup::start(const ChildSpec& child) {
   if (child.argv.empty()) throw Error(fmt::format("cannot start {}: empty command line", child.name));

@@ -8,7 +8,9 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tandem::launch {
@@ -43,6 +45,16 @@ class ProcessGroup {
   // by default; tests pass a file). Else children inherit our fds.
   explicit ProcessGroup(bool prefix_output = true, int output_fd = 1);
   ~ProcessGroup();  // kills and reaps any child still running
+
+  // What becomes of one relayed line of `child`: nullopt relays it as usual
+  // ("[child] line"); a string replaces it ("" drops it, other text is
+  // written as its own line). Runs on the relay thread; set before start().
+  using LineHook = std::function<std::optional<std::string>(const std::string& child, std::string_view line)>;
+  void setLineHook(LineHook hook);
+  // A line kept at the bottom of a terminal: redrawn after each batch of
+  // relayed lines, erased before the next. Runs on the relay thread; set
+  // before start().
+  void setStatusLine(std::function<std::string()> status);
 
   // Throws Error naming the child if it cannot be started.
   void start(const ChildSpec& child);

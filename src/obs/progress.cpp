@@ -4,13 +4,15 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 namespace tandem::obs {
 
-Progress::Progress(int64_t first_step, int64_t total_steps, bool interactive, double plain_interval_s,
+Progress::Progress(int64_t first_step, int64_t total_steps, ProgressStyle style, double plain_interval_s,
                    std::FILE* out)
     : first_step_(first_step),
       total_steps_(total_steps),
-      interactive_(interactive),
+      style_(style),
       plain_interval_s_(plain_interval_s),
       out_(out) {}
 
@@ -46,7 +48,13 @@ void Progress::write(const std::string& text) {
 void Progress::update(const ProgressSample& sample) {
   double now = started_.elapsed();
   bool last = sample.step >= total_steps_;
-  if (interactive_) {
+  if (style_ == ProgressStyle::kRecords) {
+    if (now - last_print_ < 0.2 && !last) return;
+    write(fmt::format("{}{{\"step\":{},\"total\":{},\"loss\":{},\"samples_per_sec\":{},"
+                      "\"worker_samples_per_sec\":{}}}\n",
+                      kProgressRecordPrefix, sample.step, total_steps_, std::isfinite(sample.loss) ? sample.loss : 0.0,
+                      sample.samples_per_sec, sample.worker_samples_per_sec));
+  } else if (style_ == ProgressStyle::kLive) {
     if (now - last_print_ < 0.2 && !last) return;
     write("\r\033[K" + render(sample));
     line_open_ = true;

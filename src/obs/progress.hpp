@@ -13,15 +13,26 @@ struct ProgressSample {
   int64_t step = 0;         // steps done so far (global)
   int64_t epoch = 0;
   double loss = 0;
-  double samples_per_sec = 0;
+  double samples_per_sec = 0;         // the job's
   double lr = 0;
+  double worker_samples_per_sec = 0;  // this worker's own
 };
+
+// kLive: one line redrawn with '\r' (a terminal). kPlain: a line every few
+// seconds (logs). kRecords: a machine-readable line per update for a
+// launcher that shows the whole job (see progressRecordPrefix).
+enum class ProgressStyle { kPlain, kLive, kRecords };
+
+// Lines a worker writes in kRecords style start with this, then JSON:
+// {"step", "total", "loss", "samples_per_sec", "worker_samples_per_sec"}.
+inline constexpr const char* kProgressRecordPrefix = "@tandem-progress ";
 
 class Progress {
  public:
-  // interactive: redraw one line with '\r'; otherwise print a line every
-  // `plain_interval_s` seconds. Output goes to `out` (stderr by default).
-  Progress(int64_t first_step, int64_t total_steps, bool interactive, double plain_interval_s = 10.0,
+  // kLive redraws one line; kPlain prints a line every `plain_interval_s`
+  // seconds; kRecords writes a record at most every 0.2 s. Output goes to
+  // `out` (stderr by default).
+  Progress(int64_t first_step, int64_t total_steps, ProgressStyle style, double plain_interval_s = 10.0,
            std::FILE* out = stderr);
 
   // Cheap to call every step; prints only when due. Not thread-safe.
@@ -41,7 +52,7 @@ class Progress {
 
   int64_t first_step_;
   int64_t total_steps_;
-  bool interactive_;
+  ProgressStyle style_;
   double plain_interval_s_;
   std::FILE* out_;
   Stopwatch started_;

@@ -10,6 +10,7 @@
 
 #include "data/dataset_options.hpp"
 #include "models/model_options.hpp"
+#include "obs/progress.hpp"
 
 namespace tandem::train {
 
@@ -77,7 +78,7 @@ struct TrainConfig {
   int64_t debug_step_delay_ms = 0;     // sleep each step: makes a deliberate straggler for tests
   std::string out_dir = "runs/default";
   std::string resume_from;
-  bool progress_interactive = false;
+  obs::ProgressStyle progress = obs::ProgressStyle::kPlain;  // not part of the run's identity
   OptimizerConfig optimizer;
   LrScheduleConfig lr;
   DistributedConfig distributed;

@@ -232,7 +232,7 @@ nlohmann::json Trainer::run() {
   const int64_t local_end = local_start + (total_steps - start_step);
   data::Prefetcher prefetcher(splits.train, sampler, local_start * accumulate, local_end * accumulate,
                               {c.prefetch_threads, c.prefetch_depth, c.seed});
-  obs::Progress progress(start_step, total_steps, c.progress_interactive);
+  obs::Progress progress(start_step, total_steps, c.progress);
   obs::StepBreakdown breakdown;
   IntervalStats interval;
   const int64_t global_batch = c.batch_size * world * accumulate;
@@ -330,6 +330,8 @@ nlohmann::json Trainer::run() {
     const double interval_samples = static_cast<double>(
         shared_steps ? interval.global_steps * c.batch_size * accumulate : interval.steps * global_batch);
     const double samples_per_sec = interval.seconds > 0 ? interval_samples / interval.seconds : 0;
+    const double worker_samples_per_sec =
+        interval.seconds > 0 ? static_cast<double>(interval.steps * c.batch_size * accumulate) / interval.seconds : 0;
     const double interval_loss = interval.loss_sum / static_cast<double>(interval.steps);
     const bool last = done >= total_steps || stop_agreed || budget_spent;
     if (crossed(before, done, c.log_every_steps) || last) {
@@ -338,7 +340,7 @@ nlohmann::json Trainer::run() {
       final_loss = interval_loss;
       interval.reset();
     }
-    progress.update({done, epoch, interval_loss, samples_per_sec, lr});
+    progress.update({done, epoch, interval_loss, samples_per_sec, lr, worker_samples_per_sec});
 
     const bool eval_due = c.eval_every_steps > 0 ? crossed(before, done, c.eval_every_steps)
                                                  : crossed(before, done, steps_per_epoch);

@@ -1,0 +1,36 @@
+# Helpers shared by the bench/*.sh scripts; source it after setting OUT.
+# Runs are interleaved (A B A B ...) and each side keeps its best, so drift
+# on a shared machine hits both sides alike.
+
+run() {  # name, command...: runs it with --out OUT/name, log in OUT/name.log
+  local name=$1; shift
+  "$@" --out "$OUT/$name" >"$OUT/$name.log" 2>&1 || { cat "$OUT/$name.log"; exit 1; }
+}
+
+summary() {  # run dirs...: best samples/s and that run's breakdown, as JSON
+  python3 - "$@" <<'PY'
+import json, sys
+best = max((json.load(open(d + "/summary.json")) for d in sys.argv[1:]), key=lambda s: s["samples_per_sec"])
+b = best["step_breakdown"]
+print(json.dumps({"samples_per_sec": best["samples_per_sec"], "step_ms": 1e3 * b["step"],
+                  "threads": best.get("threads"), "local_processes": best.get("local_processes"),
+                  "breakdown_ms": {k: round(1e3 * v, 2) for k, v in b.items() if k != "step"}}))
+PY
+}
+
+ratio() { python3 -c "import json,sys; a=json.loads(sys.argv[1]); b=json.loads(sys.argv[2]); print(f'{a[\"samples_per_sec\"]/b[\"samples_per_sec\"]:.3f}')" "$1" "$2"; }
+
+# compare LABEL NAME ARGS A B: runs functions `A name-A-i ARGS` and
+# `B name-B-i ARGS` interleaved REPEATS times and prints B/A with both
+# sides' best summaries.
+compare() {
+  local label=$1 name=$2 args=$3 a=$4 b=$5; local ra=() rb=()
+  for i in $(seq "$REPEATS"); do
+    "$a" "$name-$a-$i" $args; ra+=("$OUT/$name-$a-$i")
+    "$b" "$name-$b-$i" $args; rb+=("$OUT/$name-$b-$i")
+  done
+  local sa sb; sa=$(summary "${ra[@]}"); sb=$(summary "${rb[@]}")
+  echo "== $name: $label: $(ratio "$sb" "$sa")"
+  echo "   $a: $sa"
+  echo "   $b: $sb"
+}

@@ -1,0 +1,44 @@
+#include "launch/job_progress.hpp"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "obs/progress.hpp"
+
+namespace tandem::launch {
+namespace {
+
+std::string record(int64_t step, int64_t total, double own_rate) {
+  return std::string(obs::kProgressRecordPrefix) +
+         fmt::format(R"({{"step":{},"total":{},"loss":0.5,"samples_per_sec":0,"worker_samples_per_sec":{}}})", step,
+                     total, own_rate);
+}
+
+TEST(JobProgressTest, FoldsEveryWorkersRecordsIntoOneLine) {
+  JobProgress progress(/*live=*/true);
+  EXPECT_EQ(progress.statusLine(), "");
+  EXPECT_EQ(progress.onLine("worker 0", record(10, 100, 300)), "");
+  EXPECT_EQ(progress.onLine("worker 1", record(12, 100, 200)), "");
+  const std::string line = progress.statusLine();
+  for (const char* needle : {"job: step 12/100 (12%)", "2 worker(s)", "500 samples/s", "slowest: worker 1 (200"}) {
+    EXPECT_NE(line.find(needle), std::string::npos) << needle << " not in " << line;
+  }
+  // Everything else is relayed as it was.
+  EXPECT_FALSE(progress.onLine("worker 0", "[info] resumed from x"));
+  EXPECT_FALSE(progress.onLine("worker 0", "@tandem-progress not json"));
+}
+
+TEST(JobProgressTest, PlainModeWritesALineWhenDueAndAtTheEnd) {
+  JobProgress progress(/*live=*/false, /*plain_interval_s=*/3600);
+  auto first = progress.onLine("worker 0", record(1, 50, 100));
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->rfind("[launch] job: step 1/50", 0), 0u) << *first;
+  EXPECT_EQ(progress.onLine("worker 0", record(2, 50, 100)), "");  // not due for an hour
+  auto last = progress.onLine("worker 0", record(50, 50, 100));
+  ASSERT_TRUE(last);
+  EXPECT_NE(last->find("step 50/50 (100%)"), std::string::npos) << *last;
+  EXPECT_EQ(progress.statusLine(), "");  // not live
+}
+
+}  // namespace
+}  // namespace tandem::launch
