@@ -6,4 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh --target tandem
-exec ./build/tandem launch --workers 2 -- --batch-size 32 --out runs/quickstart "$@"
+# --overwrite: each run of the demo starts afresh (a rerun into the same
+# --out would otherwise resume it, and find nothing left to do).
+exec ./build/tandem launch --workers 2 -- --batch-size 32 --out runs/quickstart --overwrite "$@"

@@ -74,5 +74,18 @@ TEST(StepClocksSync, ReportsTheStepItselfAsTheGlobalStep) {
   }
 }
 
+TEST(StepClocksStall, AHeldStepIsReportedOnceNamingTheLateWorkers) {
+  StepClocks clocks(Mode::kSync, 0, 3, 0, 0);
+  clocks.report(0, 1, report(), "w0", 1);
+  clocks.report(1, 1, report(), "w1", 2);
+  EXPECT_TRUE(clocks.release().empty());  // worker 2 has not finished step 1
+  EXPECT_TRUE(clocks.stalled(std::chrono::seconds(60)).empty());  // not long enough yet
+  auto stalled = clocks.stalled(std::chrono::seconds(0));
+  ASSERT_EQ(stalled.size(), 2u);
+  EXPECT_EQ(stalled[0].late, std::vector<int>{2});
+  EXPECT_TRUE(clocks.stalled(std::chrono::seconds(0)).empty());  // once only
+  EXPECT_TRUE(clocks.isWaiting(0));  // a warning fails nothing
+}
+
 }  // namespace
 }  // namespace tandem::ps

@@ -224,7 +224,7 @@ struct CoordinatorClient::Impl {
     FrameHeader header;
     header.type = type;
     auto reply = client.request(header, std::move(payload), deadline);
-    if (!reply) throw PeerError(fmt::format("{} did not answer within {}", name, net::formatDuration(budget)));
+    if (!reply) throw PeerError(fmt::format("{} did not answer within {}", name, formatDuration(budget)));
     if (reply->header.type == MessageType::kError) {
       std::string reason(reply->text().substr(0, 1000));
       throw Error(fmt::format("{} rejected a {} request: {}", name, net::messageTypeName(type), reason));
@@ -318,7 +318,7 @@ std::vector<char> CoordinatorClient::get(const std::string& key) {
     if (auto value = impl_->tryGet(key, withFloor(deadline), impl_->timeout)) return std::move(*value);
     if (deadline.expired()) {
       throw PeerError(fmt::format("{}: key '{}' did not appear within {}", impl_->name, key,
-                                  net::formatDuration(impl_->timeout)));
+                                  formatDuration(impl_->timeout)));
     }
     std::this_thread::sleep_for(std::min(pause, deadline.remaining()));
     pause = std::min(pause * 2, kMaxRetry);
@@ -336,7 +336,7 @@ void CoordinatorClient::wait(const std::vector<std::string>& keys, const std::ch
     if (deadline.expired()) {
       throw PeerError(fmt::format("{}: {} {} did not appear within {}", impl_->name,
                                   missing.size() == 1 ? "key" : "keys", quoteKeys(missing),
-                                  net::formatDuration(timeout)));
+                                  formatDuration(timeout)));
     }
     std::this_thread::sleep_for(std::min(pause, deadline.remaining()));
     pause = std::min(pause * 2, kMaxRetry);

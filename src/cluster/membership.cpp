@@ -123,7 +123,7 @@ void joinCluster(CoordinatorClient& store, const ClusterSpec& spec, const nlohma
       std::vector<const Task*> gone, joined;
       for (const auto& t : tasks) (absent.contains(t.key) ? gone : joined).push_back(&t);
       throw PeerError(fmt::format("rendezvous timed out after {}: {} never arrived (joined: {})",
-                                  net::formatDuration(budget), joinNames(gone), joinNames(joined)));
+                                  formatDuration(budget), joinNames(gone), joinNames(joined)));
     }
     std::this_thread::sleep_for(std::min(pause, deadline.remaining()));
     pause = std::min(pause * 2, kMaxPoll);

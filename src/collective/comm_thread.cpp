@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "core/patient_wait.hpp"
 
 namespace tandem::collective {
 
@@ -27,7 +28,7 @@ void CommHandle::wait(Deadline deadline, const std::string& what) const {
   const auto budget = std::chrono::round<std::chrono::milliseconds>(deadline.at() - Clock::now());
   const double budget_s = static_cast<double>(std::max<int64_t>(budget.count(), 0)) / 1000.0;
   std::unique_lock lock(state_->mutex);
-  if (!state_->cv.wait_until(lock, deadline.at(), [&] { return state_->done; })) {
+  if (!waitWithStallWarnings(state_->cv, lock, deadline, [&] { return state_->done; }, [&] { return what; })) {
     throw PeerError(fmt::format("{} did not finish within {:g}s", what, budget_s));
   }
   if (state_->error) std::rethrow_exception(state_->error);

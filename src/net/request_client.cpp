@@ -66,13 +66,6 @@ void rejectOwnRequest(MessageType request, const Frame& reply, std::string_view 
       peer, messageTypeName(request), endpoint, peer, endpoint));
 }
 
-std::string formatDuration(std::chrono::milliseconds duration) {
-  auto ms = duration.count();
-  if (ms < 1000) return fmt::format("{}ms", ms);
-  if (ms % 1000 == 0) return fmt::format("{}s", ms / 1000);
-  return fmt::format("{:.1f}s", static_cast<double>(ms) / 1000.0);
-}
-
 std::chrono::milliseconds budgetOf(Deadline deadline) {
   double ms = std::chrono::duration<double, std::milli>(deadline.at() - Clock::now()).count();
   if (ms <= 0) return std::chrono::milliseconds(0);

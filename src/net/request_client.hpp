@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "core/deadline.hpp"
+#include "core/patient_wait.hpp"
 #include "net/frame.hpp"
 
 namespace tandem::net {
@@ -55,8 +56,6 @@ class RequestClient {
   uint64_t next_request_id_ = 1;  // 0 is what a server uses when it cannot tell
 };
 
-// How timeouts appear in messages: "300ms", "30s", "1.5s".
-std::string formatDuration(std::chrono::milliseconds duration);
 
 // The time left before `deadline`, rounded (to 10 ms below 10 s, to 1 s
 // above) so that a budget the caller set reads as they set it even after a

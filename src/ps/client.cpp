@@ -14,6 +14,7 @@
 
 #include "core/error.hpp"
 #include "core/logging.hpp"
+#include "core/patient_wait.hpp"
 #include "net/request_client.hpp"
 #include "ps/protocol.hpp"
 
@@ -87,17 +88,18 @@ net::Frame Ticket::wait(Deadline deadline, const std::string& what) {
         "Ticket::wait called again for {} to {}: a ticket hands out its reply (or failure) once", what, t.server));
   }
   t.taken = true;
-  if (!t.cv.wait_until(lock, deadline.at(), [&] { return t.done; })) {
+  if (!waitWithStallWarnings(t.cv, lock, deadline, [&] { return t.done; },
+                             [&] { return fmt::format("{} to answer {}", t.server, what); })) {
     const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
     const bool sent = t.sent;
     t.abandoned = true;
     lock.unlock();
     // Without this the request would sit in the in-flight map for good.
     if (auto mailbox = t.mailbox.lock()) mailbox->requestSweep();
-    if (sent) throw PeerError(fmt::format("{} did not answer {} (waited {})", t.server, what, net::formatDuration(waited)));
+    if (sent) throw PeerError(fmt::format("{} did not answer {} (waited {})", t.server, what, formatDuration(waited)));
     throw PeerError(fmt::format("{} did not answer {} (waited {}): the request was never sent, as no connection to {} "
                                 "came up; is {} running there?",
-                                t.server, what, net::formatDuration(waited), t.endpoint, t.server));
+                                t.server, what, formatDuration(waited), t.endpoint, t.server));
   }
   if (!t.failure.empty()) throw PeerError(fmt::format("{}: {}", t.server, t.failure));
   net::Frame frame = std::move(*t.reply);

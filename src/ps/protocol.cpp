@@ -126,6 +126,25 @@ Hello decodeHello(std::span<const std::byte> bytes, std::string_view peer) {
   return h;
 }
 
+ServerConfig decodeServerInit(std::string_view text, uint64_t max_payload_bytes, std::string_view peer) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("ps-init payload is not valid JSON: {}", e.what()));
+  }
+  ServerConfig c = serverConfigFromJson(j, peer);
+  constexpr int kMaxWorkers = 1 << 16;
+  if (c.workers > kMaxWorkers) throw InputError(fmt::format("ps-init: {} workers exceeds {}", c.workers, kMaxWorkers));
+  for (const auto& r : c.chunks) {
+    if (static_cast<uint64_t>(r.length) * sizeof(float) > max_payload_bytes) {
+      throw InputError(fmt::format("ps-init: chunk {} of {} floats exceeds the {} frame limit", r.key, r.length,
+                                   net::formatBytes(max_payload_bytes)));
+    }
+  }
+  return c;
+}
+
 std::vector<char> encode(const StepReport& report) {
   net::PayloadWriter w;
   w.putU64(bitsOf(report.loss));

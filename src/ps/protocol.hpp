@@ -59,6 +59,10 @@ struct ServerConfig {
 nlohmann::json toJson(const ServerConfig& config);
 // Throws InputError "<peer>: ps-init: <field> ..." on a missing or bad field.
 ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer);
+// A ps-init payload: JSON, decoded, and bounded so that one message cannot
+// make a server allocate without limit (worker count, chunks no larger than
+// a frame may carry). Throws InputError naming what is wrong.
+ServerConfig decodeServerInit(std::string_view text, uint64_t max_payload_bytes, std::string_view peer);
 
 struct Hello {
   uint32_t worker = 0;

@@ -122,26 +122,11 @@ struct ParameterServer::Impl {
 
   void onInit(const std::string& routing, net::Frame& f) {
     if (config) throw Refusal{fmt::format("{} was already initialised", name)};
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(f.text());
-    } catch (const nlohmann::json::exception& e) {
-      throw Refusal{fmt::format("ps-init payload is not valid JSON: {}", e.what())};
-    }
     ServerConfig c;
     try {
-      c = serverConfigFromJson(j, "chief");
+      c = decodeServerInit(f.text(), options.max_payload_bytes, "chief");
     } catch (const InputError& e) {
       throw Refusal{e.what()};
-    }
-    // Bound what one message can make us allocate.
-    constexpr int kMaxWorkers = 1 << 16;
-    if (c.workers > kMaxWorkers) throw Refusal{fmt::format("ps-init: {} workers exceeds {}", c.workers, kMaxWorkers)};
-    for (const auto& r : c.chunks) {
-      if (static_cast<uint64_t>(r.length) * sizeof(float) > options.max_payload_bytes) {
-        throw Refusal{fmt::format("ps-init: chunk {} of {} floats exceeds the {} frame limit", r.key, r.length,
-                                  net::formatBytes(options.max_payload_bytes))};
-      }
     }
     chunks.clear();
     chunk_index.clear();
@@ -369,7 +354,7 @@ struct ParameterServer::Impl {
   }
 
   std::string timeoutText() const {
-    return net::formatDuration(std::chrono::milliseconds(static_cast<int64_t>(config->peer_timeout_s * 1000)));
+    return formatDuration(std::chrono::milliseconds(static_cast<int64_t>(config->peer_timeout_s * 1000)));
   }
 
   // --- clocks (ps 0) ------------------------------------------------------
@@ -382,18 +367,25 @@ struct ParameterServer::Impl {
     }
   }
 
-  // Fails step waits held up longer than the peer timeout, naming who holds them up.
+  // Names the workers holding up a step wait: first in a warning once the
+  // wait runs long, then in the error that fails it at the peer timeout.
   void expireClockWaits() {
     if (!clocks) return;
-    for (auto& e : clocks->expire(std::chrono::duration<double>(config->peer_timeout_s))) {
+    auto lateText = [&](const StepClocks::Expired& e) {
       std::vector<std::string> late;
       for (int w : e.late) {
         late.push_back(fmt::format("worker {} (finished {} steps, last heard {:.1f}s ago)", w, clocks->clockOf(w),
                                    secondsSince(workers.at(w).last_seen)));
       }
+      return fmt::format("{}", fmt::join(late, ", "));
+    };
+    const double timeout = config->peer_timeout_s;
+    for (auto& e : clocks->stalled(std::chrono::duration<double>(std::min(10.0, timeout / 2)))) {
+      TANDEM_LOG_WARN("{}: step {} has waited {:.0f}s for {}", name, e.clock, std::min(10.0, timeout / 2), lateText(e));
+    }
+    for (auto& e : clocks->expire(std::chrono::duration<double>(timeout))) {
       replyError(e.routing, e.request_id,
-                 fmt::format("{}: step {} waited {} (--peer-timeout) for {}", name, e.clock, timeoutText(),
-                             fmt::join(late, ", ")));
+                 fmt::format("{}: step {} waited {} (--peer-timeout) for {}", name, e.clock, timeoutText(), lateText(e)));
     }
   }
 
@@ -583,7 +575,7 @@ nlohmann::json ParameterServer::serve(const std::atomic<bool>* abort) {
     if (!s.config && Clock::now() > startup_deadline) {
       throw PeerError(fmt::format(
           "{}: the chief (worker 0) did not initialise this server within {}", s.name,
-          net::formatDuration(std::chrono::milliseconds(static_cast<int64_t>(s.options.startup_timeout_s * 1000)))));
+          formatDuration(std::chrono::milliseconds(static_cast<int64_t>(s.options.startup_timeout_s * 1000)))));
     }
     s.expireClockWaits();
     s.expirePulls();

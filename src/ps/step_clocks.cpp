@@ -138,21 +138,36 @@ std::vector<StepClocks::Answer> StepClocks::release() {
 }
 
 std::vector<StepClocks::Expired> StepClocks::expire(std::chrono::duration<double> timeout) {
-  const int64_t lead = allowedLead();
   auto expired = std::stable_partition(pending_.begin(), pending_.end(),
                                        [&](const Pending& p) { return Clock::now() - p.since < timeout; });
   std::vector<Expired> out;
   for (auto it = expired; it != pending_.end(); ++it) {
-    Expired e{std::move(it->routing), it->request_id, it->clock, {}};
-    for (size_t w = 0; w < clocks_.size(); ++w) {
-      if (!done_[w] && static_cast<int64_t>(it->clock) - static_cast<int64_t>(clocks_[w]) > lead) {
-        e.late.push_back(static_cast<int>(w));
-      }
-    }
-    out.push_back(std::move(e));
+    out.push_back({std::move(it->routing), it->request_id, it->clock, lateFor(it->clock)});
   }
   pending_.erase(expired, pending_.end());
   return out;
+}
+
+std::vector<StepClocks::Expired> StepClocks::stalled(std::chrono::duration<double> after) {
+  std::vector<Expired> out;
+  for (auto& p : pending_) {
+    if (p.warned || Clock::now() - p.since < after) continue;
+    p.warned = true;
+    out.push_back({p.routing, p.request_id, p.clock, lateFor(p.clock)});
+  }
+  return out;
+}
+
+// The unfinished workers a step at `clock` may not run ahead of.
+std::vector<int> StepClocks::lateFor(uint32_t clock) const {
+  const int64_t lead = allowedLead();
+  std::vector<int> late;
+  for (size_t w = 0; w < clocks_.size(); ++w) {
+    if (!done_[w] && static_cast<int64_t>(clock) - static_cast<int64_t>(clocks_[w]) > lead) {
+      late.push_back(static_cast<int>(w));
+    }
+  }
+  return late;
 }
 
 bool StepClocks::isWaiting(int worker) const {

@@ -54,6 +54,9 @@ class StepClocks {
   std::vector<Answer> release();
   // Requests held longer than `timeout`, with who holds them up.
   std::vector<Expired> expire(std::chrono::duration<double> timeout);
+  // Requests held longer than `after` and not reported before, with who
+  // holds them up; they stay held (a warning, not a failure).
+  std::vector<Expired> stalled(std::chrono::duration<double> after);
 
   bool isWaiting(int worker) const;
   bool done(int worker) const { return done_[static_cast<size_t>(worker)]; }
@@ -74,7 +77,9 @@ class StepClocks {
     uint32_t clock = 0;
     StepReport report;
     Clock::time_point since = Clock::now();
+    bool warned = false;
   };
+  std::vector<int> lateFor(uint32_t clock) const;
   struct Totals {
     double loss_sum = 0;
     int reports = 0;

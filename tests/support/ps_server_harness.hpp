@@ -125,7 +125,7 @@ class Peer {
   Frame await(uint64_t id, Ms budget = kReplyBudget) {
     if (!answered(id, budget)) {
       throw std::runtime_error("no reply to request " + std::to_string(id) + " within " +
-                               net::formatDuration(budget));
+                               formatDuration(budget));
     }
     Frame f = std::move(stash_.at(id));
     stash_.erase(id);
