@@ -13,7 +13,6 @@
 
 namespace tandem {
 namespace {
-using testing::checkpointParameters;
 using testing::readFile;
 using testing::runCommand;
 using testing::runTandem;
@@ -33,13 +32,6 @@ int expectedThreads(int local_processes) {
 
 nlohmann::json summaryOf(const TempDir& dir, const std::string& run) {
   return nlohmann::json::parse(readFile(dir.path() / run / "summary.json"));
-}
-
-void expectSameParameters(const TempDir& dir, const std::string& a, const std::string& b) {
-  auto x = checkpointParameters(dir.str(a + "/checkpoint.ckpt"));
-  auto y = checkpointParameters(dir.str(b + "/checkpoint.ckpt"));
-  ASSERT_EQ(x.size(), y.size());
-  for (size_t i = 0; i < x.size(); ++i) EXPECT_TRUE(torch::equal(x[i], y[i])) << a << " vs " << b << ", parameter " << i;
 }
 
 class Launchers : public ::testing::Test {
@@ -63,7 +55,7 @@ TEST_F(Launchers, TorchrunMatchesLaunch) {
                                     port, TANDEM_BINARY, args(dir_.str("torchrun"))),
                         std::chrono::seconds(300));
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  expectSameParameters(dir_, "launch", "torchrun");
+  testing::expectSameParameters(dir_.str("launch/checkpoint.ckpt"), dir_.str("torchrun/checkpoint.ckpt"));
   auto summary = summaryOf(dir_, "torchrun");
   EXPECT_EQ(summary["workers"], 2);
   EXPECT_EQ(summary["local_processes"], 2);
@@ -78,7 +70,7 @@ TEST_F(Launchers, MpirunMatchesLaunch) {
                                     TANDEM_BINARY, args(dir_.str("mpirun")), port),
                         std::chrono::seconds(300));
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  expectSameParameters(dir_, "launch", "mpirun");
+  testing::expectSameParameters(dir_.str("launch/checkpoint.ckpt"), dir_.str("mpirun/checkpoint.ckpt"));
   auto summary = summaryOf(dir_, "mpirun");
   EXPECT_EQ(summary["workers"], 2);
   EXPECT_EQ(summary["local_processes"], 2);

@@ -14,7 +14,7 @@
 namespace tandem {
 namespace {
 namespace fs = std::filesystem;
-using testing::checkpointParameters;
+using testing::expectSameParameters;
 using testing::readFile;
 using testing::runCommand;
 using testing::runTandem;
@@ -23,13 +23,6 @@ using testing::trainLosses;
 
 std::string args(const std::string& out, const std::string& extra) {
   return "train " + testing::syntheticTrainArgs("mlp", 16, out, "--optimizer sgd --lr 0.01 --momentum 0.9 " + extra);
-}
-
-void expectSameParameters(const std::string& a, const std::string& b) {
-  auto x = checkpointParameters(a);
-  auto y = checkpointParameters(b);
-  ASSERT_EQ(x.size(), y.size());
-  for (size_t i = 0; i < x.size(); ++i) EXPECT_TRUE(torch::equal(x[i], y[i])) << a << " vs " << b << ", tensor " << i;
 }
 
 std::vector<std::string> checkpointFiles(const fs::path& out) {

@@ -48,6 +48,14 @@ inline double maxRelativeDifference(const std::vector<torch::Tensor>& a, const s
   return worst;
 }
 
+// Both checkpoints hold bit-identical parameters.
+inline void expectSameParameters(const std::string& a, const std::string& b) {
+  auto x = checkpointParameters(a);
+  auto y = checkpointParameters(b);
+  ASSERT_EQ(x.size(), y.size());
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_TRUE(torch::equal(x[i], y[i])) << a << " vs " << b << ", tensor " << i;
+}
+
 // Largest element-wise |a - b| over every tensor.
 inline double maxAbsoluteDifference(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
   EXPECT_EQ(a.size(), b.size());
