@@ -71,6 +71,19 @@ TEST_F(RunDir, RerunResumesFromTheNewestCheckpointAndAppendsMetrics) {
   EXPECT_EQ(metricLines(out).size(), 7u);
 }
 
+TEST_F(RunDir, ARerunOfAFinishedPsJobEndsAtOnceServersToo) {
+  const std::string launch = "launch --ps 1 --workers 2 -- ";
+  const std::string out = dir_.str("run");
+  ASSERT_EQ(runTandem(launch + args(out, "--max-steps 20 --ps-mode async")).exit_code, 0);
+  const auto started = std::chrono::steady_clock::now();
+  auto again = runTandem(launch + args(out, "--max-steps 20 --ps-mode async"), std::chrono::seconds(120));
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("nothing to do"), std::string::npos) << again.output;
+  // The server is told the workers are done; it does not wait out its startup timeout.
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(30)) << again.output;
+  EXPECT_EQ(nlohmann::json::parse(readFile(fs::path(out) / "summary.json"))["global_step"], 20);
+}
+
 TEST_F(RunDir, ADifferentRunIsRefusedUntilOverwrite) {
   const std::string out = dir_.str("run");
   ASSERT_EQ(runTandem(args(out, "--max-steps 10")).exit_code, 0);

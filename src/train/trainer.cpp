@@ -184,6 +184,7 @@ nlohmann::json Trainer::run() {
   const fs::path out_dir(c.out_dir);
   const RunDirectoryPlan plan = planRunDirectory(c, chief);
   int64_t start_step = 0;
+  bool nothing_to_do = false;  // a rerun of a finished run
   if (!plan.resume_from.empty()) {
     LoadedCheckpoint checkpoint(plan.resume_from);
     checkResumeCompatible(c, trainConfigFromJson(checkpoint.meta().config), plan.resume_from);
@@ -194,12 +195,13 @@ nlohmann::json Trainer::run() {
         TANDEM_LOG_INFO("{} already holds this run at step {} of {}: nothing to do (raise --max-steps or --epochs "
                         "to train on, or pass --overwrite to start again)",
                         c.out_dir, start_step, total_steps);
-        return finishedRunSummary(out_dir, strategy_->rank(), start_step, total_steps);
-      }
-      throw InputError(fmt::format("checkpoint {} is at step {}, at or past this run's {} steps: nothing to do",
+        nothing_to_do = true;
+      } else {
+        throw InputError(fmt::format("checkpoint {} is at step {}, at or past this run's {} steps: nothing to do",
                                    plan.resume_from, start_step, total_steps));
+      }
     }
-    TANDEM_LOG_INFO("resumed from {} at step {}", plan.resume_from, start_step);
+    if (!nothing_to_do) TANDEM_LOG_INFO("resumed from {} at step {}", plan.resume_from, start_step);
   }
   if (chief) {
     // Checkpoints past the restart point belong to an abandoned trajectory.
@@ -216,6 +218,11 @@ nlohmann::json Trainer::run() {
   }
   strategy_->initialize(*model, runFingerprint(c, *model, splits.train->size(), start_step, world),
                         {steps_per_epoch, total_steps, start_step, optimizer.get()});
+  if (nothing_to_do) {
+    // Still joined and said done, so that peers and servers end at once too.
+    strategy_->finish();
+    return finishedRunSummary(out_dir, strategy_->rank(), start_step, total_steps);
+  }
 
   const fs::path run_dir = chief ? out_dir : out_dir / "workers" / fmt::format("worker-{}", strategy_->rank());
   obs::MetricsWriter writer(run_dir);
@@ -229,7 +236,7 @@ nlohmann::json Trainer::run() {
   // This worker's own steps index its data: with shared steps it starts at
   // its share of the job's and may, at most, do all that remain.
   const int64_t local_start = shared_steps ? start_step / world : start_step;
-  const int64_t local_end = local_start + (total_steps - start_step);
+  const int64_t local_end = local_start + std::max<int64_t>(0, total_steps - start_step);
   data::Prefetcher prefetcher(splits.train, sampler, local_start * accumulate, local_end * accumulate,
                               {c.prefetch_threads, c.prefetch_depth, c.seed});
   obs::Progress progress(start_step, total_steps, c.progress);
