@@ -13,6 +13,7 @@
 #include "data/dataset.hpp"
 #include "models/registry.hpp"
 #include "train/model_for_dataset.hpp"
+#include "train/optimizer.hpp"
 #include "train/trainer.hpp"
 
 namespace {
@@ -24,7 +25,9 @@ namespace {
 double bareSamplesPerSec(const tandem::train::TrainConfig& c, const tandem::data::DatasetPtr& train, int64_t steps) {
   torch::manual_seed(c.seed);
   auto model = tandem::train::createModelFor(c, *train);
-  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(c.optimizer.lr).momentum(0.9));
+  // The same optimizer through torch::optim, as a hand-written loop uses it.
+  auto optimizer_ptr = tandem::train::makeOptimizer(c.optimizer, model->parameters());
+  auto& optimizer = *optimizer_ptr;
   std::vector<tandem::data::Batch> batches;
   for (int64_t i = 0; i < steps + 3; ++i) {
     std::vector<int64_t> idx(static_cast<size_t>(c.batch_size));
@@ -54,6 +57,8 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps);
   app.add_option("--threads", threads);
   app.add_option("--repeats", repeats, "alternating bare/tandem pairs per model");
+  std::string optimizer = "sgd";
+  app.add_option("--optimizer", optimizer, "sgd (momentum 0.9) or adam, in both loops");
   CLI11_PARSE(app, argc, argv);
   tandem::configureLogging("warn");
   torch::set_num_threads(threads);
@@ -63,11 +68,14 @@ int main(int argc, char** argv) {
   for (const auto& name : models) {
     tandem::train::TrainConfig c;
     c.model = name;
+    c.optimizer.name = optimizer;
+    if (optimizer == "adam") c.optimizer.lr = 1e-4;
     c.threads = threads;
     c.max_steps = steps;
     c.log_every_steps = steps;
     c.eval_every_steps = 1 << 30;  // no evaluation inside the timed run
     c.out_dir = out.string();
+    c.overwrite = true;  // every repeat is a fresh run, not a resume of the last
     c.dataset.name = "fashion-mnist";
     c.batch_size = 64;
     if (name == "mlp") {

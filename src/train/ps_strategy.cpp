@@ -1,8 +1,5 @@
 #include "train/ps_strategy.hpp"
 
-#include <sstream>
-#include <type_traits>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -17,6 +14,7 @@
 #include "ps/protocol.hpp"
 #include "train/cluster_join.hpp"
 #include "train/lr_schedule.hpp"
+#include "train/optimizer_state.hpp"
 
 namespace tandem::train {
 namespace {
@@ -184,24 +182,6 @@ struct PsStrategy::Impl {
     return copying;
   }
 
-  // Torch's per-parameter optimizer state (see torch::optim) is keyed by the
-  // parameter's TensorImpl address: printed as a string up to LibTorch 2.0,
-  // the pointer itself after. Follow whichever this LibTorch uses.
-  template <typename Key>
-  static Key stateKeyAs(const torch::Tensor& p) {
-    if constexpr (std::is_same_v<Key, std::string>) {
-      std::ostringstream text;
-      text << p.unsafeGetTensorImpl();
-      return text.str();
-    } else {
-      return static_cast<Key>(p.unsafeGetTensorImpl());
-    }
-  }
-  static auto stateKey(const torch::Tensor& p) {
-    using Key = std::decay_t<decltype(std::declval<torch::optim::Optimizer&>().state())>::key_type;
-    return stateKeyAs<Key>(p);
-  }
-
   // Resume: appends chunk `c`'s optimizer slots, taken from the restored
   // torch state, to `values`. Returns the updates the chunk already had.
   int64_t appendOptimizerState(size_t c, torch::optim::Optimizer& optimizer, std::vector<float>& values,
@@ -214,7 +194,7 @@ struct PsStrategy::Impl {
     // global); SSP: one per worker per step.
     int64_t applied = start_step * (mode == ps::Mode::kBounded ? n() : 1);
     for (const auto& piece : pieces[c]) {
-      auto it = optimizer.state().find(stateKey(params[piece.param]));
+      auto it = optimizer.state().find(optimizerStateKey(params[piece.param]));
       if (it == optimizer.state().end()) continue;  // never updated: zero slots
       std::vector<torch::Tensor> sources;
       if (config.optimizer.name == "adam") {
@@ -492,11 +472,11 @@ void PsStrategy::prepareCheckpoint(torch::optim::Optimizer& optimizer) {
       st->step(applied[p]);
       st->exp_avg(state[p][0]);
       st->exp_avg_sq(state[p][1]);
-      optimizer.state()[Impl::stateKey(s.params[p])] = std::move(st);
+      optimizer.state()[optimizerStateKey(s.params[p])] = std::move(st);
     } else {
       auto st = std::make_unique<torch::optim::SGDParamState>();
       st->momentum_buffer(state[p][0]);
-      optimizer.state()[Impl::stateKey(s.params[p])] = std::move(st);
+      optimizer.state()[optimizerStateKey(s.params[p])] = std::move(st);
     }
   }
 }

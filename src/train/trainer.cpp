@@ -18,6 +18,7 @@
 #include "train/blas_check.hpp"
 #include "train/checkpoint.hpp"
 #include "train/evaluator.hpp"
+#include "train/fused_step.hpp"
 #include "train/lr_schedule.hpp"
 #include "train/model_for_dataset.hpp"
 #include "train/run_directory.hpp"
@@ -308,7 +309,7 @@ nlohmann::json Trainer::run() {
     if (strategy_->appliesUpdate()) {
       breakdown.add(obs::Phase::kUpdate, agreed.times.update);
     } else {
-      optimizer->step();
+      fusedOptimizerStep(*optimizer, c.optimizer, lr);
       breakdown.add(obs::Phase::kUpdate, phase.lap());
     }
     breakdown.endStep();
