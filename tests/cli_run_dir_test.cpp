@@ -84,6 +84,23 @@ TEST_F(RunDir, ARerunOfAFinishedPsJobEndsAtOnceServersToo) {
   EXPECT_EQ(nlohmann::json::parse(readFile(fs::path(out) / "summary.json"))["global_step"], 20);
 }
 
+// The fused Adam keeps its state in torch::optim's format: a checkpoint at
+// 10 resumed to 20 ends where 20 straight steps do, bit for bit.
+TEST_F(RunDir, FusedAdamResumesExactly) {
+  const std::string adam = "train " + testing::syntheticTrainArgs("mlp", 16, "{}", "--optimizer adam --lr 1e-3 ");
+  auto at = [&](const std::string& out, const std::string& extra) {
+    return fmt::format(fmt::runtime(adam), out) + extra;
+  };
+  ASSERT_EQ(runTandem(at(dir_.str("straight"), "--max-steps 20")).exit_code, 0);
+  ASSERT_EQ(runTandem(at(dir_.str("split"), "--max-steps 10")).exit_code, 0);
+  auto rest = runTandem(at(dir_.str("split"), "--max-steps 20"));  // the same run, longer: resumes
+  ASSERT_EQ(rest.exit_code, 0) << rest.output;
+  expectSameParameters(dir_.str("straight/checkpoint.ckpt"), dir_.str("split/checkpoint.ckpt"));
+  auto summary = nlohmann::json::parse(readFile(fs::path(dir_.str("split")) / "summary.json"));
+  EXPECT_EQ(summary["trained_steps"], 10);
+  EXPECT_GT(summary["minor_faults_per_step"].get<double>(), 0.0);
+}
+
 TEST_F(RunDir, ADifferentRunIsRefusedUntilOverwrite) {
   const std::string out = dir_.str("run");
   ASSERT_EQ(runTandem(args(out, "--max-steps 10")).exit_code, 0);

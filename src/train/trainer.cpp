@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <sys/resource.h>
+
 #include <fmt/ranges.h>
 
 #include <filesystem>
@@ -44,6 +46,12 @@ struct IntervalStats {
   int64_t global_steps = 0;  // the job's
   void reset() { *this = IntervalStats{}; }
 };
+
+int64_t minorFaults() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
+}
 
 struct RunDirectoryPlan {
   std::string resume_from;  // "" for a fresh start
@@ -277,6 +285,7 @@ nlohmann::json Trainer::run() {
   bool stop_agreed = false;   // a stop request: every worker ends after this step
   bool budget_spent = false;  // shared steps: ps 0 granted the last one
   Stopwatch loop_watch;
+  const int64_t faults_before = minorFaults();
   for (int64_t local = local_start; local < local_end && done < total_steps && !stop_agreed && !budget_spent;
        ++local) {
     Stopwatch step_watch;
@@ -368,6 +377,7 @@ nlohmann::json Trainer::run() {
   int64_t end_step = done;
   if (chief) end_step = strategy_->awaitJobEnd(done);
   const double loop_seconds = loop_watch.elapsed();
+  const int64_t loop_faults = minorFaults() - faults_before;
   const bool interrupted = stop_agreed;
   if (chief && !interrupted) runEval(end_step);
   if (chief) saveAt(out_dir / "checkpoint.ckpt", end_step);
@@ -402,6 +412,10 @@ nlohmann::json Trainer::run() {
                                        : (train_seconds > 0 ? static_cast<double>(trained_steps * global_batch) /
                                                                   train_seconds
                                                             : 0)},
+      // Page faults of the whole process per step of this worker: a step
+      // that allocates and frees buffers of its own size shows up here.
+      {"minor_faults_per_step", local_steps > 0 ? static_cast<double>(loop_faults) / static_cast<double>(local_steps)
+                                                : 0.0},
       {"worker_samples_per_sec",
        train_seconds > 0 ? static_cast<double>(local_steps * c.batch_size * accumulate) / train_seconds : 0},
       {"final_loss", final_loss},
