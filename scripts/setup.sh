@@ -11,6 +11,7 @@ PACKAGES=(
   zlib1g-dev libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
   python3-torch openmpi-bin
+  libgoogle-perftools-dev
 )
 
 SUDO=""
