@@ -131,47 +131,81 @@ Command addTrainCommand(CLI::App& app) {
     return option;
   };
   field("/model", cmd->add_option("--model", c.model, "model name (see `tandem models`)"))->capture_default_str();
-  field("/model_options/mlp_widths", cmd->add_option("--mlp-widths", c.model_options.mlp_widths, "hidden widths of the mlp model"))
+  field("/model_options/mlp_widths",
+        cmd->add_option("--mlp-widths", c.model_options.mlp_widths, "hidden widths of the mlp model"))
       ->delimiter(',')->capture_default_str();
-  field("/dataset/name", cmd->add_option("--dataset", c.dataset.name, "fashion-mnist, mnist-idx, cifar10 or synthetic"))->capture_default_str();
-  field("/dataset/data_dir", cmd->add_option("--data-dir", c.dataset.data_dir, "dataset directory (default: the dataset's standard location)"));
-  field("/dataset/augment", cmd->add_flag("--augment", c.dataset.augment, "pad-4 random crop and horizontal flip on training images"));
+  field("/dataset/name",
+        cmd->add_option("--dataset", c.dataset.name, "fashion-mnist, mnist-idx, cifar10 or synthetic"))
+      ->capture_default_str();
+  field("/dataset/data_dir",
+        cmd->add_option("--data-dir", c.dataset.data_dir, "dataset directory (default: the "
+                        "dataset's standard location)"));
+  field("/dataset/augment",
+        cmd->add_flag("--augment", c.dataset.augment, "pad-4 random crop and horizontal flip on training images"));
   field("/dataset/synthetic_shape",
         cmd->add_option("--synthetic-shape", *synthetic_shape, "synthetic sample shape CxHxW"))->capture_default_str();
-  field("/dataset/synthetic_classes", cmd->add_option("--synthetic-classes", c.dataset.synthetic_classes, "synthetic class count"))->capture_default_str();
-  field("/dataset/synthetic_train_size", cmd->add_option("--synthetic-size", c.dataset.synthetic_train_size, "synthetic training samples"))->capture_default_str();
-  field("/batch_size", cmd->add_option("--batch-size", c.batch_size, "samples per micro-batch per worker"))->capture_default_str();
-  field("/accumulate", cmd->add_option("--accumulate", c.accumulate, "micro-batches per update; gradients sync on the last"))
+  field("/dataset/synthetic_classes",
+        cmd->add_option("--synthetic-classes", c.dataset.synthetic_classes, "synthetic class count"))
       ->capture_default_str();
-  auto* epochs = field("/epochs", cmd->add_option("--epochs", c.epochs, "passes over the training set"))->capture_default_str();
-  field("/max_steps", cmd->add_option("--max-steps", c.max_steps, "stop after this many global steps (overrides --epochs)"))
+  field("/dataset/synthetic_train_size",
+        cmd->add_option("--synthetic-size", c.dataset.synthetic_train_size, "synthetic training samples"))
+      ->capture_default_str();
+  field("/batch_size",
+        cmd->add_option("--batch-size", c.batch_size, "samples per micro-batch per worker"))->capture_default_str();
+  field("/accumulate",
+        cmd->add_option("--accumulate", c.accumulate, "micro-batches per update; gradients sync on the last"))
+      ->capture_default_str();
+  auto* epochs = field("/epochs",
+        cmd->add_option("--epochs", c.epochs, "passes over the training set"))->capture_default_str();
+  field("/max_steps",
+        cmd->add_option("--max-steps", c.max_steps, "stop after this many global steps (overrides --epochs)"))
       ->excludes(epochs);
-  field("/seed", cmd->add_option("--seed", c.seed, "seed for initialisation, shuffling and augmentation"))->capture_default_str();
-  field("/threads", cmd->add_option("--threads", c.threads, "torch intra-op threads (0: OMP_NUM_THREADS if set, else cores / processes on this host)"))->capture_default_str();
-  field("/prefetch_threads", cmd->add_option("--prefetch-threads", c.prefetch_threads, "input pipeline threads (0: build batches inline)"))
+  field("/seed",
+        cmd->add_option("--seed", c.seed, "seed for initialisation, shuffling and augmentation"))
       ->capture_default_str();
-  field("/prefetch_depth", cmd->add_option("--prefetch-depth", c.prefetch_depth, "batches the input pipeline may run ahead"))->capture_default_str();
+  field("/threads",
+        cmd->add_option("--threads", c.threads, "torch intra-op threads (0: OMP_NUM_THREADS if set, "
+                        "else cores / processes on this host)"))
+      ->capture_default_str();
+  field("/prefetch_threads",
+        cmd->add_option("--prefetch-threads", c.prefetch_threads, "input pipeline threads (0: build batches inline)"))
+      ->capture_default_str();
+  field("/prefetch_depth",
+        cmd->add_option("--prefetch-depth", c.prefetch_depth, "batches the input pipeline may run ahead"))
+      ->capture_default_str();
   field("/optimizer/name", cmd->add_option("--optimizer", c.optimizer.name, "sgd or adam"))->capture_default_str();
   field("/optimizer/lr", cmd->add_option("--lr", c.optimizer.lr, "base learning rate"))->capture_default_str();
-  field("/optimizer/momentum", cmd->add_option("--momentum", c.optimizer.momentum, "SGD momentum"))->capture_default_str();
+  field("/optimizer/momentum",
+        cmd->add_option("--momentum", c.optimizer.momentum, "SGD momentum"))->capture_default_str();
   field("/optimizer/nesterov", cmd->add_flag("--nesterov", c.optimizer.nesterov, "Nesterov momentum (SGD)"));
-  field("/optimizer/weight_decay", cmd->add_option("--weight-decay", c.optimizer.weight_decay, "L2 weight decay"))->capture_default_str();
+  field("/optimizer/weight_decay",
+        cmd->add_option("--weight-decay", c.optimizer.weight_decay, "L2 weight decay"))->capture_default_str();
   field("/optimizer/beta1", cmd->add_option("--adam-beta1", c.optimizer.beta1, "Adam beta1"))->capture_default_str();
   field("/optimizer/beta2", cmd->add_option("--adam-beta2", c.optimizer.beta2, "Adam beta2"))->capture_default_str();
   field("/optimizer/eps", cmd->add_option("--adam-eps", c.optimizer.eps, "Adam epsilon"))->capture_default_str();
-  field("/lr/kind", cmd->add_option("--lr-schedule", c.lr.kind, "constant, piecewise or cosine"))->capture_default_str();
-  field("/lr/boundaries", cmd->add_option("--lr-boundaries", c.lr.boundaries, "piecewise boundaries (comma-separated)"))->delimiter(',');
-  field("/lr/values", cmd->add_option("--lr-values", c.lr.values, "piecewise rates, one more than boundaries"))->delimiter(',');
-  field("/lr/unit", cmd->add_option("--lr-boundary-unit", c.lr.unit, "piecewise boundaries in 'step' or 'epoch'"))->capture_default_str();
+  field("/lr/kind",
+        cmd->add_option("--lr-schedule", c.lr.kind, "constant, piecewise or cosine"))->capture_default_str();
+  field("/lr/boundaries",
+        cmd->add_option("--lr-boundaries", c.lr.boundaries, "piecewise boundaries (comma-separated)"))->delimiter(',');
+  field("/lr/values",
+        cmd->add_option("--lr-values", c.lr.values, "piecewise rates, one more than boundaries"))->delimiter(',');
+  field("/lr/unit",
+        cmd->add_option("--lr-boundary-unit", c.lr.unit, "piecewise boundaries in 'step' or 'epoch'"))
+      ->capture_default_str();
   field("/lr/min_lr", cmd->add_option("--min-lr", c.lr.min_lr, "cosine floor"))->capture_default_str();
-  field("/lr/warmup_steps", cmd->add_option("--warmup-steps", c.lr.warmup_steps, "linear warmup steps before the schedule"))->capture_default_str();
+  field("/lr/warmup_steps",
+        cmd->add_option("--warmup-steps", c.lr.warmup_steps, "linear warmup steps before the schedule"))
+      ->capture_default_str();
   field("/lr/scaling", cmd->add_option("--lr-scaling", c.lr.scaling,
                   "none, or linear: rates x (workers x accumulate), warming up from the unscaled rate"))
       ->capture_default_str();
-  field("/eval_every_steps", cmd->add_option("--eval-every", c.eval_every_steps, "evaluate every N steps (0: at each epoch end)"))
+  field("/eval_every_steps",
+        cmd->add_option("--eval-every", c.eval_every_steps, "evaluate every N steps (0: at each epoch end)"))
       ->capture_default_str();
-  field("/eval_batch_size", cmd->add_option("--eval-batch-size", c.eval_batch_size, "evaluation batch size"))->capture_default_str();
-  field("/log_every_steps", cmd->add_option("--log-every", c.log_every_steps, "write a metrics line every N steps"))->capture_default_str();
+  field("/eval_batch_size",
+        cmd->add_option("--eval-batch-size", c.eval_batch_size, "evaluation batch size"))->capture_default_str();
+  field("/log_every_steps",
+        cmd->add_option("--log-every", c.log_every_steps, "write a metrics line every N steps"))->capture_default_str();
   field("/checkpoint_every_steps", cmd->add_option("--checkpoint-every", c.checkpoint_every_steps,
                   "also checkpoint every N steps to OUT/checkpoints/ (the final one is always OUT/checkpoint.ckpt)"))
       ->capture_default_str();
@@ -196,24 +230,31 @@ Command addTrainCommand(CLI::App& app) {
   cmd->add_option("--task-index,--task-id", f.task_index, "this task's index within its job")->group(cluster_group);
   cmd->add_option("--coordinator", f.coordinator, "host:port of worker 0's store (needed under mpirun and srun)")
       ->group(cluster_group);
-  field("/distributed/bucket_mb", cmd->add_option("--bucket-mb", c.distributed.bucket_mb, "gradient bucket size cap in MB"))
+  field("/distributed/bucket_mb",
+        cmd->add_option("--bucket-mb", c.distributed.bucket_mb, "gradient bucket size cap in MB"))
       ->capture_default_str()->group(cluster_group);
-  field("/distributed/peer_timeout_s", cmd->add_option("--peer-timeout", c.distributed.peer_timeout_s, "seconds a collective waits for a peer"))
+  field("/distributed/peer_timeout_s",
+        cmd->add_option("--peer-timeout", c.distributed.peer_timeout_s, "seconds a collective waits for a peer"))
       ->capture_default_str()->group(cluster_group);
-  field("/distributed/rendezvous_timeout_s", cmd->add_option("--rendezvous-timeout", c.distributed.rendezvous_timeout_s, "seconds to wait for every task to join"))
+  field("/distributed/rendezvous_timeout_s",
+        cmd->add_option("--rendezvous-timeout", c.distributed.rendezvous_timeout_s, "seconds to wait for every task to join"))
       ->capture_default_str()->group(cluster_group);
-  field("/distributed/verify_replicas_every", cmd->add_option("--verify-replicas-every", c.distributed.verify_replicas_every,
+  field("/distributed/verify_replicas_every",
+        cmd->add_option("--verify-replicas-every", c.distributed.verify_replicas_every,
                   "compare parameter checksums across workers every N steps (0: never)"))
       ->capture_default_str()->group(cluster_group);
   const char* ps_group = "Parameter server";
-  field("/distributed/ps_mode", cmd->add_option("--ps-mode", c.distributed.ps_mode, "sync (mean of every worker per step) or async"))
+  field("/distributed/ps_mode",
+        cmd->add_option("--ps-mode", c.distributed.ps_mode, "sync (mean of every worker per step) or async"))
       ->capture_default_str()->group(ps_group);
   field("/distributed/staleness", cmd->add_option("--staleness", c.distributed.staleness,
                   "bounded staleness: a worker runs at most k steps ahead of the slowest (0 = sync)"))
       ->group(ps_group);
-  field("/distributed/ps_chunk_mb", cmd->add_option("--ps-chunk-mb", c.distributed.ps_chunk_mb, "parameter chunk size spread over the servers"))
+  field("/distributed/ps_chunk_mb",
+        cmd->add_option("--ps-chunk-mb", c.distributed.ps_chunk_mb, "parameter chunk size spread over the servers"))
       ->capture_default_str()->group(ps_group);
-  field("/distributed/ps_threads", cmd->add_option("--ps-threads", c.distributed.ps_threads, "optimizer apply threads per server (0: all cores)"))
+  field("/distributed/ps_threads",
+        cmd->add_option("--ps-threads", c.distributed.ps_threads, "optimizer apply threads per server (0: all cores)"))
       ->capture_default_str()->group(ps_group);
   field("/debug_step_delay_ms", cmd->add_option("--debug-step-delay-ms", c.debug_step_delay_ms,
                   "sleep this long every step: a deliberate straggler for testing"))
