@@ -73,9 +73,11 @@ void applyResumeDefaults(train::TrainConfig& config, const GivenFields& fields) 
   }
   const nlohmann::json flags = train::toJson(config);
   nlohmann::json merged = train::mergeGivenFields(stored, flags, given);
-  // --epochs alone means the stored --max-steps no longer applies.
+  // --epochs alone means the stored --max-steps no longer applies, and the
+  // stored thread count was this host's share then: plan it anew unless given.
   const auto has = [&given](const char* p) { return std::find(given.begin(), given.end(), p) != given.end(); };
   if (has("/epochs") && !has("/max_steps")) merged["max_steps"] = 0;
+  if (!has("/threads")) merged["threads"] = 0;
   if (auto d = train::firstTrajectoryDifference(stored, merged, /*allow_lr=*/true)) {
     throw InputError(fmt::format("--resume {}: {} differs: checkpoint has {}, the flags give {}; leave the flag out "
                                  "to keep the checkpoint's value",
@@ -266,7 +268,6 @@ Command addTrainCommand(CLI::App& app) {
 
   return {cmd, [cmd, config, synthetic_shape, progress, cluster_flags, fields] {
     config->dataset.synthetic_shape = parseShape(*synthetic_shape);
-    const bool threads_given = cmd->count("--threads") > 0;
     config->progress = *progress == "records" ? obs::ProgressStyle::kRecords
                        : *progress == "live" || (*progress == "auto" && obs::Progress::stderrIsTerminal())
                            ? obs::ProgressStyle::kLive
@@ -279,7 +280,6 @@ Command addTrainCommand(CLI::App& app) {
     rejectIgnoredFlags(*cmd, spec, *config);
     if (!config->resume_from.empty() && !(spec && spec->role == cluster::Role::kPs)) {
       applyResumeDefaults(*config, *fields);
-      if (!threads_given) config->threads = 0;  // re-planned for this host below
     }
     const auto plan = cluster::planThreads(config->threads, env, cluster::countLocalProcesses(spec, env),
                                            static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));

@@ -23,15 +23,6 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-// Whole-string integer parse; from_chars alone would accept "12abc" as 12.
-std::optional<long long> parseInteger(std::string_view text) {
-  text = trim(text);
-  long long value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return value;
-}
-
 int parsePort(std::string_view port, const std::string& text, const std::string& field) {
   bool digits = !port.empty() && port.size() <= 5 &&
                 port.find_first_not_of("0123456789") == std::string_view::npos;
@@ -314,6 +305,14 @@ HostPort torchrunCoordinator(const ClusterFlags& flags, const Environment& env) 
 }
 
 }  // namespace
+
+std::optional<long long> parseInteger(std::string_view text) {
+  text = trim(text);
+  long long value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
 
 std::string HostPort::str() const {
   if (host.find(':') != std::string::npos) return fmt::format("[{}]:{}", host, port);

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tandem::cluster {
@@ -58,6 +59,11 @@ using Environment = std::map<std::string, std::string>;
 
 // The process environment as a map; called once, by the CLI.
 Environment captureEnvironment();
+
+// Whole-string integer parse of a variable or field (surrounding blanks
+// allowed); nullopt for anything else, e.g. "12abc", which from_chars alone
+// would take as 12.
+std::optional<long long> parseInteger(std::string_view text);
 
 // Resolves the spec from the first source present, in this order: flags,
 // TF_CONFIG, mpirun (OMPI_COMM_WORLD_RANK/SIZE), Slurm (SLURM_PROCID/NTASKS,

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <charconv>
+#include <limits>
 #include <string_view>
 #include <vector>
 
@@ -12,12 +12,11 @@ namespace tandem::cluster {
 namespace {
 
 int positiveInt(std::string_view text, const std::string& name) {
-  int value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value < 1) {
+  const auto value = parseInteger(text);
+  if (!value || *value < 1 || *value > std::numeric_limits<int>::max()) {
     throw InputError(fmt::format("{}: '{}' is not a positive integer", name, text));
   }
-  return value;
+  return static_cast<int>(*value);
 }
 
 // Slurm's compressed list, e.g. "2(x3),1": two tasks on each of the first

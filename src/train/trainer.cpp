@@ -252,6 +252,9 @@ nlohmann::json Trainer::run() {
   obs::StepBreakdown breakdown;
   IntervalStats interval;
   const int64_t global_batch = c.batch_size * world * accumulate;
+  // Samples one of the job's steps takes: with shared steps it is one
+  // worker's batch, otherwise every worker's.
+  const int64_t samples_per_job_step = shared_steps ? c.batch_size * accumulate : global_batch;
   double train_seconds = 0;
   double final_loss = 0;  // mean loss of the last logged interval
   EvalResult last_eval;
@@ -285,7 +288,9 @@ nlohmann::json Trainer::run() {
   bool stop_agreed = false;   // a stop request: every worker ends after this step
   bool budget_spent = false;  // shared steps: ps 0 granted the last one
   Stopwatch loop_watch;
-  const int64_t faults_before = minorFaults();
+  // Page faults from the end of the first step: that one maps the optimizer
+  // state and the allocator's pools once, which says nothing about a step.
+  int64_t faults_after_first = 0;
   for (int64_t local = local_start; local < local_end && done < total_steps && !stop_agreed && !budget_spent;
        ++local) {
     Stopwatch step_watch;
@@ -324,7 +329,7 @@ nlohmann::json Trainer::run() {
     breakdown.endStep();
     const int64_t before = done;
     done = agreed.global_step >= 0 ? agreed.global_step : done + 1;
-    ++local_steps;
+    if (++local_steps == 1) faults_after_first = minorFaults();
     budget_spent = shared_steps && agreed.finished;
     const double step_loss = agreed.loss;
     if (agreed.stop && done < total_steps && !budget_spent) {
@@ -342,11 +347,11 @@ nlohmann::json Trainer::run() {
     const double step_seconds = step_watch.elapsed();
     interval.seconds += step_seconds;
     train_seconds += step_seconds;
-    // Shared steps: the job's progress over this worker's time, not its own
-    // rate times the worker count.
-    const double interval_samples = static_cast<double>(
-        shared_steps ? interval.global_steps * c.batch_size * accumulate : interval.steps * global_batch);
-    const double samples_per_sec = interval.seconds > 0 ? interval_samples / interval.seconds : 0;
+    // The job's progress over this worker's time: with shared steps not its
+    // own rate times the worker count.
+    const double samples_per_sec =
+        interval.seconds > 0 ? static_cast<double>(interval.global_steps * samples_per_job_step) / interval.seconds
+                             : 0;
     const double worker_samples_per_sec =
         interval.seconds > 0 ? static_cast<double>(interval.steps * c.batch_size * accumulate) / interval.seconds : 0;
     const double interval_loss = interval.loss_sum / static_cast<double>(interval.steps);
@@ -377,7 +382,7 @@ nlohmann::json Trainer::run() {
   int64_t end_step = done;
   if (chief) end_step = strategy_->awaitJobEnd(done);
   const double loop_seconds = loop_watch.elapsed();
-  const int64_t loop_faults = minorFaults() - faults_before;
+  const int64_t steady_faults = minorFaults() - faults_after_first;
   const bool interrupted = stop_agreed;
   if (chief && !interrupted) runEval(end_step);
   if (chief) saveAt(out_dir / "checkpoint.ckpt", end_step);
@@ -386,6 +391,7 @@ nlohmann::json Trainer::run() {
   strategy_->finish();
 
   const int64_t trained_steps = end_step - start_step;
+  const double job_seconds = shared_steps ? loop_seconds : train_seconds;
   nlohmann::json summary = {
       {"model", c.model},
       {"parameters", param_count},
@@ -404,18 +410,14 @@ nlohmann::json Trainer::run() {
       {"epochs", static_cast<double>(end_step) / static_cast<double>(steps_per_epoch)},
       {"global_step", end_step},
       {"worker_steps", local_steps},
-      // The job's samples per second: with shared steps from the global
-      // count over the training loop's wall time.
-      {"samples_per_sec", shared_steps ? (loop_seconds > 0 ? static_cast<double>(trained_steps * c.batch_size *
-                                                                                 accumulate) / loop_seconds
-                                                            : 0)
-                                       : (train_seconds > 0 ? static_cast<double>(trained_steps * global_batch) /
-                                                                  train_seconds
-                                                            : 0)},
-      // Page faults of the whole process per step of this worker: a step
-      // that allocates and frees buffers of its own size shows up here.
-      {"minor_faults_per_step", local_steps > 0 ? static_cast<double>(loop_faults) / static_cast<double>(local_steps)
-                                                : 0.0},
+      // The job's samples per second; with shared steps over the training
+      // loop's wall time, since the global count includes others' steps.
+      {"samples_per_sec", job_seconds > 0 ? static_cast<double>(trained_steps * samples_per_job_step) / job_seconds
+                                          : 0},
+      // The whole process's page faults per step of this worker after the
+      // first: a step that maps and unmaps buffers of its own size shows here.
+      {"minor_faults_per_step",
+       local_steps > 1 ? static_cast<double>(steady_faults) / static_cast<double>(local_steps - 1) : 0.0},
       {"worker_samples_per_sec",
        train_seconds > 0 ? static_cast<double>(local_steps * c.batch_size * accumulate) / train_seconds : 0},
       {"final_loss", final_loss},
