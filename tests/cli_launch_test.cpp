@@ -88,17 +88,24 @@ TEST_F(Launch, OneWorkerReproducesStandaloneExactly) {
 }
 
 TEST_F(Launch, DistributedResumeContinuesTheExactTrajectory) {
-  auto full = runTandem("launch --workers 2 -- " +
-                        trainArgs("mlp", 16, dir_.str("full"), "--max-steps 20 --checkpoint-every 10"));
-  ASSERT_EQ(full.exit_code, 0) << full.output;
-  auto resumed = runTandem("launch --workers 2 -- " +
-                           trainArgs("mlp", 16, dir_.str("resumed"),
-                                     "--max-steps 20 --resume " + dir_.str("full/checkpoints/step-10.ckpt")));
-  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  auto a = checkpointParameters(dir_.str("full/checkpoint.ckpt"));
-  auto b = checkpointParameters(dir_.str("resumed/checkpoint.ckpt"));
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "parameter " << i;
+  // SGD momentum (the default), AdamW and RMSprop with all three slots: the
+  // fused kernels' state goes through torch::optim's checkpoint format.
+  const std::vector<std::string> optimizers = {"--optimizer sgd --lr 0.01 --momentum 0.9", "--optimizer adamw --lr 0.002",
+                                               "--optimizer rmsprop --lr 0.001 --momentum 0.5 --rmsprop-centered"};
+  for (size_t k = 0; k < optimizers.size(); ++k) {
+    const std::string full_dir = dir_.str("full" + std::to_string(k)), resumed_dir = dir_.str("resumed" + std::to_string(k));
+    auto full = runTandem("launch --workers 2 -- " +
+                          syntheticTrainArgs("mlp", 16, full_dir, "--max-steps 20 --checkpoint-every 10 " + optimizers[k]));
+    ASSERT_EQ(full.exit_code, 0) << full.output;
+    auto resumed = runTandem("launch --workers 2 -- " +
+                             syntheticTrainArgs("mlp", 16, resumed_dir,
+                                                "--max-steps 20 --resume " + full_dir + "/checkpoints/step-10.ckpt"));
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    auto a = checkpointParameters(full_dir + "/checkpoint.ckpt");
+    auto b = checkpointParameters(resumed_dir + "/checkpoint.ckpt");
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << optimizers[k] << " parameter " << i;
+  }
 }
 
 TEST_F(Launch, TorchrunEnvironmentFormsACluster) {

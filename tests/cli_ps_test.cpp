@@ -84,6 +84,14 @@ TEST_F(PsTraining, OnePsOneWorkerSyncReproducesStandaloneSgdMomentum) {
   expectOneWorkerMatchesStandalone("--optimizer sgd --lr 0.02 --momentum 0.9 --nesterov --weight-decay 0.0005");
 }
 
+TEST_F(PsTraining, OnePsOneWorkerSyncReproducesStandaloneAdamW) {
+  expectOneWorkerMatchesStandalone("--optimizer adamw --lr 0.002 --weight-decay 0.05");
+}
+
+TEST_F(PsTraining, OnePsOneWorkerSyncReproducesStandaloneRmsPropCenteredWithMomentum) {
+  expectOneWorkerMatchesStandalone("--optimizer rmsprop --lr 0.001 --momentum 0.5 --rmsprop-centered");
+}
+
 TEST_F(PsTraining, TwoPsTwoWorkersSyncReproduceTwoWorkerAllReduce) {
   // Small chunks spread every tensor over both servers.
   const std::string args = "--max-steps 40 --optimizer sgd --lr 0.02 --momentum 0.9 --ps-chunk-mb 0.01";
@@ -340,6 +348,11 @@ void expectPsResumeContinuesExactly(const TempDir& dir, const std::string& optim
 TEST(PsResume, AdamContinuesTheExactTrajectory) {
   TempDir dir;
   expectPsResumeContinuesExactly(dir, "--optimizer adam --lr 0.002");
+}
+
+TEST(PsResume, RmsPropWithThreeSlotsContinuesTheExactTrajectory) {
+  TempDir dir;
+  expectPsResumeContinuesExactly(dir, "--optimizer rmsprop --lr 0.001 --momentum 0.5 --rmsprop-centered");
 }
 
 TEST(PsResume, SgdMomentumContinuesTheExactTrajectory) {

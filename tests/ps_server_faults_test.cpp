@@ -92,8 +92,7 @@ TEST_F(PsServer, MalformedFramesGetAnErrorAndOthersAreStillServed) {
   ASSERT_EQ(v.header.type, MessageType::kPsValues) << v.text();
   auto param = initial(c.chunks[0]);
   std::vector<float> momentum(param.size());
-  SgdSettings s = c.optimizer.sgd;
-  s.lr = c.lr_by_step[0];
+  const SgdSettings s{c.lr_by_step[0], c.optimizer.momentum, c.optimizer.weight_decay, c.optimizer.nesterov};
   sgdUpdate(param, g, momentum, true, s);
   expectBitEqual(floatsOf(v), param);
 

@@ -10,7 +10,7 @@ namespace {
 TEST_F(PsServer, SyncSumsBothWorkersAndHoldsPullsUntilTheStepIsApplied) {
   ServerConfig c = makeConfig(Mode::kSync, 2, {{0, 5}, {7, 3}});
   c.optimizer.name = "sgd";
-  c.optimizer.sgd.momentum = 0.9;
+  c.optimizer.momentum = 0.9;
   start(c);
   Peer w0 = worker(0), w1 = worker(1);
 
@@ -20,8 +20,7 @@ TEST_F(PsServer, SyncSumsBothWorkersAndHoldsPullsUntilTheStepIsApplied) {
   auto step = [&](const std::vector<float>& g0, const std::vector<float>& g1, uint64_t t) {
     std::vector<float> sum(g0.size());
     for (size_t i = 0; i < sum.size(); ++i) sum[i] = g0[i] + g1[i];  // worker order
-    SgdSettings s = c.optimizer.sgd;
-    s.lr = c.lr_by_step[t];
+    const SgdSettings s{c.lr_by_step[t], c.optimizer.momentum, c.optimizer.weight_decay, c.optimizer.nesterov};
     sgdUpdate(param, sum, momentum, t == 0, s);
   };
 
@@ -84,9 +83,9 @@ TEST_F(PsServer, AsyncAppliesAdamPushesInArrivalOrder) {
   std::vector<float> m(param.size()), s(param.size());
   int64_t update = 0;
   for (const auto* g : {&g0, &g1, &g2}) {
-    AdamSettings a = c.optimizer.adam;
     // Async runs the schedule over the global step: every push is one.
-    a.lr = c.lrAt(static_cast<uint64_t>(update));
+    const AdamSettings a{c.lrAt(static_cast<uint64_t>(update)), c.optimizer.beta1, c.optimizer.beta2, c.optimizer.eps,
+                         c.optimizer.weight_decay};
     adamUpdate(param, *g, m, s, ++update, a);
   }
   expectBitEqual(floatsOf(v), param);

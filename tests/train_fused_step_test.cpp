@@ -79,6 +79,33 @@ TEST(FusedStep, MatchesTorchAdam) {
   }
 }
 
+TEST(FusedStep, MatchesTorchAdamW) {
+  OptimizerConfig c;
+  c.name = "adamw";
+  c.lr = 1e-3;
+  for (double wd : {0.0, 1e-2}) {
+    c.weight_decay = wd;
+    EXPECT_LT(difference(c, 12), 1e-6) << "wd " << wd;
+    EXPECT_LT(difference(c, 10, /*torch_tail=*/4), 1e-6) << "wd " << wd << ", torch continuing";
+  }
+}
+
+TEST(FusedStep, MatchesTorchRmsPropInEveryVariant) {
+  OptimizerConfig c;
+  c.name = "rmsprop";
+  c.lr = 1e-3;
+  for (double momentum : {0.0, 0.9}) {
+    for (bool centered : {false, true}) {
+      c.momentum = momentum;
+      c.centered = centered;
+      c.weight_decay = centered ? 1e-3 : 0.0;
+      EXPECT_LT(difference(c, 12), 1e-6) << "momentum " << momentum << " centered " << centered;
+      EXPECT_LT(difference(c, 10, /*torch_tail=*/4), 1e-6)
+          << "momentum " << momentum << " centered " << centered << ", torch continuing";
+    }
+  }
+}
+
 TEST(FusedStep, KeepsTorchsStateFormatSoTorchCanContinue) {
   OptimizerConfig sgd;
   sgd.name = "sgd";

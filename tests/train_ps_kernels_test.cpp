@@ -64,11 +64,78 @@ TEST(PsKernels, AdamMatchesTorch) {
   EXPECT_GT((ours - start).abs().max().item<double>(), 1e-3);  // the parameters did move
 }
 
+// AdamW and RMSprop through the dispatch every mode calls, so the slot
+// order is checked along with the formulas.
+double trackThroughDispatch(torch::optim::Optimizer& torch_opt, torch::Tensor reference, const OptimizerSettings& s,
+                            double lr) {
+  torch::Tensor ours = reference.detach().clone();
+  std::vector<torch::Tensor> slots;
+  for (int k = 0; k < slotCount(s); ++k) slots.push_back(torch::zeros_like(ours));
+  const torch::Tensor start = ours.clone();
+  const double difference = trackTorch(torch_opt, reference, ours, 50, [&](int step, torch::Tensor grad) {
+    std::vector<std::span<float>> spans;
+    for (auto& t : slots) spans.push_back(spanOf(t));
+    applyOptimizer(s, lr, spanOf(ours), spanOf(grad), spans, step);
+  });
+  EXPECT_GT((ours - start).abs().max().item<double>(), 1e-3) << s.name << ": the parameters did move";
+  return difference;
+}
+
+TEST(PsKernels, AdamWMatchesTorch) {
+  for (double wd : {0.0, 1e-2, 0.5}) {
+    torch::manual_seed(3);
+    torch::Tensor reference = torch::randn({5003}).set_requires_grad(true);
+    OptimizerSettings s;
+    s.name = "adamw";
+    s.weight_decay = wd;
+    torch::optim::AdamW torch_opt({reference}, torch::optim::AdamWOptions(2e-3).weight_decay(wd));
+    EXPECT_LT(trackThroughDispatch(torch_opt, reference, s, 2e-3), 1e-6) << "wd " << wd;
+  }
+}
+
+TEST(PsKernels, RmsPropMatchesTorchInEveryVariant) {
+  for (double momentum : {0.0, 0.9}) {
+    for (bool centered : {false, true}) {
+      for (double wd : {0.0, 1e-3}) {
+        torch::manual_seed(4);
+        torch::Tensor reference = torch::randn({4099}).set_requires_grad(true);
+        OptimizerSettings s;
+        s.name = "rmsprop";
+        s.momentum = momentum;
+        s.centered = centered;
+        s.weight_decay = wd;
+        s.alpha = 0.95;
+        torch::optim::RMSprop torch_opt({reference}, torch::optim::RMSpropOptions(1e-3).alpha(0.95).momentum(momentum)
+                                                         .centered(centered).weight_decay(wd));
+        EXPECT_LT(trackThroughDispatch(torch_opt, reference, s, 1e-3), 1e-6)
+            << "momentum " << momentum << " centered " << centered << " wd " << wd;
+      }
+    }
+  }
+}
+
+TEST(PsKernels, SlotCountsFollowTorchsState) {
+  OptimizerSettings s;
+  EXPECT_EQ(slotCount(s), 0);  // sgd without momentum keeps nothing
+  s.momentum = 0.9;
+  EXPECT_EQ(slotCount(s), 1);
+  s.name = "adamw";
+  EXPECT_EQ(slotCount(s), 2);
+  s.name = "rmsprop";
+  s.centered = true;
+  EXPECT_EQ(slotCount(s), 3);
+  s.momentum = 0;
+  EXPECT_EQ(slotCount(s), 2);
+  std::vector<float> p(4), g(4);
+  EXPECT_THROW(applyOptimizer(s, 0.1, p, g, {}, 1), Error);  // too few slots
+}
+
 TEST(PsKernels, MismatchedLengthsAreRefused) {
   std::vector<float> p(4), g(3), b(4);
   EXPECT_THROW(sgdUpdate(p, g, b, true, {}), Error);
   std::vector<float> g4(4), m(4), v(3);
   EXPECT_THROW(adamUpdate(p, g4, m, v, 1, {}), Error);
+  EXPECT_THROW(rmspropUpdate(p, g4, v, {}, {}, {}), Error);
 }
 
 }  // namespace

@@ -175,16 +175,25 @@ Command addTrainCommand(CLI::App& app) {
   field("/prefetch_depth",
         cmd->add_option("--prefetch-depth", c.prefetch_depth, "batches the input pipeline may run ahead"))
       ->capture_default_str();
-  field("/optimizer/name", cmd->add_option("--optimizer", c.optimizer.name, "sgd or adam"))->capture_default_str();
+  field("/optimizer/name", cmd->add_option("--optimizer", c.optimizer.name, "sgd, adam, adamw or rmsprop"))
+      ->capture_default_str();
   field("/optimizer/lr", cmd->add_option("--lr", c.optimizer.lr, "base learning rate"))->capture_default_str();
-  field("/optimizer/momentum",
-        cmd->add_option("--momentum", c.optimizer.momentum, "SGD momentum"))->capture_default_str();
+  field("/optimizer/momentum", cmd->add_option("--momentum", c.optimizer.momentum,
+                                               "momentum of sgd (default 0.9) or rmsprop (default 0)"));
   field("/optimizer/nesterov", cmd->add_flag("--nesterov", c.optimizer.nesterov, "Nesterov momentum (SGD)"));
   field("/optimizer/weight_decay",
-        cmd->add_option("--weight-decay", c.optimizer.weight_decay, "L2 weight decay"))->capture_default_str();
-  field("/optimizer/beta1", cmd->add_option("--adam-beta1", c.optimizer.beta1, "Adam beta1"))->capture_default_str();
-  field("/optimizer/beta2", cmd->add_option("--adam-beta2", c.optimizer.beta2, "Adam beta2"))->capture_default_str();
-  field("/optimizer/eps", cmd->add_option("--adam-eps", c.optimizer.eps, "Adam epsilon"))->capture_default_str();
+        cmd->add_option("--weight-decay", c.optimizer.weight_decay,
+                        "L2 weight decay (adamw: decoupled decay, default 0.01; others default 0)"));
+  field("/optimizer/beta1",
+        cmd->add_option("--adam-beta1", c.optimizer.beta1, "beta1 of adam and adamw"))->capture_default_str();
+  field("/optimizer/beta2",
+        cmd->add_option("--adam-beta2", c.optimizer.beta2, "beta2 of adam and adamw"))->capture_default_str();
+  field("/optimizer/eps", cmd->add_option("--eps,--adam-eps", c.optimizer.eps, "epsilon of adam, adamw and rmsprop"))
+      ->capture_default_str();
+  field("/optimizer/alpha", cmd->add_option("--rmsprop-alpha", c.optimizer.alpha, "smoothing constant of rmsprop"))
+      ->capture_default_str();
+  field("/optimizer/centered",
+        cmd->add_flag("--rmsprop-centered", c.optimizer.centered, "rmsprop normalised by the gradient's variance"));
   field("/lr/kind",
         cmd->add_option("--lr-schedule", c.lr.kind, "constant, piecewise or cosine"))->capture_default_str();
   field("/lr/boundaries",
@@ -278,6 +287,9 @@ Command addTrainCommand(CLI::App& app) {
     const auto spec = cluster::resolveClusterSpec(*cluster_flags, env);
     if (spec) cluster::requireResolvableHosts(*spec);
     rejectIgnoredFlags(*cmd, spec, *config);
+    // torch::optim's per-optimizer defaults for the flags shared by several.
+    if (cmd->count("--momentum") == 0 && config->optimizer.name == "rmsprop") config->optimizer.momentum = 0;
+    if (cmd->count("--weight-decay") == 0 && config->optimizer.name == "adamw") config->optimizer.weight_decay = 0.01;
     if (!config->resume_from.empty() && !(spec && spec->role == cluster::Role::kPs)) {
       applyResumeDefaults(*config, *fields);
     }

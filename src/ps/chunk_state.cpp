@@ -12,26 +12,24 @@
 
 namespace tandem::ps {
 
-void initChunk(ChunkState& c, const ChunkRange& range, const std::string& optimizer, int workers) {
+void initChunk(ChunkState& c, const ChunkRange& range, const OptimizerSettings& optimizer, int workers) {
   c.key = range.key;
   c.length = range.length;
   c.param.assign(static_cast<size_t>(range.length), 0.0f);
-  c.slot_a.assign(static_cast<size_t>(range.length), 0.0f);
-  if (optimizer == "adam") c.slot_b.assign(static_cast<size_t>(range.length), 0.0f);
+  c.slots.assign(static_cast<size_t>(slotCount(optimizer)), std::vector<float>(static_cast<size_t>(range.length), 0.0f));
   c.step_grads.resize(static_cast<size_t>(workers));
 }
 
 size_t paramBytes(const ChunkState& c) { return static_cast<size_t>(c.length) * sizeof(float); }
 
-size_t stateBytes(const ChunkState& c) { return paramBytes(c) * (1 + (c.slot_b.empty() ? 1 : 2)); }
+size_t stateBytes(const ChunkState& c) { return paramBytes(c) * (1 + c.slots.size()); }
 
 bool loadChunk(ChunkState& c, const void* data, size_t size) {
   const size_t bytes = paramBytes(c);
   const auto* in = static_cast<const char*>(data);
   if (size == stateBytes(c)) {
     // A resumed run: the optimizer state comes along.
-    std::memcpy(c.slot_a.data(), in + bytes, bytes);
-    if (!c.slot_b.empty()) std::memcpy(c.slot_b.data(), in + 2 * bytes, bytes);
+    for (size_t k = 0; k < c.slots.size(); ++k) std::memcpy(c.slots[k].data(), in + (k + 1) * bytes, bytes);
   } else if (size != bytes) {
     return false;
   }
@@ -44,8 +42,7 @@ zmq::message_t packState(const ChunkState& c) {
   zmq::message_t payload(stateBytes(c));
   auto* out = static_cast<char*>(payload.data());
   std::memcpy(out, c.param.data(), bytes);
-  std::memcpy(out + bytes, c.slot_a.data(), bytes);
-  if (!c.slot_b.empty()) std::memcpy(out + 2 * bytes, c.slot_b.data(), bytes);
+  for (size_t k = 0; k < c.slots.size(); ++k) std::memcpy(out + (k + 1) * bytes, c.slots[k].data(), bytes);
   return payload;
 }
 
@@ -66,18 +63,9 @@ float* sumGradients(std::vector<zmq::message_t>& grads, size_t length, std::vect
 
 void applyUpdate(ChunkState& c, const float* grad, uint64_t update_index, uint64_t lr_step,
                  const ServerConfig& config) {
-  const std::span<float> param(c.param);
-  const std::span<const float> g(grad, static_cast<size_t>(c.length));
-  const auto& o = config.optimizer;
-  if (o.name == "adam") {
-    AdamSettings s = o.adam;
-    s.lr = config.lrAt(lr_step);
-    adamUpdate(param, g, c.slot_a, c.slot_b, static_cast<int64_t>(update_index + 1), s);
-  } else {
-    SgdSettings s = o.sgd;
-    s.lr = config.lrAt(lr_step);
-    sgdUpdate(param, g, c.slot_a, update_index == 0, s);
-  }
+  std::vector<std::span<float>> slots(c.slots.begin(), c.slots.end());
+  applyOptimizer(config.optimizer, config.lrAt(lr_step), c.param, {grad, static_cast<size_t>(c.length)}, slots,
+                 static_cast<int64_t>(update_index + 1));
 }
 
 namespace {

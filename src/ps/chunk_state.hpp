@@ -33,7 +33,8 @@ struct QueuedPush {
 struct ChunkState {
   uint64_t key = 0;
   int64_t length = 0;
-  std::vector<float> param, slot_a, slot_b;  // sgd: momentum in a; adam: exp_avg, exp_avg_sq
+  std::vector<float> param;
+  std::vector<std::vector<float>> slots;  // the optimizer's, in slotCount's order
   bool initialized = false;
   bool busy = false;        // an apply job owns param and slots
   uint64_t applied = 0;     // updates applied
@@ -46,7 +47,7 @@ struct ChunkState {
 };
 
 // Zeroed values and slots for `range`, with room for `workers` sync pushes.
-void initChunk(ChunkState& c, const ChunkRange& range, const std::string& optimizer, int workers);
+void initChunk(ChunkState& c, const ChunkRange& range, const OptimizerSettings& optimizer, int workers);
 
 // Bytes of the chunk's values alone, and of values plus optimizer slots
 // (what ps-state answers and a resuming ps-set may carry).
@@ -57,7 +58,7 @@ size_t stateBytes(const ChunkState& c);
 // false, changing nothing, when `size` is neither.
 bool loadChunk(ChunkState& c, const void* data, size_t size);
 
-// [param][slot_a][slot_b if any], copied.
+// [param][slot 0][slot 1]..., copied.
 zmq::message_t packState(const ChunkState& c);
 
 // Floats of a received message. ZeroMQ may hand over a buffer at any byte

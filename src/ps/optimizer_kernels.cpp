@@ -58,6 +58,82 @@ void adamUpdate(std::span<float> param, std::span<const float> grad, std::span<f
   }
 }
 
+void adamwUpdate(std::span<float> param, std::span<const float> grad, std::span<float> exp_avg,
+                 std::span<float> exp_avg_sq, int64_t step, const AdamSettings& s) {
+  // p.mul_(1 - lr * weight_decay), the factor computed in double as torch does.
+  if (s.weight_decay != 0) {
+    const float decay = static_cast<float>(1 - s.lr * s.weight_decay);
+    for (float& p : param) p = p * decay;
+  }
+  AdamSettings plain = s;
+  plain.weight_decay = 0;
+  adamUpdate(param, grad, exp_avg, exp_avg_sq, step, plain);
+}
+
+void rmspropUpdate(std::span<float> param, std::span<const float> grad, std::span<float> square_avg,
+                   std::span<float> momentum_buffer, std::span<float> grad_avg, const RmsPropSettings& s) {
+  requireSameLength(param.size(), grad.size(), "rmsprop: grad length");
+  requireSameLength(param.size(), square_avg.size(), "rmsprop: square_avg length");
+  const bool use_momentum = s.momentum > 0;
+  if (use_momentum) requireSameLength(param.size(), momentum_buffer.size(), "rmsprop: momentum buffer length");
+  if (s.centered) requireSameLength(param.size(), grad_avg.size(), "rmsprop: grad_avg length");
+  const float lr = static_cast<float>(s.lr);
+  const float alpha = static_cast<float>(s.alpha);
+  const float one_minus_alpha = static_cast<float>(1 - s.alpha);
+  const float eps = static_cast<float>(s.eps);
+  const float wd = static_cast<float>(s.weight_decay);
+  const float momentum = static_cast<float>(s.momentum);
+  for (size_t i = 0; i < param.size(); ++i) {
+    float g = grad[i];
+    if (wd != 0) g = g + wd * param[i];                                  // grad.add(p, weight_decay)
+    square_avg[i] = square_avg[i] * alpha + one_minus_alpha * g * g;    // mul_(alpha).addcmul_(g, g, 1 - alpha)
+    float avg;
+    if (s.centered) {
+      grad_avg[i] = grad_avg[i] * alpha + one_minus_alpha * g;          // mul_(alpha).add_(g, 1 - alpha)
+      avg = std::sqrt(square_avg[i] + (-1.0f) * grad_avg[i] * grad_avg[i]) + eps;  // addcmul(ga, ga, -1).sqrt_().add_(eps)
+    } else {
+      avg = std::sqrt(square_avg[i]) + eps;
+    }
+    if (use_momentum) {
+      momentum_buffer[i] = momentum_buffer[i] * momentum + g / avg;    // mul_(momentum).addcdiv_(g, avg)
+      param[i] = param[i] + (-lr) * momentum_buffer[i];                 // p.add_(buf, -lr)
+    } else {
+      param[i] = param[i] + (-lr) * (g / avg);                          // p.addcdiv_(g, avg, -lr)
+    }
+  }
+}
+
+bool knownOptimizer(std::string_view name) {
+  return name == "sgd" || name == "adam" || name == "adamw" || name == "rmsprop";
+}
+
+int slotCount(const OptimizerSettings& s) {
+  if (s.name == "adam" || s.name == "adamw") return 2;
+  if (s.name == "rmsprop") return 1 + (s.momentum > 0 ? 1 : 0) + (s.centered ? 1 : 0);
+  return s.momentum != 0 ? 1 : 0;
+}
+
+void applyOptimizer(const OptimizerSettings& s, double lr, std::span<float> param, std::span<const float> grad,
+                    std::span<const std::span<float>> slots, int64_t step) {
+  enforceEq(slots.size(), static_cast<size_t>(slotCount(s)), "optimizer slot count");
+  if (s.name == "adam" || s.name == "adamw") {
+    const AdamSettings a{lr, s.beta1, s.beta2, s.eps, s.weight_decay};
+    if (s.name == "adam") {
+      adamUpdate(param, grad, slots[0], slots[1], step, a);
+    } else {
+      adamwUpdate(param, grad, slots[0], slots[1], step, a);
+    }
+  } else if (s.name == "rmsprop") {
+    size_t next = 1;
+    const std::span<float> buffer = s.momentum > 0 ? slots[next++] : std::span<float>();
+    const std::span<float> grad_avg = s.centered ? slots[next] : std::span<float>();
+    rmspropUpdate(param, grad, slots[0], buffer, grad_avg, {lr, s.alpha, s.eps, s.weight_decay, s.momentum, s.centered});
+  } else {
+    sgdUpdate(param, grad, slots.empty() ? std::span<float>() : slots[0], step == 1,
+              {lr, s.momentum, s.weight_decay, s.nesterov});
+  }
+}
+
 void addInto(std::span<float> sum, std::span<const float> addend) {
   requireSameLength(sum.size(), addend.size(), "addInto: addend length");
   float* __restrict s = sum.data();

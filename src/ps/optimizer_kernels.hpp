@@ -1,11 +1,14 @@
 #pragma once
-// Server-side optimizer updates on float spans, written to follow
-// LibTorch's torch::optim SGD and Adam (1.13) formula for formula and in the
-// same order of operations, so 1 server + 1 worker tracks standalone
-// training. Torch-free. Each call updates one chunk; chunks are independent,
-// so different chunks may be updated from different threads at once.
+// The optimizer updates every mode runs (servers' chunks, the standalone
+// and all-reduce fused step), on float spans, written to follow LibTorch's
+// torch::optim SGD, Adam, AdamW and RMSprop (1.13) formula for formula and in
+// the same order of operations, so 1 server + 1 worker computes what
+// standalone does. Torch-free. Each call updates one span; spans are
+// independent, so different spans may be updated from different threads.
 #include <cstdint>
 #include <span>
+#include <string>
+#include <string_view>
 
 namespace tandem::ps {
 
@@ -32,6 +35,52 @@ struct AdamSettings {
 // `step` is the 1-based count of updates this chunk has had, this one included.
 void adamUpdate(std::span<float> param, std::span<const float> grad, std::span<float> exp_avg,
                 std::span<float> exp_avg_sq, int64_t step, const AdamSettings& s);
+
+// AdamW: Adam without the L2 term, the weight decay applied to the
+// parameter directly (p *= 1 - lr * weight_decay) before the moments.
+void adamwUpdate(std::span<float> param, std::span<const float> grad, std::span<float> exp_avg,
+                 std::span<float> exp_avg_sq, int64_t step, const AdamSettings& s);
+
+struct RmsPropSettings {
+  double lr = 0.01;
+  double alpha = 0.99;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  double momentum = 0.0;
+  bool centered = false;
+};
+
+// `momentum_buffer` is used when momentum > 0, `grad_avg` when centered;
+// either may be empty otherwise.
+void rmspropUpdate(std::span<float> param, std::span<const float> grad, std::span<float> square_avg,
+                   std::span<float> momentum_buffer, std::span<float> grad_avg, const RmsPropSettings& s);
+
+// One optimizer, as a run configures it (the learning rate comes per update).
+struct OptimizerSettings {
+  std::string name = "sgd";  // sgd | adam | adamw | rmsprop
+  double momentum = 0.0;     // sgd, rmsprop
+  bool nesterov = false;     // sgd
+  double weight_decay = 0.0; // L2 on the gradient; adamw: decoupled decay
+  double beta1 = 0.9;        // adam, adamw
+  double beta2 = 0.999;      // adam, adamw
+  double eps = 1e-8;         // adam, adamw, rmsprop
+  double alpha = 0.99;       // rmsprop
+  bool centered = false;     // rmsprop
+};
+
+bool knownOptimizer(std::string_view name);
+
+// Per-float state the optimizer keeps, in torch::optim's order: sgd its
+// momentum buffer (when momentum != 0); adam and adamw exp_avg, exp_avg_sq;
+// rmsprop square_avg, then momentum_buffer (momentum > 0), then grad_avg
+// (centered).
+int slotCount(const OptimizerSettings& s);
+
+// One update of `param` at rate `lr`. `slots` holds slotCount(s) spans of
+// param's length; `step` is the 1-based count of updates, this one included
+// (SGD's first step initialises the momentum buffer from the gradient).
+void applyOptimizer(const OptimizerSettings& s, double lr, std::span<float> param, std::span<const float> grad,
+                    std::span<const std::span<float>> slots, int64_t step);
 
 // sum[i] += addend[i]: how a sync server adds up the workers' shares.
 void addInto(std::span<float> sum, std::span<const float> addend);

@@ -38,8 +38,6 @@ std::string modeName(Mode mode) {
   return "?";
 }
 
-int optimizerSlots(const std::string& optimizer) { return optimizer == "adam" ? 2 : 1; }
-
 double ServerConfig::lrAt(uint64_t step) const {
   if (lr_by_step.empty()) return 0;
   return lr_by_step[std::min<uint64_t>(step, lr_by_step.size() - 1)];
@@ -53,9 +51,8 @@ nlohmann::json toJson(const ServerConfig& c) {
           {"staleness", c.staleness},
           {"workers", c.workers},
           {"optimizer",
-           {{"name", o.name}, {"momentum", o.sgd.momentum}, {"nesterov", o.sgd.nesterov},
-            {"sgd_weight_decay", o.sgd.weight_decay}, {"beta1", o.adam.beta1}, {"beta2", o.adam.beta2},
-            {"eps", o.adam.eps}, {"adam_weight_decay", o.adam.weight_decay}}},
+           {{"name", o.name}, {"momentum", o.momentum}, {"nesterov", o.nesterov}, {"weight_decay", o.weight_decay},
+            {"beta1", o.beta1}, {"beta2", o.beta2}, {"eps", o.eps}, {"alpha", o.alpha}, {"centered", o.centered}}},
           {"lr_by_step", c.lr_by_step},
           {"layout_fingerprint", c.layout_fingerprint},
           {"chunks", chunks},
@@ -83,16 +80,17 @@ ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer
   }
   const auto o = field<nlohmann::json>(j, "optimizer", peer);
   c.optimizer.name = field<std::string>(o, "name", peer);
-  if (c.optimizer.name != "sgd" && c.optimizer.name != "adam") {
+  if (!knownOptimizer(c.optimizer.name)) {
     throw InputError(fmt::format("{}: ps-init: unknown optimizer '{}'", peer, c.optimizer.name));
   }
-  c.optimizer.sgd.momentum = field<double>(o, "momentum", peer);
-  c.optimizer.sgd.nesterov = field<bool>(o, "nesterov", peer);
-  c.optimizer.sgd.weight_decay = field<double>(o, "sgd_weight_decay", peer);
-  c.optimizer.adam.beta1 = field<double>(o, "beta1", peer);
-  c.optimizer.adam.beta2 = field<double>(o, "beta2", peer);
-  c.optimizer.adam.eps = field<double>(o, "eps", peer);
-  c.optimizer.adam.weight_decay = field<double>(o, "adam_weight_decay", peer);
+  c.optimizer.momentum = field<double>(o, "momentum", peer);
+  c.optimizer.nesterov = field<bool>(o, "nesterov", peer);
+  c.optimizer.weight_decay = field<double>(o, "weight_decay", peer);
+  c.optimizer.beta1 = field<double>(o, "beta1", peer);
+  c.optimizer.beta2 = field<double>(o, "beta2", peer);
+  c.optimizer.eps = field<double>(o, "eps", peer);
+  c.optimizer.alpha = field<double>(o, "alpha", peer);
+  c.optimizer.centered = field<bool>(o, "centered", peer);
   c.lr_by_step = field<std::vector<double>>(j, "lr_by_step", peer);
   if (c.lr_by_step.empty()) throw InputError(fmt::format("{}: ps-init: lr_by_step is empty", peer));
   c.layout_fingerprint = field<uint64_t>(j, "layout_fingerprint", peer);

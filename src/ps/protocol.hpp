@@ -21,19 +21,9 @@ enum class Mode { kSync, kAsync, kBounded };  // bounded = SSP with staleness > 
 
 std::string modeName(Mode mode);  // "sync", "async", "ssp"
 
-// Optimizer slots per parameter float: SGD keeps a momentum buffer, Adam
-// its two moments.
-int optimizerSlots(const std::string& optimizer);
-
 struct ChunkRange {
   uint64_t key = 0;
   int64_t length = 0;  // floats
-};
-
-struct OptimizerSettings {
-  std::string name = "sgd";  // sgd | adam
-  SgdSettings sgd;           // lr is replaced per update from lr_by_step
-  AdamSettings adam;
 };
 
 // Everything one server needs to know, sent once by the chief (kPsInit).

@@ -133,7 +133,7 @@ struct ParameterServer::Impl {
     for (const auto& r : c.chunks) {
       if (chunk_index.count(r.key)) throw Refusal{fmt::format("ps-init lists chunk {} twice", r.key)};
       chunk_index[r.key] = chunks.size();
-      initChunk(chunks.emplace_back(), r, c.optimizer.name, c.workers);
+      initChunk(chunks.emplace_back(), r, c.optimizer, c.workers);
     }
     workers.reset(c.workers);
     clocks.emplace(c.mode, c.staleness, c.workers, c.start_step, c.total_steps);
@@ -582,6 +582,10 @@ nlohmann::json ParameterServer::serve(const std::atomic<bool>* abort) {
     if (s.everyoneGone()) break;
   }
   s.stopping = true;
+  // The last worker's goodbye reply may still be queued: with linger 0 the
+  // socket's close would drop it and leave that worker waiting for the
+  // whole peer timeout. Give queued replies a bounded time to leave.
+  s.router.set(zmq::sockopt::linger, 2000);
   s.pool->finish();  // let running applies finish before the summary
   s.pool->rethrowFailure();
   s.drainCompletions();

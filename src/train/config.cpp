@@ -18,7 +18,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DatasetOptions, name, data_dir, 
 namespace tandem::train {
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OptimizerConfig, name, lr, momentum, nesterov, weight_decay, beta1,
-                                                beta2, eps)
+                                                beta2, eps, alpha, centered)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LrScheduleConfig, kind, unit, boundaries, values, min_lr,
                                                 warmup_steps, scaling)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DistributedConfig, bucket_mb, peer_timeout_s, rendezvous_timeout_s,
@@ -54,8 +54,19 @@ void validate(const TrainConfig& c) {
   if (c.checkpoint_every_steps < 0) throw InputError("--checkpoint-every: must be >= 0");
   if (!(c.checkpoint_secs >= 0)) throw InputError(fmt::format("--checkpoint-secs: must be >= 0, got {}", c.checkpoint_secs));
   if (c.keep_checkpoints < 0) throw InputError(fmt::format("--keep-checkpoints: must be >= 0, got {}", c.keep_checkpoints));
-  if (c.optimizer.name != "sgd" && c.optimizer.name != "adam") {
-    throw InputError(fmt::format("--optimizer: unknown optimizer '{}' (use sgd or adam)", c.optimizer.name));
+  if (!ps::knownOptimizer(c.optimizer.name)) {
+    throw InputError(
+        fmt::format("--optimizer: unknown optimizer '{}' (use sgd, adam, adamw or rmsprop)", c.optimizer.name));
+  }
+  if (!(c.optimizer.alpha >= 0 && c.optimizer.alpha < 1)) {
+    throw InputError(fmt::format("--rmsprop-alpha: must be in [0, 1), got {}", c.optimizer.alpha));
+  }
+  for (const auto& [value, flag] : {std::pair{c.optimizer.beta1, "--adam-beta1"}, {c.optimizer.beta2, "--adam-beta2"}}) {
+    if (!(value >= 0 && value < 1)) throw InputError(fmt::format("{}: must be in [0, 1), got {}", flag, value));
+  }
+  if (!(c.optimizer.eps > 0)) throw InputError(fmt::format("--eps: must be > 0, got {}", c.optimizer.eps));
+  if (c.optimizer.centered && c.optimizer.name != "rmsprop") {
+    throw InputError("--rmsprop-centered: needs --optimizer rmsprop");
   }
   if (!(c.optimizer.lr > 0)) throw InputError(fmt::format("--lr: must be > 0, got {}", c.optimizer.lr));
   requireNonNegative(c.optimizer.momentum, "--momentum");

@@ -11,18 +11,15 @@
 #include "data/dataset_options.hpp"
 #include "models/model_options.hpp"
 #include "obs/progress.hpp"
+#include "ps/optimizer_kernels.hpp"
 
 namespace tandem::train {
 
-struct OptimizerConfig {
-  std::string name = "sgd";  // sgd | adam
+// The optimizer exactly as the kernels take it (every mode runs the same
+// ps/optimizer_kernels), plus the base learning rate the schedule scales.
+struct OptimizerConfig : ps::OptimizerSettings {
+  OptimizerConfig() { momentum = 0.9; }  // SGD's default; the CLI gives rmsprop 0 and adamw decay 0.01
   double lr = 0.05;
-  double momentum = 0.9;     // sgd
-  bool nesterov = false;     // sgd
-  double weight_decay = 0.0;
-  double beta1 = 0.9;        // adam
-  double beta2 = 0.999;      // adam
-  double eps = 1e-8;         // adam
 };
 
 struct LrScheduleConfig {

@@ -3,9 +3,11 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <array>
 #include <span>
 #include <vector>
 
+#include "core/error.hpp"
 #include "ps/optimizer_kernels.hpp"
 #include "train/optimizer_state.hpp"
 
@@ -23,9 +25,9 @@ bool kernelReady(const torch::Tensor& t) {
 std::span<float> floats(const torch::Tensor& t) { return {t.data_ptr<float>(), static_cast<size_t>(t.numel())}; }
 
 struct Work {
-  torch::Tensor param, grad, slot_a, slot_b;
-  int64_t step = 0;        // adam: this update's 1-based count
-  bool first = false;      // sgd: momentum buffer not yet initialised
+  torch::Tensor param, grad;
+  std::vector<torch::Tensor> slots;
+  int64_t step = 0;  // this update's 1-based count
 };
 
 struct Slice {
@@ -33,11 +35,11 @@ struct Slice {
   int64_t begin = 0, end = 0;
 };
 
+constexpr size_t kMaxSlots = 3;
+
 }  // namespace
 
 void fusedOptimizerStep(torch::optim::Optimizer& optimizer, const OptimizerConfig& config, double lr) {
-  const bool adam = config.name == "adam";
-  const bool momentum = !adam && config.momentum != 0;
   for (auto& group : optimizer.param_groups()) {
     for (auto& p : group.params()) {
       if (p.grad().defined() && (!kernelReady(p) || !kernelReady(p.grad()))) {
@@ -46,40 +48,29 @@ void fusedOptimizerStep(torch::optim::Optimizer& optimizer, const OptimizerConfi
       }
     }
   }
+  const auto slot_count = static_cast<size_t>(ps::slotCount(config));
+  TANDEM_ENFORCE(slot_count <= kMaxSlots, "optimizer {} keeps {} slots", config.name, slot_count);
   std::vector<Work> work;
   for (auto& group : optimizer.param_groups()) {
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
-      Work w{p, p.grad(), {}, {}, 0, false};
-      auto& state = optimizer.state();
-      const auto key = optimizerStateKey(p);
-      auto it = state.find(key);
-      if (adam) {
-        if (it == state.end()) {
-          auto fresh = std::make_unique<torch::optim::AdamParamState>();
-          fresh->step(0);
-          fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
-          fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
-          it = state.insert_or_assign(key, std::move(fresh)).first;
+      auto state = readKernelState(optimizer, p, config);
+      const bool fresh = !state.has_value();
+      if (fresh) {
+        state = KernelState{};
+        for (size_t k = 0; k < slot_count; ++k) {
+          state->slots.push_back(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
         }
-        auto& st = static_cast<torch::optim::AdamParamState&>(*it->second);
-        st.step(st.step() + 1);
-        w.step = st.step();
-        w.slot_a = st.exp_avg();
-        w.slot_b = st.exp_avg_sq();
-      } else if (momentum) {
-        if (it == state.end()) {
-          auto fresh = std::make_unique<torch::optim::SGDParamState>();
-          fresh->momentum_buffer(torch::empty_like(p, torch::MemoryFormat::Contiguous));
-          it = state.insert_or_assign(key, std::move(fresh)).first;
-          w.first = true;
-        }
-        w.slot_a = static_cast<torch::optim::SGDParamState&>(*it->second).momentum_buffer();
+        state->updates = 0;
       }
-      if ((w.slot_a.defined() && !kernelReady(w.slot_a)) || (w.slot_b.defined() && !kernelReady(w.slot_b))) {
-        throw std::runtime_error("optimizer state is not a contiguous float32 CPU tensor");
+      // torch counts the update before making it; SGD only tells first from later.
+      const int64_t step = fresh ? 1 : (state->updates < 0 ? 2 : state->updates + 1);
+      state->updates = step;
+      writeKernelState(optimizer, p, config, *state);
+      for (const auto& slot : state->slots) {
+        if (!kernelReady(slot)) throw std::runtime_error("optimizer state is not a contiguous float32 CPU tensor");
       }
-      work.push_back(std::move(w));
+      work.push_back({p, p.grad(), std::move(state->slots), step});
     }
   }
   std::vector<Slice> slices;
@@ -87,23 +78,16 @@ void fusedOptimizerStep(torch::optim::Optimizer& optimizer, const OptimizerConfi
     const int64_t n = work[i].param.numel();
     for (int64_t b = 0; b < n; b += kSliceFloats) slices.push_back({i, b, std::min(n, b + kSliceFloats)});
   }
-  const ps::SgdSettings sgd{lr, config.momentum, config.weight_decay, config.nesterov};
-  const ps::AdamSettings adam_settings{lr, config.beta1, config.beta2, config.eps, config.weight_decay};
   at::parallel_for(0, static_cast<int64_t>(slices.size()), 1, [&](int64_t first, int64_t last) {
     for (int64_t k = first; k < last; ++k) {
       const Slice& s = slices[static_cast<size_t>(k)];
       const Work& w = work[s.work];
       const auto offset = static_cast<size_t>(s.begin);
       const auto count = static_cast<size_t>(s.end - s.begin);
-      auto param = floats(w.param).subspan(offset, count);
-      auto grad = floats(w.grad).subspan(offset, count);
-      if (adam) {
-        ps::adamUpdate(param, grad, floats(w.slot_a).subspan(offset, count), floats(w.slot_b).subspan(offset, count),
-                       w.step, adam_settings);
-      } else {
-        ps::sgdUpdate(param, grad, momentum ? floats(w.slot_a).subspan(offset, count) : std::span<float>(),
-                      w.first, sgd);
-      }
+      std::array<std::span<float>, kMaxSlots> slots;
+      for (size_t j = 0; j < w.slots.size(); ++j) slots[j] = floats(w.slots[j]).subspan(offset, count);
+      ps::applyOptimizer(config, lr, floats(w.param).subspan(offset, count), floats(w.grad).subspan(offset, count),
+                         std::span(slots.data(), w.slots.size()), w.step);
     }
   });
 }

@@ -11,7 +11,7 @@
 
 namespace tandem::train {
 
-// One step of `config`'s optimizer (sgd or adam) at rate `lr` on every
+// One step of `config`'s optimizer (sgd, adam, adamw or rmsprop) at rate `lr` on every
 // parameter of `optimizer` that has a gradient, reading and writing the
 // state torch::optim keeps for it. Parameters that are not contiguous
 // float32 CPU tensors (a CUDA model) take torch::optim's own step.

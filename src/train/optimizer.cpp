@@ -13,7 +13,16 @@ std::unique_ptr<torch::optim::Optimizer> makeOptimizer(const OptimizerConfig& c,
     auto options = torch::optim::AdamOptions(c.lr).betas({c.beta1, c.beta2}).eps(c.eps).weight_decay(c.weight_decay);
     return std::make_unique<torch::optim::Adam>(std::move(params), options);
   }
-  throw InputError(fmt::format("--optimizer: unknown optimizer '{}' (use sgd or adam)", c.name));
+  if (c.name == "adamw") {
+    auto options = torch::optim::AdamWOptions(c.lr).betas({c.beta1, c.beta2}).eps(c.eps).weight_decay(c.weight_decay);
+    return std::make_unique<torch::optim::AdamW>(std::move(params), options);
+  }
+  if (c.name == "rmsprop") {
+    auto options = torch::optim::RMSpropOptions(c.lr).alpha(c.alpha).eps(c.eps).weight_decay(c.weight_decay)
+                       .momentum(c.momentum).centered(c.centered);
+    return std::make_unique<torch::optim::RMSprop>(std::move(params), options);
+  }
+  throw InputError(fmt::format("--optimizer: unknown optimizer '{}' (use sgd, adam, adamw or rmsprop)", c.name));
 }
 
 void setLearningRate(torch::optim::Optimizer& optimizer, double lr) {

@@ -5,9 +5,13 @@
 // servers' checkpoints, the fused step) finds it through this one key.
 #include <torch/torch.h>
 
+#include <optional>
 #include <sstream>
 #include <string>
 #include <type_traits>
+#include <vector>
+
+#include "ps/optimizer_kernels.hpp"
 
 namespace tandem::train {
 
@@ -28,5 +32,21 @@ inline auto optimizerStateKey(const torch::Tensor& p) {
   using Key = std::decay_t<decltype(std::declval<torch::optim::Optimizer&>().state())>::key_type;
   return detail::optimizerStateKeyAs<Key>(p);
 }
+
+// torch::optim's state of one parameter, seen as the kernels' slots.
+struct KernelState {
+  std::vector<torch::Tensor> slots;  // ps::slotCount(settings) tensors, in the kernels' order
+  int64_t updates = -1;              // updates the parameter has had; -1: torch keeps no count (SGD)
+};
+
+// The state torch::optim holds for `p`, or nothing before its first update
+// (or ever, for SGD without momentum).
+std::optional<KernelState> readKernelState(torch::optim::Optimizer& optimizer, const torch::Tensor& p,
+                                           const ps::OptimizerSettings& settings);
+
+// Stores `state` as torch::optim's own state object for `p`, so that a
+// checkpoint or torch's own step() reads it back. SGD ignores `updates`.
+void writeKernelState(torch::optim::Optimizer& optimizer, const torch::Tensor& p,
+                      const ps::OptimizerSettings& settings, const KernelState& state);
 
 }  // namespace tandem::train

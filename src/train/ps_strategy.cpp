@@ -114,9 +114,7 @@ struct PsStrategy::Impl {
     c.staleness = std::max(0, config.distributed.staleness);
     c.workers = n();
     const auto& o = config.optimizer;
-    c.optimizer.name = o.name;
-    c.optimizer.sgd = {o.lr, o.momentum, o.weight_decay, o.nesterov};
-    c.optimizer.adam = {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay};
+    c.optimizer = o;
     // The server holds the global step, so it looks the rate up itself.
     const double per_update = static_cast<double>(config.accumulate) * (mode == ps::Mode::kSync ? n() : 1);
     LrSchedule schedule(config.optimizer, config.lr, plan.steps_per_epoch, plan.total_steps, per_update);
@@ -187,23 +185,17 @@ struct PsStrategy::Impl {
   int64_t appendOptimizerState(size_t c, torch::optim::Optimizer& optimizer, std::vector<float>& values,
                                int64_t start_step) const {
     const auto length = static_cast<size_t>(layout.chunks[c].length);
-    const int slots = ps::optimizerSlots(config.optimizer.name);
+    const int slots = ps::slotCount(config.optimizer);
     values.resize(length * static_cast<size_t>(1 + slots), 0.0f);
     // Sync applies once per step; async once per push (Adam's count says how many).
     // Sync: one update per step; async: one per global step (the step is
     // global); SSP: one per worker per step.
     int64_t applied = start_step * (mode == ps::Mode::kBounded ? n() : 1);
     for (const auto& piece : pieces[c]) {
-      auto it = optimizer.state().find(optimizerStateKey(params[piece.param]));
-      if (it == optimizer.state().end()) continue;  // never updated: zero slots
-      std::vector<torch::Tensor> sources;
-      if (config.optimizer.name == "adam") {
-        auto& st = static_cast<torch::optim::AdamParamState&>(*it->second);
-        sources = {st.exp_avg(), st.exp_avg_sq()};
-        applied = st.step();
-      } else {
-        sources = {static_cast<torch::optim::SGDParamState&>(*it->second).momentum_buffer()};
-      }
+      const auto state = readKernelState(optimizer, params[piece.param], config.optimizer);
+      if (!state) continue;  // never updated: zero slots
+      if (state->updates >= 0) applied = state->updates;
+      const auto& sources = state->slots;
       for (size_t k = 0; k < sources.size(); ++k) {
         if (!sources[k].defined()) continue;
         auto src = sources[k].contiguous();
@@ -439,9 +431,7 @@ void PsStrategy::prepareCheckpoint(torch::optim::Optimizer& optimizer) {
                                                                     s.mode == ps::Mode::kSync ? s.step : 0),
                                      zmq::message_t()));
   }
-  const bool adam = s.config.optimizer.name == "adam";
-  const bool keeps_state = adam || s.config.optimizer.momentum != 0;
-  const int slots = ps::optimizerSlots(s.config.optimizer.name);
+  const int slots = ps::slotCount(s.config.optimizer);
   // Torch tensors for every parameter's slots, filled chunk by chunk.
   std::vector<std::vector<torch::Tensor>> state(s.params.size());
   std::vector<int64_t> applied(s.params.size(), 0);
@@ -464,20 +454,10 @@ void PsStrategy::prepareCheckpoint(torch::optim::Optimizer& optimizer) {
       }
     }
   }
-  if (!keeps_state) return;
+  if (slots == 0) return;
   for (size_t p = 0; p < s.params.size(); ++p) {
     if (applied[p] == 0) continue;  // torch has no state before a parameter's first update
-    if (adam) {
-      auto st = std::make_unique<torch::optim::AdamParamState>();
-      st->step(applied[p]);
-      st->exp_avg(state[p][0]);
-      st->exp_avg_sq(state[p][1]);
-      optimizer.state()[optimizerStateKey(s.params[p])] = std::move(st);
-    } else {
-      auto st = std::make_unique<torch::optim::SGDParamState>();
-      st->momentum_buffer(state[p][0]);
-      optimizer.state()[optimizerStateKey(s.params[p])] = std::move(st);
-    }
+    writeKernelState(optimizer, s.params[p], s.config.optimizer, {std::move(state[p]), applied[p]});
   }
 }
 
