@@ -1,10 +1,9 @@
 #pragma once
-// Flat gradient buckets fed by autograd hooks. Parameters are packed in
-// reverse registration order (the order backward produces their gradients)
-// into buckets of at most `cap_bytes`. Each hook copies its gradient,
-// pre-scaled by 1/(workers x micro-steps) so the reduced sum is the mean,
-// into the parameter's slot; when the last slot of a bucket is written on
-// the final micro-step, the bucket is handed to `launch`. Buckets are
+// All-reduce's gradient buckets over one GradientCapture. Parameters are
+// packed in reverse registration order (the order backward produces their
+// gradients) into buckets of at most `cap_bytes`, each a contiguous range of
+// the capture's flat buffer. Each gradient is pre-scaled by
+// 1/(workers x micro-steps) so the reduced sum is the mean; buckets are
 // launched strictly in index order, so every worker issues its collectives
 // in the same sequence whatever order its hooks fire in.
 #include <torch/torch.h>
@@ -14,6 +13,8 @@
 #include <memory>
 #include <vector>
 
+#include "train/gradient_capture.hpp"
+
 namespace tandem::train {
 
 class GradientBuckets {
@@ -21,36 +22,31 @@ class GradientBuckets {
   // launch(bucket index, flat buffer): called on the autograd thread; it must
   // only enqueue work. `extra_tail` floats are appended to the last bucket
   // (the one launched last) for per-step metadata the caller fills through
-  // tail() before it is launched (see onBeforeLastLaunch).
+  // tail() before it is launched (see before_last_launch).
   using LaunchFn = std::function<void(size_t bucket, torch::Tensor flat)>;
 
   // Registers hooks on every parameter that requires grad. Throws Error if a
   // parameter is not a dense float32 tensor.
   GradientBuckets(torch::nn::Module& model, size_t cap_bytes, size_t extra_tail, LaunchFn launch,
                   std::function<void()> before_last_launch);
-  ~GradientBuckets();
-  GradientBuckets(const GradientBuckets&) = delete;
-  GradientBuckets& operator=(const GradientBuckets&) = delete;
 
-  size_t size() const;
+  size_t size() const { return bucket_count_; }
   size_t bucketBytes(size_t bucket) const;
   // The metadata floats at the end of the last bucket.
-  torch::Tensor tail() const;
+  torch::Tensor tail() const { return tail_; }
 
-  // Starts a micro-batch: `scale` multiplies each gradient; `last` marks the
-  // micro-step whose hooks launch buckets. Not thread-safe with backward.
-  void beginMicroStep(int micro_step, bool last, double scale);
+  void beginMicroStep(int micro_step, bool last, double scale) { capture_->beginMicroStep(micro_step, last, scale); }
   // After the last backward: zero-fills slots of parameters that got no
   // gradient this update and launches every bucket not yet launched.
-  void flush();
+  void flush() { capture_->flush(); }
   // Points every parameter's .grad at its slot (no copy). Call once every
   // launched bucket has been reduced.
-  void exposeGradients();
+  void exposeGradients() { capture_->exposeGradients(); }
 
  private:
-  struct State;
-  std::shared_ptr<State> state_;
-  std::vector<std::pair<torch::Tensor, unsigned>> hooks_;
+  size_t bucket_count_ = 0;
+  torch::Tensor tail_;
+  std::unique_ptr<GradientCapture> capture_;
 };
 
 }  // namespace tandem::train

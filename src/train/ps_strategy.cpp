@@ -14,6 +14,7 @@
 #include "ps/protocol.hpp"
 #include "train/cluster_join.hpp"
 #include "train/lr_schedule.hpp"
+#include "train/gradient_capture.hpp"
 #include "train/optimizer_state.hpp"
 
 namespace tandem::train {
@@ -47,17 +48,10 @@ struct PsStrategy::Impl {
   ps::KeyLayout layout;
   std::vector<torch::Tensor> params;          // trainable, registration order
   std::vector<std::vector<Piece>> pieces;     // by chunk
-  std::vector<std::vector<size_t>> chunks_of;  // by param: chunks it overlaps
-  torch::Tensor grads;                        // flat, in key order
-  std::vector<torch::Tensor> grad_views;      // by param, into grads
-  std::vector<bool> touched;
-  std::vector<int> pending;                   // by chunk: params still to deliver a gradient
+  std::unique_ptr<GradientCapture> capture;   // flat gradients in key order; groups are the chunks
   std::vector<ps::Ticket> push_tickets, pull_tickets;
-  std::vector<std::pair<torch::Tensor, unsigned>> hooks;
   std::unique_ptr<ps::PsClient> client;
   int64_t step = 0;
-  double scale = 1.0;
-  bool last_micro = true;
   bool finished = false;
   int64_t max_lead = 0;
   Clock::time_point cycle_start = Clock::now();
@@ -67,7 +61,6 @@ struct PsStrategy::Impl {
 
   void mapPieces() {
     pieces.assign(layout.chunks.size(), {});
-    chunks_of.assign(params.size(), {});
     for (size_t c = 0; c < layout.chunks.size(); ++c) {
       const auto& chunk = layout.chunks[c];
       for (size_t p = 0; p < params.size(); ++p) {
@@ -75,7 +68,6 @@ struct PsStrategy::Impl {
         const int64_t end = std::min(chunk.begin + chunk.length, layout.tensor_offsets[p] + params[p].numel());
         if (begin >= end) continue;
         pieces[c].push_back({p, begin - layout.tensor_offsets[p], begin - chunk.begin, end - begin});
-        chunks_of[p].push_back(c);
       }
     }
   }
@@ -129,7 +121,7 @@ struct PsStrategy::Impl {
 
   void push(size_t chunk) {
     const auto& c = layout.chunks[chunk];
-    float* data = grads.data_ptr<float>() + c.begin;
+    float* data = capture->flat().data_ptr<float>() + c.begin;
     // Zero-copy: the next backward rewrites these floats only after the
     // server answered a later request on the same connection.
     auto payload = net::sharedPayload(std::shared_ptr<const void>(data, [](const void*) {}), data,
@@ -144,23 +136,6 @@ struct PsStrategy::Impl {
 
   void pull(size_t chunk, int64_t needed) {
     pull_tickets[chunk] = client->send(serverOf(chunk), chunkHeader(MessageType::kPsPull, chunk, needed), zmq::message_t());
-  }
-
-  void deliver(size_t param) {
-    for (size_t chunk : chunks_of[param]) {
-      if (--pending[chunk] == 0) push(chunk);
-    }
-  }
-
-  void onGradient(size_t param, const torch::Tensor& grad) {
-    torch::NoGradGuard no_grad;
-    if (!touched[param]) {
-      at::mul_out(grad_views[param], grad, scale);
-      touched[param] = true;
-    } else {
-      grad_views[param].add_(grad, scale);
-    }
-    if (last_micro) deliver(param);
   }
 
   void pullAll(int64_t needed) {
@@ -224,7 +199,7 @@ PsStrategy::PsStrategy(cluster::ClusterSpec spec, TrainConfig config) : impl_(st
 
 PsStrategy::~PsStrategy() {
   Impl& s = *impl_;
-  for (auto& [param, handle] : s.hooks) param.remove_hook(handle);
+  s.capture.reset();  // its hooks go with it
   if (s.client && !s.finished) {
     // Failing out: tell the servers so they stop waiting for us, briefly.
     try {
@@ -341,17 +316,13 @@ void PsStrategy::initialize(models::Model& model, const nlohmann::json& fingerpr
     s.receivePulls(startup);
   }
 
-  s.grads = torch::zeros({s.layout.total_floats}, torch::kFloat32);
-  for (size_t p = 0; p < s.params.size(); ++p) {
-    s.grad_views.push_back(s.grads.narrow(0, s.layout.tensor_offsets[p], s.params[p].numel()).view(s.params[p].sizes()));
-  }
-  s.touched.assign(s.params.size(), false);
-  s.pending.assign(s.layout.chunks.size(), 0);
+  std::vector<GradientCapture::Range> chunk_ranges;
+  for (const auto& chunk : s.layout.chunks) chunk_ranges.push_back({chunk.begin, chunk.length});
+  // Each chunk is pushed the moment its last gradient is in, in whatever
+  // order backward completes them.
   Impl* self = &s;
-  for (size_t p = 0; p < s.params.size(); ++p) {
-    unsigned handle = s.params[p].register_hook([self, p](torch::Tensor grad) { self->onGradient(p, grad); });
-    s.hooks.emplace_back(s.params[p], handle);
-  }
+  s.capture = std::make_unique<GradientCapture>(s.params, s.layout.tensor_offsets, s.layout.total_floats, chunk_ranges,
+                                                /*in_order=*/false, [self](size_t chunk) { self->push(chunk); });
   TANDEM_LOG_INFO("{}: {} mode with {} server(s), {} chunk(s) of up to {:.1f} MB, {:.1f} MB of parameters; ready in "
                   "{:.2f}s",
                   s.spec.taskName(), ps::modeName(s.mode), s.spec.numServers(), s.layout.chunks.size(),
@@ -362,29 +333,16 @@ void PsStrategy::initialize(models::Model& model, const nlohmann::json& fingerpr
 void PsStrategy::beforeBackward(const LocalStep& so_far, int micro_step) {
   Impl& s = *impl_;
   const bool last = micro_step + 1 == so_far.micro_steps;
-  if (micro_step == 0) std::fill(s.touched.begin(), s.touched.end(), false);
-  if (last) {
-    for (size_t c = 0; c < s.pieces.size(); ++c) s.pending[c] = static_cast<int>(s.pieces[c].size());
-  }
-  s.last_micro = last;
   // Sync: each worker's share of the mean. Otherwise every push is an update.
   const double workers = s.mode == ps::Mode::kSync ? s.n() : 1;
-  s.scale = 1.0 / (static_cast<double>(so_far.micro_steps) * workers);
+  s.capture->beginMicroStep(micro_step, last, 1.0 / (static_cast<double>(so_far.micro_steps) * workers));
 }
 
 AgreedStep PsStrategy::synchronizeGradients(models::Model& model, const LocalStep& local) {
   Impl& s = *impl_;
   Stopwatch watch;
   const double compute = secondsSince(s.cycle_start);
-  {
-    torch::NoGradGuard no_grad;
-    for (size_t p = 0; p < s.params.size(); ++p) {
-      if (s.touched[p]) continue;
-      s.grad_views[p].zero_();  // no gradient this update: push zeros
-      s.touched[p] = true;
-      s.deliver(p);
-    }
-  }
+  s.capture->flush();  // parameters without a gradient this update push zeros
   const ps::StepReport report{local.loss_sum / local.micro_steps, compute, local.stop_requested};
   const int64_t finished = s.step + 1;
   ps::Ticket clock = s.client->send(0, {.type = MessageType::kPsClock, .clock = static_cast<uint32_t>(finished)},

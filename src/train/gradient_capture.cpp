@@ -1,0 +1,146 @@
+#include "train/gradient_capture.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+
+namespace tandem::train {
+
+struct GradientCapture::State {
+  struct Slot {
+    torch::Tensor param;
+    torch::Tensor view;          // in the flat buffer, shaped like the parameter
+    std::vector<size_t> groups;  // the groups its floats overlap
+    bool touched = false;        // got a gradient in this update
+  };
+  struct Group {
+    Range range;
+    size_t params = 0;   // parameters overlapping it
+    size_t pending = 0;  // of those, still to deliver on the last micro-step
+    bool ready = false;
+  };
+  torch::Tensor flat;
+  std::vector<Slot> slots;
+  std::vector<Group> groups;
+  bool in_order = true;
+  size_t next_in_order = 0;
+  bool last_micro = true;
+  double scale = 1.0;
+  ReadyFn ready;
+
+  void markReady(size_t g) {
+    groups[g].ready = true;
+    if (!in_order) {
+      ready(g);
+      return;
+    }
+    while (next_in_order < groups.size() && groups[next_in_order].ready) ready(next_in_order++);
+  }
+
+  void deliver(size_t index) {
+    for (size_t g : slots[index].groups) {
+      if (--groups[g].pending == 0) markReady(g);
+    }
+  }
+
+  void onGradient(size_t index, const torch::Tensor& grad) {
+    torch::NoGradGuard no_grad;
+    Slot& slot = slots[index];
+    if (!slot.touched) {
+      at::mul_out(slot.view, grad, scale);
+      slot.touched = true;
+    } else {
+      slot.view.add_(grad, scale);
+    }
+    if (last_micro) deliver(index);
+  }
+};
+
+GradientCapture::GradientCapture(std::vector<torch::Tensor> params, const std::vector<int64_t>& offsets,
+                                 int64_t total, const std::vector<Range>& groups, bool in_order, ReadyFn ready)
+    : state_(std::make_shared<State>()) {
+  State& s = *state_;
+  enforceEq(params.size(), offsets.size(), "gradient capture: offsets per parameter");
+  TANDEM_ENFORCE(!params.empty(), "model has no trainable parameters");
+  s.flat = torch::zeros({total}, torch::kFloat32);
+  s.in_order = in_order;
+  s.ready = std::move(ready);
+  for (const Range& r : groups) {
+    TANDEM_ENFORCE(r.begin >= 0 && r.length > 0 && r.begin + r.length <= total, "gradient group [{}, +{}) outside {}",
+                   r.begin, r.length, total);
+    s.groups.push_back({r});
+  }
+  s.slots.resize(params.size());
+  for (size_t p = 0; p < params.size(); ++p) {
+    const torch::Tensor& param = params[p];
+    if (param.scalar_type() != torch::kFloat32 || param.is_sparse()) {
+      throw Error(fmt::format("parameter {} is {}, but distributed gradients are dense float32", p,
+                              std::string(c10::toString(param.scalar_type()))));
+    }
+    const int64_t begin = offsets[p], end = offsets[p] + param.numel();
+    TANDEM_ENFORCE(begin >= 0 && end <= total, "parameter {} at [{}, {}) outside {}", p, begin, end, total);
+    State::Slot& slot = s.slots[p];
+    slot.param = param;
+    slot.view = s.flat.narrow(0, begin, param.numel()).view(param.sizes());
+    for (size_t g = 0; g < s.groups.size(); ++g) {
+      const Range& r = s.groups[g].range;
+      if (std::max(begin, r.begin) < std::min(end, r.begin + r.length)) {
+        slot.groups.push_back(g);
+        ++s.groups[g].params;
+      }
+    }
+  }
+  // Hooks hold the state, not `this`: they stay valid whichever dies first.
+  std::weak_ptr<State> weak = state_;
+  for (size_t p = 0; p < params.size(); ++p) {
+    unsigned handle = params[p].register_hook([weak, p](torch::Tensor grad) {
+      if (auto state = weak.lock()) state->onGradient(p, grad);
+    });
+    hooks_.emplace_back(params[p], handle);
+  }
+}
+
+GradientCapture::~GradientCapture() {
+  for (auto& [param, handle] : hooks_) param.remove_hook(handle);
+}
+
+torch::Tensor GradientCapture::flat() const { return state_->flat; }
+
+torch::Tensor GradientCapture::group(size_t index) const {
+  const Range& r = state_->groups.at(index).range;
+  return state_->flat.narrow(0, r.begin, r.length);
+}
+
+void GradientCapture::beginMicroStep(int micro_step, bool last, double scale) {
+  State& s = *state_;
+  if (micro_step == 0) {
+    for (auto& slot : s.slots) slot.touched = false;
+    for (auto& g : s.groups) g.ready = false;
+    s.next_in_order = 0;
+  }
+  if (last) {
+    for (auto& g : s.groups) g.pending = g.params;
+  }
+  s.last_micro = last;
+  s.scale = scale;
+}
+
+void GradientCapture::flush() {
+  State& s = *state_;
+  torch::NoGradGuard no_grad;
+  for (auto& slot : s.slots) {
+    if (!slot.touched) slot.view.zero_();  // no gradient this update: contribute zeros
+    slot.touched = true;
+  }
+  // Every backward of the update has run, so every group is complete now,
+  // including one whose parameters got gradients on earlier micro-steps only.
+  for (size_t g = 0; g < s.groups.size(); ++g) {
+    if (!s.groups[g].ready) s.markReady(g);
+  }
+}
+
+void GradientCapture::exposeGradients() {
+  for (auto& slot : state_->slots) slot.param.mutable_grad() = slot.view;
+}
+
+}  // namespace tandem::train

@@ -1,0 +1,57 @@
+#pragma once
+// The one place gradients leave autograd in distributed modes. Hooks on the
+// trainable parameters copy each gradient, pre-scaled, into its slot of one
+// persistent flat buffer (summing over the micro-steps of an update), and
+// hand over each group of slots (an all-reduce bucket, a PS chunk) as soon
+// as every parameter overlapping it has delivered on the last micro-step.
+// The buffer lives as long as the capture: no step allocates its gradients'
+// storage anew, and a zero-copy send can read straight from it.
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace tandem::train {
+
+class GradientCapture {
+ public:
+  struct Range {
+    int64_t begin = 0;
+    int64_t length = 0;
+  };
+  // ready(group): called on the autograd thread; it must only enqueue work.
+  using ReadyFn = std::function<void(size_t group)>;
+
+  // `offsets[p]` is where parameter p's gradient starts in a buffer of
+  // `total` floats; `groups` are ranges of that buffer handed over together.
+  // With `in_order`, groups are handed over strictly in index order (every
+  // all-reduce worker must issue its collectives in one sequence); without,
+  // each as soon as it is complete. Throws Error if a parameter is not a
+  // dense float32 tensor or lies outside the buffer.
+  GradientCapture(std::vector<torch::Tensor> params, const std::vector<int64_t>& offsets, int64_t total,
+                  const std::vector<Range>& groups, bool in_order, ReadyFn ready);
+  ~GradientCapture();
+  GradientCapture(const GradientCapture&) = delete;
+  GradientCapture& operator=(const GradientCapture&) = delete;
+
+  torch::Tensor flat() const;
+  torch::Tensor group(size_t index) const;  // a view of the buffer
+
+  // Starts a micro-batch: `scale` multiplies each gradient; `last` marks the
+  // micro-step whose hooks hand groups over. Not thread-safe with backward.
+  void beginMicroStep(int micro_step, bool last, double scale);
+  // After the last backward: zero-fills the slots of parameters that got no
+  // gradient this update and hands over every group not yet handed over.
+  void flush();
+  // Points every parameter's .grad at its slot (no copy).
+  void exposeGradients();
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+  std::vector<std::pair<torch::Tensor, unsigned>> hooks_;
+};
+
+}  // namespace tandem::train

@@ -1,0 +1,92 @@
+// GradientCapture without a network: which groups are handed over when, and
+// what their floats hold, for PS-style chunks that cut through parameters.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "core/error.hpp"
+#include "train/gradient_capture.hpp"
+
+namespace tandem::train {
+namespace {
+
+// y = (w2 * relu(w1 * x)).sum(): backward produces w2's gradient before w1's.
+struct TwoTensors {
+  torch::Tensor w1 = torch::randn({6}).set_requires_grad(true);
+  torch::Tensor w2 = torch::randn({6}).set_requires_grad(true);
+  torch::Tensor loss(const torch::Tensor& x) const { return (w2 * torch::relu(w1 * x)).sum(); }
+  // The gradients of loss(x), on copies, so that the capture's hooks stay out.
+  std::pair<torch::Tensor, torch::Tensor> expected(const torch::Tensor& x) const {
+    TwoTensors copy;
+    copy.w1 = w1.detach().clone().set_requires_grad(true);
+    copy.w2 = w2.detach().clone().set_requires_grad(true);
+    auto g = torch::autograd::grad({copy.loss(x)}, {copy.w1, copy.w2});
+    return {g[0], g[1]};
+  }
+};
+
+TEST(GradientCapture, UnorderedGroupsGoAsSoonAsCompleteAndHoldScaledGradients) {
+  torch::manual_seed(2);
+  TwoTensors m;
+  // Key order w1 [0, 6), w2 [6, 12); chunks [0, 4), [4, 8) cutting both, [8, 12).
+  std::vector<size_t> handed;
+  std::vector<torch::Tensor> copies(3);
+  GradientCapture* self = nullptr;
+  GradientCapture capture({m.w1, m.w2}, {0, 6}, 12, {{0, 4}, {4, 4}, {8, 4}}, /*in_order=*/false,
+                          [&](size_t g) {
+                            handed.push_back(g);
+                            copies[g] = self->group(g).clone();
+                          });
+  self = &capture;
+  const auto x = torch::randn({6});
+  capture.beginMicroStep(0, true, 0.5);
+  m.loss(x).backward();
+  // w2 first: chunk 2 is complete at once; chunks 0 and 1 need w1 too.
+  EXPECT_EQ(handed, (std::vector<size_t>{2, 0, 1}));
+  const auto [g1, g2] = m.expected(x);
+  const auto expected = torch::cat({g1, g2}) * 0.5;
+  EXPECT_TRUE(torch::allclose(torch::cat(copies), expected));
+  capture.flush();
+  EXPECT_EQ(handed.size(), 3u) << "flush hands over nothing twice";
+  capture.exposeGradients();
+  EXPECT_EQ(m.w1.grad().data_ptr<float>(), capture.flat().data_ptr<float>());
+}
+
+TEST(GradientCapture, MicroStepsSumAndFlushCompletesGroupsOfEarlierGradients) {
+  torch::manual_seed(3);
+  TwoTensors m;
+  std::vector<size_t> handed;
+  GradientCapture capture({m.w1, m.w2}, {0, 6}, 12, {{0, 6}, {6, 6}}, /*in_order=*/true,
+                          [&](size_t g) { handed.push_back(g); });
+  const auto x1 = torch::randn({6}), x2 = torch::randn({6});
+  capture.beginMicroStep(0, false, 1.0);
+  m.loss(x1).backward();
+  EXPECT_TRUE(handed.empty()) << "nothing goes before the last micro-step";
+  capture.beginMicroStep(1, true, 1.0);
+  // The last micro-step reaches only w2; w1's gradient came on micro-step 0.
+  (m.w2 * x2).sum().backward();
+  EXPECT_TRUE(handed.empty()) << "in order: group 1 waits for group 0";
+  capture.flush();
+  EXPECT_EQ(handed, (std::vector<size_t>{0, 1}));
+  const auto [w1_grad, w2_grad] = m.expected(x1);
+  EXPECT_TRUE(torch::allclose(capture.group(0), w1_grad));
+  EXPECT_TRUE(torch::allclose(capture.group(1), w2_grad + x2));
+
+  // The next update starts clean: an untouched parameter contributes zeros.
+  handed.clear();
+  capture.beginMicroStep(0, true, 1.0);
+  (m.w2 * x2).sum().backward();
+  capture.flush();
+  EXPECT_EQ(handed, (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(capture.group(0).abs().sum().item<float>(), 0.0f);
+}
+
+TEST(GradientCapture, RefusesLayoutsOutsideTheBuffer) {
+  TwoTensors m;
+  EXPECT_THROW(GradientCapture({m.w1, m.w2}, {0, 6}, 10, {{0, 10}}, true, [](size_t) {}), Error);
+  EXPECT_THROW(GradientCapture({m.w1, m.w2}, {0, 6}, 12, {{8, 8}}, true, [](size_t) {}), Error);
+  auto ints = torch::zeros({3}, torch::kInt64);
+  EXPECT_THROW(GradientCapture({ints}, {0}, 3, {{0, 3}}, true, [](size_t) {}), Error);
+}
+
+}  // namespace
+}  // namespace tandem::train
