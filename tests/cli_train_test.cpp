@@ -7,6 +7,7 @@
 #include "models/registry.hpp"
 #include "support/process.hpp"
 #include "support/run_artifacts.hpp"
+#include "train/blas_check.hpp"
 #include "train/checkpoint.hpp"
 #include "train/config.hpp"
 
@@ -199,6 +200,31 @@ TEST(CliErrors, LaunchRejectsBadArgumentsAndNamesThem) {
     EXPECT_EQ(run.exit_code, 2) << c.args << "\n" << run.output;
     EXPECT_NE(run.output.find(c.needle), std::string::npos) << c.args << "\n" << run.output;
   }
+}
+
+// On a CPU where OpenBLAS picks slower kernels by itself (AMD Zen 4), train
+// runs the faster set; a user's OPENBLAS_CORETYPE always wins.
+TEST(CliBlas, RunsThePreferredOpenBlasKernelsAndKeepsAUsersChoice) {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) GTEST_SKIP() << "OPENBLAS_CORETYPE is set for the tests";
+  TempDir dir;
+  auto kernels = [&](const std::string& env, const std::string& name) {
+    auto run = testing::runCommand(env + " " + TANDEM_BINARY + " train " +
+                                   testing::syntheticTrainArgs("mlp", 16, dir.str(name), "--max-steps 1"));
+    EXPECT_EQ(run.exit_code, 0) << run.output;
+    const auto blas = nlohmann::json::parse(readFile(dir.path() / name / "summary.json"))["blas"].get<std::string>();
+    const auto at = blas.find("kernels ");
+    return at == std::string::npos ? blas : blas.substr(at + 8, blas.find(')', at) - at - 8);
+  };
+  const std::string chosen = kernels("env -u OPENBLAS_CORETYPE", "default");
+  if (chosen.find("openblas") != std::string::npos || chosen.find("BLAS") != std::string::npos) {
+    GTEST_SKIP() << "not OpenBLAS: " << chosen;
+  }
+  if (auto preferred = train::preferredOpenBlasCore()) {
+    EXPECT_EQ(chosen, *preferred);
+  } else {
+    EXPECT_NE(chosen, "") << "OpenBLAS's own choice is reported";
+  }
+  EXPECT_EQ(kernels("OPENBLAS_CORETYPE=Sandybridge", "user"), "Sandybridge");
 }
 
 TEST(CliHelp, EverySubcommandHasHelp) {

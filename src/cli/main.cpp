@@ -5,6 +5,8 @@
 #include <torch/version.h>
 #include <zmq.h>
 
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
 
@@ -12,6 +14,7 @@
 #include "cli/commands.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
+#include "train/blas_check.hpp"
 
 #ifndef TANDEM_VERSION
 #define TANDEM_VERSION "unknown"
@@ -65,6 +68,14 @@ int main(int argc, char** argv) {
   if (auto unknown = tandem::cli::unknownArguments(app, &where); !unknown.empty()) {
     std::fprintf(stderr, "error: %s\n", tandem::cli::unknownArgumentsMessage(*where, unknown).c_str());
     return 2;
+  }
+  // OpenBLAS chose its kernels when it was loaded, before main: to run the
+  // faster set on this CPU, `train` starts itself again (same pid and
+  // arguments) with OPENBLAS_CORETYPE set; `launch` sets it for its tasks.
+  const bool trains = app.got_subcommand("train");
+  if ((trains || app.got_subcommand("launch")) && tandem::train::selectPreferredOpenBlasCore() && trains) {
+    ::execv("/proc/self/exe", argv);
+    std::perror("tandem: re-executing with OPENBLAS_CORETYPE set failed; continuing with OpenBLAS's own choice");
   }
   try {
     tandem::configureLogging(log_level);

@@ -1,27 +1,84 @@
 #include "train/blas_check.hpp"
 
+#include <cpuid.h>
 #include <dlfcn.h>
 #include <torch/torch.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 
 #include "core/clock.hpp"
 #include "core/error.hpp"
 
 namespace tandem::train {
 
+namespace {
+
+// The file that provides sgemm_, links resolved: Debian's alternatives make
+// libblas.so.3 any of OpenBLAS, BLIS or the reference BLAS, and OpenBLAS's
+// own symbols are loaded either way (LAPACK pulls them in).
+std::string sgemmProvider() {
+  Dl_info info{};
+  void* sgemm = ::dlsym(RTLD_DEFAULT, "sgemm_");
+  if (sgemm == nullptr || ::dladdr(sgemm, &info) == 0 || info.dli_fname == nullptr) return {};
+  std::error_code ec;
+  auto real = std::filesystem::canonical(info.dli_fname, ec);
+  return ec ? std::string(info.dli_fname) : real.string();
+}
+
+template <class Fn>
+Fn openBlasSymbol(const char* name) {
+  return reinterpret_cast<Fn>(::dlsym(RTLD_DEFAULT, name));
+}
+
+bool isAmdZen4() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  char vendor[13] = {};
+  std::memcpy(vendor, &ebx, 4);
+  std::memcpy(vendor + 4, &edx, 4);
+  std::memcpy(vendor + 8, &ecx, 4);
+  if (std::strcmp(vendor, "AuthenticAMD") != 0 || __get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  unsigned family = (eax >> 8) & 0xf;
+  if (family == 0xf) family += (eax >> 20) & 0xff;
+  return family == 0x19;
+}
+
+}  // namespace
+
+std::optional<std::string> preferredOpenBlasCore() {
+  auto corename = openBlasSymbol<char* (*)()>("openblas_get_corename");
+  if (corename == nullptr || !isAmdZen4()) return std::nullopt;
+  const std::string core = corename();
+  if (core != "Cooperlake" && core != "SkylakeX") return std::nullopt;
+  return std::string("Haswell");
+}
+
+bool selectPreferredOpenBlasCore() {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return false;
+  auto core = preferredOpenBlasCore();
+  if (!core) return false;
+  return ::setenv("OPENBLAS_CORETYPE", core->c_str(), 0) == 0;
+}
+
 BlasReport checkBlas() {
   BlasReport report;
-  // OpenBLAS exports openblas_get_config; the reference BLAS does not.
-  using ConfigFn = char* (*)();
-  auto config = reinterpret_cast<ConfigFn>(::dlsym(RTLD_DEFAULT, "openblas_get_config"));
-  using ParallelFn = int (*)();
-  auto parallel = reinterpret_cast<ParallelFn>(::dlsym(RTLD_DEFAULT, "openblas_get_parallel"));
-  if (config != nullptr) {
-    report.library = fmt::format("openblas ({})", config());
+  const std::string provider = sgemmProvider();
+  auto config = openBlasSymbol<char* (*)()>("openblas_get_config");
+  auto corename = openBlasSymbol<char* (*)()>("openblas_get_corename");
+  auto parallel = openBlasSymbol<int (*)()>("openblas_get_parallel");
+  // Debian keeps each implementation's libblas.so.3 in a directory named after it.
+  if (provider.find("openblas") != std::string::npos && config != nullptr) {
+    report.library = fmt::format("openblas ({}; kernels {})", config(), corename != nullptr ? corename() : "?");
     report.fast = true;
     // 1 = pthreads: its own thread pool competes with torch's OpenMP team.
     report.oversubscribed = parallel != nullptr && parallel() == 1;
+  } else if (provider.find("blis") != std::string::npos) {
+    report.library = fmt::format("blis ({})", provider);
+    report.fast = true;
   } else {
-    report.library = "reference or unknown BLAS";
+    report.library = provider.empty() ? "unknown BLAS" : fmt::format("reference or unknown BLAS ({})", provider);
   }
   torch::NoGradGuard no_grad;
   auto a = torch::ones({512, 512});
@@ -36,6 +93,12 @@ BlasReport checkBlas() {
 }
 
 std::string blasAdvice(const BlasReport& report) {
+  if (auto core = preferredOpenBlasCore()) {
+    return fmt::format("OpenBLAS runs its AVX-512 kernels on this AMD Zen 4 CPU, where its {} kernels are 8-15% "
+                       "faster on training GEMMs; tandem sets OPENBLAS_CORETYPE={} itself unless the variable is "
+                       "set (it is set to something else here)",
+                       *core, *core);
+  }
   if (report.oversubscribed) {
     return "OpenBLAS is the pthreads build: its threads compete with torch's OpenMP threads (about 2x slower "
            "steps on small models). Fix: update-alternatives --set libopenblas.so.0-x86_64-linux-gnu "

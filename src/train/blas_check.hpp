@@ -1,10 +1,13 @@
 #pragma once
+// Which BLAS LibTorch's matmuls reach, how fast it is, and which OpenBLAS
+// kernels to run on this CPU.
+#include <optional>
 #include <string>
 
 namespace tandem::train {
 
 struct BlasReport {
-  std::string library;   // "openblas (config...)" or "reference/unknown"
+  std::string library;   // the file sgemm_ resolves to, with OpenBLAS's config and kernel set
   bool fast = false;     // an optimised BLAS is active
   bool oversubscribed = false;  // pthreads OpenBLAS beside torch's OpenMP pool
   double sgemm_gflops = 0;  // measured on a 512x512 float matmul
@@ -15,5 +18,19 @@ BlasReport checkBlas();
 
 // One-line advice shown when the BLAS is slow; empty when it is fine.
 std::string blasAdvice(const BlasReport& report);
+
+// The OpenBLAS kernel set this CPU runs fastest when OpenBLAS picks another
+// by itself, or nothing. On AMD Zen 4 (family 0x19 with AVX-512) Debian's
+// OpenBLAS 0.3.21 picks its AVX-512 "Cooperlake"/"SkylakeX" kernels, but
+// Zen 4 executes 512-bit FMAs as two 256-bit halves: its AVX2 "Haswell"
+// kernels ran the MLP's GEMMs 1.08x (1 thread) to 1.15x (2 threads) faster
+// here (bench/blas_candidates.sh, docs/results.md).
+std::optional<std::string> preferredOpenBlasCore();
+
+// OpenBLAS reads OPENBLAS_CORETYPE once, when it is loaded. If the variable
+// is unset and preferredOpenBlasCore() names a kernel set, sets it, so that
+// processes started from here use it, and returns true. A user's own
+// OPENBLAS_CORETYPE is always kept.
+bool selectPreferredOpenBlasCore();
 
 }  // namespace tandem::train
