@@ -18,13 +18,14 @@ ClusterSpec flagSpec(const std::string& workers, const std::string& ps, const st
   return resolveClusterSpec(flags, {}).value();
 }
 
-TEST(LocalProcessesTest, FlagClusterCountsThisHostsTasksIncludingPs) {
+TEST(LocalProcessesTest, FlagClusterCountsWorkersForAWorkerAndEveryTaskForAServer) {
   auto spec = flagSpec("a:1,a:2,b:1", "a:9,b:9", "worker", 1);
-  EXPECT_EQ(countLocalProcesses(spec, {}).count, 3);  // two workers and one ps on a
-  EXPECT_EQ(countLocalProcesses(flagSpec("a:1,a:2,b:1", "a:9,b:9", "ps", 1), {}).count, 2);  // on b
+  EXPECT_EQ(countLocalProcesses(spec, {}).count, 2);  // the two workers on a; the ps there waits on them
+  EXPECT_EQ(countLocalProcesses(flagSpec("a:1,a:2,b:1", "a:9,b:9", "ps", 1), {}).count, 2);  // worker and ps on b
+  EXPECT_EQ(countLocalProcesses(flagSpec("a:1,a:2,b:1", "a:9,b:9", "ps", 0), {}).count, 3);
   EXPECT_EQ(countLocalProcesses(spec, {}).source, "flags");
   // Listed hosts win over a launcher's variables.
-  EXPECT_EQ(countLocalProcesses(spec, {{"LOCAL_WORLD_SIZE", "8"}}).count, 3);
+  EXPECT_EQ(countLocalProcesses(spec, {{"LOCAL_WORLD_SIZE", "8"}}).count, 2);
 }
 
 TEST(LocalProcessesTest, LauncherVariables) {

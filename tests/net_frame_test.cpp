@@ -426,3 +426,15 @@ TEST(RequestClient, GivesUpAtTheDeadlineWhenNobodyListens) {
 
 }  // namespace
 }  // namespace tandem::net
+
+namespace tandem::net {
+namespace {
+
+TEST(SameHostEndpoint, OnlyLoopbackServersAreTakenForThisHosts) {
+  for (const char* host : {"127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost"}) EXPECT_TRUE(isLoopbackHost(host)) << host;
+  for (const char* host : {"10.0.0.1", "192.168.1.5", "example.com", "*", ""}) EXPECT_FALSE(isLoopbackHost(host)) << host;
+  EXPECT_EQ(sameHostEndpoint(5000), "ipc://@tandem-ps-5000");
+}
+
+}  // namespace
+}  // namespace tandem::net

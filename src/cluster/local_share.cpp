@@ -50,10 +50,16 @@ int slurmTasksOnNode(const std::string& text, int node) {
 
 LocalProcesses countLocalProcesses(const std::optional<ClusterSpec>& spec, const Environment& env) {
   if (spec && !spec->worker_hosts.empty()) {
-    const auto& own = spec->role == Role::kPs ? spec->ps_hosts : spec->worker_hosts;
+    const bool server = spec->role == Role::kPs;
+    const auto& own = server ? spec->ps_hosts : spec->worker_hosts;
     const std::string& host = own.at(static_cast<size_t>(spec->index)).host;
     int count = 0;
-    for (const auto* hosts : {&spec->worker_hosts, &spec->ps_hosts}) {
+    // A worker shares the cores with the other workers only: a server's
+    // apply runs while the workers wait for its pulls, not during their
+    // forward and backward.
+    std::vector<const std::vector<HostPort>*> sharing = {&spec->worker_hosts};
+    if (server) sharing.push_back(&spec->ps_hosts);
+    for (const auto* hosts : sharing) {
       for (const auto& h : *hosts) count += h.host == host ? 1 : 0;
     }
     return {count, spec->source};

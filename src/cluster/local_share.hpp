@@ -16,8 +16,8 @@ struct LocalProcesses {
 };
 
 // This host's processes of the job, from the first source present: a spec
-// that lists hosts (flags, TF_CONFIG, `tandem launch`: the tasks, PS tasks
-// included, whose host is this task's host), then LOCAL_WORLD_SIZE
+// that lists hosts (flags, TF_CONFIG, `tandem launch`: for a worker the
+// workers on its host, for a PS task every task on its host), then LOCAL_WORLD_SIZE
 // (torchrun), OMPI_COMM_WORLD_LOCAL_SIZE (Open MPI), MPI_LOCALNRANKS
 // (MPICH), SLURM_NTASKS_PER_NODE, SLURM_TASKS_PER_NODE (with SLURM_NODEID).
 // Throws InputError naming a malformed variable.

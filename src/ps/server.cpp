@@ -525,6 +525,14 @@ ParameterServer::ParameterServer(ServerOptions options) : impl_(std::make_unique
   }
   const std::string bound = s.router.get(zmq::sockopt::last_endpoint);
   s.port = std::stoi(bound.substr(bound.rfind(':') + 1));
+  if (net::isLoopbackHost(s.options.bind_host)) {
+    const std::string local = net::sameHostEndpoint(s.port);
+    try {
+      s.router.bind(local);
+    } catch (const zmq::error_t& e) {
+      throw Error(fmt::format("{}: cannot listen on {}: {}", s.name, local, e.what()));
+    }
+  }
   s.wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (s.wake_fd < 0) throw Error(fmt::format("{}: eventfd failed", s.name));
   // A failed job has no completion to deliver: wake the loop to rethrow it.

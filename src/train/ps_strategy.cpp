@@ -283,7 +283,10 @@ void PsStrategy::initialize(models::Model& model, const nlohmann::json& fingerpr
   std::vector<ps::ServerAddress> servers;
   for (int i = 0; i < s.spec.numServers(); ++i) {
     const auto& host = s.spec.ps_hosts[static_cast<size_t>(i)];
-    servers.push_back({net::tcpEndpoint(host.host, host.port), cluster::taskName(cluster::Role::kPs, i)});
+    // A server on loopback is on this host: its Unix socket skips TCP.
+    const std::string endpoint =
+        net::isLoopbackHost(host.host) ? net::sameHostEndpoint(host.port) : net::tcpEndpoint(host.host, host.port);
+    servers.push_back({endpoint, cluster::taskName(cluster::Role::kPs, i)});
   }
   s.client = std::make_unique<ps::PsClient>(servers);
   const Deadline startup = Deadline::afterSeconds(s.config.distributed.rendezvous_timeout_s);
