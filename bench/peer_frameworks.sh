@@ -9,7 +9,7 @@
 #   2 workers, all-reduce                    PyTorch DDP (gloo, torchrun) | tandem launch
 # TensorFlow is pip's tensorflow-cpu in a venv (.venv-peer, made on the first
 # run, reused after); PyTorch is Debian's python3-torch, the LibTorch that
-# Tandem links. Every worker gets cores / processes on the host threads,
+# Tandem links. Every worker gets cores / workers on the host threads,
 # Tandem's own rule, and a PS cores / servers, as `tandem launch` gives its
 # servers. Rounds are interleaved (TF, Tandem, PyTorch, TF, ...)
 # and each cell is the median over the rounds.
@@ -166,9 +166,9 @@ PY
 CONFIGS=(
   "standalone-${CORES}t|standalone, $CORES threads|$CORES|0|tf tandem torch|"
   "standalone-1t|standalone, 1 thread|1|0|tf tandem torch|"
-  "ps1-w1|1 PS + 1 worker, async|$((CORES / 2 > 0 ? CORES / 2 : 1))|1|tf tandem|ps"
-  "ps1-w2|1 PS + 2 workers, async|$((CORES / 3 > 0 ? CORES / 3 : 1))|2|tf tandem|ps"
-  "ps1-w4|1 PS + 4 workers, async|$((CORES / 5 > 0 ? CORES / 5 : 1))|4|tf tandem|ps"
+  "ps1-w1|1 PS + 1 worker, async|$CORES|1|tf tandem|ps"
+  "ps1-w2|1 PS + 2 workers, async|$((CORES / 2 > 0 ? CORES / 2 : 1))|2|tf tandem|ps"
+  "ps1-w4|1 PS + 4 workers, async|$((CORES / 4 > 0 ? CORES / 4 : 1))|4|tf tandem|ps"
   "allreduce-w2|2 workers, all-reduce|$((CORES / 2 > 0 ? CORES / 2 : 1))|2|tandem torch|allreduce"
 )
 [ "$CORES" -gt 1 ] || unset 'CONFIGS[1]'  # 1 core: one standalone row
@@ -187,7 +187,7 @@ header() {
   echo "- workload: Linear+ReLU, Linear+ReLU, Linear; cross entropy over 256 classes; Adam lr 1e-4; batch 128 per worker; synthetic data"
   echo "- cells: aggregate worker steps/s (optimizer updates per second summed over workers, each of batch 128; x128 = samples/s),"
   echo "  median of $ROUNDS interleaved rounds, each timing $STEPS steps per worker after $WARMUP warm-up steps (start-up excluded)"
-  echo "- threads: every worker gets cores / processes on the host (PS included), Tandem's own rule, applied to TF"
+  echo "- threads: every worker gets cores / workers on the host (a PS is not counted), Tandem's own rule, applied to TF"
   echo "  (intra and inter op threads) and PyTorch (torch.set_num_threads); a PS gets cores / servers = $PS_THREADS, as"
   echo "  tandem launch gives its servers (--ps-threads); standalone rows set the threads explicitly"
   echo "- TF standalone: TF2 Keras model, tf.function step. TF PS: tf.compat.v1 graph mode, ClusterSpec + train.Server,"
