@@ -72,10 +72,12 @@ int main(int argc, char** argv) {
   // OpenBLAS chose its kernels when it was loaded, before main: to run the
   // faster set on this CPU, `train` starts itself again (same pid and
   // arguments) with OPENBLAS_CORETYPE set; `launch` sets it for its tasks.
-  const bool trains = app.got_subcommand("train");
-  if ((trains || app.got_subcommand("launch")) && tandem::train::selectPreferredOpenBlasCore() && trains) {
-    ::execv("/proc/self/exe", argv);
-    std::perror("tandem: re-executing with OPENBLAS_CORETYPE set failed; continuing with OpenBLAS's own choice");
+  if (app.got_subcommand("train") || app.got_subcommand("launch")) {
+    const bool selected = tandem::train::selectPreferredOpenBlasCore();
+    if (selected && app.got_subcommand("train")) {
+      ::execv("/proc/self/exe", argv);
+      std::perror("tandem: re-executing with OPENBLAS_CORETYPE set failed; continuing with OpenBLAS's own choice");
+    }
   }
   try {
     tandem::configureLogging(log_level);

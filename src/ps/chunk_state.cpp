@@ -1,6 +1,7 @@
 #include "ps/chunk_state.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <iterator>
 #include <memory>
@@ -63,9 +64,10 @@ float* sumGradients(std::vector<zmq::message_t>& grads, size_t length, std::vect
 
 void applyUpdate(ChunkState& c, const float* grad, uint64_t update_index, uint64_t lr_step,
                  const ServerConfig& config) {
-  std::vector<std::span<float>> slots(c.slots.begin(), c.slots.end());
-  applyOptimizer(config.optimizer, config.lrAt(lr_step), c.param, {grad, static_cast<size_t>(c.length)}, slots,
-                 static_cast<int64_t>(update_index + 1));
+  std::array<std::span<float>, kMaxOptimizerSlots> slots;  // no allocation on the apply path
+  std::copy(c.slots.begin(), c.slots.end(), slots.begin());
+  applyOptimizer(config.optimizer, config.lrAt(lr_step), c.param, {grad, static_cast<size_t>(c.length)},
+                 std::span(slots.data(), c.slots.size()), static_cast<int64_t>(update_index + 1));
 }
 
 namespace {

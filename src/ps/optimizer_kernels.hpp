@@ -70,6 +70,10 @@ struct OptimizerSettings {
 
 bool knownOptimizer(std::string_view name);
 
+// The most slots any optimizer keeps (centered RMSprop with momentum), so
+// callers can hold a step's slot spans on the stack.
+inline constexpr int kMaxOptimizerSlots = 3;
+
 // Per-float state the optimizer keeps, in torch::optim's order: sgd its
 // momentum buffer (when momentum != 0); adam and adamw exp_avg, exp_avg_sq;
 // rmsprop square_avg, then momentum_buffer (momentum > 0), then grad_avg

@@ -517,22 +517,17 @@ ParameterServer::ParameterServer(ServerOptions options) : impl_(std::make_unique
   net::configureSocket(s.router, s.options.max_payload_bytes, net::isIpv6(s.options.bind_host));
   s.router.set(zmq::sockopt::sndhwm, 0);  // a ROUTER drops at the high-water mark: never do that to a reply
   s.router.set(zmq::sockopt::rcvhwm, 0);
-  const std::string endpoint = net::tcpEndpoint(s.options.bind_host, s.options.port == 0 ? -1 : s.options.port);
-  try {
-    s.router.bind(endpoint);
-  } catch (const zmq::error_t& e) {
-    throw Error(fmt::format("{}: cannot listen on {}: {}", s.name, endpoint, e.what()));
-  }
+  auto listen = [&s](const std::string& endpoint) {
+    try {
+      s.router.bind(endpoint);
+    } catch (const zmq::error_t& e) {
+      throw Error(fmt::format("{}: cannot listen on {}: {}", s.name, endpoint, e.what()));
+    }
+  };
+  listen(net::tcpEndpoint(s.options.bind_host, s.options.port == 0 ? -1 : s.options.port));
   const std::string bound = s.router.get(zmq::sockopt::last_endpoint);
   s.port = std::stoi(bound.substr(bound.rfind(':') + 1));
-  if (net::isLoopbackHost(s.options.bind_host)) {
-    const std::string local = net::sameHostEndpoint(s.port);
-    try {
-      s.router.bind(local);
-    } catch (const zmq::error_t& e) {
-      throw Error(fmt::format("{}: cannot listen on {}: {}", s.name, local, e.what()));
-    }
-  }
+  if (net::isLoopbackHost(s.options.bind_host)) listen(net::sameHostEndpoint(s.port));
   s.wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (s.wake_fd < 0) throw Error(fmt::format("{}: eventfd failed", s.name));
   // A failed job has no completion to deliver: wake the loop to rethrow it.
@@ -590,9 +585,8 @@ nlohmann::json ParameterServer::serve(const std::atomic<bool>* abort) {
     if (s.everyoneGone()) break;
   }
   s.stopping = true;
-  // The last worker's goodbye reply may still be queued: with linger 0 the
-  // socket's close would drop it and leave that worker waiting for the
-  // whole peer timeout. Give queued replies a bounded time to leave.
+  // Linger 0 would drop a still-queued goodbye reply on close, leaving that
+  // worker waiting out its peer timeout: give queued replies 2 s to leave.
   s.router.set(zmq::sockopt::linger, 2000);
   s.pool->finish();  // let running applies finish before the summary
   s.pool->rethrowFailure();

@@ -35,8 +35,6 @@ struct Slice {
   int64_t begin = 0, end = 0;
 };
 
-constexpr size_t kMaxSlots = 3;
-
 }  // namespace
 
 void fusedOptimizerStep(torch::optim::Optimizer& optimizer, const OptimizerConfig& config, double lr) {
@@ -49,7 +47,7 @@ void fusedOptimizerStep(torch::optim::Optimizer& optimizer, const OptimizerConfi
     }
   }
   const auto slot_count = static_cast<size_t>(ps::slotCount(config));
-  TANDEM_ENFORCE(slot_count <= kMaxSlots, "optimizer {} keeps {} slots", config.name, slot_count);
+  TANDEM_ENFORCE(slot_count <= ps::kMaxOptimizerSlots, "optimizer {} keeps {} slots", config.name, slot_count);
   std::vector<Work> work;
   for (auto& group : optimizer.param_groups()) {
     for (auto& p : group.params()) {
@@ -84,7 +82,7 @@ void fusedOptimizerStep(torch::optim::Optimizer& optimizer, const OptimizerConfi
       const Work& w = work[s.work];
       const auto offset = static_cast<size_t>(s.begin);
       const auto count = static_cast<size_t>(s.end - s.begin);
-      std::array<std::span<float>, kMaxSlots> slots;
+      std::array<std::span<float>, ps::kMaxOptimizerSlots> slots;
       for (size_t j = 0; j < w.slots.size(); ++j) slots[j] = floats(w.slots[j]).subspan(offset, count);
       ps::applyOptimizer(config, lr, floats(w.param).subspan(offset, count), floats(w.grad).subspan(offset, count),
                          std::span(slots.data(), w.slots.size()), w.step);
