@@ -98,7 +98,12 @@ TEST_F(RunDir, FusedAdamResumesExactly) {
   expectSameParameters(dir_.str("straight/checkpoint.ckpt"), dir_.str("split/checkpoint.ckpt"));
   auto summary = nlohmann::json::parse(readFile(fs::path(dir_.str("split")) / "summary.json"));
   EXPECT_EQ(summary["trained_steps"], 10);
-  EXPECT_GT(summary["minor_faults_per_step"].get<double>(), 0.0);
+  // Steady state, after the warm-up steps: with freed memory kept by the
+  // allocator a step maps nothing new (0 is a true answer); a step that
+  // mapped its gradients afresh would cost thousands.
+  const double faults = summary["minor_faults_per_step"].get<double>();
+  EXPECT_GE(faults, 0.0);
+  EXPECT_LT(faults, 1000.0);
 }
 
 TEST_F(RunDir, ADifferentRunIsRefusedUntilOverwrite) {
