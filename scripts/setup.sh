@@ -12,6 +12,7 @@ PACKAGES=(
   dataset-fashion-mnist
   python3-torch openmpi-bin
   libgoogle-perftools-dev
+  libprotobuf-dev protobuf-compiler
 )
 
 SUDO=""

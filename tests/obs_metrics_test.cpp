@@ -47,8 +47,15 @@ TEST(MetricsWriter, AppendsOneJsonObjectPerLineAndWritesSummary) {
   writer.append({{"step", 1}, {"loss", 2.5}});
   writer.append({{"step", 2}, {"loss", 1.5}});
   writer.writeSummary({{"steps", 2}});
-  std::string lines = readFile(dir.path() / "run" / "metrics.jsonl");
-  EXPECT_EQ(lines, "{\"loss\":2.5,\"step\":1}\n{\"loss\":1.5,\"step\":2}\n");
+  std::istringstream lines(readFile(dir.path() / "run" / "metrics.jsonl"));
+  std::vector<nlohmann::json> records;
+  for (std::string line; std::getline(lines, line);) records.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0]["loss"], 2.5);
+  EXPECT_EQ(records[1]["step"], 2);
+  // Each line gains a wall-clock "time"; the event file's wall_time uses it.
+  ASSERT_TRUE(records[0].contains("time") && records[1].contains("time")) << records[0];
+  EXPECT_LE(records[0]["time"].get<double>(), records[1]["time"].get<double>());
   auto summary = nlohmann::json::parse(readFile(dir.path() / "run" / "summary.json"));
   EXPECT_EQ(summary.at("steps"), 2);
 }

@@ -4,12 +4,19 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "core/error.hpp"
 
 namespace tandem::obs {
 namespace fs = std::filesystem;
+
+namespace {
+double unixSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+}  // namespace
 
 MetricsWriter::MetricsWriter(const fs::path& run_dir) : run_dir_(run_dir) {
   std::error_code ec;
@@ -18,11 +25,44 @@ MetricsWriter::MetricsWriter(const fs::path& run_dir) : run_dir_(run_dir) {
   auto path = run_dir_ / "metrics.jsonl";
   metrics_.open(path, std::ios::out | std::ios::app);
   if (!metrics_) throw InputError(fmt::format("{}: cannot open for writing", path.string()));
+  events_.emplace(run_dir_, unixSeconds());
 }
 
 void MetricsWriter::append(const nlohmann::json& record) {
-  metrics_ << record.dump() << '\n';
+  nlohmann::json stamped = record;
+  if (stamped.is_object() && !stamped.contains("time")) stamped["time"] = unixSeconds();
+  metrics_ << stamped.dump() << '\n';
   metrics_.flush();
+  if (!stamped.is_object()) return;
+  const auto step = stamped.find("step");
+  if (step == stamped.end() || !step->is_number_integer()) return;
+  const auto scalars = tensorBoardScalars(stamped);
+  if (scalars.empty()) return;
+  const auto time = stamped.find("time");
+  const double wall_time = time->is_number() ? time->get<double>() : unixSeconds();
+  events_->writeScalars(step->get<int64_t>(), wall_time, scalars);
+}
+
+std::vector<Scalar> tensorBoardScalars(const nlohmann::json& record) {
+  std::vector<Scalar> out;
+  if (!record.is_object()) return out;
+  const auto type = record.find("type");
+  const std::string prefix = type != record.end() && type->is_string() ? type->get<std::string>() + "/" : "";
+  for (const auto& [key, value] : record.items()) {
+    if (key == "step" || key == "time") continue;
+    if (value.is_number()) {
+      out.push_back({prefix + key, value.get<float>()});
+    } else if (value.is_object()) {
+      // Phase means are one chart group across train records.
+      const bool phases = key == "step_breakdown";
+      for (const auto& [sub, number] : value.items()) {
+        if (!number.is_number()) continue;
+        std::string tag = phases ? "step_time/" + (sub == "step" ? std::string("total") : sub) : prefix + key + "/" + sub;
+        out.push_back({std::move(tag), number.get<float>()});
+      }
+    }
+  }
+  return out;
 }
 
 void MetricsWriter::writeSummary(const nlohmann::json& summary) const {
