@@ -218,6 +218,19 @@ TEST(FingerprintDifference, MissingOnEitherSide) {
   EXPECT_EQ(describeFingerprintDifference(a, b), "model.params.fc1.bias: [128] vs (missing)");
 }
 
+// Where a thing lives (a model file's path) may differ between hosts: it
+// is never compared, but a real difference names it on both sides.
+TEST(FingerprintDifference, AboutIsShownNotCompared) {
+  json a = {{"model", "torchscript 01"}, {"about", {{"model", "/w0/net.pt"}}}};
+  json b = {{"model", "torchscript 01"}, {"about", {{"model", "/w1/net.pt"}}}};
+  EXPECT_EQ(describeFingerprintDifference(a, b), "");
+  b["model"] = "torchscript 02";
+  EXPECT_EQ(describeFingerprintDifference(a, b),
+            R"(model: "torchscript 01" vs "torchscript 02"; model given: "/w0/net.pt" vs "/w1/net.pt")");
+  b["about"]["model"] = "/w0/net.pt";
+  EXPECT_EQ(describeFingerprintDifference(a, b), R"(model: "torchscript 01" vs "torchscript 02")");
+}
+
 TEST(FingerprintDifference, FirstDifferenceInFieldOrder) {
   json a = {{"a", 1}, {"b", {{"c", 1}}}, {"z", 1}};
   json b = {{"a", 1}, {"b", {{"c", 2}}}, {"z", 2}};

@@ -16,6 +16,7 @@ struct Command {
 
 Command addTrainCommand(CLI::App& app);
 Command addEvalCommand(CLI::App& app);
+Command addExportCommand(CLI::App& app);
 Command addModelsCommand(CLI::App& app);
 Command addLaunchCommand(CLI::App& app);
 // `bench allreduce` and `bench ps-apply`.

@@ -35,13 +35,14 @@ Command addEvalCommand(CLI::App& app) {
     auto splits = data::openDataset(config.dataset);
     auto model = train::createModelFor(config, *splits.test);
     checkpoint.restore(*model, nullptr, /*restore_rng=*/false);
-    auto result = train::evaluate(*model, *splits.test, opts->batch_size);
+    auto result = train::evaluate(*model, *splits.test, opts->batch_size, config.loss);
     nlohmann::json out = {{"checkpoint", opts->checkpoint},
                           {"model", config.model},
                           {"dataset", config.dataset.name},
                           {"global_step", checkpoint.meta().global_step},
                           {"test_accuracy", result.accuracy},
                           {"test_loss", result.loss},
+                          {"loss", config.loss},
                           {"samples", result.samples}};
     fmt::print("{}\n", out.dump(2));
     return 0;

@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", versionText());
 
   const tandem::cli::Command commands[] = {tandem::cli::addTrainCommand(app), tandem::cli::addEvalCommand(app),
+                                           tandem::cli::addExportCommand(app),
                                            tandem::cli::addModelsCommand(app),
                                            tandem::cli::addLaunchCommand(app), tandem::cli::addBenchCommand(app)};
   tandem::cli::collectUnknownArguments(app);

@@ -132,7 +132,13 @@ Command addTrainCommand(CLI::App& app) {
     fields->emplace_back(option, pointer);
     return option;
   };
-  field("/model", cmd->add_option("--model", c.model, "model name (see `tandem models`)"))->capture_default_str();
+  field("/model", cmd->add_option("--model", c.model,
+                                  "model name (see `tandem models`), or a TorchScript file saved with torch.jit.save"))
+      ->capture_default_str();
+  field("/loss", cmd->add_option("--loss", c.loss,
+                                 "cross_entropy, mse, bce_with_logits (one-hot class targets) or nll (the model "
+                                 "returns log-probabilities)"))
+      ->capture_default_str();
   field("/model_options/mlp_widths",
         cmd->add_option("--mlp-widths", c.model_options.mlp_widths, "hidden widths of the mlp model"))
       ->delimiter(',')->capture_default_str();

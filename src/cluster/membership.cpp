@@ -92,7 +92,21 @@ nlohmann::json parseFingerprint(const std::vector<char>& bytes, const std::strin
 }  // namespace
 
 std::string describeFingerprintDifference(const nlohmann::json& ours, const nlohmann::json& theirs) {
-  return difference(ours, theirs, "");
+  // "about" names things (a model file's path) that may differ between
+  // hosts; it is shown beside a difference, never compared.
+  auto compared = [](nlohmann::json j) {
+    if (j.is_object()) j.erase("about");
+    return j;
+  };
+  std::string d = difference(compared(ours), compared(theirs), "");
+  if (d.empty() || !ours.is_object() || !theirs.is_object() || !ours.contains("about")) return d;
+  const auto about = theirs.value("about", nlohmann::json::object());
+  std::string given;
+  for (const auto& item : ours["about"].items()) {
+    const auto other = about.value(item.key(), nlohmann::json());
+    if (item.value() != other) given += fmt::format("; {} given: {} vs {}", item.key(), show(item.value()), show(other));
+  }
+  return d + given;
 }
 
 void joinCluster(CoordinatorClient& store, const ClusterSpec& spec, const nlohmann::json& fingerprint,

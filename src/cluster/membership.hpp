@@ -27,7 +27,8 @@ void joinCluster(CoordinatorClient& store, const ClusterSpec& spec, const nlohma
                  Deadline deadline, bool include_ps = false, const std::string& generation = "train");
 
 // First field where `theirs` differs from `ours`, as "field: a vs b"; empty
-// when equal. Exposed for tests.
+// when equal. A top-level "about" object is not compared; where it differs
+// it is appended ("; model given: a vs b"). Exposed for tests.
 std::string describeFingerprintDifference(const nlohmann::json& ours, const nlohmann::json& theirs);
 
 }  // namespace tandem::cluster

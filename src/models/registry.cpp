@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "models/builders.hpp"
+#include "models/scripted_model.hpp"
 
 namespace tandem::models {
 
@@ -72,16 +73,18 @@ const std::vector<Entry>& entries() {
 }  // namespace
 
 void requireKnownModel(const std::string& name) {
+  if (isModelFile(name)) return requireModelFile(name);
   const auto& all = entries();
   if (std::none_of(all.begin(), all.end(), [&](const Entry& e) { return e.info.name == name; })) {
     std::vector<std::string> names;
     for (const auto& e : all) names.push_back(e.info.name);
-    throw InputError(
-        fmt::format("unknown model '{}'; known models: {}", name, fmt::join(names, ", ")));
+    throw InputError(fmt::format("unknown model '{}'; known models: {} (or a TorchScript file: --model path/to/model.pt)",
+                                 name, fmt::join(names, ", ")));
   }
 }
 
 ModelPtr createModel(const std::string& name, const InputSpec& input, const ModelOptions& options) {
+  if (isModelFile(name)) return loadScriptedModel(name, input);
   requireKnownModel(name);
   const auto& all = entries();
   return std::find_if(all.begin(), all.end(), [&](const Entry& e) { return e.info.name == name; })

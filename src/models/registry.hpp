@@ -32,13 +32,15 @@ struct ModelInfo {
   InputSpec default_input;  // the input `tandem models` counts parameters for
 };
 
-// Builds a model by name. Throws InputError naming the model and listing the
+// Builds a model by name, or loads a TorchScript file when `name` is a path
+// (scripted_model.hpp). Throws InputError naming the model and listing the
 // known ones when the name is unknown, or when the input shape is too small
 // for the architecture. Thread-safe (no shared state).
 ModelPtr createModel(const std::string& name, const InputSpec& input, const ModelOptions& options = {});
 
 // Throws InputError naming `name` and listing the known models unless it is
-// registered. Thread-safe.
+// registered, or naming the file when a model file does not exist.
+// Thread-safe.
 void requireKnownModel(const std::string& name);
 
 // Every registered model, sorted by name. Thread-safe.

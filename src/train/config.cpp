@@ -3,6 +3,7 @@
 #include "core/error.hpp"
 #include "data/dataset.hpp"
 #include "models/registry.hpp"
+#include "train/loss.hpp"
 
 
 namespace tandem::models {
@@ -23,7 +24,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LrScheduleConfig, kind, unit, bo
                                                 warmup_steps, scaling)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DistributedConfig, bucket_mb, peer_timeout_s, rendezvous_timeout_s,
                                                 verify_replicas_every, ps_mode, staleness, ps_chunk_mb, ps_threads)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, model, model_options, dataset, batch_size, accumulate, epochs,
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, model, loss, model_options, dataset, batch_size, accumulate, epochs,
                                                 max_steps, seed, threads, prefetch_threads, prefetch_depth,
                                                 eval_every_steps, eval_batch_size, log_every_steps,
                                                 checkpoint_every_steps, checkpoint_secs, keep_checkpoints, out_dir,
@@ -41,6 +42,7 @@ void requireNonNegative(double value, const char* flag) {
 void validate(const TrainConfig& c) {
   // Names first, so a typo fails before any data is loaded.
   models::requireKnownModel(c.model);
+  requireKnownLoss(c.loss);
   data::requireKnownDataset(c.dataset.name);
   requirePositive(c.batch_size, "--batch-size");
   if (c.max_steps <= 0) requirePositive(c.epochs, "--epochs");

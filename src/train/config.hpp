@@ -53,7 +53,8 @@ struct DistributedConfig {
 std::string effectivePsMode(const DistributedConfig& config);
 
 struct TrainConfig {
-  std::string model = "cnn";
+  std::string model = "cnn";    // a registered name, or a TorchScript file
+  std::string loss = "cross_entropy";  // cross_entropy | mse | bce_with_logits | nll
   models::ModelOptions model_options;
   data::DatasetOptions dataset;
   int64_t batch_size = 64;

@@ -2,9 +2,11 @@
 
 #include <numeric>
 
+#include "train/loss.hpp"
+
 namespace tandem::train {
 
-EvalResult evaluate(models::Model& model, const data::Dataset& dataset, int64_t batch_size) {
+EvalResult evaluate(models::Model& model, const data::Dataset& dataset, int64_t batch_size, const std::string& loss) {
   torch::NoGradGuard no_grad;
   bool was_training = model.is_training();
   model.eval();
@@ -18,10 +20,9 @@ EvalResult evaluate(models::Model& model, const data::Dataset& dataset, int64_t 
     std::iota(indices.begin(), indices.end(), start);
     data::Batch batch = dataset.getBatch(indices, 0);
     auto logits = model.forward(batch.inputs);
-    loss_sum += torch::nn::functional::cross_entropy(
-                    logits, batch.targets,
-                    torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-                    .item<double>();
+    // Batch means weighted by batch size: the same per-sample mean as
+    // training reports, whatever the loss reduces over.
+    loss_sum += computeLoss(loss, logits, batch.targets).item<double>() * static_cast<double>(n);
     correct += logits.argmax(1).eq(batch.targets).sum().item<int64_t>();
     result.samples += n;
   }

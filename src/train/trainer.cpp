@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "data/prefetcher.hpp"
+#include "models/scripted_model.hpp"
 #include "obs/metrics_writer.hpp"
 #include "obs/progress.hpp"
 #include "obs/step_breakdown.hpp"
@@ -21,6 +22,7 @@
 #include "train/checkpoint.hpp"
 #include "train/evaluator.hpp"
 #include "train/fused_step.hpp"
+#include "train/loss.hpp"
 #include "train/lr_schedule.hpp"
 #include "train/model_for_dataset.hpp"
 #include "train/run_directory.hpp"
@@ -121,7 +123,12 @@ nlohmann::json runFingerprint(const TrainConfig& c, const torch::nn::Module& mod
   for (const auto& item : model.named_parameters()) params[item.key()] = describe(item.value());
   for (const auto& item : model.named_buffers()) params[item.key()] = describe(item.value());
   const nlohmann::json config = toJson(c);
-  return {{"model", c.model},
+  // A model file is compared by content, so that hosts may keep it at
+  // different paths; "about" is not compared, only shown in a mismatch.
+  const bool file = models::isModelFile(c.model);
+  return {{"model", file ? "torchscript " + models::modelFileDigest(c.model) : c.model},
+          {"about", {{"model", c.model}}},
+          {"loss", c.loss},
           {"tensors", params},
           {"dataset", c.dataset.name},
           {"dataset_size", dataset_size},
@@ -260,7 +267,7 @@ nlohmann::json Trainer::run() {
   EvalResult last_eval;
 
   auto runEval = [&](int64_t done_steps) {
-    last_eval = evaluate(*model, *splits.test, c.eval_batch_size);
+    last_eval = evaluate(*model, *splits.test, c.eval_batch_size, c.loss);
     writer.append({{"type", "eval"}, {"step", done_steps}, {"epoch", done_steps / steps_per_epoch},
                    {"test_accuracy", last_eval.accuracy}, {"test_loss", last_eval.loss}});
     progress.message(fmt::format("eval at step {}: test accuracy {:.4f}, test loss {:.4f}", done_steps,
@@ -310,7 +317,7 @@ nlohmann::json Trainer::run() {
       data::Batch batch = prefetcher.next();
       breakdown.add(obs::Phase::kInputWait, phase.lap());
       auto logits = model->forward(batch.inputs);
-      auto loss = torch::nn::functional::cross_entropy(logits, batch.targets);
+      auto loss = computeLoss(c.loss, logits, batch.targets);
       step_input.loss_sum += loss.item<double>();
       step_input.stop_requested = stopRequested();
       strategy_->beforeBackward(step_input, micro);
