@@ -28,9 +28,14 @@ std::string flagName(const std::string& arg) { return arg.substr(0, arg.find('='
 
 std::vector<std::string> normalizeFlagSpelling(int argc, const char* const* argv) {
   std::vector<std::string> args;
+  bool verbatim = false;  // a program's own arguments, after `launch ... -- PROGRAM`
   for (int i = 0; i < argc; ++i) {
     std::string arg = argv[i];
-    if (i > 0 && arg.size() > 2 && arg.rfind("--", 0) == 0) {
+    if (!verbatim && arg == "--" && i + 1 < argc) {
+      const std::string next = argv[i + 1];
+      verbatim = !next.empty() && next[0] != '-' && next != "train";
+    }
+    if (!verbatim && i > 0 && arg.size() > 2 && arg.rfind("--", 0) == 0) {
       const size_t end = std::min(arg.find('='), arg.size());
       std::replace(arg.begin(), arg.begin() + static_cast<std::ptrdiff_t>(end), '_', '-');
     }

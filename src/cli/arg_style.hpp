@@ -10,7 +10,8 @@
 namespace tandem::cli {
 
 // argv with '_' turned into '-' in every long flag's name (the part before
-// '='); values and positional arguments are untouched.
+// '='); values and positional arguments are untouched, and so is everything
+// from `-- PROGRAM` on (a launched program's own flags).
 std::vector<std::string> normalizeFlagSpelling(int argc, const char* const* argv);
 
 // The closest long flag of `app` to `given` within a small edit distance,

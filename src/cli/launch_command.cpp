@@ -1,11 +1,15 @@
-// `tandem launch`: a local cluster of real `tandem train` processes, one per
-// task, wired together through the classic cluster flags.
+// `tandem launch`: a local cluster of real processes, one per task: `tandem
+// train` wired together through the classic cluster flags, or any program
+// (a C++ or Python trainer using Tandem's API), told its place through
+// TF_CONFIG and torchrun's variables, beside parameter servers launch runs.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <thread>
 
@@ -14,6 +18,8 @@
 #include "launch/job_progress.hpp"
 #include "launch/process_group.hpp"
 #include "core/error.hpp"
+
+#include <nlohmann/json.hpp>
 
 namespace tandem::cli {
 namespace {
@@ -28,8 +34,57 @@ struct LaunchOptions {
   std::string host = "127.0.0.1";
   double grace_s = 10;
   std::string on_worker_failure = "auto";  // stop | continue | auto (continue for async PS)
+  std::string ps_out = "runs/default";  // program mode: where the servers write their summaries
   std::vector<std::string> train_args;
 };
+
+// `launch -- ./trainer ...` runs a program; `launch -- --model x` and
+// `launch -- train ...` run `tandem train`.
+bool runsProgram(const std::vector<std::string>& args) {
+  return !args.empty() && !args.front().empty() && args.front()[0] != '-' && args.front() != "train";
+}
+
+// The executable a program name means, as a shell would find it.
+std::string resolveProgram(const std::string& name) {
+  namespace fs = std::filesystem;
+  auto runnable = [](const fs::path& p) {
+    std::error_code ec;
+    return fs::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;
+  };
+  if (name.find('/') != std::string::npos) {
+    if (!runnable(name)) throw InputError(fmt::format("launch: program '{}' is not an executable file", name));
+    return name;
+  }
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  while (!dirs.empty()) {
+    const size_t colon = dirs.find(':');
+    const fs::path candidate = fs::path(std::string(dirs.substr(0, colon))) / name;
+    if (runnable(candidate)) return candidate.string();
+    if (colon == std::string_view::npos) break;
+    dirs.remove_prefix(colon + 1);
+  }
+  throw InputError(fmt::format("launch: program '{}' not found in PATH", name));
+}
+
+// What a program task is told: TF_CONFIG (which tandem::init() reads, with
+// the servers) and torchrun's names, for code written against those.
+std::vector<std::pair<std::string, std::string>> programEnvironment(const std::vector<std::string>& workers,
+                                                                    const std::vector<std::string>& servers,
+                                                                    int index, const std::string& host,
+                                                                    int master_port, int threads) {
+  nlohmann::json cluster = {{"worker", workers}};
+  if (!servers.empty()) cluster["ps"] = servers;
+  const nlohmann::json tf_config = {{"cluster", cluster}, {"task", {{"type", "worker"}, {"index", index}}}};
+  const std::string world = std::to_string(workers.size());
+  std::vector<std::pair<std::string, std::string>> env{
+      {"TF_CONFIG", tf_config.dump()},  {"RANK", std::to_string(index)}, {"WORLD_SIZE", world},
+      {"LOCAL_RANK", std::to_string(index)}, {"LOCAL_WORLD_SIZE", world}, {"MASTER_ADDR", host},
+      {"MASTER_PORT", std::to_string(master_port)}};
+  // torchrun's habit too: each local worker gets its share of the cores.
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) env.emplace_back("OMP_NUM_THREADS", std::to_string(threads));
+  return env;
+}
 
 // The value of `--flag v` or `--flag=v` in the train arguments, if given.
 std::optional<std::string> flagValue(const std::vector<std::string>& args, const std::string& flag) {
@@ -57,6 +112,8 @@ bool hasFlag(const std::vector<std::string>& args, const std::string& flag) {
 int runLaunch(LaunchOptions o) {
   // torchrun habit: `launch ... -- train --model x` names the subcommand again.
   if (!o.train_args.empty() && o.train_args.front() == "train") o.train_args.erase(o.train_args.begin());
+  const bool program = runsProgram(o.train_args);
+  const std::string program_path = program ? resolveProgram(o.train_args.front()) : "";
   if (o.workers < 1) throw InputError(fmt::format("--workers: must be >= 1, got {}", o.workers));
   if (o.ps < 0) throw InputError(fmt::format("--ps: must be >= 0, got {}", o.ps));
   if (o.on_worker_failure == "continue" && o.ps == 0) {
@@ -64,22 +121,24 @@ int runLaunch(LaunchOptions o) {
                      "parameter-server training can go on without one");
   }
   for (const char* flag : {"--worker-hosts", "--ps-hosts", "--job-name", "--task-index", "--task-id", "--coordinator"}) {
-    if (hasFlag(o.train_args, flag)) {
+    if (!program && hasFlag(o.train_args, flag)) {
       throw InputError(fmt::format("{}: launch sets the cluster flags itself; remove it from the train arguments", flag));
     }
   }
   auto hostList = [&o](int count) {
     std::vector<std::string> hosts;
     for (int i = 0; i < count; ++i) hosts.push_back(cluster::HostPort{o.host, launch::pickFreePort(o.host)}.str());
-    return fmt::format("{}", fmt::join(hosts, ","));  // HostPort::str brackets an IPv6 host
+    return hosts;  // HostPort::str brackets an IPv6 host
   };
-  const std::string worker_hosts = hostList(o.workers);
-  const std::string ps_hosts = o.ps > 0 ? hostList(o.ps) : "";
+  const std::vector<std::string> worker_list = hostList(o.workers);
+  const std::vector<std::string> ps_list = hostList(o.ps);
+  const std::string worker_hosts = fmt::format("{}", fmt::join(worker_list, ","));
+  const std::string ps_hosts = fmt::format("{}", fmt::join(ps_list, ","));
 
   // Each task counts the tasks on its host in the cluster flags and takes its
   // share of the cores itself (cluster/local_share.hpp), as under any other
-  // launcher.
-  std::vector<std::string> common = o.train_args;
+  // launcher. A program's servers get only what a server needs.
+  std::vector<std::string> common = program ? std::vector<std::string>{"--out", o.ps_out} : o.train_args;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (o.ps > 0 && !hasFlag(common, "--ps-threads")) {
     common.push_back("--ps-threads");
@@ -92,7 +151,7 @@ int runLaunch(LaunchOptions o) {
 
   // One progress line for the job instead of one per worker, unless the
   // user chose the workers' own.
-  const bool job_progress = !hasFlag(common, "--progress");
+  const bool job_progress = !program && !hasFlag(common, "--progress");
   if (job_progress) {
     common.push_back("--progress");
     common.push_back("records");
@@ -109,9 +168,18 @@ int runLaunch(LaunchOptions o) {
     group.setStatusLine([&progress] { return progress.statusLine(); });
   }
   const std::string self = launch::selfExecutable();
+  const int master_port = program ? launch::pickFreePort(o.host) : 0;
   auto startTask = [&](const std::string& job, int index) {
     launch::ChildSpec child;
     child.name = fmt::format("{} {}", job, index);
+    if (program && job == "worker") {
+      child.argv = o.train_args;
+      child.argv.front() = program_path;
+      child.extra_env = programEnvironment(worker_list, ps_list, index, o.host, master_port,
+                                           std::max(1, cores / o.workers));
+      group.start(child);
+      return;
+    }
     child.argv = {self, "train"};
     child.argv.insert(child.argv.end(), common.begin(), common.end());
     for (std::string extra : {std::string("--worker-hosts"), worker_hosts, std::string("--job-name"), job,
@@ -186,9 +254,15 @@ Command addLaunchCommand(CLI::App& app) {
                   "async parameter servers, stop otherwise)")
       ->check(CLI::IsMember({"auto", "stop", "continue"}))
       ->capture_default_str();
-  cmd->add_option("train_args", options->train_args, "arguments for `tandem train`, after --");
+  cmd->add_option("--ps-out", options->ps_out,
+                  "with a program: directory under which the parameter servers write ps/ps-N/summary.json")
+      ->capture_default_str();
+  cmd->add_option("train_args", options->train_args,
+                  "after --: arguments for `tandem train`, or a program and its arguments");
   cmd->footer("Examples:\n  tandem launch --workers 2 -- --model cnn --epochs 1 --out runs/two\n"
-              "  tandem launch --ps 1 --workers 4 -- --ps-mode async --out runs/ps");
+              "  tandem launch --ps 1 --workers 4 -- --ps-mode async --out runs/ps\n"
+              "  tandem launch --workers 2 -- ./my_trainer --epochs 3      # any program: TF_CONFIG, RANK, "
+              "WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT are set");
   return {cmd, [options] { return runLaunch(*options); }};
 }
 
