@@ -47,6 +47,7 @@ class CorruptingCommunicator final : public collective::Communicator {
   void allreduceSum(float* data, size_t count) override {
     if (calls_++ == corrupt_call_ && count > 3) data[3] += 1;
   }
+  void allreduceSumOnce(float* data, size_t count) override { allreduceSum(data, count); }
   void broadcast(void*, size_t, int) override {}
   void allgather(const void* in, void* out, size_t bytes) override { std::memmove(out, in, bytes); }
   void barrier() override {}

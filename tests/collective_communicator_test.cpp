@@ -177,6 +177,21 @@ TEST(CommunicatorAllreduce, ManyDistinctBuffersOverflowTheCache) {
   });
 }
 
+// Fresh buffers of one size whose addresses differ per rank (a user's
+// tensors): a rank-local cache hit here would leave ranks out of step.
+TEST(CommunicatorAllreduce, OneOffBuffersAtRankDependentAddressesStayInStep) {
+  runRanks(3, [](Communicator& comm) {
+    std::vector<std::vector<float>> keep;  // a rank-dependent allocation pattern
+    for (int call = 0; call < 20; ++call) {
+      if ((call + comm.rank()) % 2 == 0) keep.emplace_back(7);
+      std::vector<float> once(5);
+      for (size_t i = 0; i < once.size(); ++i) once[i] = contribution(comm.rank(), i);
+      comm.allreduceSumOnce(once.data(), once.size());
+      for (size_t i = 0; i < once.size(); ++i) ASSERT_EQ(once[i], expectedSum(3, i)) << "call " << call;
+    }
+  });
+}
+
 TEST(CommunicatorBroadcast, CopiesRootOneToEveryRank) {
   constexpr size_t kBytes = 100'003;
   runRanks(3, [](Communicator& comm) {

@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 #include <gloo/allgather.h>
+#include <gloo/allreduce.h>
 #include <gloo/allreduce_halving_doubling.h>
 #include <gloo/allreduce_ring_chunked.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
+#include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 
@@ -133,6 +135,7 @@ class SoloCommunicator final : public Communicator {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   void allreduceSum(float*, size_t) override {}
+  void allreduceSumOnce(float*, size_t) override {}
   void broadcast(void*, size_t, int root) override { checkRoot(root, 1); }
   void allgather(const void* in, void* out, size_t bytes) override {
     if (bytes > 0 && in != out) std::memmove(out, in, bytes);
@@ -178,6 +181,19 @@ class GlooCommunicator final : public Communicator {
             [&] {
               if (count == 0) return;
               allreduceAlgorithm(data, count).run();
+            });
+  }
+
+  void allreduceSumOnce(float* data, size_t count) override {
+    guarded([&] { return fmt::format("allreduce of {} floats", count); },
+            [&] {
+              if (count == 0) return;
+              gloo::AllreduceOptions opts(context_);
+              opts.setOutput(data, count);
+              opts.setReduceFunction(
+                  static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+              opts.setTimeout(options_.timeout);
+              gloo::allreduce(opts);
             });
   }
 

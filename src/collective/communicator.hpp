@@ -60,6 +60,9 @@ class Communicator {
   // pattern: a (data, count) seen before on one rank must be one seen before
   // on all (persistent buffers, or fresh ones whose count is new, are fine).
   virtual void allreduceSum(float* data, size_t count) = 0;
+  // The same sum for a buffer used once (a user's tensor): nothing is cached,
+  // so any buffer is safe, at the price of setting the algorithm up each call.
+  virtual void allreduceSumOnce(float* data, size_t count) = 0;
   // Copies root's `bytes` at `data` into every rank's `data`.
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
   // out holds size() * bytes; rank r's `in` lands at out + r * bytes.

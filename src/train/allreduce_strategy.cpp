@@ -17,19 +17,9 @@
 #include "core/logging.hpp"
 #include "train/cluster_join.hpp"
 #include "train/gradient_buckets.hpp"
+#include "train/module_broadcast.hpp"
 
 namespace tandem::train {
-
-namespace {
-
-// Every parameter and buffer, in registration order: what worker 0 sends.
-std::vector<torch::Tensor> stateTensors(models::Model& model) {
-  std::vector<torch::Tensor> tensors = model.parameters();
-  for (auto& b : model.buffers()) tensors.push_back(b);
-  return tensors;
-}
-
-}  // namespace
 
 struct AllReduceStrategy::Impl {
   cluster::ClusterSpec spec;
@@ -61,29 +51,6 @@ struct AllReduceStrategy::Impl {
     t[n()] = static_cast<float>(current.loss_sum / (current.micro_steps * n()));
     t[n() + 1] = current.stop_requested ? 1.0f : 0.0f;
   }
-
-  void broadcastState(models::Model& model) {
-    torch::NoGradGuard no_grad;
-    std::vector<torch::Tensor> tensors = stateTensors(model);
-    size_t total = 0;
-    for (auto& t : tensors) total += t.numel() * t.element_size();
-    std::vector<char> packed(total);
-    size_t offset = 0;
-    for (auto& t : tensors) {
-      auto c = t.contiguous();
-      std::memcpy(packed.data() + offset, c.data_ptr(), c.numel() * c.element_size());
-      offset += c.numel() * c.element_size();
-    }
-    runNow([&] { comm->broadcast(packed.data(), packed.size(), 0); }, "broadcast of initial parameters");
-    if (spec.index == 0) return;
-    offset = 0;
-    for (auto& t : tensors) {
-      const size_t bytes = t.numel() * t.element_size();
-      auto source = torch::from_blob(packed.data() + offset, t.sizes(), t.options().device(torch::kCPU));
-      t.copy_(source);
-      offset += bytes;
-    }
-  }
 };
 
 AllReduceStrategy::AllReduceStrategy(cluster::ClusterSpec spec, DistributedConfig config)
@@ -97,7 +64,7 @@ AllReduceStrategy::~AllReduceStrategy() = default;
 int AllReduceStrategy::rank() const { return impl_->spec.index; }
 int AllReduceStrategy::worldSize() const { return impl_->spec.num_workers; }
 
-void AllReduceStrategy::initialize(models::Model& model, const nlohmann::json& fingerprint, const StepPlan&) {
+void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fingerprint, const StepPlan&) {
   Impl& s = *impl_;
   Stopwatch watch;
   s.join = joinAsWorker(s.spec, s.config, fingerprint);
@@ -111,7 +78,9 @@ void AllReduceStrategy::initialize(models::Model& model, const nlohmann::json& f
   s.gloo_store = std::make_unique<gloo::rendezvous::PrefixStore>("gloo", *s.join.store);
   s.comm = collective::Communicator::connect(*s.gloo_store, options);
   s.comm_thread = std::make_unique<collective::CommThread>();
-  s.broadcastState(model);
+  broadcastModuleState(model, s.spec.index == 0, [&s](void* data, size_t bytes) {
+    s.runNow([&] { s.comm->broadcast(data, bytes, 0); }, "broadcast of initial parameters");
+  });
 
   if (s.n() > 1) {
     const auto cap = static_cast<size_t>(s.config.bucket_mb * 1024 * 1024);
@@ -139,7 +108,7 @@ void AllReduceStrategy::beforeBackward(const LocalStep& so_far, int micro_step) 
   s.buckets->beginMicroStep(micro_step, last, 1.0 / (static_cast<double>(so_far.micro_steps) * s.n()));
 }
 
-AgreedStep AllReduceStrategy::synchronizeGradients(models::Model& model, const LocalStep& local) {
+AgreedStep AllReduceStrategy::synchronizeGradients(torch::nn::Module& model, const LocalStep& local) {
   Impl& s = *impl_;
   if (!s.buckets) {
     // One worker: nothing to exchange, so no copies either.
@@ -170,7 +139,7 @@ AgreedStep AllReduceStrategy::synchronizeGradients(models::Model& model, const L
   return agreed;
 }
 
-void AllReduceStrategy::verifyReplicas(models::Model& model, int64_t step) {
+void AllReduceStrategy::verifyReplicas(torch::nn::Module& model, int64_t step) {
   Impl& s = *impl_;
   const uint64_t mine = parameterChecksum(model);
   std::vector<uint64_t> all(static_cast<size_t>(s.n()));

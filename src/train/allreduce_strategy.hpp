@@ -24,10 +24,10 @@ class AllReduceStrategy final : public Strategy {
   // broadcasts parameters and buffers from worker 0, and installs the
   // gradient hooks. Throws PeerError naming missing tasks, InputError naming
   // a fingerprint difference.
-  void initialize(models::Model& model, const nlohmann::json& fingerprint, const StepPlan& plan) override;
+  void initialize(torch::nn::Module& model, const nlohmann::json& fingerprint, const StepPlan& plan) override;
   void beforeBackward(const LocalStep& so_far, int micro_step) override;
-  AgreedStep synchronizeGradients(models::Model& model, const LocalStep& local) override;
-  void verifyReplicas(models::Model& model, int64_t step) override;
+  AgreedStep synchronizeGradients(torch::nn::Module& model, const LocalStep& local) override;
+  void verifyReplicas(torch::nn::Module& model, int64_t step) override;
   void finish() override;
 
  private:

@@ -240,7 +240,7 @@ nlohmann::json PsStrategy::summary() const {
           {"max_lead_steps", impl_->max_lead}};
 }
 
-void PsStrategy::initialize(models::Model& model, const nlohmann::json& fingerprint, const StepPlan& plan) {
+void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fingerprint, const StepPlan& plan) {
   Impl& s = *impl_;
   std::vector<ps::TensorSpec> specs;
   for (const auto& item : model.named_parameters()) {
@@ -341,7 +341,7 @@ void PsStrategy::beforeBackward(const LocalStep& so_far, int micro_step) {
   s.capture->beginMicroStep(micro_step, last, 1.0 / (static_cast<double>(so_far.micro_steps) * workers));
 }
 
-AgreedStep PsStrategy::synchronizeGradients(models::Model& model, const LocalStep& local) {
+AgreedStep PsStrategy::synchronizeGradients(torch::nn::Module& model, const LocalStep& local) {
   Impl& s = *impl_;
   Stopwatch watch;
   const double compute = secondsSince(s.cycle_start);

@@ -29,7 +29,7 @@ class PsStrategy final : public Strategy {
   // learning-rate table, initial parameters) and everyone pulls the initial
   // parameters. When resuming, the chief sends the checkpoint's optimizer
   // state along. Throws PeerError naming a server that never answers.
-  void initialize(models::Model& model, const nlohmann::json& fingerprint, const StepPlan& plan) override;
+  void initialize(torch::nn::Module& model, const nlohmann::json& fingerprint, const StepPlan& plan) override;
   bool appliesUpdate() const override { return true; }
   bool averagesWorkers() const override;
   bool sharesSteps() const override;  // async
@@ -38,7 +38,7 @@ class PsStrategy final : public Strategy {
   // on the same step.
   int64_t awaitJobEnd(int64_t own_step) override;
   void beforeBackward(const LocalStep& so_far, int micro_step) override;
-  AgreedStep synchronizeGradients(models::Model& model, const LocalStep& local) override;
+  AgreedStep synchronizeGradients(torch::nn::Module& model, const LocalStep& local) override;
   // Tells every server this worker is done.
   void finish() override;
   // Fetches every chunk's optimizer slots into torch's state for `optimizer`,

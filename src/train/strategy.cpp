@@ -2,7 +2,7 @@
 
 namespace tandem::train {
 
-AgreedStep averageMicroBatches(models::Model& model, const LocalStep& local) {
+AgreedStep averageMicroBatches(torch::nn::Module& model, const LocalStep& local) {
   if (local.micro_steps > 1) {
     // Gradients of micro-batch means were summed; the update wants their mean.
     const double scale = 1.0 / local.micro_steps;

@@ -51,7 +51,7 @@ class Strategy {
   virtual int serverCount() const { return 0; }
   // Joins the cluster (checking that every task's `fingerprint` agrees) and
   // makes every replica start from the same parameters and buffers.
-  virtual void initialize(models::Model& model, const nlohmann::json& fingerprint, const StepPlan& plan) = 0;
+  virtual void initialize(torch::nn::Module& model, const nlohmann::json& fingerprint, const StepPlan& plan) = 0;
   // True when synchronizeGradients already leaves the updated parameters in
   // the model (parameter server): the trainer then runs no optimizer.
   virtual bool appliesUpdate() const { return false; }
@@ -68,10 +68,10 @@ class Strategy {
   virtual void beforeBackward(const LocalStep& so_far, int micro_step) {}
   // Called after the last backward of an update. On return every parameter's
   // .grad holds the mean gradient the update must use.
-  virtual AgreedStep synchronizeGradients(models::Model& model, const LocalStep& local) = 0;
+  virtual AgreedStep synchronizeGradients(torch::nn::Module& model, const LocalStep& local) = 0;
   // Called after the update every `every` steps when replica checks are on:
   // throws Error naming the workers whose parameters differ from worker 0's.
-  virtual void verifyReplicas(models::Model& model, int64_t step) {}
+  virtual void verifyReplicas(torch::nn::Module& model, int64_t step) {}
   // Worker 0, after its last step and before its final evaluation and
   // checkpoint: waits until every other worker's last update is in, and
   // brings the final parameters into the model. Returns the job's step.
@@ -87,7 +87,7 @@ class Strategy {
 
 // Turns summed micro-batch gradients into their mean and reports the mean
 // loss: the whole synchronisation when there is one worker.
-AgreedStep averageMicroBatches(models::Model& model, const LocalStep& local);
+AgreedStep averageMicroBatches(torch::nn::Module& model, const LocalStep& local);
 
 // Averages accumulated micro-batch gradients; no communication.
 class StandaloneStrategy final : public Strategy {
@@ -95,8 +95,8 @@ class StandaloneStrategy final : public Strategy {
   std::string mode() const override { return "standalone"; }
   int rank() const override { return 0; }
   int worldSize() const override { return 1; }
-  void initialize(models::Model&, const nlohmann::json&, const StepPlan&) override {}
-  AgreedStep synchronizeGradients(models::Model& model, const LocalStep& local) override {
+  void initialize(torch::nn::Module&, const nlohmann::json&, const StepPlan&) override {}
+  AgreedStep synchronizeGradients(torch::nn::Module& model, const LocalStep& local) override {
     return averageMicroBatches(model, local);
   }
 };

@@ -1,0 +1,75 @@
+#pragma once
+// Tandem's public C++ API: data-parallel training inside your own loop, in
+// the vocabulary of Horovod and DDP.
+//
+//   tandem::init();                               // reads the cluster tandem launch (or torchrun, mpirun, Slurm) set
+//   tandem::broadcast_parameters(*model, 0);      // every replica starts from rank 0's weights
+//   tandem::DistributedOptimizer opt(sgd, *model);
+//   for (...) { opt.zero_grad(); loss(model->forward(x), y).backward(); opt.step(); }
+//
+// Errors are exceptions derived from std::runtime_error whose message names
+// the culprit (a missing rank, a bad variable, a shape that differs across
+// ranks). Functions are not thread-safe: call them from one thread, as a
+// training loop does.
+#include <torch/torch.h>
+
+#include <memory>
+
+namespace tandem {
+
+struct InitOptions {
+  double rendezvous_timeout_s = 60;  // how long init() waits for every rank
+  double peer_timeout_s = 120;       // how long a collective waits for a peer
+  double bucket_mb = 25;             // gradient bucket cap of DistributedOptimizer
+};
+
+// Joins the job this process belongs to: the cluster is read from TF_CONFIG
+// (set by `tandem launch`), or the environment of torchrun, mpirun or srun.
+// With none of them the process trains alone (size() == 1). Every rank must
+// call it. Throws on a malformed environment (naming the variable) or when a
+// rank does not arrive within rendezvous_timeout_s (naming it).
+void init(const InitOptions& options = {});
+bool is_initialized();
+// Leaves the job after a barrier; init() may be called again afterwards.
+// Also run at exit for a process that never calls it.
+void shutdown();
+
+int rank();
+int size();
+int local_rank();  // rank among this host's workers
+int local_size();
+
+enum class ReduceOp { Sum, Average };
+
+// Reduces a float32 tensor in place across all ranks (the same shape on
+// every rank, called in the same order everywhere).
+void allreduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::Average);
+
+// Copies every parameter and buffer of `module` from `root_rank` to all.
+void broadcast_parameters(torch::nn::Module& module, int root_rank = 0);
+
+// Wraps the user's optimizer: gradients are averaged over all ranks in
+// buckets while backward still runs, then the optimizer steps on every rank
+// with the same mean gradient. With one rank it is the optimizer itself.
+class DistributedOptimizer {
+ public:
+  // `optimizer` must optimise `module`'s parameters; both must outlive this.
+  // Every rank's module must have the same parameter shapes, in the same
+  // order: a difference is an error naming the ranks and the parameter.
+  DistributedOptimizer(torch::optim::Optimizer& optimizer, torch::nn::Module& module);
+  ~DistributedOptimizer();
+  DistributedOptimizer(const DistributedOptimizer&) = delete;
+  DistributedOptimizer& operator=(const DistributedOptimizer&) = delete;
+
+  // Unsets every gradient (a reduced gradient must not be added into).
+  void zero_grad();
+  // Waits for the averaged gradients, steps the optimizer, then unsets the
+  // gradients. Call once after each backward.
+  void step();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tandem

@@ -1,0 +1,247 @@
+// The public API (include/tandem/tandem.hpp) over the trainer's own pieces:
+// cluster resolution and rendezvous, the Gloo communicator and its thread,
+// gradient buckets and the module broadcast.
+#include "tandem/tandem.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <gloo/rendezvous/prefix_store.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "cluster/cluster_spec.hpp"
+#include "cluster/local_address.hpp"
+#include "cluster/local_share.hpp"
+#include "collective/comm_thread.hpp"
+#include "collective/communicator.hpp"
+#include "core/error.hpp"
+#include "core/fnv1a.hpp"
+#include "train/cluster_join.hpp"
+#include "train/gradient_buckets.hpp"
+#include "train/module_broadcast.hpp"
+
+namespace tandem {
+namespace {
+
+struct Job {
+  InitOptions options;
+  std::optional<cluster::ClusterSpec> spec;  // nullopt: alone
+  int local_rank = 0;
+  int local_size = 1;
+  train::ClusterJoin join;
+  std::unique_ptr<gloo::rendezvous::PrefixStore> gloo_store;
+  std::unique_ptr<collective::Communicator> comm;
+  // Declared after comm: destroyed first, so queued jobs never outlive it.
+  // Every collective runs here, in submission order, so the optimizer's
+  // buckets and the user's own calls never race on the communicator.
+  std::unique_ptr<collective::CommThread> comm_thread;
+
+  int size() const { return spec ? spec->num_workers : 1; }
+  int rank() const { return spec ? spec->index : 0; }
+  Deadline deadline() const { return Deadline::afterSeconds(options.peer_timeout_s + 5.0); }
+  void runNow(std::function<void()> work, const std::string& what) {
+    comm_thread->submit(std::move(work)).wait(deadline(), what);
+  }
+};
+
+// The process's job. A global, as Horovod's API requires; only the public
+// functions below touch it.
+std::unique_ptr<Job>& current() {
+  static std::unique_ptr<Job> job;
+  return job;
+}
+
+Job& requireJob(const char* call) {
+  if (!current()) throw Error(fmt::format("tandem::{}: call tandem::init() first", call));
+  return *current();
+}
+
+int envInt(const cluster::Environment& env, const char* name, int fallback) {
+  auto it = env.find(name);
+  if (it == env.end()) return fallback;
+  auto value = cluster::parseInteger(it->second);
+  if (!value || *value < 0) throw InputError(fmt::format("{}: '{}' is not a non-negative integer", name, it->second));
+  return static_cast<int>(*value);
+}
+
+// This worker's index among the workers on its host.
+int localRank(const std::optional<cluster::ClusterSpec>& spec, const cluster::Environment& env) {
+  for (const char* name : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
+    if (env.count(name)) return envInt(env, name, 0);
+  }
+  if (!spec || spec->worker_hosts.empty()) return spec ? spec->index : 0;
+  int before = 0;
+  for (int i = 0; i < spec->index; ++i) before += spec->worker_hosts[i].host == spec->worker_hosts[spec->index].host;
+  return before;
+}
+
+void shutdownAtExit() {
+  try {
+    shutdown();
+  } catch (...) {
+    // Exiting anyway: a peer that left first is no reason to crash.
+  }
+}
+
+}  // namespace
+
+void init(const InitOptions& options) {
+  if (current()) throw Error("tandem::init: already initialised (call tandem::shutdown() first)");
+  if (!(options.rendezvous_timeout_s > 0) || !(options.peer_timeout_s > 0) || !(options.bucket_mb > 0)) {
+    throw InputError("tandem::init: timeouts and bucket_mb must be positive");
+  }
+  auto job = std::make_unique<Job>();
+  job->options = options;
+  const cluster::Environment env = cluster::captureEnvironment();
+  job->spec = cluster::resolveClusterSpec({}, env);
+  if (job->spec && job->spec->role == cluster::Role::kPs) {
+    throw InputError(fmt::format("tandem::init: this process is {} in {}; parameter servers run as `tandem train` "
+                                 "tasks (tandem launch --ps starts them)",
+                                 job->spec->taskName(), job->spec->source));
+  }
+  if (job->spec && job->spec->numServers() > 0) {
+    throw InputError(fmt::format("tandem::init: {} lists parameter servers; the C++ API trains with all-reduce "
+                                 "only so far (launch without --ps)",
+                                 job->spec->source));
+  }
+  const auto local = cluster::countLocalProcesses(job->spec, env);
+  job->local_size = local.count;
+  job->local_rank = localRank(job->spec, env);
+  // Each local worker takes its share of the cores, as `tandem train` does.
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  torch::set_num_threads(cluster::planThreads(0, env, local, cores).threads);
+
+  if (job->spec && job->spec->num_workers > 1) {
+    const cluster::ClusterSpec& spec = *job->spec;
+    train::DistributedConfig config;
+    config.rendezvous_timeout_s = options.rendezvous_timeout_s;
+    config.peer_timeout_s = options.peer_timeout_s;
+    job->join = train::joinAsWorker(spec, config, {{"api", "tandem C++"}, {"workers", spec.num_workers}});
+    collective::CommunicatorOptions comm;
+    comm.rank = spec.index;
+    comm.size = spec.num_workers;
+    comm.local_host = spec.worker_hosts.empty() ? cluster::localAddressToward(spec.coordinator)
+                                                : spec.worker_hosts[spec.index].host;
+    comm.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.peer_timeout_s * 1000));
+    job->gloo_store = std::make_unique<gloo::rendezvous::PrefixStore>("gloo", *job->join.store);
+    job->comm = collective::Communicator::connect(*job->gloo_store, comm);
+    job->comm_thread = std::make_unique<collective::CommThread>();
+  }
+  current() = std::move(job);
+  static const bool registered = [] { return std::atexit(shutdownAtExit) == 0; }();
+  (void)registered;
+}
+
+bool is_initialized() { return current() != nullptr; }
+
+void shutdown() {
+  if (!current()) return;
+  std::unique_ptr<Job> job = std::move(current());
+  // Nobody leaves while a peer may still be in a collective with it.
+  if (job->comm) job->runNow([&] { job->comm->barrier(); }, "final barrier");
+}
+
+int rank() { return requireJob("rank").rank(); }
+int size() { return requireJob("size").size(); }
+int local_rank() { return requireJob("local_rank").local_rank; }
+int local_size() { return requireJob("local_size").local_size; }
+
+void allreduce(torch::Tensor& tensor, ReduceOp op) {
+  Job& job = requireJob("allreduce");
+  if (tensor.scalar_type() != torch::kFloat32) {
+    throw InputError(fmt::format("tandem::allreduce: float32 tensors only, got {}", c10::toString(tensor.scalar_type())));
+  }
+  if (job.size() == 1) return;
+  torch::NoGradGuard no_grad;
+  torch::Tensor host = tensor.detach().to(torch::kCPU).contiguous().clone();
+  // A user's tensor is no persistent bucket: the uncached path.
+  job.runNow([&] { job.comm->allreduceSumOnce(host.data_ptr<float>(), static_cast<size_t>(host.numel())); },
+             fmt::format("all-reduce of a tensor of {} floats", host.numel()));
+  if (op == ReduceOp::Average) host.div_(job.size());
+  tensor.detach().copy_(host);
+}
+
+void broadcast_parameters(torch::nn::Module& module, int root_rank) {
+  Job& job = requireJob("broadcast_parameters");
+  if (root_rank < 0 || root_rank >= job.size()) {
+    throw InputError(fmt::format("tandem::broadcast_parameters: root rank {} outside 0..{}", root_rank, job.size() - 1));
+  }
+  if (job.size() == 1) return;
+  train::broadcastModuleState(module, job.rank() == root_rank, [&](void* data, size_t bytes) {
+    job.runNow([&] { job.comm->broadcast(data, bytes, root_rank); }, "broadcast of parameters");
+  });
+}
+
+struct DistributedOptimizer::Impl {
+  torch::optim::Optimizer& optimizer;
+  std::vector<torch::Tensor> parameters;
+  std::unique_ptr<train::GradientBuckets> buckets;
+  std::vector<collective::CommHandle> handles;
+};
+
+namespace {
+// Every rank's parameter shapes must agree, or buckets would pair unrelated
+// floats: compared by hash, and a difference names the ranks.
+void checkSameShapes(Job& job, torch::nn::Module& module) {
+  Fnv1a hash;
+  std::string first;
+  for (const auto& p : module.named_parameters()) {
+    hash.add(p.key().data(), p.key().size());
+    for (int64_t d : p.value().sizes()) hash.addValue(d);
+  }
+  const uint64_t mine = hash.value();
+  std::vector<uint64_t> all(static_cast<size_t>(job.size()));
+  job.runNow([&] { job.comm->allgather(&mine, all.data(), sizeof(mine)); }, "parameter shape check");
+  std::vector<int> differ;
+  for (int r = 0; r < job.size(); ++r) {
+    if (all[static_cast<size_t>(r)] != all[0]) differ.push_back(r);
+  }
+  if (!differ.empty()) {
+    throw InputError(fmt::format("tandem::DistributedOptimizer: rank(s) {} have parameters whose names or shapes "
+                                 "differ from rank 0's; every rank must build the same model",
+                                 fmt::join(differ, ", ")));
+  }
+}
+}  // namespace
+
+DistributedOptimizer::DistributedOptimizer(torch::optim::Optimizer& optimizer, torch::nn::Module& module)
+    : impl_(new Impl{optimizer, module.parameters(), nullptr, {}}) {
+  Job& job = requireJob("DistributedOptimizer");
+  if (job.size() == 1) return;
+  checkSameShapes(job, module);
+  const auto cap = static_cast<size_t>(job.options.bucket_mb * 1024 * 1024);
+  Impl& s = *impl_;
+  s.buckets = std::make_unique<train::GradientBuckets>(
+      module, cap, 0,
+      [&s, &job](size_t bucket, torch::Tensor flat) {
+        s.handles[bucket] = job.comm_thread->submit(
+            [&job, flat] { job.comm->allreduceSum(flat.data_ptr<float>(), static_cast<size_t>(flat.numel())); });
+      },
+      [] {});
+  s.handles.resize(s.buckets->size());
+  s.buckets->beginMicroStep(0, true, 1.0 / job.size());
+}
+
+DistributedOptimizer::~DistributedOptimizer() = default;
+
+void DistributedOptimizer::zero_grad() {
+  for (auto& p : impl_->parameters) p.mutable_grad().reset();
+}
+
+void DistributedOptimizer::step() {
+  Impl& s = *impl_;
+  if (s.buckets) {
+    Job& job = requireJob("DistributedOptimizer::step");
+    s.buckets->flush();
+    for (size_t b = 0; b < s.handles.size(); ++b) {
+      s.handles[b].wait(job.deadline(), fmt::format("all-reduce of gradient bucket {}", b));
+    }
+    s.buckets->exposeGradients();
+  }
+  s.optimizer.step();
+  zero_grad();
+  if (s.buckets) s.buckets->beginMicroStep(0, true, 1.0 / requireJob("DistributedOptimizer::step").size());
+}
+
+}  // namespace tandem

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs Tandem from BUILD_DIR into a temporary prefix, builds
+# examples/cpp against the installed package as a user would, and runs it
+# under `tandem launch --workers 2` and alone: the two workers must end with
+# the parameters of one process on the combined batch.
+set -euo pipefail
+BUILD_DIR=$1
+SOURCE_DIR=$2
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+cmake --install "$BUILD_DIR" --prefix "$WORK/prefix" > "$WORK/install.log"
+cmake -S "$SOURCE_DIR/examples/cpp" -B "$WORK/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$WORK/prefix" > "$WORK/configure.log" || { cat "$WORK/configure.log"; exit 1; }
+cmake --build "$WORK/build" -j 2 > "$WORK/build.log" || { cat "$WORK/build.log"; exit 1; }
+TANDEM="$WORK/prefix/bin/tandem"
+TRAINER="$WORK/build/my_trainer"
+
+two=$("$TANDEM" launch --workers 2 -- "$TRAINER" --steps 40 --global-batch 32 2>&1) || { echo "$two"; exit 1; }
+one=$("$TRAINER" --steps 40 --global-batch 32 2>&1) || { echo "$one"; exit 1; }
+echo "--- two workers"; echo "$two"; echo "--- one process"; echo "$one"
+
+checksum() { sed -n "s/.*rank $1 of $2 (local $1 of $2) checksum \([0-9.e+-]*\).*/\1/p" <<< "$3" | head -n1; }
+c0=$(checksum 0 2 "$two"); c1=$(checksum 1 2 "$two"); single=$(checksum 0 1 "$one")
+[[ -n "$c0" && -n "$c1" && -n "$single" ]] || { echo "FAIL: a checksum line is missing"; exit 1; }
+# Replicas agree exactly; against one process, summation order differs.
+[[ "$c0" == "$c1" ]] || { echo "FAIL: worker checksums differ: $c0 vs $c1"; exit 1; }
+python3 - "$c0" "$single" <<'PY'
+import sys
+a, b = map(float, sys.argv[1:])
+rel = abs(a - b) / abs(b)
+print(f"two workers {a!r} vs one process {b!r}: relative difference {rel:.2e}")
+sys.exit(0 if rel < 1e-5 else 1)
+PY
+first=$(sed -n 's/.*step 1 loss \([0-9.]*\).*/\1/p' <<< "$one"); last=$(sed -n 's/.*step 40 loss \([0-9.]*\).*/\1/p' <<< "$one")
+python3 -c "import sys; sys.exit(0 if $last < $first else 1)" || { echo "FAIL: loss did not fall ($first -> $last)"; exit 1; }
+echo "PASS"
