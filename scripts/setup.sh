@@ -11,8 +11,10 @@ PACKAGES=(
   zlib1g-dev libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
   python3-torch openmpi-bin
+  pybind11-dev python3-dev
   libgoogle-perftools-dev
   libprotobuf-dev protobuf-compiler
+  libjpeg62-turbo-dev libpng-dev
 )
 
 SUDO=""

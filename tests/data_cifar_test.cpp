@@ -1,7 +1,8 @@
-// CIFAR-10 binary reading through openDataset("cifar10") and readCifarFile.
+// CIFAR-10 and CIFAR-100 binary reading through openDataset and readCifarFile.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -77,8 +78,27 @@ TEST(DataCifar, ReadsAllBatchesInOrderWithPerChannelNormalisation) {
   ASSERT_EQ(batch.inputs.sizes(), (std::vector<int64_t>{2, 3, 32, 32}));
   EXPECT_EQ(batch.targets[0].item<int64_t>(), 2);
   EXPECT_EQ(batch.targets[1].item<int64_t>(), (5 + 5) % 10);  // batch 5, record 5
-  const float mean[3] = {0.4914f, 0.4822f, 0.4465f};
-  const float stdev[3] = {0.2470f, 0.2435f, 0.2616f};
+  // The training set's own statistics, computed the plain way over the 20
+  // training records (data_batch_b holds b + 1 of them).
+  float mean[3];
+  float stdev[3];
+  for (int c = 0; c < 3; ++c) {
+    double sum = 0;
+    double sq = 0;
+    double n = 0;
+    for (int f = 1; f <= 5; ++f)
+      for (int r = 0; r <= f; ++r)
+        for (int y = 0; y < 32; ++y)
+          for (int x = 0; x < 32; ++x) {
+            const double v = pixel(f, r, c, y, x) / 255.0;
+            sum += v;
+            sq += v * v;
+            n += 1;
+          }
+    mean[c] = static_cast<float>(sum / n);
+    stdev[c] = static_cast<float>(std::sqrt(sq / n - (sum / n) * (sum / n)));
+  }
+  EXPECT_GT(std::abs(mean[0] - mean[2]), 0.05f);  // the channels really differ
   for (int c = 0; c < 3; ++c) {
     for (auto [y, x] : {std::pair{0, 0}, std::pair{5, 31}, std::pair{31, 7}}) {
       float raw = pixel(2, 0, c, y, x);
@@ -120,13 +140,64 @@ TEST(DataCifar, SizeNotAMultipleOfRecord) {
   expectInputError([&] { openCifarDir(tmp.path()); }, {"data_batch_4.bin", "3073"});
 }
 
-TEST(DataCifar, LabelOutOfRange) {
+TEST(DataCifar, ClassCountFromTrainingLabelsAndTestLabelsChecked) {
   TempDir tmp;
-  auto bytes = records(0, 3, 0);
-  bytes[2 * kCifarRecordBytes] = 10;
-  writeRaw(tmp.path() / "bad.bin", bytes);
-  expectInputError([&] { readCifarFile(tmp.path() / "bad.bin"); },
-                   {"bad.bin", "label 10", "index 2", "10 classes"});
+  writeCifarSet(tmp.path());
+  auto bytes = records(5, 6, 5);
+  bytes[3 * kCifar10.record_bytes()] = 41;  // a 42-class CIFAR-format set
+  writeRaw(tmp.path() / "data_batch_5.bin", bytes);
+  EXPECT_EQ(openCifarDir(tmp.path()).train->numClasses(), 42);
+
+  writeCifarSet(tmp.path());  // labels 0..9 again
+  bytes = records(0, 3, 0);
+  bytes[2 * kCifar10.record_bytes()] = 10;
+  writeRaw(tmp.path() / "test_batch.bin", bytes);
+  expectInputError([&] { openCifarDir(tmp.path()); }, {"test_batch.bin", "label 10", "index 2", "10 classes"});
+}
+
+// CIFAR-100 records: <coarse><fine><3072 pixels>; the fine label is the class.
+Bytes records100(int f, int n) {
+  Bytes out;
+  for (int r = 0; r < n; ++r) {
+    out.push_back(static_cast<uint8_t>(r % 20));        // coarse
+    out.push_back(static_cast<uint8_t>((r * 37 + f) % 100));  // fine
+    for (int c = 0; c < 3; ++c)
+      for (int y = 0; y < 32; ++y)
+        for (int x = 0; x < 32; ++x) out.push_back(pixel(f, r, c, y, x));
+  }
+  return out;
+}
+
+TEST(DataCifar, Cifar100ReadsFineLabelsWith100Classes) {
+  TempDir tmp;
+  const fs::path dir = tmp.path() / "cifar-100-binary";
+  fs::create_directories(dir);
+  writeRaw(dir / "train.bin", records100(1, 7));
+  writeRaw(dir / "test.bin", records100(2, 3));
+  DatasetOptions o;
+  o.name = "cifar100";
+  o.data_dir = tmp.str();
+  auto splits = openDataset(o);
+  EXPECT_EQ(splits.train->numClasses(), 100);  // though the labels seen only reach 74
+  EXPECT_EQ(splits.train->size(), 7);
+  EXPECT_EQ(splits.test->size(), 3);
+  EXPECT_EQ(splits.train->shape().channels, 3);
+  std::vector<int64_t> idx{0, 1, 2, 3, 4, 5, 6};
+  auto batch = splits.train->getBatch(idx, 0);
+  for (int r = 0; r < 7; ++r) EXPECT_EQ(batch.targets[r].item<int64_t>(), (r * 37 + 1) % 100) << r;
+  // Pixels start after both label bytes: normalisation is monotonic, so
+  // record 0's first pixels keep their order (pixel() grows along x).
+  EXPECT_LT(batch.inputs[0][0][0][0].item<float>(), batch.inputs[0][0][0][1].item<float>());
+  auto raw = readCifarFile(dir / "train.bin", kCifar100);
+  for (int x = 0; x < 32; ++x) EXPECT_EQ(raw.images[3][1][2][x].item<uint8_t>(), pixel(1, 3, 1, 2, x)) << x;
+
+  auto bad = records100(2, 3);
+  bad[1 * kCifar100.record_bytes() + 1] = 100;
+  writeRaw(dir / "test.bin", bad);
+  expectInputError([&] { openDataset(o); }, {"test.bin", "label 100", "index 1", "100 classes"});
+  // A CIFAR-10 file is not a whole number of CIFAR-100 records.
+  writeRaw(dir / "train.bin", records(1, 2, 0));
+  expectInputError([&] { openDataset(o); }, {"train.bin", "3074", "CIFAR-100"});
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -107,12 +109,23 @@ TEST(DataIdx, ReadsValuesAndNormalises) {
   EXPECT_EQ(batch.targets.scalar_type(), torch::kLong);
   EXPECT_EQ(batch.targets[0].item<int64_t>(), 9);
   EXPECT_EQ(batch.targets[1].item<int64_t>(), 0);
+  // Normalised with the training set's own statistics, computed here the
+  // plain way over its 36 pixels.
+  double sum = 0;
+  double sq = 0;
+  for (uint32_t i = 0; i < 36; ++i) {
+    const double v = ((i * 7 + 3) % 256) / 255.0;
+    sum += v;
+    sq += v * v;
+  }
+  const double mean = sum / 36;
+  const double stdev = std::sqrt(sq / 36 - mean * mean);
   auto flat = batch.inputs.reshape({2, 6});
   for (int k = 0; k < 2; ++k) {
     for (int p = 0; p < 6; ++p) {
       uint32_t i = static_cast<uint32_t>(idx[k] * 6 + p);
       float raw = static_cast<float>((i * 7 + 3) % 256);
-      float expected = (raw / 255.0f - 0.2860f) / 0.3530f;
+      float expected = static_cast<float>((raw / 255.0 - mean) / stdev);
       EXPECT_NEAR(flat[k][p].item<float>(), expected, 1e-5) << k << "," << p;
     }
   }
@@ -145,7 +158,7 @@ TEST(DataIdx, WrongMagicShowsExpectedAndFound) {
                    {"imgs.gz", "magic", "0x00000801", "0x00000803"});
   auto labels = tmp.path() / "labels";
   writeRaw(labels, idxImages(2, 2, 2));
-  expectInputError([&] { readIdxLabels(labels, 10); }, {"labels", "magic", "0x00000803"});
+  expectInputError([&] { readIdxLabels(labels); }, {"labels", "magic", "0x00000803"});
 }
 
 TEST(DataIdx, TruncatedPayload) {
@@ -186,7 +199,7 @@ TEST(DataIdx, TrailingGarbage) {
   bytes.push_back(0);
   bytes.push_back(0);
   writeGz(tmp.path() / "lab.gz", bytes);
-  expectInputError([&] { readIdxLabels(tmp.path() / "lab.gz", 10); }, {"lab.gz", "trailing", "2"});
+  expectInputError([&] { readIdxLabels(tmp.path() / "lab.gz"); }, {"lab.gz", "trailing", "2"});
 }
 
 TEST(DataIdx, HugeHeaderIsRejectedWithoutAllocating) {
@@ -212,15 +225,56 @@ TEST(DataIdx, HugeHeaderIsRejectedWithoutAllocating) {
   putBigEndian(empty, kIdxLabelsMagic);
   putBigEndian(empty, 0);
   writeRaw(tmp.path() / "empty", empty);
-  expectInputError([&] { readIdxLabels(tmp.path() / "empty", 10); }, {"empty", "0 items"});
+  expectInputError([&] { readIdxLabels(tmp.path() / "empty"); }, {"empty", "0 items"});
 }
 
-TEST(DataIdx, LabelOutOfRange) {
+TEST(DataIdx, ClassCountComesFromTrainingLabels) {
   TempDir tmp;
   writeValidSet(tmp.path(), true);
   writeGz(tmp.path() / "train-labels-idx1-ubyte.gz", idxLabels({0, 1, 2, 12, 4, 5}));
+  auto splits = openIdxDir(tmp.path());
+  EXPECT_EQ(splits.train->numClasses(), 13);
+  EXPECT_EQ(splits.test->numClasses(), 13);
+  writeGz(tmp.path() / "train-labels-idx1-ubyte.gz", idxLabels({0, 1, 2, 3, 4, 7}));
+  EXPECT_EQ(openIdxDir(tmp.path()).train->numClasses(), 8);
+}
+
+TEST(DataIdx, TestLabelOutOfTrainingRangeNamesTheFile) {
+  TempDir tmp;
+  writeValidSet(tmp.path(), true);  // training labels reach 9: 10 classes
+  writeGz(tmp.path() / "t10k-labels-idx1-ubyte.gz", idxLabels({3, 3, 10, 0}));
   expectInputError([&] { openIdxDir(tmp.path()); },
-                   {"train-labels-idx1-ubyte.gz", "label 12", "index 3", "10 classes"});
+                   {"t10k-labels-idx1-ubyte.gz", "label 10", "index 2", "10 classes",
+                    "train-labels-idx1-ubyte.gz"});
+}
+
+TEST(DataIdx, NormalisationFlagsOverrideTheComputedStatistics) {
+  TempDir tmp;
+  writeValidSet(tmp.path(), false);
+  DatasetOptions o;
+  o.name = "mnist-idx";
+  o.data_dir = tmp.str();
+  o.normalize_mean = {0.5f};
+  o.normalize_std = {0.25f};
+  auto splits = openDataset(o);
+  std::vector<int64_t> idx{1};
+  auto x = splits.test->getBatch(idx, 0).inputs.flatten();
+  for (uint32_t p = 0; p < 6; ++p) {
+    const float raw = static_cast<float>(((6 + p) * 7 + 3) % 256);
+    EXPECT_NEAR(x[p].item<float>(), (raw / 255.0f - 0.5f) / 0.25f, 1e-5) << p;
+  }
+  o.normalize_mean.clear();
+  auto y = openDataset(o).test->getBatch(idx, 0).inputs.flatten();
+  // Only the std given: the mean is still the training set's (not 0.5),
+  // so every pixel moves by the same (0.5 - mean) / 0.25.
+  auto shift = y - x;
+  EXPECT_GT(shift.abs().min().item<float>(), 1e-3);
+  EXPECT_LT((shift.max() - shift.min()).item<float>(), 1e-5);
+  o.normalize_mean = {0.1f, 0.2f, 0.3f};
+  expectInputError([&] { openDataset(o); }, {"--normalize-mean", "3 value", "1 channel"});
+  o.normalize_mean = {0.1f};
+  o.normalize_std = {0.0f};
+  expectInputError([&] { openDataset(o); }, {"--normalize-std", "positive"});
 }
 
 TEST(DataIdx, CountMismatchGivesBothCounts) {
@@ -248,7 +302,10 @@ TEST(DataIdx, OptionErrors) {
   o.name = "imagenet";
   expectInputError([&] { openDataset(o); }, {"imagenet", "fashion-mnist", "synthetic"});
   auto names = datasetNames();
-  EXPECT_EQ(names.size(), 4u);
+  EXPECT_EQ(names.size(), 6u);
+  for (const char* name : {"cifar100", "imagefolder"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
+  }
 }
 
 }  // namespace

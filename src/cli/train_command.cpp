@@ -143,13 +143,30 @@ Command addTrainCommand(CLI::App& app) {
         cmd->add_option("--mlp-widths", c.model_options.mlp_widths, "hidden widths of the mlp model"))
       ->delimiter(',')->capture_default_str();
   field("/dataset/name",
-        cmd->add_option("--dataset", c.dataset.name, "fashion-mnist, mnist-idx, cifar10 or synthetic"))
+        cmd->add_option("--dataset", c.dataset.name,
+                        "fashion-mnist, mnist-idx, cifar10, cifar100, imagefolder (--data-dir with train/<class>/ "
+                        "and val/<class>/ images) or synthetic"))
       ->capture_default_str();
   field("/dataset/data_dir",
         cmd->add_option("--data-dir", c.dataset.data_dir, "dataset directory (default: the "
                         "dataset's standard location)"));
   field("/dataset/augment",
         cmd->add_flag("--augment", c.dataset.augment, "pad-4 random crop and horizontal flip on training images"));
+  field("/dataset/image_size",
+        cmd->add_option("--image-size", c.dataset.image_size, "imagefolder: side of the square crop the model sees "
+                        "(the data opens before the model, so the default is ImageNet's 224)"))
+      ->capture_default_str();
+  field("/dataset/normalize_mean",
+        cmd->add_option("--normalize-mean", c.dataset.normalize_mean, "per-channel mean of pixel/255, comma-separated "
+                        "(default: computed from the training set; imagefolder: ImageNet's)"))
+      ->delimiter(',');
+  field("/dataset/normalize_std",
+        cmd->add_option("--normalize-std", c.dataset.normalize_std, "per-channel std of pixel/255, comma-separated "
+                        "(default: computed from the training set; imagefolder: ImageNet's)"))
+      ->delimiter(',');
+  field("/dataset/strict_data",
+        cmd->add_flag("--strict-data", c.dataset.strict_data, "a corrupt or non-image file is an error (default: "
+                      "skipped with one warning naming it)"));
   field("/dataset/synthetic_shape",
         cmd->add_option("--synthetic-shape", *synthetic_shape, "synthetic sample shape CxHxW"))->capture_default_str();
   field("/dataset/synthetic_classes",

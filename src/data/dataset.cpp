@@ -6,9 +6,13 @@
 #include <filesystem>
 
 #include "core/error.hpp"
+#include "core/logging.hpp"
 #include "data/cifar_reader.hpp"
 #include "data/idx_reader.hpp"
+#include "data/image_folder_dataset.hpp"
 #include "data/in_memory_dataset.hpp"
+#include "data/labels.hpp"
+#include "data/normalization.hpp"
 #include "data/synthetic_dataset.hpp"
 
 namespace tandem::data {
@@ -18,41 +22,65 @@ namespace fs = std::filesystem;
 
 constexpr const char* kFashionDefaultDir = "/usr/share/datasets/fashion-mnist";
 constexpr const char* kCifarDefaultDir = "/usr/share/datasets/cifar10";
-constexpr int64_t kIdxClasses = 10;
+constexpr const char* kCifar100DefaultDir = "/usr/share/datasets/cifar100";
 
-// Published statistics of the training sets; generic IDX data (e.g. MNIST)
-// reuses Fashion-MNIST's, which are close enough for grey digits.
-const Normalization kFashionNorm{{0.2860f}, {0.3530f}};
-const Normalization kCifarNorm{{0.4914f, 0.4822f, 0.4465f}, {0.2470f, 0.2435f, 0.2616f}};
-
-DatasetPtr openIdxSplit(const std::string& name, const fs::path& dir, const std::string& prefix,
-                        bool augment) {
-  auto pair = readIdxPair(findIdxFile(dir, prefix + "-images-idx3-ubyte"),
-                          findIdxFile(dir, prefix + "-labels-idx1-ubyte"), kIdxClasses);
-  return std::make_shared<InMemoryDataset>(name, pair.images, pair.labels, kIdxClasses,
-                                           kFashionNorm, augment);
+// Both splits normalised with the training set's statistics (or the
+// flags'); the class count is the training labels' unless the format fixes
+// it, and the test labels must fall within it.
+DatasetSplits makeSplits(const std::string& name, const DatasetOptions& options, const LabelledImages& train,
+                         const fs::path& train_labels, const LabelledImages& test, const fs::path& test_labels,
+                         int64_t known_classes) {
+  int64_t classes = known_classes;
+  std::string source = "the format's class count";
+  if (classes == 0) {
+    classes = classCountOf(train.labels, train_labels);
+    source = fmt::format("{} holds labels up to {}", train_labels.filename().string(), classes - 1);
+  } else {
+    checkLabelRange(train.labels, classes, train_labels, source);
+  }
+  checkLabelRange(test.labels, classes, test_labels, source);
+  const int64_t channels = train.images.size(1);
+  const bool computed = options.normalize_mean.empty() || options.normalize_std.empty();
+  auto norm = resolveNormalization(options, channels, [&] { return computeNormalization(train.images); });
+  TANDEM_LOG_INFO("{}: {} classes, normalisation {}{}", name, classes, describe(norm),
+                  computed ? " (computed from the training set where not given)" : "");
+  return {std::make_shared<InMemoryDataset>(name, train.images, train.labels, classes, norm, options.augment),
+          std::make_shared<InMemoryDataset>(name, test.images, test.labels, classes, norm, false)};
 }
 
-DatasetSplits openIdx(const std::string& name, const fs::path& dir, bool augment) {
-  return {openIdxSplit(name, dir, "train", augment), openIdxSplit(name, dir, "t10k", false)};
+DatasetSplits openIdx(const std::string& name, const fs::path& dir, const DatasetOptions& options) {
+  // The training split is read (and its errors reported) before the test split is looked for.
+  const auto train_labels = findIdxFile(dir, "train-labels-idx1-ubyte");
+  auto train = readIdxPair(findIdxFile(dir, "train-images-idx3-ubyte"), train_labels);
+  const auto test_labels = findIdxFile(dir, "t10k-labels-idx1-ubyte");
+  auto test = readIdxPair(findIdxFile(dir, "t10k-images-idx3-ubyte"), test_labels);
+  return makeSplits(name, options, train, train_labels, test, test_labels, 0);
 }
 
-DatasetSplits openCifar(const fs::path& root, bool augment) {
-  fs::path dir = findCifarDir(root);
+DatasetSplits openCifar(const fs::path& root, const DatasetOptions& options) {
+  fs::path dir = findCifarDir(root, kCifar10);
   std::vector<torch::Tensor> images;
   std::vector<torch::Tensor> labels;
   for (int b = 1; b <= 5; ++b) {
     // readCifarFile names the missing batch; a partial training set would
     // silently change what "an epoch" means.
-    auto part = readCifarFile(dir / fmt::format("data_batch_{}.bin", b));
+    auto part = readCifarFile(dir / fmt::format("data_batch_{}.bin", b), kCifar10);
     images.push_back(part.images);
     labels.push_back(part.labels);
   }
-  auto test = readCifarFile(dir / "test_batch.bin");
-  return {std::make_shared<InMemoryDataset>("cifar10", torch::cat(images), torch::cat(labels),
-                                            kCifarClasses, kCifarNorm, augment),
-          std::make_shared<InMemoryDataset>("cifar10", test.images, test.labels, kCifarClasses,
-                                            kCifarNorm, false)};
+  LabelledImages train{torch::cat(images), torch::cat(labels)};
+  const auto test_path = dir / kCifar10.test_file;
+  auto test = readCifarFile(test_path, kCifar10);
+  return makeSplits("cifar10", options, train, dir / "data_batch_*.bin", test, test_path, 0);
+}
+
+DatasetSplits openCifar100(const fs::path& root, const DatasetOptions& options) {
+  fs::path dir = findCifarDir(root, kCifar100);
+  const auto train_path = dir / "train.bin";
+  const auto test_path = dir / kCifar100.test_file;
+  auto train = readCifarFile(train_path, kCifar100);
+  auto test = readCifarFile(test_path, kCifar100);
+  return makeSplits("cifar100", options, train, train_path, test, test_path, kCifar100Classes);
 }
 
 void checkPositive(const char* option, int64_t value) {
@@ -77,7 +105,9 @@ DatasetSplits openSynthetic(const DatasetOptions& o) {
 
 }  // namespace
 
-std::vector<std::string> datasetNames() { return {"fashion-mnist", "mnist-idx", "cifar10", "synthetic"}; }
+std::vector<std::string> datasetNames() {
+  return {"fashion-mnist", "mnist-idx", "cifar10", "cifar100", "imagefolder", "synthetic"};
+}
 
 void requireKnownDataset(const std::string& name) {
   auto names = datasetNames();
@@ -90,18 +120,23 @@ DatasetSplits openDataset(const DatasetOptions& options) {
   const std::string& name = options.name;
   if (name == "fashion-mnist") {
     fs::path dir = options.data_dir.empty() ? fs::path(kFashionDefaultDir) : fs::path(options.data_dir);
-    return openIdx(name, dir, options.augment);
+    return openIdx(name, dir, options);
   }
   if (name == "mnist-idx") {
     if (options.data_dir.empty()) {
       throw InputError("dataset mnist-idx needs a data directory (data_dir) holding the IDX files");
     }
-    return openIdx(name, options.data_dir, options.augment);
+    return openIdx(name, options.data_dir, options);
   }
   if (name == "cifar10") {
     fs::path dir = options.data_dir.empty() ? fs::path(kCifarDefaultDir) : fs::path(options.data_dir);
-    return openCifar(dir, options.augment);
+    return openCifar(dir, options);
   }
+  if (name == "cifar100") {
+    fs::path dir = options.data_dir.empty() ? fs::path(kCifar100DefaultDir) : fs::path(options.data_dir);
+    return openCifar100(dir, options);
+  }
+  if (name == "imagefolder") return openImageFolder(options);
   if (name == "synthetic") return openSynthetic(options);
   requireKnownDataset(name);
   throw Error(fmt::format("dataset '{}' is listed but has no reader", name));

@@ -142,17 +142,11 @@ torch::Tensor readIdxImages(const std::filesystem::path& path) {
   return wrap(std::move(buf), {static_cast<int64_t>(items), 1, h.dims[1], h.dims[2]});
 }
 
-torch::Tensor readIdxLabels(const std::filesystem::path& path, int64_t num_classes) {
+torch::Tensor readIdxLabels(const std::filesystem::path& path) {
   GzFile f = openGz(path);
   IdxHeader h = readHeader(f.get(), path, kIdxLabelsMagic, "labels");
   size_t items = h.dims[0];
   auto buf = readPayload(f.get(), path, items, items, "labels");
-  for (size_t i = 0; i < items; ++i) {
-    if ((*buf)[i] >= num_classes) {
-      throw InputError(fmt::format("{}: label {} at index {} is out of range for {} classes",
-                                   path.string(), int{(*buf)[i]}, i, num_classes));
-    }
-  }
   return wrap(std::move(buf), {static_cast<int64_t>(items)}).to(torch::kLong);
 }
 
@@ -166,8 +160,8 @@ std::filesystem::path findIdxFile(const std::filesystem::path& dir, const std::s
 }
 
 LabelledImages readIdxPair(const std::filesystem::path& images_path,
-                           const std::filesystem::path& labels_path, int64_t num_classes) {
-  LabelledImages out{readIdxImages(images_path), readIdxLabels(labels_path, num_classes)};
+                           const std::filesystem::path& labels_path) {
+  LabelledImages out{readIdxImages(images_path), readIdxLabels(labels_path)};
   if (out.images.size(0) != out.labels.size(0)) {
     throw InputError(fmt::format("image/label count mismatch: {} has {} images but {} has {} labels",
                                  images_path.string(), out.images.size(0), labels_path.string(),

@@ -17,8 +17,9 @@ inline constexpr uint32_t kIdxLabelsMagic = 0x00000801;  // ubyte, 1 dim
 // uint8 [N, 1, H, W].
 torch::Tensor readIdxImages(const std::filesystem::path& path);
 
-// int64 [N], each checked to lie in [0, num_classes).
-torch::Tensor readIdxLabels(const std::filesystem::path& path, int64_t num_classes);
+// int64 [N]; callers check the range (see labels.hpp), since the class
+// count comes from the training split.
+torch::Tensor readIdxLabels(const std::filesystem::path& path);
 
 // `dir/base.gz` if it exists, else `dir/base`; InputError naming both if neither does.
 std::filesystem::path findIdxFile(const std::filesystem::path& dir, const std::string& base);
@@ -30,6 +31,6 @@ struct LabelledImages {
 
 // Reads an image file and its label file and checks that the counts agree.
 LabelledImages readIdxPair(const std::filesystem::path& images_path,
-                           const std::filesystem::path& labels_path, int64_t num_classes);
+                           const std::filesystem::path& labels_path);
 
 }  // namespace tandem::data

@@ -8,14 +8,9 @@
 #include <vector>
 
 #include "data/dataset.hpp"
+#include "data/normalization.hpp"
 
 namespace tandem::data {
-
-// Per-channel statistics of pixel/255, applied as (x/255 - mean) / std.
-struct Normalization {
-  std::vector<float> mean;
-  std::vector<float> std;
-};
 
 class InMemoryDataset final : public Dataset {
  public:

@@ -11,7 +11,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ModelOptions, mlp_widths)
 }
 namespace tandem::data {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SampleShape, channels, height, width)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DatasetOptions, name, data_dir, augment, synthetic_shape,
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DatasetOptions, name, data_dir, augment, normalize_mean,
+                                                normalize_std, image_size, strict_data, synthetic_shape,
                                                 synthetic_classes, synthetic_train_size, synthetic_test_size,
                                                 synthetic_seed)
 }  // namespace tandem::data
