@@ -14,6 +14,7 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <vector>
 
 namespace tandem {
 
@@ -47,6 +48,34 @@ void allreduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::Average);
 
 // Copies every parameter and buffer of `module` from `root_rank` to all.
 void broadcast_parameters(torch::nn::Module& module, int root_rank = 0);
+// The same for any tensors (every rank passes the same shapes, in order).
+void broadcast_parameters(const std::vector<torch::Tensor>& tensors, int root_rank = 0);
+
+// The gradient averaging behind DistributedOptimizer, for loops that step
+// their own way (or an optimizer that lives elsewhere, as in the Python
+// package): hooks on `module`'s parameters average each gradient over all
+// ranks, in buckets, while backward still runs.
+class GradientAverager {
+ public:
+  // Every rank's module must have the same parameter names and shapes, in
+  // the same order: a difference is an error naming the ranks.
+  explicit GradientAverager(torch::nn::Module& module);
+  ~GradientAverager();
+  GradientAverager(GradientAverager&&) noexcept = default;
+  GradientAverager(const GradientAverager&) = delete;
+  GradientAverager& operator=(const GradientAverager&) = delete;
+
+  // After backward: waits until every parameter's .grad is the mean over
+  // all ranks (parameters without a gradient this step count as zero).
+  void synchronize();
+  // Unsets every gradient (a reduced gradient must not be added into) and
+  // readies the hooks for the next backward.
+  void zero_grad();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // Wraps the user's optimizer: gradients are averaged over all ranks in
 // buckets while backward still runs, then the optimizer steps on every rank

@@ -16,37 +16,15 @@
 #include "collective/comm_thread.hpp"
 #include "collective/communicator.hpp"
 #include "core/error.hpp"
+#include "api/job.hpp"
 #include "core/fnv1a.hpp"
-#include "train/cluster_join.hpp"
-#include "train/gradient_buckets.hpp"
 #include "train/module_broadcast.hpp"
 
 namespace tandem {
-namespace {
-
-struct Job {
-  InitOptions options;
-  std::optional<cluster::ClusterSpec> spec;  // nullopt: alone
-  int local_rank = 0;
-  int local_size = 1;
-  train::ClusterJoin join;
-  std::unique_ptr<gloo::rendezvous::PrefixStore> gloo_store;
-  std::unique_ptr<collective::Communicator> comm;
-  // Declared after comm: destroyed first, so queued jobs never outlive it.
-  // Every collective runs here, in submission order, so the optimizer's
-  // buckets and the user's own calls never race on the communicator.
-  std::unique_ptr<collective::CommThread> comm_thread;
-
-  int size() const { return spec ? spec->num_workers : 1; }
-  int rank() const { return spec ? spec->index : 0; }
-  Deadline deadline() const { return Deadline::afterSeconds(options.peer_timeout_s + 5.0); }
-  void runNow(std::function<void()> work, const std::string& what) {
-    comm_thread->submit(std::move(work)).wait(deadline(), what);
-  }
-};
+namespace api {
 
 // The process's job. A global, as Horovod's API requires; only the public
-// functions below touch it.
+// functions touch it.
 std::unique_ptr<Job>& current() {
   static std::unique_ptr<Job> job;
   return job;
@@ -56,6 +34,30 @@ Job& requireJob(const char* call) {
   if (!current()) throw Error(fmt::format("tandem::{}: call tandem::init() first", call));
   return *current();
 }
+
+void requireAgreement(Job& job, uint64_t mine, const std::string& what) {
+  std::vector<uint64_t> all(static_cast<size_t>(job.size()));
+  job.runNow([&] { job.comm->allgather(&mine, all.data(), sizeof(mine)); }, "agreement check of " + what);
+  std::vector<int> differ;
+  for (int r = 0; r < job.size(); ++r) {
+    if (all[static_cast<size_t>(r)] != all[0]) differ.push_back(r);
+  }
+  if (!differ.empty()) {
+    throw InputError(fmt::format("tandem: rank(s) {} have {} different from rank 0's; every rank must build the "
+                                 "same model",
+                                 fmt::join(differ, ", "), what));
+  }
+}
+
+}  // namespace api
+
+using api::current;
+using api::Job;
+using api::requireJob;
+
+namespace {
+
+
 
 int envInt(const cluster::Environment& env, const char* name, int fallback) {
   auto it = env.find(name);
@@ -163,85 +165,27 @@ void allreduce(torch::Tensor& tensor, ReduceOp op) {
 }
 
 void broadcast_parameters(torch::nn::Module& module, int root_rank) {
+  std::vector<torch::Tensor> tensors = module.parameters();
+  for (auto& b : module.buffers()) tensors.push_back(b);
+  broadcast_parameters(tensors, root_rank);
+}
+
+void broadcast_parameters(const std::vector<torch::Tensor>& tensors, int root_rank) {
   Job& job = requireJob("broadcast_parameters");
   if (root_rank < 0 || root_rank >= job.size()) {
     throw InputError(fmt::format("tandem::broadcast_parameters: root rank {} outside 0..{}", root_rank, job.size() - 1));
   }
   if (job.size() == 1) return;
-  train::broadcastModuleState(module, job.rank() == root_rank, [&](void* data, size_t bytes) {
+  Fnv1a shapes;
+  for (const auto& t : tensors) {
+    shapes.addValue(static_cast<int>(t.scalar_type()));
+    for (int64_t d : t.sizes()) shapes.addValue(d);
+    shapes.addValue(int64_t{-1});
+  }
+  api::requireAgreement(job, shapes.value(), "tensor counts, dtypes or shapes");
+  train::broadcastTensors(tensors, job.rank() == root_rank, [&](void* data, size_t bytes) {
     job.runNow([&] { job.comm->broadcast(data, bytes, root_rank); }, "broadcast of parameters");
   });
-}
-
-struct DistributedOptimizer::Impl {
-  torch::optim::Optimizer& optimizer;
-  std::vector<torch::Tensor> parameters;
-  std::unique_ptr<train::GradientBuckets> buckets;
-  std::vector<collective::CommHandle> handles;
-};
-
-namespace {
-// Every rank's parameter shapes must agree, or buckets would pair unrelated
-// floats: compared by hash, and a difference names the ranks.
-void checkSameShapes(Job& job, torch::nn::Module& module) {
-  Fnv1a hash;
-  std::string first;
-  for (const auto& p : module.named_parameters()) {
-    hash.add(p.key().data(), p.key().size());
-    for (int64_t d : p.value().sizes()) hash.addValue(d);
-  }
-  const uint64_t mine = hash.value();
-  std::vector<uint64_t> all(static_cast<size_t>(job.size()));
-  job.runNow([&] { job.comm->allgather(&mine, all.data(), sizeof(mine)); }, "parameter shape check");
-  std::vector<int> differ;
-  for (int r = 0; r < job.size(); ++r) {
-    if (all[static_cast<size_t>(r)] != all[0]) differ.push_back(r);
-  }
-  if (!differ.empty()) {
-    throw InputError(fmt::format("tandem::DistributedOptimizer: rank(s) {} have parameters whose names or shapes "
-                                 "differ from rank 0's; every rank must build the same model",
-                                 fmt::join(differ, ", ")));
-  }
-}
-}  // namespace
-
-DistributedOptimizer::DistributedOptimizer(torch::optim::Optimizer& optimizer, torch::nn::Module& module)
-    : impl_(new Impl{optimizer, module.parameters(), nullptr, {}}) {
-  Job& job = requireJob("DistributedOptimizer");
-  if (job.size() == 1) return;
-  checkSameShapes(job, module);
-  const auto cap = static_cast<size_t>(job.options.bucket_mb * 1024 * 1024);
-  Impl& s = *impl_;
-  s.buckets = std::make_unique<train::GradientBuckets>(
-      module, cap, 0,
-      [&s, &job](size_t bucket, torch::Tensor flat) {
-        s.handles[bucket] = job.comm_thread->submit(
-            [&job, flat] { job.comm->allreduceSum(flat.data_ptr<float>(), static_cast<size_t>(flat.numel())); });
-      },
-      [] {});
-  s.handles.resize(s.buckets->size());
-  s.buckets->beginMicroStep(0, true, 1.0 / job.size());
-}
-
-DistributedOptimizer::~DistributedOptimizer() = default;
-
-void DistributedOptimizer::zero_grad() {
-  for (auto& p : impl_->parameters) p.mutable_grad().reset();
-}
-
-void DistributedOptimizer::step() {
-  Impl& s = *impl_;
-  if (s.buckets) {
-    Job& job = requireJob("DistributedOptimizer::step");
-    s.buckets->flush();
-    for (size_t b = 0; b < s.handles.size(); ++b) {
-      s.handles[b].wait(job.deadline(), fmt::format("all-reduce of gradient bucket {}", b));
-    }
-    s.buckets->exposeGradients();
-  }
-  s.optimizer.step();
-  zero_grad();
-  if (s.buckets) s.buckets->beginMicroStep(0, true, 1.0 / requireJob("DistributedOptimizer::step").size());
 }
 
 }  // namespace tandem

@@ -7,9 +7,14 @@ namespace tandem::train {
 
 void broadcastModuleState(torch::nn::Module& module, bool is_root,
                           const std::function<void(void* data, size_t bytes)>& broadcast) {
-  torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> tensors = module.parameters();
   for (auto& b : module.buffers()) tensors.push_back(b);
+  broadcastTensors(tensors, is_root, broadcast);
+}
+
+void broadcastTensors(const std::vector<torch::Tensor>& tensors, bool is_root,
+                      const std::function<void(void* data, size_t bytes)>& broadcast) {
+  torch::NoGradGuard no_grad;
   size_t total = 0;
   for (auto& t : tensors) total += t.numel() * t.element_size();
   std::vector<char> packed(total);
@@ -22,7 +27,7 @@ void broadcastModuleState(torch::nn::Module& module, bool is_root,
   broadcast(packed.data(), packed.size());
   if (is_root) return;
   offset = 0;
-  for (auto& t : tensors) {
+  for (auto t : tensors) {
     const size_t bytes = t.numel() * t.element_size();
     t.copy_(torch::from_blob(packed.data() + offset, t.sizes(), t.options().device(torch::kCPU)));
     offset += bytes;

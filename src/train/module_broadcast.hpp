@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <vector>
 
 namespace tandem::train {
 
@@ -15,5 +16,8 @@ namespace tandem::train {
 // live on any device; the bytes travel through host memory.
 void broadcastModuleState(torch::nn::Module& module, bool is_root,
                           const std::function<void(void* data, size_t bytes)>& broadcast);
+// The same for any tensors (a Python state dict's values), in order.
+void broadcastTensors(const std::vector<torch::Tensor>& tensors, bool is_root,
+                      const std::function<void(void* data, size_t bytes)>& broadcast);
 
 }  // namespace tandem::train

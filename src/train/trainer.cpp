@@ -132,6 +132,9 @@ nlohmann::json runFingerprint(const TrainConfig& c, const torch::nn::Module& mod
           {"tensors", params},
           {"dataset", c.dataset.name},
           {"dataset_size", dataset_size},
+          // What each worker makes of its samples must agree too.
+          {"input", {{"augment", c.dataset.augment}, {"image_size", c.dataset.image_size},
+                     {"normalize_mean", c.dataset.normalize_mean}, {"normalize_std", c.dataset.normalize_std}}},
           {"batch_size", c.batch_size},
           {"accumulate", c.accumulate},
           {"optimizer", config["optimizer"]},

@@ -1,0 +1,1 @@
+"""Tandem: data-parallel training. PyTorch users: ``import tandem.torch as td``."""

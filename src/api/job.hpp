@@ -1,0 +1,49 @@
+#pragma once
+// The process's membership in a job, behind the public API's free
+// functions: cluster spec, rendezvous, the communicator and its thread.
+#include <gloo/rendezvous/prefix_store.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "cluster/cluster_spec.hpp"
+#include "collective/comm_thread.hpp"
+#include "collective/communicator.hpp"
+#include "core/deadline.hpp"
+#include "tandem/tandem.hpp"
+#include "train/cluster_join.hpp"
+
+namespace tandem::api {
+
+struct Job {
+  InitOptions options;
+  std::optional<cluster::ClusterSpec> spec;  // nullopt: alone
+  int local_rank = 0;
+  int local_size = 1;
+  train::ClusterJoin join;
+  std::unique_ptr<gloo::rendezvous::PrefixStore> gloo_store;
+  std::unique_ptr<collective::Communicator> comm;
+  // Declared after comm: destroyed first, so queued jobs never outlive it.
+  // Every collective runs here, in submission order, so the optimizer's
+  // buckets and the user's own calls never race on the communicator.
+  std::unique_ptr<collective::CommThread> comm_thread;
+
+  int size() const { return spec ? spec->num_workers : 1; }
+  int rank() const { return spec ? spec->index : 0; }
+  Deadline deadline() const { return Deadline::afterSeconds(options.peer_timeout_s + 5.0); }
+  void runNow(std::function<void()> work, const std::string& what) {
+    comm_thread->submit(std::move(work)).wait(deadline(), what);
+  }
+};
+
+// The job init() made; null before init() and after shutdown().
+std::unique_ptr<Job>& current();
+// current(), or an Error naming `call` that asks for init() first.
+Job& requireJob(const char* call);
+// Compares `mine` (a hash of what this rank is about to exchange) across
+// ranks; throws InputError naming the ranks that differ from rank 0 and
+// `what` differs, before a collective could pair mismatched buffers.
+void requireAgreement(Job& job, uint64_t mine, const std::string& what);
+
+}  // namespace tandem::api

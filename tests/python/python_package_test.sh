@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The Python package under `tandem launch`, as a Horovod user would run it:
+# 2 all-reduce workers end with the parameters of one process on the
+# combined batch, one tandem process equals a plain PyTorch loop, and
+# mistakes are Python exceptions naming the culprit.
+set -euo pipefail
+BUILD_DIR=$1
+SOURCE_DIR=$2
+export PYTHONPATH="$BUILD_DIR/python${PYTHONPATH:+:$PYTHONPATH}"
+PY=/usr/bin/python3
+SCRIPT="$SOURCE_DIR/tests/python/train_mlp.py"
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+"$BUILD_DIR/tandem" launch --workers 2 -- "$PY" "$SCRIPT" --out "$WORK/two"
+"$PY" "$SCRIPT" --out "$WORK/one"
+"$PY" "$SCRIPT" --out "$WORK/plain" --plain
+"$PY" - "$WORK" <<'PY'
+import sys
+import torch
+work = sys.argv[1]
+r0, r1 = (torch.load(f"{work}/two/rank{r}.pt") for r in (0, 1))
+one, plain = torch.load(f"{work}/one/rank0.pt"), torch.load(f"{work}/plain/rank0.pt")
+for name in r0:
+    assert torch.equal(r0[name], r1[name]), f"{name}: the two workers' replicas differ"
+    rel = ((r0[name] - one[name]).norm() / one[name].norm()).item()
+    assert rel < 1e-5, f"{name}: 2 workers vs one process on the combined batch: relative difference {rel:.2e}"
+    assert torch.equal(one[name], plain[name]), f"{name}: one tandem process differs from plain PyTorch"
+start = torch.nn.Sequential(torch.nn.Linear(20, 64), torch.nn.ReLU(), torch.nn.Linear(64, 2))
+print("equal: 2 workers ~ 1 process (1e-5), 1 process == plain PyTorch")
+PY
+
+# Mistakes are exceptions that name the culprit.
+"$PY" - <<'PY'
+import tandem.torch as td
+import torch
+try:
+    td.rank()
+    raise SystemExit("rank() before init() did not raise")
+except RuntimeError as e:
+    assert "init()" in str(e), e
+td.init()
+try:
+    td.DistributedOptimizer(torch.optim.SGD([torch.zeros(2, requires_grad=True)], lr=0.1), mode="ps-async")
+    raise SystemExit("ps-async did not raise")
+except NotImplementedError as e:
+    assert "ps-async" in str(e), e
+try:
+    td.allreduce(torch.zeros(3, dtype=torch.int64))
+    raise SystemExit("an int64 allreduce did not raise")
+except ValueError as e:
+    assert "float32" in str(e), e
+print("errors: named")
+PY
+if out=$("$BUILD_DIR/tandem" launch --workers 2 -- "$PY" "$SCRIPT" --out "$WORK/bad" --bad-rank 1 2>&1); then
+  echo "FAIL: different models on the ranks were accepted"; echo "$out"; exit 1
+fi
+grep -q "rank(s) 1 have tensor counts, dtypes or shapes different from rank 0's" <<< "$out" || { echo "FAIL: $out"; exit 1; }
+echo "PASS"

@@ -1,0 +1,67 @@
+"""A plain PyTorch training script made distributed the Horovod way, with
+tandem.torch. Every rank builds the same global batch per step and trains
+on its contiguous slice; at the end each rank saves its parameters.
+  train_mlp.py --out DIR [--steps N] [--plain] [--bad-rank R]
+--plain trains the whole batch with torch alone (no tandem), the reference;
+--bad-rank R gives rank R a different model, which must be refused."""
+import argparse
+import os
+
+import torch
+from torch import nn
+
+
+def global_batch(step, size):
+    gen = torch.Generator().manual_seed(1000 + step)
+    x = torch.randn(size, 20, generator=gen)
+    y = (x[:, :10].sum(1) > x[:, 10:].sum(1)).long()
+    return x, y
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--global-batch", type=int, default=32)
+    parser.add_argument("--plain", action="store_true")
+    parser.add_argument("--bad-rank", type=int, default=-1)
+    args = parser.parse_args()
+
+    if args.plain:
+        rank, size = 0, 1
+    else:
+        import tandem.torch as td
+        td.init()
+        rank, size = td.rank(), td.size()
+    torch.manual_seed(7 + rank)  # different on purpose; the broadcast fixes it
+    hidden = 65 if rank == args.bad_rank else 64
+    model = nn.Sequential(nn.Linear(20, hidden), nn.ReLU(), nn.Linear(hidden, 2))
+    if args.plain:
+        torch.manual_seed(7)
+        model = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 2))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    if not args.plain:
+        td.broadcast_parameters(model.state_dict(), root_rank=0)
+        td.broadcast_optimizer_state(optimizer, root_rank=0)
+        optimizer = td.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+
+    local = args.global_batch // size
+    for step in range(1, args.steps + 1):
+        x, y = global_batch(step, args.global_batch)
+        x, y = x[rank * local:(rank + 1) * local], y[rank * local:(rank + 1) * local]
+        optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        if not args.plain:
+            loss = td.allreduce(loss.detach())
+        if rank == 0 and (step == 1 or step % 10 == 0):
+            print(f"step {step} loss {loss.item():.6f}", flush=True)
+    os.makedirs(args.out, exist_ok=True)
+    torch.save(model.state_dict(), os.path.join(args.out, f"rank{rank}.pt"))
+    if not args.plain:
+        td.shutdown()
+
+
+if __name__ == "__main__":
+    main()
