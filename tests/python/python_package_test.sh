@@ -56,4 +56,15 @@ if out=$("$BUILD_DIR/tandem" launch --workers 2 -- "$PY" "$SCRIPT" --out "$WORK/
   echo "FAIL: different models on the ranks were accepted"; echo "$out"; exit 1
 fi
 grep -q "rank(s) 1 have tensor counts, dtypes or shapes different from rank 0's" <<< "$out" || { echo "FAIL: $out"; exit 1; }
+# The shipped example, on Debian's Fashion-MNIST, a short run.
+if [[ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]]; then
+  mnist=$("$BUILD_DIR/tandem" launch --workers 2 -- "$PY" "$SOURCE_DIR/examples/python/mnist.py" --max-steps 150 2>&1) \
+    || { echo "FAIL: examples/python/mnist.py"; echo "$mnist"; exit 1; }
+  echo "$mnist" | tail -n 3
+  "$PY" - "$mnist" <<'PY'
+import re, sys
+accuracy = float(re.search(r"test accuracy ([0-9.]+)", sys.argv[1]).group(1))
+assert accuracy > 0.7, f"examples/python/mnist.py reached only {accuracy} after 150 steps (chance is 0.1)"
+PY
+fi
 echo "PASS"
