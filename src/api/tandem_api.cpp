@@ -156,12 +156,14 @@ void allreduce(torch::Tensor& tensor, ReduceOp op) {
   }
   if (job.size() == 1) return;
   torch::NoGradGuard no_grad;
-  torch::Tensor host = tensor.detach().to(torch::kCPU).contiguous().clone();
+  // Reduced where it lies when it can be; otherwise through a host copy.
+  const bool in_place = tensor.device().is_cpu() && tensor.is_contiguous();
+  torch::Tensor host = in_place ? tensor.detach() : tensor.detach().to(torch::kCPU).contiguous();
   // A user's tensor is no persistent bucket: the uncached path.
   job.runNow([&] { job.comm->allreduceSumOnce(host.data_ptr<float>(), static_cast<size_t>(host.numel())); },
              fmt::format("all-reduce of a tensor of {} floats", host.numel()));
   if (op == ReduceOp::Average) host.div_(job.size());
-  tensor.detach().copy_(host);
+  if (!in_place) tensor.detach().copy_(host);
 }
 
 void broadcast_parameters(torch::nn::Module& module, int root_rank) {

@@ -31,10 +31,7 @@ std::vector<std::string> normalizeFlagSpelling(int argc, const char* const* argv
   bool verbatim = false;  // a program's own arguments, after `launch ... -- PROGRAM`
   for (int i = 0; i < argc; ++i) {
     std::string arg = argv[i];
-    if (!verbatim && arg == "--" && i + 1 < argc) {
-      const std::string next = argv[i + 1];
-      verbatim = !next.empty() && next[0] != '-' && next != "train";
-    }
+    if (!verbatim && arg == "--" && i + 1 < argc) verbatim = namesProgram(argv[i + 1]);
     if (!verbatim && i > 0 && arg.size() > 2 && arg.rfind("--", 0) == 0) {
       const size_t end = std::min(arg.find('='), arg.size());
       std::replace(arg.begin(), arg.begin() + static_cast<std::ptrdiff_t>(end), '_', '-');
@@ -42,6 +39,10 @@ std::vector<std::string> normalizeFlagSpelling(int argc, const char* const* argv
     args.push_back(std::move(arg));
   }
   return args;
+}
+
+bool namesProgram(const std::string& first_after_dashes) {
+  return !first_after_dashes.empty() && first_after_dashes[0] != '-' && first_after_dashes != "train";
 }
 
 std::string closestFlag(const CLI::App& app, const std::string& given) {

@@ -14,6 +14,10 @@ namespace tandem::cli {
 // from `-- PROGRAM` on (a launched program's own flags).
 std::vector<std::string> normalizeFlagSpelling(int argc, const char* const* argv);
 
+// Whether the first word after `launch ... --` names a program to run rather
+// than `tandem train` arguments: neither a flag nor "train".
+bool namesProgram(const std::string& first_after_dashes);
+
 // The closest long flag of `app` to `given` within a small edit distance,
 // or "" when none is close.
 std::string closestFlag(const CLI::App& app, const std::string& given);

@@ -13,6 +13,7 @@
 #include <optional>
 #include <thread>
 
+#include "cli/arg_style.hpp"
 #include "cli/commands.hpp"
 #include "cluster/cluster_spec.hpp"
 #include "launch/job_progress.hpp"
@@ -37,12 +38,6 @@ struct LaunchOptions {
   std::string ps_out = "runs/default";  // program mode: where the servers write their summaries
   std::vector<std::string> train_args;
 };
-
-// `launch -- ./trainer ...` runs a program; `launch -- --model x` and
-// `launch -- train ...` run `tandem train`.
-bool runsProgram(const std::vector<std::string>& args) {
-  return !args.empty() && !args.front().empty() && args.front()[0] != '-' && args.front() != "train";
-}
 
 // The executable a program name means, as a shell would find it.
 std::string resolveProgram(const std::string& name) {
@@ -112,7 +107,8 @@ bool hasFlag(const std::vector<std::string>& args, const std::string& flag) {
 int runLaunch(LaunchOptions o) {
   // torchrun habit: `launch ... -- train --model x` names the subcommand again.
   if (!o.train_args.empty() && o.train_args.front() == "train") o.train_args.erase(o.train_args.begin());
-  const bool program = runsProgram(o.train_args);
+  // `launch -- ./trainer ...` runs a program; `-- --model x` and `-- train ...` run `tandem train`.
+  const bool program = !o.train_args.empty() && namesProgram(o.train_args.front());
   const std::string program_path = program ? resolveProgram(o.train_args.front()) : "";
   if (o.workers < 1) throw InputError(fmt::format("--workers: must be >= 1, got {}", o.workers));
   if (o.ps < 0) throw InputError(fmt::format("--ps: must be >= 0, got {}", o.ps));

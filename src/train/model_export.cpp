@@ -1,7 +1,7 @@
 #include "train/model_export.hpp"
 
 #include <fmt/format.h>
-#include <unistd.h>
+#include <sstream>
 
 #include "core/error.hpp"
 #include "models/scripted_model.hpp"
@@ -24,21 +24,13 @@ void exportTorchScript(models::Model& model, const fs::path& path) {
     throw InputError("--format torchscript: the checkpoint holds a built-in model, not a TorchScript one (export its "
                      "state dict with --format state_dict)");
   }
-  fs::path tmp = path;
-  tmp += fmt::format(".tmp.{}", ::getpid());
+  std::ostringstream bytes;
   try {
-    scripted->module().save(tmp.string());
+    scripted->module().save(bytes);
   } catch (const c10::Error& e) {
-    std::error_code ec;
-    fs::remove(tmp, ec);
     throw Error(fmt::format("{}: cannot write the TorchScript module: {}", path.string(), e.what_without_backtrace()));
   }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw Error(fmt::format("{}: rename failed: {}", path.string(), ec.message()));
-  }
+  obs::writeFileAtomically(path, bytes.str());
 }
 
 }  // namespace tandem::train
