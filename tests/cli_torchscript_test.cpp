@@ -90,11 +90,14 @@ TEST_F(TorchScript, OnePsOneWorkerIsBitIdenticalToStandaloneOnATracedBatchNormCn
   EXPECT_GT(nlohmann::json::parse(readFile(dir_.path() / "ps" / "ps" / "ps-0" / "summary.json"))["chunks"], 1);
 }
 
+// Stale updates with momentum 0.9 at the default --lr 0.05 diverged in 2 of
+// 11 runs (loss 1.3 -> 80): the rate is the one the synchronous tests use, too
+// large once two workers' updates land on stale parameters.
 TEST_F(TorchScript, AsyncAndBoundedStalenessTrain) {
   for (const std::string mode : {"--ps-mode async", "--staleness 1"}) {
     const std::string out = mode == "--ps-mode async" ? "async" : "ssp";
     auto run = runTandem("launch --ps 1 --workers 2 -- " +
-                         args(module("mlp.pt"), 32, out, "--max-steps 40 " + mode));
+                         args(module("mlp.pt"), 32, out, "--max-steps 40 --lr 0.01 " + mode));
     ASSERT_EQ(run.exit_code, 0) << run.output;
     const auto losses = trainLosses(dir_.str(out));
     ASSERT_GE(losses.size(), 2u) << mode;

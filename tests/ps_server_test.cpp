@@ -114,11 +114,11 @@ TEST_F(PsServer, SyncClockIsABarrierWithTheMeanLoss) {
   // Clocks count up by one.
   expectError(w0.request({.type = MessageType::kPsClock, .clock = 3}, encode(StepReport{})),
               "reported step 3 finished, but its last report was step 1");
-  expectOk(w0.request({.type = MessageType::kPsDone}));
+  sayGoodbye(w0);
   // A finished worker holds nobody back.
   StepAgreement alone = agreementOf(w1.await(reportClock(w1, 2, {.loss = 3.0})));
   EXPECT_EQ(alone.loss, 3.0);
-  expectOk(w1.request({.type = MessageType::kPsDone}));
+  sayGoodbye(w1);
   EXPECT_EQ(server_->summary()["max_staleness"], 0);
 }
 
@@ -147,8 +147,8 @@ TEST_F(PsServer, SspLetsAWorkerRunOneStepAhead) {
   agreementOf(w1.await(reportClock(w1, 2, {})));
   EXPECT_EQ(agreementOf(w0.await(ahead3)).slowest_clock, 2u);
 
-  expectOk(w0.request({.type = MessageType::kPsDone}));
-  expectOk(w1.request({.type = MessageType::kPsDone}));
+  sayGoodbye(w0);
+  sayGoodbye(w1);
   const auto summary = server_->summary();
   EXPECT_EQ(summary["max_staleness"], 1);
   EXPECT_EQ(summary["mode"], "ssp");

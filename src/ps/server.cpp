@@ -16,6 +16,7 @@
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
+#include "net/connection_watch.hpp"
 #include "net/request_client.hpp"
 #include "ps/apply_pool.hpp"
 #include "ps/chunk_state.hpp"
@@ -51,6 +52,7 @@ struct ParameterServer::Impl {
   std::unordered_map<uint64_t, size_t> chunk_index;
   zmq::context_t context{1};
   zmq::socket_t router{context, zmq::socket_type::router};
+  std::unique_ptr<net::ConnectionWatch> connections;  // closing waits for workers to hang up
   int port = 0;
   int wake_fd = -1;
   std::mutex completions_mutex;
@@ -248,13 +250,8 @@ struct ParameterServer::Impl {
   void onClock(const std::string& routing, net::Frame& f) {
     const int w = workerOf(routing, f.header.type);
     if (options.index != 0) throw Refusal{fmt::format("ps-clock goes to ps 0, not {}", name)};
-    StepReport report;
     try {
-      report = decodeStepReport(f.bytes(), fmt::format("worker {}", w));
-    } catch (const InputError& e) {
-      throw Refusal{e.what()};
-    }
-    try {
+      const StepReport report = decodeStepReport(f.bytes(), fmt::format("worker {}", w));
       clocks->report(w, f.header.clock, report, routing, f.header.request_id);
     } catch (const InputError& e) {
       throw Refusal{e.what()};
@@ -517,6 +514,7 @@ ParameterServer::ParameterServer(ServerOptions options) : impl_(std::make_unique
   net::configureSocket(s.router, s.options.max_payload_bytes, net::isIpv6(s.options.bind_host));
   s.router.set(zmq::sockopt::sndhwm, 0);  // a ROUTER drops at the high-water mark: never do that to a reply
   s.router.set(zmq::sockopt::rcvhwm, 0);
+  s.connections = std::make_unique<net::ConnectionWatch>(s.context, s.router);
   auto listen = [&s](const std::string& endpoint) {
     try {
       s.router.bind(endpoint);
@@ -575,6 +573,7 @@ nlohmann::json ParameterServer::serve(const std::atomic<bool>* abort) {
     if (Clock::now() - last_check < std::chrono::milliseconds(50)) continue;
     last_check = Clock::now();
     s.reportProgress(last_report, std::chrono::seconds(30));
+    s.connections->open();  // keeps the monitor's queue short
     if (!s.config && Clock::now() > startup_deadline) {
       throw PeerError(fmt::format(
           "{}: the chief (worker 0) did not initialise this server within {}", s.name,
@@ -585,8 +584,11 @@ nlohmann::json ParameterServer::serve(const std::atomic<bool>* abort) {
     if (s.everyoneGone()) break;
   }
   s.stopping = true;
-  // Linger 0 would drop a still-queued goodbye reply on close, leaving that
-  // worker waiting out its peer timeout: give queued replies 2 s to leave.
+  // A goodbye reply still queued at close can be lost, leaving its worker to
+  // wait out the peer timeout: close once the workers that said goodbye hung
+  // up (lost ones may never), or after 2 s.
+  const int lost = static_cast<int>(s.workers.lost().size());
+  if (abort == nullptr || !abort->load()) s.connections->waitUntilAtMost(lost, std::chrono::seconds(2));
   s.router.set(zmq::sockopt::linger, 2000);
   s.pool->finish();  // let running applies finish before the summary
   s.pool->rethrowFailure();

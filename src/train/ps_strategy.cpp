@@ -425,6 +425,7 @@ void PsStrategy::prepareCheckpoint(torch::optim::Optimizer& optimizer) {
 void PsStrategy::finish() {
   Impl& s = *impl_;
   if (s.client && !s.finished) s.sayDone(s.peerDeadline());
+  s.client.reset();  // hang up at once: a server closes once its workers have
 }
 
 }  // namespace tandem::train

@@ -103,6 +103,10 @@ class Peer {
     return send(header, payload.data(), payload.size() * sizeof(T));
   }
 
+  // Closes the connection, as a worker does after its goodbye: the server
+  // closes once every worker that said goodbye has hung up.
+  void hangUp() { socket_.close(); }
+
   // Sends the given parts as one multipart message, byte for byte.
   void sendRaw(const std::vector<std::vector<char>>& parts) {
     for (size_t i = 0; i < parts.size(); ++i) {
@@ -184,6 +188,12 @@ inline void expectBitEqual(const std::vector<float>& got, const std::vector<floa
   for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0) << "element " << i << ": " << got[i] << " vs " << want[i];
   }
+}
+
+// A worker's goodbye, then its hang-up, as PsStrategy::finish does.
+inline void sayGoodbye(Peer& worker) {
+  expectOk(worker.request({.type = MessageType::kPsDone}));
+  worker.hangUp();
 }
 
 inline StepAgreement agreementOf(const Frame& f) {
