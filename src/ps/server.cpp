@@ -7,505 +7,233 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <deque>
-#include <mutex>
-#include <optional>
-#include <unordered_map>
 #include <utility>
 
-#include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
-#include "net/connection_watch.hpp"
-#include "net/request_client.hpp"
-#include "ps/apply_pool.hpp"
-#include "ps/chunk_state.hpp"
-#include "ps/protocol.hpp"
-#include "ps/server_stats.hpp"
-#include "ps/step_clocks.hpp"
-#include "ps/worker_registry.hpp"
+#include "ps/server_impl.hpp"
 
 namespace tandem::ps {
 namespace {
 
-using net::MessageType;
-
 constexpr int kMaxMessagesPerTurn = 64;  // then completions and timeouts get their turn
-
-struct Completion {
-  size_t chunk = 0;
-  double seconds = 0;
-};
-
-// A request that must be refused: carries the reason for the error reply.
-struct Refusal {
-  std::string reason;
-};
 
 }  // namespace
 
-struct ParameterServer::Impl {
-  ServerOptions options;
-  std::string name;
-  // Chunk memory outlives the socket: zero-copy replies point into it.
-  std::deque<ChunkState> chunks;  // a deque: chunks never move once made
-  std::unordered_map<uint64_t, size_t> chunk_index;
-  zmq::context_t context{1};
-  zmq::socket_t router{context, zmq::socket_type::router};
-  std::unique_ptr<net::ConnectionWatch> connections;  // closing waits for workers to hang up
-  int port = 0;
-  int wake_fd = -1;
-  std::mutex completions_mutex;
-  std::vector<Completion> completions;
-  std::unique_ptr<ApplyPool> pool;
+using MessageType = net::MessageType;
+using detail::Refusal;
 
-  std::optional<ServerConfig> config;
-  bool ready = false;  // init received and every chunk set; hellos are answered from then on
-  WorkerRegistry workers;
-  struct WaitingHello {
-    std::string routing;
-    uint64_t request_id = 0;
-    Hello hello;
-  };
-  std::vector<WaitingHello> waiting_hellos;  // until ready
-  bool stopping = false;   // no new apply jobs
-  int apply_threads = 1;
-  std::optional<StepClocks> clocks;  // from init; only ps 0 gets reports
-
-  ServerStats stats;
-
-  void reply(const std::string& routing, net::FrameHeader header, zmq::message_t payload) {
-    // A worker's silence counts from the last exchange, not its last request:
-    // time it spent waiting on us is not silence.
-    workers.touch(routing, false);
-    zmq::message_t id(routing.data(), routing.size());
-    stats.bytes_out += payload.size();
-    net::sendFrame(router, header, std::move(payload), &id);
+size_t ParameterServer::Impl::chunkIndexFor(const net::FrameHeader& h) {
+  if (!config) throw Refusal{fmt::format("{} has not been initialised by the chief yet", name)};
+  if (h.key_end != h.key_begin + 1) {
+    throw Refusal{fmt::format("{} covers keys [{}, {}); requests name exactly one chunk",
+                              net::messageTypeName(h.type), h.key_begin, h.key_end)};
   }
-  void replyOk(const std::string& routing, uint64_t request_id) {
-    reply(routing, {.type = MessageType::kOk, .request_id = request_id}, zmq::message_t());
-  }
-  void replyError(const std::string& routing, uint64_t request_id, const std::string& reason) {
-    reply(routing, {.type = MessageType::kError, .request_id = request_id}, net::copyPayload(reason));
-  }
+  auto it = chunk_index.find(h.key_begin);
+  if (it == chunk_index.end()) throw Refusal{fmt::format("unknown key {}: {} does not hold that chunk", h.key_begin, name)};
+  return it->second;
+}
 
-  void wake() {
-    uint64_t one = 1;
-    [[maybe_unused]] auto n = ::write(wake_fd, &one, sizeof(one));
+void ParameterServer::Impl::requireChunkPayload(const ChunkState& c, const net::Frame& f) {
+  const size_t expected = static_cast<size_t>(c.length) * sizeof(float);
+  if (f.payload.size() != expected) {
+    throw Refusal{fmt::format("{} of chunk {} carries {} bytes; the chunk holds {} floats ({} bytes)",
+                              net::messageTypeName(f.header.type), c.key, f.payload.size(), c.length, expected)};
   }
+}
 
-  // --- requests -----------------------------------------------------------
+int ParameterServer::Impl::workerOf(const std::string& routing, MessageType type) {
+  const int w = workers.touch(routing, true);
+  if (w < 0) throw Refusal{fmt::format("{} before ps-hello: say which worker you are first", net::messageTypeName(type))};
+  return w;
+}
 
-  size_t chunkIndexFor(const net::FrameHeader& h) {
-    if (!config) throw Refusal{fmt::format("{} has not been initialised by the chief yet", name)};
-    if (h.key_end != h.key_begin + 1) {
-      throw Refusal{fmt::format("{} covers keys [{}, {}); requests name exactly one chunk",
-                                net::messageTypeName(h.type), h.key_begin, h.key_end)};
-    }
-    auto it = chunk_index.find(h.key_begin);
-    if (it == chunk_index.end()) throw Refusal{fmt::format("unknown key {}: {} does not hold that chunk", h.key_begin, name)};
-    return it->second;
+void ParameterServer::Impl::onInit(const std::string& routing, net::Frame& f) {
+  if (config) throw Refusal{fmt::format("{} was already initialised", name)};
+  ServerConfig c;
+  try {
+    c = decodeServerInit(f.text(), options.max_payload_bytes, "chief");
+  } catch (const InputError& e) {
+    throw Refusal{e.what()};
   }
-  ChunkState& chunkFor(const net::FrameHeader& h) { return chunks[chunkIndexFor(h)]; }
-
-  void requireChunkPayload(const ChunkState& c, const net::Frame& f) {
-    const size_t expected = static_cast<size_t>(c.length) * sizeof(float);
-    if (f.payload.size() != expected) {
-      throw Refusal{fmt::format("{} of chunk {} carries {} bytes; the chunk holds {} floats ({} bytes)",
-                                net::messageTypeName(f.header.type), c.key, f.payload.size(), c.length, expected)};
-    }
+  chunks.clear();
+  chunk_index.clear();
+  for (const auto& r : c.chunks) {
+    if (chunk_index.count(r.key)) throw Refusal{fmt::format("ps-init lists chunk {} twice", r.key)};
+    chunk_index[r.key] = chunks.size();
+    initChunk(chunks.emplace_back(), r, c.optimizer, c.workers);
   }
+  workers.reset(c.workers);
+  clocks.emplace(c.mode, c.staleness, c.workers, c.start_step, c.total_steps);
+  const int64_t floats = totalFloats(chunks);
+  TANDEM_LOG_INFO("{}: {} mode, {} worker(s), {} chunk(s), {:.1f} MB, optimizer {}, {} apply thread(s)", name,
+                  modeName(c.mode), c.workers, chunks.size(), static_cast<double>(floats) * 4 / 1e6,
+                  c.optimizer.name, apply_threads);
+  config = std::move(c);
+  replyOk(routing, f.header.request_id);
+  checkReady();
+}
 
-  int workerOf(const std::string& routing, MessageType type) {
-    const int w = workers.touch(routing, true);
-    if (w < 0) throw Refusal{fmt::format("{} before ps-hello: say which worker you are first", net::messageTypeName(type))};
-    return w;
+void ParameterServer::Impl::onSet(const std::string& routing, net::Frame& f) {
+  ChunkState& c = chunkFor(f.header);
+  if (ready) throw Refusal{fmt::format("ps-set of chunk {} after training started", c.key)};
+  if (!loadChunk(c, f.payload.data(), f.payload.size())) requireChunkPayload(c, f);
+  c.applied = f.header.clock;
+  c.received = f.header.clock;
+  c.initialized = true;
+  replyOk(routing, f.header.request_id);
+  checkReady();
+}
+
+void ParameterServer::Impl::checkReady() {
+  if (ready || !config) return;
+  for (const auto& c : chunks) {
+    if (!c.initialized) return;
   }
-
-  void onInit(const std::string& routing, net::Frame& f) {
-    if (config) throw Refusal{fmt::format("{} was already initialised", name)};
-    ServerConfig c;
+  ready = true;
+  for (auto& waiting : waiting_hellos) {
     try {
-      c = decodeServerInit(f.text(), options.max_payload_bytes, "chief");
-    } catch (const InputError& e) {
-      throw Refusal{e.what()};
-    }
-    chunks.clear();
-    chunk_index.clear();
-    for (const auto& r : c.chunks) {
-      if (chunk_index.count(r.key)) throw Refusal{fmt::format("ps-init lists chunk {} twice", r.key)};
-      chunk_index[r.key] = chunks.size();
-      initChunk(chunks.emplace_back(), r, c.optimizer, c.workers);
-    }
-    workers.reset(c.workers);
-    clocks.emplace(c.mode, c.staleness, c.workers, c.start_step, c.total_steps);
-    const int64_t floats = totalFloats(chunks);
-    TANDEM_LOG_INFO("{}: {} mode, {} worker(s), {} chunk(s), {:.1f} MB, optimizer {}, {} apply thread(s)", name,
-                    modeName(c.mode), c.workers, chunks.size(), static_cast<double>(floats) * 4 / 1e6,
-                    c.optimizer.name, apply_threads);
-    config = std::move(c);
-    replyOk(routing, f.header.request_id);
-    checkReady();
-  }
-
-  void onSet(const std::string& routing, net::Frame& f) {
-    ChunkState& c = chunkFor(f.header);
-    if (ready) throw Refusal{fmt::format("ps-set of chunk {} after training started", c.key)};
-    if (!loadChunk(c, f.payload.data(), f.payload.size())) requireChunkPayload(c, f);
-    c.applied = f.header.clock;
-    c.received = f.header.clock;
-    c.initialized = true;
-    replyOk(routing, f.header.request_id);
-    checkReady();
-  }
-
-  void checkReady() {
-    if (ready || !config) return;
-    for (const auto& c : chunks) {
-      if (!c.initialized) return;
-    }
-    ready = true;
-    for (auto& waiting : waiting_hellos) {
-      try {
-        registerWorker(waiting.routing, waiting.hello);
-        replyOk(waiting.routing, waiting.request_id);
-      } catch (const Refusal& r) {
-        ++stats.bad_frames;
-        TANDEM_LOG_WARN("{}: refused a hello: {}", name, r.reason);
-        replyError(waiting.routing, waiting.request_id, r.reason);
-      }
-    }
-    waiting_hellos.clear();
-  }
-
-  void onHello(const std::string& routing, net::Frame& f) {
-    Hello h;
-    try {
-      h = decodeHello(f.bytes(), "a client");
-    } catch (const InputError& e) {
-      throw Refusal{e.what()};
-    }
-    // Workers may arrive before the chief has initialised this server: they
-    // are answered once it has.
-    if (!ready) {
-      waiting_hellos.push_back({routing, f.header.request_id, h});
-      return;
-    }
-    registerWorker(routing, h);
-    replyOk(routing, f.header.request_id);
-  }
-
-  void registerWorker(const std::string& routing, const Hello& h) {
-    if (h.worker >= workers.size()) {
-      throw Refusal{fmt::format("worker {} does not exist: the cluster has {} worker(s)", h.worker, workers.size())};
-    }
-    if (h.layout_fingerprint != config->layout_fingerprint) {
-      throw Refusal{fmt::format("worker {} computed parameter layout {:016x} but the chief's is {:016x}; "
-                                "the model, --ps-chunk-mb or the PS count differ",
-                                h.worker, h.layout_fingerprint, config->layout_fingerprint)};
-    }
-    if (std::string why = workers.bind(routing, h.worker); !why.empty()) throw Refusal{why};
-  }
-
-  void onPush(const std::string& routing, net::Frame& f) {
-    const int w = workerOf(routing, f.header.type);
-    const size_t index = chunkIndexFor(f.header);
-    ChunkState& c = chunks[index];
-    requireChunkPayload(c, f);
-    if (!ready) throw Refusal{"ps-push before every chunk was initialised"};
-    ++stats.pushes;
-    stats.bytes_in += f.payload.size();
-    if (config->mode == Mode::kSync) {
-      if (f.header.clock != c.applied) {
-        throw Refusal{fmt::format("worker {} pushed chunk {} for step {} but the chunk is at step {}", w, c.key,
-                                  f.header.clock, c.applied)};
-      }
-      auto& slot = c.step_grads[static_cast<size_t>(w)];
-      if (slot) throw Refusal{fmt::format("worker {} pushed chunk {} twice for step {}", w, c.key, f.header.clock)};
-      slot = std::move(f.payload);
-      replyOk(routing, f.header.request_id);
-      if (++c.step_grad_count == config->workers) startSyncApply(index);
-      return;
-    }
-    c.queue.push_back({std::move(f.payload)});
-    ++c.received;
-    replyOk(routing, f.header.request_id);
-    if (!c.busy) startAsyncApply(index);
-  }
-
-  void onPull(const std::string& routing, net::Frame& f) {
-    workerOf(routing, f.header.type);
-    ChunkState& c = chunkFor(f.header);
-    const std::string what = net::messageTypeName(f.header.type);
-    if (f.payload.size() != 0) throw Refusal{what + " carries no payload"};
-    if (!ready) throw Refusal{what + " before every chunk was initialised"};
-    ++stats.pulls;
-    // Sync: the version the worker's next step needs. Otherwise: everything
-    // received so far, so a worker always sees its own last push.
-    const uint64_t needed = config->mode == Mode::kSync ? f.header.clock : c.received;
-    c.pulls.push_back({routing, f.header.request_id, needed, f.header.type == MessageType::kPsState});
-    answerPulls(c);
-  }
-
-  void onClock(const std::string& routing, net::Frame& f) {
-    const int w = workerOf(routing, f.header.type);
-    if (options.index != 0) throw Refusal{fmt::format("ps-clock goes to ps 0, not {}", name)};
-    try {
-      const StepReport report = decodeStepReport(f.bytes(), fmt::format("worker {}", w));
-      clocks->report(w, f.header.clock, report, routing, f.header.request_id);
-    } catch (const InputError& e) {
-      throw Refusal{e.what()};
-    }
-    answerClocks();
-  }
-
-  void onAwait(const std::string& routing, net::Frame& f) {
-    const int w = workerOf(routing, f.header.type);
-    if (options.index != 0) throw Refusal{fmt::format("ps-await-workers goes to ps 0, not {}", name)};
-    clocks->awaitOthers(w, routing, f.header.request_id);
-    answerClocks();
-  }
-
-  void onDone(const std::string& routing, net::Frame& f) {
-    const int w = workerOf(routing, f.header.type);
-    clocks->finish(w);
-    replyOk(routing, f.header.request_id);
-    answerClocks();  // a finished worker no longer holds anyone back
-  }
-
-  // --- applying -----------------------------------------------------------
-
-  void finishJob(size_t index, Stopwatch& watch) {
-    const double seconds = watch.elapsed();
-    {
-      std::lock_guard lock(completions_mutex);
-      completions.push_back({index, seconds});
-    }
-    wake();
-  }
-
-  void startSyncApply(size_t index) {
-    ChunkState& c = chunks[index];
-    c.busy = true;
-    auto grads = std::make_shared<std::vector<zmq::message_t>>();
-    for (auto& g : c.step_grads) grads->push_back(*std::exchange(g, std::nullopt));
-    c.step_grad_count = 0;
-    const uint64_t step = c.applied;
-    pool->submit(fmt::format("{}: sync apply of chunk {} for step {}", name, c.key, step), [this, index, grads, step] {
-      Stopwatch watch;
-      ChunkState& chunk = chunks[index];
-      if (options.apply_fault) options.apply_fault(chunk.key, step);
-      std::vector<float> scratch;
-      // Each worker pre-scaled its gradient by 1/workers: the sum is the mean.
-      applyUpdate(chunk, sumGradients(*grads, static_cast<size_t>(chunk.length), scratch), step, step, *config);
-      finishJob(index, watch);
-    });
-  }
-
-  void startAsyncApply(size_t index) {
-    ChunkState& c = chunks[index];
-    if (stopping || c.busy || c.queue.empty()) return;
-    c.busy = true;
-    auto grad = std::make_shared<zmq::message_t>(std::move(c.queue.front().grad));
-    c.queue.pop_front();
-    const uint64_t update = c.applied;
-    // Async: the schedule runs over the job's global step, as TensorFlow's
-    // does. SSP counts steps per worker: one round of every worker's push
-    // is one schedule step.
-    const uint64_t lr_step =
-        config->mode == Mode::kAsync ? update : update / static_cast<uint64_t>(config->workers);
-    pool->submit(fmt::format("{}: apply of chunk {} (update {})", name, c.key, update),
-                 [this, index, grad, update, lr_step] {
-                   Stopwatch watch;
-                   if (options.apply_fault) options.apply_fault(chunks[index].key, update);
-                   std::vector<float> scratch;
-                   applyUpdate(chunks[index], floatsOf(*grad, scratch), update, lr_step, *config);
-                   finishJob(index, watch);
-                 });
-  }
-
-  void drainCompletions() {
-    std::vector<Completion> done;
-    {
-      std::lock_guard lock(completions_mutex);
-      done.swap(completions);
-    }
-    for (const auto& d : done) {
-      ChunkState& c = chunks[d.chunk];
-      c.busy = false;
-      ++c.applied;
-      ++stats.chunk_updates;
-      stats.apply_seconds += d.seconds;
-      stats.applied_bytes += static_cast<uint64_t>(c.length) * sizeof(float);
-      answerPulls(c);
-      if (config->mode != Mode::kSync) startAsyncApply(d.chunk);
-    }
-  }
-
-  void answerPulls(ChunkState& c) {
-    for (const auto& p : takeReadyPulls(c)) {
-      reply(p.routing, {.type = MessageType::kPsValues, .clock = static_cast<uint32_t>(c.applied),
-                        .request_id = p.request_id, .key_begin = c.key, .key_end = c.key + 1},
-            pullPayload(c, p, config->mode == Mode::kSync));
-    }
-  }
-
-  std::string timeoutText() const {
-    return formatDuration(std::chrono::milliseconds(static_cast<int64_t>(config->peer_timeout_s * 1000)));
-  }
-
-  // --- clocks (ps 0) ------------------------------------------------------
-
-  void answerClocks() {
-    if (!clocks) return;
-    for (auto& a : clocks->release()) {
-      reply(a.routing, {.type = MessageType::kPsAgreement, .clock = a.clock, .request_id = a.request_id},
-            net::copyPayload(encode(a.agreement)));
-    }
-  }
-
-  // Names the workers holding up a step wait: first in a warning once the
-  // wait runs long, then in the error that fails it at the peer timeout.
-  void expireClockWaits() {
-    if (!clocks) return;
-    auto lateText = [&](const StepClocks::Expired& e) {
-      std::vector<std::string> late;
-      for (int w : e.late) {
-        late.push_back(fmt::format("worker {} (finished {} steps, last heard {:.1f}s ago)", w, clocks->clockOf(w),
-                                   secondsSince(workers.at(w).last_seen)));
-      }
-      return fmt::format("{}", fmt::join(late, ", "));
-    };
-    const double timeout = config->peer_timeout_s;
-    for (auto& e : clocks->stalled(std::chrono::duration<double>(std::min(10.0, timeout / 2)))) {
-      TANDEM_LOG_WARN("{}: step {} has waited {:.0f}s for {}", name, e.clock, std::min(10.0, timeout / 2), lateText(e));
-    }
-    for (auto& e : clocks->expire(std::chrono::duration<double>(timeout))) {
-      replyError(e.routing, e.request_id,
-                 fmt::format("{}: step {} waited {} (--peer-timeout) for {}", name, e.clock, timeoutText(), lateText(e)));
-    }
-  }
-
-  // Fails pulls held longer than the peer timeout (a sync step whose
-  // pushes never all arrived), naming the workers whose push is missing.
-  void expirePulls() {
-    if (!config) return;
-    const auto timeout = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config->peer_timeout_s));
-    const auto now = Clock::now();
-    for (auto& c : chunks) {
-      const auto expired = takeExpiredPulls(c, timeout, now);
-      if (expired.empty()) continue;
-      std::vector<std::string> missing;
-      for (int w : missingPushers(c)) missing.push_back(fmt::format("worker {}", w));
-      const std::string who = config->mode == Mode::kSync && !missing.empty()
-                                  ? fmt::format("; no push of step {} from {}", c.applied, fmt::join(missing, ", "))
-                                  : "";
-      for (const auto& p : expired) {
-        replyError(p.routing, p.request_id,
-                   fmt::format("{}: pull of chunk {} waited {} (--peer-timeout){}", name, c.key, timeoutText(), who));
-      }
-    }
-  }
-
-  // Whether a worker is blocked on us (a step wait or a pull): silence then
-  // is not death.
-  bool isWaiting(int w) const {
-    if (clocks->isWaiting(w)) return true;
-    const std::string& routing = workers.at(w).routing;
-    for (const auto& c : chunks) {
-      for (const auto& p : c.pulls) {
-        if (p.routing == routing) return true;
-      }
-    }
-    return false;
-  }
-
-  // Marks workers silent for longer than the peer timeout as lost; true when
-  // every worker is done or lost.
-  bool everyoneGone() {
-    if (!config) return false;
-    const auto timeout = std::chrono::duration<double>(config->peer_timeout_s);
-    bool all = true;
-    for (int w = 0; w < static_cast<int>(workers.size()); ++w) {
-      WorkerState& ws = workers.at(w);
-      if (clocks->done(w) || ws.lost) continue;
-      if (Clock::now() - ws.last_seen > timeout && !isWaiting(w)) {
-        ws.lost = true;
-        clocks->lose(w);
-        answerClocks();  // its granted step goes to the others; nobody awaits it
-        TANDEM_LOG_WARN("{}: worker {} has been silent for {} (--peer-timeout) after {} step(s); giving up on it",
-                        name, w, timeoutText(), clocks->clockOf(w));
-        continue;
-      }
-      all = false;
-    }
-    return all;
-  }
-
-  // --- the loop -----------------------------------------------------------
-
-  void handle(std::vector<zmq::message_t>& parts, size_t total) {
-    if (parts.empty()) return;
-    const std::string routing(static_cast<const char*>(parts[0].data()), parts[0].size());
-    const std::string peer = workers.nameOf(routing);
-    uint64_t request_id = 0;
-    try {
-      if (parts.size() >= 2) request_id = net::salvageRequestId(parts[1].data(), parts[1].size());
-      net::Frame f = net::decodeFrame(std::span(parts).subspan(1), total - 1, options.max_payload_bytes, peer);
-      request_id = f.header.request_id;
-      switch (f.header.type) {
-        case MessageType::kPsHello: onHello(routing, f); break;
-        case MessageType::kPsInit: onInit(routing, f); break;
-        case MessageType::kPsSet: onSet(routing, f); break;
-        case MessageType::kPsPush: onPush(routing, f); break;
-        case MessageType::kPsPull:
-        case MessageType::kPsState: onPull(routing, f); break;
-        case MessageType::kPsClock: onClock(routing, f); break;
-        case MessageType::kPsDone: onDone(routing, f); break;
-        case MessageType::kPsAwaitWorkers: onAwait(routing, f); break;
-        default:
-          throw Refusal{fmt::format("{} is not a parameter-server request", net::messageTypeName(f.header.type))};
-      }
-    } catch (const InputError& e) {
-      ++stats.bad_frames;
-      TANDEM_LOG_WARN("{}: rejected a frame from {}: {}", name, peer, e.what());
-      replyError(routing, request_id, e.what());
+      registerWorker(waiting.routing, waiting.hello);
+      replyOk(waiting.routing, waiting.request_id);
     } catch (const Refusal& r) {
       ++stats.bad_frames;
-      TANDEM_LOG_WARN("{}: refused a request from {}: {}", name, peer, r.reason);
-      replyError(routing, request_id, r.reason);
-    } catch (const std::bad_alloc&) {
-      ++stats.bad_frames;
-      replyError(routing, request_id, fmt::format("{} ran out of memory serving this request", name));
+      TANDEM_LOG_WARN("{}: refused a hello: {}", name, r.reason);
+      replyError(waiting.routing, waiting.request_id, r.reason);
     }
   }
+  waiting_hellos.clear();
+}
 
-  // A line every `interval` while serving, so a long run shows it is alive.
-  void reportProgress(Clock::time_point& last, std::chrono::seconds interval) {
-    if (!config || Clock::now() - last < interval) return;
-    const double seconds = secondsSince(last);
-    last = Clock::now();
-    std::string progress;
-    if (options.index == 0) progress = fmt::format(", slowest worker has finished {} step(s)", clocks->slowest());
-    TANDEM_LOG_INFO("{}: {} chunk updates, {:.1f} GB in, {:.1f} GB out, {:.1f}s applying in the last {:.0f}s{}", name,
-                    stats.chunk_updates, stats.bytes_in / 1e9, stats.bytes_out / 1e9,
-                    stats.apply_seconds - stats.reported_apply_seconds, seconds, progress);
-    stats.reported_apply_seconds = stats.apply_seconds;
+void ParameterServer::Impl::onHello(const std::string& routing, net::Frame& f) {
+  Hello h;
+  try {
+    h = decodeHello(f.bytes(), "a client");
+  } catch (const InputError& e) {
+    throw Refusal{e.what()};
   }
+  // Workers may arrive before the chief has initialised this server: they
+  // are answered once it has.
+  if (!ready) {
+    waiting_hellos.push_back({routing, f.header.request_id, h});
+    return;
+  }
+  registerWorker(routing, h);
+  replyOk(routing, f.header.request_id);
+}
 
-  nlohmann::json summary(double wall_seconds) const {
-    nlohmann::json j = {
-        {"role", "ps"}, {"index", options.index}, {"mode", config ? modeName(config->mode) : "uninitialised"},
-        {"workers", workers.size()}, {"chunks", chunks.size()}, {"floats", totalFloats(chunks)},
-        {"apply_threads", apply_threads},
-        // Only ps 0 keeps the step clocks.
-        {"global_step", options.index == 0 && clocks ? nlohmann::json(clocks->globalStep()) : nlohmann::json(nullptr)},
-        {"max_staleness", options.index == 0 && clocks ? nlohmann::json(clocks->maxStaleness()) : nlohmann::json(nullptr)},
-        {"lost_workers", workers.lost()}, {"wall_seconds", wall_seconds}};
-    j.update(stats.toJson(chunks.size()));
-    return j;
+void ParameterServer::Impl::registerWorker(const std::string& routing, const Hello& h) {
+  if (h.worker >= workers.size()) {
+    throw Refusal{fmt::format("worker {} does not exist: the cluster has {} worker(s)", h.worker, workers.size())};
   }
-};
+  if (h.layout_fingerprint != config->layout_fingerprint) {
+    throw Refusal{fmt::format("worker {} computed parameter layout {:016x} but the chief's is {:016x}; "
+                              "the model, --ps-chunk-mb or the PS count differ",
+                              h.worker, h.layout_fingerprint, config->layout_fingerprint)};
+  }
+  if (std::string why = workers.bind(routing, h.worker); !why.empty()) throw Refusal{why};
+}
+
+void ParameterServer::Impl::onPush(const std::string& routing, net::Frame& f) {
+  const int w = workerOf(routing, f.header.type);
+  const size_t index = chunkIndexFor(f.header);
+  ChunkState& c = chunks[index];
+  requireChunkPayload(c, f);
+  if (!ready) throw Refusal{"ps-push before every chunk was initialised"};
+  ++stats.pushes;
+  stats.bytes_in += f.payload.size();
+  if (config->mode == Mode::kSync) {
+    if (f.header.clock != c.applied) {
+      throw Refusal{fmt::format("worker {} pushed chunk {} for step {} but the chunk is at step {}", w, c.key,
+                                f.header.clock, c.applied)};
+    }
+    auto& slot = c.step_grads[static_cast<size_t>(w)];
+    if (slot) throw Refusal{fmt::format("worker {} pushed chunk {} twice for step {}", w, c.key, f.header.clock)};
+    slot = std::move(f.payload);
+    replyOk(routing, f.header.request_id);
+    if (++c.step_grad_count == config->workers) startSyncApply(index);
+    return;
+  }
+  c.queue.push_back({std::move(f.payload)});
+  ++c.received;
+  replyOk(routing, f.header.request_id);
+  if (!c.busy) startAsyncApply(index);
+}
+
+void ParameterServer::Impl::onPull(const std::string& routing, net::Frame& f) {
+  workerOf(routing, f.header.type);
+  ChunkState& c = chunkFor(f.header);
+  const std::string what = net::messageTypeName(f.header.type);
+  if (f.payload.size() != 0) throw Refusal{what + " carries no payload"};
+  if (!ready) throw Refusal{what + " before every chunk was initialised"};
+  ++stats.pulls;
+  // Sync: the version the worker's next step needs. Otherwise: everything
+  // received so far, so a worker always sees its own last push.
+  const uint64_t needed = config->mode == Mode::kSync ? f.header.clock : c.received;
+  c.pulls.push_back({routing, f.header.request_id, needed, f.header.type == MessageType::kPsState});
+  answerPulls(c);
+}
+
+void ParameterServer::Impl::onClock(const std::string& routing, net::Frame& f) {
+  const int w = workerOf(routing, f.header.type);
+  if (options.index != 0) throw Refusal{fmt::format("ps-clock goes to ps 0, not {}", name)};
+  try {
+    const StepReport report = decodeStepReport(f.bytes(), fmt::format("worker {}", w));
+    clocks->report(w, f.header.clock, report, routing, f.header.request_id);
+  } catch (const InputError& e) {
+    throw Refusal{e.what()};
+  }
+  answerClocks();
+}
+
+void ParameterServer::Impl::onAwait(const std::string& routing, net::Frame& f) {
+  const int w = workerOf(routing, f.header.type);
+  if (options.index != 0) throw Refusal{fmt::format("ps-await-workers goes to ps 0, not {}", name)};
+  clocks->awaitOthers(w, routing, f.header.request_id);
+  answerClocks();
+}
+
+void ParameterServer::Impl::onDone(const std::string& routing, net::Frame& f) {
+  const int w = workerOf(routing, f.header.type);
+  clocks->finish(w);
+  replyOk(routing, f.header.request_id);
+  answerClocks();  // a finished worker no longer holds anyone back
+}
+
+void ParameterServer::Impl::handle(std::vector<zmq::message_t>& parts, size_t total) {
+  if (parts.empty()) return;
+  const std::string routing(static_cast<const char*>(parts[0].data()), parts[0].size());
+  const std::string peer = workers.nameOf(routing);
+  uint64_t request_id = 0;
+  try {
+    if (parts.size() >= 2) request_id = net::salvageRequestId(parts[1].data(), parts[1].size());
+    net::Frame f = net::decodeFrame(std::span(parts).subspan(1), total - 1, options.max_payload_bytes, peer);
+    request_id = f.header.request_id;
+    switch (f.header.type) {
+      case MessageType::kPsHello: onHello(routing, f); break;
+      case MessageType::kPsInit: onInit(routing, f); break;
+      case MessageType::kPsSet: onSet(routing, f); break;
+      case MessageType::kPsPush: onPush(routing, f); break;
+      case MessageType::kPsPull:
+      case MessageType::kPsState: onPull(routing, f); break;
+      case MessageType::kPsClock: onClock(routing, f); break;
+      case MessageType::kPsDone: onDone(routing, f); break;
+      case MessageType::kPsAwaitWorkers: onAwait(routing, f); break;
+      default:
+        throw Refusal{fmt::format("{} is not a parameter-server request", net::messageTypeName(f.header.type))};
+    }
+  } catch (const InputError& e) {
+    ++stats.bad_frames;
+    TANDEM_LOG_WARN("{}: rejected a frame from {}: {}", name, peer, e.what());
+    replyError(routing, request_id, e.what());
+  } catch (const Refusal& r) {
+    ++stats.bad_frames;
+    TANDEM_LOG_WARN("{}: refused a request from {}: {}", name, peer, r.reason);
+    replyError(routing, request_id, r.reason);
+  } catch (const std::bad_alloc&) {
+    ++stats.bad_frames;
+    replyError(routing, request_id, fmt::format("{} ran out of memory serving this request", name));
+  }
+}
 
 ParameterServer::ParameterServer(ServerOptions options) : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;

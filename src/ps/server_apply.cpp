@@ -1,0 +1,196 @@
+// The parameter server's second half: applying updates on the pool,
+// answering pulls and step clocks, and the timeouts that name late workers.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/error.hpp"
+#include "core/logging.hpp"
+#include "ps/server_impl.hpp"
+
+namespace tandem::ps {
+
+using MessageType = net::MessageType;
+
+void ParameterServer::Impl::finishJob(size_t index, Stopwatch& watch) {
+  const double seconds = watch.elapsed();
+  {
+    std::lock_guard lock(completions_mutex);
+    completions.push_back({index, seconds});
+  }
+  wake();
+}
+
+void ParameterServer::Impl::startSyncApply(size_t index) {
+  ChunkState& c = chunks[index];
+  c.busy = true;
+  auto grads = std::make_shared<std::vector<zmq::message_t>>();
+  for (auto& g : c.step_grads) grads->push_back(*std::exchange(g, std::nullopt));
+  c.step_grad_count = 0;
+  const uint64_t step = c.applied;
+  pool->submit(fmt::format("{}: sync apply of chunk {} for step {}", name, c.key, step), [this, index, grads, step] {
+    Stopwatch watch;
+    ChunkState& chunk = chunks[index];
+    if (options.apply_fault) options.apply_fault(chunk.key, step);
+    std::vector<float> scratch;
+    // Each worker pre-scaled its gradient by 1/workers: the sum is the mean.
+    applyUpdate(chunk, sumGradients(*grads, static_cast<size_t>(chunk.length), scratch), step, step, *config);
+    finishJob(index, watch);
+  });
+}
+
+void ParameterServer::Impl::startAsyncApply(size_t index) {
+  ChunkState& c = chunks[index];
+  if (stopping || c.busy || c.queue.empty()) return;
+  c.busy = true;
+  auto grad = std::make_shared<zmq::message_t>(std::move(c.queue.front().grad));
+  c.queue.pop_front();
+  const uint64_t update = c.applied;
+  // Async: the schedule runs over the job's global step, as TensorFlow's
+  // does. SSP counts steps per worker: one round of every worker's push
+  // is one schedule step.
+  const uint64_t lr_step =
+      config->mode == Mode::kAsync ? update : update / static_cast<uint64_t>(config->workers);
+  pool->submit(fmt::format("{}: apply of chunk {} (update {})", name, c.key, update),
+               [this, index, grad, update, lr_step] {
+                 Stopwatch watch;
+                 if (options.apply_fault) options.apply_fault(chunks[index].key, update);
+                 std::vector<float> scratch;
+                 applyUpdate(chunks[index], floatsOf(*grad, scratch), update, lr_step, *config);
+                 finishJob(index, watch);
+               });
+}
+
+void ParameterServer::Impl::drainCompletions() {
+  std::vector<Completion> done;
+  {
+    std::lock_guard lock(completions_mutex);
+    done.swap(completions);
+  }
+  for (const auto& d : done) {
+    ChunkState& c = chunks[d.chunk];
+    c.busy = false;
+    ++c.applied;
+    ++stats.chunk_updates;
+    stats.apply_seconds += d.seconds;
+    stats.applied_bytes += static_cast<uint64_t>(c.length) * sizeof(float);
+    answerPulls(c);
+    if (config->mode != Mode::kSync) startAsyncApply(d.chunk);
+  }
+}
+
+void ParameterServer::Impl::answerPulls(ChunkState& c) {
+  for (const auto& p : takeReadyPulls(c)) {
+    reply(p.routing, {.type = MessageType::kPsValues, .clock = static_cast<uint32_t>(c.applied),
+                      .request_id = p.request_id, .key_begin = c.key, .key_end = c.key + 1},
+          pullPayload(c, p, config->mode == Mode::kSync));
+  }
+}
+
+std::string ParameterServer::Impl::timeoutText() const {
+  return formatDuration(std::chrono::milliseconds(static_cast<int64_t>(config->peer_timeout_s * 1000)));
+}
+
+void ParameterServer::Impl::answerClocks() {
+  if (!clocks) return;
+  for (auto& a : clocks->release()) {
+    reply(a.routing, {.type = MessageType::kPsAgreement, .clock = a.clock, .request_id = a.request_id},
+          net::copyPayload(encode(a.agreement)));
+  }
+}
+
+void ParameterServer::Impl::expireClockWaits() {
+  if (!clocks) return;
+  auto lateText = [&](const StepClocks::Expired& e) {
+    std::vector<std::string> late;
+    for (int w : e.late) {
+      late.push_back(fmt::format("worker {} (finished {} steps, last heard {:.1f}s ago)", w, clocks->clockOf(w),
+                                 secondsSince(workers.at(w).last_seen)));
+    }
+    return fmt::format("{}", fmt::join(late, ", "));
+  };
+  const double timeout = config->peer_timeout_s;
+  for (auto& e : clocks->stalled(std::chrono::duration<double>(std::min(10.0, timeout / 2)))) {
+    TANDEM_LOG_WARN("{}: step {} has waited {:.0f}s for {}", name, e.clock, std::min(10.0, timeout / 2), lateText(e));
+  }
+  for (auto& e : clocks->expire(std::chrono::duration<double>(timeout))) {
+    replyError(e.routing, e.request_id,
+               fmt::format("{}: step {} waited {} (--peer-timeout) for {}", name, e.clock, timeoutText(), lateText(e)));
+  }
+}
+
+void ParameterServer::Impl::expirePulls() {
+  if (!config) return;
+  const auto timeout = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config->peer_timeout_s));
+  const auto now = Clock::now();
+  for (auto& c : chunks) {
+    const auto expired = takeExpiredPulls(c, timeout, now);
+    if (expired.empty()) continue;
+    std::vector<std::string> missing;
+    for (int w : missingPushers(c)) missing.push_back(fmt::format("worker {}", w));
+    const std::string who = config->mode == Mode::kSync && !missing.empty()
+                                ? fmt::format("; no push of step {} from {}", c.applied, fmt::join(missing, ", "))
+                                : "";
+    for (const auto& p : expired) {
+      replyError(p.routing, p.request_id,
+                 fmt::format("{}: pull of chunk {} waited {} (--peer-timeout){}", name, c.key, timeoutText(), who));
+    }
+  }
+}
+
+bool ParameterServer::Impl::isWaiting(int w) const {
+  if (clocks->isWaiting(w)) return true;
+  const std::string& routing = workers.at(w).routing;
+  for (const auto& c : chunks) {
+    for (const auto& p : c.pulls) {
+      if (p.routing == routing) return true;
+    }
+  }
+  return false;
+}
+
+bool ParameterServer::Impl::everyoneGone() {
+  if (!config) return false;
+  const auto timeout = std::chrono::duration<double>(config->peer_timeout_s);
+  bool all = true;
+  for (int w = 0; w < static_cast<int>(workers.size()); ++w) {
+    WorkerState& ws = workers.at(w);
+    if (clocks->done(w) || ws.lost) continue;
+    if (Clock::now() - ws.last_seen > timeout && !isWaiting(w)) {
+      ws.lost = true;
+      clocks->lose(w);
+      answerClocks();  // its granted step goes to the others; nobody awaits it
+      TANDEM_LOG_WARN("{}: worker {} has been silent for {} (--peer-timeout) after {} step(s); giving up on it",
+                      name, w, timeoutText(), clocks->clockOf(w));
+      continue;
+    }
+    all = false;
+  }
+  return all;
+}
+
+void ParameterServer::Impl::reportProgress(Clock::time_point& last, std::chrono::seconds interval) {
+  if (!config || Clock::now() - last < interval) return;
+  const double seconds = secondsSince(last);
+  last = Clock::now();
+  std::string progress;
+  if (options.index == 0) progress = fmt::format(", slowest worker has finished {} step(s)", clocks->slowest());
+  TANDEM_LOG_INFO("{}: {} chunk updates, {:.1f} GB in, {:.1f} GB out, {:.1f}s applying in the last {:.0f}s{}", name,
+                  stats.chunk_updates, stats.bytes_in / 1e9, stats.bytes_out / 1e9,
+                  stats.apply_seconds - stats.reported_apply_seconds, seconds, progress);
+  stats.reported_apply_seconds = stats.apply_seconds;
+}
+
+nlohmann::json ParameterServer::Impl::summary(double wall_seconds) const {
+  nlohmann::json j = {
+      {"role", "ps"}, {"index", options.index}, {"mode", config ? modeName(config->mode) : "uninitialised"},
+      {"workers", workers.size()}, {"chunks", chunks.size()}, {"floats", totalFloats(chunks)},
+      {"apply_threads", apply_threads},
+      // Only ps 0 keeps the step clocks.
+      {"global_step", options.index == 0 && clocks ? nlohmann::json(clocks->globalStep()) : nlohmann::json(nullptr)},
+      {"max_staleness", options.index == 0 && clocks ? nlohmann::json(clocks->maxStaleness()) : nlohmann::json(nullptr)},
+      {"lost_workers", workers.lost()}, {"wall_seconds", wall_seconds}};
+  j.update(stats.toJson(chunks.size()));
+  return j;
+}
+
+}  // namespace tandem::ps

@@ -1,0 +1,145 @@
+#pragma once
+// The parameter server's state and handlers, shared by its two halves:
+// server.cpp (requests and the serve loop) and server_apply.cpp (applying
+// updates, answering pulls and step clocks, timeouts).
+#include <unistd.h>
+
+#include <zmq.hpp>
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/clock.hpp"
+#include "core/patient_wait.hpp"
+#include "net/connection_watch.hpp"
+#include "net/frame.hpp"
+#include "ps/apply_pool.hpp"
+#include "ps/chunk_state.hpp"
+#include "ps/protocol.hpp"
+#include "ps/server.hpp"
+#include "ps/server_stats.hpp"
+#include "ps/step_clocks.hpp"
+#include "ps/worker_registry.hpp"
+
+namespace tandem::ps {
+namespace detail {
+
+struct Completion {
+  size_t chunk = 0;
+  double seconds = 0;
+};
+
+// A request that must be refused: carries the reason for the error reply.
+struct Refusal {
+  std::string reason;
+};
+
+}  // namespace detail
+
+struct ParameterServer::Impl {
+  using MessageType = net::MessageType;
+  using Completion = detail::Completion;
+  using Refusal = detail::Refusal;
+
+  ServerOptions options;
+  std::string name;
+  // Chunk memory outlives the socket: zero-copy replies point into it.
+  std::deque<ChunkState> chunks;  // a deque: chunks never move once made
+  std::unordered_map<uint64_t, size_t> chunk_index;
+  zmq::context_t context{1};
+  zmq::socket_t router{context, zmq::socket_type::router};
+  std::unique_ptr<net::ConnectionWatch> connections;  // closing waits for workers to hang up
+  int port = 0;
+  int wake_fd = -1;
+  std::mutex completions_mutex;
+  std::vector<Completion> completions;
+  std::unique_ptr<ApplyPool> pool;
+
+  std::optional<ServerConfig> config;
+  bool ready = false;  // init received and every chunk set; hellos are answered from then on
+  WorkerRegistry workers;
+  struct WaitingHello {
+    std::string routing;
+    uint64_t request_id = 0;
+    Hello hello;
+  };
+  std::vector<WaitingHello> waiting_hellos;  // until ready
+  bool stopping = false;   // no new apply jobs
+  int apply_threads = 1;
+  std::optional<StepClocks> clocks;  // from init; only ps 0 gets reports
+
+  ServerStats stats;
+
+  ChunkState& chunkFor(const net::FrameHeader& h) { return chunks[chunkIndexFor(h)]; }
+
+  void reply(const std::string& routing, net::FrameHeader header, zmq::message_t payload) {
+    // A worker's silence counts from the last exchange, not its last request:
+    // time it spent waiting on us is not silence.
+    workers.touch(routing, false);
+    zmq::message_t id(routing.data(), routing.size());
+    stats.bytes_out += payload.size();
+    net::sendFrame(router, header, std::move(payload), &id);
+  }
+
+  void replyOk(const std::string& routing, uint64_t request_id) {
+    reply(routing, {.type = MessageType::kOk, .request_id = request_id}, zmq::message_t());
+  }
+
+  void replyError(const std::string& routing, uint64_t request_id, const std::string& reason) {
+    reply(routing, {.type = MessageType::kError, .request_id = request_id}, net::copyPayload(reason));
+  }
+
+  void wake() {
+    uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(wake_fd, &one, sizeof(one));
+  }
+
+  // --- requests (server.cpp) ------------------------------------------------
+  size_t chunkIndexFor(const net::FrameHeader& h);
+  void requireChunkPayload(const ChunkState& c, const net::Frame& f);
+  int workerOf(const std::string& routing, MessageType type);
+  void onInit(const std::string& routing, net::Frame& f);
+  void onSet(const std::string& routing, net::Frame& f);
+  void checkReady();
+  void onHello(const std::string& routing, net::Frame& f);
+  void registerWorker(const std::string& routing, const Hello& h);
+  void onPush(const std::string& routing, net::Frame& f);
+  void onPull(const std::string& routing, net::Frame& f);
+  void onClock(const std::string& routing, net::Frame& f);
+  void onAwait(const std::string& routing, net::Frame& f);
+  void onDone(const std::string& routing, net::Frame& f);
+
+  // --- applying, pulls, clocks and timeouts (server_apply.cpp) --------------
+  void finishJob(size_t index, Stopwatch& watch);
+  void startSyncApply(size_t index);
+  void startAsyncApply(size_t index);
+  void drainCompletions();
+  void answerPulls(ChunkState& c);
+  std::string timeoutText() const;
+  void answerClocks();
+  // Names the workers holding up a step wait: first in a warning once the
+  // wait runs long, then in the error that fails it at the peer timeout.
+  void expireClockWaits();
+  // Fails pulls held longer than the peer timeout (a sync step whose
+  // pushes never all arrived), naming the workers whose push is missing.
+  void expirePulls();
+  // Whether a worker is blocked on us (a step wait or a pull): silence then
+  // is not death.
+  bool isWaiting(int w) const;
+  // Marks workers silent for longer than the peer timeout as lost; true when
+  // every worker is done or lost.
+  bool everyoneGone();
+
+  // --- the loop (server.cpp) ------------------------------------------------
+  void handle(std::vector<zmq::message_t>& parts, size_t total);
+  // A line every `interval` while serving, so a long run shows it is alive.
+  void reportProgress(Clock::time_point& last, std::chrono::seconds interval);
+  nlohmann::json summary(double wall_seconds) const;
+};
+
+}  // namespace tandem::ps
