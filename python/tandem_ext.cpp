@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "api/ps_optimizer.hpp"
 #include "core/error.hpp"
 #include "tandem/tandem.hpp"
 
@@ -35,8 +36,8 @@ class ParameterHolder : public torch::nn::Module {
 // GradientAverager over a Python model's named parameters.
 class PyGradientAverager {
  public:
-  explicit PyGradientAverager(const std::vector<std::pair<std::string, torch::Tensor>>& named)
-      : holder_(std::make_shared<ParameterHolder>(named)), averager_(*holder_) {}
+  PyGradientAverager(const std::vector<std::pair<std::string, torch::Tensor>>& named, int passes)
+      : holder_(std::make_shared<ParameterHolder>(named)), averager_(*holder_, passes) {}
   void synchronize() {
     py::gil_scoped_release release;
     averager_.synchronize();
@@ -48,13 +49,57 @@ class PyGradientAverager {
   tandem::GradientAverager averager_;
 };
 
+// The parameter servers behind a Python model: the servers run the
+// optimizer described by `settings` (read from the torch.optim optimizer in
+// Python), and step() installs the pulled parameters in the model's tensors.
+class PyPsOptimizer {
+ public:
+  PyPsOptimizer(const std::vector<std::pair<std::string, torch::Tensor>>& named, const std::string& mode,
+                int staleness, int passes, double chunk_mb, const py::dict& settings)
+      : holder_(std::make_shared<ParameterHolder>(named)) {
+    tandem::api::PsOptimizerOptions o;
+    o.mode = mode;
+    o.staleness = staleness;
+    o.backward_passes_per_step = passes;
+    o.chunk_mb = chunk_mb;
+    auto& k = o.optimizer;
+    k.name = settings["name"].cast<std::string>();
+    k.momentum = settings["momentum"].cast<double>();
+    k.nesterov = settings["nesterov"].cast<bool>();
+    k.weight_decay = settings["weight_decay"].cast<double>();
+    k.beta1 = settings["beta1"].cast<double>();
+    k.beta2 = settings["beta2"].cast<double>();
+    k.eps = settings["eps"].cast<double>();
+    k.alpha = settings["alpha"].cast<double>();
+    k.centered = settings["centered"].cast<bool>();
+    o.lr = settings["lr"].cast<double>();
+    py::gil_scoped_release release;
+    servers_ = std::make_unique<tandem::api::PsOptimizer>(*holder_, o);
+  }
+  void setLearningRate(double lr) { servers_->setLearningRate(lr); }
+  void step() {
+    py::gil_scoped_release release;
+    servers_->step();
+  }
+  void zeroGrad() { servers_->zeroGrad(); }
+  void finish() {
+    py::gil_scoped_release release;
+    servers_->finish();
+  }
+
+ private:
+  std::shared_ptr<ParameterHolder> holder_;
+  std::unique_ptr<tandem::api::PsOptimizer> servers_;
+};
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "Tandem's C++ runtime for Python (use tandem.torch)";
-  py::register_exception<tandem::InputError>(m, "InputError", PyExc_ValueError);
-  py::register_exception<tandem::PeerError>(m, "PeerError", PyExc_RuntimeError);
+  // pybind11 tries translators newest first: the base class goes first.
   py::register_exception<tandem::Error>(m, "Error", PyExc_RuntimeError);
+  py::register_exception<tandem::PeerError>(m, "PeerError", PyExc_RuntimeError);
+  py::register_exception<tandem::InputError>(m, "InputError", PyExc_ValueError);
 
   m.def(
       "init",
@@ -87,7 +132,17 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("tensors"), py::arg("root_rank"));
   py::class_<PyGradientAverager>(m, "GradientAverager")
-      .def(py::init<const std::vector<std::pair<std::string, torch::Tensor>>&>(), py::arg("named_parameters"))
+      .def(py::init<const std::vector<std::pair<std::string, torch::Tensor>>&, int>(), py::arg("named_parameters"),
+           py::arg("backward_passes_per_step") = 1)
       .def("synchronize", &PyGradientAverager::synchronize)
       .def("zero_grad", &PyGradientAverager::zeroGrad);
+  py::class_<PyPsOptimizer>(m, "PsOptimizer")
+      .def(py::init<const std::vector<std::pair<std::string, torch::Tensor>>&, const std::string&, int, int, double,
+                    const py::dict&>(),
+           py::arg("named_parameters"), py::arg("mode"), py::arg("staleness"), py::arg("backward_passes_per_step"),
+           py::arg("chunk_mb"), py::arg("settings"))
+      .def("set_lr", &PyPsOptimizer::setLearningRate)
+      .def("step", &PyPsOptimizer::step)
+      .def("zero_grad", &PyPsOptimizer::zeroGrad)
+      .def("finish", &PyPsOptimizer::finish);
 }

@@ -1,7 +1,7 @@
 """The MLP of bench/python_overhead.sh as a tandem.torch user writes it: a
 plain PyTorch loop with td.DistributedOptimizer. Writes OUT/summary.json
 with the job's samples/s over every step, as `tandem train` reports it.
-  tandem_torch_bench.py --out DIR [--steps N] [--batch-size B] [--widths 1024,1024]"""
+  tandem_torch_bench.py --out DIR [--steps N] [--batch-size B] [--widths 1024,1024] [--mode allreduce|ps-sync]"""
 import argparse
 import json
 import os
@@ -19,6 +19,7 @@ def main():
     p.add_argument("--steps", type=int, default=150)
     p.add_argument("--batch-size", type=int, default=64, help="per worker")
     p.add_argument("--widths", default="1024,1024")
+    p.add_argument("--mode", default="allreduce")
     args = p.parse_args()
     td.init()
     widths = [784] + [int(w) for w in args.widths.split(",")]
@@ -28,7 +29,7 @@ def main():
     model = nn.Sequential(*layers, nn.Linear(widths[-1], 10))
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     td.broadcast_parameters(model.state_dict(), root_rank=0)
-    opt = td.DistributedOptimizer(opt, named_parameters=model.named_parameters())
+    opt = td.DistributedOptimizer(opt, named_parameters=model.named_parameters(), mode=args.mode)
     gen = torch.Generator().manual_seed(td.rank())
     batches = [(torch.randn(args.batch_size, 1, 28, 28, generator=gen),
                 torch.randint(0, 10, (args.batch_size,), generator=gen)) for _ in range(8)]
@@ -40,6 +41,8 @@ def main():
         nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
         step_seconds += time.perf_counter() - start
+    if args.mode != "allreduce":
+        opt.finish()
     if td.rank() == 0:
         os.makedirs(args.out, exist_ok=True)
         rate = args.steps * args.batch_size * td.size() / step_seconds

@@ -1,9 +1,11 @@
 // A hand-written LibTorch training loop with Tandem underneath: the model is
 // the user's own class, the loop is the user's own, and Tandem averages the
 // gradients over however many workers `tandem launch` (or torchrun, mpirun,
-// srun) started. With one process it is plain LibTorch training.
+// srun) started, or parameter servers run the optimizer (--mode ps-sync,
+// ps-async, ssp). With one process it is plain LibTorch training.
 //
 //   tandem launch --workers 2 -- ./my_trainer --steps 100 --global-batch 64
+//   tandem launch --ps 1 --workers 2 -- ./my_trainer --mode ps-async
 #include <tandem/tandem.hpp>
 #include <torch/torch.h>
 
@@ -29,12 +31,17 @@ std::pair<torch::Tensor, torch::Tensor> globalBatch(int64_t step, int64_t size) 
 int main(int argc, char** argv) {
   int64_t steps = 100;
   int64_t global_batch = 64;
+  tandem::DistributedOptions options;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--steps") steps = std::atoll(argv[i + 1]);
     else if (flag == "--global-batch") global_batch = std::atoll(argv[i + 1]);
+    else if (flag == "--mode" && std::string(argv[i + 1]) == "allreduce") options.mode = tandem::Mode::AllReduce;
+    else if (flag == "--mode" && std::string(argv[i + 1]) == "ps-sync") options.mode = tandem::Mode::PsSync;
+    else if (flag == "--mode" && std::string(argv[i + 1]) == "ps-async") options.mode = tandem::Mode::PsAsync;
+    else if (flag == "--mode" && std::string(argv[i + 1]) == "ssp") options.mode = tandem::Mode::Ssp;
     else {
-      std::fprintf(stderr, "usage: my_trainer [--steps N] [--global-batch B]\n");
+      std::fprintf(stderr, "usage: my_trainer [--steps N] [--global-batch B] [--mode allreduce|ps-sync|ps-async|ssp]\n");
       return 2;
     }
   }
@@ -49,7 +56,7 @@ int main(int argc, char** argv) {
     auto net = std::make_shared<Net>();
     tandem::broadcast_parameters(*net, 0);  // ...until rank 0's weights are everyone's
     torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
-    tandem::DistributedOptimizer optimizer(sgd, *net);
+    tandem::DistributedOptimizer optimizer(sgd, *net, options);
 
     const int64_t local = global_batch / tandem::size();
     for (int64_t step = 1; step <= steps; ++step) {
@@ -66,6 +73,7 @@ int main(int argc, char** argv) {
         std::printf("step %lld loss %.6f\n", static_cast<long long>(step), mean_loss.item<double>());
       }
     }
+    optimizer.finish();  // PS modes: the chief pulls every worker's last update
     double checksum = 0;
     for (const auto& p : net->parameters()) checksum += p.to(torch::kFloat64).abs().sum().item<double>();
     std::printf("rank %d of %d (local %d of %d) checksum %.12g\n", tandem::rank(), tandem::size(),

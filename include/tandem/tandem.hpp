@@ -4,7 +4,7 @@
 //
 //   tandem::init();                               // reads the cluster tandem launch (or torchrun, mpirun, Slurm) set
 //   tandem::broadcast_parameters(*model, 0);      // every replica starts from rank 0's weights
-//   tandem::DistributedOptimizer opt(sgd, *model);
+//   tandem::DistributedOptimizer opt(sgd, *model);  // or {.mode = tandem::Mode::PsAsync}
 //   for (...) { opt.zero_grad(); loss(model->forward(x), y).backward(); opt.step(); }
 //
 // Errors are exceptions derived from std::runtime_error whose message names
@@ -26,8 +26,8 @@ struct InitOptions {
 
 // Joins the job this process belongs to: the cluster is read from TF_CONFIG
 // (set by `tandem launch`), or the environment of torchrun, mpirun or srun.
-// With none of them the process trains alone (size() == 1). Every rank must
-// call it. Throws on a malformed environment (naming the variable) or when a
+// With none of them the process trains alone (size() == 1). Every worker
+// must call it; parameter servers are `tandem launch --ps K`'s own tasks. Throws on a malformed environment (naming the variable) or when a
 // rank does not arrive within rendezvous_timeout_s (naming it).
 void init(const InitOptions& options = {});
 bool is_initialized();
@@ -59,7 +59,9 @@ class GradientAverager {
  public:
   // Every rank's module must have the same parameter names and shapes, in
   // the same order: a difference is an error naming the ranks.
-  explicit GradientAverager(torch::nn::Module& module);
+  // `backward_passes_per_step` backward passes add up before each
+  // synchronize(), as in Horovod (divide the loss for their mean).
+  explicit GradientAverager(torch::nn::Module& module, int backward_passes_per_step = 1);
   ~GradientAverager();
   GradientAverager(GradientAverager&&) noexcept = default;
   GradientAverager(const GradientAverager&) = delete;
@@ -77,24 +79,50 @@ class GradientAverager {
   std::unique_ptr<Impl> impl_;
 };
 
-// Wraps the user's optimizer: gradients are averaged over all ranks in
-// buckets while backward still runs, then the optimizer steps on every rank
-// with the same mean gradient. With one rank it is the optimizer itself.
+// How DistributedOptimizer makes the replicas agree.
+enum class Mode {
+  AllReduce,  // average gradients over the workers; every worker steps its optimizer
+  PsSync,     // parameter servers apply the mean of every worker's gradient, once per step
+  PsAsync,    // parameter servers apply each worker's gradient as it arrives
+  Ssp,        // like PsAsync, but no worker runs more than `staleness` steps ahead of the slowest
+};
+
+struct DistributedOptions {
+  Mode mode = Mode::AllReduce;
+  int staleness = 1;                 // Ssp only
+  int backward_passes_per_step = 1;  // passes whose gradients add up before each step()
+  double ps_chunk_mb = 4;            // PS modes: parameter chunk size
+};
+
+// Wraps the user's optimizer. AllReduce: gradients are averaged over all
+// ranks in buckets while backward still runs, then the optimizer steps on
+// every rank with the same mean gradient. PS modes: each chunk of gradients
+// is pushed to its server while backward still runs; the servers run the
+// optimizer (SGD, Adam, AdamW or RMSprop with this optimizer's settings, at
+// the learning rate it holds at each zero_grad() and step()), and step()
+// installs the parameters pulled back. The chief's parameters initialise
+// the servers. With one rank and no servers it is the optimizer itself.
 class DistributedOptimizer {
  public:
   // `optimizer` must optimise `module`'s parameters; both must outlive this.
   // Every rank's module must have the same parameter shapes, in the same
   // order: a difference is an error naming the ranks and the parameter.
-  DistributedOptimizer(torch::optim::Optimizer& optimizer, torch::nn::Module& module);
+  DistributedOptimizer(torch::optim::Optimizer& optimizer, torch::nn::Module& module,
+                       const DistributedOptions& options = {});
   ~DistributedOptimizer();
   DistributedOptimizer(const DistributedOptimizer&) = delete;
   DistributedOptimizer& operator=(const DistributedOptimizer&) = delete;
 
   // Unsets every gradient (a reduced gradient must not be added into).
   void zero_grad();
-  // Waits for the averaged gradients, steps the optimizer, then unsets the
-  // gradients. Call once after each backward.
+  // After backward_passes_per_step backward passes: waits for the agreed
+  // update, applies it, then unsets the gradients. Throws InputError on a
+  // different number of passes.
   void step();
+  // PS modes, at the end of training: the chief waits for the other
+  // workers' last updates (async, SSP) and pulls the final parameters; then
+  // the servers are told this worker is done. The destructor does it too.
+  void finish();
 
  private:
   struct Impl;

@@ -2,7 +2,11 @@
 // (hooks that all-reduce while backward runs) behind the public API.
 #include <fmt/format.h>
 
+#include <optional>
+
+#include "api/backward_passes.hpp"
 #include "api/job.hpp"
+#include "api/ps_optimizer.hpp"
 #include "core/error.hpp"
 #include "core/fnv1a.hpp"
 #include "tandem/tandem.hpp"
@@ -25,34 +29,42 @@ uint64_t parameterLayout(torch::nn::Module& module) {
 
 struct GradientAverager::Impl {
   std::vector<torch::Tensor> parameters;
+  std::unique_ptr<api::BackwardPasses> passes;
   std::unique_ptr<train::GradientBuckets> buckets;  // null with one rank
   std::vector<collective::CommHandle> handles;
   double scale = 1.0;
 };
 
-GradientAverager::GradientAverager(torch::nn::Module& module) : impl_(std::make_unique<Impl>()) {
+GradientAverager::GradientAverager(torch::nn::Module& module, int backward_passes_per_step)
+    : impl_(std::make_unique<Impl>()) {
   api::Job& job = api::requireJob("GradientAverager");
   Impl& s = *impl_;
   s.parameters = module.parameters();
-  if (job.size() == 1) return;
-  api::requireAgreement(job, parameterLayout(module), "parameter names or shapes");
-  const auto cap = static_cast<size_t>(job.options.bucket_mb * 1024 * 1024);
-  s.buckets = std::make_unique<train::GradientBuckets>(
-      module, cap, 0,
-      [&s, &job](size_t bucket, torch::Tensor flat) {
-        s.handles[bucket] = job.comm_thread->submit(
-            [&job, flat] { job.comm->allreduceSum(flat.data_ptr<float>(), static_cast<size_t>(flat.numel())); });
-      },
-      [] {});
-  s.handles.resize(s.buckets->size());
-  s.scale = 1.0 / job.size();
-  s.buckets->beginMicroStep(0, true, s.scale);
+  // Before the buckets' hooks: a pass too many is refused before any send.
+  s.passes = std::make_unique<api::BackwardPasses>(s.parameters, backward_passes_per_step, [&s](int pass, bool last) {
+    if (s.buckets) s.buckets->beginMicroStep(pass, last, s.scale);
+  });
+  if (job.size() > 1) {
+    api::requireAgreement(job, parameterLayout(module), "parameter names or shapes");
+    const auto cap = static_cast<size_t>(job.options.bucket_mb * 1024 * 1024);
+    s.buckets = std::make_unique<train::GradientBuckets>(
+        module, cap, 0,
+        [&s, &job](size_t bucket, torch::Tensor flat) {
+          s.handles[bucket] = job.comm_thread->submit(
+              [&job, flat] { job.comm->allreduceSum(flat.data_ptr<float>(), static_cast<size_t>(flat.numel())); });
+        },
+        [] {});
+    s.handles.resize(s.buckets->size());
+    s.scale = 1.0 / job.size();  // passes add up; workers average
+  }
+  s.passes->startUpdate();
 }
 
 GradientAverager::~GradientAverager() = default;
 
 void GradientAverager::synchronize() {
   Impl& s = *impl_;
+  s.passes->requireComplete("GradientAverager::synchronize");
   if (!s.buckets) return;
   api::Job& job = api::requireJob("GradientAverager::synchronize");
   s.buckets->flush();
@@ -65,25 +77,67 @@ void GradientAverager::synchronize() {
 void GradientAverager::zero_grad() {
   Impl& s = *impl_;
   for (auto& p : s.parameters) p.mutable_grad().reset();
-  if (s.buckets) s.buckets->beginMicroStep(0, true, s.scale);
+  s.passes->startUpdate();
 }
 
 struct DistributedOptimizer::Impl {
   torch::optim::Optimizer& optimizer;
-  GradientAverager averager;
+  std::optional<GradientAverager> averager;       // AllReduce
+  std::unique_ptr<api::PsOptimizer> servers;      // PS modes
 };
 
-DistributedOptimizer::DistributedOptimizer(torch::optim::Optimizer& optimizer, torch::nn::Module& module)
-    : impl_(new Impl{optimizer, GradientAverager(module)}) {}
+namespace {
+
+const char* psModeName(Mode mode) {
+  switch (mode) {
+    case Mode::PsSync: return "ps-sync";
+    case Mode::PsAsync: return "ps-async";
+    case Mode::Ssp: return "ssp";
+    default: return "allreduce";
+  }
+}
+
+}  // namespace
+
+DistributedOptimizer::DistributedOptimizer(torch::optim::Optimizer& optimizer, torch::nn::Module& module,
+                                           const DistributedOptions& options)
+    : impl_(new Impl{optimizer, std::nullopt, nullptr}) {
+  if (options.mode == Mode::AllReduce) {
+    impl_->averager.emplace(module, options.backward_passes_per_step);
+    return;
+  }
+  api::PsOptimizerOptions ps;
+  ps.mode = psModeName(options.mode);
+  ps.staleness = options.staleness;
+  ps.backward_passes_per_step = options.backward_passes_per_step;
+  ps.chunk_mb = options.ps_chunk_mb;
+  ps.optimizer = api::serverOptimizerOf(optimizer);
+  ps.lr = api::learningRateOf(optimizer);
+  impl_->servers = std::make_unique<api::PsOptimizer>(module, ps);
+}
 
 DistributedOptimizer::~DistributedOptimizer() = default;
 
-void DistributedOptimizer::zero_grad() { impl_->averager.zero_grad(); }
+void DistributedOptimizer::zero_grad() {
+  if (impl_->averager) return impl_->averager->zero_grad();
+  // The rate a scheduler set since the last step applies from this update on.
+  impl_->servers->setLearningRate(api::learningRateOf(impl_->optimizer));
+  impl_->servers->zeroGrad();
+}
 
 void DistributedOptimizer::step() {
-  impl_->averager.synchronize();
-  impl_->optimizer.step();
-  impl_->averager.zero_grad();
+  if (impl_->averager) {
+    impl_->averager->synchronize();
+    impl_->optimizer.step();
+    impl_->averager->zero_grad();
+    return;
+  }
+  impl_->servers->step();
+  impl_->servers->setLearningRate(api::learningRateOf(impl_->optimizer));
+}
+
+void DistributedOptimizer::finish() {
+  if (impl_->servers) impl_->servers->finish();
 }
 
 }  // namespace tandem

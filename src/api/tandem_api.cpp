@@ -102,11 +102,6 @@ void init(const InitOptions& options) {
                                  "tasks (tandem launch --ps starts them)",
                                  job->spec->taskName(), job->spec->source));
   }
-  if (job->spec && job->spec->numServers() > 0) {
-    throw InputError(fmt::format("tandem::init: {} lists parameter servers; the C++ API trains with all-reduce "
-                                 "only so far (launch without --ps)",
-                                 job->spec->source));
-  }
   const auto local = cluster::countLocalProcesses(job->spec, env);
   job->local_size = local.count;
   job->local_rank = localRank(job->spec, env);
@@ -114,21 +109,25 @@ void init(const InitOptions& options) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   torch::set_num_threads(cluster::planThreads(0, env, local, cores).threads);
 
-  if (job->spec && job->spec->num_workers > 1) {
+  // Joined once a job has peers or servers; the communicator links workers.
+  if (job->spec && (job->spec->num_workers > 1 || job->spec->numServers() > 0)) {
     const cluster::ClusterSpec& spec = *job->spec;
     train::DistributedConfig config;
     config.rendezvous_timeout_s = options.rendezvous_timeout_s;
     config.peer_timeout_s = options.peer_timeout_s;
-    job->join = train::joinAsWorker(spec, config, {{"api", "tandem C++"}, {"workers", spec.num_workers}});
+    job->join = train::joinAsWorker(
+        spec, config, {{"api", "tandem C++"}, {"workers", spec.num_workers}, {"servers", spec.numServers()}});
     collective::CommunicatorOptions comm;
     comm.rank = spec.index;
     comm.size = spec.num_workers;
     comm.local_host = spec.worker_hosts.empty() ? cluster::localAddressToward(spec.coordinator)
                                                 : spec.worker_hosts[spec.index].host;
     comm.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.peer_timeout_s * 1000));
-    job->gloo_store = std::make_unique<gloo::rendezvous::PrefixStore>("gloo", *job->join.store);
-    job->comm = collective::Communicator::connect(*job->gloo_store, comm);
-    job->comm_thread = std::make_unique<collective::CommThread>();
+    if (spec.num_workers > 1) {
+      job->gloo_store = std::make_unique<gloo::rendezvous::PrefixStore>("gloo", *job->join.store);
+      job->comm = collective::Communicator::connect(*job->gloo_store, comm);
+      job->comm_thread = std::make_unique<collective::CommThread>();
+    }
   }
   current() = std::move(job);
   static const bool registered = [] { return std::atexit(shutdownAtExit) == 0; }();

@@ -66,6 +66,7 @@ std::string messageTypeName(MessageType type) {
     case MessageType::kPsState: return "ps-state";
     case MessageType::kPsAgreement: return "ps-agreement";
     case MessageType::kPsAwaitWorkers: return "ps-await-workers";
+    case MessageType::kPsLr: return "ps-lr";
   }
   return fmt::format("type {}", static_cast<uint16_t>(type));
 }

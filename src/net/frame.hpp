@@ -69,6 +69,10 @@ enum class MessageType : uint16_t {
   // The chief's last request before its final checkpoint: reply
   // kPsAgreement once every other worker is done or lost.
   kPsAwaitWorkers = 42,
+  // A worker's learning rate from now on (payload: f64), read from its own
+  // optimizer each step (the Python and C++ APIs): its later pushes apply
+  // with it (sync: worker 0's) instead of the init's table.
+  kPsLr = 43,
 };
 
 constexpr bool isKnownMessageType(uint16_t raw) {
@@ -88,6 +92,7 @@ constexpr bool isKnownMessageType(uint16_t raw) {
     case MessageType::kPsValues:
     case MessageType::kPsClock:
     case MessageType::kPsDone:
+    case MessageType::kPsLr:
     case MessageType::kPsState:
     case MessageType::kPsAgreement:
     case MessageType::kPsAwaitWorkers:

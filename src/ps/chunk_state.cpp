@@ -62,11 +62,11 @@ float* sumGradients(std::vector<zmq::message_t>& grads, size_t length, std::vect
   return sum;
 }
 
-void applyUpdate(ChunkState& c, const float* grad, uint64_t update_index, uint64_t lr_step,
+void applyUpdate(ChunkState& c, const float* grad, uint64_t update_index, double lr,
                  const ServerConfig& config) {
   std::array<std::span<float>, kMaxOptimizerSlots> slots;  // no allocation on the apply path
   std::copy(c.slots.begin(), c.slots.end(), slots.begin());
-  applyOptimizer(config.optimizer, config.lrAt(lr_step), c.param, {grad, static_cast<size_t>(c.length)},
+  applyOptimizer(config.optimizer, lr, c.param, {grad, static_cast<size_t>(c.length)},
                  std::span(slots.data(), c.slots.size()), static_cast<int64_t>(update_index + 1));
 }
 

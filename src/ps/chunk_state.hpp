@@ -28,6 +28,7 @@ struct PendingPull {
 
 struct QueuedPush {
   zmq::message_t grad;
+  double lr = 0;  // the pushing worker's rate when it pushed
 };
 
 struct ChunkState {
@@ -71,8 +72,8 @@ float* sumGradients(std::vector<zmq::message_t>& grads, size_t length, std::vect
 
 // Applies one update with the server's optimizer: `update_index` counts the
 // chunk's updates (Adam's bias correction, SGD's first momentum step),
-// `lr_step` indexes the learning-rate schedule.
-void applyUpdate(ChunkState& c, const float* grad, uint64_t update_index, uint64_t lr_step,
+// `lr` is the learning rate of this update.
+void applyUpdate(ChunkState& c, const float* grad, uint64_t update_index, double lr,
                  const ServerConfig& config);
 
 // Takes the pulls the chunk can answer now: none while an apply owns it.

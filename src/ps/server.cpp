@@ -7,6 +7,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <utility>
 
 #include "core/error.hpp"
@@ -64,6 +66,7 @@ void ParameterServer::Impl::onInit(const std::string& routing, net::Frame& f) {
     initChunk(chunks.emplace_back(), r, c.optimizer, c.workers);
   }
   workers.reset(c.workers);
+  worker_lr.assign(static_cast<size_t>(c.workers), std::nullopt);
   clocks.emplace(c.mode, c.staleness, c.workers, c.start_step, c.total_steps);
   const int64_t floats = totalFloats(chunks);
   TANDEM_LOG_INFO("{}: {} mode, {} worker(s), {} chunk(s), {:.1f} MB, optimizer {}, {} apply thread(s)", name,
@@ -153,7 +156,11 @@ void ParameterServer::Impl::onPush(const std::string& routing, net::Frame& f) {
     if (++c.step_grad_count == config->workers) startSyncApply(index);
     return;
   }
-  c.queue.push_back({std::move(f.payload)});
+  // Async: the schedule runs over the job's global step, as TensorFlow's
+  // does. SSP counts steps per worker: one round of every worker's push is
+  // one schedule step. The queue is in order: this push is update `received`.
+  const uint64_t lr_step = config->mode == Mode::kAsync ? c.received : c.received / static_cast<uint64_t>(config->workers);
+  c.queue.push_back({std::move(f.payload), lrOf(w, lr_step)});
   ++c.received;
   replyOk(routing, f.header.request_id);
   if (!c.busy) startAsyncApply(index);
@@ -199,6 +206,23 @@ void ParameterServer::Impl::onDone(const std::string& routing, net::Frame& f) {
   answerClocks();  // a finished worker no longer holds anyone back
 }
 
+void ParameterServer::Impl::onLr(const std::string& routing, net::Frame& f) {
+  const int w = workerOf(routing, f.header.type);
+  double lr = 0;
+  if (f.payload.size() != sizeof(lr)) {
+    throw Refusal{fmt::format("ps-lr carries {} bytes; it holds one 8-byte float", f.payload.size())};
+  }
+  std::memcpy(&lr, f.payload.data(), sizeof(lr));
+  if (!std::isfinite(lr) || lr < 0) throw Refusal{fmt::format("worker {} sent learning rate {}", w, lr)};
+  worker_lr[static_cast<size_t>(w)] = lr;
+  replyOk(routing, f.header.request_id);
+}
+
+double ParameterServer::Impl::lrOf(int w, uint64_t lr_step) const {
+  const auto& sent = worker_lr[static_cast<size_t>(w)];
+  return sent ? *sent : config->lrAt(lr_step);
+}
+
 void ParameterServer::Impl::handle(std::vector<zmq::message_t>& parts, size_t total) {
   if (parts.empty()) return;
   const std::string routing(static_cast<const char*>(parts[0].data()), parts[0].size());
@@ -218,6 +242,7 @@ void ParameterServer::Impl::handle(std::vector<zmq::message_t>& parts, size_t to
       case MessageType::kPsClock: onClock(routing, f); break;
       case MessageType::kPsDone: onDone(routing, f); break;
       case MessageType::kPsAwaitWorkers: onAwait(routing, f); break;
+      case MessageType::kPsLr: onLr(routing, f); break;
       default:
         throw Refusal{fmt::format("{} is not a parameter-server request", net::messageTypeName(f.header.type))};
     }

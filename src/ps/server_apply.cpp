@@ -27,13 +27,14 @@ void ParameterServer::Impl::startSyncApply(size_t index) {
   for (auto& g : c.step_grads) grads->push_back(*std::exchange(g, std::nullopt));
   c.step_grad_count = 0;
   const uint64_t step = c.applied;
-  pool->submit(fmt::format("{}: sync apply of chunk {} for step {}", name, c.key, step), [this, index, grads, step] {
+  const double lr = lrOf(0, step);  // the chief's rate, as its schedule is the table's
+  pool->submit(fmt::format("{}: sync apply of chunk {} for step {}", name, c.key, step), [this, index, grads, step, lr] {
     Stopwatch watch;
     ChunkState& chunk = chunks[index];
     if (options.apply_fault) options.apply_fault(chunk.key, step);
     std::vector<float> scratch;
     // Each worker pre-scaled its gradient by 1/workers: the sum is the mean.
-    applyUpdate(chunk, sumGradients(*grads, static_cast<size_t>(chunk.length), scratch), step, step, *config);
+    applyUpdate(chunk, sumGradients(*grads, static_cast<size_t>(chunk.length), scratch), step, lr, *config);
     finishJob(index, watch);
   });
 }
@@ -43,19 +44,15 @@ void ParameterServer::Impl::startAsyncApply(size_t index) {
   if (stopping || c.busy || c.queue.empty()) return;
   c.busy = true;
   auto grad = std::make_shared<zmq::message_t>(std::move(c.queue.front().grad));
+  const double lr = c.queue.front().lr;
   c.queue.pop_front();
   const uint64_t update = c.applied;
-  // Async: the schedule runs over the job's global step, as TensorFlow's
-  // does. SSP counts steps per worker: one round of every worker's push
-  // is one schedule step.
-  const uint64_t lr_step =
-      config->mode == Mode::kAsync ? update : update / static_cast<uint64_t>(config->workers);
   pool->submit(fmt::format("{}: apply of chunk {} (update {})", name, c.key, update),
-               [this, index, grad, update, lr_step] {
+               [this, index, grad, update, lr] {
                  Stopwatch watch;
                  if (options.apply_fault) options.apply_fault(chunks[index].key, update);
                  std::vector<float> scratch;
-                 applyUpdate(chunks[index], floatsOf(*grad, scratch), update, lr_step, *config);
+                 applyUpdate(chunks[index], floatsOf(*grad, scratch), update, lr, *config);
                  finishJob(index, watch);
                });
 }

@@ -72,6 +72,8 @@ struct ParameterServer::Impl {
   bool stopping = false;   // no new apply jobs
   int apply_threads = 1;
   std::optional<StepClocks> clocks;  // from init; only ps 0 gets reports
+  // Rates workers sent with ps-lr, by worker; unset ones follow the table.
+  std::vector<std::optional<double>> worker_lr;
 
   ServerStats stats;
 
@@ -113,6 +115,9 @@ struct ParameterServer::Impl {
   void onClock(const std::string& routing, net::Frame& f);
   void onAwait(const std::string& routing, net::Frame& f);
   void onDone(const std::string& routing, net::Frame& f);
+  void onLr(const std::string& routing, net::Frame& f);
+  // The rate of an update at schedule step `lr_step` from worker `w`.
+  double lrOf(int w, uint64_t lr_step) const;
 
   // --- applying, pulls, clocks and timeouts (server_apply.cpp) --------------
   void finishJob(size_t index, Stopwatch& watch);

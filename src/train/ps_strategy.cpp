@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
+#include <optional>
 
 #include "core/clock.hpp"
 #include "core/error.hpp"
@@ -54,6 +56,9 @@ struct PsStrategy::Impl {
   int64_t step = 0;
   bool finished = false;
   int64_t max_lead = 0;
+  bool joined = false;
+  std::optional<double> sent_lr;
+  std::vector<ps::Ticket> lr_tickets;
   Clock::time_point cycle_start = Clock::now();
 
   int n() const { return spec.num_workers; }
@@ -109,13 +114,16 @@ struct PsStrategy::Impl {
     c.optimizer = o;
     // The server holds the global step, so it looks the rate up itself.
     const double per_update = static_cast<double>(config.accumulate) * (mode == ps::Mode::kSync ? n() : 1);
-    LrSchedule schedule(config.optimizer, config.lr, plan.steps_per_epoch, plan.total_steps, per_update);
-    for (int64_t t = 0; t < plan.total_steps; ++t) c.lr_by_step.push_back(schedule.at(t));
+    LrSchedule schedule(config.optimizer, config.lr, plan.steps_per_epoch, std::max<int64_t>(1, plan.total_steps),
+                        per_update);
+    for (int64_t t = 0; t < std::max<int64_t>(1, plan.total_steps); ++t) c.lr_by_step.push_back(schedule.at(t));
     c.layout_fingerprint = layout.fingerprint();
     for (const auto& chunk : layout.chunksOf(server)) c.chunks.push_back({chunk.key, chunk.length});
     c.peer_timeout_s = config.distributed.peer_timeout_s;
     c.start_step = static_cast<uint32_t>(plan.start_step);
-    c.total_steps = static_cast<uint64_t>(plan.total_steps);
+    // Open-ended: async never stops the workers; they leave when done.
+    c.total_steps = plan.total_steps > 0 ? static_cast<uint64_t>(plan.total_steps)
+                                         : std::numeric_limits<uint32_t>::max();
     return c;
   }
 
@@ -191,7 +199,8 @@ struct PsStrategy::Impl {
   }
 };
 
-PsStrategy::PsStrategy(cluster::ClusterSpec spec, TrainConfig config) : impl_(std::make_unique<Impl>()) {
+PsStrategy::PsStrategy(cluster::ClusterSpec spec, TrainConfig config, bool joined) : impl_(std::make_unique<Impl>()) {
+  impl_->joined = joined;
   impl_->spec = std::move(spec);
   impl_->config = std::move(config);
   impl_->mode = psMode(impl_->config.distributed);
@@ -278,7 +287,7 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
               {"chunk_bytes", chunk_floats * 4},
               {"layout", fmt::format("{:016x}", s.layout.fingerprint())}};
   Stopwatch watch;
-  s.join = joinAsWorker(s.spec, s.config.distributed, fp);
+  if (!s.joined) s.join = joinAsWorker(s.spec, s.config.distributed, fp);
 
   std::vector<ps::ServerAddress> servers;
   for (int i = 0; i < s.spec.numServers(); ++i) {
@@ -338,7 +347,8 @@ void PsStrategy::beforeBackward(const LocalStep& so_far, int micro_step) {
   const bool last = micro_step + 1 == so_far.micro_steps;
   // Sync: each worker's share of the mean. Otherwise every push is an update.
   const double workers = s.mode == ps::Mode::kSync ? s.n() : 1;
-  s.capture->beginMicroStep(micro_step, last, 1.0 / (static_cast<double>(so_far.micro_steps) * workers));
+  const double micro_steps = so_far.sum_micro_steps ? 1 : static_cast<double>(so_far.micro_steps);
+  s.capture->beginMicroStep(micro_step, last, 1.0 / (micro_steps * workers));
 }
 
 AgreedStep PsStrategy::synchronizeGradients(torch::nn::Module& model, const LocalStep& local) {
@@ -361,6 +371,8 @@ AgreedStep PsStrategy::synchronizeGradients(torch::nn::Module& model, const Loca
   for (size_t c = 0; c < s.push_tickets.size(); ++c) {
     s.push_tickets[c].wait(deadline, fmt::format("the push of chunk {} for step {}", c, s.step));
   }
+  for (auto& t : s.lr_tickets) t.wait(deadline, "the learning rate");
+  s.lr_tickets.clear();
   AgreedStep agreed;
   agreed.times.update = s.receivePulls(deadline);
   const double total = watch.elapsed();
@@ -420,6 +432,18 @@ void PsStrategy::prepareCheckpoint(torch::optim::Optimizer& optimizer) {
     if (applied[p] == 0) continue;  // torch has no state before a parameter's first update
     writeKernelState(optimizer, s.params[p], s.config.optimizer, {std::move(state[p]), applied[p]});
   }
+}
+
+void PsStrategy::setLearningRate(double lr) {
+  Impl& s = *impl_;
+  TANDEM_ENFORCE(s.client != nullptr, "setLearningRate before initialize or after finish");
+  if (s.sent_lr == lr) return;
+  double value = lr;
+  for (int i = 0; i < s.client->servers(); ++i) {
+    // Sent before this step's pushes on the same connection: they see it.
+    s.lr_tickets.push_back(s.client->send(i, {.type = MessageType::kPsLr}, net::copyPayload(&value, sizeof(value))));
+  }
+  s.sent_lr = lr;
 }
 
 void PsStrategy::finish() {

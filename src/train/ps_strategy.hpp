@@ -17,8 +17,10 @@ namespace tandem::train {
 class PsStrategy final : public Strategy {
  public:
   // Nothing touches the network until initialize(). Uses the config's
-  // optimizer, schedule and distributed settings.
-  PsStrategy(cluster::ClusterSpec spec, TrainConfig config);
+  // optimizer, schedule and distributed settings. `joined`: the process is
+  // already a member of the job (the APIs' init()), so initialize() skips
+  // the rendezvous; the servers still check every worker's layout.
+  PsStrategy(cluster::ClusterSpec spec, TrainConfig config, bool joined = false);
   ~PsStrategy() override;
 
   std::string mode() const override;  // "ps-sync", "ps-async", "ps-ssp"
@@ -41,6 +43,9 @@ class PsStrategy final : public Strategy {
   AgreedStep synchronizeGradients(torch::nn::Module& model, const LocalStep& local) override;
   // Tells every server this worker is done.
   void finish() override;
+  // The rate this worker's next pushes apply with (sync: worker 0's rules),
+  // replacing the schedule; sent only when it changed.
+  void setLearningRate(double lr);
   // Fetches every chunk's optimizer slots into torch's state for `optimizer`,
   // so the checkpoint resumes in any mode.
   void prepareCheckpoint(torch::optim::Optimizer& optimizer) override;

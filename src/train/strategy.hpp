@@ -20,7 +20,7 @@ struct SyncTimes {
 // The run's length, for strategies that need the schedule up front.
 struct StepPlan {
   int64_t steps_per_epoch = 1;
-  int64_t total_steps = 1;
+  int64_t total_steps = 1;  // 0: open-ended (the APIs: the user's loop decides)
   int64_t start_step = 0;
   // The run's optimizer, holding a resumed checkpoint's state if any.
   torch::optim::Optimizer* optimizer = nullptr;
@@ -31,6 +31,9 @@ struct LocalStep {
   double loss_sum = 0;          // sum of this worker's micro-batch mean losses
   int micro_steps = 1;          // micro-batches in this update (--accumulate)
   bool stop_requested = false;  // a local SIGINT/SIGTERM arrived
+  // Micro-batch gradients add up instead of averaging, as Horovod's
+  // backward_passes_per_step does (the APIs).
+  bool sum_micro_steps = false;
 };
 
 // What all workers agreed on for the step.

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The Python package under `tandem launch`, as a Horovod user would run it:
 # 2 all-reduce workers end with the parameters of one process on the
-# combined batch, one tandem process equals a plain PyTorch loop, and
-# mistakes are Python exceptions naming the culprit.
+# combined batch (also with 2 backward passes per step), one tandem process
+# equals a plain PyTorch loop; with parameter servers, 1 PS-sync worker
+# equals plain PyTorch's Adam under an LR scheduler, 2 PS x 2 workers equal
+# one process, async and SSP workers learn; mistakes are Python exceptions
+# naming the culprit.
 set -euo pipefail
 BUILD_DIR=$1
 SOURCE_DIR=$2
@@ -15,10 +18,38 @@ trap 'rm -rf "$WORK"' EXIT
 "$BUILD_DIR/tandem" launch --workers 2 -- "$PY" "$SCRIPT" --out "$WORK/two"
 "$PY" "$SCRIPT" --out "$WORK/one"
 "$PY" "$SCRIPT" --out "$WORK/plain" --plain
+"$BUILD_DIR/tandem" launch --workers 2 -- "$PY" "$SCRIPT" --out "$WORK/two-passes" --passes 2
+"$BUILD_DIR/tandem" launch --ps 2 --workers 2 -- "$PY" "$SCRIPT" --out "$WORK/ps-two" --mode ps-sync --passes 2
+"$BUILD_DIR/tandem" launch --ps 1 --workers 1 -- "$PY" "$SCRIPT" --out "$WORK/ps-adam" --mode ps-sync \
+  --optimizer adam --lr-drop 10
+"$PY" "$SCRIPT" --out "$WORK/plain-adam" --plain --optimizer adam --lr-drop 10
+for mode in ps-async ssp; do
+  "$BUILD_DIR/tandem" launch --ps 1 --workers 2 -- "$PY" "$SCRIPT" --out "$WORK/$mode" --mode $mode --steps 40 \
+    > "$WORK/$mode.log" 2>&1 || { echo "FAIL: $mode"; cat "$WORK/$mode.log"; exit 1; }
+done
 "$PY" - "$WORK" <<'PY'
+import re
 import sys
 import torch
 work = sys.argv[1]
+
+
+def relative(a, b):
+    return max(((a[k] - b[k]).norm() / b[k].norm()).item() for k in b)
+
+
+plain, plain_adam = torch.load(f"{work}/plain/rank0.pt"), torch.load(f"{work}/plain-adam/rank0.pt")
+for run in ("two-passes", "ps-two"):
+    for r in (0, 1):
+        rel = relative(torch.load(f"{work}/{run}/rank{r}.pt"), plain)
+        assert rel < 1e-5, f"{run} rank {r} vs one process on the combined batch: relative difference {rel:.2e}"
+rel = relative(torch.load(f"{work}/ps-adam/rank0.pt"), plain_adam)
+assert rel < 1e-6, f"1 PS-sync worker vs a plain PyTorch Adam loop: relative difference {rel:.2e}"
+for mode in ("ps-async", "ssp"):
+    log = open(f"{work}/{mode}.log").read()
+    losses = [float(v) for v in re.findall(r"\[worker 0\] step \d+ loss ([0-9.]+)", log)]
+    assert len(losses) == 5 and losses[-1] < 0.5 * losses[0], f"{mode}: worker 0's loss did not fall: {losses}"
+print("equal: passes and PS-sync ~ 1 process (1e-5), 1 PS-sync worker ~ plain Adam (1e-6); async and SSP learn")
 r0, r1 = (torch.load(f"{work}/two/rank{r}.pt") for r in (0, 1))
 one, plain = torch.load(f"{work}/one/rank0.pt"), torch.load(f"{work}/plain/rank0.pt")
 for name in r0:
@@ -40,11 +71,31 @@ try:
 except RuntimeError as e:
     assert "init()" in str(e), e
 td.init()
+w = torch.zeros(2, requires_grad=True)
 try:
-    td.DistributedOptimizer(torch.optim.SGD([torch.zeros(2, requires_grad=True)], lr=0.1), mode="ps-async")
-    raise SystemExit("ps-async did not raise")
-except NotImplementedError as e:
-    assert "ps-async" in str(e), e
+    td.DistributedOptimizer(torch.optim.SGD([w], lr=0.1), mode="ps-async")
+    raise SystemExit("ps-async without servers did not raise")
+except ValueError as e:
+    assert "needs parameter servers" in str(e), e
+try:
+    td.DistributedOptimizer(torch.optim.Adagrad([w], lr=0.1), mode="ps-sync")
+    raise SystemExit("Adagrad on the servers did not raise")
+except ValueError as e:
+    assert "not Adagrad" in str(e), e
+opt = td.DistributedOptimizer(torch.optim.SGD([w], lr=0.1), named_parameters=[("w", w)], backward_passes_per_step=2)
+opt.zero_grad()
+(w * 2).sum().backward()
+try:
+    opt.step()
+    raise SystemExit("a step after 1 of 2 backward passes did not raise")
+except ValueError as e:
+    assert "1 backward pass(es) since the last step" in str(e), e
+(w * 2).sum().backward()
+try:
+    (w * 2).sum().backward()
+    raise SystemExit("a third backward pass did not raise")
+except (RuntimeError, ValueError) as e:
+    assert "backward pass 3 before step(), but backward_passes_per_step is 2" in str(e), e
 try:
     td.allreduce(torch.zeros(3, dtype=torch.int64))
     raise SystemExit("an int64 allreduce did not raise")

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs Tandem from BUILD_DIR into a temporary prefix, builds
 # examples/cpp against the installed package as a user would, and runs it
-# under `tandem launch --workers 2` and alone: the two workers must end with
-# the parameters of one process on the combined batch.
+# under `tandem launch --workers 2`, under `tandem launch --ps 1 --workers 2`
+# in ps-sync mode, and alone: the two workers must end with the parameters of
+# one process on the combined batch either way.
 set -euo pipefail
 BUILD_DIR=$1
 SOURCE_DIR=$2
@@ -15,22 +16,26 @@ cmake --build "$WORK/build" -j 2 > "$WORK/build.log" || { cat "$WORK/build.log";
 TANDEM="$WORK/prefix/bin/tandem"
 TRAINER="$WORK/build/my_trainer"
 
-two=$("$TANDEM" launch --workers 2 -- "$TRAINER" --steps 40 --global-batch 32 2>&1) || { echo "$two"; exit 1; }
 one=$("$TRAINER" --steps 40 --global-batch 32 2>&1) || { echo "$one"; exit 1; }
-echo "--- two workers"; echo "$two"; echo "--- one process"; echo "$one"
-
+echo "--- one process"; echo "$one"
 checksum() { sed -n "s/.*rank $1 of $2 (local $1 of $2) checksum \([0-9.e+-]*\).*/\1/p" <<< "$3" | head -n1; }
-c0=$(checksum 0 2 "$two"); c1=$(checksum 1 2 "$two"); single=$(checksum 0 1 "$one")
-[[ -n "$c0" && -n "$c1" && -n "$single" ]] || { echo "FAIL: a checksum line is missing"; exit 1; }
-# Replicas agree exactly; against one process, summation order differs.
-[[ "$c0" == "$c1" ]] || { echo "FAIL: worker checksums differ: $c0 vs $c1"; exit 1; }
-python3 - "$c0" "$single" <<'PY'
+single=$(checksum 0 1 "$one")
+for ps in 0 1; do
+  two=$("$TANDEM" launch --ps $ps --workers 2 -- "$TRAINER" --steps 40 --global-batch 32 \
+        --mode "$([[ $ps == 0 ]] && echo allreduce || echo ps-sync)" 2>&1) || { echo "$two"; exit 1; }
+  echo "--- two workers, $ps parameter server(s)"; echo "$two"
+  c0=$(checksum 0 2 "$two"); c1=$(checksum 1 2 "$two")
+  [[ -n "$c0" && -n "$c1" && -n "$single" ]] || { echo "FAIL: a checksum line is missing"; exit 1; }
+  # Replicas agree exactly; against one process, summation order differs.
+  [[ "$c0" == "$c1" ]] || { echo "FAIL: worker checksums differ: $c0 vs $c1"; exit 1; }
+  python3 - "$c0" "$single" <<'PY'
 import sys
 a, b = map(float, sys.argv[1:])
 rel = abs(a - b) / abs(b)
 print(f"two workers {a!r} vs one process {b!r}: relative difference {rel:.2e}")
 sys.exit(0 if rel < 1e-5 else 1)
 PY
+done
 first=$(sed -n 's/.*step 1 loss \([0-9.]*\).*/\1/p' <<< "$one"); last=$(sed -n 's/.*step 40 loss \([0-9.]*\).*/\1/p' <<< "$one")
 python3 -c "import sys; sys.exit(0 if $last < $first else 1)" || { echo "FAIL: loss did not fall ($first -> $last)"; exit 1; }
 echo "PASS"

@@ -13,8 +13,13 @@ by changing ``import horovod.torch as hvd`` to ``import tandem.torch as hvd``.
 
 Run it under ``tandem launch --workers N -- python3 train.py`` (or torchrun,
 mpirun, srun). Gradients are averaged in buckets by the same C++ code as
-``tandem train``, overlapped with backward.
+``tandem train``, overlapped with backward. With ``mode="ps-sync"``,
+``"ps-async"`` or ``"ssp"`` and ``tandem launch --ps K``, parameter servers
+run the optimizer instead.
 """
+import atexit
+import weakref
+
 import torch
 
 from tandem import _C
@@ -33,6 +38,7 @@ def init(rendezvous_timeout_s=60.0, peer_timeout_s=120.0, bucket_mb=25.0):
 
 
 def shutdown():
+    _finish_servers()
     _C.shutdown()
 
 
@@ -102,23 +108,61 @@ def broadcast_optimizer_state(optimizer, root_rank=0):
 
 
 _MODES = ("allreduce", "ps-sync", "ps-async", "ssp")
+_live_servers = weakref.WeakSet()  # PS-mode optimizers to finish at shutdown
+
+
+def _server_settings(optimizer):
+    """What the parameter servers run for a torch.optim optimizer, read from
+    its first parameter group (every group must agree)."""
+    kinds = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw",
+             torch.optim.RMSprop: "rmsprop"}
+    name = kinds.get(type(optimizer))
+    if name is None:
+        raise ValueError(f"DistributedOptimizer: the parameter servers run torch.optim.SGD, Adam, AdamW or RMSprop, "
+                         f"not {type(optimizer).__name__}; use mode='allreduce' for other optimizers")
+    g = optimizer.param_groups[0]
+    for i, other in enumerate(optimizer.param_groups[1:], 1):
+        if {k: v for k, v in other.items() if k != "params"} != {k: v for k, v in g.items() if k != "params"}:
+            raise ValueError(f"DistributedOptimizer: parameter group {i} has options other than group 0's; the "
+                             "parameter servers run one optimizer over every parameter")
+    if g.get("maximize", False):
+        raise ValueError("DistributedOptimizer: the parameter servers do not run maximize=True")
+    if name == "sgd" and g.get("dampening", 0) != 0:
+        raise ValueError("DistributedOptimizer: the parameter servers run SGD without dampening")
+    if name in ("adam", "adamw") and g.get("amsgrad", False):
+        raise ValueError(f"DistributedOptimizer: the parameter servers run {name} without amsgrad")
+    betas = g.get("betas", (0.9, 0.999))
+    return {"name": name, "lr": float(g["lr"]), "momentum": float(g.get("momentum", 0.0)),
+            "nesterov": bool(g.get("nesterov", False)), "weight_decay": float(g.get("weight_decay", 0.0)),
+            "beta1": float(betas[0]), "beta2": float(betas[1]), "eps": float(g.get("eps", 1e-8)),
+            "alpha": float(g.get("alpha", 0.99)), "centered": bool(g.get("centered", False))}
 
 
 class DistributedOptimizer:
-    """Wraps a torch.optim optimizer: ``step()`` waits for the gradients
-    averaged over all ranks (reduced from backward hooks, overlapped with the
-    rest of backward), then steps the wrapped optimizer."""
+    """Wraps a torch.optim optimizer.
+
+    mode="allreduce": ``step()`` waits for the gradients averaged over all
+    ranks (reduced from backward hooks, overlapped with the rest of
+    backward), then steps the wrapped optimizer.
+
+    mode="ps-sync", "ps-async" or "ssp" (run under ``tandem launch --ps K``):
+    each chunk of gradients is pushed to its parameter server from backward
+    hooks; the servers run the optimizer (SGD, Adam, AdamW or RMSprop with
+    the wrapped optimizer's settings, at the learning rate its first group
+    holds at each ``zero_grad()`` and ``step()``, so LR schedulers work), and
+    ``step()`` installs the parameters pulled back. The chief's parameters
+    initialise the servers. The wrapped optimizer's own state is not used.
+
+    ``backward_passes_per_step`` backward passes add up before each
+    ``step()``, as in Horovod (divide the loss by it for their mean).
+    """
 
     def __init__(self, optimizer, named_parameters=None, mode="allreduce", staleness=None,
-                 backward_passes_per_step=1):
+                 backward_passes_per_step=1, ps_chunk_mb=4.0):
         if mode not in _MODES:
             raise ValueError(f"DistributedOptimizer: mode must be one of {', '.join(_MODES)}, got {mode!r}")
-        if mode != "allreduce":
-            raise NotImplementedError(
-                f"DistributedOptimizer: mode {mode!r} (the parameter servers) is not in the Python package yet; "
-                "use mode='allreduce', or `tandem train` for parameter-server training")
-        if backward_passes_per_step != 1:
-            raise NotImplementedError("DistributedOptimizer: backward_passes_per_step > 1 is not supported yet")
+        if staleness is not None and mode != "ssp":
+            raise ValueError(f"DistributedOptimizer: staleness applies to mode='ssp', not {mode!r}")
         if named_parameters is None:
             named_parameters = [(f"param.{i}", p) for g in optimizer.param_groups for i, p in enumerate(g["params"])]
         named = [(n, p) for n, p in named_parameters if p.requires_grad]
@@ -127,7 +171,14 @@ class DistributedOptimizer:
         if ours != theirs:
             raise ValueError("DistributedOptimizer: named_parameters and the optimizer's parameters differ")
         self._optimizer = optimizer
-        self._averager = _C.GradientAverager(named)
+        self._averager = None
+        self._servers = None
+        if mode == "allreduce":
+            self._averager = _C.GradientAverager(named, backward_passes_per_step)
+        else:
+            self._servers = _C.PsOptimizer(named, mode, 1 if staleness is None else staleness,
+                                           backward_passes_per_step, ps_chunk_mb, _server_settings(optimizer))
+            _live_servers.add(self)
 
     @property
     def param_groups(self):
@@ -139,18 +190,50 @@ class DistributedOptimizer:
     def load_state_dict(self, state):
         self._optimizer.load_state_dict(state)
 
+    def _send_lr(self):
+        self._servers.set_lr(float(self._optimizer.param_groups[0]["lr"]))
+
     def zero_grad(self, set_to_none=True):
         """Unsets every gradient: a reduced gradient must not be added into."""
-        self._averager.zero_grad()
+        if self._servers is not None:
+            self._send_lr()  # a scheduler's new rate applies from this update on
+            self._servers.zero_grad()
+        else:
+            self._averager.zero_grad()
 
     def synchronize(self):
-        """Waits until every .grad holds the mean over all ranks."""
+        """All-reduce mode: waits until every .grad holds the mean over all ranks."""
+        if self._averager is None:
+            raise ValueError("DistributedOptimizer.synchronize: parameter-server modes update in step()")
         self._averager.synchronize()
 
     def step(self, closure=None):
         if closure is not None:
             raise ValueError("DistributedOptimizer.step: closures are not supported")
+        if self._servers is not None:
+            self._servers.step()
+            # LR schedulers count the wrapped optimizer's steps; the servers took this one.
+            self._optimizer._step_count = getattr(self._optimizer, "_step_count", 0) + 1
+            self._send_lr()
+            return None
         self._averager.synchronize()
         result = self._optimizer.step()
         self._averager.zero_grad()
         return result
+
+    def finish(self):
+        """Parameter-server modes, after the last step: the chief waits for
+        the other workers' last updates (async, SSP) and pulls the final
+        parameters; then the servers are told this worker is done. shutdown()
+        and interpreter exit call it too."""
+        if self._servers is not None:
+            self._servers.finish()
+            _live_servers.discard(self)
+
+
+def _finish_servers():
+    for opt in list(_live_servers):
+        opt.finish()
+
+
+atexit.register(_finish_servers)

@@ -1,0 +1,56 @@
+#pragma once
+// The parameter-server side of the APIs' DistributedOptimizer: the trainer's
+// PsStrategy over the user's module, with the optimizer's settings read from
+// the user's optimizer and its learning rate sent whenever it changes.
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+
+#include "ps/optimizer_kernels.hpp"
+
+namespace tandem::api {
+
+struct PsOptimizerOptions {
+  std::string mode = "ps-sync";  // ps-sync | ps-async | ssp
+  int staleness = 1;             // ssp: steps a worker may run ahead of the slowest
+  int backward_passes_per_step = 1;
+  double chunk_mb = 4;
+  ps::OptimizerSettings optimizer;  // what the servers run
+  double lr = 0.01;                 // the rate of the first step
+};
+
+class PsOptimizer {
+ public:
+  // Joins the job's servers: the chief initialises them with `module`'s
+  // parameters, every other worker pulls those. Throws InputError when the
+  // job has no servers or the options are bad.
+  PsOptimizer(torch::nn::Module& module, const PsOptimizerOptions& options);
+  ~PsOptimizer();
+  PsOptimizer(const PsOptimizer&) = delete;
+  PsOptimizer& operator=(const PsOptimizer&) = delete;
+
+  // The rate the next update applies with.
+  void setLearningRate(double lr);
+  // After the update's backward passes: pushes what is left, waits for the
+  // step's agreement and installs the pulled parameters in the module.
+  void step();
+  // Unsets the gradients; they are not needed, the servers hold the update.
+  void zeroGrad();
+  // Async and SSP: the chief waits for every other worker's last update and
+  // pulls the final parameters. Then each worker says goodbye. Idempotent.
+  void finish();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The servers' optimizer for a torch::optim optimizer (SGD, Adam, AdamW,
+// RMSprop), read from its first parameter group; InputError for another
+// optimizer, options the servers cannot run (dampening, amsgrad), or
+// groups whose options differ.
+ps::OptimizerSettings serverOptimizerOf(torch::optim::Optimizer& optimizer);
+double learningRateOf(torch::optim::Optimizer& optimizer);
+
+}  // namespace tandem::api
