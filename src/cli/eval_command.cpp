@@ -35,7 +35,7 @@ Command addEvalCommand(CLI::App& app) {
     auto splits = data::openDataset(config.dataset);
     auto model = train::createModelFor(config, *splits.test);
     checkpoint.restore(*model, nullptr, /*restore_rng=*/false);
-    auto result = train::evaluate(*model, *splits.test, opts->batch_size, config.loss);
+    auto result = train::evaluate(*model, *splits.test, opts->batch_size, train::lossFunction(config.loss));
     nlohmann::json out = {{"checkpoint", opts->checkpoint},
                           {"model", config.model},
                           {"dataset", config.dataset.name},

@@ -16,8 +16,7 @@
 #include "train/config.hpp"
 #include "train/run_directory.hpp"
 #include "cli/ps_task.hpp"
-#include "train/allreduce_strategy.hpp"
-#include "train/ps_strategy.hpp"
+#include "train/strategy_factory.hpp"
 #include "train/trainer.hpp"
 
 namespace tandem::cli {
@@ -47,16 +46,6 @@ data::SampleShape parseShape(const std::string& text) {
   shape.height = h;
   shape.width = w;
   return shape;
-}
-
-// Standalone without a cluster spec (flags, TF_CONFIG or a launcher's
-// environment); parameter server when the spec has PS tasks; all-reduce
-// otherwise.
-std::unique_ptr<train::Strategy> makeStrategy(const std::optional<cluster::ClusterSpec>& spec,
-                                              const train::TrainConfig& config) {
-  if (!spec) return std::make_unique<train::StandaloneStrategy>();
-  if (spec->numServers() > 0) return std::make_unique<train::PsStrategy>(*spec, config);
-  return std::make_unique<train::AllReduceStrategy>(*spec, config.distributed);
 }
 
 using GivenFields = std::vector<std::pair<CLI::Option*, std::string>>;
@@ -327,7 +316,7 @@ Command addTrainCommand(CLI::App& app) {
       train::validate(*config);
       return runPsTask(*spec, *config);
     }
-    train::Trainer trainer(*config, makeStrategy(spec, *config), &g_stop_requested);
+    train::Trainer trainer(*config, train::makeStrategy(spec, *config), &g_stop_requested);
     auto summary = trainer.run();
     // fputs, not fmt::print: a closed stdout (`| head`) is no failure of the run.
     if (summary.at("rank").get<int>() == 0) std::fputs((summary.dump(2) + "\n").c_str(), stdout);

@@ -40,11 +40,11 @@ void requireNonNegative(double value, const char* flag) {
 }
 }  // namespace
 
-void validate(const TrainConfig& c) {
+void validate(const TrainConfig& c, SuppliedParts supplied) {
   // Names first, so a typo fails before any data is loaded.
-  models::requireKnownModel(c.model);
-  requireKnownLoss(c.loss);
-  data::requireKnownDataset(c.dataset.name);
+  if (!supplied.model) models::requireKnownModel(c.model);
+  if (!supplied.loss) requireKnownLoss(c.loss);
+  if (!supplied.data) data::requireKnownDataset(c.dataset.name);
   requirePositive(c.batch_size, "--batch-size");
   if (c.max_steps <= 0) requirePositive(c.epochs, "--epochs");
   if (c.max_steps < 0) throw InputError(fmt::format("--max-steps: must be >= 0, got {}", c.max_steps));

@@ -82,8 +82,16 @@ struct TrainConfig {
   DistributedConfig distributed;
 };
 
-// Checks ranges and combinations; throws InputError naming the flag.
-void validate(const TrainConfig& config);
+// What a caller of the trainer brings instead of naming it in the config.
+struct SuppliedParts {
+  bool model = false;
+  bool data = false;
+  bool loss = false;
+};
+
+// Checks ranges and combinations; throws InputError naming the flag. Names
+// of parts the caller supplies are not checked.
+void validate(const TrainConfig& config, SuppliedParts supplied = {});
 
 nlohmann::json toJson(const TrainConfig& config);
 // Inverse of toJson for the fields a checkpoint needs to rebuild the model

@@ -6,7 +6,7 @@
 
 namespace tandem::train {
 
-EvalResult evaluate(models::Model& model, const data::Dataset& dataset, int64_t batch_size, const std::string& loss) {
+EvalResult evaluate(models::Model& model, const data::Dataset& dataset, int64_t batch_size, const LossFunction& loss) {
   torch::NoGradGuard no_grad;
   bool was_training = model.is_training();
   model.eval();
@@ -22,7 +22,7 @@ EvalResult evaluate(models::Model& model, const data::Dataset& dataset, int64_t 
     auto logits = model.forward(batch.inputs);
     // Batch means weighted by batch size: the same per-sample mean as
     // training reports, whatever the loss reduces over.
-    loss_sum += computeLoss(loss, logits, batch.targets).item<double>() * static_cast<double>(n);
+    loss_sum += loss(logits, batch.targets).item<double>() * static_cast<double>(n);
     correct += logits.argmax(1).eq(batch.targets).sum().item<int64_t>();
     result.samples += n;
   }

@@ -4,6 +4,7 @@
 
 #include "data/dataset.hpp"
 #include "models/registry.hpp"
+#include "train/loss.hpp"
 
 namespace tandem::train {
 
@@ -17,6 +18,6 @@ struct EvalResult {
 // with `loss` as training uses it (train/loss.hpp), and restores the model's
 // training mode afterwards.
 EvalResult evaluate(models::Model& model, const data::Dataset& dataset, int64_t batch_size,
-                    const std::string& loss = "cross_entropy");
+                    const LossFunction& loss);
 
 }  // namespace tandem::train

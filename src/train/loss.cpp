@@ -31,4 +31,11 @@ torch::Tensor computeLoss(const std::string& name, const torch::Tensor& logits, 
   return {};
 }
 
+LossFunction lossFunction(const std::string& name) {
+  requireKnownLoss(name);
+  return [name](const torch::Tensor& outputs, const torch::Tensor& targets) {
+    return computeLoss(name, outputs, targets);
+  };
+}
+
 }  // namespace tandem::train

@@ -4,6 +4,7 @@
 // them one-hot over the model's outputs, and float targets as they are.
 #include <torch/torch.h>
 
+#include <functional>
 #include <string>
 
 namespace tandem::train {
@@ -16,5 +17,10 @@ void requireKnownLoss(const std::string& name);
 // outputs `logits` [N, C] against `targets` ([N] class indices, or float
 // targets shaped like the outputs). nll expects log-probabilities.
 torch::Tensor computeLoss(const std::string& name, const torch::Tensor& logits, const torch::Tensor& targets);
+
+// A loss as the trainer calls it: the batch mean for (outputs, targets).
+using LossFunction = std::function<torch::Tensor(const torch::Tensor& outputs, const torch::Tensor& targets)>;
+// computeLoss for `name`, checked now (InputError as requireKnownLoss).
+LossFunction lossFunction(const std::string& name);
 
 }  // namespace tandem::train

@@ -158,9 +158,10 @@ void checkResumeCompatible(const TrainConfig& current, const TrainConfig& saved,
   }
 }
 
-Trainer::Trainer(TrainConfig config, std::unique_ptr<Strategy> strategy, const std::atomic<bool>* stop)
-    : config_(std::move(config)), strategy_(std::move(strategy)), stop_(stop) {
-  validate(config_);
+Trainer::Trainer(TrainConfig config, std::unique_ptr<Strategy> strategy, const std::atomic<bool>* stop,
+                 TrainerParts parts)
+    : config_(std::move(config)), strategy_(std::move(strategy)), stop_(stop), parts_(std::move(parts)) {
+  validate(config_, {parts_.model != nullptr, parts_.data.has_value(), static_cast<bool>(parts_.loss)});
   TANDEM_ENFORCE(strategy_ != nullptr);
 }
 
@@ -173,9 +174,10 @@ nlohmann::json Trainer::run() {
   BlasReport blas = checkBlas();
   if (auto advice = blasAdvice(blas); !advice.empty()) TANDEM_LOG_WARN("{}", advice);
 
-  data::DatasetSplits splits = data::openDataset(c.dataset);
+  data::DatasetSplits splits = parts_.data ? *parts_.data : data::openDataset(c.dataset);
   torch::manual_seed(static_cast<uint64_t>(c.seed));
-  models::ModelPtr model = createModelFor(c, *splits.train);
+  models::ModelPtr model = parts_.model ? parts_.model : createModelFor(c, *splits.train);
+  const LossFunction loss_fn = parts_.loss ? parts_.loss : lossFunction(c.loss);
   model->train();
 
   // The sampler counts micro-batches; an update consumes `accumulate` of them.
@@ -270,7 +272,7 @@ nlohmann::json Trainer::run() {
   EvalResult last_eval;
 
   auto runEval = [&](int64_t done_steps) {
-    last_eval = evaluate(*model, *splits.test, c.eval_batch_size, c.loss);
+    last_eval = evaluate(*model, *splits.test, c.eval_batch_size, loss_fn);
     writer.append({{"type", "eval"}, {"step", done_steps}, {"epoch", done_steps / steps_per_epoch},
                    {"test_accuracy", last_eval.accuracy}, {"test_loss", last_eval.loss}});
     progress.message(fmt::format("eval at step {}: test accuracy {:.4f}, test loss {:.4f}", done_steps,
@@ -320,7 +322,7 @@ nlohmann::json Trainer::run() {
       data::Batch batch = prefetcher.next();
       breakdown.add(obs::Phase::kInputWait, phase.lap());
       auto logits = model->forward(batch.inputs);
-      auto loss = computeLoss(c.loss, logits, batch.targets);
+      auto loss = loss_fn(logits, batch.targets);
       step_input.loss_sum += loss.item<double>();
       step_input.stop_requested = stopRequested();
       strategy_->beforeBackward(step_input, micro);

@@ -7,18 +7,31 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 
+#include "data/dataset.hpp"
+#include "models/registry.hpp"
 #include "train/config.hpp"
+#include "train/loss.hpp"
 #include "train/strategy.hpp"
 
 namespace tandem::train {
+
+// A model, data or loss of the caller's own (the C++ API's tandem::fit),
+// used instead of the config's names for them.
+struct TrainerParts {
+  models::ModelPtr model;
+  std::optional<data::DatasetSplits> data;
+  LossFunction loss;
+};
 
 class Trainer {
  public:
   // Throws InputError for a bad config (checked here, before any work).
   // `stop` (optional, may be set from a signal handler) asks the run to end
   // after the current step with a checkpoint, as if it had been planned.
-  Trainer(TrainConfig config, std::unique_ptr<Strategy> strategy, const std::atomic<bool>* stop = nullptr);
+  Trainer(TrainConfig config, std::unique_ptr<Strategy> strategy, const std::atomic<bool>* stop = nullptr,
+          TrainerParts parts = {});
 
   // Runs to completion (or until stopped) and returns the summary that was
   // also written to <out>/summary.json; "interrupted" tells which.
@@ -29,6 +42,7 @@ class Trainer {
   TrainConfig config_;
   std::unique_ptr<Strategy> strategy_;
   const std::atomic<bool>* stop_;
+  TrainerParts parts_;
 };
 
 // What every worker of a run must agree on: model tensors (names, dtypes,

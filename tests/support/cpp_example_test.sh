@@ -3,7 +3,9 @@
 # examples/cpp against the installed package as a user would, and runs it
 # under `tandem launch --workers 2`, under `tandem launch --ps 1 --workers 2`
 # in ps-sync mode, and alone: the two workers must end with the parameters of
-# one process on the combined batch either way.
+# one process on the combined batch either way. Then my_fit (tandem::fit:
+# Tandem's loop over the example's own model, tensors and loss) learns alone,
+# with all-reduce and with a parameter server, and writes its run directory.
 set -euo pipefail
 BUILD_DIR=$1
 SOURCE_DIR=$2
@@ -38,4 +40,20 @@ PY
 done
 first=$(sed -n 's/.*step 1 loss \([0-9.]*\).*/\1/p' <<< "$one"); last=$(sed -n 's/.*step 40 loss \([0-9.]*\).*/\1/p' <<< "$one")
 python3 -c "import sys; sys.exit(0 if $last < $first else 1)" || { echo "FAIL: loss did not fall ($first -> $last)"; exit 1; }
+FIT="$WORK/build/my_fit"
+for launch in "" "launch --workers 2 --" "launch --ps 1 --workers 2 --"; do
+  out="$WORK/fit-$(tr -c 'a-z0-9' '-' <<< "$launch")"
+  if [[ -z "$launch" ]]; then log=$("$FIT" --steps 200 --out "$out" 2>&1) || { echo "$log"; exit 1; }
+  else log=$("$TANDEM" $launch "$FIT" --steps 200 --out "$out" 2>&1) || { echo "$log"; exit 1; }; fi
+  python3 - "$out" "${launch:-alone}" <<'PY'
+import json, os, sys
+out, how = sys.argv[1:]
+summary = json.load(open(os.path.join(out, "summary.json")))
+events = [f for f in os.listdir(out) if f.startswith("events.out.tfevents")]
+print(f"my_fit {how}: mode {summary['mode']}, {summary['steps']} steps, test accuracy {summary['test_accuracy']:.4f}")
+assert summary["model"] == "my-fit-net" and summary["steps"] == 200, summary
+assert summary["test_accuracy"] > 0.85, f"my_fit {how} reached only {summary['test_accuracy']} (chance is 0.5)"
+assert os.path.exists(os.path.join(out, "checkpoint.ckpt")) and events, os.listdir(out)
+PY
+done
 echo "PASS"

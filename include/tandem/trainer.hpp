@@ -1,0 +1,62 @@
+#pragma once
+// Tandem's own training loop over your model, data and loss: the loop of
+// `tandem train` (prefetching, Tandem's fused optimizers or the parameter
+// servers, learning-rate schedule, evaluation, checkpoints and exact resume,
+// metrics.jsonl, TensorBoard events, the step breakdown), with the cluster
+// read from the environment as `tandem train` reads it.
+//
+//   auto net = std::make_shared<Net>();
+//   std::string summary = tandem::fit(net, [&](const torch::Tensor& x) { return net->forward(x); },
+//                                       {x_train, y_train}, {x_test, y_test}, my_loss, {.max_steps = 500});
+//
+// Run it alone, or under `tandem launch --workers N [--ps K] -- ./program`:
+// all-reduce without servers, the parameter servers with them. Do not call
+// tandem::init() in the same process: fit() joins the job itself.
+#include <torch/torch.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace tandem {
+
+// Samples in memory: float32 inputs [N, ...] and int64 class indices [N].
+struct TensorData {
+  torch::Tensor inputs;
+  torch::Tensor targets;
+};
+
+// The batch mean loss of the model's outputs against int64 targets [N].
+using LossFn = std::function<torch::Tensor(const torch::Tensor& outputs, const torch::Tensor& targets)>;
+
+struct TrainerOptions {
+  std::string name = "user-model";  // in logs, the summary and the workers' agreement check
+  int64_t batch_size = 64;          // per worker
+  int64_t max_steps = 0;            // > 0: train this many steps instead of `epochs`
+  int64_t epochs = 1;
+  std::string optimizer = "sgd";    // sgd | adam | adamw | rmsprop
+  double lr = 0.05;
+  double momentum = 0.9;            // sgd, rmsprop
+  double weight_decay = 0;
+  uint64_t seed = 42;               // data order
+  std::string out_dir = "runs/default";
+  bool overwrite = false;           // start again in a used out_dir instead of resuming from it
+  int64_t eval_every_steps = 0;     // 0: at every epoch end
+  int64_t log_every_steps = 50;
+  int64_t checkpoint_every_steps = 0;
+  std::string ps_mode = "sync";     // with parameter servers: sync | async
+  int staleness = -1;               // >= 0: bounded staleness instead
+  double peer_timeout_s = 120;
+  double rendezvous_timeout_s = 60;
+};
+
+// Trains `module`, called through `forward`, on `train_data`; evaluates on
+// `test_data` with the same `loss` (and accuracy, as argmax against the
+// targets). Writes the run to options.out_dir and returns the summary (JSON
+// text, as in out_dir/summary.json). Throws std::runtime_error subclasses
+// naming the culprit: bad data or options, a peer that never came.
+std::string fit(std::shared_ptr<torch::nn::Module> module,
+                  std::function<torch::Tensor(const torch::Tensor&)> forward, const TensorData& train_data,
+                  const TensorData& test_data, LossFn loss, const TrainerOptions& options = {});
+
+}  // namespace tandem

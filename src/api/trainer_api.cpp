@@ -1,0 +1,96 @@
+// tandem::fit (include/tandem/trainer.hpp): the trainer of `tandem train`
+// with the caller's module, tensors and loss in place of named ones.
+#include "tandem/trainer.hpp"
+
+#include <fmt/format.h>
+
+#include <thread>
+
+#include "api/job.hpp"
+#include "cluster/cluster_spec.hpp"
+#include "cluster/local_share.hpp"
+#include "core/error.hpp"
+#include "core/logging.hpp"
+#include "data/tensor_dataset.hpp"
+#include "train/strategy_factory.hpp"
+#include "train/trainer.hpp"
+
+namespace tandem {
+namespace {
+
+// The caller's module as the trainer's Model: its parameters and buffers
+// under "user.", its forward as given.
+class UserModel final : public models::Model {
+ public:
+  UserModel(std::shared_ptr<torch::nn::Module> module, std::function<torch::Tensor(const torch::Tensor&)> forward)
+      : forward_(std::move(forward)) {
+    register_module("user", std::move(module));
+  }
+  torch::Tensor forward(torch::Tensor x) override { return forward_(x); }
+
+ private:
+  std::function<torch::Tensor(const torch::Tensor&)> forward_;
+};
+
+train::TrainConfig configFrom(const TrainerOptions& o) {
+  train::TrainConfig c;
+  c.model = o.name;
+  c.loss = "user";
+  c.dataset.name = "tensors";
+  c.batch_size = o.batch_size;
+  c.max_steps = o.max_steps;
+  c.epochs = o.epochs;
+  c.optimizer.name = o.optimizer;
+  c.optimizer.lr = o.lr;
+  // torch::optim's defaults where the optimizers differ, as the CLI does.
+  c.optimizer.momentum = o.optimizer == "sgd" || o.optimizer == "rmsprop" ? o.momentum : 0.0;
+  c.optimizer.weight_decay = o.weight_decay;
+  c.seed = o.seed;
+  c.out_dir = o.out_dir;
+  c.overwrite = o.overwrite;
+  c.eval_every_steps = o.eval_every_steps;
+  c.log_every_steps = o.log_every_steps;
+  c.checkpoint_every_steps = o.checkpoint_every_steps;
+  c.distributed.ps_mode = o.ps_mode;
+  c.distributed.staleness = o.staleness;
+  c.distributed.peer_timeout_s = o.peer_timeout_s;
+  c.distributed.rendezvous_timeout_s = o.rendezvous_timeout_s;
+  return c;
+}
+
+}  // namespace
+
+std::string fit(std::shared_ptr<torch::nn::Module> module,
+                  std::function<torch::Tensor(const torch::Tensor&)> forward, const TensorData& train_data,
+                  const TensorData& test_data, LossFn loss, const TrainerOptions& options) {
+  if (api::current()) {
+    throw Error("tandem::fit joins the job itself; call it without tandem::init() (or after tandem::shutdown())");
+  }
+  if (!module || !forward || !loss) throw InputError("tandem::fit: module, forward and loss must all be given");
+  train::TrainConfig config = configFrom(options);
+  const cluster::Environment env = cluster::captureEnvironment();
+  const auto spec = cluster::resolveClusterSpec({}, env);
+  if (spec && spec->role == cluster::Role::kPs) {
+    throw InputError(fmt::format("tandem::fit: this process is {} in {}; parameter servers run as `tandem train` "
+                                 "tasks (tandem launch --ps starts them)",
+                                 spec->taskName(), spec->source));
+  }
+  const auto plan = cluster::planThreads(0, env, cluster::countLocalProcesses(spec, env),
+                                         static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  if (plan.oversubscribed()) TANDEM_LOG_WARN("{}", plan.warning());
+  config.threads = plan.threads;
+  config.local_processes = plan.local_processes;
+
+  train::TrainerParts parts;
+  parts.model = std::make_shared<UserModel>(std::move(module), std::move(forward));
+  parts.data = data::DatasetSplits{
+      std::make_shared<data::TensorDataset>("training data", train_data.inputs, train_data.targets),
+      std::make_shared<data::TensorDataset>("test data", test_data.inputs, test_data.targets)};
+  parts.loss = [loss = std::move(loss)](const torch::Tensor& outputs, const torch::Tensor& targets) {
+    return loss(outputs, targets);
+  };
+  train::Trainer trainer(config, train::makeStrategy(spec, config), nullptr, std::move(parts));
+  return trainer.run().dump(2);
+}
+
+}  // namespace tandem

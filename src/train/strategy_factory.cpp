@@ -1,0 +1,14 @@
+#include "train/strategy_factory.hpp"
+
+#include "train/allreduce_strategy.hpp"
+#include "train/ps_strategy.hpp"
+
+namespace tandem::train {
+
+std::unique_ptr<Strategy> makeStrategy(const std::optional<cluster::ClusterSpec>& spec, const TrainConfig& config) {
+  if (!spec) return std::make_unique<StandaloneStrategy>();
+  if (spec->numServers() > 0) return std::make_unique<PsStrategy>(*spec, config);
+  return std::make_unique<AllReduceStrategy>(*spec, config.distributed);
+}
+
+}  // namespace tandem::train

@@ -1,0 +1,18 @@
+#pragma once
+// The strategy a worker trains with, from its cluster: shared by `tandem
+// train` and the C++ API's tandem::fit.
+#include <memory>
+#include <optional>
+
+#include "cluster/cluster_spec.hpp"
+#include "train/config.hpp"
+#include "train/strategy.hpp"
+
+namespace tandem::train {
+
+// Standalone without a cluster spec (flags, TF_CONFIG or a launcher's
+// environment); parameter server when the spec has PS tasks; all-reduce
+// otherwise.
+std::unique_ptr<Strategy> makeStrategy(const std::optional<cluster::ClusterSpec>& spec, const TrainConfig& config);
+
+}  // namespace tandem::train
