@@ -18,6 +18,8 @@ Command addTrainCommand(CLI::App& app);
 Command addEvalCommand(CLI::App& app);
 Command addExportCommand(CLI::App& app);
 Command addModelsCommand(CLI::App& app);
+// `plan`: the comm-bound optimum of a layout (plan/comm_model.hpp).
+Command addPlanCommand(CLI::App& app);
 Command addLaunchCommand(CLI::App& app);
 // `bench allreduce` and `bench ps-apply`.
 Command addBenchCommand(CLI::App& app);

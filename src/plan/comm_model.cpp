@@ -1,0 +1,93 @@
+#include "plan/comm_model.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/error.hpp"
+
+namespace tandem::plan {
+
+LinkLoad linkLoad(const Workload& work, const Cluster& cluster, const Layout& layout) {
+  if (cluster.hosts < 1 || cluster.workers_per_host < 1) {
+    throw InputError(fmt::format("a cluster needs at least 1 host and 1 worker per host, got {} x {}", cluster.hosts,
+                                 cluster.workers_per_host));
+  }
+  const double s = work.model_bytes;
+  const double n = cluster.workers();
+  const double g = cluster.workers_per_host;
+  const double h = cluster.hosts;
+  LinkLoad load;
+  switch (layout.algorithm) {
+    case Algorithm::kRingAllReduce:
+      // Ordered host by host, a ring crosses each host's link once each way,
+      // and every ring edge carries 2(n-1)/n of the model.
+      load.worker_host_bytes = cluster.hosts > 1 ? 2 * (n - 1) / n * s : 0;
+      break;
+    case Algorithm::kPsColocated: {
+      if (layout.servers < 1 || layout.servers > cluster.hosts) {
+        throw InputError(fmt::format("{} colocated server(s) on {} host(s): put at most one on each host",
+                                     layout.servers, cluster.hosts));
+      }
+      // Each server holds 1/k. A server host sends its share to the workers
+      // of the other hosts, and its workers push the shares held elsewhere.
+      const double k = layout.servers;
+      const double served_remote = (n - g) * s / k;   // a server host's outbound pulls
+      const double pushed_remote = g * s * (k - 1) / k;  // its workers' pushes to other servers
+      const double server_host = served_remote + pushed_remote;
+      const double plain_host = g * s;  // a host without a server pushes (and pulls) everything
+      load.worker_host_bytes = cluster.hosts == 1 ? 0 : std::max(server_host, k < h ? plain_host : 0.0);
+      break;
+    }
+    case Algorithm::kPsDedicated:
+      if (layout.servers < 1) throw InputError("a parameter-server layout needs at least 1 server");
+      load.worker_host_bytes = g * s;                       // every worker pushes and pulls the whole model
+      load.server_host_bytes = n * s / layout.servers;      // each server: every worker's share of it
+      break;
+  }
+  return load;
+}
+
+Prediction predict(const Workload& work, const Cluster& cluster, const Layout& layout) {
+  if (!(cluster.link_bytes_per_s > 0)) throw InputError("the link rate must be positive");
+  if (work.forward_s < 0 || work.backward_s < 0 || work.model_bytes < 0 || cluster.latency_s < 0) {
+    throw InputError("compute times, model size and latency must not be negative");
+  }
+  Prediction p;
+  p.load = linkLoad(work, cluster, layout);
+  const double busiest = std::max(p.load.worker_host_bytes, p.load.server_host_bytes);
+  double latency = 0;
+  if (busiest > 0) {
+    latency = layout.algorithm == Algorithm::kRingAllReduce ? 2.0 * (cluster.workers() - 1) * cluster.latency_s
+                                                            : 2.0 * cluster.latency_s;
+  }
+  p.comm_s = busiest / cluster.link_bytes_per_s + latency;
+  p.single_s = work.forward_s + work.backward_s;
+  p.step_s = work.forward_s + std::max(work.backward_s, p.comm_s);
+  p.efficiency = p.step_s > 0 ? p.single_s / p.step_s : 1.0;
+  p.samples_per_s = p.step_s > 0 ? cluster.workers() * work.batch_per_worker / p.step_s : 0;
+  if (p.comm_s <= work.backward_s) {
+    p.bottleneck = "compute";
+  } else {
+    p.bottleneck = p.load.server_host_bytes > p.load.worker_host_bytes ? "server links" : "worker links";
+  }
+  return p;
+}
+
+std::string algorithmName(Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::kRingAllReduce: return "allreduce";
+    case Algorithm::kPsColocated: return "ps-colocated";
+    case Algorithm::kPsDedicated: return "ps-dedicated";
+  }
+  return "?";
+}
+
+Algorithm parseAlgorithm(const std::string& name) {
+  if (name == "allreduce") return Algorithm::kRingAllReduce;
+  if (name == "ps-colocated") return Algorithm::kPsColocated;
+  if (name == "ps-dedicated") return Algorithm::kPsDedicated;
+  throw InputError(fmt::format("--layout: '{}' is not allreduce, ps-colocated or ps-dedicated", name));
+}
+
+}  // namespace tandem::plan

@@ -1,0 +1,67 @@
+#pragma once
+// The comm-bound optimum of a data-parallel step, from first principles
+// (issue 12): compute time, the bytes each link must carry for the chosen
+// layout, link rate and latency, and perfect overlap of the exchange with
+// backward. Torch-free: the model enters as its size.
+//
+// Links are full duplex, one per host (a host's NIC to the switch); traffic
+// between tasks on one host never touches it and costs nothing here.
+#include <cstdint>
+#include <string>
+
+namespace tandem::plan {
+
+struct Workload {
+  double forward_s = 0;   // per step, per worker
+  double backward_s = 0;
+  double model_bytes = 0;  // the gradient (and parameter) bytes exchanged per step
+  int64_t batch_per_worker = 1;
+};
+
+struct Cluster {
+  int hosts = 1;
+  int workers_per_host = 1;
+  double link_bytes_per_s = 1.25e9;  // each host's link, each direction
+  double latency_s = 0;              // one way, per message
+  int workers() const { return hosts * workers_per_host; }
+};
+
+enum class Algorithm {
+  kRingAllReduce,  // one flat ring over every worker, ordered host by host
+  kPsColocated,    // k servers, one on each of the first k worker hosts
+  kPsDedicated,    // k servers on k hosts of their own, with the same links
+};
+
+struct Layout {
+  Algorithm algorithm = Algorithm::kRingAllReduce;
+  int servers = 1;  // PS layouts
+};
+
+struct LinkLoad {
+  double worker_host_bytes = 0;  // the busiest worker host's link, busier direction, per step
+  double server_host_bytes = 0;  // dedicated servers' links, busier direction, per step (0 otherwise)
+};
+
+struct Prediction {
+  LinkLoad load;
+  double comm_s = 0;       // time the busiest link needs per step, plus latency
+  double step_s = 0;       // forward + max(backward, comm)
+  double single_s = 0;     // one worker alone: forward + backward
+  double efficiency = 0;   // single_s / step_s: throughput per worker against one alone
+  double samples_per_s = 0;  // the job's
+  std::string bottleneck;  // "compute", "worker links" or "server links"
+};
+
+// Bytes per step on the busiest links. Throws InputError for a layout that
+// does not fit the cluster (more colocated servers than hosts, no servers).
+LinkLoad linkLoad(const Workload& work, const Cluster& cluster, const Layout& layout);
+
+// The optimum step for the layout. Ring all-reduce pays 2(n-1) latencies,
+// a PS exchange a push and a pull; a single host has no link to wait on.
+Prediction predict(const Workload& work, const Cluster& cluster, const Layout& layout);
+
+std::string algorithmName(Algorithm algorithm);
+// "allreduce", "ps-colocated", "ps-dedicated"; InputError otherwise.
+Algorithm parseAlgorithm(const std::string& name);
+
+}  // namespace tandem::plan

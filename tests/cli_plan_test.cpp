@@ -1,0 +1,43 @@
+// `tandem plan`: the planner from the command line.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "support/process.hpp"
+
+namespace tandem {
+namespace {
+
+using testing::runTandem;
+
+TEST(CliPlan, PredictsEachHostCountAndNamesTheBottleneck) {
+  // resnet20 (269,722 parameters, 1.08 MB) at 1 Gbit/s: ring all-reduce moves
+  // 2(n-1)/n of it over each host link: 1.89 MB, 15.1 ms at 8 hosts.
+  auto run = runTandem("plan --model resnet20 --forward-ms 5 --backward-ms 5 --hosts 1,8 --link-gbps 1 "
+                       "--latency-us 0 --json");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto rows = nlohmann::json::parse(run.output.substr(run.output.find('{')))["rows"];
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["bottleneck"], "compute");
+  EXPECT_EQ(rows[0]["efficiency"], 1.0);
+  const double mb = rows[1]["busiest_link_mb_per_step"].get<double>();
+  EXPECT_NEAR(mb, 2.0 * 7 / 8 * 4 * 269722 / 1e6, 0.05) << rows[1];
+  EXPECT_NEAR(rows[1]["comm_ms"].get<double>(), mb * 8, 1e-6);  // MB at 1 Gbit/s = 8 ms per MB
+  EXPECT_EQ(rows[1]["bottleneck"], "worker links");
+  EXPECT_LT(rows[1]["efficiency"].get<double>(), 1.0);
+}
+
+TEST(CliPlan, BadInputExitsTwoNamingTheFlag) {
+  for (const auto& [args, phrase] : std::vector<std::pair<std::string, std::string>>{
+           {"plan --backward-ms 10", "exactly one of --model NAME and --model-mb"},
+           {"plan --model-mb 10 --backward-ms 10 --layout tree", "--layout: 'tree'"},
+           {"plan --model-mb 10 --backward-ms 10 --layout ps-colocated --servers 3 --hosts 2",
+            "3 colocated server(s) on 2 host(s)"},
+           {"plan --model nosuch --backward-ms 10", "nosuch"}}) {
+    auto run = runTandem(args);
+    EXPECT_EQ(run.exit_code, 2) << args << "\n" << run.output;
+    EXPECT_NE(run.output.find(phrase), std::string::npos) << args << "\n" << run.output;
+  }
+}
+
+}  // namespace
+}  // namespace tandem

@@ -1,0 +1,73 @@
+// The planner's comm-bound optimum against cases computed by hand.
+#include <gtest/gtest.h>
+
+#include "core/error.hpp"
+#include "plan/comm_model.hpp"
+
+namespace tandem::plan {
+namespace {
+
+constexpr double kModel = 100e6;     // bytes
+constexpr double kTenGbit = 1.25e9;  // bytes/s
+
+Workload work() { return {0.05, 0.10, kModel, 32}; }
+
+TEST(CommModel, RingAllReduceCarriesTwiceNMinusOneOverNOfTheModelOnEachHostLink) {
+  // 4 hosts x 1 worker: 2*3/4*100 MB = 150 MB per link and direction, 0.12 s
+  // at 10 Gbit/s; plus 2*(4-1) latencies of 100 us.
+  const Prediction p = predict(work(), {4, 1, kTenGbit, 100e-6}, {Algorithm::kRingAllReduce});
+  EXPECT_DOUBLE_EQ(p.load.worker_host_bytes, 150e6);
+  EXPECT_NEAR(p.comm_s, 0.12 + 6 * 100e-6, 1e-12);
+  EXPECT_NEAR(p.step_s, 0.05 + 0.1206, 1e-12);
+  EXPECT_NEAR(p.efficiency, 0.15 / 0.1706, 1e-12);
+  EXPECT_NEAR(p.samples_per_s, 4 * 32 / 0.1706, 1e-9);
+  EXPECT_EQ(p.bottleneck, "worker links");
+  // Two workers a host: the ring still crosses each host's link once.
+  EXPECT_DOUBLE_EQ(linkLoad(work(), {2, 2, kTenGbit, 0}, {Algorithm::kRingAllReduce}).worker_host_bytes, 150e6);
+  // One host: no link at all.
+  const Prediction alone = predict(work(), {1, 4, kTenGbit, 100e-6}, {Algorithm::kRingAllReduce});
+  EXPECT_EQ(alone.comm_s, 0);
+  EXPECT_DOUBLE_EQ(alone.efficiency, 1.0);
+  EXPECT_EQ(alone.bottleneck, "compute");
+}
+
+TEST(CommModel, DedicatedServersCarryEveryWorkersShareOfThem) {
+  // 4 hosts x 2 workers, 2 servers: a worker host pushes and pulls 2 x 100 MB;
+  // a server host serves 8 workers x 50 MB = 400 MB, the bottleneck.
+  const Prediction p = predict(work(), {4, 2, kTenGbit, 100e-6}, {Algorithm::kPsDedicated, 2});
+  EXPECT_DOUBLE_EQ(p.load.worker_host_bytes, 200e6);
+  EXPECT_DOUBLE_EQ(p.load.server_host_bytes, 400e6);
+  EXPECT_NEAR(p.comm_s, 0.32 + 2 * 100e-6, 1e-12);
+  EXPECT_EQ(p.bottleneck, "server links");
+}
+
+TEST(CommModel, ColocatedServersSplitEachHostsLinkBetweenServingAndPushing) {
+  // One server on each of 4 hosts, 2 workers each: serving 6 remote workers
+  // 25 MB and pushing 2 x 75 MB to the other servers = 300 MB.
+  EXPECT_DOUBLE_EQ(linkLoad(work(), {4, 2, kTenGbit, 0}, {Algorithm::kPsColocated, 4}).worker_host_bytes, 300e6);
+  // Servers on 2 of 4 hosts: a server host serves 6 x 50 MB and pushes
+  // 2 x 50 MB = 400 MB; a host without one pushes 200 MB.
+  EXPECT_DOUBLE_EQ(linkLoad(work(), {4, 2, kTenGbit, 0}, {Algorithm::kPsColocated, 2}).worker_host_bytes, 400e6);
+  EXPECT_THROW(linkLoad(work(), {4, 2, kTenGbit, 0}, {Algorithm::kPsColocated, 5}), InputError);
+}
+
+TEST(CommModel, AFastEnoughLinkLeavesTheStepBoundByCompute) {
+  const Prediction p = predict(work(), {8, 4, 1e15, 0}, {Algorithm::kRingAllReduce});
+  EXPECT_NEAR(p.step_s, 0.15, 1e-9);
+  EXPECT_NEAR(p.efficiency, 1.0, 1e-9);
+  EXPECT_EQ(p.bottleneck, "compute");
+  // Communication hidden behind backward costs nothing either.
+  const Prediction hidden = predict(work(), {2, 1, 1e9, 0}, {Algorithm::kRingAllReduce});  // 100 MB: 0.1 s
+  EXPECT_NEAR(hidden.step_s, 0.15, 1e-12);
+  EXPECT_EQ(hidden.bottleneck, "compute");
+}
+
+TEST(CommModel, BadInputIsRefused) {
+  EXPECT_THROW(predict(work(), {0, 1, kTenGbit, 0}, {}), InputError);
+  EXPECT_THROW(predict(work(), {2, 1, 0, 0}, {}), InputError);
+  EXPECT_THROW(parseAlgorithm("butterfly"), InputError);
+  EXPECT_EQ(algorithmName(parseAlgorithm("ps-dedicated")), "ps-dedicated");
+}
+
+}  // namespace
+}  // namespace tandem::plan
