@@ -279,6 +279,11 @@ Command addTrainCommand(CLI::App& app) {
   field("/distributed/ps_threads",
         cmd->add_option("--ps-threads", c.distributed.ps_threads, "optimizer apply threads per server (0: all cores)"))
       ->capture_default_str()->group(ps_group);
+  field("/emulate_compute",
+        cmd->add_option("--emulate-compute", c.emulate_compute,
+                        "a GPU profile (JSON, profiles/): forward and backward become timed waits shaped like the "
+                        "model's FLOPs, everything else stays real"))
+      ->group("Scale-out lab");
   field("/debug_step_delay_ms", cmd->add_option("--debug-step-delay-ms", c.debug_step_delay_ms,
                   "sleep this long every step: a deliberate straggler for testing"))
       ->group("Debugging");

@@ -74,6 +74,7 @@ struct TrainConfig {
   int keep_checkpoints = 5;            // periodic checkpoints kept (0: all)
   bool overwrite = false;              // clear out_dir instead of resuming from or refusing it
   int64_t debug_step_delay_ms = 0;     // sleep each step: makes a deliberate straggler for tests
+  std::string emulate_compute;         // a GPU profile: forward and backward become timed waits
   std::string out_dir = "runs/default";
   std::string resume_from;
   obs::ProgressStyle progress = obs::ProgressStyle::kPlain;  // not part of the run's identity

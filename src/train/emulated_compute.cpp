@@ -1,0 +1,203 @@
+#include "train/emulated_compute.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/accumulate_grad.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <numeric>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/error.hpp"
+
+namespace tandem::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using torch::autograd::Node;
+
+// When the running backward started: the first emulated layer sets it.
+struct BackwardClock {
+  bool started = false;
+  Clock::time_point start;
+};
+
+// One parameter's backward: waits until its cumulative share of the
+// backward time has passed, then hands over its fixed gradient.
+class EmulatedLayerBackward final : public Node {
+ public:
+  EmulatedLayerBackward(std::shared_ptr<BackwardClock> clock, Clock::duration done_at, torch::Tensor gradient)
+      : clock_(std::move(clock)), done_at_(done_at), gradient_(std::move(gradient)) {}
+  torch::autograd::variable_list apply(torch::autograd::variable_list&&) override {
+    if (!clock_->started) {
+      clock_->started = true;
+      clock_->start = Clock::now();
+    }
+    std::this_thread::sleep_until(clock_->start + done_at_);
+    return {gradient_.clone()};  // autograd may accumulate into what it is given
+  }
+  std::string name() const override { return "EmulatedLayerBackward"; }
+
+ private:
+  std::shared_ptr<BackwardClock> clock_;
+  Clock::duration done_at_;
+  torch::Tensor gradient_;
+};
+
+double number(const nlohmann::json& j, const char* key, const std::string& path) {
+  if (!j.contains(key) || !j[key].is_number() || !(j[key].get<double>() >= 0)) {
+    throw InputError(fmt::format("{}: '{}' must be a non-negative number", path, key));
+  }
+  return j[key].get<double>();
+}
+
+std::string text(const nlohmann::json& j, const char* key, const std::string& path) {
+  if (!j.contains(key) || !j[key].is_string() || j[key].get<std::string>().empty()) {
+    throw InputError(fmt::format("{}: '{}' must be a non-empty string", path, key));
+  }
+  return j[key].get<std::string>();
+}
+
+// Output elements per sample and channel of the node's forward output: the
+// positions a weight is applied at.
+double positionsPerSample(const Node& node, int64_t batch) {
+  if (node.num_inputs() == 0) return 1;
+  const auto sizes = node.input_metadata(0).zeros_like().sizes();
+  if (sizes.size() < 2 || sizes[0] != batch) return 1;
+  int64_t positions = 1;
+  for (size_t d = 2; d < sizes.size(); ++d) positions *= sizes[d];
+  return static_cast<double>(positions);
+}
+
+}  // namespace
+
+ComputeProfile loadComputeProfile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(fmt::format("--emulate-compute: cannot read profile {}", path));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("{}: not JSON: {}", path, e.what()));
+  }
+  ComputeProfile p;
+  p.path = path;
+  p.model = text(j, "model", path);
+  p.device = text(j, "device", path);
+  p.source = text(j, "source", path);
+  p.batch_size = static_cast<int64_t>(number(j, "batch_size", path));
+  p.forward_ms = number(j, "forward_ms", path);
+  p.backward_ms = number(j, "backward_ms", path);
+  if (p.batch_size < 1 || p.backward_ms <= 0) {
+    throw InputError(fmt::format("{}: batch_size and backward_ms must be positive", path));
+  }
+  return p;
+}
+
+struct EmulatedCompute::Impl {
+  ComputeProfile profile;
+  std::vector<torch::Tensor> params;
+  std::vector<torch::Tensor> gradients;  // fixed, one per parameter
+  std::vector<double> shares;
+  std::vector<size_t> backward_order;
+  std::vector<Clock::duration> done_at;  // by parameter
+};
+
+EmulatedCompute::EmulatedCompute(models::Model& model, ComputeProfile profile, torch::IntArrayRef sample_shape)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& s = *impl_;
+  s.profile = std::move(profile);
+  for (const auto& p : model.parameters()) {
+    if (p.requires_grad()) s.params.push_back(p);
+  }
+  if (s.params.empty()) throw InputError("--emulate-compute: the model has no trainable parameters");
+  std::unordered_map<const void*, size_t> index_of;
+  for (size_t i = 0; i < s.params.size(); ++i) index_of[s.params[i].unsafeGetTensorImpl()] = i;
+
+  // The probe: a real forward of two samples (batch norm needs two).
+  constexpr int64_t kProbeBatch = 2;
+  std::vector<int64_t> shape = {kProbeBatch};
+  shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
+  torch::Tensor out = model.forward(torch::randn(shape)).sum();
+  std::vector<double> flops(s.params.size(), 0.0);
+  std::vector<uint64_t> first_use(s.params.size(), UINT64_MAX);
+  std::unordered_map<const Node*, const Node*> parent;
+  std::unordered_set<const Node*> seen;
+  std::vector<const Node*> stack = {out.grad_fn().get()};
+  while (!stack.empty()) {
+    const Node* node = stack.back();
+    stack.pop_back();
+    if (node == nullptr || !seen.insert(node).second) continue;
+    for (const auto& edge : node->next_edges()) {
+      const Node* child = edge.function.get();
+      if (child == nullptr) continue;
+      if (const auto* leaf = dynamic_cast<const torch::autograd::AccumulateGrad*>(child)) {
+        auto it = index_of.find(leaf->variable.unsafeGetTensorImpl());
+        if (it == index_of.end()) continue;
+        // A view of the weight (a transpose before a matmul) shares its
+        // size: the layer is the node that consumes the view.
+        const Node* layer = node;
+        if (node->num_inputs() > 0 && node->input_metadata(0).zeros_like().numel() == s.params[it->second].numel() &&
+            parent.count(node)) {
+          layer = parent.at(node);
+        }
+        flops[it->second] += 2.0 * static_cast<double>(s.params[it->second].numel()) *
+                             positionsPerSample(*layer, kProbeBatch);
+        first_use[it->second] = std::min(first_use[it->second], layer->sequence_nr());
+        continue;
+      }
+      parent.emplace(child, node);
+      stack.push_back(child);
+    }
+  }
+  const double total = std::accumulate(flops.begin(), flops.end(), 0.0);
+  s.shares.resize(s.params.size());
+  for (size_t i = 0; i < flops.size(); ++i) s.shares[i] = total > 0 ? flops[i] / total : 1.0 / flops.size();
+  // Backward meets the layers in the reverse of their forward order.
+  s.backward_order.resize(s.params.size());
+  std::iota(s.backward_order.begin(), s.backward_order.end(), size_t{0});
+  std::stable_sort(s.backward_order.begin(), s.backward_order.end(),
+                   [&](size_t a, size_t b) { return first_use[a] > first_use[b]; });
+  s.done_at.resize(s.params.size());
+  double elapsed_ms = 0;
+  for (size_t i : s.backward_order) {
+    elapsed_ms += s.shares[i] * s.profile.backward_ms;
+    s.done_at[i] = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(elapsed_ms));
+  }
+  // Small, fixed and different per parameter, so that reductions can be
+  // checked exactly and the parameters still move.
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    s.gradients.push_back(torch::full_like(s.params[i], 1e-4 * static_cast<double>(i % 7 + 1)).detach());
+  }
+}
+
+EmulatedCompute::~EmulatedCompute() = default;
+
+torch::Tensor EmulatedCompute::forward() {
+  Impl& s = *impl_;
+  std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(s.profile.forward_ms));
+  auto clock = std::make_shared<BackwardClock>();
+  std::vector<torch::Tensor> outputs;
+  // Created in forward order: autograd runs the later ones first.
+  for (auto it = s.backward_order.rbegin(); it != s.backward_order.rend(); ++it) {
+    const size_t i = *it;
+    auto node = std::shared_ptr<EmulatedLayerBackward>(new EmulatedLayerBackward(clock, s.done_at[i], s.gradients[i]),
+                                                       torch::autograd::deleteNode);
+    node->set_next_edges(torch::autograd::collect_next_edges(s.params[i]));
+    torch::Tensor output = torch::zeros({});
+    torch::autograd::create_gradient_edge(output, node);
+    outputs.push_back(output);
+  }
+  return torch::stack(outputs).sum();
+}
+
+const ComputeProfile& EmulatedCompute::profile() const { return impl_->profile; }
+const std::vector<double>& EmulatedCompute::backwardShares() const { return impl_->shares; }
+const std::vector<size_t>& EmulatedCompute::backwardOrder() const { return impl_->backward_order; }
+
+}  // namespace tandem::train
