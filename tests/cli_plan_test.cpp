@@ -26,9 +26,20 @@ TEST(CliPlan, PredictsEachHostCountAndNamesTheBottleneck) {
   EXPECT_LT(rows[1]["efficiency"].get<double>(), 1.0);
 }
 
+TEST(CliPlan, AProfileGivesTheComputeBatchAndModel) {
+  auto run = runTandem(std::string("plan --profile ") + TANDEM_SOURCE_DIR +
+                       "/profiles/inception_v3-k80-b64.json --hosts 1 --json");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto plan = nlohmann::json::parse(run.output.substr(run.output.find('{')));
+  EXPECT_EQ(plan["model_bytes"], 4.0 * 23834568);  // inception_v3's parameters
+  EXPECT_NEAR(plan["rows"][0]["step_ms"].get<double>(), 699.5 + 1398.9, 1e-9);
+  EXPECT_NEAR(plan["rows"][0]["samples_per_sec"].get<double>(), 64 / 2.0984, 1e-6);
+}
+
 TEST(CliPlan, BadInputExitsTwoNamingTheFlag) {
   for (const auto& [args, phrase] : std::vector<std::pair<std::string, std::string>>{
            {"plan --backward-ms 10", "exactly one of --model NAME and --model-mb"},
+           {"plan --model-mb 10", "--backward-ms (or --profile) must be positive"},
            {"plan --model-mb 10 --backward-ms 10 --layout tree", "--layout: 'tree'"},
            {"plan --model-mb 10 --backward-ms 10 --layout ps-colocated --servers 3 --hosts 2",
             "3 colocated server(s) on 2 host(s)"},

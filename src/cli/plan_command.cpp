@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "models/registry.hpp"
 #include "plan/comm_model.hpp"
+#include "train/emulated_compute.hpp"
 
 namespace tandem::cli {
 namespace {
@@ -18,6 +19,7 @@ namespace {
 struct PlanFlags {
   std::string model;
   double model_mb = 0;
+  std::string profile;
   double forward_ms = 0;
   double backward_ms = 0;
   int64_t batch_size = 1;
@@ -40,8 +42,18 @@ double modelBytes(const PlanFlags& f) {
   throw InputError(fmt::format("--model: '{}' is not a built-in model", f.model));
 }
 
-int run(const PlanFlags& f) {
-  if (f.forward_ms < 0 || f.backward_ms <= 0) throw InputError("--backward-ms must be positive, --forward-ms >= 0");
+int run(PlanFlags f) {
+  if (!f.profile.empty()) {
+    // A profile gives the compute, its batch and (unless named) its model.
+    const train::ComputeProfile p = train::loadComputeProfile(f.profile);
+    f.forward_ms = p.forward_ms;
+    f.backward_ms = p.backward_ms;
+    f.batch_size = p.batch_size;
+    if (f.model.empty() && f.model_mb <= 0) f.model = p.model;
+  }
+  if (f.forward_ms < 0 || f.backward_ms <= 0) {
+    throw InputError("--backward-ms (or --profile) must be positive, --forward-ms >= 0");
+  }
   plan::Workload work{f.forward_ms / 1e3, f.backward_ms / 1e3, modelBytes(f), f.batch_size};
   const plan::Algorithm algorithm = plan::parseAlgorithm(f.layout);
   nlohmann::json rows = nlohmann::json::array();
@@ -81,7 +93,8 @@ Command addPlanCommand(CLI::App& app) {
   cmd->add_option("--model", f->model, "a built-in model: its parameters are the bytes exchanged");
   cmd->add_option("--model-mb", f->model_mb, "or the bytes exchanged per step, in MB");
   cmd->add_option("--forward-ms", f->forward_ms, "forward time per step on one worker")->capture_default_str();
-  cmd->add_option("--backward-ms", f->backward_ms, "backward time per step on one worker")->required();
+  cmd->add_option("--backward-ms", f->backward_ms, "backward time per step on one worker");
+  cmd->add_option("--profile", f->profile, "a GPU profile (profiles/*.json): its times, batch and model");
   cmd->add_option("--batch-size", f->batch_size, "samples per worker per step")->capture_default_str();
   cmd->add_option("--hosts", f->hosts, "host counts to predict, comma-separated")->delimiter(',')->capture_default_str();
   cmd->add_option("--workers-per-host", f->workers_per_host, "workers (GPUs) on each host")->capture_default_str();
