@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <map>
+#include <vector>
+
 #include "support/process.hpp"
 
 namespace tandem {
@@ -14,9 +17,9 @@ using testing::TempDir;
 
 const std::string kProfile = std::string(TANDEM_SOURCE_DIR) + "/profiles/resnet110-titanx-b128.json";
 
-std::string emulatedArgs(const std::string& out, const std::string& profile = kProfile) {
-  return "--model resnet110 --dataset synthetic --synthetic-shape 3x32x32 --batch-size 128 --max-steps 12 "
-         "--log-every 4 --emulate-compute " + profile + " --out " + out;
+std::string emulatedArgs(const std::string& out, const std::string& profile = kProfile, int steps = 12) {
+  return "--model resnet110 --dataset synthetic --synthetic-shape 3x32x32 --batch-size 128 --max-steps " +
+         std::to_string(steps) + " --log-every 4 --emulate-compute " + profile + " --out " + out;
 }
 
 TEST(CliEmulatedCompute, OneWorkersStepTakesTheProfilesTime) {
@@ -38,6 +41,42 @@ TEST(CliEmulatedCompute, TwoWorkersReduceTheFixedGradientsIntoEqualReplicas) {
   const auto summary = nlohmann::json::parse(readFile(dir.path() / "two" / "summary.json"));
   EXPECT_EQ(summary["mode"], "allreduce");
   EXPECT_EQ(summary["steps"], 12);
+}
+
+// --timeline under launch: one merged Chrome trace with both workers, whose
+// phase spans nest inside their step spans, with bucket all-reduces and the
+// emulated layers' backward spans.
+TEST(CliEmulatedCompute, LaunchMergesTheWorkersTimelines) {
+  TempDir dir;
+  auto run = runTandem("launch --workers 2 -- " + emulatedArgs(dir.str("tl"), kProfile, 3) + " --timeline");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto trace = nlohmann::json::parse(readFile(dir.path() / "tl" / "timeline.json"));
+  std::map<int, std::string> processes;
+  std::map<int, std::vector<std::pair<int64_t, int64_t>>> steps;  // by pid
+  int phases = 0, buckets = 0, layers = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") processes[e["pid"].get<int>()] = e["args"]["name"];
+    if (e["ph"] != "X") continue;
+    ASSERT_GE(e["dur"].get<int64_t>(), 0) << e;  // every span is closed
+    const std::string name = e["name"];
+    if (name.rfind("step ", 0) == 0) steps[e["pid"].get<int>()].push_back({e["ts"], e["ts"].get<int64_t>() + e["dur"].get<int64_t>()});
+    if (name.rfind("all-reduce bucket", 0) == 0) ++buckets;
+    if (e["tid"] == 2) ++layers;
+  }
+  EXPECT_EQ(processes, (std::map<int, std::string>{{0, "worker 0"}, {1, "worker 1"}}));
+  ASSERT_EQ(steps[0].size(), 3u);
+  ASSERT_EQ(steps[1].size(), 3u);
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X" || e["tid"] != 0 || e["name"].get<std::string>().rfind("step ", 0) == 0) continue;
+    const int64_t begin = e["ts"], end = begin + e["dur"].get<int64_t>();
+    bool inside = false;
+    for (const auto& [b, f] : steps[e["pid"].get<int>()]) inside = inside || (b <= begin && end <= f);
+    EXPECT_TRUE(inside) << "a phase outside every step: " << e;
+    ++phases;
+  }
+  EXPECT_GE(phases, 2 * 3 * 4);  // input wait, forward+backward, synchronize, update
+  EXPECT_GE(buckets, 2 * 3);
+  EXPECT_GE(layers, 2 * 3 * 100);  // resnet110's parameters, each step
 }
 
 TEST(CliEmulatedCompute, ABadProfileExitsTwoNamingIt) {

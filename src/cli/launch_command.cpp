@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 
 #include "cli/arg_style.hpp"
 #include "cli/commands.hpp"
+#include "obs/timeline.hpp"
 #include "cluster/cluster_spec.hpp"
 #include "launch/job_progress.hpp"
 #include "launch/process_group.hpp"
@@ -102,6 +104,34 @@ bool hasFlag(const std::vector<std::string>& args, const std::string& flag) {
     if (a == flag || a.rfind(flag + "=", 0) == 0) return true;
   }
   return false;
+}
+
+// `--timeline` in the workers' flags: every task wrote its own file under
+// the run directory; one OUT/timeline.json holds them all.
+void mergeTaskTimelines(const LaunchOptions& o) {
+  namespace fs = std::filesystem;
+  const auto& args = o.train_args;
+  if (std::find(args.begin(), args.end(), "--timeline") == args.end()) return;
+  std::string out = "runs/default";
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--out" && i + 1 < args.size()) out = args[i + 1];
+    if (args[i].rfind("--out=", 0) == 0) out = args[i].substr(6);
+  }
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (const auto& entry : fs::recursive_directory_iterator(out, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("timeline-", 0) == 0 && entry.path().extension() == ".json") files.push_back(entry.path());
+  }
+  if (files.empty()) return;
+  std::sort(files.begin(), files.end());
+  try {
+    obs::mergeTimelines(files, fs::path(out) / "timeline.json");
+    std::fprintf(stderr, "launch: %zu task timeline(s) merged into %s\n", files.size(),
+                 (fs::path(out) / "timeline.json").c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "launch: could not merge the timelines: %s\n", e.what());
+  }
 }
 
 int runLaunch(LaunchOptions o) {
@@ -225,6 +255,7 @@ int runLaunch(LaunchOptions o) {
     }
     return all_bad_input ? 2 : 1;
   }
+  mergeTaskTimelines(o);
   for (const auto& e : result.exits) {
     if (e.exit_code == 130) {
       std::fprintf(stderr, "launch: stopped by signal; worker 0 saved a checkpoint\n");

@@ -284,6 +284,10 @@ Command addTrainCommand(CLI::App& app) {
                         "a GPU profile (JSON, profiles/): forward and backward become timed waits shaped like the "
                         "model's FLOPs, everything else stays real"))
       ->group("Scale-out lab");
+  field("/timeline", cmd->add_flag("--timeline", c.timeline,
+                                   "write OUT/timeline-worker-N.json (Chrome trace, Perfetto): each step's phases, "
+                                   "bucket all-reduces, emulated layers; launch merges them into OUT/timeline.json"))
+      ->group("Scale-out lab");
   field("/debug_step_delay_ms", cmd->add_option("--debug-step-delay-ms", c.debug_step_delay_ms,
                   "sleep this long every step: a deliberate straggler for testing"))
       ->group("Debugging");

@@ -11,6 +11,7 @@
 #include "cluster/membership.hpp"
 #include "collective/comm_thread.hpp"
 #include "collective/communicator.hpp"
+#include "obs/timeline.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/fnv1a.hpp"
@@ -87,8 +88,14 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
     s.buckets = std::make_unique<GradientBuckets>(
         model, cap, static_cast<size_t>(s.n() + 2),
         [&s](size_t bucket, torch::Tensor flat) {
-          s.handles[bucket] = s.comm_thread->submit(
-              [&s, flat] { s.comm->allreduceSum(flat.data_ptr<float>(), static_cast<size_t>(flat.numel())); });
+          s.handles[bucket] = s.comm_thread->submit([&s, flat, bucket] {
+            const int64_t start = obs::Timeline::nowUs();
+            s.comm->allreduceSum(flat.data_ptr<float>(), static_cast<size_t>(flat.numel()));
+            if (auto* timeline = obs::Timeline::current()) {
+              timeline->span(fmt::format("all-reduce bucket {}", bucket), obs::Lane::kComm, start,
+                             obs::Timeline::nowUs(), {{"bytes", flat.numel() * 4}});
+            }
+          });
         },
         [&s] { s.fillTail(); });
     s.handles.resize(s.buckets->size());

@@ -29,7 +29,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, model, loss, model_
                                                 max_steps, seed, threads, prefetch_threads, prefetch_depth,
                                                 eval_every_steps, eval_batch_size, log_every_steps,
                                                 checkpoint_every_steps, checkpoint_secs, keep_checkpoints, out_dir,
-                                                optimizer, lr, distributed, emulate_compute)
+                                                optimizer, lr, distributed, emulate_compute,
+                                                timeline)
 
 namespace {
 void requirePositive(int64_t value, const char* flag) {

@@ -75,6 +75,7 @@ struct TrainConfig {
   bool overwrite = false;              // clear out_dir instead of resuming from or refusing it
   int64_t debug_step_delay_ms = 0;     // sleep each step: makes a deliberate straggler for tests
   std::string emulate_compute;         // a GPU profile: forward and backward become timed waits
+  bool timeline = false;               // write a Chrome-trace timeline of every step
   std::string out_dir = "runs/default";
   std::string resume_from;
   obs::ProgressStyle progress = obs::ProgressStyle::kPlain;  // not part of the run's identity

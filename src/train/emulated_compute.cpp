@@ -14,6 +14,7 @@
 #include <unordered_set>
 
 #include "core/error.hpp"
+#include "obs/timeline.hpp"
 
 namespace tandem::train {
 namespace {
@@ -25,28 +26,38 @@ using torch::autograd::Node;
 struct BackwardClock {
   bool started = false;
   Clock::time_point start;
+  int64_t start_us = 0;  // the same instant on the timeline's clock
 };
 
 // One parameter's backward: waits until its cumulative share of the
 // backward time has passed, then hands over its fixed gradient.
 class EmulatedLayerBackward final : public Node {
  public:
-  EmulatedLayerBackward(std::shared_ptr<BackwardClock> clock, Clock::duration done_at, torch::Tensor gradient)
-      : clock_(std::move(clock)), done_at_(done_at), gradient_(std::move(gradient)) {}
+  EmulatedLayerBackward(std::shared_ptr<BackwardClock> clock, Clock::duration begin_at, Clock::duration done_at,
+                        torch::Tensor gradient, std::string param)
+      : clock_(std::move(clock)), begin_at_(begin_at), done_at_(done_at), gradient_(std::move(gradient)),
+        param_(std::move(param)) {}
   torch::autograd::variable_list apply(torch::autograd::variable_list&&) override {
     if (!clock_->started) {
       clock_->started = true;
       clock_->start = Clock::now();
+      clock_->start_us = obs::Timeline::nowUs();
     }
     std::this_thread::sleep_until(clock_->start + done_at_);
+    if (auto* timeline = obs::Timeline::current()) {
+      auto us = [](Clock::duration d) { return std::chrono::duration_cast<std::chrono::microseconds>(d).count(); };
+      timeline->span(param_, obs::Lane::kBackward, clock_->start_us + us(begin_at_), obs::Timeline::nowUs());
+    }
     return {gradient_.clone()};  // autograd may accumulate into what it is given
   }
   std::string name() const override { return "EmulatedLayerBackward"; }
 
  private:
   std::shared_ptr<BackwardClock> clock_;
+  Clock::duration begin_at_;
   Clock::duration done_at_;
   torch::Tensor gradient_;
+  std::string param_;
 };
 
 double number(const nlohmann::json& j, const char* key, const std::string& path) {
@@ -102,18 +113,21 @@ ComputeProfile loadComputeProfile(const std::string& path) {
 struct EmulatedCompute::Impl {
   ComputeProfile profile;
   std::vector<torch::Tensor> params;
+  std::vector<std::string> names;
   std::vector<torch::Tensor> gradients;  // fixed, one per parameter
   std::vector<double> shares;
   std::vector<size_t> backward_order;
-  std::vector<Clock::duration> done_at;  // by parameter
+  std::vector<Clock::duration> begin_at, done_at;  // by parameter, from the start of backward
 };
 
 EmulatedCompute::EmulatedCompute(models::Model& model, ComputeProfile profile, torch::IntArrayRef sample_shape)
     : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   s.profile = std::move(profile);
-  for (const auto& p : model.parameters()) {
-    if (p.requires_grad()) s.params.push_back(p);
+  for (const auto& item : model.named_parameters()) {
+    if (!item.value().requires_grad()) continue;
+    s.params.push_back(item.value());
+    s.names.push_back(item.key() + " backward");
   }
   if (s.params.empty()) throw InputError("--emulate-compute: the model has no trainable parameters");
   std::unordered_map<const void*, size_t> index_of;
@@ -164,8 +178,10 @@ EmulatedCompute::EmulatedCompute(models::Model& model, ComputeProfile profile, t
   std::stable_sort(s.backward_order.begin(), s.backward_order.end(),
                    [&](size_t a, size_t b) { return first_use[a] > first_use[b]; });
   s.done_at.resize(s.params.size());
+  s.begin_at.resize(s.params.size());
   double elapsed_ms = 0;
   for (size_t i : s.backward_order) {
+    s.begin_at[i] = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(elapsed_ms));
     elapsed_ms += s.shares[i] * s.profile.backward_ms;
     s.done_at[i] = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(elapsed_ms));
   }
@@ -186,7 +202,8 @@ torch::Tensor EmulatedCompute::forward() {
   // Created in forward order: autograd runs the later ones first.
   for (auto it = s.backward_order.rbegin(); it != s.backward_order.rend(); ++it) {
     const size_t i = *it;
-    auto node = std::shared_ptr<EmulatedLayerBackward>(new EmulatedLayerBackward(clock, s.done_at[i], s.gradients[i]),
+    auto node = std::shared_ptr<EmulatedLayerBackward>(new EmulatedLayerBackward(clock, s.begin_at[i], s.done_at[i],
+                                                                                 s.gradients[i], s.names[i]),
                                                        torch::autograd::deleteNode);
     node->set_next_edges(torch::autograd::collect_next_edges(s.params[i]));
     torch::Tensor output = torch::zeros({});

@@ -20,6 +20,7 @@
 #include "obs/step_breakdown.hpp"
 #include "train/blas_check.hpp"
 #include "train/checkpoint.hpp"
+#include "obs/timeline.hpp"
 #include "train/emulated_compute.hpp"
 #include "train/evaluator.hpp"
 #include "train/fused_step.hpp"
@@ -256,6 +257,11 @@ nlohmann::json Trainer::run() {
   }
 
   const fs::path run_dir = chief ? out_dir : out_dir / "workers" / fmt::format("worker-{}", strategy_->rank());
+  std::optional<obs::Timeline> timeline;  // --timeline: written when the run ends
+  if (c.timeline) {
+    timeline.emplace(run_dir / fmt::format("timeline-worker-{}.json", strategy_->rank()),
+                     fmt::format("worker {}", strategy_->rank()), strategy_->rank());
+  }
   obs::MetricsWriter writer(run_dir);
   if (start_step > 0) writer.append({{"type", "resume"}, {"step", start_step}, {"checkpoint", plan.resume_from}});
   const int64_t param_count = models::countParameters(*model);
@@ -321,6 +327,14 @@ nlohmann::json Trainer::run() {
        ++local) {
     Stopwatch step_watch;
     Stopwatch phase;
+    const int64_t step_start_us = obs::Timeline::nowUs();
+    int64_t mark_us = step_start_us;
+    auto spanTo = [&](const char* name, nlohmann::json args = nullptr) {
+      if (!timeline) return;
+      const int64_t now = obs::Timeline::nowUs();
+      timeline->span(name, obs::Lane::kLoop, mark_us, now, std::move(args));
+      mark_us = now;
+    };
     const double lr = schedule.at(done);
     setLearningRate(*optimizer, lr);
     // Unset, not zeroed: backward then hands over fresh gradient tensors
@@ -332,6 +346,7 @@ nlohmann::json Trainer::run() {
     for (int micro = 0; micro < step_input.micro_steps; ++micro) {
       data::Batch batch = prefetcher.next();
       breakdown.add(obs::Phase::kInputWait, phase.lap());
+      spanTo("input wait");
       auto loss = emulated ? emulated->forward() : loss_fn(model->forward(batch.inputs), batch.targets);
       step_input.loss_sum += loss.item<double>();
       step_input.stop_requested = stopRequested();
@@ -339,9 +354,12 @@ nlohmann::json Trainer::run() {
       loss.backward();
       if (c.debug_step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(c.debug_step_delay_ms));
       breakdown.add(obs::Phase::kForwardBackward, phase.lap());
+      spanTo(emulated ? "forward+backward (emulated)" : "forward+backward");
     }
 
     AgreedStep agreed = strategy_->synchronizeGradients(*model, step_input);
+    spanTo("synchronize", {{"exposed_comm_ms", agreed.times.exposed_comm * 1e3},
+                           {"wait_workers_ms", agreed.times.wait_workers * 1e3}});
     breakdown.add(obs::Phase::kExposedComm, agreed.times.exposed_comm);
     breakdown.add(obs::Phase::kWaitWorkers, agreed.times.wait_workers);
     phase.lap();
@@ -351,11 +369,13 @@ nlohmann::json Trainer::run() {
       fusedOptimizerStep(*optimizer, c.optimizer, lr);
       breakdown.add(obs::Phase::kUpdate, phase.lap());
     }
+    spanTo("update");
     breakdown.endStep();
     const int64_t before = done;
     done = agreed.global_step >= 0 ? agreed.global_step : done + 1;
     if (++local_steps == kWarmupSteps) faults_after_warmup = minorFaults();
     budget_spent = shared_steps && agreed.finished;
+    if (timeline) timeline->span(fmt::format("step {}", done), obs::Lane::kLoop, step_start_us, obs::Timeline::nowUs());
     const double step_loss = agreed.loss;
     if (agreed.stop && done < total_steps && !budget_spent) {
       stop_agreed = true;

@@ -1,0 +1,82 @@
+#include "obs/timeline.hpp"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+
+#include "core/error.hpp"
+#include "obs/metrics_writer.hpp"
+
+namespace tandem::obs {
+namespace {
+
+std::atomic<Timeline*> g_current{nullptr};
+
+nlohmann::json metadata(const char* kind, int pid, int tid, const std::string& name) {
+  return {{"ph", "M"}, {"name", kind}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}};
+}
+
+}  // namespace
+
+Timeline::Timeline(std::filesystem::path path, std::string task, int task_id)
+    : path_(std::move(path)), task_id_(task_id) {
+  events_.push_back(metadata("process_name", task_id_, 0, task));
+  events_.push_back(metadata("thread_name", task_id_, static_cast<int>(Lane::kLoop), "training loop"));
+  events_.push_back(metadata("thread_name", task_id_, static_cast<int>(Lane::kComm), "communication"));
+  events_.push_back(metadata("thread_name", task_id_, static_cast<int>(Lane::kBackward), "backward layers"));
+  g_current = this;
+}
+
+Timeline::~Timeline() {
+  Timeline* self = this;
+  g_current.compare_exchange_strong(self, nullptr);
+  try {
+    write();
+  } catch (const std::exception&) {
+    // A timeline is a diagnostic: failing to write it does not fail the run.
+  }
+}
+
+int64_t Timeline::nowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void Timeline::span(std::string_view name, Lane lane, int64_t start_us, int64_t end_us, nlohmann::json args) {
+  nlohmann::json e = {{"ph", "X"}, {"name", name}, {"pid", task_id_}, {"tid", static_cast<int>(lane)},
+                      {"ts", start_us}, {"dur", std::max<int64_t>(0, end_us - start_us)}};
+  if (!args.is_null()) e["args"] = std::move(args);
+  std::lock_guard lock(mutex_);
+  events_.push_back(std::move(e));
+}
+
+void Timeline::write() {
+  std::lock_guard lock(mutex_);
+  if (written_) return;
+  written_ = true;
+  writeFileAtomically(path_, nlohmann::json({{"traceEvents", events_}, {"displayTimeUnit", "ms"}}).dump() + "\n");
+}
+
+Timeline* Timeline::current() { return g_current.load(); }
+
+void mergeTimelines(const std::vector<std::filesystem::path>& inputs, const std::filesystem::path& output) {
+  nlohmann::json events = nlohmann::json::array();
+  for (const auto& path : inputs) {
+    std::ifstream in(path);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(fmt::format("{}: not a timeline: {}", path.string(), e.what()));
+    }
+    if (!j.contains("traceEvents") || !j["traceEvents"].is_array()) {
+      throw InputError(fmt::format("{}: not a timeline (no traceEvents)", path.string()));
+    }
+    for (auto& e : j["traceEvents"]) events.push_back(std::move(e));
+  }
+  writeFileAtomically(output, nlohmann::json({{"traceEvents", events}, {"displayTimeUnit", "ms"}}).dump() + "\n");
+}
+
+}  // namespace tandem::obs

@@ -1,0 +1,49 @@
+#pragma once
+// --timeline: a Chrome-trace / Perfetto JSON file per task ("traceEvents" of
+// complete spans), on the system clock in microseconds, so that the files of
+// every task on a host line up when merged (launch writes OUT/timeline.json).
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tandem::obs {
+
+// Thread lanes within a task's process.
+enum class Lane : int { kLoop = 0, kComm = 1, kBackward = 2 };
+
+class Timeline {
+ public:
+  // Writes `path` on write() or destruction; `task` names the process
+  // ("worker 0").
+  Timeline(std::filesystem::path path, std::string task, int task_id);
+  ~Timeline();
+  Timeline(const Timeline&) = delete;
+  Timeline& operator=(const Timeline&) = delete;
+
+  static int64_t nowUs();
+  // A closed span [start_us, end_us]. Thread-safe.
+  void span(std::string_view name, Lane lane, int64_t start_us, int64_t end_us, nlohmann::json args = nullptr);
+  void write();
+
+  // The process's timeline while one is open, for code far from the trainer
+  // (the communication thread, emulated layers); null otherwise.
+  static Timeline* current();
+
+ private:
+  std::filesystem::path path_;
+  int task_id_;
+  std::mutex mutex_;
+  std::vector<nlohmann::json> events_;
+  bool written_ = false;
+};
+
+// Merges per-task timeline files into one; every span keeps its task's
+// process. Throws InputError naming a file that is not a timeline.
+void mergeTimelines(const std::vector<std::filesystem::path>& inputs, const std::filesystem::path& output);
+
+}  // namespace tandem::obs
