@@ -88,8 +88,15 @@ struct PsOptimizer::Impl {
   std::vector<torch::Tensor> params;
   std::unique_ptr<train::PsStrategy> strategy;
   std::unique_ptr<BackwardPasses> passes;
-  bool sum_passes = true;
   bool finished = false;
+
+  // The update's passes as the strategy counts them: they add up (Horovod).
+  train::LocalStep localStep() const {
+    train::LocalStep local;
+    local.micro_steps = passes->perStep();
+    local.sum_micro_steps = true;
+    return local;
+  }
 };
 
 PsOptimizer::PsOptimizer(torch::nn::Module& module, const PsOptimizerOptions& options)
@@ -123,10 +130,7 @@ PsOptimizer::PsOptimizer(torch::nn::Module& module, const PsOptimizerOptions& op
   Impl& s = *impl_;
   // Before the strategy's hooks: a pass too many is refused before any push.
   s.passes = std::make_unique<BackwardPasses>(s.params, options.backward_passes_per_step, [&s](int pass, bool) {
-    train::LocalStep local;
-    local.micro_steps = s.passes->perStep();
-    local.sum_micro_steps = s.sum_passes;
-    s.strategy->beforeBackward(local, pass);
+    s.strategy->beforeBackward(s.localStep(), pass);
   });
   s.strategy = std::make_unique<train::PsStrategy>(*job.spec, config, /*joined=*/true);
   s.strategy->initialize(module, nlohmann::json::object(), {1, 0, 0, nullptr});
@@ -151,12 +155,9 @@ void PsOptimizer::step() {
   Impl& s = *impl_;
   if (s.finished) throw Error("tandem: DistributedOptimizer used after finish()");
   s.passes->requireComplete("DistributedOptimizer::step");
-  train::LocalStep local;
-  local.micro_steps = s.passes->perStep();
-  local.sum_micro_steps = s.sum_passes;
   {
     torch::NoGradGuard no_grad;
-    s.strategy->synchronizeGradients(s.module, local);
+    s.strategy->synchronizeGradients(s.module, s.localStep());
   }
   zeroGrad();
   s.passes->startUpdate();

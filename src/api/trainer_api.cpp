@@ -42,8 +42,7 @@ train::TrainConfig configFrom(const TrainerOptions& o) {
   c.epochs = o.epochs;
   c.optimizer.name = o.optimizer;
   c.optimizer.lr = o.lr;
-  // torch::optim's defaults where the optimizers differ, as the CLI does.
-  c.optimizer.momentum = o.optimizer == "sgd" || o.optimizer == "rmsprop" ? o.momentum : 0.0;
+  c.optimizer.momentum = o.momentum;  // read by sgd and rmsprop only
   c.optimizer.weight_decay = o.weight_decay;
   c.seed = o.seed;
   c.out_dir = o.out_dir;
@@ -86,9 +85,7 @@ std::string fit(std::shared_ptr<torch::nn::Module> module,
   parts.data = data::DatasetSplits{
       std::make_shared<data::TensorDataset>("training data", train_data.inputs, train_data.targets),
       std::make_shared<data::TensorDataset>("test data", test_data.inputs, test_data.targets)};
-  parts.loss = [loss = std::move(loss)](const torch::Tensor& outputs, const torch::Tensor& targets) {
-    return loss(outputs, targets);
-  };
+  parts.loss = std::move(loss);  // the same signature as the trainer's LossFunction
   train::Trainer trainer(config, train::makeStrategy(spec, config), nullptr, std::move(parts));
   return trainer.run().dump(2);
 }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <fstream>
 #include <numeric>
 #include <thread>
@@ -74,11 +75,16 @@ std::string text(const nlohmann::json& j, const char* key, const std::string& pa
   return j[key].get<std::string>();
 }
 
-// Output elements per sample and channel of the node's forward output: the
-// positions a weight is applied at.
-double positionsPerSample(const Node& node, int64_t batch) {
-  if (node.num_inputs() == 0) return 1;
-  const auto sizes = node.input_metadata(0).zeros_like().sizes();
+// The shape of the node's forward output (its gradient's), empty if none.
+// InputMetadata keeps the shape private: a zero tensor of it tells it.
+std::vector<int64_t> outputSizes(const Node& node) {
+  if (node.num_inputs() == 0) return {};
+  return node.input_metadata(0).zeros_like().sizes().vec();
+}
+
+// Output elements per sample and channel of a forward output: the positions
+// a weight is applied at.
+double positionsPerSample(const std::vector<int64_t>& sizes, int64_t batch) {
   if (sizes.size() < 2 || sizes[0] != batch) return 1;
   int64_t positions = 1;
   for (size_t d = 2; d < sizes.size(); ++d) positions *= sizes[d];
@@ -156,12 +162,14 @@ EmulatedCompute::EmulatedCompute(models::Model& model, ComputeProfile profile, t
         // A view of the weight (a transpose before a matmul) shares its
         // size: the layer is the node that consumes the view.
         const Node* layer = node;
-        if (node->num_inputs() > 0 && node->input_metadata(0).zeros_like().numel() == s.params[it->second].numel() &&
-            parent.count(node)) {
+        std::vector<int64_t> sizes = outputSizes(*node);
+        const int64_t elements = std::accumulate(sizes.begin(), sizes.end(), int64_t{1}, std::multiplies<>());
+        if (!sizes.empty() && elements == s.params[it->second].numel() && parent.count(node)) {
           layer = parent.at(node);
+          sizes = outputSizes(*layer);
         }
         flops[it->second] += 2.0 * static_cast<double>(s.params[it->second].numel()) *
-                             positionsPerSample(*layer, kProbeBatch);
+                             positionsPerSample(sizes, kProbeBatch);
         first_use[it->second] = std::min(first_use[it->second], layer->sequence_nr());
         continue;
       }

@@ -114,9 +114,10 @@ struct PsStrategy::Impl {
     c.optimizer = o;
     // The server holds the global step, so it looks the rate up itself.
     const double per_update = static_cast<double>(config.accumulate) * (mode == ps::Mode::kSync ? n() : 1);
-    LrSchedule schedule(config.optimizer, config.lr, plan.steps_per_epoch, std::max<int64_t>(1, plan.total_steps),
-                        per_update);
-    for (int64_t t = 0; t < std::max<int64_t>(1, plan.total_steps); ++t) c.lr_by_step.push_back(schedule.at(t));
+    // Open-ended (total_steps 0): one rate; the APIs send theirs with ps-lr.
+    const int64_t table_steps = std::max<int64_t>(1, plan.total_steps);
+    LrSchedule schedule(config.optimizer, config.lr, plan.steps_per_epoch, table_steps, per_update);
+    for (int64_t t = 0; t < table_steps; ++t) c.lr_by_step.push_back(schedule.at(t));
     c.layout_fingerprint = layout.fingerprint();
     for (const auto& chunk : layout.chunksOf(server)) c.chunks.push_back({chunk.key, chunk.length});
     c.peer_timeout_s = config.distributed.peer_timeout_s;
