@@ -15,6 +15,7 @@ PACKAGES=(
   libgoogle-perftools-dev
   libprotobuf-dev protobuf-compiler
   libjpeg62-turbo-dev libpng-dev
+  iproute2 python3-matplotlib
 )
 
 SUDO=""

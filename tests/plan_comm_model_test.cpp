@@ -69,5 +69,38 @@ TEST(CommModel, BadInputIsRefused) {
   EXPECT_EQ(algorithmName(parseAlgorithm("ps-dedicated")), "ps-dedicated");
 }
 
+TEST(CommModel, TandemsPathSendsTheLastBucketAfterBackward) {
+  // 2 hosts x 1 worker, ring: each link carries the 100 MB model, 0.08 s at
+  // 10 Gbit/s. One 100 MB bucket leaves when backward (0.10 s) ends:
+  // 0.05 + 0.10 + 0.08. Four 25 MB buckets leave at 0.025, 0.05, 0.075 and
+  // 0.10 s and take 0.02 s each: the link is free in time for each, so the
+  // exchange ends at 0.12 s, one bucket after backward.
+  const Cluster two{2, 1, kTenGbit, 0};
+  const Layout ring{Algorithm::kRingAllReduce};
+  EXPECT_NEAR(predictTandem(work(), two, ring, {100e6}).step_s, 0.05 + 0.10 + 0.08, 1e-12);
+  EXPECT_NEAR(predictTandem(work(), two, ring, {25e6}).step_s, 0.05 + 0.12, 1e-12);
+  // Tiny buckets approach the optimum, compute-bound here: 0.05 + max(0.10, 0.08).
+  EXPECT_NEAR(predictTandem(work(), two, ring, {0.1e6}).step_s, predict(work(), two, ring).step_s, 1e-4);
+  // Latency: 2(n-1) = 2 per bucket, 4 buckets of 0.02 s that now each end 200 us later.
+  const Cluster slow{2, 1, kTenGbit, 100e-6};
+  EXPECT_NEAR(predictTandem(work(), slow, ring, {25e6}).step_s, 0.05 + 0.12 + 2 * 100e-6, 1e-12);
+}
+
+TEST(CommModel, TandemsPathPullsEachChunkAfterItsApply) {
+  // 1 dedicated server, 1 worker on 1 host: the worker's link pushes and
+  // pulls 100 MB (0.08 s each way). Two 50 MB chunks: pushes end at 0.09
+  // and 0.14 s (ready at 0.05 and 0.10); a 1 GB/s apply takes 0.05 s, so
+  // pulls run 0.14-0.18 and 0.19-0.23 s.
+  const Prediction p = predictTandem(work(), {1, 1, kTenGbit, 0}, {Algorithm::kPsDedicated, 1}, {50e6, 1e9, 0});
+  EXPECT_NEAR(p.step_s, 0.05 + 0.23, 1e-12);
+  // The link could carry it all within backward (the optimum is compute-bound).
+  EXPECT_EQ(predict(work(), {1, 1, kTenGbit, 0}, {Algorithm::kPsDedicated, 1}).bottleneck, "compute");
+  EXPECT_EQ(p.bottleneck, "exchange after backward");
+  // A fixed 1 ms per message: the last chunk's push waits for backward, not for the
+  // link, so only two messages (its push and pull) lie on the critical path.
+  const Prediction q = predictTandem(work(), {1, 1, kTenGbit, 0}, {Algorithm::kPsDedicated, 1}, {50e6, 1e9, 1e-3});
+  EXPECT_NEAR(q.step_s, 0.05 + 0.23 + 0.002, 1e-12);
+}
+
 }  // namespace
 }  // namespace tandem::plan

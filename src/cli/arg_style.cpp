@@ -107,4 +107,19 @@ std::vector<std::string> unknownArguments(CLI::App& app, const CLI::App** where)
   return unknown;
 }
 
+std::optional<std::string> flagValue(const std::vector<std::string>& args, const std::string& flag) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == flag && i + 1 < args.size()) return args[i + 1];
+    if (args[i].rfind(flag + "=", 0) == 0) return args[i].substr(flag.size() + 1);
+  }
+  return std::nullopt;
+}
+
+bool hasFlag(const std::vector<std::string>& args, const std::string& flag) {
+  for (const auto& a : args) {
+    if (a == flag || a.rfind(flag + "=", 0) == 0) return true;
+  }
+  return false;
+}
+
 }  // namespace tandem::cli

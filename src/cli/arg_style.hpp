@@ -4,6 +4,7 @@
 // it (in the order given) with the closest known flag.
 #include <CLI/CLI.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,11 @@ std::vector<std::string> normalizeFlagSpelling(int argc, const char* const* argv
 // Whether the first word after `launch ... --` names a program to run rather
 // than `tandem train` arguments: neither a flag nor "train".
 bool namesProgram(const std::string& first_after_dashes);
+
+// In arguments handed on to `tandem train`: the value of `--flag v` or
+// `--flag=v` if given, and whether the flag is there at all.
+std::optional<std::string> flagValue(const std::vector<std::string>& args, const std::string& flag);
+bool hasFlag(const std::vector<std::string>& args, const std::string& flag);
 
 // The closest long flag of `app` to `given` within a small edit distance,
 // or "" when none is close.

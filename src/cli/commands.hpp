@@ -4,6 +4,8 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <string>
+#include <vector>
 
 namespace tandem::cli {
 
@@ -21,6 +23,12 @@ Command addModelsCommand(CLI::App& app);
 // `plan`: the comm-bound optimum of a layout (plan/comm_model.hpp).
 Command addPlanCommand(CLI::App& app);
 Command addLaunchCommand(CLI::App& app);
+// `lab`: a cluster of emulated hosts in network namespaces (lab/).
+Command addLabCommand(CLI::App& app);
+
+// `--timeline` among the tasks' train arguments: every task wrote its own
+// file under the run directory (`--out`); merges them into OUT/timeline.json.
+void mergeTaskTimelines(const std::vector<std::string>& train_args);
 // `bench allreduce` and `bench ps-apply`.
 Command addBenchCommand(CLI::App& app);
 

@@ -83,15 +83,6 @@ std::vector<std::pair<std::string, std::string>> programEnvironment(const std::v
   return env;
 }
 
-// The value of `--flag v` or `--flag=v` in the train arguments, if given.
-std::optional<std::string> flagValue(const std::vector<std::string>& args, const std::string& flag) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == flag && i + 1 < args.size()) return args[i + 1];
-    if (args[i].rfind(flag + "=", 0) == 0) return args[i].substr(flag.size() + 1);
-  }
-  return std::nullopt;
-}
-
 // Async PS training goes on without a dead worker (the servers and the
 // others carry its share); every other mode needs every worker for each step.
 bool continuesAfterWorkerFailure(const LaunchOptions& o) {
@@ -99,24 +90,12 @@ bool continuesAfterWorkerFailure(const LaunchOptions& o) {
   return o.ps > 0 && flagValue(o.train_args, "--ps-mode") == "async" && !flagValue(o.train_args, "--staleness");
 }
 
-bool hasFlag(const std::vector<std::string>& args, const std::string& flag) {
-  for (const auto& a : args) {
-    if (a == flag || a.rfind(flag + "=", 0) == 0) return true;
-  }
-  return false;
-}
+}  // namespace
 
-// `--timeline` in the workers' flags: every task wrote its own file under
-// the run directory; one OUT/timeline.json holds them all.
-void mergeTaskTimelines(const LaunchOptions& o) {
+void mergeTaskTimelines(const std::vector<std::string>& args) {
   namespace fs = std::filesystem;
-  const auto& args = o.train_args;
   if (std::find(args.begin(), args.end(), "--timeline") == args.end()) return;
-  std::string out = "runs/default";
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--out" && i + 1 < args.size()) out = args[i + 1];
-    if (args[i].rfind("--out=", 0) == 0) out = args[i].substr(6);
-  }
+  const std::string out = flagValue(args, "--out").value_or("runs/default");
   std::vector<fs::path> files;
   std::error_code ec;
   for (const auto& entry : fs::recursive_directory_iterator(out, ec)) {
@@ -133,6 +112,8 @@ void mergeTaskTimelines(const LaunchOptions& o) {
     std::fprintf(stderr, "launch: could not merge the timelines: %s\n", e.what());
   }
 }
+
+namespace {
 
 int runLaunch(LaunchOptions o) {
   // torchrun habit: `launch ... -- train --model x` names the subcommand again.
@@ -255,7 +236,7 @@ int runLaunch(LaunchOptions o) {
     }
     return all_bad_input ? 2 : 1;
   }
-  mergeTaskTimelines(o);
+  mergeTaskTimelines(o.train_args);
   for (const auto& e : result.exits) {
     if (e.exit_code == 130) {
       std::fprintf(stderr, "launch: stopped by signal; worker 0 saved a checkpoint\n");

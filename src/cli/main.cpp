@@ -62,7 +62,8 @@ int main(int argc, char** argv) {
   const tandem::cli::Command commands[] = {tandem::cli::addTrainCommand(app), tandem::cli::addEvalCommand(app),
                                            tandem::cli::addExportCommand(app),
                                            tandem::cli::addModelsCommand(app), tandem::cli::addPlanCommand(app),
-                                           tandem::cli::addLaunchCommand(app), tandem::cli::addBenchCommand(app)};
+                                           tandem::cli::addLaunchCommand(app), tandem::cli::addLabCommand(app),
+                                           tandem::cli::addBenchCommand(app)};
   tandem::cli::collectUnknownArguments(app);
 
   // Flags in either spelling: --task_index is --task-index.

@@ -74,6 +74,40 @@ Prediction predict(const Workload& work, const Cluster& cluster, const Layout& l
   return p;
 }
 
+Prediction predictTandem(const Workload& work, const Cluster& cluster, const Layout& layout, const TandemPath& path) {
+  Prediction p = predict(work, cluster, layout);
+  if (!(path.group_bytes > 0)) throw InputError("the bucket or chunk size must be positive");
+  const double s = work.model_bytes;
+  const double busiest = std::max(p.load.worker_host_bytes, p.load.server_host_bytes);
+  if (busiest <= 0 || s <= 0) return p;  // nothing crosses a link
+  const double per_byte = busiest / s / cluster.link_bytes_per_s;
+  const bool ring = layout.algorithm == Algorithm::kRingAllReduce;
+  const double per_group = (ring ? 2.0 * (cluster.workers() - 1) : 1.0) * cluster.latency_s + path.message_s;
+  double sent = 0;       // bytes produced so far
+  double out_free = 0;   // when the outbound direction of the busiest link is free (from backward's start)
+  double back_free = 0;  // the PS pull direction
+  while (sent < s) {
+    const double bytes = std::min(path.group_bytes, s - sent);
+    sent += bytes;
+    const double ready = work.backward_s * sent / s;
+    out_free = std::max(ready, out_free) + bytes * per_byte + per_group;
+    if (!ring) {
+      const double applied = out_free + (path.apply_bytes_per_s > 0 ? bytes / path.apply_bytes_per_s : 0);
+      back_free = std::max(applied, back_free) + bytes * per_byte + per_group;
+    }
+  }
+  const double exchange_end = ring ? out_free : back_free;
+  p.step_s = work.forward_s + std::max(work.backward_s, exchange_end);
+  p.efficiency = p.step_s > 0 ? p.single_s / p.step_s : 1.0;
+  p.samples_per_s = p.step_s > 0 ? cluster.workers() * work.batch_per_worker / p.step_s : 0;
+  if (exchange_end <= work.backward_s) {
+    p.bottleneck = "compute";
+  } else if (p.bottleneck == "compute") {
+    p.bottleneck = "exchange after backward";  // the links keep up, but the last groups start too late
+  }
+  return p;
+}
+
 std::string algorithmName(Algorithm algorithm) {
   switch (algorithm) {
     case Algorithm::kRingAllReduce: return "allreduce";

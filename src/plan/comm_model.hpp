@@ -49,7 +49,7 @@ struct Prediction {
   double single_s = 0;     // one worker alone: forward + backward
   double efficiency = 0;   // single_s / step_s: throughput per worker against one alone
   double samples_per_s = 0;  // the job's
-  std::string bottleneck;  // "compute", "worker links" or "server links"
+  std::string bottleneck;  // "compute", "worker links", "server links" or (Tandem's path) "exchange after backward"
 };
 
 // Bytes per step on the busiest links. Throws InputError for a layout that
@@ -59,6 +59,23 @@ LinkLoad linkLoad(const Workload& work, const Cluster& cluster, const Layout& la
 // The optimum step for the layout. Ring all-reduce pays 2(n-1) latencies,
 // a PS exchange a push and a pull; a single host has no link to wait on.
 Prediction predict(const Workload& work, const Cluster& cluster, const Layout& layout);
+
+// Tandem's own path, which the optimum leaves out: gradients leave in groups
+// (all-reduce buckets, PS chunks) as backward completes them, so the last
+// group's exchange starts only when backward ends; a PS chunk is also
+// applied on its server and pulled back before the next forward.
+struct TandemPath {
+  double group_bytes = 25e6;          // bucket or chunk cap (--bucket-mb, --ps-chunk-mb)
+  double apply_bytes_per_s = 0;       // a server's optimizer apply rate (0: free)
+  double message_s = 0;               // fixed cost per message, beyond latency (0: none)
+};
+
+// The step Tandem takes on that layout: backward produces gradient bytes at
+// an even rate; each group crosses the busiest link (at the optimum's cost
+// per byte) once ready and once the link is free; PS groups then wait for
+// their apply and cross back. The comm-bound optimum is the limit of tiny
+// groups and free messages.
+Prediction predictTandem(const Workload& work, const Cluster& cluster, const Layout& layout, const TandemPath& path);
 
 std::string algorithmName(Algorithm algorithm);
 // "allreduce", "ps-colocated", "ps-dedicated"; InputError otherwise.

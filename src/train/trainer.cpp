@@ -402,7 +402,8 @@ nlohmann::json Trainer::run() {
     const double interval_loss = interval.loss_sum / static_cast<double>(interval.steps);
     const bool last = done >= total_steps || stop_agreed || budget_spent;
     if (crossed(before, done, c.log_every_steps) || last) {
-      writer.append({{"type", "train"}, {"step", done}, {"epoch", epoch}, {"loss", interval_loss}, {"lr", lr},
+      writer.append({{"type", "train"}, {"step", done}, {"worker_step", local_steps}, {"epoch", epoch},
+                     {"loss", interval_loss}, {"lr", lr},
                      {"samples_per_sec", samples_per_sec}, {"step_breakdown", breakdown.toJson()}});
       final_loss = interval_loss;
       interval.reset();

@@ -1,0 +1,264 @@
+// `tandem lab`: an emulated cluster on this machine. Each host is a network
+// namespace whose link to a software switch is shaped to the chosen rate;
+// ordinary `tandem train` tasks run inside them, placed as asked. Afterwards
+// the lab reads each worker's steady steps and each link's bytes, and puts
+// them beside the planner's comm-bound optimum and Tandem's predicted path.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/arg_style.hpp"
+#include "cli/commands.hpp"
+#include "core/error.hpp"
+#include "lab/lab_report.hpp"
+#include "lab/link_sampler.hpp"
+#include "lab/placement.hpp"
+#include "lab/virtual_network.hpp"
+#include "launch/job_progress.hpp"
+#include "launch/process_group.hpp"
+#include "train/emulated_compute.hpp"
+
+namespace tandem::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::atomic<int> g_lab_signal{0};
+void onLabSignal(int signal) { g_lab_signal.store(signal); }
+
+struct LabOptions {
+  int hosts = 2;
+  int workers_per_host = 1;
+  int ps = 0;
+  std::string ps_placement = "colocated";
+  double link_mbps = 1000;
+  double dilation = 1;
+  int64_t warmup_steps = 3;
+  double grace_s = 10;
+  bool json = false;
+  bool cleanup = false;
+  std::vector<std::string> train_args;
+};
+
+// With dilation, the lab runs compute `factor` times slower on links
+// `factor` times slower: the profile the tasks read is scaled.
+fs::path dilatedProfile(const std::string& path, double factor) {
+  std::ifstream in(path);
+  auto profile = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!profile.is_object()) throw InputError(fmt::format("{}: not a JSON profile", path));
+  for (const char* field : {"forward_ms", "backward_ms"}) {
+    if (!profile.contains(field) || !profile[field].is_number()) {
+      throw InputError(fmt::format("{}: field '{}' must be a number", path, field));
+    }
+    profile[field] = profile[field].get<double>() * factor;
+  }
+  profile["source"] = fmt::format("{} (dilated x{} by tandem lab)", profile.value("source", ""), factor);
+  const fs::path out = fs::temp_directory_path() / fmt::format("tandem-lab-{}-profile.json", ::getpid());
+  std::ofstream(out) << profile.dump(2) << "\n";
+  return out;
+}
+
+void replaceFlag(std::vector<std::string>& args, const std::string& flag, const std::string& value) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == flag && i + 1 < args.size()) args[i + 1] = value;
+    if (args[i].rfind(flag + "=", 0) == 0) args[i] = flag + "=" + value;
+  }
+}
+
+std::string modeOf(const LabOptions& o) {
+  if (o.ps == 0) return "allreduce";
+  if (hasFlag(o.train_args, "--staleness")) return "ssp";
+  return flagValue(o.train_args, "--ps-mode").value_or("sync") == "async" ? "ps-async" : "ps-sync";
+}
+
+nlohmann::json readJson(const fs::path& path) {
+  std::ifstream in(path);
+  auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) throw Error(fmt::format("{}: missing or not JSON", path.string()));
+  return j;
+}
+
+int runLab(LabOptions o) {
+  if (o.cleanup) {
+    const int removed = lab::removeStaleLabs();
+    std::fprintf(stderr, "lab: removed %d namespace(s) of labs whose owner is gone\n", removed);
+    return 0;
+  }
+  if (!o.train_args.empty() && o.train_args.front() == "train") o.train_args.erase(o.train_args.begin());
+  for (const char* flag : {"--worker-hosts", "--ps-hosts", "--job-name", "--task-index", "--coordinator",
+                           "--log-every"}) {
+    if (hasFlag(o.train_args, flag)) {
+      throw InputError(fmt::format("{}: the lab sets it for its tasks; remove it from the train arguments", flag));
+    }
+  }
+  if (o.ps_placement != "colocated" && o.ps_placement != "dedicated") {
+    throw InputError(fmt::format("--ps-placement: '{}' is not colocated or dedicated", o.ps_placement));
+  }
+  if (!(o.link_mbps > 0)) throw InputError(fmt::format("--link-mbps: must be positive, got {}", o.link_mbps));
+  if (!(o.dilation >= 1)) throw InputError(fmt::format("--dilation: must be >= 1, got {}", o.dilation));
+  if (o.warmup_steps < 0) throw InputError(fmt::format("--warmup-steps: must be >= 0, got {}", o.warmup_steps));
+  const auto profile_path = flagValue(o.train_args, "--emulate-compute");
+  if (o.dilation != 1 && !profile_path) {
+    throw InputError("--dilation: only emulated compute can be slowed down with the links; add --emulate-compute "
+                     "PROFILE to the train arguments");
+  }
+  const lab::Placement placement =
+      lab::place({o.hosts, o.workers_per_host, o.ps, o.ps_placement == "dedicated"});
+  if (const std::string missing = lab::missingLabPrivileges(); !missing.empty()) throw Error(missing);
+  if (const int stale = lab::removeStaleLabs(); stale > 0) {
+    std::fprintf(stderr, "lab: removed %d namespace(s) left by a lab whose owner is gone\n", stale);
+  }
+
+  std::vector<std::string> common = o.train_args;
+  const std::string out = flagValue(common, "--out").value_or("runs/lab");
+  if (!hasFlag(common, "--out")) common.insert(common.end(), {"--out", out});
+  std::optional<fs::path> dilated;
+  std::optional<train::ComputeProfile> profile;
+  if (profile_path) {
+    profile = train::loadComputeProfile(*profile_path);
+    if (o.dilation != 1) {
+      dilated = dilatedProfile(*profile_path, o.dilation);
+      replaceFlag(common, "--emulate-compute", dilated->string());
+    }
+  }
+  // Every task shares this machine's cores, whatever host it plays.
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int tasks = static_cast<int>(placement.workers.size() + placement.servers.size());
+  if (!hasFlag(common, "--threads")) common.insert(common.end(), {"--threads", std::to_string(std::max(1, cores / tasks))});
+  if (o.ps > 0 && !hasFlag(common, "--ps-threads")) common.insert(common.end(), {"--ps-threads", "1"});
+  common.insert(common.end(), {"--log-every", "1"});
+  const bool job_progress = !hasFlag(common, "--progress");
+  if (job_progress) common.insert(common.end(), {"--progress", "records"});
+
+  // Caught from here on, so that a stop removes the lab.
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) std::signal(s, onLabSignal);
+  const double lab_bits_per_s = o.link_mbps * 1e6 / o.dilation;
+  lab::VirtualNetwork network(placement.hosts, {lab_bits_per_s});
+  auto address = [&network](int host) { return network.address(host); };
+  const std::string worker_hosts = lab::hostList(placement.workers, address);
+  const std::string ps_hosts = lab::hostList(placement.servers, address);
+  if (o.ps > 0) common.insert(common.end(), {"--ps-hosts", ps_hosts});
+  std::fprintf(stderr, "lab: %d host(s) in network namespaces, links %g Mbit/s (%g emulated, dilation %g); workers "
+               "at %s%s%s\n",
+               placement.hosts, lab_bits_per_s / 1e6, o.link_mbps, o.dilation, worker_hosts.c_str(),
+               o.ps > 0 ? ", servers at " : "", ps_hosts.c_str());
+
+  launch::JobProgress progress(/*live=*/::isatty(STDOUT_FILENO) == 1);
+  launch::ProcessGroup group;
+  if (job_progress) {
+    group.setLineHook([&progress](const std::string& child, std::string_view line) {
+      return progress.onLine(child, line);
+    });
+    group.setStatusLine([&progress] { return progress.statusLine(); });
+  }
+  lab::LinkSampler sampler([&network] { return network.counters(); });
+  const std::string self = launch::selfExecutable();
+  auto start = [&](const lab::PlacedTask& t) {
+    launch::ChildSpec child;
+    child.name = fmt::format("{} {}", t.job, t.index);
+    child.argv = network.execPrefix(t.host);
+    child.argv.insert(child.argv.end(), {self, "train"});
+    child.argv.insert(child.argv.end(), common.begin(), common.end());
+    child.argv.insert(child.argv.end(), {"--worker-hosts", worker_hosts, "--job-name", t.job, "--task-index",
+                                         std::to_string(t.index)});
+    group.start(child);
+  };
+  for (const auto& t : placement.servers) start(t);
+  for (const auto& t : placement.workers) start(t);
+  bool forwarded = false;
+  const auto result = group.wait(std::chrono::milliseconds(static_cast<int64_t>(o.grace_s * 1000)), [&forwarded] {
+    const int signal = g_lab_signal.exchange(0);
+    if (signal > 0) forwarded = true;
+    return signal;
+  });
+  sampler.stop();
+  if (dilated) fs::remove(*dilated);
+  if (!result.ok) {
+    std::fprintf(stderr, "lab: %s; the other tasks were stopped and the lab removed\n", result.first_failure.c_str());
+    return forwarded ? 130 : 1;
+  }
+  mergeTaskTimelines(common);
+
+  // The steady steps of every worker, and the links over worker 0's window.
+  std::vector<lab::WorkerResult> workers;
+  nlohmann::json chief_summary;
+  for (const auto& t : placement.workers) {
+    const fs::path dir = t.index == 0 ? fs::path(out) : fs::path(out) / "workers" / fmt::format("worker-{}", t.index);
+    const nlohmann::json summary = readJson(dir / "summary.json");
+    if (t.index == 0) chief_summary = summary;
+    workers.push_back({fmt::format("worker {}", t.index), lab::steadyWindow(dir / "metrics.jsonl", o.warmup_steps),
+                       summary.value("batch_size_per_worker", int64_t{0}) * summary.value("accumulate", int64_t{1})});
+  }
+  lab::LabSetup setup;
+  setup.worker_hosts = o.hosts;
+  setup.workers_per_host = o.workers_per_host;
+  setup.servers = o.ps;
+  setup.dedicated_servers = o.ps_placement == "dedicated";
+  setup.link_bits_per_s = o.link_mbps * 1e6;
+  setup.dilation = o.dilation;
+  setup.model_bytes = 4.0 * chief_summary.value("parameters", 0.0);
+  setup.mode = modeOf(o);
+  const double group_mb = std::stod(o.ps > 0 ? flagValue(o.train_args, "--ps-chunk-mb").value_or("4")
+                                             : flagValue(o.train_args, "--bucket-mb").value_or("25"));
+  setup.group_bytes = group_mb * 1024 * 1024;
+  if (profile) {
+    setup.forward_s = profile->forward_ms / 1e3;
+    setup.backward_s = profile->backward_ms / 1e3;
+  } else {
+    // Real compute: the measured forward+backward, split as the profiles are (1/3, 2/3).
+    const double fb = workers.front().window.breakdown.value("forward_backward", 0.0);
+    setup.forward_s = fb / 3;
+    setup.backward_s = fb * 2 / 3;
+  }
+  const auto& window = workers.front().window;
+  const nlohmann::json report =
+      lab::labReport(setup, workers, sampler.at(window.begin_time), sampler.at(window.end_time));
+  std::ofstream(fs::path(out) / "lab.json") << report.dump(2) << "\n";
+  if (o.json) {
+    fmt::print("{}\n", report.dump(2));
+  } else {
+    fmt::print("{}", lab::labTable(report));
+  }
+  std::fprintf(stderr, "lab: report in %s; namespaces removed\n", (fs::path(out) / "lab.json").c_str());
+  return 0;
+}
+
+}  // namespace
+
+Command addLabCommand(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "lab", "Run `tandem train` on emulated hosts (network namespaces with shaped links) and compare the measured "
+             "step with the planner (needs root)");
+  auto o = std::make_shared<LabOptions>();
+  cmd->add_option("--hosts", o->hosts, "hosts running workers")->capture_default_str();
+  cmd->add_option("--workers-per-host", o->workers_per_host, "workers on each of those hosts")->capture_default_str();
+  cmd->add_option("--ps", o->ps, "parameter servers (0: all-reduce)")->capture_default_str();
+  cmd->add_option("--ps-placement", o->ps_placement,
+                  "colocated (one on each of the first worker hosts) or dedicated (hosts of their own)")
+      ->capture_default_str();
+  cmd->add_option("--link-mbps", o->link_mbps, "each host's link, Mbit/s each way (emulated, before dilation)")
+      ->capture_default_str();
+  cmd->add_option("--dilation", o->dilation,
+                  "run links this many times slower and emulated compute this many times longer, so faster links "
+                  "than this machine can carry keep their ratios; reported times are divided back")
+      ->capture_default_str();
+  cmd->add_option("--warmup-steps", o->warmup_steps, "steps each worker takes before the measurement starts")
+      ->capture_default_str();
+  cmd->add_option("--grace", o->grace_s, "seconds between SIGTERM and SIGKILL when stopping the tasks")
+      ->capture_default_str();
+  cmd->add_flag("--json", o->json, "print the report as JSON instead of tables");
+  cmd->add_flag("--cleanup", o->cleanup, "remove what labs killed before cleaning up left behind, and exit");
+  cmd->add_option("train_args", o->train_args, "after --: arguments for `tandem train`");
+  cmd->footer("Example:\n  sudo tandem lab --hosts 2 --link-mbps 100 -- --model resnet20 --dataset synthetic "
+              "--synthetic-shape 3x32x32 --emulate-compute my-gpu.json --max-steps 30 --out runs/lab --overwrite");
+  return {cmd, [o] { return runLab(*o); }};
+}
+
+}  // namespace tandem::cli

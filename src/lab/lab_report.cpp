@@ -1,0 +1,121 @@
+#include "lab/lab_report.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/error.hpp"
+#include "plan/comm_model.hpp"
+
+namespace tandem::lab {
+namespace {
+
+plan::Layout layoutOf(const LabSetup& s) {
+  if (s.servers == 0) return {plan::Algorithm::kRingAllReduce, 0};
+  return {s.dedicated_servers ? plan::Algorithm::kPsDedicated : plan::Algorithm::kPsColocated, s.servers};
+}
+
+}  // namespace
+
+nlohmann::json labReport(const LabSetup& setup, const std::vector<WorkerResult>& workers,
+                         const std::vector<LinkCounters>& links_begin, const std::vector<LinkCounters>& links_end) {
+  if (workers.empty()) throw Error("a lab report needs at least one worker");
+  const double d = setup.dilation;
+  nlohmann::json tasks = nlohmann::json::array();
+  double samples_per_s = 0;
+  for (const auto& w : workers) {
+    const double step = w.window.stepSeconds() / d;
+    samples_per_s += step > 0 ? static_cast<double>(w.samples_per_step) / step : 0;
+    nlohmann::json breakdown = nlohmann::json::object();
+    for (const auto& [phase, seconds] : w.window.breakdown.items()) breakdown[phase] = seconds.get<double>() / d * 1e3;
+    tasks.push_back({{"task", w.name}, {"steps", w.window.steps}, {"step_ms", step * 1e3},
+                     {"breakdown_ms", breakdown}});
+  }
+  const StepWindow& chief = workers.front().window;
+  const double chief_step = chief.stepSeconds() / d;
+  const double window_s = (chief.end_time - chief.begin_time) / d;
+
+  plan::Workload work{setup.forward_s, setup.backward_s, setup.model_bytes, workers.front().samples_per_step};
+  plan::Cluster cluster{setup.worker_hosts, setup.workers_per_host, setup.link_bits_per_s / 8, 0};
+  const plan::Layout layout = layoutOf(setup);
+  const plan::Prediction optimum = plan::predict(work, cluster, layout);
+  const plan::Prediction predicted = plan::predictTandem(work, cluster, layout, {setup.group_bytes});
+  const double expected_worker_link = optimum.load.worker_host_bytes;
+
+  nlohmann::json links = nlohmann::json::array();
+  double busiest_worker_link = 0;
+  for (size_t h = 0; h < links_end.size(); ++h) {
+    const double sent = static_cast<double>(links_end[h].sent_bytes - links_begin.at(h).sent_bytes);
+    const double received = static_cast<double>(links_end[h].received_bytes - links_begin.at(h).received_bytes);
+    const double per_step_sent = chief.steps > 0 ? sent / static_cast<double>(chief.steps) : 0;
+    const double per_step_received = chief.steps > 0 ? received / static_cast<double>(chief.steps) : 0;
+    const bool worker_host = static_cast<int>(h) < setup.worker_hosts;
+    if (worker_host) busiest_worker_link = std::max({busiest_worker_link, per_step_sent, per_step_received});
+    links.push_back({{"host", h}, {"role", worker_host ? "workers" : "servers"},
+                     {"sent_bytes_per_step", per_step_sent}, {"received_bytes_per_step", per_step_received},
+                     {"sent_mbit_per_s", window_s > 0 ? sent * 8 / window_s / 1e6 : 0},
+                     {"received_mbit_per_s", window_s > 0 ? received * 8 / window_s / 1e6 : 0}});
+  }
+  return {
+      {"cluster",
+       {{"worker_hosts", setup.worker_hosts}, {"workers_per_host", setup.workers_per_host},
+        {"servers", setup.servers}, {"server_placement", setup.dedicated_servers ? "dedicated" : "colocated"},
+        {"link_mbit_per_s", setup.link_bits_per_s / 1e6}, {"dilation", d}, {"mode", setup.mode},
+        {"model_bytes", setup.model_bytes}, {"group_bytes", setup.group_bytes},
+        {"forward_ms", setup.forward_s * 1e3}, {"backward_ms", setup.backward_s * 1e3}}},
+      {"tasks", tasks},
+      {"links", links},
+      {"measured", {{"step_ms", chief_step * 1e3}, {"samples_per_sec", samples_per_s},
+                    {"busiest_worker_link_bytes_per_step", busiest_worker_link}}},
+      {"optimum", {{"step_ms", optimum.step_s * 1e3}, {"samples_per_sec", optimum.samples_per_s},
+                   {"worker_link_bytes_per_step", expected_worker_link}, {"bottleneck", optimum.bottleneck}}},
+      {"predicted", {{"step_ms", predicted.step_s * 1e3}, {"samples_per_sec", predicted.samples_per_s}}},
+      {"ratios",
+       {{"optimum_over_measured_step", chief_step > 0 ? optimum.step_s / chief_step : 0},
+        {"measured_over_predicted_step", predicted.step_s > 0 ? chief_step / predicted.step_s : 0},
+        {"link_bytes_over_algorithm", expected_worker_link > 0 ? busiest_worker_link / expected_worker_link : 0}}}};
+}
+
+std::string labTable(const nlohmann::json& r) {
+  const auto& c = r["cluster"];
+  std::string out = fmt::format(
+      "lab: {} host(s) x {} worker(s), {}{}, {:g} Mbit/s links, dilation {:g}\n", c["worker_hosts"].get<int>(),
+      c["workers_per_host"].get<int>(), c["mode"].get<std::string>(),
+      c["servers"].get<int>() > 0
+          ? fmt::format(", {} server(s) {}", c["servers"].get<int>(), c["server_placement"].get<std::string>())
+          : "",
+      c["link_mbit_per_s"].get<double>(), c["dilation"].get<double>());
+  out += fmt::format("{:<10} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n", "task", "steps", "step ms", "input",
+                     "fwd+bwd", "exp.comm", "wait", "update");
+  for (const auto& t : r["tasks"]) {
+    const auto& b = t["breakdown_ms"];
+    out += fmt::format("{:<10} {:>6} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f}\n",
+                       t["task"].get<std::string>(), t["steps"].get<int64_t>(), t["step_ms"].get<double>(),
+                       b.value("input_wait", 0.0), b.value("forward_backward", 0.0), b.value("exposed_comm", 0.0),
+                       b.value("wait_workers", 0.0), b.value("update", 0.0));
+  }
+  out += fmt::format("{:<6} {:<8} {:>14} {:>14} {:>12} {:>12}\n", "host", "role", "sent MB/step", "recv MB/step",
+                     "sent Mbit/s", "recv Mbit/s");
+  for (const auto& l : r["links"]) {
+    out += fmt::format("{:<6} {:<8} {:>14.3f} {:>14.3f} {:>12.1f} {:>12.1f}\n", l["host"].get<int>(),
+                       l["role"].get<std::string>(), l["sent_bytes_per_step"].get<double>() / 1e6,
+                       l["received_bytes_per_step"].get<double>() / 1e6, l["sent_mbit_per_s"].get<double>(),
+                       l["received_mbit_per_s"].get<double>());
+  }
+  const auto& m = r["measured"];
+  const auto& ratios = r["ratios"];
+  out += fmt::format("step: measured {:.1f} ms, predicted {:.1f} ms (measured/predicted {:.3f}), comm-bound optimum "
+                     "{:.1f} ms (optimum/measured {:.3f}, bound by {})\n",
+                     m["step_ms"].get<double>(), r["predicted"]["step_ms"].get<double>(),
+                     ratios["measured_over_predicted_step"].get<double>(), r["optimum"]["step_ms"].get<double>(),
+                     ratios["optimum_over_measured_step"].get<double>(), r["optimum"]["bottleneck"].get<std::string>());
+  out += fmt::format("busiest worker link: {:.3f} MB/step measured, {:.3f} MB/step by the algorithm's count ({:.3f})\n",
+                     m["busiest_worker_link_bytes_per_step"].get<double>() / 1e6,
+                     r["optimum"]["worker_link_bytes_per_step"].get<double>() / 1e6,
+                     ratios["link_bytes_over_algorithm"].get<double>());
+  out += fmt::format("job: {:.1f} samples/s measured, {:.1f} at the optimum\n", m["samples_per_sec"].get<double>(),
+                     r["optimum"]["samples_per_sec"].get<double>());
+  return out;
+}
+
+}  // namespace tandem::lab

@@ -1,0 +1,45 @@
+#pragma once
+// What a lab run measured, beside what the planner says it should take:
+// each worker's steady step and its breakdown, each host link's bytes per
+// step, the comm-bound optimum and Tandem's predicted path. Times are
+// undilated (divided by the dilation factor), i.e. those of the emulated
+// cluster, not of this machine.
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "lab/link_sampler.hpp"
+#include "lab/step_window.hpp"
+
+namespace tandem::lab {
+
+struct LabSetup {
+  int worker_hosts = 1;
+  int workers_per_host = 1;
+  int servers = 0;
+  bool dedicated_servers = false;
+  double link_bits_per_s = 1e9;  // the emulated link, undilated
+  double dilation = 1;           // lab link = link / dilation; lab compute = compute * dilation
+  double forward_s = 0;          // per worker step, undilated
+  double backward_s = 0;
+  double model_bytes = 0;        // exchanged per worker step
+  double group_bytes = 0;        // bucket or chunk cap
+  std::string mode;              // "allreduce", "ps-sync", "ps-async", "ssp"
+};
+
+struct WorkerResult {
+  std::string name;  // "worker 0"
+  StepWindow window;
+  int64_t samples_per_step = 0;
+};
+
+// `links` holds each host's counters at worker 0's window ends (first
+// then second).
+nlohmann::json labReport(const LabSetup& setup, const std::vector<WorkerResult>& workers,
+                         const std::vector<LinkCounters>& links_begin, const std::vector<LinkCounters>& links_end);
+
+// The report as tables a reader takes in at a glance.
+std::string labTable(const nlohmann::json& report);
+
+}  // namespace tandem::lab
