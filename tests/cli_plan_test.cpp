@@ -36,6 +36,32 @@ TEST(CliPlan, AProfileGivesTheComputeBatchAndModel) {
   EXPECT_NEAR(plan["rows"][0]["samples_per_sec"].get<double>(), 64 / 2.0984, 1e-6);
 }
 
+TEST(CliPlan, Tf1PsPlacesInceptionsWholeVariablesAndGpusFillHosts) {
+  // The users' layout: 16 GPUs a host, one PS per host. Round-robin after
+  // global_step puts every conv's weights (one in four variables) on one of
+  // 2 servers; greedy placement splits them about evenly.
+  const std::string base = std::string("plan --profile ") + TANDEM_SOURCE_DIR +
+                           "/profiles/inception_v3-k80-b64.json --gpus 1,16,32 --workers-per-host 16 --link-gbps 25 "
+                           "--layout tf1-ps --json";
+  auto rr = runTandem(base);
+  ASSERT_EQ(rr.exit_code, 0) << rr.output;
+  const auto rows = nlohmann::json::parse(rr.output.substr(rr.output.find('{')))["rows"];
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[1]["hosts"], 1);
+  EXPECT_EQ(rows[2]["hosts"], 2);
+  // One GPU: its gRPC stream (122 MB/s) moves 2 x 95.3 MB after a 2.1 s step.
+  // (TF1 variables: batch norms hold moving statistics, not gamma: 1.2 ms more.)
+  EXPECT_NEAR(rows[0]["step_ms"].get<double>(), 2098.4 + 2 * 95.3347e6 / 122e6 * 1e3, 2.0) << rows[0];
+  EXPECT_EQ(rows[0]["bottleneck"], "worker stream");
+  EXPECT_EQ(rows[1]["bottleneck"], "busiest PS");
+  EXPECT_GT(rows[2]["busiest_server_share"].get<double>(), 0.99);
+  auto greedy = runTandem(base + " --tf1-placement greedy");
+  ASSERT_EQ(greedy.exit_code, 0) << greedy.output;
+  const auto grows = nlohmann::json::parse(greedy.output.substr(greedy.output.find('{')))["rows"];
+  EXPECT_LT(grows[2]["busiest_server_share"].get<double>(), 0.56);
+  EXPECT_GT(grows[2]["samples_per_sec"].get<double>(), rows[2]["samples_per_sec"].get<double>());
+}
+
 TEST(CliPlan, BadInputExitsTwoNamingTheFlag) {
   for (const auto& [args, phrase] : std::vector<std::pair<std::string, std::string>>{
            {"plan --backward-ms 10", "exactly one of --model NAME and --model-mb"},
@@ -43,7 +69,9 @@ TEST(CliPlan, BadInputExitsTwoNamingTheFlag) {
            {"plan --model-mb 10 --backward-ms 10 --layout tree", "--layout: 'tree'"},
            {"plan --model-mb 10 --backward-ms 10 --layout ps-colocated --servers 3 --hosts 2",
             "3 colocated server(s) on 2 host(s)"},
-           {"plan --model nosuch --backward-ms 10", "nosuch"}}) {
+           {"plan --model nosuch --backward-ms 10", "nosuch"},
+           {"plan --model-mb 10 --backward-ms 10 --layout tf1-ps", "--layout tf1-ps: needs --model"},
+           {"plan --model-mb 10 --backward-ms 10 --gpus 17 --workers-per-host 16", "--gpus: 17 GPUs"}}) {
     auto run = runTandem(args);
     EXPECT_EQ(run.exit_code, 2) << args << "\n" << run.output;
     EXPECT_NE(run.output.find(phrase), std::string::npos) << args << "\n" << run.output;

@@ -102,5 +102,26 @@ TEST(CommModel, TandemsPathPullsEachChunkAfterItsApply) {
   EXPECT_NEAR(q.step_s, 0.05 + 0.23 + 0.002, 1e-12);
 }
 
+TEST(CommModel, AsyncWorkersShareTheServerLinkAsAQueue) {
+  // 2 hosts x 1 worker, 1 server on host 0, 10 MB model in one chunk, 1 s
+  // of backward, 100 MB/s links. Worker 0 reaches the server through
+  // loopback: a plain 0.05 + 1.0 s step. Worker 1 pushes and pulls 10 MB
+  // over the server's link after backward: 0.1 s each way on an idle link,
+  // but its own pushes and pulls keep the link busy a fraction u of the
+  // time, so each takes 0.1 / (1 - u); u = 10 MB / (100 MB/s x its step).
+  // Step = 1.05 + 0.2 / (1 - u): u = 0.1 / step gives step = 1.25 + ~0.0233.
+  const Workload w{0.05, 1.0, 10e6, 8};
+  const Prediction p = predictTandem(w, {2, 1, 100e6, 0}, {Algorithm::kPsColocated, 1}, {10e6, 0, 0, true});
+  EXPECT_NEAR(p.step_s, 1.05, 1e-9);  // worker 0
+  // Solve step = 1.05 + 0.2 / (1 - 0.1 / step) by iteration, for worker 1.
+  double far = 1.25;
+  for (int i = 0; i < 100; ++i) far = 1.05 + 0.2 / (1 - 0.1 / far);
+  EXPECT_NEAR(p.samples_per_s, 8 / 1.05 + 8 / far, 1e-6);
+  EXPECT_EQ(p.bottleneck, "exchange after backward");
+  // Synchronous workers would wait for worker 1: both at its idle-link step.
+  const Prediction sync = predictTandem(w, {2, 1, 100e6, 0}, {Algorithm::kPsColocated, 1}, {10e6, 0, 0, false});
+  EXPECT_NEAR(sync.step_s, 1.25, 1e-9);
+}
+
 }  // namespace
 }  // namespace tandem::plan

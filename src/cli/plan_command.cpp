@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "models/registry.hpp"
 #include "plan/comm_model.hpp"
+#include "plan/tf1_ps_model.hpp"
 #include "train/emulated_compute.hpp"
 
 namespace tandem::cli {
@@ -24,13 +25,60 @@ struct PlanFlags {
   double backward_ms = 0;
   int64_t batch_size = 1;
   std::vector<int> hosts = {1, 2, 4, 8};
+  std::vector<int> gpus;  // instead of --hosts: total workers, workers_per_host to a host
   int workers_per_host = 1;
   double link_gbps = 10;
   double latency_us = 50;
   std::string layout = "allreduce";
   int servers = 0;  // 0: one per host (colocated) or 1 (dedicated)
+  double group_mb = 0;  // Tandem's bucket or chunk (0: 25 all-reduce, 4 PS)
+  bool async = false;
+  double tf1_worker_mb_s = 122;  // fitted to the users' 1-GPU point (docs/planner.md)
+  double tf1_ps_mb_s = 372;      // fitted to their 16-GPU point
+  double tf1_message_us = 0;
+  std::string tf1_placement = "round-robin";
   bool json = false;
 };
+
+// TensorFlow 1's variables in creation order, as TF-slim builds them: a
+// batch norm holds beta, moving mean and moving variance (no gamma), every
+// other layer its own parameters.
+std::vector<double> tf1Variables(const std::string& model_name) {
+  std::vector<double> bytes;
+  for (const auto& info : models::listModels()) {
+    if (info.name != model_name) continue;
+    auto model = models::createModel(model_name, info.default_input);
+    for (const auto& m : model->modules(/*include_self=*/false)) {
+      if (const auto* bn = m->as<torch::nn::BatchNorm2dImpl>()) {
+        for (int i = 0; i < 3; ++i) bytes.push_back(4.0 * static_cast<double>(bn->options.num_features()));
+        continue;
+      }
+      for (const auto& p : m->named_parameters(/*recurse=*/false)) bytes.push_back(4.0 * static_cast<double>(p.value().numel()));
+    }
+    return bytes;
+  }
+  models::requireKnownModel(model_name);
+  throw InputError(fmt::format("--model: '{}' is not a built-in model", model_name));
+}
+
+// The (hosts, workers per host) of each row: --gpus fills hosts of
+// --workers-per-host in turn (fewer GPUs than that: one host with them all).
+std::vector<std::pair<int, int>> configurations(const PlanFlags& f) {
+  std::vector<std::pair<int, int>> out;
+  if (f.gpus.empty()) {
+    for (int h : f.hosts) out.emplace_back(h, f.workers_per_host);
+    return out;
+  }
+  for (int n : f.gpus) {
+    if (n < 1) throw InputError(fmt::format("--gpus: counts must be >= 1, got {}", n));
+    const int hosts = (n + f.workers_per_host - 1) / f.workers_per_host;
+    if (n % hosts != 0) {
+      throw InputError(fmt::format("--gpus: {} GPUs do not fill {} hosts of {} evenly", n, hosts, f.workers_per_host));
+    }
+    out.emplace_back(hosts, n / hosts);
+  }
+  return out;
+}
 
 double modelBytes(const PlanFlags& f) {
   if (f.model.empty() == (f.model_mb <= 0)) throw InputError("give exactly one of --model NAME and --model-mb MB");
@@ -55,29 +103,51 @@ int run(PlanFlags f) {
     throw InputError("--backward-ms (or --profile) must be positive, --forward-ms >= 0");
   }
   plan::Workload work{f.forward_ms / 1e3, f.backward_ms / 1e3, modelBytes(f), f.batch_size};
-  const plan::Algorithm algorithm = plan::parseAlgorithm(f.layout);
+  const bool tf1 = f.layout == "tf1-ps";
+  const plan::Algorithm algorithm = tf1 ? plan::Algorithm::kPsColocated : plan::parseAlgorithm(f.layout);
+  if (tf1 && f.model.empty()) throw InputError("--layout tf1-ps: needs --model (whole variables are placed)");
+  const std::vector<double> variables = tf1 ? tf1Variables(f.model) : std::vector<double>{};
+  const double group_mb = f.group_mb > 0 ? f.group_mb : (algorithm == plan::Algorithm::kRingAllReduce ? 25 : 4);
   nlohmann::json rows = nlohmann::json::array();
   if (!f.json) {
-    fmt::print("{} ({:.1f} MB), forward {} ms + backward {} ms, {} per host at {} Gbit/s, {} us latency, {}\n",
+    fmt::print("{} ({:.1f} MB), forward {} ms + backward {} ms, {} Gbit/s, {} us latency, {}\n",
                f.model.empty() ? "model" : f.model, work.model_bytes / 1e6, f.forward_ms, f.backward_ms,
-               f.workers_per_host, f.link_gbps, f.latency_us, f.layout);
-    fmt::print("{:>5} {:>7} {:>8} {:>12} {:>12} {:>9} {:>9} {:>11}  {}\n", "hosts", "workers", "servers",
-               "host MB/step", "comm ms", "step ms", "effic.", "samples/s", "bound by");
+               f.link_gbps, f.latency_us, f.layout);
+    fmt::print("{:>5} {:>7} {:>8} {:>12} {:>10} {:>10} {:>9} {:>11}  {}\n", "hosts", "workers", "servers",
+               "host MB/step", "optimum ms", "step ms", "effic.", "samples/s", "bound by");
   }
-  for (int hosts : f.hosts) {
-    plan::Cluster cluster{hosts, f.workers_per_host, f.link_gbps * 1e9 / 8, f.latency_us / 1e6};
-    plan::Layout layout{algorithm, f.servers > 0 ? f.servers : (algorithm == plan::Algorithm::kPsColocated ? hosts : 1)};
-    const plan::Prediction p = plan::predict(work, cluster, layout);
-    const double host_mb = std::max(p.load.worker_host_bytes, p.load.server_host_bytes) / 1e6;
-    rows.push_back({{"hosts", hosts}, {"workers", cluster.workers()},
-                    {"servers", algorithm == plan::Algorithm::kRingAllReduce ? 0 : layout.servers},
-                    {"busiest_link_mb_per_step", host_mb}, {"comm_ms", p.comm_s * 1e3}, {"step_ms", p.step_s * 1e3},
-                    {"efficiency", p.efficiency}, {"samples_per_sec", p.samples_per_s}, {"bottleneck", p.bottleneck}});
-    if (!f.json) {
-      fmt::print("{:>5} {:>7} {:>8} {:>12.1f} {:>12.2f} {:>9.2f} {:>8.1f}% {:>11.1f}  {}\n", hosts, cluster.workers(),
-                 rows.back()["servers"].get<int>(), host_mb, p.comm_s * 1e3, p.step_s * 1e3, p.efficiency * 100,
-                 p.samples_per_s, p.bottleneck);
+  for (const auto& [hosts, per_host] : configurations(f)) {
+    plan::Cluster cluster{hosts, per_host, f.link_gbps * 1e9 / 8, f.latency_us / 1e6};
+    plan::Layout layout{algorithm, tf1 ? hosts : f.servers > 0 ? f.servers : (algorithm == plan::Algorithm::kPsColocated ? hosts : 1)};
+    const plan::Prediction optimum = plan::predict(work, cluster, layout);
+    nlohmann::json row = {{"hosts", hosts}, {"workers", cluster.workers()},
+                          {"servers", algorithm == plan::Algorithm::kRingAllReduce ? 0 : layout.servers},
+                          {"busiest_link_mb_per_step",
+                           std::max(optimum.load.worker_host_bytes, optimum.load.server_host_bytes) / 1e6},
+                          {"comm_ms", optimum.comm_s * 1e3}, {"optimum_step_ms", optimum.step_s * 1e3},
+                          {"optimum_efficiency", optimum.efficiency}};
+    if (tf1) {
+      const plan::Tf1PsPrediction p = plan::predictTf1Ps(work, cluster, variables,
+                                                           {f.tf1_worker_mb_s * 1e6, f.tf1_ps_mb_s * 1e6,
+                                                            f.tf1_message_us / 1e6,
+                                                            f.tf1_placement == "greedy"
+                                                                ? plan::VariablePlacement::kGreedyBySize
+                                                                : plan::VariablePlacement::kRoundRobin});
+      row.update({{"step_ms", p.step_s * 1e3}, {"efficiency", p.efficiency}, {"samples_per_sec", p.samples_per_s},
+                  {"bottleneck", p.bottleneck}, {"busiest_server_share", p.busiest_server_share}});
+    } else {
+      const plan::Prediction p =
+          plan::predictTandem(work, cluster, layout, {group_mb * 1024 * 1024, 0, 0, f.async});
+      row.update({{"step_ms", p.step_s * 1e3}, {"efficiency", p.efficiency}, {"samples_per_sec", p.samples_per_s},
+                  {"bottleneck", p.bottleneck}});
     }
+    if (!f.json) {
+      fmt::print("{:>5} {:>7} {:>8} {:>12.1f} {:>10.2f} {:>10.2f} {:>8.1f}% {:>11.1f}  {}\n", hosts,
+                 cluster.workers(), row["servers"].get<int>(), row["busiest_link_mb_per_step"].get<double>(),
+                 optimum.step_s * 1e3, row["step_ms"].get<double>(), row["efficiency"].get<double>() * 100,
+                 row["samples_per_sec"].get<double>(), row["bottleneck"].get<std::string>());
+    }
+    rows.push_back(std::move(row));
   }
   if (f.json) fmt::print("{}\n", nlohmann::json({{"layout", f.layout}, {"model_bytes", work.model_bytes},
                                                   {"rows", rows}}).dump(2));
@@ -97,10 +167,26 @@ Command addPlanCommand(CLI::App& app) {
   cmd->add_option("--profile", f->profile, "a GPU profile (profiles/*.json): its times, batch and model");
   cmd->add_option("--batch-size", f->batch_size, "samples per worker per step")->capture_default_str();
   cmd->add_option("--hosts", f->hosts, "host counts to predict, comma-separated")->delimiter(',')->capture_default_str();
+  cmd->add_option("--gpus", f->gpus, "or total GPU (worker) counts, filling hosts of --workers-per-host")
+      ->delimiter(',');
   cmd->add_option("--workers-per-host", f->workers_per_host, "workers (GPUs) on each host")->capture_default_str();
   cmd->add_option("--link-gbps", f->link_gbps, "each host's link, Gbit/s each way")->capture_default_str();
   cmd->add_option("--latency-us", f->latency_us, "one-way latency per message, microseconds")->capture_default_str();
-  cmd->add_option("--layout", f->layout, "allreduce, ps-colocated or ps-dedicated")->capture_default_str();
+  cmd->add_option("--layout", f->layout,
+                  "allreduce, ps-colocated, ps-dedicated, or tf1-ps (TensorFlow 1's layout, docs/planner.md)")
+      ->capture_default_str();
+  cmd->add_option("--group-mb", f->group_mb, "Tandem's bucket (all-reduce) or chunk (PS) size in MiB (default 25 / 4)");
+  cmd->add_flag("--async", f->async, "asynchronous PS workers");
+  cmd->add_option("--tf1-worker-mb-s", f->tf1_worker_mb_s, "tf1-ps: one worker's gRPC push+pull stream, MB/s")
+      ->capture_default_str();
+  cmd->add_option("--tf1-ps-mb-s", f->tf1_ps_mb_s, "tf1-ps: one PS process's throughput (in plus out), MB/s")
+      ->capture_default_str();
+  cmd->add_option("--tf1-placement", f->tf1_placement,
+                  "tf1-ps: round-robin (replica_device_setter) or greedy (least-loaded PS, tf_cnn_benchmarks)")
+      ->check(CLI::IsMember({"round-robin", "greedy"}))
+      ->capture_default_str();
+  cmd->add_option("--tf1-message-us", f->tf1_message_us, "tf1-ps: a PS's cost per variable message, microseconds")
+      ->capture_default_str();
   cmd->add_option("--servers", f->servers, "parameter servers (default: one per host colocated, 1 dedicated)");
   cmd->add_flag("--json", f->json, "print JSON instead of a table");
   return {cmd, [f] { return run(*f); }};

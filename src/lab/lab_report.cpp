@@ -39,7 +39,9 @@ nlohmann::json labReport(const LabSetup& setup, const std::vector<WorkerResult>&
   plan::Cluster cluster{setup.worker_hosts, setup.workers_per_host, setup.link_bits_per_s / 8, 0};
   const plan::Layout layout = layoutOf(setup);
   const plan::Prediction optimum = plan::predict(work, cluster, layout);
-  const plan::Prediction predicted = plan::predictTandem(work, cluster, layout, {setup.group_bytes});
+  const bool asynchronous = setup.mode == "ps-async" || setup.mode == "ssp";
+  const plan::Prediction predicted =
+      plan::predictTandem(work, cluster, layout, {setup.group_bytes, 0, 0, asynchronous});
   const double expected_worker_link = optimum.load.worker_host_bytes;
 
   nlohmann::json links = nlohmann::json::array();
@@ -69,10 +71,17 @@ nlohmann::json labReport(const LabSetup& setup, const std::vector<WorkerResult>&
                     {"busiest_worker_link_bytes_per_step", busiest_worker_link}}},
       {"optimum", {{"step_ms", optimum.step_s * 1e3}, {"samples_per_sec", optimum.samples_per_s},
                    {"worker_link_bytes_per_step", expected_worker_link}, {"bottleneck", optimum.bottleneck}}},
-      {"predicted", {{"step_ms", predicted.step_s * 1e3}, {"samples_per_sec", predicted.samples_per_s}}},
+      {"predicted", {{"step_ms", predicted.step_s * 1e3}, {"samples_per_sec", predicted.samples_per_s},
+                     {"bottleneck", predicted.bottleneck}}},
+      // Steps compare worker 0; "time" compares the job's time per sample
+      // (the inverse of samples/s), which is what counts when async workers
+      // step at different rates.
       {"ratios",
        {{"optimum_over_measured_step", chief_step > 0 ? optimum.step_s / chief_step : 0},
         {"measured_over_predicted_step", predicted.step_s > 0 ? chief_step / predicted.step_s : 0},
+        {"measured_over_optimum_samples", optimum.samples_per_s > 0 ? samples_per_s / optimum.samples_per_s : 0},
+        {"measured_over_predicted_time",
+         samples_per_s > 0 ? predicted.samples_per_s / samples_per_s : 0},
         {"link_bytes_over_algorithm", expected_worker_link > 0 ? busiest_worker_link / expected_worker_link : 0}}}};
 }
 
@@ -113,8 +122,11 @@ std::string labTable(const nlohmann::json& r) {
                      m["busiest_worker_link_bytes_per_step"].get<double>() / 1e6,
                      r["optimum"]["worker_link_bytes_per_step"].get<double>() / 1e6,
                      ratios["link_bytes_over_algorithm"].get<double>());
-  out += fmt::format("job: {:.1f} samples/s measured, {:.1f} at the optimum\n", m["samples_per_sec"].get<double>(),
-                     r["optimum"]["samples_per_sec"].get<double>());
+  out += fmt::format("job: {:.1f} samples/s measured, {:.1f} predicted (time per sample measured/predicted {:.3f}), "
+                     "{:.1f} at the optimum ({:.3f} of it)\n",
+                     m["samples_per_sec"].get<double>(), r["predicted"]["samples_per_sec"].get<double>(),
+                     ratios["measured_over_predicted_time"].get<double>(), r["optimum"]["samples_per_sec"].get<double>(),
+                     ratios["measured_over_optimum_samples"].get<double>());
   return out;
 }
 

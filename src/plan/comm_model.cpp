@@ -74,17 +74,15 @@ Prediction predict(const Workload& work, const Cluster& cluster, const Layout& l
   return p;
 }
 
-Prediction predictTandem(const Workload& work, const Cluster& cluster, const Layout& layout, const TandemPath& path) {
-  Prediction p = predict(work, cluster, layout);
-  if (!(path.group_bytes > 0)) throw InputError("the bucket or chunk size must be positive");
+namespace {
+
+// When a worker's exchange ends, from backward's start: each group crosses
+// at `per_byte` once ready and once the link is free; a PS group is then
+// applied and pulled back the same way.
+double exchangeEnd(const Workload& work, const TandemPath& path, bool ring, double per_byte, double per_group) {
   const double s = work.model_bytes;
-  const double busiest = std::max(p.load.worker_host_bytes, p.load.server_host_bytes);
-  if (busiest <= 0 || s <= 0) return p;  // nothing crosses a link
-  const double per_byte = busiest / s / cluster.link_bytes_per_s;
-  const bool ring = layout.algorithm == Algorithm::kRingAllReduce;
-  const double per_group = (ring ? 2.0 * (cluster.workers() - 1) : 1.0) * cluster.latency_s + path.message_s;
   double sent = 0;       // bytes produced so far
-  double out_free = 0;   // when the outbound direction of the busiest link is free (from backward's start)
+  double out_free = 0;   // when the outbound direction is free
   double back_free = 0;  // the PS pull direction
   while (sent < s) {
     const double bytes = std::min(path.group_bytes, s - sent);
@@ -96,7 +94,67 @@ Prediction predictTandem(const Workload& work, const Cluster& cluster, const Lay
       back_free = std::max(applied, back_free) + bytes * per_byte + per_group;
     }
   }
-  const double exchange_end = ring ? out_free : back_free;
+  return ring ? out_free : back_free;
+}
+
+// Asynchronous workers do not wait for each other, so they do not share the
+// busiest link in lockstep: each sees it busy with the others' traffic a
+// fraction u of the time and gets the rest (a processor-sharing link). u
+// follows from the steps it causes; the fixed point is found by bisection.
+// Workers on a host holding a server reach that share through loopback.
+Prediction predictAsync(const Workload& work, const Cluster& cluster, const Layout& layout, const TandemPath& path,
+                        Prediction p) {
+  const double rate = cluster.link_bytes_per_s;
+  const double round_bytes = std::max(p.load.worker_host_bytes, p.load.server_host_bytes);  // every worker one step
+  const double k = layout.servers;
+  const int n = cluster.workers();
+  const int server_hosts = layout.algorithm == Algorithm::kPsColocated ? layout.servers : 0;
+  const int near = std::min(n, server_hosts * cluster.workers_per_host);  // workers on a server host
+  const double near_remote = cluster.hosts == 1 ? 0 : (k - 1) / k;        // their share that crosses a link
+  auto stepAt = [&](double u, double remote_share) {
+    const double per_byte = remote_share / (rate * (1 - u));
+    return work.forward_s + std::max(work.backward_s, exchangeEnd(work, path, false, per_byte, cluster.latency_s + path.message_s));
+  };
+  // The busiest link's load the steps at u cause, as a fraction of its
+  // rate: a round's bytes, spread over the workers by what each sends remotely.
+  const double remote_weight = near * near_remote + (n - near);
+  auto offered = [&](double u) {
+    const double remote_steps_per_s = near * near_remote / stepAt(u, near_remote) + (n - near) / stepAt(u, 1.0);
+    return round_bytes * remote_steps_per_s / remote_weight / rate;
+  };
+  double lo = 0, hi = 0.999;
+  for (int i = 0; i < 60; ++i) {
+    const double mid = (lo + hi) / 2;
+    (offered(mid) > mid ? lo : hi) = mid;
+  }
+  const double u = hi;
+  const double near_step = stepAt(u, near_remote);
+  const double far_step = stepAt(u, 1.0);
+  p.step_s = near > 0 ? near_step : far_step;  // worker 0's
+  p.samples_per_s = work.batch_per_worker * (near / near_step + (n - near) / far_step);
+  p.efficiency = p.samples_per_s * p.single_s / (n * work.batch_per_worker);
+  if (std::max(near_step, far_step) <= p.single_s * (1 + 1e-9)) {
+    p.bottleneck = "compute";
+  } else if (u > 0.95) {
+    p.bottleneck = p.load.server_host_bytes > p.load.worker_host_bytes ? "server links" : "worker links";
+  } else {
+    p.bottleneck = "exchange after backward";
+  }
+  return p;
+}
+
+}  // namespace
+
+Prediction predictTandem(const Workload& work, const Cluster& cluster, const Layout& layout, const TandemPath& path) {
+  Prediction p = predict(work, cluster, layout);
+  if (!(path.group_bytes > 0)) throw InputError("the bucket or chunk size must be positive");
+  const double busiest = std::max(p.load.worker_host_bytes, p.load.server_host_bytes);
+  if (busiest <= 0 || work.model_bytes <= 0) return p;  // nothing crosses a link
+  const bool ring = layout.algorithm == Algorithm::kRingAllReduce;
+  if (path.asynchronous && !ring) return predictAsync(work, cluster, layout, path, p);
+  const double per_byte = busiest / work.model_bytes / cluster.link_bytes_per_s;
+  const double per_group = (ring ? 2.0 * (cluster.workers() - 1) : 1.0) * cluster.latency_s + path.message_s;
+  const double exchange_end = exchangeEnd(work, path, ring, per_byte, per_group);
   p.step_s = work.forward_s + std::max(work.backward_s, exchange_end);
   p.efficiency = p.step_s > 0 ? p.single_s / p.step_s : 1.0;
   p.samples_per_s = p.step_s > 0 ? cluster.workers() * work.batch_per_worker / p.step_s : 0;

@@ -68,13 +68,16 @@ struct TandemPath {
   double group_bytes = 25e6;          // bucket or chunk cap (--bucket-mb, --ps-chunk-mb)
   double apply_bytes_per_s = 0;       // a server's optimizer apply rate (0: free)
   double message_s = 0;               // fixed cost per message, beyond latency (0: none)
+  bool asynchronous = false;          // async PS: workers do not wait for each other
 };
 
 // The step Tandem takes on that layout: backward produces gradient bytes at
 // an even rate; each group crosses the busiest link (at the optimum's cost
 // per byte) once ready and once the link is free; PS groups then wait for
 // their apply and cross back. The comm-bound optimum is the limit of tiny
-// groups and free messages.
+// groups and free messages. Asynchronous PS workers share the busiest link
+// as a processor-sharing queue instead: step_s is then worker 0's and
+// samples_per_s sums every worker's own rate.
 Prediction predictTandem(const Workload& work, const Cluster& cluster, const Layout& layout, const TandemPath& path);
 
 std::string algorithmName(Algorithm algorithm);

@@ -1,0 +1,41 @@
+# Helpers for the bench/lab_*.sh scenarios; source it after setting OUT and
+# TANDEM. Each lab run writes OUT/NAME/lab.json (tandem lab's report); the
+# scenario then folds them into OUT/results.json for tools/plot_lab.py.
+
+lab_run() {  # name, lab flags..., --, train flags...
+  local name=$1; shift
+  echo "== $name: tandem lab $*" >&2
+  "$TANDEM" lab "$@" --out "$OUT/$name" --overwrite >"$OUT/$name.log" 2>&1 || { tail -40 "$OUT/$name.log"; exit 1; }
+  grep -E '^(step|busiest|job):' "$OUT/$name.log" | sed 's/^/   /' >&2
+}
+
+# results NAME...: one row per run, with its layout label (from LABEL_<name>).
+collect() {
+  python3 - "$OUT" "$@" <<'PY'
+import json, os, sys
+out, names = sys.argv[1], sys.argv[2:]
+rows = []
+for name in names:
+    r = json.load(open(os.path.join(out, name, "lab.json")))
+    c = r["cluster"]
+    rows.append({"name": name, "layout": os.environ.get("LABEL_" + name.replace("-", "_"), name),
+                 "hosts": c["worker_hosts"], "workers": c["worker_hosts"] * c["workers_per_host"],
+                 "servers": c["servers"], "mode": c["mode"], "dilation": c["dilation"],
+                 "link_mbit_per_s": c["link_mbit_per_s"],
+                 "measured_step_ms": r["measured"]["step_ms"], "measured_samples_per_sec": r["measured"]["samples_per_sec"],
+                 "optimum_step_ms": r["optimum"]["step_ms"], "optimum_samples_per_sec": r["optimum"]["samples_per_sec"],
+                 "predicted_step_ms": r["predicted"]["step_ms"], "predicted_samples_per_sec": r["predicted"]["samples_per_sec"],
+                 "busiest_link_mb_per_step": r["measured"]["busiest_worker_link_bytes_per_step"] / 1e6,
+                 "ratios": r["ratios"], "tasks": r["tasks"]})
+json.dump(rows, open(os.path.join(out, "results.json"), "w"), indent=2)
+print(f"{'run':<16} {'workers':>7} {'w0 step ms':>10} {'samples/s':>10} {'predicted':>10} {'meas/pred':>9} "
+      f"{'optimum':>9} {'of opt.':>8} {'link MB/step':>12}")
+for r in rows:
+    q = r["ratios"]
+    print(f"{r['name']:<16} {r['workers']:>7} {r['measured_step_ms']:>10.1f} {r['measured_samples_per_sec']:>10.1f} "
+          f"{r['predicted_samples_per_sec']:>10.1f} {q['measured_over_predicted_time']:>9.3f} "
+          f"{r['optimum_samples_per_sec']:>9.1f} {q['measured_over_optimum_samples']:>8.3f} {r['busiest_link_mb_per_step']:>12.2f}")
+print("meas/pred: the job's time per sample, measured over the planner's prediction of Tandem's path;")
+print("of opt.: measured samples/s over the comm-bound optimum's")
+PY
+}
