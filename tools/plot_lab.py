@@ -15,6 +15,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 
 STYLE = {"users: 1 PS": ("tab:red", "o"), "Tandem: PS on every host": ("tab:blue", "s"),
          "Tandem: all-reduce": ("tab:green", "^")}
@@ -28,7 +29,7 @@ def resnet110(results, out):
     top = 0
     for label, (color, marker) in STYLE.items():
         pts = sorted((r["workers"], r["measured_samples_per_sec"] / 128, r["optimum_samples_per_sec"] / 128)
-                     for r in rows if r["layout"] == label)
+                     for r in rows if r["layout"] == label and r["dilation"] == 1)
         if not pts:
             continue
         xs = [1] + [p[0] for p in pts]
@@ -37,6 +38,11 @@ def resnet110(results, out):
                 label=f"{label}: comm-bound optimum")
         top = max(top, max(xs))
     ax.plot([1, top], [one_steps, top * one_steps], color="gray", linestyle=":", label="N x one worker")
+    for r in rows:
+        if r["dilation"] != 1:
+            ax.plot([r["workers"]], [r["measured_samples_per_sec"] / 128], color="tab:red", marker="o",
+                    markerfacecolor="none", markersize=11, linestyle="none",
+                    label=f"{r['layout']} (time dilation check)")
     ax.axhline(3.0, color="black", linewidth=0.8, alpha=0.5)
     ax.text(1.05, 3.15, "users' report: ~3 steps/s at any worker count", fontsize=8)
     ax.set_xlabel("workers (2 per host, 1 Gbit/s host links)")
@@ -54,17 +60,25 @@ def inception(results, plan, out):
     fig, ax = plt.subplots(figsize=(8, 5.5))
     gpus = p["users"]["gpus"]
     ax.plot(gpus, p["users"]["images_per_sec"], color="tab:red", marker="o", label="users' report (TF1 PS)")
+    ax.fill_between(gpus, p["tf1_ps"]["images_per_sec"], p["tf1_ps_greedy"]["images_per_sec"], color="tab:red",
+                    alpha=0.12, label="planner: tf1-ps model, between its two variable placements")
     ax.plot(gpus, p["tf1_ps"]["images_per_sec"], color="tab:red", linestyle="--", alpha=0.7,
-            label="planner: tf1-ps model of it")
-    ax.plot(gpus, [p["single_images_per_sec"] * g for g in gpus], color="gray", linestyle=":",
-            label="N x one K80 (30.5 images/s)")
+            label="tf1-ps, round-robin placement")
+    ax.plot(gpus, p["tf1_ps_greedy"]["images_per_sec"], color="tab:red", linestyle="-.", alpha=0.7,
+            label="tf1-ps, greedy placement")
+    ax.plot(gpus, [p["single_images_per_sec"] * g for g in gpus], color="gray", linestyle=":", linewidth=3,
+            label="N x one K80 (30.5 images/s), under Tandem's prediction")
     ax.plot(p["tandem"]["gpus"], p["tandem"]["images_per_sec"], color="tab:blue", linestyle="--",
             label=f"planner: Tandem, {p['tandem']['layout']}")
-    lab = sorted((r["workers"], r["measured_samples_per_sec"]) for r in rows)
-    ax.plot([x for x, _ in lab], [y for _, y in lab], color="tab:blue", marker="s", linestyle="none",
-            markersize=8, label="Tandem in the lab (2 workers/host, dilated)")
+    for dilation, marker in zip(sorted({r["dilation"] for r in rows}), ["s", "D", "^"]):
+        lab = sorted((r["workers"], r["measured_samples_per_sec"]) for r in rows if r["dilation"] == dilation)
+        ax.plot([x for x, _ in lab], [y for _, y in lab], color="tab:blue", marker=marker, linestyle="none",
+                markersize=8, markerfacecolor="none" if dilation != 2 else "tab:blue",
+                label=f"Tandem in the lab (2 workers/host, dilation {dilation:g})")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
     ax.set_xlabel("GPUs (K80, batch 64 each)")
     ax.set_ylabel("images/s")
     ax.set_title("Synchronous Inception v3, 25 Gbit/s host links")
