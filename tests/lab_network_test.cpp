@@ -27,6 +27,14 @@ void enter(const VirtualNetwork& net, int host) {
   ::close(fd);
 }
 
+sockaddr_in endpoint(const VirtualNetwork& net, int host, uint16_t port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  ::inet_pton(AF_INET, net.address(host).c_str(), &addr.sin_addr);
+  return addr;
+}
+
 TEST(LabNetwork, ShapesEachLinkCountsItsBytesAndLeavesNothingBehind) {
   if (!missingLabPrivileges().empty()) GTEST_SKIP() << missingLabPrivileges();
   const std::string id = "t" + std::to_string(::getpid() % 100000);
@@ -45,10 +53,7 @@ TEST(LabNetwork, ShapesEachLinkCountsItsBytesAndLeavesNothingBehind) {
     std::thread server([&] {
       enter(net, 1);
       const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in addr{};
-      addr.sin_family = AF_INET;
-      addr.sin_port = htons(5050);
-      ::inet_pton(AF_INET, net.address(1).c_str(), &addr.sin_addr);
+      sockaddr_in addr = endpoint(net, 1, 5050);
       ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
       ::listen(listener, 1);
       const int conn = ::accept(listener, nullptr, nullptr);
@@ -60,10 +65,7 @@ TEST(LabNetwork, ShapesEachLinkCountsItsBytesAndLeavesNothingBehind) {
     std::thread client([&] {
       enter(net, 0);
       const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in addr{};
-      addr.sin_family = AF_INET;
-      addr.sin_port = htons(5050);
-      ::inet_pton(AF_INET, net.address(1).c_str(), &addr.sin_addr);
+      sockaddr_in addr = endpoint(net, 1, 5050);
       for (int attempt = 0; ::connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 && attempt < 100; ++attempt) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
