@@ -79,6 +79,44 @@ TEST(CliEmulatedCompute, LaunchMergesTheWorkersTimelines) {
   EXPECT_GE(layers, 2 * 3 * 100);  // resnet110's parameters, each step
 }
 
+// --timeline with a parameter server: the workers' pushes and pulls, and the
+// server's own queue, apply and pull-wait spans in its process, on one clock.
+TEST(CliEmulatedCompute, ParameterServerSpansOnBothSidesOfTheWire) {
+  TempDir dir;
+  auto run = runTandem("launch --ps 1 --workers 2 -- " + emulatedArgs(dir.str("ps"), kProfile, 3) +
+                       " --ps-chunk-mb 2 --timeline");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto trace = nlohmann::json::parse(readFile(dir.path() / "ps" / "timeline.json"));
+  std::map<int, std::string> processes;
+  std::map<std::string, int> spans;  // by the name's first word, and by process
+  int64_t first_push = INT64_MAX, first_apply = INT64_MAX, last_apply_end = 0, last_pull_end = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") processes[e["pid"].get<int>()] = e["args"]["name"];
+    if (e["ph"] != "X") continue;
+    ASSERT_GE(e["dur"].get<int64_t>(), 0) << e;
+    const std::string name = e["name"];
+    const std::string word = name.substr(0, name.find(' '));
+    ++spans[word + "@" + std::to_string(e["pid"].get<int>())];
+    const int64_t begin = e["ts"], end = begin + e["dur"].get<int64_t>();
+    if (word == "push") first_push = std::min(first_push, begin);
+    if (word == "apply") {
+      first_apply = std::min(first_apply, begin);
+      last_apply_end = std::max(last_apply_end, end);
+    }
+    if (word == "pull" && e["pid"] == 0) last_pull_end = std::max(last_pull_end, end);
+  }
+  EXPECT_EQ(processes, (std::map<int, std::string>{{0, "worker 0"}, {1, "worker 1"}, {1000, "ps 0"}}));
+  // resnet110's 6.9 MB in 2 MiB chunks: 4 chunks, pushed and pulled each of 3 steps by each worker.
+  EXPECT_EQ(spans["push@0"], 3 * 4);
+  EXPECT_EQ(spans["pull@1"], 3 * 4);
+  EXPECT_EQ(spans["apply@1000"], 3 * 4);       // sync: once per chunk and step
+  EXPECT_EQ(spans["queued:@1000"], 2 * 3 * 4);  // every worker's push waited
+  EXPECT_GE(spans["pull@1000"], 2 * 3 * 4);     // the initial pulls too
+  // One clock: applies follow the first push, and the last pull ends after the last apply.
+  EXPECT_LT(first_push, first_apply);
+  EXPECT_GE(last_pull_end, last_apply_end);
+}
+
 TEST(CliEmulatedCompute, ABadProfileExitsTwoNamingIt) {
   TempDir dir;
   auto run = runTandem("train " + emulatedArgs(dir.str("bad"), dir.str("nope.json")));

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "cluster/local_address.hpp"
@@ -23,11 +24,18 @@ int runPsTask(const cluster::ClusterSpec& spec, const train::TrainConfig& config
                               : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   // The chief initialises servers right after every worker joined.
   options.startup_timeout_s = config.distributed.rendezvous_timeout_s + 30;
+  const std::filesystem::path dir = std::filesystem::path(config.out_dir) / "ps" / fmt::format("ps-{}", spec.index);
+  std::optional<obs::Timeline> timeline;  // written when the server is done
+  if (config.timeline) {
+    std::filesystem::create_directories(dir);
+    timeline.emplace(dir / fmt::format("timeline-ps-{}.json", spec.index), spec.taskName(), 1000 + spec.index,
+                     std::array<std::string, 3>{"pushes queued", "apply", "pulls waiting"});
+    options.timeline = &*timeline;
+  }
   ps::ParameterServer server(options);
   TANDEM_LOG_INFO("{}: listening on {} for {} worker(s) ({})", spec.taskName(), address.str(), spec.num_workers,
                   spec.source);
   nlohmann::json summary = server.serve();
-  const std::filesystem::path dir = std::filesystem::path(config.out_dir) / "ps" / fmt::format("ps-{}", spec.index);
   std::filesystem::create_directories(dir);
   obs::writeFileAtomically(dir / "summary.json", summary.dump(2) + "\n");
   const auto& lost = summary.at("lost_workers");

@@ -20,12 +20,10 @@ nlohmann::json metadata(const char* kind, int pid, int tid, const std::string& n
 
 }  // namespace
 
-Timeline::Timeline(std::filesystem::path path, std::string task, int task_id)
+Timeline::Timeline(std::filesystem::path path, std::string task, int task_id, const std::array<std::string, 3>& lanes)
     : path_(std::move(path)), task_id_(task_id) {
   events_.push_back(metadata("process_name", task_id_, 0, task));
-  events_.push_back(metadata("thread_name", task_id_, static_cast<int>(Lane::kLoop), "training loop"));
-  events_.push_back(metadata("thread_name", task_id_, static_cast<int>(Lane::kComm), "communication"));
-  events_.push_back(metadata("thread_name", task_id_, static_cast<int>(Lane::kBackward), "backward layers"));
+  for (int lane = 0; lane < 3; ++lane) events_.push_back(metadata("thread_name", task_id_, lane, lanes[static_cast<size_t>(lane)]));
   g_current = this;
 }
 

@@ -4,6 +4,7 @@
 // every task on a host line up when merged (launch writes OUT/timeline.json).
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <mutex>
@@ -13,14 +14,16 @@
 
 namespace tandem::obs {
 
-// Thread lanes within a task's process.
+// Thread lanes within a task's process. A server names them its own way
+// (requests, apply, pulls).
 enum class Lane : int { kLoop = 0, kComm = 1, kBackward = 2 };
 
 class Timeline {
  public:
   // Writes `path` on write() or destruction; `task` names the process
-  // ("worker 0").
-  Timeline(std::filesystem::path path, std::string task, int task_id);
+  // ("worker 0"), `lanes` its three lanes.
+  Timeline(std::filesystem::path path, std::string task, int task_id,
+           const std::array<std::string, 3>& lanes = {"training loop", "communication", "backward layers"});
   ~Timeline();
   Timeline(const Timeline&) = delete;
   Timeline& operator=(const Timeline&) = delete;

@@ -24,11 +24,15 @@ struct PendingPull {
   uint64_t needed = 0;      // answer once the chunk has applied this many updates
   bool with_state = false;  // ps-state: add the optimizer slots
   Clock::time_point since = Clock::now();
+  int worker = -1;         // for the timeline
+  int64_t received_us = 0;  // when it arrived, for the timeline (0: no timeline)
 };
 
 struct QueuedPush {
   zmq::message_t grad;
   double lr = 0;  // the pushing worker's rate when it pushed
+  int worker = -1;
+  int64_t received_us = 0;  // timeline only
 };
 
 struct ChunkState {
@@ -42,6 +46,7 @@ struct ChunkState {
   uint64_t received = 0;    // updates started or queued (async)
   // Sync: this step's gradients, one per worker, summed in worker order.
   std::vector<std::optional<zmq::message_t>> step_grads;
+  std::vector<int64_t> step_grad_us;  // when each arrived, for the timeline
   int step_grad_count = 0;
   std::deque<QueuedPush> queue;  // async pushes waiting for the chunk
   std::vector<PendingPull> pulls;

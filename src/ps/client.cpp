@@ -16,6 +16,7 @@
 #include "core/logging.hpp"
 #include "core/patient_wait.hpp"
 #include "net/request_client.hpp"
+#include "obs/timeline.hpp"
 #include "ps/protocol.hpp"
 
 namespace tandem::ps {
@@ -29,6 +30,8 @@ struct Ticket::State {
   // Set by a timed-out wait; read by the I/O thread without the mutex.
   std::atomic<bool> abandoned{false};
   std::optional<net::Frame> reply;
+  int64_t queued_us = 0;
+  int64_t replied_us = 0;
   std::string failure;  // transport failure (malformed reply, send error)
   std::string server;
   std::string endpoint;
@@ -134,6 +137,12 @@ PsClient::~PsClient() {
   io_.join();
 }
 
+Ticket::Times Ticket::times() const {
+  if (!state_) return {};
+  std::lock_guard lock(state_->mutex);
+  return {state_->queued_us, state_->replied_us};
+}
+
 Ticket PsClient::send(int server, net::FrameHeader header, zmq::message_t payload) {
   TANDEM_ENFORCE(server >= 0 && server < servers(), "no such parameter server");
   Ticket ticket;
@@ -143,6 +152,7 @@ Ticket PsClient::send(int server, net::FrameHeader header, zmq::message_t payloa
   ticket.state_->endpoint = address.endpoint;
   ticket.state_->request_type = header.type;
   ticket.state_->mailbox = mailbox_;
+  ticket.state_->queued_us = obs::Timeline::nowUs();
   {
     std::lock_guard lock(mailbox_->mutex);
     mailbox_->queue.push_back({server, header, std::move(payload), ticket.state_});
@@ -156,6 +166,7 @@ namespace {
 void complete(const std::shared_ptr<Ticket::State>& t, std::optional<net::Frame> reply, std::string failure) {
   {
     std::lock_guard lock(t->mutex);
+    t->replied_us = t->reply || reply ? obs::Timeline::nowUs() : 0;
     t->reply = std::move(reply);
     t->failure = std::move(failure);
     t->done = true;

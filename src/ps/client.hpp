@@ -46,6 +46,15 @@ class Ticket {
   // the server's reason when it answered kError. Thread-safe.
   net::Frame wait(Deadline deadline, const std::string& what);
 
+  // When the request was queued and when its reply arrived, in the
+  // timeline's microseconds (obs::Timeline::nowUs); replied_us is 0 before
+  // the reply. Thread-safe.
+  struct Times {
+    int64_t queued_us = 0;
+    int64_t replied_us = 0;
+  };
+  Times times() const;
+
   struct State;  // shared with the client's I/O thread
 
  private:

@@ -152,6 +152,7 @@ void ParameterServer::Impl::onPush(const std::string& routing, net::Frame& f) {
     auto& slot = c.step_grads[static_cast<size_t>(w)];
     if (slot) throw Refusal{fmt::format("worker {} pushed chunk {} twice for step {}", w, c.key, f.header.clock)};
     slot = std::move(f.payload);
+    c.step_grad_us[static_cast<size_t>(w)] = timelineNow();
     replyOk(routing, f.header.request_id);
     if (++c.step_grad_count == config->workers) startSyncApply(index);
     return;
@@ -160,14 +161,14 @@ void ParameterServer::Impl::onPush(const std::string& routing, net::Frame& f) {
   // does. SSP counts steps per worker: one round of every worker's push is
   // one schedule step. The queue is in order: this push is update `received`.
   const uint64_t lr_step = config->mode == Mode::kAsync ? c.received : c.received / static_cast<uint64_t>(config->workers);
-  c.queue.push_back({std::move(f.payload), lrOf(w, lr_step)});
+  c.queue.push_back({std::move(f.payload), lrOf(w, lr_step), w, timelineNow()});
   ++c.received;
   replyOk(routing, f.header.request_id);
   if (!c.busy) startAsyncApply(index);
 }
 
 void ParameterServer::Impl::onPull(const std::string& routing, net::Frame& f) {
-  workerOf(routing, f.header.type);
+  const int w = workerOf(routing, f.header.type);
   ChunkState& c = chunkFor(f.header);
   const std::string what = net::messageTypeName(f.header.type);
   if (f.payload.size() != 0) throw Refusal{what + " carries no payload"};
@@ -176,7 +177,8 @@ void ParameterServer::Impl::onPull(const std::string& routing, net::Frame& f) {
   // Sync: the version the worker's next step needs. Otherwise: everything
   // received so far, so a worker always sees its own last push.
   const uint64_t needed = config->mode == Mode::kSync ? f.header.clock : c.received;
-  c.pulls.push_back({routing, f.header.request_id, needed, f.header.type == MessageType::kPsState});
+  c.pulls.push_back({routing, f.header.request_id, needed, f.header.type == MessageType::kPsState, Clock::now(), w,
+                     timelineNow()});
   answerPulls(c);
 }
 

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "net/frame.hpp"
+#include "obs/timeline.hpp"
 
 namespace tandem::ps {
 
@@ -32,6 +33,9 @@ struct ServerOptions {
   // of a chunk, with the chunk's key and update index; throwing from it
   // stands for an apply that failed.
   std::function<void(uint64_t key, uint64_t update)> apply_fault = nullptr;
+  // --timeline: each push's wait in the queue, each apply and each pull's
+  // wait for its version, as spans (the caller owns and writes it).
+  obs::Timeline* timeline = nullptr;
 };
 
 class ParameterServer {

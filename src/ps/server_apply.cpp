@@ -11,6 +11,21 @@ namespace tandem::ps {
 
 using MessageType = net::MessageType;
 
+ParameterServer::Impl::TimelineApply::TimelineApply(Impl& server, uint64_t key, uint64_t update)
+    : timeline_(server.options.timeline), key_(key), update_(update), start_us_(server.timelineNow()) {}
+
+void ParameterServer::Impl::TimelineApply::queued(int worker, int64_t received_us) {
+  if (timeline_ == nullptr || received_us == 0) return;
+  timeline_->span(fmt::format("queued: chunk {} from worker {}", key_, worker), kRequestLane, received_us, start_us_,
+                  {{"update", update_}});
+}
+
+ParameterServer::Impl::TimelineApply::~TimelineApply() {
+  if (timeline_ == nullptr) return;
+  timeline_->span(fmt::format("apply chunk {}", key_), kApplyLane, start_us_, obs::Timeline::nowUs(),
+                  {{"update", update_}});
+}
+
 void ParameterServer::Impl::finishJob(size_t index, Stopwatch& watch) {
   const double seconds = watch.elapsed();
   {
@@ -28,9 +43,13 @@ void ParameterServer::Impl::startSyncApply(size_t index) {
   c.step_grad_count = 0;
   const uint64_t step = c.applied;
   const double lr = lrOf(0, step);  // the chief's rate, as its schedule is the table's
-  pool->submit(fmt::format("{}: sync apply of chunk {} for step {}", name, c.key, step), [this, index, grads, step, lr] {
+  auto arrived = std::make_shared<std::vector<int64_t>>(c.step_grad_us);
+  pool->submit(fmt::format("{}: sync apply of chunk {} for step {}", name, c.key, step), [this, index, grads, step, lr,
+                                                                                           arrived] {
     Stopwatch watch;
     ChunkState& chunk = chunks[index];
+    TimelineApply span(*this, chunk.key, step);
+    for (size_t w = 0; w < arrived->size(); ++w) span.queued(static_cast<int>(w), (*arrived)[w]);
     if (options.apply_fault) options.apply_fault(chunk.key, step);
     std::vector<float> scratch;
     // Each worker pre-scaled its gradient by 1/workers: the sum is the mean.
@@ -45,11 +64,15 @@ void ParameterServer::Impl::startAsyncApply(size_t index) {
   c.busy = true;
   auto grad = std::make_shared<zmq::message_t>(std::move(c.queue.front().grad));
   const double lr = c.queue.front().lr;
+  const int worker = c.queue.front().worker;
+  const int64_t received_us = c.queue.front().received_us;
   c.queue.pop_front();
   const uint64_t update = c.applied;
   pool->submit(fmt::format("{}: apply of chunk {} (update {})", name, c.key, update),
-               [this, index, grad, update, lr] {
+               [this, index, grad, update, lr, worker, received_us] {
                  Stopwatch watch;
+                 TimelineApply span(*this, chunks[index].key, update);
+                 span.queued(worker, received_us);
                  if (options.apply_fault) options.apply_fault(chunks[index].key, update);
                  std::vector<float> scratch;
                  applyUpdate(chunks[index], floatsOf(*grad, scratch), update, lr, *config);
@@ -77,6 +100,10 @@ void ParameterServer::Impl::drainCompletions() {
 
 void ParameterServer::Impl::answerPulls(ChunkState& c) {
   for (const auto& p : takeReadyPulls(c)) {
+    if (options.timeline != nullptr && p.received_us != 0) {
+      options.timeline->span(fmt::format("pull chunk {} for worker {}", c.key, p.worker), kPullLane, p.received_us,
+                             obs::Timeline::nowUs(), {{"version", c.applied}});
+    }
     reply(p.routing, {.type = MessageType::kPsValues, .clock = static_cast<uint32_t>(c.applied),
                       .request_id = p.request_id, .key_begin = c.key, .key_end = c.key + 1},
           pullPayload(c, p, config->mode == Mode::kSync));

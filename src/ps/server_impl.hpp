@@ -78,6 +78,11 @@ struct ParameterServer::Impl {
   ServerStats stats;
 
   ChunkState& chunkFor(const net::FrameHeader& h) { return chunks[chunkIndexFor(h)]; }
+  // Timeline lanes of a server, and the clock that is 0 without a timeline.
+  static constexpr auto kRequestLane = obs::Lane::kLoop;
+  static constexpr auto kApplyLane = obs::Lane::kComm;
+  static constexpr auto kPullLane = obs::Lane::kBackward;
+  int64_t timelineNow() const { return options.timeline != nullptr ? obs::Timeline::nowUs() : 0; }
 
   void reply(const std::string& routing, net::FrameHeader header, zmq::message_t payload) {
     // A worker's silence counts from the last exchange, not its last request:
@@ -121,6 +126,20 @@ struct ParameterServer::Impl {
 
   // --- applying, pulls, clocks and timeouts (server_apply.cpp) --------------
   void finishJob(size_t index, Stopwatch& watch);
+  // On an apply job's thread: the apply's span from construction to
+  // destruction, and each consumed push's time in the queue before it.
+  class TimelineApply {
+   public:
+    TimelineApply(Impl& server, uint64_t key, uint64_t update);
+    ~TimelineApply();
+    void queued(int worker, int64_t received_us);
+
+   private:
+    obs::Timeline* timeline_;
+    uint64_t key_;
+    uint64_t update_;
+    int64_t start_us_;
+  };
   void startSyncApply(size_t index);
   void startAsyncApply(size_t index);
   void drainCompletions();

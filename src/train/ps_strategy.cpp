@@ -11,6 +11,7 @@
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
+#include "obs/timeline.hpp"
 #include "ps/client.hpp"
 #include "ps/key_layout.hpp"
 #include "ps/protocol.hpp"
@@ -147,6 +148,17 @@ struct PsStrategy::Impl {
     pull_tickets[chunk] = client->send(serverOf(chunk), chunkHeader(MessageType::kPsPull, chunk, needed), zmq::message_t());
   }
 
+  // --timeline: a push (queued until the server took it) or a pull (queued
+  // until its version arrived) on the communication lane.
+  void traceExchange(const char* what, size_t c, const ps::Ticket& ticket) const {
+    auto* timeline = obs::Timeline::current();
+    if (timeline == nullptr) return;
+    const ps::Ticket::Times t = ticket.times();
+    if (t.replied_us == 0) return;
+    timeline->span(fmt::format("{} chunk {}", what, c), obs::Lane::kComm, t.queued_us, t.replied_us,
+                   {{"server", serverOf(c)}, {"bytes", layout.chunks[c].length * 4}, {"step", step}});
+  }
+
   void pullAll(int64_t needed) {
     for (size_t c = 0; c < layout.chunks.size(); ++c) pull(c, needed);
   }
@@ -157,6 +169,7 @@ struct PsStrategy::Impl {
     double copying = 0;
     for (size_t c = 0; c < layout.chunks.size(); ++c) {
       net::Frame frame = pull_tickets[c].wait(deadline, fmt::format("the pull of chunk {} for step {}", c, step));
+      traceExchange("pull", c, pull_tickets[c]);
       Stopwatch copy;
       scatterChunk(c, frame);
       copying += copy.elapsed();
@@ -371,6 +384,7 @@ AgreedStep PsStrategy::synchronizeGradients(torch::nn::Module& model, const Loca
   if (s.mode == ps::Mode::kBounded) s.pullAll(0);
   for (size_t c = 0; c < s.push_tickets.size(); ++c) {
     s.push_tickets[c].wait(deadline, fmt::format("the push of chunk {} for step {}", c, s.step));
+    s.traceExchange("push", c, s.push_tickets[c]);
   }
   for (auto& t : s.lr_tickets) t.wait(deadline, "the learning rate");
   s.lr_tickets.clear();
