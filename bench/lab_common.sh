@@ -9,6 +9,15 @@ lab_run() {  # name, lab flags..., --, train flags...
   grep -E '^(step|busiest|job):' "$OUT/$name.log" | sed 's/^/   /' >&2
 }
 
+# message_us N: this machine's fixed cost of one all-reduce among N local
+# processes (a 4 KB buffer), in microseconds: what a bucket costs beyond its
+# bytes here, for the lab's prediction (--message-us).
+message_us() {
+  "$TANDEM" bench allreduce --workers "$1" --sizes 4K --json "$OUT/bench-allreduce-$1.json" >/dev/null 2>&1
+  python3 -c "import json,sys; print(round(json.load(open(sys.argv[1]))['rows'][0]['seconds'] * 1e6, 1))" \
+    "$OUT/bench-allreduce-$1.json"
+}
+
 # results NAME...: one row per run, with its layout label (from LABEL_<name>).
 collect() {
   python3 - "$OUT" "$@" <<'PY'

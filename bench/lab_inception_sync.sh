@@ -24,7 +24,8 @@ source bench/lab_common.sh
 mkdir -p "$OUT"
 names=()
 for h in $HOSTS; do
-  lab_run inception-$h --hosts "$h" --workers-per-host 2 --link-mbps 25000 --dilation "$DILATION" --warmup-steps 2 -- \
+  lab_run inception-$h --hosts "$h" --workers-per-host 2 --link-mbps 25000 --dilation "$DILATION" --warmup-steps 2 \
+    --message-us "$(message_us $((2 * h)))" -- \
     --model inception_v3 --dataset synthetic --synthetic-shape 3x299x299 --synthetic-size 2000 \
     --emulate-compute "$PROFILE" --batch-size 64 --max-steps $((STEPS + 2))
   export "LABEL_inception_$h=Tandem: all-reduce"

@@ -7,7 +7,9 @@
 #             Tandem's default 4 MB chunks
 #   sharded   async PS, one server on each host (Tandem's PS layout),
 #             0.5 MB chunks so that pushes start early in backward
-#   allreduce synchronous ring all-reduce, 1 MB buckets
+#   allreduce synchronous all-reduce, 1 MB buckets; its prediction includes
+#             this machine's fixed cost per bucket all-reduce among that
+#             many processes (tandem bench allreduce, 4 KB)
 # plus one worker alone, the reference for "N times one worker".
 # Also checks time dilation: the largest users run (link-bound) again at
 # dilation 4, i.e. 250 Mbit/s links and 4x the compute time.
@@ -33,7 +35,8 @@ for h in $HOSTS; do
     $TRAIN --ps-mode async --max-steps $((n * per_worker))
   lab_run sharded-$h --hosts "$h" --workers-per-host 2 --ps "$h" --link-mbps 1000 -- \
     $TRAIN --ps-mode async --ps-chunk-mb 0.5 --max-steps $((n * per_worker))
-  lab_run allreduce-$h --hosts "$h" --workers-per-host 2 --link-mbps 1000 -- $TRAIN --bucket-mb 1 --max-steps $per_worker
+  lab_run allreduce-$h --hosts "$h" --workers-per-host 2 --link-mbps 1000 --message-us "$(message_us "$n")" -- \
+    $TRAIN --bucket-mb 1 --max-steps $per_worker
   export "LABEL_users_$h=users: 1 PS" "LABEL_sharded_$h=Tandem: PS on every host" "LABEL_allreduce_$h=Tandem: all-reduce"
   names+=(users-$h sharded-$h allreduce-$h)
 done

@@ -123,5 +123,27 @@ TEST(CommModel, AsyncWorkersShareTheServerLinkAsAQueue) {
   EXPECT_NEAR(sync.step_s, 1.25, 1e-9);
 }
 
+TEST(CommModel, HierarchicalLayoutsCrossEachHostLinkOncePerHost) {
+  // 4 hosts x 4 workers, 100 MB. A flat ring crosses each host link with
+  // 2*15/16 of the model (187.5 MB); reducing inside each host first leaves
+  // a ring of 4 hosts: 2*3/4 = 150 MB, and 2*3 latencies instead of 2*15.
+  const Cluster c{4, 4, kTenGbit, 100e-6};
+  EXPECT_DOUBLE_EQ(linkLoad(work(), c, {Algorithm::kRingAllReduce}).worker_host_bytes, 187.5e6);
+  const Prediction hier = predict(work(), c, {Algorithm::kHierAllReduce});
+  EXPECT_DOUBLE_EQ(hier.load.worker_host_bytes, 150e6);
+  EXPECT_NEAR(hier.comm_s, 0.12 + 6 * 100e-6, 1e-12);
+  // Dedicated servers (2): a worker host pushes and pulls the model once,
+  // not 4 times (100 against 400 MB); a server serves 4 hosts' halves, not
+  // 16 workers' (200 against 800 MB).
+  const LinkLoad flat = linkLoad(work(), c, {Algorithm::kPsDedicated, 2});
+  const LinkLoad byhost = linkLoad(work(), c, {Algorithm::kHierPsDedicated, 2});
+  EXPECT_DOUBLE_EQ(flat.worker_host_bytes, 400e6);
+  EXPECT_DOUBLE_EQ(byhost.worker_host_bytes, 100e6);
+  EXPECT_DOUBLE_EQ(flat.server_host_bytes, 800e6);
+  EXPECT_DOUBLE_EQ(byhost.server_host_bytes, 200e6);
+  EXPECT_EQ(parseAlgorithm("hier-ps-colocated"), Algorithm::kHierPsColocated);
+  EXPECT_EQ(algorithmName(Algorithm::kHierAllReduce), "hier-allreduce");
+}
+
 }  // namespace
 }  // namespace tandem::plan

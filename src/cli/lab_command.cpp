@@ -42,6 +42,8 @@ struct LabOptions {
   double dilation = 1;
   int64_t warmup_steps = 3;
   double grace_s = 10;
+  double message_us = 0;
+  double apply_gb_s = 0;
   bool json = false;
   bool cleanup = false;
   std::vector<std::string> train_args;
@@ -208,6 +210,10 @@ int runLab(LabOptions o) {
   const double group_mb = std::stod(o.ps > 0 ? flagValue(o.train_args, "--ps-chunk-mb").value_or("4")
                                              : flagValue(o.train_args, "--bucket-mb").value_or("25"));
   setup.group_bytes = group_mb * 1024 * 1024;
+  // Measured on this machine in real time: in the emulated cluster's time
+  // a fixed cost shrinks with the dilation; a rate grows with it.
+  setup.message_s = o.message_us / 1e6 / o.dilation;
+  setup.apply_bytes_per_s = o.apply_gb_s * 1e9 * o.dilation;
   if (profile) {
     setup.forward_s = profile->forward_ms / 1e3;
     setup.backward_s = profile->backward_ms / 1e3;
@@ -252,6 +258,13 @@ Command addLabCommand(CLI::App& app) {
   cmd->add_option("--warmup-steps", o->warmup_steps, "steps each worker takes before the measurement starts")
       ->capture_default_str();
   cmd->add_option("--grace", o->grace_s, "seconds between SIGTERM and SIGKILL when stopping the tasks")
+      ->capture_default_str();
+  cmd->add_option("--message-us", o->message_us,
+                  "for the prediction: this machine's fixed cost per bucket all-reduce or chunk message, "
+                  "microseconds (tandem bench allreduce --workers N --sizes 4K)")
+      ->capture_default_str();
+  cmd->add_option("--apply-gb-s", o->apply_gb_s, "for the prediction: a server's apply rate on this machine, GB/s "
+                                                 "(tandem bench ps-apply); 0: free")
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "print the report as JSON instead of tables");
   cmd->add_flag("--cleanup", o->cleanup, "remove what labs killed before cleaning up left behind, and exit");

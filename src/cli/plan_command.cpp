@@ -32,6 +32,8 @@ struct PlanFlags {
   std::string layout = "allreduce";
   int servers = 0;  // 0: one per host (colocated) or 1 (dedicated)
   double group_mb = 0;  // Tandem's bucket or chunk (0: 25 all-reduce, 4 PS)
+  double message_us = 0;  // Tandem's fixed cost per bucket or chunk message (tandem bench allreduce)
+  double apply_gb_s = 0;  // a server's apply rate (tandem bench ps-apply); 0: free
   bool async = false;
   double tf1_worker_mb_s = 122;  // fitted to the users' 1-GPU point (docs/planner.md)
   double tf1_ps_mb_s = 372;      // fitted to their 16-GPU point
@@ -107,7 +109,7 @@ int run(PlanFlags f) {
   const plan::Algorithm algorithm = tf1 ? plan::Algorithm::kPsColocated : plan::parseAlgorithm(f.layout);
   if (tf1 && f.model.empty()) throw InputError("--layout tf1-ps: needs --model (whole variables are placed)");
   const std::vector<double> variables = tf1 ? tf1Variables(f.model) : std::vector<double>{};
-  const double group_mb = f.group_mb > 0 ? f.group_mb : (algorithm == plan::Algorithm::kRingAllReduce ? 25 : 4);
+  const double group_mb = f.group_mb > 0 ? f.group_mb : (plan::isAllReduce(algorithm) ? 25 : 4);
   nlohmann::json rows = nlohmann::json::array();
   if (!f.json) {
     fmt::print("{} ({:.1f} MB), forward {} ms + backward {} ms, {} Gbit/s, {} us latency, {}\n",
@@ -118,10 +120,12 @@ int run(PlanFlags f) {
   }
   for (const auto& [hosts, per_host] : configurations(f)) {
     plan::Cluster cluster{hosts, per_host, f.link_gbps * 1e9 / 8, f.latency_us / 1e6};
-    plan::Layout layout{algorithm, tf1 ? hosts : f.servers > 0 ? f.servers : (algorithm == plan::Algorithm::kPsColocated ? hosts : 1)};
+    const bool colocated =
+        algorithm == plan::Algorithm::kPsColocated || algorithm == plan::Algorithm::kHierPsColocated;
+    plan::Layout layout{algorithm, tf1 ? hosts : f.servers > 0 ? f.servers : (colocated ? hosts : 1)};
     const plan::Prediction optimum = plan::predict(work, cluster, layout);
     nlohmann::json row = {{"hosts", hosts}, {"workers", cluster.workers()},
-                          {"servers", algorithm == plan::Algorithm::kRingAllReduce ? 0 : layout.servers},
+                          {"servers", plan::isAllReduce(algorithm) ? 0 : layout.servers},
                           {"busiest_link_mb_per_step",
                            std::max(optimum.load.worker_host_bytes, optimum.load.server_host_bytes) / 1e6},
                           {"comm_ms", optimum.comm_s * 1e3}, {"optimum_step_ms", optimum.step_s * 1e3},
@@ -137,7 +141,8 @@ int run(PlanFlags f) {
                   {"bottleneck", p.bottleneck}, {"busiest_server_share", p.busiest_server_share}});
     } else {
       const plan::Prediction p =
-          plan::predictTandem(work, cluster, layout, {group_mb * 1024 * 1024, 0, 0, f.async});
+          plan::predictTandem(work, cluster, layout,
+                              {group_mb * 1024 * 1024, f.apply_gb_s * 1e9, f.message_us / 1e6, f.async});
       row.update({{"step_ms", p.step_s * 1e3}, {"efficiency", p.efficiency}, {"samples_per_sec", p.samples_per_s},
                   {"bottleneck", p.bottleneck}});
     }
@@ -173,10 +178,18 @@ Command addPlanCommand(CLI::App& app) {
   cmd->add_option("--link-gbps", f->link_gbps, "each host's link, Gbit/s each way")->capture_default_str();
   cmd->add_option("--latency-us", f->latency_us, "one-way latency per message, microseconds")->capture_default_str();
   cmd->add_option("--layout", f->layout,
-                  "allreduce, ps-colocated, ps-dedicated, or tf1-ps (TensorFlow 1's layout, docs/planner.md)")
+                  "allreduce, ps-colocated, ps-dedicated, their hierarchical forms hier-allreduce, "
+                  "hier-ps-colocated and hier-ps-dedicated, or tf1-ps (TensorFlow 1's layout, docs/planner.md)")
       ->capture_default_str();
   cmd->add_option("--group-mb", f->group_mb, "Tandem's bucket (all-reduce) or chunk (PS) size in MiB (default 25 / 4)");
   cmd->add_flag("--async", f->async, "asynchronous PS workers");
+  cmd->add_option("--message-us", f->message_us,
+                  "Tandem's fixed cost per bucket all-reduce or chunk message, microseconds (measure: tandem bench "
+                  "allreduce --sizes 4K)")
+      ->capture_default_str();
+  cmd->add_option("--apply-gb-s", f->apply_gb_s, "a server's optimizer apply rate, GB/s (measure: tandem bench "
+                                                 "ps-apply); 0: free")
+      ->capture_default_str();
   cmd->add_option("--tf1-worker-mb-s", f->tf1_worker_mb_s, "tf1-ps: one worker's gRPC push+pull stream, MB/s")
       ->capture_default_str();
   cmd->add_option("--tf1-ps-mb-s", f->tf1_ps_mb_s, "tf1-ps: one PS process's throughput (in plus out), MB/s")

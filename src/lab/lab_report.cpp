@@ -41,7 +41,8 @@ nlohmann::json labReport(const LabSetup& setup, const std::vector<WorkerResult>&
   const plan::Prediction optimum = plan::predict(work, cluster, layout);
   const bool asynchronous = setup.mode == "ps-async" || setup.mode == "ssp";
   const plan::Prediction predicted =
-      plan::predictTandem(work, cluster, layout, {setup.group_bytes, 0, 0, asynchronous});
+      plan::predictTandem(work, cluster, layout,
+                          {setup.group_bytes, setup.apply_bytes_per_s, setup.message_s, asynchronous});
   const double expected_worker_link = optimum.load.worker_host_bytes;
 
   nlohmann::json links = nlohmann::json::array();
@@ -64,6 +65,7 @@ nlohmann::json labReport(const LabSetup& setup, const std::vector<WorkerResult>&
         {"servers", setup.servers}, {"server_placement", setup.dedicated_servers ? "dedicated" : "colocated"},
         {"link_mbit_per_s", setup.link_bits_per_s / 1e6}, {"dilation", d}, {"mode", setup.mode},
         {"model_bytes", setup.model_bytes}, {"group_bytes", setup.group_bytes},
+        {"message_us", setup.message_s * 1e6}, {"apply_gb_per_s", setup.apply_bytes_per_s / 1e9},
         {"forward_ms", setup.forward_s * 1e3}, {"backward_ms", setup.backward_s * 1e3}}},
       {"tasks", tasks},
       {"links", links},

@@ -25,6 +25,8 @@ struct LabSetup {
   double backward_s = 0;
   double model_bytes = 0;        // exchanged per worker step
   double group_bytes = 0;        // bucket or chunk cap
+  double message_s = 0;          // this machine's fixed cost per bucket or chunk message (undilated)
+  double apply_bytes_per_s = 0;  // a server's apply rate (0: free)
   std::string mode;              // "allreduce", "ps-sync", "ps-async", "ssp"
 };
 

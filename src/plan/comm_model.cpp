@@ -8,7 +8,31 @@
 
 namespace tandem::plan {
 
+bool isAllReduce(Algorithm algorithm) {
+  return algorithm == Algorithm::kRingAllReduce || algorithm == Algorithm::kHierAllReduce;
+}
+
+namespace {
+
+// A hierarchical layout is its flat layout with one worker per host: the
+// host's own reduction and broadcast stay on its internal links.
+Algorithm flatOf(Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::kHierAllReduce: return Algorithm::kRingAllReduce;
+    case Algorithm::kHierPsColocated: return Algorithm::kPsColocated;
+    case Algorithm::kHierPsDedicated: return Algorithm::kPsDedicated;
+    default: return algorithm;
+  }
+}
+
+}  // namespace
+
 LinkLoad linkLoad(const Workload& work, const Cluster& cluster, const Layout& layout) {
+  if (flatOf(layout.algorithm) != layout.algorithm) {
+    Cluster one_per_host = cluster;
+    one_per_host.workers_per_host = 1;
+    return linkLoad(work, one_per_host, {flatOf(layout.algorithm), layout.servers});
+  }
   if (cluster.hosts < 1 || cluster.workers_per_host < 1) {
     throw InputError(fmt::format("a cluster needs at least 1 host and 1 worker per host, got {} x {}", cluster.hosts,
                                  cluster.workers_per_host));
@@ -44,6 +68,8 @@ LinkLoad linkLoad(const Workload& work, const Cluster& cluster, const Layout& la
       load.worker_host_bytes = g * s;                       // every worker pushes and pulls the whole model
       load.server_host_bytes = n * s / layout.servers;      // each server: every worker's share of it
       break;
+    default:
+      break;  // hierarchical: handled above
   }
   return load;
 }
@@ -58,8 +84,8 @@ Prediction predict(const Workload& work, const Cluster& cluster, const Layout& l
   const double busiest = std::max(p.load.worker_host_bytes, p.load.server_host_bytes);
   double latency = 0;
   if (busiest > 0) {
-    latency = layout.algorithm == Algorithm::kRingAllReduce ? 2.0 * (cluster.workers() - 1) * cluster.latency_s
-                                                            : 2.0 * cluster.latency_s;
+    const int ring = layout.algorithm == Algorithm::kHierAllReduce ? cluster.hosts : cluster.workers();
+    latency = isAllReduce(layout.algorithm) ? 2.0 * (ring - 1) * cluster.latency_s : 2.0 * cluster.latency_s;
   }
   p.comm_s = busiest / cluster.link_bytes_per_s + latency;
   p.single_s = work.forward_s + work.backward_s;
@@ -150,10 +176,11 @@ Prediction predictTandem(const Workload& work, const Cluster& cluster, const Lay
   if (!(path.group_bytes > 0)) throw InputError("the bucket or chunk size must be positive");
   const double busiest = std::max(p.load.worker_host_bytes, p.load.server_host_bytes);
   if (busiest <= 0 || work.model_bytes <= 0) return p;  // nothing crosses a link
-  const bool ring = layout.algorithm == Algorithm::kRingAllReduce;
+  const bool ring = isAllReduce(layout.algorithm);
   if (path.asynchronous && !ring) return predictAsync(work, cluster, layout, path, p);
   const double per_byte = busiest / work.model_bytes / cluster.link_bytes_per_s;
-  const double per_group = (ring ? 2.0 * (cluster.workers() - 1) : 1.0) * cluster.latency_s + path.message_s;
+  const int ring_size = layout.algorithm == Algorithm::kHierAllReduce ? cluster.hosts : cluster.workers();
+  const double per_group = (ring ? 2.0 * (ring_size - 1) : 1.0) * cluster.latency_s + path.message_s;
   const double exchange_end = exchangeEnd(work, path, ring, per_byte, per_group);
   p.step_s = work.forward_s + std::max(work.backward_s, exchange_end);
   p.efficiency = p.step_s > 0 ? p.single_s / p.step_s : 1.0;
@@ -171,6 +198,9 @@ std::string algorithmName(Algorithm algorithm) {
     case Algorithm::kRingAllReduce: return "allreduce";
     case Algorithm::kPsColocated: return "ps-colocated";
     case Algorithm::kPsDedicated: return "ps-dedicated";
+    case Algorithm::kHierAllReduce: return "hier-allreduce";
+    case Algorithm::kHierPsColocated: return "hier-ps-colocated";
+    case Algorithm::kHierPsDedicated: return "hier-ps-dedicated";
   }
   return "?";
 }
@@ -179,7 +209,12 @@ Algorithm parseAlgorithm(const std::string& name) {
   if (name == "allreduce") return Algorithm::kRingAllReduce;
   if (name == "ps-colocated") return Algorithm::kPsColocated;
   if (name == "ps-dedicated") return Algorithm::kPsDedicated;
-  throw InputError(fmt::format("--layout: '{}' is not allreduce, ps-colocated or ps-dedicated", name));
+  if (name == "hier-allreduce") return Algorithm::kHierAllReduce;
+  if (name == "hier-ps-colocated") return Algorithm::kHierPsColocated;
+  if (name == "hier-ps-dedicated") return Algorithm::kHierPsDedicated;
+  throw InputError(fmt::format("--layout: '{}' is not allreduce, ps-colocated, ps-dedicated, hier-allreduce, "
+                               "hier-ps-colocated or hier-ps-dedicated",
+                               name));
 }
 
 }  // namespace tandem::plan

@@ -30,7 +30,15 @@ enum class Algorithm {
   kRingAllReduce,  // one flat ring over every worker, ordered host by host
   kPsColocated,    // k servers, one on each of the first k worker hosts
   kPsDedicated,    // k servers on k hosts of their own, with the same links
+  // Hierarchical (issue 13; Tandem does not run them yet): each host first
+  // reduces its workers' gradients over its internal links, then
+  kHierAllReduce,   // one ring among the hosts, and a local broadcast
+  kHierPsColocated, // each host pushes and pulls once, to servers as kPsColocated
+  kHierPsDedicated, // ... to servers as kPsDedicated
 };
+
+// All-reduce layouts, as against parameter-server ones.
+bool isAllReduce(Algorithm algorithm);
 
 struct Layout {
   Algorithm algorithm = Algorithm::kRingAllReduce;
