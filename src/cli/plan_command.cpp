@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "models/registry.hpp"
 #include "plan/comm_model.hpp"
+#include "plan/recommend.hpp"
 #include "plan/tf1_ps_model.hpp"
 #include "train/emulated_compute.hpp"
 
@@ -39,6 +40,7 @@ struct PlanFlags {
   double tf1_ps_mb_s = 372;      // fitted to their 16-GPU point
   double tf1_message_us = 0;
   std::string tf1_placement = "round-robin";
+  bool recommend = false;
   bool json = false;
 };
 
@@ -146,6 +148,16 @@ int run(PlanFlags f) {
       row.update({{"step_ms", p.step_s * 1e3}, {"efficiency", p.efficiency}, {"samples_per_sec", p.samples_per_s},
                   {"bottleneck", p.bottleneck}});
     }
+    if (f.recommend) {
+      const plan::Recommendation r =
+          plan::recommend(work, cluster, {0, f.apply_gb_s * 1e9, f.message_us / 1e6, f.async});
+      row["recommended"] = {{"layout", plan::algorithmName(r.layout.algorithm)},
+                            {"servers", r.layout.servers},
+                            {"group_mb", r.group_bytes / (1024 * 1024)},
+                            {"step_ms", r.prediction.step_s * 1e3},
+                            {"efficiency", r.prediction.efficiency},
+                            {"samples_per_sec", r.prediction.samples_per_s}};
+    }
     if (!f.json) {
       fmt::print("{:>5} {:>7} {:>8} {:>12.1f} {:>10.2f} {:>10.2f} {:>8.1f}% {:>11.1f}  {}\n", hosts,
                  cluster.workers(), row["servers"].get<int>(), row["busiest_link_mb_per_step"].get<double>(),
@@ -153,6 +165,18 @@ int run(PlanFlags f) {
                  row["samples_per_sec"].get<double>(), row["bottleneck"].get<std::string>());
     }
     rows.push_back(std::move(row));
+  }
+  if (f.recommend && !f.json) {
+    fmt::print("recommended (Tandem's layouts and bucket/chunk sizes, most samples/s):\n");
+    for (const auto& row : rows) {
+      const auto& r = row["recommended"];
+      fmt::print("  {:>4} workers: {}{}, {:g} MiB {}: {:.2f} ms, {:.1f}%, {:.1f} samples/s\n",
+                 row["workers"].get<int>(), r["layout"].get<std::string>(),
+                 r["layout"] == "allreduce" ? "" : fmt::format(" ({} servers)", r["servers"].get<int>()),
+                 r["group_mb"].get<double>(), r["layout"] == "allreduce" ? "buckets" : "chunks",
+                 r["step_ms"].get<double>(), r["efficiency"].get<double>() * 100,
+                 r["samples_per_sec"].get<double>());
+    }
   }
   if (f.json) fmt::print("{}\n", nlohmann::json({{"layout", f.layout}, {"model_bytes", work.model_bytes},
                                                   {"rows", rows}}).dump(2));
@@ -201,6 +225,8 @@ Command addPlanCommand(CLI::App& app) {
   cmd->add_option("--tf1-message-us", f->tf1_message_us, "tf1-ps: a PS's cost per variable message, microseconds")
       ->capture_default_str();
   cmd->add_option("--servers", f->servers, "parameter servers (default: one per host colocated, 1 dedicated)");
+  cmd->add_flag("--recommend", f->recommend,
+                "also name the fastest of Tandem's layouts and bucket/chunk sizes for each row");
   cmd->add_flag("--json", f->json, "print JSON instead of a table");
   return {cmd, [f] { return run(*f); }};
 }
