@@ -11,10 +11,9 @@
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
-#include "obs/timeline.hpp"
-#include "ps/client.hpp"
 #include "ps/key_layout.hpp"
 #include "ps/protocol.hpp"
+#include "ps/worker.hpp"
 #include "train/cluster_join.hpp"
 #include "train/lr_schedule.hpp"
 #include "train/gradient_capture.hpp"
@@ -22,8 +21,6 @@
 
 namespace tandem::train {
 namespace {
-
-using net::MessageType;
 
 // Where a chunk's floats live in one parameter.
 struct Piece {
@@ -52,14 +49,10 @@ struct PsStrategy::Impl {
   std::vector<torch::Tensor> params;          // trainable, registration order
   std::vector<std::vector<Piece>> pieces;     // by chunk
   std::unique_ptr<GradientCapture> capture;   // flat gradients in key order; groups are the chunks
-  std::vector<ps::Ticket> push_tickets, pull_tickets;
-  std::unique_ptr<ps::PsClient> client;
+  std::unique_ptr<ps::Worker> worker;         // the protocol; null before initialize and after finish
   int64_t step = 0;
-  bool finished = false;
   int64_t max_lead = 0;
   bool joined = false;
-  std::optional<double> sent_lr;
-  std::vector<ps::Ticket> lr_tickets;
   Clock::time_point cycle_start = Clock::now();
 
   int n() const { return spec.num_workers; }
@@ -78,10 +71,6 @@ struct PsStrategy::Impl {
     }
   }
 
-  net::FrameHeader chunkHeader(MessageType type, size_t chunk, int64_t clock) const {
-    return {.type = type, .clock = static_cast<uint32_t>(clock), .key_begin = layout.chunks[chunk].key,
-            .key_end = layout.chunks[chunk].key + 1};
-  }
   int serverOf(size_t chunk) const { return layout.chunks[chunk].server; }
 
   std::vector<float> gatherChunk(size_t chunk) const {
@@ -93,12 +82,8 @@ struct PsStrategy::Impl {
     return values;
   }
 
+  // The worker checked the frame's size against the chunk's.
   void scatterChunk(size_t chunk, const net::Frame& frame) {
-    const auto expected = static_cast<size_t>(layout.chunks[chunk].length) * sizeof(float);
-    if (frame.payload.size() != expected) {
-      throw PeerError(fmt::format("ps {} sent {} bytes for chunk {} ({} expected)", serverOf(chunk),
-                                  frame.payload.size(), chunk, expected));
-    }
     const auto* source = static_cast<const char*>(frame.payload.data());
     for (const auto& p : pieces[chunk]) {
       std::memcpy(params[p.param].data_ptr<float>() + p.param_offset, source + p.chunk_offset * sizeof(float),
@@ -129,51 +114,19 @@ struct PsStrategy::Impl {
     return c;
   }
 
-  void push(size_t chunk) {
-    const auto& c = layout.chunks[chunk];
-    float* data = capture->flat().data_ptr<float>() + c.begin;
-    // Zero-copy: the next backward rewrites these floats only after the
-    // server answered a later request on the same connection.
-    auto payload = net::sharedPayload(std::shared_ptr<const void>(data, [](const void*) {}), data,
-                                      static_cast<size_t>(c.length) * sizeof(float));
-    push_tickets[chunk] = client->send(serverOf(chunk), chunkHeader(MessageType::kPsPush, chunk, step), std::move(payload));
-    // Ask for the chunk back at once: the server answers when its update is
-    // applied (sync: every worker's share), so the apply and the transfer
-    // overlap the rest of backward. Bounded staleness must first hear from
-    // ps 0 whether this worker may go on.
-    if (mode != ps::Mode::kBounded) pull(chunk, mode == ps::Mode::kSync ? step + 1 : 0);
-  }
-
-  void pull(size_t chunk, int64_t needed) {
-    pull_tickets[chunk] = client->send(serverOf(chunk), chunkHeader(MessageType::kPsPull, chunk, needed), zmq::message_t());
-  }
-
-  // --timeline: a push (queued until the server took it) or a pull (queued
-  // until its version arrived) on the communication lane.
-  void traceExchange(const char* what, size_t c, const ps::Ticket& ticket) const {
-    auto* timeline = obs::Timeline::current();
-    if (timeline == nullptr) return;
-    const ps::Ticket::Times t = ticket.times();
-    if (t.replied_us == 0) return;
-    timeline->span(fmt::format("{} chunk {}", what, c), obs::Lane::kComm, t.queued_us, t.replied_us,
-                   {{"server", serverOf(c)}, {"bytes", layout.chunks[c].length * 4}, {"step", step}});
-  }
-
-  void pullAll(int64_t needed) {
-    for (size_t c = 0; c < layout.chunks.size(); ++c) pull(c, needed);
-  }
+  // Zero-copy: the next backward rewrites these floats only after the
+  // server answered a later request on the same connection.
+  void push(size_t chunk) { worker->push(chunk, capture->flat().data_ptr<float>() + layout.chunks[chunk].begin, step); }
 
   // Copies every pulled chunk into the model, first layers first; returns
   // the seconds spent copying.
   double receivePulls(Deadline deadline) {
     double copying = 0;
-    for (size_t c = 0; c < layout.chunks.size(); ++c) {
-      net::Frame frame = pull_tickets[c].wait(deadline, fmt::format("the pull of chunk {} for step {}", c, step));
-      traceExchange("pull", c, pull_tickets[c]);
+    worker->receivePulls(deadline, step, [&](size_t c, const net::Frame& frame) {
       Stopwatch copy;
       scatterChunk(c, frame);
       copying += copy.elapsed();
-    }
+    });
     return copying;
   }
 
@@ -203,14 +156,6 @@ struct PsStrategy::Impl {
     return applied;
   }
 
-  void sayDone(Deadline deadline) {
-    finished = true;
-    std::vector<ps::Ticket> tickets;
-    for (int s = 0; s < client->servers(); ++s) {
-      tickets.push_back(client->send(s, {.type = MessageType::kPsDone}, zmq::message_t()));
-    }
-    for (auto& t : tickets) t.wait(deadline, "the goodbye");
-  }
 };
 
 PsStrategy::PsStrategy(cluster::ClusterSpec spec, TrainConfig config, bool joined) : impl_(std::make_unique<Impl>()) {
@@ -223,10 +168,10 @@ PsStrategy::PsStrategy(cluster::ClusterSpec spec, TrainConfig config, bool joine
 PsStrategy::~PsStrategy() {
   Impl& s = *impl_;
   s.capture.reset();  // its hooks go with it
-  if (s.client && !s.finished) {
+  if (s.worker && !s.worker->done()) {
     // Failing out: tell the servers so they stop waiting for us, briefly.
     try {
-      s.sayDone(Deadline::afterSeconds(1.0));
+      s.worker->sayDone(Deadline::afterSeconds(1.0));
     } catch (const std::exception&) {
     }
   }
@@ -248,12 +193,9 @@ int64_t PsStrategy::awaitJobEnd(int64_t own_step) {
   const int staleness = std::max(0, s.config.distributed.staleness);
   const Deadline deadline =
       Deadline::afterSeconds(s.config.distributed.peer_timeout_s * (2.0 + staleness) + 5.0);
-  ps::Ticket ticket = s.client->send(0, {.type = MessageType::kPsAwaitWorkers, .clock = static_cast<uint32_t>(s.step)},
-                                     zmq::message_t());
-  net::Frame reply = ticket.wait(deadline, "the other workers' last steps");
-  const ps::StepAgreement agreement = ps::decodeStepAgreement(reply.bytes(), "ps 0");
+  const ps::StepAgreement agreement = s.worker->awaitWorkers(s.step, deadline);
   // Pulls answer once every push received before them is applied.
-  s.pullAll(0);
+  s.worker->pullAll(0);
   s.receivePulls(deadline);
   return static_cast<int64_t>(agreement.global_step);
 }
@@ -311,34 +253,27 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
         net::isLoopbackHost(host.host) ? net::sameHostEndpoint(host.port) : net::tcpEndpoint(host.host, host.port);
     servers.push_back({endpoint, cluster::taskName(cluster::Role::kPs, i)});
   }
-  s.client = std::make_unique<ps::PsClient>(servers);
+  s.worker = std::make_unique<ps::Worker>(
+      ps::WorkerOptions{servers, s.layout, s.mode, static_cast<uint32_t>(s.spec.index)});
   const Deadline startup = Deadline::afterSeconds(s.config.distributed.rendezvous_timeout_s);
   if (s.spec.isChief()) {
-    std::vector<ps::Ticket> tickets;
-    for (int i = 0; i < s.spec.numServers(); ++i) {
-      const std::string json = ps::toJson(s.serverConfig(i, plan)).dump();
-      tickets.push_back(s.client->send(i, {.type = MessageType::kPsInit}, net::copyPayload(json)));
-    }
-    for (size_t c = 0; c < s.layout.chunks.size(); ++c) {
-      std::vector<float> values = s.gatherChunk(c);
-      int64_t applied = 0;
-      if (plan.start_step > 0 && plan.optimizer != nullptr) applied = s.appendOptimizerState(c, *plan.optimizer, values, plan.start_step);
-      tickets.push_back(s.client->send(s.serverOf(c), s.chunkHeader(MessageType::kPsSet, c, applied),
-                                       net::copyPayload(values.data(), values.size() * sizeof(float))));
-    }
-    for (auto& t : tickets) t.wait(startup, "the initial parameters");
+    std::vector<ps::ServerConfig> configs;
+    for (int i = 0; i < s.spec.numServers(); ++i) configs.push_back(s.serverConfig(i, plan));
+    s.worker->initServers(
+        configs,
+        [&](size_t c, int64_t& applied) {
+          std::vector<float> values = s.gatherChunk(c);
+          if (plan.start_step > 0 && plan.optimizer != nullptr) {
+            applied = s.appendOptimizerState(c, *plan.optimizer, values, plan.start_step);
+          }
+          return values;
+        },
+        startup);
   }
-  const auto hello = ps::encode(ps::Hello{static_cast<uint32_t>(s.spec.index), s.layout.fingerprint()});
-  std::vector<ps::Ticket> hellos;
-  for (int i = 0; i < s.spec.numServers(); ++i) {
-    hellos.push_back(s.client->send(i, {.type = MessageType::kPsHello}, net::copyPayload(hello)));
-  }
-  for (auto& t : hellos) t.wait(startup, "hello (is the chief up and the server initialised?)");
-  s.push_tickets.resize(s.layout.chunks.size());
-  s.pull_tickets.resize(s.layout.chunks.size());
+  s.worker->hello(startup);
   s.step = plan.start_step;
   if (!s.spec.isChief()) {
-    s.pullAll(s.mode == ps::Mode::kSync ? plan.start_step : 0);
+    s.worker->pullAll(s.mode == ps::Mode::kSync ? plan.start_step : 0);
     s.receivePulls(startup);
   }
 
@@ -372,22 +307,14 @@ AgreedStep PsStrategy::synchronizeGradients(torch::nn::Module& model, const Loca
   s.capture->flush();  // parameters without a gradient this update push zeros
   const ps::StepReport report{local.loss_sum / local.micro_steps, compute, local.stop_requested};
   const int64_t finished = s.step + 1;
-  ps::Ticket clock = s.client->send(0, {.type = MessageType::kPsClock, .clock = static_cast<uint32_t>(finished)},
-                                    net::copyPayload(ps::encode(report)));
   const Deadline deadline = s.peerDeadline();
-  net::Frame reply = clock.wait(deadline, fmt::format("the end of step {}", s.step));
-  const ps::StepAgreement agreement = ps::decodeStepAgreement(reply.bytes(), "ps 0");
+  const ps::StepAgreement agreement = s.worker->reportStep(finished, report, deadline);
   const double clock_wait = watch.elapsed();
   s.max_lead = std::max<int64_t>(s.max_lead, finished - agreement.slowest_clock);
   // Bounded staleness pulls only once ps 0 lets this worker go on, so that
   // it starts from the freshest values it is allowed.
-  if (s.mode == ps::Mode::kBounded) s.pullAll(0);
-  for (size_t c = 0; c < s.push_tickets.size(); ++c) {
-    s.push_tickets[c].wait(deadline, fmt::format("the push of chunk {} for step {}", c, s.step));
-    s.traceExchange("push", c, s.push_tickets[c]);
-  }
-  for (auto& t : s.lr_tickets) t.wait(deadline, "the learning rate");
-  s.lr_tickets.clear();
+  if (s.mode == ps::Mode::kBounded) s.worker->pullAll(0);
+  s.worker->awaitPushes(deadline, s.step);
   AgreedStep agreed;
   agreed.times.update = s.receivePulls(deadline);
   const double total = watch.elapsed();
@@ -411,14 +338,8 @@ AgreedStep PsStrategy::synchronizeGradients(torch::nn::Module& model, const Loca
 
 void PsStrategy::prepareCheckpoint(torch::optim::Optimizer& optimizer) {
   Impl& s = *impl_;
-  const Deadline deadline = s.peerDeadline();
-  std::vector<ps::Ticket> tickets;
-  for (size_t c = 0; c < s.layout.chunks.size(); ++c) {
-    // Sync: the state after this worker's last step, before anyone's next.
-    tickets.push_back(s.client->send(s.serverOf(c), s.chunkHeader(MessageType::kPsState, c,
-                                                                    s.mode == ps::Mode::kSync ? s.step : 0),
-                                     zmq::message_t()));
-  }
+  // Sync: the state after this worker's last step, before anyone's next.
+  const std::vector<net::Frame> frames = s.worker->fetchState(s.mode == ps::Mode::kSync ? s.step : 0, s.peerDeadline());
   const int slots = ps::slotCount(s.config.optimizer);
   // Torch tensors for every parameter's slots, filled chunk by chunk.
   std::vector<std::vector<torch::Tensor>> state(s.params.size());
@@ -427,7 +348,7 @@ void PsStrategy::prepareCheckpoint(torch::optim::Optimizer& optimizer) {
     for (int k = 0; k < slots; ++k) state[p].push_back(torch::zeros_like(s.params[p]));
   }
   for (size_t c = 0; c < s.layout.chunks.size(); ++c) {
-    net::Frame frame = tickets[c].wait(deadline, fmt::format("the optimizer state of chunk {}", c));
+    const net::Frame& frame = frames[c];
     const auto length = static_cast<size_t>(s.layout.chunks[c].length);
     if (frame.payload.size() != length * sizeof(float) * static_cast<size_t>(1 + slots)) {
       throw PeerError(fmt::format("ps {} sent {} bytes of state for chunk {}", s.serverOf(c), frame.payload.size(), c));
@@ -451,20 +372,14 @@ void PsStrategy::prepareCheckpoint(torch::optim::Optimizer& optimizer) {
 
 void PsStrategy::setLearningRate(double lr) {
   Impl& s = *impl_;
-  TANDEM_ENFORCE(s.client != nullptr, "setLearningRate before initialize or after finish");
-  if (s.sent_lr == lr) return;
-  double value = lr;
-  for (int i = 0; i < s.client->servers(); ++i) {
-    // Sent before this step's pushes on the same connection: they see it.
-    s.lr_tickets.push_back(s.client->send(i, {.type = MessageType::kPsLr}, net::copyPayload(&value, sizeof(value))));
-  }
-  s.sent_lr = lr;
+  TANDEM_ENFORCE(s.worker != nullptr, "setLearningRate before initialize or after finish");
+  s.worker->setLearningRate(lr);
 }
 
 void PsStrategy::finish() {
   Impl& s = *impl_;
-  if (s.client && !s.finished) s.sayDone(s.peerDeadline());
-  s.client.reset();  // hang up at once: a server closes once its workers have
+  if (s.worker && !s.worker->done()) s.worker->sayDone(s.peerDeadline());
+  s.worker.reset();  // hang up at once: a server closes once its workers have
 }
 
 }  // namespace tandem::train

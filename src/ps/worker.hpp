@@ -1,0 +1,104 @@
+#pragma once
+// A worker's side of the parameter-server protocol, torch-free (ps-lite's
+// KVWorker vocabulary): the chief initialises the servers, every worker says
+// hello, pushes chunks as backward completes them, reports its step clock,
+// pulls chunks back and says goodbye. The caller owns the floats; this class
+// owns the wire: chunk headers, tickets, deadlines and what a timeout names.
+//
+// Thread-safety: push() may be called from a gradient-capture thread while
+// the training thread is in any other call; everything else belongs to one
+// thread at a time.
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "core/deadline.hpp"
+#include "net/frame.hpp"
+#include "ps/client.hpp"
+#include "ps/key_layout.hpp"
+#include "ps/protocol.hpp"
+
+namespace tandem::ps {
+
+struct WorkerOptions {
+  std::vector<ServerAddress> servers;
+  KeyLayout layout;
+  Mode mode = Mode::kSync;
+  uint32_t index = 0;  // this worker's index
+};
+
+class Worker {
+ public:
+  explicit Worker(WorkerOptions options);
+  ~Worker();  // hangs up; see sayDone for leaving politely
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  const KeyLayout& layout() const { return options_.layout; }
+  Mode mode() const { return options_.mode; }
+  int servers() const { return static_cast<int>(options_.servers.size()); }
+
+  // Chief only: each server's config, then every chunk's values. `values`
+  // returns chunk c's floats (the values, or values plus optimizer slots
+  // when resuming) and sets `applied` to the updates it already had.
+  // Throws PeerError naming a server that did not answer by `deadline`.
+  using ChunkValues = std::function<std::vector<float>(size_t chunk, int64_t& applied)>;
+  void initServers(const std::vector<ServerConfig>& configs, const ChunkValues& values, Deadline deadline);
+
+  // Introduces this worker to every server; they answer once initialised.
+  void hello(Deadline deadline);
+
+  // Pushes chunk `c`'s gradient for `step`, zero-copy: the `length` floats
+  // at `data` must stay unchanged until the next awaitPushes() returns.
+  // Sync and async modes also ask for the chunk back at once (the server
+  // answers once the update is applied); SSP pulls after reportStep().
+  void push(size_t c, const float* data, int64_t step);
+
+  // Asks every server for every chunk: the version that step `needed` starts
+  // from (sync), or whatever has been received (0, async and SSP).
+  void pullAll(int64_t needed);
+
+  // Waits for every chunk's pull in key order and hands each reply to
+  // `sink`, which must copy what it needs. Throws PeerError naming the
+  // chunk and server when one is late or the wrong size.
+  void receivePulls(Deadline deadline, int64_t step, const std::function<void(size_t, const net::Frame&)>& sink);
+
+  // Tells ps 0 this worker finished step `finished`; returns when the job
+  // lets it go on (sync: every worker finished; SSP: within the bound).
+  StepAgreement reportStep(int64_t finished, const StepReport& report, Deadline deadline);
+
+  // Waits for every push of `step` (and any learning-rate change) to be
+  // taken by its server.
+  void awaitPushes(Deadline deadline, int64_t step);
+
+  // Async and SSP, at the end: waits for the others' last steps; returns
+  // the job's global step.
+  StepAgreement awaitWorkers(int64_t step, Deadline deadline);
+
+  // Every chunk's values and optimizer slots, at `version` (sync: after
+  // that step; 0: whatever is applied), one frame per chunk in key order.
+  std::vector<net::Frame> fetchState(int64_t version, Deadline deadline);
+
+  // Sends `lr` to every server ahead of this step's pushes (the APIs' own
+  // schedules). Unchanged values are not sent again.
+  void setLearningRate(double lr);
+
+  // Says goodbye to every server (they stop waiting for this worker), then
+  // hangs up. Safe to repeat.
+  void sayDone(Deadline deadline);
+  bool done() const { return done_; }
+
+ private:
+  net::FrameHeader chunkHeader(net::MessageType type, size_t c, int64_t clock) const;
+  int serverOf(size_t c) const { return options_.layout.chunks[c].server; }
+  void trace(const char* what, size_t c, const Ticket& ticket, int64_t step) const;
+
+  WorkerOptions options_;
+  std::unique_ptr<PsClient> client_;
+  std::vector<Ticket> push_tickets_, pull_tickets_, lr_tickets_;
+  std::optional<double> sent_lr_;
+  bool done_ = false;
+};
+
+}  // namespace tandem::ps

@@ -1,0 +1,122 @@
+// ps::Worker, the worker's side of the protocol, against real servers in
+// this process: no torch, no trainer.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "core/error.hpp"
+#include "ps/worker.hpp"
+#include "support/process.hpp"
+#include "support/ps_server_harness.hpp"
+
+namespace tandem::ps::testing {
+namespace {
+
+// Two servers, a 10-float model in 4-float chunks, SGD at rate 0.5.
+struct Job {
+  KeyLayout layout = buildKeyLayout({{"w", 6}, {"b", 4}}, 2, 16);
+  std::vector<std::unique_ptr<RunningServer>> servers;
+  std::vector<ServerAddress> addresses;
+
+  explicit Job(Mode mode) {
+    for (int i = 0; i < 2; ++i) {
+      servers.push_back(std::make_unique<RunningServer>(ServerOptions{.bind_host = "127.0.0.1", .index = i}));
+      addresses.push_back({servers.back()->endpoint(), "ps " + std::to_string(i)});
+    }
+    this->mode = mode;
+  }
+  Mode mode;
+
+  std::vector<ServerConfig> configs(int workers) const {
+    std::vector<ServerConfig> out;
+    for (int i = 0; i < 2; ++i) {
+      ServerConfig c = makeConfig(mode, workers, {});
+      c.layout_fingerprint = layout.fingerprint();
+      c.total_steps = 10;
+      for (const auto& chunk : layout.chunksOf(i)) c.chunks.push_back({chunk.key, chunk.length});
+      out.push_back(c);
+    }
+    return out;
+  }
+  Worker worker(uint32_t index) const { return Worker({addresses, layout, mode, index}); }
+};
+
+// Chunk c's initial values: 10 c + i.
+std::vector<float> initial(const KeyLayout& layout, size_t c) {
+  std::vector<float> v(static_cast<size_t>(layout.chunks[c].length));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(10 * c + i);
+  return v;
+}
+
+TEST(PsWorker, TwoSyncWorkersPushReportAndPullTheMeanUpdate) {
+  Job job(Mode::kSync);
+  ASSERT_EQ(job.layout.chunks.size(), 3u);  // 4 + 4 + 2 floats over 2 servers
+  const Deadline deadline = Deadline::afterSeconds(5);
+  Worker chief = job.worker(0);
+  chief.initServers(job.configs(2), [&](size_t c, int64_t&) { return initial(job.layout, c); }, deadline);
+  // Each worker pushes its share of the mean (pre-scaled by 1/2): 1 and 3,
+  // so the update is 0.5 x (1 + 3) = 2 on every float.
+  auto run = [&](Worker& w, float share, std::vector<std::vector<float>>& pulled) {
+    w.hello(deadline);
+    std::vector<std::vector<float>> grads;
+    for (const auto& chunk : job.layout.chunks) grads.emplace_back(static_cast<size_t>(chunk.length), share);
+    for (size_t c = 0; c < grads.size(); ++c) w.push(c, grads[c].data(), 0);
+    const StepAgreement agreed = w.reportStep(1, {1.0, 0.1, false}, deadline);
+    EXPECT_EQ(agreed.slowest_clock, 1u);
+    w.awaitPushes(deadline, 0);
+    w.receivePulls(deadline, 0, [&](size_t c, const net::Frame& f) {
+      const auto* floats = static_cast<const float*>(f.payload.data());
+      pulled[c].assign(floats, floats + job.layout.chunks[c].length);
+    });
+    w.sayDone(deadline);
+  };
+  std::vector<std::vector<float>> pulled0(3), pulled1(3);
+  Worker other = job.worker(1);
+  std::thread second([&] { run(other, 1.5f, pulled1); });
+  run(chief, 0.5f, pulled0);
+  second.join();
+  for (size_t c = 0; c < 3; ++c) {
+    std::vector<float> expected = initial(job.layout, c);
+    for (auto& v : expected) v -= 0.5f * (0.5f + 1.5f);
+    EXPECT_EQ(pulled0[c], expected) << "chunk " << c;
+    EXPECT_EQ(pulled1[c], expected) << "chunk " << c;
+  }
+  EXPECT_TRUE(chief.done());
+  for (auto& s : job.servers) EXPECT_EQ(s->summary()["lost_workers"].size(), 0u);
+}
+
+TEST(PsWorker, FetchStateReturnsEveryChunksValuesAndSlots) {
+  Job job(Mode::kAsync);
+  const Deadline deadline = Deadline::afterSeconds(5);
+  Worker w = job.worker(0);
+  w.initServers(job.configs(1), [&](size_t c, int64_t&) { return initial(job.layout, c); }, deadline);
+  w.hello(deadline);
+  const auto frames = w.fetchState(0, deadline);
+  ASSERT_EQ(frames.size(), 3u);
+  for (size_t c = 0; c < 3; ++c) {
+    // Plain SGD keeps no slots: the values alone.
+    ASSERT_EQ(frames[c].payload.size(), static_cast<size_t>(job.layout.chunks[c].length) * sizeof(float));
+    const auto* floats = static_cast<const float*>(frames[c].payload.data());
+    EXPECT_EQ(std::vector<float>(floats, floats + job.layout.chunks[c].length), initial(job.layout, c));
+  }
+  w.sayDone(deadline);
+}
+
+TEST(PsWorker, AServerThatIsNotThereIsNamedWhenTheDeadlinePasses) {
+  Job job(Mode::kSync);
+  auto addresses = job.addresses;
+  addresses[1] = {net::tcpEndpoint("127.0.0.1", tandem::testing::freePort()), "ps 1"};  // nobody listens
+  Worker w({addresses, job.layout, Mode::kSync, 0});
+  const auto started = Clock::now();
+  try {
+    w.initServers(job.configs(1), [&](size_t c, int64_t&) { return initial(job.layout, c); },
+                  Deadline::afterSeconds(0.5));
+    FAIL() << "initialised a server that is not there";
+  } catch (const PeerError& e) {
+    EXPECT_NE(std::string(e.what()).find("ps 1"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(Clock::now() - started, std::chrono::seconds(3));
+}
+
+}  // namespace
+}  // namespace tandem::ps::testing
