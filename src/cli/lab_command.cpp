@@ -121,13 +121,20 @@ int runLab(LabOptions o) {
   std::vector<std::string> common = o.train_args;
   const std::string out = flagValue(common, "--out").value_or("runs/lab");
   if (!hasFlag(common, "--out")) common.insert(common.end(), {"--out", out});
-  std::optional<fs::path> dilated;
+  // The scaled profile lives as long as the run, whichever way it ends.
+  struct RemovedAtExit {
+    std::optional<fs::path> path;
+    ~RemovedAtExit() {
+      std::error_code ec;
+      if (path) fs::remove(*path, ec);
+    }
+  } dilated;
   std::optional<train::ComputeProfile> profile;
   if (profile_path) {
     profile = train::loadComputeProfile(*profile_path);
     if (o.dilation != 1) {
-      dilated = dilatedProfile(*profile_path, o.dilation);
-      replaceFlag(common, "--emulate-compute", dilated->string());
+      dilated.path = dilatedProfile(*profile_path, o.dilation);
+      replaceFlag(common, "--emulate-compute", dilated.path->string());
     }
   }
   // Every task shares this machine's cores, whatever host it plays.
@@ -181,7 +188,6 @@ int runLab(LabOptions o) {
     return signal;
   });
   sampler.stop();
-  if (dilated) fs::remove(*dilated);
   if (!result.ok) {
     std::fprintf(stderr, "lab: %s; the other tasks were stopped and the lab removed\n", result.first_failure.c_str());
     return forwarded ? 130 : 1;
