@@ -44,25 +44,28 @@ struct PlanFlags {
   bool json = false;
 };
 
+// A built-in model at its default input, built once for its sizes.
+models::ModelPtr builtInModel(const std::string& name) {
+  for (const auto& info : models::listModels()) {
+    if (info.name == name) return models::createModel(name, info.default_input);
+  }
+  models::requireKnownModel(name);  // names the known ones
+  throw InputError(fmt::format("--model: '{}' is not a built-in model", name));
+}
+
 // TensorFlow 1's variables in creation order, as TF-slim builds them: a
 // batch norm holds beta, moving mean and moving variance (no gamma), every
 // other layer its own parameters.
-std::vector<double> tf1Variables(const std::string& model_name) {
+std::vector<double> tf1Variables(const torch::nn::Module& model) {
   std::vector<double> bytes;
-  for (const auto& info : models::listModels()) {
-    if (info.name != model_name) continue;
-    auto model = models::createModel(model_name, info.default_input);
-    for (const auto& m : model->modules(/*include_self=*/false)) {
-      if (const auto* bn = m->as<torch::nn::BatchNorm2dImpl>()) {
-        for (int i = 0; i < 3; ++i) bytes.push_back(4.0 * static_cast<double>(bn->options.num_features()));
-        continue;
-      }
-      for (const auto& p : m->named_parameters(/*recurse=*/false)) bytes.push_back(4.0 * static_cast<double>(p.value().numel()));
+  for (const auto& m : model.modules(/*include_self=*/false)) {
+    if (const auto* bn = m->as<torch::nn::BatchNorm2dImpl>()) {
+      for (int i = 0; i < 3; ++i) bytes.push_back(4.0 * static_cast<double>(bn->options.num_features()));
+      continue;
     }
-    return bytes;
+    for (const auto& p : m->named_parameters(/*recurse=*/false)) bytes.push_back(4.0 * static_cast<double>(p.value().numel()));
   }
-  models::requireKnownModel(model_name);
-  throw InputError(fmt::format("--model: '{}' is not a built-in model", model_name));
+  return bytes;
 }
 
 // The (hosts, workers per host) of each row: --gpus fills hosts of
@@ -84,14 +87,8 @@ std::vector<std::pair<int, int>> configurations(const PlanFlags& f) {
   return out;
 }
 
-double modelBytes(const PlanFlags& f) {
-  if (f.model.empty() == (f.model_mb <= 0)) throw InputError("give exactly one of --model NAME and --model-mb MB");
-  if (f.model_mb > 0) return f.model_mb * 1e6;
-  for (const auto& info : models::listModels()) {
-    if (info.name == f.model) return 4.0 * static_cast<double>(models::countParameters(*models::createModel(f.model, info.default_input)));
-  }
-  models::requireKnownModel(f.model);  // names the known ones
-  throw InputError(fmt::format("--model: '{}' is not a built-in model", f.model));
+double modelBytes(const PlanFlags& f, const models::ModelPtr& model) {
+  return model ? 4.0 * static_cast<double>(models::countParameters(*model)) : f.model_mb * 1e6;
 }
 
 int run(PlanFlags f) {
@@ -106,11 +103,13 @@ int run(PlanFlags f) {
   if (f.forward_ms < 0 || f.backward_ms <= 0) {
     throw InputError("--backward-ms (or --profile) must be positive, --forward-ms >= 0");
   }
-  plan::Workload work{f.forward_ms / 1e3, f.backward_ms / 1e3, modelBytes(f), f.batch_size};
+  if (f.model.empty() == (f.model_mb <= 0)) throw InputError("give exactly one of --model NAME and --model-mb MB");
+  const models::ModelPtr model = f.model.empty() ? nullptr : builtInModel(f.model);
+  plan::Workload work{f.forward_ms / 1e3, f.backward_ms / 1e3, modelBytes(f, model), f.batch_size};
   const bool tf1 = f.layout == "tf1-ps";
   const plan::Algorithm algorithm = tf1 ? plan::Algorithm::kPsColocated : plan::parseAlgorithm(f.layout);
-  if (tf1 && f.model.empty()) throw InputError("--layout tf1-ps: needs --model (whole variables are placed)");
-  const std::vector<double> variables = tf1 ? tf1Variables(f.model) : std::vector<double>{};
+  if (tf1 && !model) throw InputError("--layout tf1-ps: needs --model (whole variables are placed)");
+  const std::vector<double> variables = tf1 ? tf1Variables(*model) : std::vector<double>{};
   const double group_mb = f.group_mb > 0 ? f.group_mb : (plan::isAllReduce(algorithm) ? 25 : 4);
   nlohmann::json rows = nlohmann::json::array();
   if (!f.json) {

@@ -25,6 +25,18 @@ Algorithm flatOf(Algorithm algorithm) {
   }
 }
 
+// One-way latencies a group's exchange pays: a ring's 2(n-1) steps (among
+// hosts when hierarchical), or a PS push and pull.
+double latenciesPerGroup(const Cluster& cluster, const Layout& layout) {
+  if (!isAllReduce(layout.algorithm)) return 2.0;
+  const int ring = layout.algorithm == Algorithm::kHierAllReduce ? cluster.hosts : cluster.workers();
+  return 2.0 * (ring - 1);
+}
+
+std::string linkBottleneck(const LinkLoad& load) {
+  return load.server_host_bytes > load.worker_host_bytes ? "server links" : "worker links";
+}
+
 }  // namespace
 
 LinkLoad linkLoad(const Workload& work, const Cluster& cluster, const Layout& layout) {
@@ -84,8 +96,7 @@ Prediction predict(const Workload& work, const Cluster& cluster, const Layout& l
   const double busiest = std::max(p.load.worker_host_bytes, p.load.server_host_bytes);
   double latency = 0;
   if (busiest > 0) {
-    const int ring = layout.algorithm == Algorithm::kHierAllReduce ? cluster.hosts : cluster.workers();
-    latency = isAllReduce(layout.algorithm) ? 2.0 * (ring - 1) * cluster.latency_s : 2.0 * cluster.latency_s;
+    latency = latenciesPerGroup(cluster, layout) * cluster.latency_s;
   }
   p.comm_s = busiest / cluster.link_bytes_per_s + latency;
   p.single_s = work.forward_s + work.backward_s;
@@ -95,7 +106,7 @@ Prediction predict(const Workload& work, const Cluster& cluster, const Layout& l
   if (p.comm_s <= work.backward_s) {
     p.bottleneck = "compute";
   } else {
-    p.bottleneck = p.load.server_host_bytes > p.load.worker_host_bytes ? "server links" : "worker links";
+    p.bottleneck = linkBottleneck(p.load);
   }
   return p;
 }
@@ -162,7 +173,7 @@ Prediction predictAsync(const Workload& work, const Cluster& cluster, const Layo
   if (std::max(near_step, far_step) <= p.single_s * (1 + 1e-9)) {
     p.bottleneck = "compute";
   } else if (u > 0.95) {
-    p.bottleneck = p.load.server_host_bytes > p.load.worker_host_bytes ? "server links" : "worker links";
+    p.bottleneck = linkBottleneck(p.load);
   } else {
     p.bottleneck = "exchange after backward";
   }
@@ -179,8 +190,9 @@ Prediction predictTandem(const Workload& work, const Cluster& cluster, const Lay
   const bool ring = isAllReduce(layout.algorithm);
   if (path.asynchronous && !ring) return predictAsync(work, cluster, layout, path, p);
   const double per_byte = busiest / work.model_bytes / cluster.link_bytes_per_s;
-  const int ring_size = layout.algorithm == Algorithm::kHierAllReduce ? cluster.hosts : cluster.workers();
-  const double per_group = (ring ? 2.0 * (ring_size - 1) : 1.0) * cluster.latency_s + path.message_s;
+  // A ring group pays all its steps' latencies; a PS group one in each
+  // direction, which exchangeEnd charges separately.
+  const double per_group = (ring ? latenciesPerGroup(cluster, layout) : 1.0) * cluster.latency_s + path.message_s;
   const double exchange_end = exchangeEnd(work, path, ring, per_byte, per_group);
   p.step_s = work.forward_s + std::max(work.backward_s, exchange_end);
   p.efficiency = p.step_s > 0 ? p.single_s / p.step_s : 1.0;

@@ -166,7 +166,7 @@ namespace {
 void complete(const std::shared_ptr<Ticket::State>& t, std::optional<net::Frame> reply, std::string failure) {
   {
     std::lock_guard lock(t->mutex);
-    t->replied_us = t->reply || reply ? obs::Timeline::nowUs() : 0;
+    t->replied_us = reply ? obs::Timeline::nowUs() : 0;
     t->reply = std::move(reply);
     t->failure = std::move(failure);
     t->done = true;

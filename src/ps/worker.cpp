@@ -52,16 +52,15 @@ void Worker::push(size_t c, const float* data, int64_t step) {
   push_tickets_[c] = client_->send(serverOf(c), chunkHeader(MessageType::kPsPush, c, step), std::move(payload));
   // The pull goes out at once: the server answers it when the update is
   // applied, so apply and transfer overlap the rest of backward.
-  if (options_.mode != Mode::kBounded) {
-    pull_tickets_[c] = client_->send(serverOf(c), chunkHeader(MessageType::kPsPull, c, options_.mode == Mode::kSync ? step + 1 : 0),
-                                     zmq::message_t());
-  }
+  if (options_.mode != Mode::kBounded) pull(c, options_.mode == Mode::kSync ? step + 1 : 0);
+}
+
+void Worker::pull(size_t c, int64_t needed) {
+  pull_tickets_[c] = client_->send(serverOf(c), chunkHeader(MessageType::kPsPull, c, needed), zmq::message_t());
 }
 
 void Worker::pullAll(int64_t needed) {
-  for (size_t c = 0; c < options_.layout.chunks.size(); ++c) {
-    pull_tickets_[c] = client_->send(serverOf(c), chunkHeader(MessageType::kPsPull, c, needed), zmq::message_t());
-  }
+  for (size_t c = 0; c < options_.layout.chunks.size(); ++c) pull(c, needed);
 }
 
 // --timeline: a push (queued until the server took it) or a pull (queued

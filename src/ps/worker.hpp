@@ -92,6 +92,7 @@ class Worker {
  private:
   net::FrameHeader chunkHeader(net::MessageType type, size_t c, int64_t clock) const;
   int serverOf(size_t c) const { return options_.layout.chunks[c].server; }
+  void pull(size_t c, int64_t needed);
   void trace(const char* what, size_t c, const Ticket& ticket, int64_t step) const;
 
   WorkerOptions options_;
