@@ -48,6 +48,7 @@ class CorruptingCommunicator final : public collective::Communicator {
     if (calls_++ == corrupt_call_ && count > 3) data[3] += 1;
   }
   void allreduceSumOnce(float* data, size_t count) override { allreduceSum(data, count); }
+  void allreduceSum16(void*, size_t, WireDtype) override {}
   void broadcast(void*, size_t, int) override {}
   void allgather(const void* in, void* out, size_t bytes) override { std::memmove(out, in, bytes); }
   void barrier() override {}

@@ -26,6 +26,26 @@ TEST(CliPlan, PredictsEachHostCountAndNamesTheBottleneck) {
   EXPECT_LT(rows[1]["efficiency"].get<double>(), 1.0);
 }
 
+// --wire-dtype fp16: the same model in half the bytes, so half the link
+// time; TensorFlow 1's float32-only layout refuses it.
+TEST(CliPlan, SixteenBitWireHalvesTheBytesAndTheCommunication) {
+  auto plan = [](const std::string& wire) {
+    auto run = runTandem("plan --model resnet20 --forward-ms 5 --backward-ms 5 --hosts 8 --link-gbps 1 "
+                         "--latency-us 0 --json --wire-dtype " + wire);
+    EXPECT_EQ(run.exit_code, 0) << run.output;
+    return nlohmann::json::parse(run.output.substr(run.output.find('{')));
+  };
+  const auto fp32 = plan("fp32"), fp16 = plan("fp16");
+  EXPECT_DOUBLE_EQ(fp16["model_bytes"].get<double>(), fp32["model_bytes"].get<double>() / 2);
+  EXPECT_DOUBLE_EQ(fp16["rows"][0]["busiest_link_mb_per_step"].get<double>(),
+                   fp32["rows"][0]["busiest_link_mb_per_step"].get<double>() / 2);
+  EXPECT_DOUBLE_EQ(fp16["rows"][0]["comm_ms"].get<double>(), fp32["rows"][0]["comm_ms"].get<double>() / 2);
+  EXPECT_GT(fp16["rows"][0]["efficiency"].get<double>(), fp32["rows"][0]["efficiency"].get<double>());
+  auto tf1 = runTandem("plan --model inception_v3 --backward-ms 5 --hosts 2 --layout tf1-ps --wire-dtype fp16");
+  EXPECT_EQ(tf1.exit_code, 2) << tf1.output;
+  EXPECT_NE(tf1.output.find("--wire-dtype"), std::string::npos) << tf1.output;
+}
+
 TEST(CliPlan, AProfileGivesTheComputeBatchAndModel) {
   auto run = runTandem(std::string("plan --profile ") + TANDEM_SOURCE_DIR +
                        "/profiles/inception_v3-k80-b64.json --hosts 1 --json");

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -190,6 +191,50 @@ TEST(CommunicatorAllreduce, OneOffBuffersAtRankDependentAddressesStayInStep) {
       for (size_t i = 0; i < once.size(); ++i) ASSERT_EQ(once[i], expectedSum(3, i)) << "call " << call;
     }
   });
+}
+
+// fp16 and bf16 sums over 4 ranks: each value within the rounding that
+// three additions in the 16-bit format allow of the float32 sum of what the
+// ranks sent (after their own rounding), and identical on every rank.
+TEST(CommunicatorAllreduce, SixteenBitSumsStayWithinTheirRoundingOfTheFloatSum) {
+  constexpr size_t kCount = 300'001;  // odd, and more than one Gloo segment
+  for (WireDtype dtype : {WireDtype::kFloat16, WireDtype::kBfloat16}) {
+    std::vector<std::vector<uint16_t>> results(4);
+    runRanks(4, [&](Communicator& comm) {
+      std::vector<float> mine(kCount);
+      for (size_t i = 0; i < kCount; ++i) {
+        mine[i] = std::sin(static_cast<float>(i) * 0.37f + static_cast<float>(comm.rank())) * 1e-2f;
+      }
+      std::vector<uint16_t> wire(kCount);
+      encodeWire(dtype, mine.data(), wire.data(), kCount);
+      comm.allreduceSum16(wire.data(), kCount, dtype);
+      results[static_cast<size_t>(comm.rank())] = wire;
+    });
+    for (int r = 1; r < 4; ++r) ASSERT_EQ(results[static_cast<size_t>(r)], results[0]) << "rank " << r;
+    const double unit = dtype == WireDtype::kFloat16 ? 0x1p-11 : 0x1p-8;
+    size_t wrong = 0;
+    double worst = 0;
+    for (size_t i = 0; i < kCount; ++i) {
+      double exact = 0, magnitude = 0;
+      for (int r = 0; r < 4; ++r) {
+        std::vector<float> one = {std::sin(static_cast<float>(i) * 0.37f + static_cast<float>(r)) * 1e-2f};
+        uint16_t sent = 0;
+        encodeWire(dtype, one.data(), &sent, 1);
+        float back = 0;
+        decodeWire(dtype, &sent, &back, 1);
+        exact += back;
+        magnitude += std::fabs(back);
+      }
+      float got = 0;
+      decodeWire(dtype, &results[0][i], &got, 1);
+      // Three roundings, each at most half an ulp of a partial sum no larger
+      // than the sum of magnitudes (fp16's subnormal spacing as the floor).
+      const double bound = 3 * unit * std::max(magnitude, 0x1p-14) + 1e-12;
+      worst = std::max(worst, std::fabs(got - exact) / bound);
+      wrong += std::fabs(got - exact) > bound;
+    }
+    EXPECT_EQ(wrong, 0u) << wireDtypeName(dtype) << ": worst error " << worst << " of the bound";
+  }
 }
 
 TEST(CommunicatorBroadcast, CopiesRootOneToEveryRank) {

@@ -79,7 +79,7 @@ TEST_F(PsServer, MalformedFramesGetAnErrorAndOthersAreStillServed) {
   expectError(junk.request(header(MessageType::kPsPush, 0, 0), four_floats), "ps-push before ps-hello");
   expectError(w0.request(header(MessageType::kPsPush, 999, 0), four_floats), "unknown key 999");
   expectError(w0.request(header(MessageType::kPsPush, 0, 0), std::vector<char>(12)),
-              "carries 12 bytes; the chunk holds 4 floats (16 bytes)");
+              "carries 12 bytes; the chunk holds 4 values (16 bytes as fp32)");
   expectError(w0.request({.type = MessageType::kPsPull, .key_begin = 0, .key_end = 2}), "exactly one chunk");
   expectError(w0.request({.type = MessageType::kStoreGet}), "is not a parameter-server request");
   expectError(w0.request({.type = MessageType::kPsSet, .key_end = 1}, four_floats), "after training started");

@@ -18,7 +18,7 @@ struct Job {
   std::vector<std::unique_ptr<RunningServer>> servers;
   std::vector<ServerAddress> addresses;
 
-  explicit Job(Mode mode) {
+  explicit Job(Mode mode, WireDtype wire = WireDtype::kFloat32) : wire(wire) {
     for (int i = 0; i < 2; ++i) {
       servers.push_back(std::make_unique<RunningServer>(ServerOptions{.bind_host = "127.0.0.1", .index = i}));
       addresses.push_back({servers.back()->endpoint(), "ps " + std::to_string(i)});
@@ -26,6 +26,7 @@ struct Job {
     this->mode = mode;
   }
   Mode mode;
+  WireDtype wire;
 
   std::vector<ServerConfig> configs(int workers) const {
     std::vector<ServerConfig> out;
@@ -33,12 +34,13 @@ struct Job {
       ServerConfig c = makeConfig(mode, workers, {});
       c.layout_fingerprint = layout.fingerprint();
       c.total_steps = 10;
+      c.wire = wire;
       for (const auto& chunk : layout.chunksOf(i)) c.chunks.push_back({chunk.key, chunk.length});
       out.push_back(c);
     }
     return out;
   }
-  Worker worker(uint32_t index) const { return Worker({addresses, layout, mode, index}); }
+  Worker worker(uint32_t index) const { return Worker({addresses, layout, mode, index, wire}); }
 };
 
 // Chunk c's initial values: 10 c + i.
@@ -83,6 +85,78 @@ TEST(PsWorker, TwoSyncWorkersPushReportAndPullTheMeanUpdate) {
   }
   EXPECT_TRUE(chief.done());
   for (auto& s : job.servers) EXPECT_EQ(s->summary()["lost_workers"].size(), 0u);
+}
+
+// A 16-bit wire: pushes are rounded, the servers add them in float32 and
+// keep float32 values (ps-state), and pulls carry those values rounded.
+TEST(PsWorker, SixteenBitWireRoundsPushesAndPullsButServersKeepFloat32) {
+  for (WireDtype wire : {WireDtype::kFloat16, WireDtype::kBfloat16}) {
+    SCOPED_TRACE(wireDtypeName(wire));
+    Job job(Mode::kSync, wire);
+    const Deadline deadline = Deadline::afterSeconds(5);
+    Worker chief = job.worker(0);
+    chief.initServers(job.configs(2), [&](size_t c, int64_t&) { return initial(job.layout, c); }, deadline);
+    auto round = [&](float v) {
+      uint16_t bits = 0;
+      encodeWire(wire, &v, &bits, 1);
+      float back = 0;
+      decodeWire(wire, &bits, &back, 1);
+      return back;
+    };
+    std::vector<std::vector<float>> pulled0(3), pulled1(3);
+    auto run = [&](Worker& w, float share, std::vector<std::vector<float>>& pulled) {
+      w.hello(deadline);
+      std::vector<std::vector<uint16_t>> grads;
+      for (const auto& chunk : job.layout.chunks) {
+        const std::vector<float> g(static_cast<size_t>(chunk.length), share);
+        grads.emplace_back(g.size());
+        encodeWire(wire, g.data(), grads.back().data(), g.size());
+      }
+      for (size_t c = 0; c < grads.size(); ++c) w.push(c, grads[c].data(), 0);
+      w.reportStep(1, {1.0, 0.1, false}, deadline);
+      w.awaitPushes(deadline, 0);
+      w.receivePulls(deadline, 0, [&](size_t c, const net::Frame& f) {
+        ASSERT_EQ(f.payload.size(), static_cast<size_t>(job.layout.chunks[c].length) * 2);
+        pulled[c].resize(static_cast<size_t>(job.layout.chunks[c].length));
+        decodeWire(wire, f.payload.data(), pulled[c].data(), pulled[c].size());
+      });
+    };
+    Worker other = job.worker(1);
+    std::thread second([&] { run(other, 0.3f, pulled1); });
+    run(chief, 0.1f, pulled0);
+    second.join();
+    const auto state = chief.fetchState(1, deadline);
+    for (size_t c = 0; c < 3; ++c) {
+      std::vector<float> master = initial(job.layout, c), rounded;
+      for (auto& v : master) v -= 0.5f * (round(0.1f) + round(0.3f));
+      for (float v : master) rounded.push_back(round(v));
+      EXPECT_EQ(pulled0[c], rounded) << "chunk " << c;
+      EXPECT_EQ(pulled1[c], rounded) << "chunk " << c;
+      const auto* floats = static_cast<const float*>(state[c].payload.data());
+      EXPECT_EQ(std::vector<float>(floats, floats + job.layout.chunks[c].length), master) << "chunk " << c;
+    }
+    chief.sayDone(deadline);
+    other.sayDone(deadline);
+  }
+}
+
+TEST(PsWorker, AFloat32PushToASixteenBitServerIsRefusedNamingTheFormat) {
+  Job job(Mode::kAsync, WireDtype::kFloat16);
+  const Deadline deadline = Deadline::afterSeconds(5);
+  Worker chief = job.worker(0);
+  chief.initServers(job.configs(2), [&](size_t c, int64_t&) { return initial(job.layout, c); }, deadline);
+  chief.hello(deadline);
+  // A worker that thinks the wire is float32 sends twice the bytes.
+  Worker wrong({job.addresses, job.layout, Mode::kAsync, 1, WireDtype::kFloat32});
+  const std::vector<float> g(4, 1.0f);
+  wrong.hello(deadline);
+  wrong.push(0, g.data(), 0);
+  try {
+    wrong.awaitPushes(deadline, 0);
+    FAIL() << "a float32 push was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("as fp16"), std::string::npos) << e.what();
+  }
 }
 
 TEST(PsWorker, FetchStateReturnsEveryChunksValuesAndSlots) {

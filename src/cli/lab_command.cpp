@@ -17,6 +17,7 @@
 #include "cli/arg_style.hpp"
 #include "cli/commands.hpp"
 #include "core/error.hpp"
+#include "core/wire_dtype.hpp"
 #include "lab/lab_report.hpp"
 #include "lab/link_sampler.hpp"
 #include "lab/placement.hpp"
@@ -211,15 +212,18 @@ int runLab(LabOptions o) {
   setup.dedicated_servers = o.ps_placement == "dedicated";
   setup.link_bits_per_s = o.link_mbps * 1e6;
   setup.dilation = o.dilation;
-  setup.model_bytes = 4.0 * chief_summary.value("parameters", 0.0);
+  // --wire-dtype: the same floats in fewer bytes (as tandem plan counts them).
+  const auto wire_dtype = parseWireDtype(flagValue(o.train_args, "--wire-dtype").value_or("fp32"));
+  const double wire = static_cast<double>(wireBytes(wire_dtype)) / 4;
+  setup.model_bytes = 4.0 * wire * chief_summary.value("parameters", 0.0);
   setup.mode = modeOf(o);
   const double group_mb = std::stod(o.ps > 0 ? flagValue(o.train_args, "--ps-chunk-mb").value_or("4")
                                              : flagValue(o.train_args, "--bucket-mb").value_or("25"));
-  setup.group_bytes = group_mb * 1024 * 1024;
+  setup.group_bytes = group_mb * 1024 * 1024 * wire;
   // Measured on this machine in real time: in the emulated cluster's time
   // a fixed cost shrinks with the dilation; a rate grows with it.
   setup.message_s = o.message_us / 1e6 / o.dilation;
-  setup.apply_bytes_per_s = o.apply_gb_s * 1e9 * o.dilation;
+  setup.apply_bytes_per_s = o.apply_gb_s * 1e9 * o.dilation * wire;
   if (profile) {
     setup.forward_s = profile->forward_ms / 1e3;
     setup.backward_s = profile->backward_ms / 1e3;

@@ -9,6 +9,7 @@
 
 #include "cli/commands.hpp"
 #include "core/error.hpp"
+#include "core/wire_dtype.hpp"
 #include "models/registry.hpp"
 #include "plan/comm_model.hpp"
 #include "plan/recommend.hpp"
@@ -41,6 +42,7 @@ struct PlanFlags {
   double tf1_message_us = 0;
   std::string tf1_placement = "round-robin";
   bool recommend = false;
+  std::string wire_dtype = "fp32";
   bool json = false;
 };
 
@@ -111,6 +113,12 @@ int run(PlanFlags f) {
   if (tf1 && !model) throw InputError("--layout tf1-ps: needs --model (whole variables are placed)");
   const std::vector<double> variables = tf1 ? tf1Variables(*model) : std::vector<double>{};
   const double group_mb = f.group_mb > 0 ? f.group_mb : (plan::isAllReduce(algorithm) ? 25 : 4);
+  // A 16-bit wire carries half the bytes of the same floats: the model, its
+  // buckets or chunks, and (so that applying a float costs the same) the
+  // apply rate counted in wire bytes.
+  const double wire = static_cast<double>(wireBytes(parseWireDtype(f.wire_dtype))) / 4;
+  if (tf1 && wire != 1) throw InputError("--wire-dtype: tf1-ps models TensorFlow 1's float32 wire only");
+  work.model_bytes *= wire;
   nlohmann::json rows = nlohmann::json::array();
   if (!f.json) {
     fmt::print("{} ({:.1f} MB), forward {} ms + backward {} ms, {} Gbit/s, {} us latency, {}\n",
@@ -143,16 +151,16 @@ int run(PlanFlags f) {
     } else {
       const plan::Prediction p =
           plan::predictTandem(work, cluster, layout,
-                              {group_mb * 1024 * 1024, f.apply_gb_s * 1e9, f.message_us / 1e6, f.async});
+                              {group_mb * 1024 * 1024 * wire, f.apply_gb_s * 1e9 * wire, f.message_us / 1e6, f.async});
       row.update({{"step_ms", p.step_s * 1e3}, {"efficiency", p.efficiency}, {"samples_per_sec", p.samples_per_s},
                   {"bottleneck", p.bottleneck}});
     }
     if (f.recommend) {
       const plan::Recommendation r =
-          plan::recommend(work, cluster, {0, f.apply_gb_s * 1e9, f.message_us / 1e6, f.async});
+          plan::recommend(work, cluster, {0, f.apply_gb_s * 1e9 * wire, f.message_us / 1e6, f.async});
       row["recommended"] = {{"layout", plan::algorithmName(r.layout.algorithm)},
                             {"servers", r.layout.servers},
-                            {"group_mb", r.group_bytes / (1024 * 1024)},
+                            {"group_mb", r.group_bytes / wire / (1024 * 1024)},  // as --bucket-mb takes it
                             {"step_ms", r.prediction.step_s * 1e3},
                             {"efficiency", r.prediction.efficiency},
                             {"samples_per_sec", r.prediction.samples_per_s}};
@@ -223,6 +231,8 @@ Command addPlanCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--tf1-message-us", f->tf1_message_us, "tf1-ps: a PS's cost per variable message, microseconds")
       ->capture_default_str();
+  cmd->add_option("--wire-dtype", f->wire_dtype, "fp32, fp16 or bf16: what buckets and chunks travel as (tandem "
+                                                 "train --wire-dtype)")->capture_default_str();
   cmd->add_option("--servers", f->servers, "parameter servers (default: one per host colocated, 1 dedicated)");
   cmd->add_flag("--recommend", f->recommend,
                 "also name the fastest of Tandem's layouts and bucket/chunk sizes for each row");

@@ -279,6 +279,16 @@ Command addTrainCommand(CLI::App& app) {
   field("/distributed/ps_threads",
         cmd->add_option("--ps-threads", c.distributed.ps_threads, "optimizer apply threads per server (0: all cores)"))
       ->capture_default_str()->group(ps_group);
+  const char* wire_group = "Wire format";
+  field("/distributed/wire_dtype",
+        cmd->add_option("--wire-dtype", c.distributed.wire_dtype,
+                        "how gradient buckets and PS chunks travel: fp32, fp16 or bf16 (half the bytes; master "
+                        "weights and optimizer state stay float32)"))
+      ->capture_default_str()->group(wire_group);
+  field("/distributed/error_feedback",
+        cmd->add_flag("--error-feedback", c.distributed.error_feedback,
+                      "with --wire-dtype fp16|bf16: carry each gradient's rounding into its next push or all-reduce"))
+      ->group(wire_group);
   field("/emulate_compute",
         cmd->add_option("--emulate-compute", c.emulate_compute,
                         "a GPU profile (JSON, profiles/): forward and backward become timed waits shaped like the "

@@ -136,6 +136,7 @@ class SoloCommunicator final : public Communicator {
   int size() const override { return 1; }
   void allreduceSum(float*, size_t) override {}
   void allreduceSumOnce(float*, size_t) override {}
+  void allreduceSum16(void*, size_t, WireDtype) override {}
   void broadcast(void*, size_t, int root) override { checkRoot(root, 1); }
   void allgather(const void* in, void* out, size_t bytes) override {
     if (bytes > 0 && in != out) std::memmove(out, in, bytes);
@@ -192,6 +193,21 @@ class GlooCommunicator final : public Communicator {
               opts.setOutput(data, count);
               opts.setReduceFunction(
                   static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+              opts.setTimeout(options_.timeout);
+              gloo::allreduce(opts);
+            });
+  }
+
+  void allreduceSum16(void* data, size_t count, WireDtype dtype) override {
+    TANDEM_ENFORCE(dtype != WireDtype::kFloat32, "allreduceSum16 of float32 values");
+    guarded([&] { return fmt::format("allreduce of {} {} values", count, wireDtypeName(dtype)); },
+            [&] {
+              if (count == 0) return;
+              gloo::AllreduceOptions opts(context_);
+              opts.setOutput(static_cast<uint16_t*>(data), count);
+              opts.setReduceFunction([dtype](void* c, const void* a, const void* b, size_t n) {
+                sumWire16(dtype, c, a, b, n);
+              });
               opts.setTimeout(options_.timeout);
               gloo::allreduce(opts);
             });

@@ -13,6 +13,8 @@
 #include <memory>
 #include <string>
 
+#include "core/wire_dtype.hpp"
+
 namespace tandem::collective {
 
 struct CommunicatorOptions {
@@ -63,6 +65,10 @@ class Communicator {
   // The same sum for a buffer used once (a user's tensor): nothing is cached,
   // so any buffer is safe, at the price of setting the algorithm up each call.
   virtual void allreduceSumOnce(float* data, size_t count) = 0;
+  // The sum of `count` 16-bit values (fp16 or bf16, core/wire_dtype.hpp),
+  // each addition made in float32 and rounded back: half the bytes of a
+  // float sum. Ring algorithm; nothing cached, so any buffer is safe.
+  virtual void allreduceSum16(void* data, size_t count, WireDtype dtype) = 0;
   // Copies root's `bytes` at `data` into every rank's `data`.
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
   // out holds size() * bytes; rank r's `in` lands at out + r * bytes.

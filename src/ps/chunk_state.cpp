@@ -48,6 +48,15 @@ zmq::message_t packState(const ChunkState& c) {
   return payload;
 }
 
+void refreshWireCopy(ChunkState& c, WireDtype wire) {
+  if (wire == WireDtype::kFloat32) return;
+  auto copy = std::make_shared<std::vector<uint16_t>>(c.param.size());
+  encodeWire(wire, c.param.data(), copy->data(), c.param.size());
+  c.wire_param = std::move(copy);
+}
+
+size_t wirePayloadBytes(const ChunkState& c, WireDtype wire) { return static_cast<size_t>(c.length) * wireBytes(wire); }
+
 float* floatsOf(zmq::message_t& message, std::vector<float>& scratch) {
   auto address = reinterpret_cast<uintptr_t>(message.data());
   if (address % alignof(float) == 0) return static_cast<float*>(message.data());
@@ -56,9 +65,20 @@ float* floatsOf(zmq::message_t& message, std::vector<float>& scratch) {
   return scratch.data();
 }
 
-float* sumGradients(std::vector<zmq::message_t>& grads, size_t length, std::vector<float>& scratch) {
+float* gradientOf(zmq::message_t& message, size_t length, WireDtype wire, std::vector<float>& scratch) {
+  if (wire == WireDtype::kFloat32) return floatsOf(message, scratch);
+  scratch.resize(length);
+  decodeWire(wire, message.data(), scratch.data(), length);
+  return scratch.data();
+}
+
+float* sumGradients(std::vector<zmq::message_t>& grads, size_t length, WireDtype wire, std::vector<float>& scratch) {
+  float* sum = gradientOf(grads[0], length, wire, scratch);
+  if (wire != WireDtype::kFloat32) {
+    for (size_t w = 1; w < grads.size(); ++w) decodeAddWire(wire, grads[w].data(), sum, length);
+    return sum;
+  }
   std::vector<float> addend_scratch;
-  float* sum = floatsOf(grads[0], scratch);
   for (size_t w = 1; w < grads.size(); ++w) addInto({sum, length}, {floatsOf(grads[w], addend_scratch), length});
   return sum;
 }
@@ -69,6 +89,7 @@ void applyUpdate(ChunkState& c, const float* grad, uint64_t update_index, double
   std::copy(c.slots.begin(), c.slots.end(), slots.begin());
   applyOptimizer(config.optimizer, lr, c.param, {grad, static_cast<size_t>(c.length)},
                  std::span(slots.data(), c.slots.size()), static_cast<int64_t>(update_index + 1));
+  refreshWireCopy(c, config.wire);
 }
 
 namespace {
@@ -89,8 +110,11 @@ std::vector<PendingPull> takeReadyPulls(ChunkState& c) {
   return takePulls(c, [&](const PendingPull& p) { return p.needed <= c.applied; });
 }
 
-zmq::message_t pullPayload(const ChunkState& c, const PendingPull& pull, bool sync) {
+zmq::message_t pullPayload(const ChunkState& c, const PendingPull& pull, bool sync, WireDtype wire) {
   if (pull.with_state) return packState(c);
+  if (wire != WireDtype::kFloat32) {
+    return net::sharedPayload(c.wire_param, c.wire_param->data(), wirePayloadBytes(c, wire));
+  }
   if (sync && pull.needed == c.applied) {
     return net::sharedPayload(std::shared_ptr<const void>(c.param.data(), [](const void*) {}), c.param.data(),
                               paramBytes(c));

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,6 +51,10 @@ struct ChunkState {
   int step_grad_count = 0;
   std::deque<QueuedPush> queue;  // async pushes waiting for the chunk
   std::vector<PendingPull> pulls;
+  // A 16-bit wire's copy of `param`, remade after every change. Pulls send
+  // it without copying: a change makes a new one, so a send in progress
+  // keeps the bytes it started with.
+  std::shared_ptr<const std::vector<uint16_t>> wire_param;
 };
 
 // Zeroed values and slots for `range`, with room for `workers` sync pushes.
@@ -67,28 +72,40 @@ bool loadChunk(ChunkState& c, const void* data, size_t size);
 // [param][slot 0][slot 1]..., copied.
 zmq::message_t packState(const ChunkState& c);
 
+// Remakes c.wire_param from c.param for a 16-bit wire; nothing for fp32.
+void refreshWireCopy(ChunkState& c, WireDtype wire);
+
+// Bytes of one chunk's values on the wire (pushes and pulls).
+size_t wirePayloadBytes(const ChunkState& c, WireDtype wire);
+
 // Floats of a received message. ZeroMQ may hand over a buffer at any byte
 // offset; an unaligned one is copied into `scratch` first.
 float* floatsOf(zmq::message_t& message, std::vector<float>& scratch);
 
+// A pushed gradient as floats: the message itself (float32, aligned), or
+// decoded into `scratch`.
+float* gradientOf(zmq::message_t& message, size_t length, WireDtype wire, std::vector<float>& scratch);
+
 // The sum of the workers' gradients, in worker order (so every run adds in
-// the same order), written into the first one's buffer or `scratch`.
-float* sumGradients(std::vector<zmq::message_t>& grads, size_t length, std::vector<float>& scratch);
+// the same order), in float32, written into the first one's buffer or
+// `scratch`.
+float* sumGradients(std::vector<zmq::message_t>& grads, size_t length, WireDtype wire, std::vector<float>& scratch);
 
 // Applies one update with the server's optimizer: `update_index` counts the
 // chunk's updates (Adam's bias correction, SGD's first momentum step),
-// `lr` is the learning rate of this update.
+// `lr` is the learning rate of this update. Refreshes the wire copy.
 void applyUpdate(ChunkState& c, const float* grad, uint64_t update_index, double lr,
                  const ServerConfig& config);
 
 // Takes the pulls the chunk can answer now: none while an apply owns it.
 std::vector<PendingPull> takeReadyPulls(ChunkState& c);
 
-// What a ready pull gets: the values, or for ps-state the packed state. A
+// What a ready pull gets: the values (a 16-bit wire's copy, zero-copy), or
+// for ps-state the packed float32 state. A
 // sync pull of exactly the current version is zero-copy (nobody can push the
 // next step before receiving it, so the values cannot change while ZeroMQ
 // still reads them); anything else is a snapshot, so the next apply may start.
-zmq::message_t pullPayload(const ChunkState& c, const PendingPull& pull, bool sync);
+zmq::message_t pullPayload(const ChunkState& c, const PendingPull& pull, bool sync, WireDtype wire);
 
 // Takes the pulls that have waited `timeout` or longer by `now`.
 std::vector<PendingPull> takeExpiredPulls(ChunkState& c, Clock::duration timeout, Clock::time_point now);

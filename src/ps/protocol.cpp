@@ -58,7 +58,8 @@ nlohmann::json toJson(const ServerConfig& c) {
           {"chunks", chunks},
           {"peer_timeout_s", c.peer_timeout_s},
           {"start_step", c.start_step},
-          {"total_steps", c.total_steps}};
+          {"total_steps", c.total_steps},
+          {"wire_dtype", wireDtypeName(c.wire)}};
 }
 
 ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer) {
@@ -105,6 +106,10 @@ ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer
   if (!(c.peer_timeout_s > 0)) throw InputError(fmt::format("{}: ps-init: peer_timeout_s must be > 0", peer));
   c.start_step = field<uint32_t>(j, "start_step", peer);
   c.total_steps = field<uint64_t>(j, "total_steps", peer);
+  // Optional: a chief from before the field sends float32.
+  if (j.is_object() && j.contains("wire_dtype")) {
+    c.wire = parseWireDtype(field<std::string>(j, "wire_dtype", peer), fmt::format("{}: ps-init: wire_dtype", peer));
+  }
   return c;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "net/frame.hpp"
+#include "core/wire_dtype.hpp"
 #include "ps/optimizer_kernels.hpp"
 
 namespace tandem::ps {
@@ -42,6 +43,8 @@ struct ServerConfig {
   // Async: the job's whole-model updates to make; ps 0 stops every worker
   // once it has granted that many. Other modes count steps per worker.
   uint64_t total_steps = 0;
+  // How pushes arrive and pulls leave; ps-set and ps-state stay float32.
+  WireDtype wire = WireDtype::kFloat32;
 
   double lrAt(uint64_t step) const;
 };

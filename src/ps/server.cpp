@@ -36,11 +36,12 @@ size_t ParameterServer::Impl::chunkIndexFor(const net::FrameHeader& h) {
   return it->second;
 }
 
-void ParameterServer::Impl::requireChunkPayload(const ChunkState& c, const net::Frame& f) {
-  const size_t expected = static_cast<size_t>(c.length) * sizeof(float);
+void ParameterServer::Impl::requireChunkPayload(const ChunkState& c, const net::Frame& f, WireDtype wire) {
+  const size_t expected = wirePayloadBytes(c, wire);
   if (f.payload.size() != expected) {
-    throw Refusal{fmt::format("{} of chunk {} carries {} bytes; the chunk holds {} floats ({} bytes)",
-                              net::messageTypeName(f.header.type), c.key, f.payload.size(), c.length, expected)};
+    throw Refusal{fmt::format("{} of chunk {} carries {} bytes; the chunk holds {} values ({} bytes as {})",
+                              net::messageTypeName(f.header.type), c.key, f.payload.size(), c.length, expected,
+                              wireDtypeName(wire))};
   }
 }
 
@@ -69,9 +70,9 @@ void ParameterServer::Impl::onInit(const std::string& routing, net::Frame& f) {
   worker_lr.assign(static_cast<size_t>(c.workers), std::nullopt);
   clocks.emplace(c.mode, c.staleness, c.workers, c.start_step, c.total_steps);
   const int64_t floats = totalFloats(chunks);
-  TANDEM_LOG_INFO("{}: {} mode, {} worker(s), {} chunk(s), {:.1f} MB, optimizer {}, {} apply thread(s)", name,
-                  modeName(c.mode), c.workers, chunks.size(), static_cast<double>(floats) * 4 / 1e6,
-                  c.optimizer.name, apply_threads);
+  TANDEM_LOG_INFO("{}: {} mode, {} worker(s), {} chunk(s), {:.1f} MB, optimizer {}, {} apply thread(s), {} on the wire",
+                  name, modeName(c.mode), c.workers, chunks.size(), static_cast<double>(floats) * 4 / 1e6,
+                  c.optimizer.name, apply_threads, wireDtypeName(c.wire));
   config = std::move(c);
   replyOk(routing, f.header.request_id);
   checkReady();
@@ -80,7 +81,8 @@ void ParameterServer::Impl::onInit(const std::string& routing, net::Frame& f) {
 void ParameterServer::Impl::onSet(const std::string& routing, net::Frame& f) {
   ChunkState& c = chunkFor(f.header);
   if (ready) throw Refusal{fmt::format("ps-set of chunk {} after training started", c.key)};
-  if (!loadChunk(c, f.payload.data(), f.payload.size())) requireChunkPayload(c, f);
+  if (!loadChunk(c, f.payload.data(), f.payload.size())) requireChunkPayload(c, f, WireDtype::kFloat32);
+  refreshWireCopy(c, config->wire);
   c.applied = f.header.clock;
   c.received = f.header.clock;
   c.initialized = true;
@@ -140,7 +142,7 @@ void ParameterServer::Impl::onPush(const std::string& routing, net::Frame& f) {
   const int w = workerOf(routing, f.header.type);
   const size_t index = chunkIndexFor(f.header);
   ChunkState& c = chunks[index];
-  requireChunkPayload(c, f);
+  requireChunkPayload(c, f, config->wire);
   if (!ready) throw Refusal{"ps-push before every chunk was initialised"};
   ++stats.pushes;
   stats.bytes_in += f.payload.size();

@@ -53,7 +53,8 @@ void ParameterServer::Impl::startSyncApply(size_t index) {
     if (options.apply_fault) options.apply_fault(chunk.key, step);
     std::vector<float> scratch;
     // Each worker pre-scaled its gradient by 1/workers: the sum is the mean.
-    applyUpdate(chunk, sumGradients(*grads, static_cast<size_t>(chunk.length), scratch), step, lr, *config);
+    applyUpdate(chunk, sumGradients(*grads, static_cast<size_t>(chunk.length), config->wire, scratch), step, lr,
+                *config);
     finishJob(index, watch);
   });
 }
@@ -75,7 +76,9 @@ void ParameterServer::Impl::startAsyncApply(size_t index) {
                  span.queued(worker, received_us);
                  if (options.apply_fault) options.apply_fault(chunks[index].key, update);
                  std::vector<float> scratch;
-                 applyUpdate(chunks[index], floatsOf(*grad, scratch), update, lr, *config);
+                 ChunkState& chunk = chunks[index];
+                 applyUpdate(chunk, gradientOf(*grad, static_cast<size_t>(chunk.length), config->wire, scratch),
+                             update, lr, *config);
                  finishJob(index, watch);
                });
 }
@@ -106,7 +109,7 @@ void ParameterServer::Impl::answerPulls(ChunkState& c) {
     }
     reply(p.routing, {.type = MessageType::kPsValues, .clock = static_cast<uint32_t>(c.applied),
                       .request_id = p.request_id, .key_begin = c.key, .key_end = c.key + 1},
-          pullPayload(c, p, config->mode == Mode::kSync));
+          pullPayload(c, p, config->mode == Mode::kSync, config->wire));
   }
 }
 

@@ -108,7 +108,7 @@ struct ParameterServer::Impl {
 
   // --- requests (server.cpp) ------------------------------------------------
   size_t chunkIndexFor(const net::FrameHeader& h);
-  void requireChunkPayload(const ChunkState& c, const net::Frame& f);
+  void requireChunkPayload(const ChunkState& c, const net::Frame& f, WireDtype wire);
   int workerOf(const std::string& routing, MessageType type);
   void onInit(const std::string& routing, net::Frame& f);
   void onSet(const std::string& routing, net::Frame& f);

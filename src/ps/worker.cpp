@@ -46,9 +46,8 @@ void Worker::hello(Deadline deadline) {
   for (auto& t : tickets) t.wait(deadline, "hello (is the chief up and the server initialised?)");
 }
 
-void Worker::push(size_t c, const float* data, int64_t step) {
-  const auto bytes = static_cast<size_t>(options_.layout.chunks[c].length) * sizeof(float);
-  auto payload = net::sharedPayload(std::shared_ptr<const void>(data, [](const void*) {}), data, bytes);
+void Worker::push(size_t c, const void* data, int64_t step) {
+  auto payload = net::sharedPayload(std::shared_ptr<const void>(data, [](const void*) {}), data, chunkWireBytes(c));
   push_tickets_[c] = client_->send(serverOf(c), chunkHeader(MessageType::kPsPush, c, step), std::move(payload));
   // The pull goes out at once: the server answers it when the update is
   // applied, so apply and transfer overlap the rest of backward.
@@ -71,14 +70,14 @@ void Worker::trace(const char* what, size_t c, const Ticket& ticket, int64_t ste
   const Ticket::Times t = ticket.times();
   if (t.replied_us == 0) return;
   timeline->span(fmt::format("{} chunk {}", what, c), obs::Lane::kComm, t.queued_us, t.replied_us,
-                 {{"server", serverOf(c)}, {"bytes", options_.layout.chunks[c].length * 4}, {"step", step}});
+                 {{"server", serverOf(c)}, {"bytes", chunkWireBytes(c)}, {"step", step}});
 }
 
 void Worker::receivePulls(Deadline deadline, int64_t step, const std::function<void(size_t, const net::Frame&)>& sink) {
   for (size_t c = 0; c < options_.layout.chunks.size(); ++c) {
     net::Frame frame = pull_tickets_[c].wait(deadline, fmt::format("the pull of chunk {} for step {}", c, step));
     trace("pull", c, pull_tickets_[c], step);
-    const auto expected = static_cast<size_t>(options_.layout.chunks[c].length) * sizeof(float);
+    const size_t expected = chunkWireBytes(c);
     if (frame.payload.size() != expected) {
       throw PeerError(fmt::format("ps {} sent {} bytes for chunk {} ({} expected)", serverOf(c), frame.payload.size(),
                                   c, expected));

@@ -26,6 +26,7 @@ struct WorkerOptions {
   KeyLayout layout;
   Mode mode = Mode::kSync;
   uint32_t index = 0;  // this worker's index
+  WireDtype wire = WireDtype::kFloat32;  // pushes and pulls; the servers' config says the same
 };
 
 class Worker {
@@ -49,18 +50,19 @@ class Worker {
   // Introduces this worker to every server; they answer once initialised.
   void hello(Deadline deadline);
 
-  // Pushes chunk `c`'s gradient for `step`, zero-copy: the `length` floats
-  // at `data` must stay unchanged until the next awaitPushes() returns.
+  // Pushes chunk `c`'s gradient for `step`, zero-copy: the `length` values
+  // (in the wire dtype) at `data` must stay unchanged until the next
+  // awaitPushes() returns.
   // Sync and async modes also ask for the chunk back at once (the server
   // answers once the update is applied); SSP pulls after reportStep().
-  void push(size_t c, const float* data, int64_t step);
+  void push(size_t c, const void* data, int64_t step);
 
   // Asks every server for every chunk: the version that step `needed` starts
   // from (sync), or whatever has been received (0, async and SSP).
   void pullAll(int64_t needed);
 
-  // Waits for every chunk's pull in key order and hands each reply to
-  // `sink`, which must copy what it needs. Throws PeerError naming the
+  // Waits for every chunk's pull in key order and hands each reply (values
+  // in the wire dtype) to `sink`, which must copy what it needs. Throws PeerError naming the
   // chunk and server when one is late or the wrong size.
   void receivePulls(Deadline deadline, int64_t step, const std::function<void(size_t, const net::Frame&)>& sink);
 
@@ -94,6 +96,9 @@ class Worker {
   int serverOf(size_t c) const { return options_.layout.chunks[c].server; }
   void pull(size_t c, int64_t needed);
   void trace(const char* what, size_t c, const Ticket& ticket, int64_t step) const;
+  size_t chunkWireBytes(size_t c) const {
+    return static_cast<size_t>(options_.layout.chunks[c].length) * wireBytes(options_.wire);
+  }
 
   WorkerOptions options_;
   std::unique_ptr<PsClient> client_;

@@ -15,6 +15,7 @@
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/fnv1a.hpp"
+#include "core/wire_dtype.hpp"
 #include "core/logging.hpp"
 #include "train/cluster_join.hpp"
 #include "train/gradient_buckets.hpp"
@@ -34,6 +35,9 @@ struct AllReduceStrategy::Impl {
   std::vector<collective::CommHandle> handles;
   Clock::time_point cycle_start = Clock::now();
   LocalStep current;  // as of the last beforeBackward
+  WireDtype wire = WireDtype::kFloat32;
+  std::vector<std::vector<uint16_t>> wire_buffers;  // by bucket, 16-bit wire only
+  std::vector<std::vector<float>> residuals;        // by bucket, with --error-feedback
 
   int n() const { return spec.num_workers; }
   Deadline waitDeadline() const { return Deadline::afterSeconds(config.peer_timeout_s + 5.0); }
@@ -41,6 +45,39 @@ struct AllReduceStrategy::Impl {
   // Runs `job` on the communication thread and waits for it.
   void runNow(std::function<void()> job, const std::string& what) {
     comm_thread->submit(std::move(job)).wait(waitDeadline(), what);
+  }
+
+  // Sums one bucket across the workers, on the communication thread. A
+  // 16-bit wire rounds the gradients (with their carried residual) and adds
+  // in float32 at each hop; the last bucket's tail (times, loss, stop) is
+  // summed apart in float32, so what the step reports stays exact.
+  void reduceBucket(size_t bucket, const torch::Tensor& flat) {
+    const int64_t start = obs::Timeline::nowUs();
+    float* data = flat.data_ptr<float>();
+    const auto count = static_cast<size_t>(flat.numel());
+    size_t bytes = count * sizeof(float);
+    if (wire == WireDtype::kFloat32) {
+      comm->allreduceSum(data, count);
+    } else {
+      const size_t tail = bucket + 1 == buckets->size() ? static_cast<size_t>(buckets->tail().numel()) : 0;
+      const size_t grads = count - tail;
+      auto& buffer = wire_buffers[bucket];
+      buffer.resize(grads);
+      if (config.error_feedback) {
+        residuals[bucket].resize(grads, 0.0f);
+        encodeWireWithFeedback(wire, data, residuals[bucket].data(), buffer.data(), grads);
+      } else {
+        encodeWire(wire, data, buffer.data(), grads);
+      }
+      comm->allreduceSum16(buffer.data(), grads, wire);
+      decodeWire(wire, buffer.data(), data, grads);
+      if (tail > 0) comm->allreduceSum(data + grads, tail);
+      bytes = grads * wireBytes(wire) + tail * sizeof(float);
+    }
+    if (auto* timeline = obs::Timeline::current()) {
+      timeline->span(fmt::format("all-reduce bucket {}", bucket), obs::Lane::kComm, start, obs::Timeline::nowUs(),
+                     {{"bytes", bytes}, {"wire", wireDtypeName(wire)}});
+    }
   }
 
   // Tail of the last bucket: [compute seconds per worker][mean loss][stop].
@@ -68,7 +105,12 @@ int AllReduceStrategy::worldSize() const { return impl_->spec.num_workers; }
 void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fingerprint, const StepPlan&) {
   Impl& s = *impl_;
   Stopwatch watch;
-  s.join = joinAsWorker(s.spec, s.config, fingerprint);
+  s.wire = parseWireDtype(s.config.wire_dtype);
+  nlohmann::json fp = fingerprint;
+  // Workers must cut and encode the same buckets, or the sums mix values.
+  fp["allreduce"] = {{"bucket_mb", s.config.bucket_mb}, {"wire_dtype", wireDtypeName(s.wire)},
+                     {"error_feedback", s.config.error_feedback}};
+  s.join = joinAsWorker(s.spec, s.config, fp);
 
   collective::CommunicatorOptions options;
   options.rank = s.spec.index;
@@ -88,21 +130,20 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
     s.buckets = std::make_unique<GradientBuckets>(
         model, cap, static_cast<size_t>(s.n() + 2),
         [&s](size_t bucket, torch::Tensor flat) {
-          s.handles[bucket] = s.comm_thread->submit([&s, flat, bucket] {
-            const int64_t start = obs::Timeline::nowUs();
-            s.comm->allreduceSum(flat.data_ptr<float>(), static_cast<size_t>(flat.numel()));
-            if (auto* timeline = obs::Timeline::current()) {
-              timeline->span(fmt::format("all-reduce bucket {}", bucket), obs::Lane::kComm, start,
-                             obs::Timeline::nowUs(), {{"bytes", flat.numel() * 4}});
-            }
-          });
+          s.handles[bucket] = s.comm_thread->submit([&s, flat, bucket] { s.reduceBucket(bucket, flat); });
         },
         [&s] { s.fillTail(); });
     s.handles.resize(s.buckets->size());
+    s.wire_buffers.resize(s.buckets->size());
+    s.residuals.resize(s.buckets->size());
     size_t bytes = 0;
     for (size_t b = 0; b < s.buckets->size(); ++b) bytes += s.buckets->bucketBytes(b);
-    TANDEM_LOG_INFO("{}: joined {} workers via {} in {:.2f}s; {} gradient bucket(s), {:.1f} MB", s.spec.taskName(),
-                    s.n(), s.spec.source, watch.elapsed(), s.buckets->size(), bytes / 1e6);
+    TANDEM_LOG_INFO("{}: joined {} workers via {} in {:.2f}s; {} gradient bucket(s), {:.1f} MB{}", s.spec.taskName(),
+                    s.n(), s.spec.source, watch.elapsed(), s.buckets->size(), bytes / 1e6,
+                    s.wire == WireDtype::kFloat32
+                        ? ""
+                        : fmt::format(", sent as {}{}", wireDtypeName(s.wire),
+                                      s.config.error_feedback ? " with error feedback" : ""));
   }
   s.cycle_start = Clock::now();
 }

@@ -46,6 +46,10 @@ struct DistributedConfig {
   int staleness = -1;                    // >= 0: bounded staleness (0 is sync), overriding ps_mode
   double ps_chunk_mb = 4;                // parameter chunk size
   int ps_threads = 0;                    // apply threads per server (0: all cores)
+  // How gradient buckets and PS chunks travel: fp32, fp16 or bf16
+  // (core/wire_dtype.hpp). Master weights and optimizer state stay float32.
+  std::string wire_dtype = "fp32";
+  bool error_feedback = false;  // carry each value's rounding into its next send
 };
 
 // The consistency a PS run uses, from --ps-mode and --staleness:

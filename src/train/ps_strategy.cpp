@@ -11,6 +11,7 @@
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
+#include "core/wire_dtype.hpp"
 #include "ps/key_layout.hpp"
 #include "ps/protocol.hpp"
 #include "ps/worker.hpp"
@@ -50,6 +51,9 @@ struct PsStrategy::Impl {
   std::vector<std::vector<Piece>> pieces;     // by chunk
   std::unique_ptr<GradientCapture> capture;   // flat gradients in key order; groups are the chunks
   std::unique_ptr<ps::Worker> worker;         // the protocol; null before initialize and after finish
+  WireDtype wire = WireDtype::kFloat32;
+  std::vector<std::vector<uint16_t>> wire_grads;  // by chunk: a 16-bit wire's pushes
+  std::vector<std::vector<float>> residuals;      // by chunk, with --error-feedback
   int64_t step = 0;
   int64_t max_lead = 0;
   bool joined = false;
@@ -86,8 +90,8 @@ struct PsStrategy::Impl {
   void scatterChunk(size_t chunk, const net::Frame& frame) {
     const auto* source = static_cast<const char*>(frame.payload.data());
     for (const auto& p : pieces[chunk]) {
-      std::memcpy(params[p.param].data_ptr<float>() + p.param_offset, source + p.chunk_offset * sizeof(float),
-                  static_cast<size_t>(p.count) * sizeof(float));
+      decodeWire(wire, source + static_cast<size_t>(p.chunk_offset) * wireBytes(wire),
+                 params[p.param].data_ptr<float>() + p.param_offset, static_cast<size_t>(p.count));
     }
   }
 
@@ -111,12 +115,31 @@ struct PsStrategy::Impl {
     // Open-ended: async never stops the workers; they leave when done.
     c.total_steps = plan.total_steps > 0 ? static_cast<uint64_t>(plan.total_steps)
                                          : std::numeric_limits<uint32_t>::max();
+    c.wire = wire;
     return c;
   }
 
   // Zero-copy: the next backward rewrites these floats only after the
   // server answered a later request on the same connection.
-  void push(size_t chunk) { worker->push(chunk, capture->flat().data_ptr<float>() + layout.chunks[chunk].begin, step); }
+  // A 16-bit wire first rounds the chunk (plus its carried residual) into
+  // its own buffer, which the same rule keeps until the server answers.
+  void push(size_t chunk) {
+    const float* grad = capture->flat().data_ptr<float>() + layout.chunks[chunk].begin;
+    if (wire == WireDtype::kFloat32) {
+      worker->push(chunk, grad, step);
+      return;
+    }
+    const auto length = static_cast<size_t>(layout.chunks[chunk].length);
+    auto& buffer = wire_grads[chunk];
+    buffer.resize(length);
+    if (config.distributed.error_feedback) {
+      residuals[chunk].resize(length, 0.0f);
+      encodeWireWithFeedback(wire, grad, residuals[chunk].data(), buffer.data(), length);
+    } else {
+      encodeWire(wire, grad, buffer.data(), length);
+    }
+    worker->push(chunk, buffer.data(), step);
+  }
 
   // Copies every pulled chunk into the model, first layers first; returns
   // the seconds spent copying.
@@ -163,6 +186,7 @@ PsStrategy::PsStrategy(cluster::ClusterSpec spec, TrainConfig config, bool joine
   impl_->spec = std::move(spec);
   impl_->config = std::move(config);
   impl_->mode = psMode(impl_->config.distributed);
+  impl_->wire = parseWireDtype(impl_->config.distributed.wire_dtype);
 }
 
 PsStrategy::~PsStrategy() {
@@ -241,6 +265,8 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
               {"staleness", s.config.distributed.staleness},
               {"servers", s.spec.numServers()},
               {"chunk_bytes", chunk_floats * 4},
+              {"wire_dtype", wireDtypeName(s.wire)},
+              {"error_feedback", s.config.distributed.error_feedback},
               {"layout", fmt::format("{:016x}", s.layout.fingerprint())}};
   Stopwatch watch;
   if (!s.joined) s.join = joinAsWorker(s.spec, s.config.distributed, fp);
@@ -254,7 +280,9 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
     servers.push_back({endpoint, cluster::taskName(cluster::Role::kPs, i)});
   }
   s.worker = std::make_unique<ps::Worker>(
-      ps::WorkerOptions{servers, s.layout, s.mode, static_cast<uint32_t>(s.spec.index)});
+      ps::WorkerOptions{servers, s.layout, s.mode, static_cast<uint32_t>(s.spec.index), s.wire});
+  s.wire_grads.resize(s.layout.chunks.size());
+  s.residuals.resize(s.layout.chunks.size());
   const Deadline startup = Deadline::afterSeconds(s.config.distributed.rendezvous_timeout_s);
   if (s.spec.isChief()) {
     std::vector<ps::ServerConfig> configs;
@@ -355,6 +383,12 @@ void PsStrategy::prepareCheckpoint(torch::optim::Optimizer& optimizer) {
     }
     const auto* floats = static_cast<const float*>(frame.payload.data());
     for (const auto& piece : s.pieces[c]) {
+      if (s.wire != WireDtype::kFloat32) {
+        // The worker computes with the wire's rounding of the servers'
+        // float32 values; the checkpoint keeps the float32 ones.
+        std::memcpy(s.params[piece.param].data_ptr<float>() + piece.param_offset,
+                    floats + static_cast<size_t>(piece.chunk_offset), static_cast<size_t>(piece.count) * sizeof(float));
+      }
       applied[piece.param] = std::max<int64_t>(applied[piece.param], frame.header.clock);
       for (int k = 0; k < slots; ++k) {
         std::memcpy(state[piece.param][static_cast<size_t>(k)].data_ptr<float>() + piece.param_offset,

@@ -430,8 +430,10 @@ nlohmann::json Trainer::run() {
   const double loop_seconds = loop_watch.elapsed();
   const int64_t steady_faults = minorFaults() - faults_after_warmup;
   const bool interrupted = stop_agreed;
-  if (chief && !interrupted) runEval(end_step);
+  // Saved first: with a 16-bit wire, preparing the checkpoint puts the
+  // servers' float32 values into the model, and the evaluation is of those.
   if (chief) saveAt(out_dir / "checkpoint.ckpt", end_step);
+  if (chief && !interrupted) runEval(end_step);
   // Last: parameter servers may leave once every worker has finished, and the
   // chief's checkpoint still needs their optimizer state.
   strategy_->finish();
