@@ -21,10 +21,37 @@
 #include <cstring>
 #include <exception>
 #include <map>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "core/error.hpp"
+
+namespace tandem::collective {
+namespace {
+
+// A 16-bit wire value as Gloo's algorithm templates see it: only its size
+// and its sum matter (the specialisations below).
+template <WireDtype D>
+struct Wire16 {
+  uint16_t bits;
+};
+
+}  // namespace
+}  // namespace tandem::collective
+
+// Gloo's algorithms reduce through gloo::sum<T>: for 16-bit values, each
+// addition in float32, rounded back (core/wire_dtype).
+template <>
+void gloo::sum<tandem::collective::Wire16<tandem::WireDtype::kFloat16>>(void* c, const void* a, const void* b,
+                                                                        size_t n) {
+  tandem::sumWire16(tandem::WireDtype::kFloat16, c, a, b, n);
+}
+template <>
+void gloo::sum<tandem::collective::Wire16<tandem::WireDtype::kBfloat16>>(void* c, const void* a, const void* b,
+                                                                         size_t n) {
+  tandem::sumWire16(tandem::WireDtype::kBfloat16, c, a, b, n);
+}
 
 namespace tandem::collective {
 namespace {
@@ -200,16 +227,15 @@ class GlooCommunicator final : public Communicator {
 
   void allreduceSum16(void* data, size_t count, WireDtype dtype) override {
     TANDEM_ENFORCE(dtype != WireDtype::kFloat32, "allreduceSum16 of float32 values");
+    TANDEM_ENFORCE(count <= static_cast<size_t>(INT_MAX), "allreduce of {} values exceeds Gloo's int count", count);
     guarded([&] { return fmt::format("allreduce of {} {} values", count, wireDtypeName(dtype)); },
             [&] {
               if (count == 0) return;
-              gloo::AllreduceOptions opts(context_);
-              opts.setOutput(static_cast<uint16_t*>(data), count);
-              opts.setReduceFunction([dtype](void* c, const void* a, const void* b, size_t n) {
-                sumWire16(dtype, c, a, b, n);
-              });
-              opts.setTimeout(options_.timeout);
-              gloo::allreduce(opts);
+              if (dtype == WireDtype::kFloat16) {
+                allreduceAlgorithm(static_cast<Wire16<WireDtype::kFloat16>*>(data), count).run();
+              } else {
+                allreduceAlgorithm(static_cast<Wire16<WireDtype::kBfloat16>*>(data), count).run();
+              }
             });
   }
 
@@ -254,30 +280,33 @@ class GlooCommunicator final : public Communicator {
   }
 
  private:
-  using Key = std::pair<const float*, size_t>;
+  // Buffer, count and element type (its size and sum): a float buffer and a
+  // 16-bit one at one address are different algorithms.
+  using Key = std::tuple<const void*, size_t, const void*>;
   struct Cached {
     std::unique_ptr<gloo::Algorithm> algorithm;
     size_t bytes = 0;
   };
 
-  gloo::Algorithm& allreduceAlgorithm(float* data, size_t count) {
-    const Key key{data, count};
+  template <class T>
+  gloo::Algorithm& allreduceAlgorithm(T* data, size_t count) {
+    const Key key{data, count, gloo::ReductionFunction<T>::sum};
     if (auto it = algorithms_.find(key); it != algorithms_.end()) return *it->second.algorithm;
 
-    const size_t bytes = count * sizeof(float);
+    const size_t bytes = count * sizeof(T);
     if (algorithms_.size() >= kMaxCachedAlgorithms || cached_bytes_ + bytes > kMaxCachedBytes) {
       algorithms_.clear();
       cached_bytes_ = 0;
     }
-    const std::vector<float*> ptrs{data};
+    const std::vector<T*> ptrs{data};
     const int n = static_cast<int>(count);
     std::unique_ptr<gloo::Algorithm> algorithm;
     // Halving-doubling needs ~2 log2(n) rounds against ring's 2(n-1), which
     // wins while latency dominates; ring-chunked pipelines big buffers.
-    if (allreduceAlgorithmFor(count, options_) == AllreduceAlgorithm::kRingChunked) {
-      algorithm = std::make_unique<gloo::AllreduceRingChunked<float>>(context_, ptrs, n);
+    if (allreduceAlgorithmForBytes(bytes, options_) == AllreduceAlgorithm::kRingChunked) {
+      algorithm = std::make_unique<gloo::AllreduceRingChunked<T>>(context_, ptrs, n);
     } else {
-      algorithm = std::make_unique<gloo::AllreduceHalvingDoubling<float>>(context_, ptrs, n);
+      algorithm = std::make_unique<gloo::AllreduceHalvingDoubling<T>>(context_, ptrs, n);
     }
     auto& slot = algorithms_[key];
     slot.algorithm = std::move(algorithm);
@@ -325,7 +354,11 @@ class GlooCommunicator final : public Communicator {
 }  // namespace
 
 AllreduceAlgorithm allreduceAlgorithmFor(size_t count, const CommunicatorOptions& options) {
-  return count * sizeof(float) >= options.ring_threshold_bytes ? AllreduceAlgorithm::kRingChunked
+  return allreduceAlgorithmForBytes(count * sizeof(float), options);
+}
+
+AllreduceAlgorithm allreduceAlgorithmForBytes(size_t bytes, const CommunicatorOptions& options) {
+  return bytes >= options.ring_threshold_bytes ? AllreduceAlgorithm::kRingChunked
                                                                 : AllreduceAlgorithm::kHalvingDoubling;
 }
 

@@ -35,6 +35,8 @@ enum class AllreduceAlgorithm { kHalvingDoubling, kRingChunked };
 // ring-chunked from ring_threshold_bytes up (0: always), halving-doubling
 // below (SIZE_MAX: always). Pure; the communicator decides with it.
 AllreduceAlgorithm allreduceAlgorithmFor(size_t count, const CommunicatorOptions& options);
+// The same by the buffer's bytes, whatever its element type.
+AllreduceAlgorithm allreduceAlgorithmForBytes(size_t bytes, const CommunicatorOptions& options);
 
 // Not thread-safe: call from one thread (e.g. a CommThread). Every rank must
 // issue the same collectives in the same order.
@@ -67,7 +69,8 @@ class Communicator {
   virtual void allreduceSumOnce(float* data, size_t count) = 0;
   // The sum of `count` 16-bit values (fp16 or bf16, core/wire_dtype.hpp),
   // each addition made in float32 and rounded back: half the bytes of a
-  // float sum. Ring algorithm; nothing cached, so any buffer is safe.
+  // float sum. Cached and chosen (by bytes) like allreduceSum, with the same
+  // rule for reusing buffers.
   virtual void allreduceSum16(void* data, size_t count, WireDtype dtype) = 0;
   // Copies root's `bytes` at `data` into every rank's `data`.
   virtual void broadcast(void* data, size_t bytes, int root) = 0;

@@ -5,6 +5,11 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "core/error.hpp"
 
@@ -83,7 +88,88 @@ void forEach16(WireDtype dtype, Fn fn) {
   }
 }
 
+#if defined(__x86_64__)
+// Eight values at a time with AVX2 (and F16C for fp16), on CPUs that have
+// them: a scalar conversion costs ~5 ns a value, which on a 60M-parameter
+// model is a third of a second per step. Same rounding as the scalar code
+// (the scalar tests compare both); NaNs stay NaN, payloads aside.
+#define TANDEM_SIMD __attribute__((target("avx2,f16c")))
+
+TANDEM_SIMD inline __m256 load8(WireDtype d, const uint16_t* in) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in));
+  if (d == WireDtype::kFloat16) return _mm256_cvtph_ps(raw);
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(raw), 16));
+}
+
+TANDEM_SIMD inline void store8(WireDtype d, __m256 v, uint16_t* out) {
+  __m128i packed;
+  if (d == WireDtype::kFloat16) {
+    packed = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+  } else {
+    const __m256i bits = _mm256_castps_si256(v);
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+    __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(bits, _mm256_set1_epi32(0x7fff)), odd), 16);
+    const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(0x40));
+    const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    rounded = _mm256_blendv_epi8(rounded, quiet, nan);
+    // Pack 8 x 32 bits to 16 (values fit): packus works per 128-bit lane.
+    const __m256i both = _mm256_permute4x64_epi64(_mm256_packus_epi32(rounded, rounded), 0x08);
+    packed = _mm256_castsi256_si128(both);
+  }
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), packed);
+}
+
+bool haveSimd() {
+  static const bool have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  return have;
+}
+
+TANDEM_SIMD size_t encodeSimd(WireDtype d, const float* in, uint16_t* out, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) store8(d, _mm256_loadu_ps(in + i), out + i);
+  return i;
+}
+
+TANDEM_SIMD size_t decodeSimd(WireDtype d, const uint16_t* in, float* out, size_t n, bool add) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = load8(d, in + i);
+    if (add) v = _mm256_add_ps(v, _mm256_loadu_ps(out + i));
+    _mm256_storeu_ps(out + i, v);
+  }
+  return i;
+}
+
+TANDEM_SIMD size_t feedbackSimd(WireDtype d, const float* in, float* residual, uint16_t* out, size_t n) {
+  const __m256 infinity = _mm256_set1_ps(std::numeric_limits<float>::infinity());
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 meant = _mm256_add_ps(_mm256_loadu_ps(in + i), _mm256_loadu_ps(residual + i));
+    store8(d, meant, out + i);
+    const __m256 sent = load8(d, out + i);
+    const __m256 finite = _mm256_cmp_ps(_mm256_andnot_ps(sign, sent), infinity, _CMP_LT_OQ);
+    _mm256_storeu_ps(residual + i, _mm256_and_ps(finite, _mm256_sub_ps(meant, sent)));
+  }
+  return i;
+}
+
+TANDEM_SIMD size_t sumSimd(WireDtype d, uint16_t* c, const uint16_t* a, const uint16_t* b, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) store8(d, _mm256_add_ps(load8(d, a + i), load8(d, b + i)), c + i);
+  return i;
+}
+#else
+bool haveSimd() { return false; }
+size_t encodeSimd(WireDtype, const float*, uint16_t*, size_t) { return 0; }
+size_t decodeSimd(WireDtype, const uint16_t*, float*, size_t, bool) { return 0; }
+size_t feedbackSimd(WireDtype, const float*, float*, uint16_t*, size_t) { return 0; }
+size_t sumSimd(WireDtype, uint16_t*, const uint16_t*, const uint16_t*, size_t) { return 0; }
+#endif
+
 }  // namespace
+
+bool wireSimdEnabled = true;
 
 void encodeWire(WireDtype dtype, const float* in, void* out, size_t n) {
   if (dtype == WireDtype::kFloat32) {
@@ -91,8 +177,9 @@ void encodeWire(WireDtype dtype, const float* in, void* out, size_t n) {
     return;
   }
   auto* o = static_cast<uint16_t*>(out);
+  const size_t done = wireSimdEnabled && haveSimd() ? encodeSimd(dtype, in, o, n) : 0;
   forEach16(dtype, [&](auto to, auto) {
-    for (size_t i = 0; i < n; ++i) o[i] = to(in[i]);
+    for (size_t i = done; i < n; ++i) o[i] = to(in[i]);
   });
 }
 
@@ -102,8 +189,9 @@ void decodeWire(WireDtype dtype, const void* in, float* out, size_t n) {
     return;
   }
   const auto* i16 = static_cast<const uint16_t*>(in);
+  const size_t done = wireSimdEnabled && haveSimd() ? decodeSimd(dtype, i16, out, n, false) : 0;
   forEach16(dtype, [&](auto, auto from) {
-    for (size_t i = 0; i < n; ++i) out[i] = from(i16[i]);
+    for (size_t i = done; i < n; ++i) out[i] = from(i16[i]);
   });
 }
 
@@ -114,8 +202,9 @@ void decodeAddWire(WireDtype dtype, const void* in, float* out, size_t n) {
     return;
   }
   const auto* i16 = static_cast<const uint16_t*>(in);
+  const size_t done = wireSimdEnabled && haveSimd() ? decodeSimd(dtype, i16, out, n, true) : 0;
   forEach16(dtype, [&](auto, auto from) {
-    for (size_t i = 0; i < n; ++i) out[i] += from(i16[i]);
+    for (size_t i = done; i < n; ++i) out[i] += from(i16[i]);
   });
 }
 
@@ -125,8 +214,9 @@ void encodeWireWithFeedback(WireDtype dtype, const float* in, float* residual, v
     return;
   }
   auto* o = static_cast<uint16_t*>(out);
+  const size_t done = wireSimdEnabled && haveSimd() ? feedbackSimd(dtype, in, residual, o, n) : 0;
   forEach16(dtype, [&](auto to, auto from) {
-    for (size_t i = 0; i < n; ++i) {
+    for (size_t i = done; i < n; ++i) {
       const float meant = in[i] + residual[i];
       o[i] = to(meant);
       const float sent = from(o[i]);
@@ -141,8 +231,9 @@ void sumWire16(WireDtype dtype, void* c, const void* a, const void* b, size_t n)
   auto* out = static_cast<uint16_t*>(c);
   const auto* x = static_cast<const uint16_t*>(a);
   const auto* y = static_cast<const uint16_t*>(b);
+  const size_t done = wireSimdEnabled && haveSimd() ? sumSimd(dtype, out, x, y, n) : 0;
   forEach16(dtype, [&](auto to, auto from) {
-    for (size_t i = 0; i < n; ++i) out[i] = to(from(x[i]) + from(y[i]));
+    for (size_t i = done; i < n; ++i) out[i] = to(from(x[i]) + from(y[i]));
   });
 }
 

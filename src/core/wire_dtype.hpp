@@ -29,6 +29,11 @@ float halfToFloat(uint16_t bits);
 uint16_t floatToBfloat16(float value);
 float bfloat16ToFloat(uint16_t bits);
 
+// The bulk functions below run eight values at a time where the CPU has
+// AVX2 and F16C, with the same results as the scalar ones; false forces the
+// scalar code (tests compare the two).
+extern bool wireSimdEnabled;
+
 // `n` floats into wireBytes(dtype) * n bytes at `out`, and back.
 void encodeWire(WireDtype dtype, const float* in, void* out, size_t n);
 void decodeWire(WireDtype dtype, const void* in, float* out, size_t n);
