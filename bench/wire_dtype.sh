@@ -44,12 +44,9 @@ if [[ " $PARTS " == *" accuracy "* ]]; then
   acc_run() {  # name, launch flags..., --, train flags...
     local name=$1; shift
     echo "== $name: tandem launch $*" >&2
-    local start=$SECONDS
     "$TANDEM" launch "$@" --batch-size 32 --epochs "$EPOCHS" --seed 1 --progress plain \
       --out "$OUT/$name" --overwrite >"$OUT/$name.log" 2>&1 || { tail -40 "$OUT/$name.log"; exit 1; }
-    echo "$name $((SECONDS - start))" >>"$OUT/accuracy-seconds.txt"
   }
-  rm -f "$OUT/accuracy-seconds.txt"
   acc_run fmnist-fp32 --workers 2 --
   acc_run fmnist-fp16 --workers 2 -- --wire-dtype fp16
   acc_run fmnist-bf16 --workers 2 -- --wire-dtype bf16
@@ -58,14 +55,13 @@ if [[ " $PARTS " == *" accuracy "* ]]; then
   python3 - "$OUT" <<'PY' | tee "$OUT/accuracy-table.txt"
 import json, os, sys
 out = sys.argv[1]
-seconds = dict(line.split() for line in open(os.path.join(out, "accuracy-seconds.txt")))
 rows = []
 for name in ["fmnist-fp32", "fmnist-fp16", "fmnist-bf16", "fmnist-bf16-ef", "fmnist-ps-fp16"]:
     evals = [json.loads(l) for l in open(os.path.join(out, name, "metrics.jsonl")) if '"eval"' in l]
-    rows.append((name, evals[-1]["test_accuracy"], evals[-1]["step"], seconds[name]))
+    rows.append((name, evals[-1]["test_accuracy"], evals[-1]["step"]))
 base = rows[0][1]
-print(f"{'run':<16} {'test accuracy':>13} {'vs fp32 (points)':>17} {'steps':>6} {'wall s':>7}")
-for name, acc, step, wall in rows:
-    print(f"{name:<16} {acc:>13.4f} {100 * (acc - base):>+17.2f} {step:>6} {wall:>7}")
+print(f"{'run':<16} {'test accuracy':>13} {'vs fp32 (points)':>17} {'steps':>6}")
+for name, acc, step in rows:
+    print(f"{name:<16} {acc:>13.4f} {100 * (acc - base):>+17.2f} {step:>6}")
 PY
 fi

@@ -5,6 +5,7 @@
 
 #include "lab/virtual_network.hpp"
 #include "support/process.hpp"
+#include "support/run_artifacts.hpp"
 
 namespace tandem {
 namespace {
@@ -91,6 +92,43 @@ TEST(CliLab, BadLayoutsExitTwoNamingTheFlag) {
     EXPECT_EQ(run.exit_code, 2) << args << "\n" << run.output;
     EXPECT_NE(run.output.find(phrase), std::string::npos) << args << "\n" << run.output;
   }
+}
+
+}  // namespace
+}  // namespace tandem
+
+namespace tandem {
+namespace {
+
+// Issue 13: 2 hosts x 2 workers, sync PS with a server on each host. Summed
+// per host first, each host link carries half the bytes of the flat layout,
+// and the model ends where the flat layout's does.
+TEST(CliLab, HierarchicalAggregationHalvesEachHostsLinkBytes) {
+  if (!lab::missingLabPrivileges().empty()) GTEST_SKIP() << lab::missingLabPrivileges();
+  TempDir dir;
+  const std::string profile = writeProfile(dir);
+  auto run = [&](const std::string& name, const std::string& extra) {
+    auto result = runTandem("lab --hosts 2 --workers-per-host 2 --ps 2 --link-mbps 100 -- " +
+                            trainArgs(profile, dir.str(name), 25) + " --seed 3 " + extra);
+    EXPECT_EQ(result.exit_code, 0) << result.output;
+    return nlohmann::json::parse(testing::readFile(dir.path() / name / "lab.json"));
+  };
+  const auto grouped = run("auto", "");
+  const auto flat = run("off", "--hierarchical off");
+  EXPECT_EQ(grouped["cluster"]["layout"], "hier-ps-colocated");
+  EXPECT_EQ(flat["cluster"]["layout"], "ps-colocated");
+  for (size_t h = 0; h < 2; ++h) {
+    for (const char* way : {"sent_bytes_per_step", "received_bytes_per_step"}) {
+      const double ratio = grouped["links"][h][way].get<double>() / flat["links"][h][way].get<double>();
+      EXPECT_NEAR(ratio, 0.5, 0.04) << "host " << h << " " << way << ": " << grouped["links"] << " against "
+                                    << flat["links"];
+    }
+  }
+  // The planner counts the hierarchical layout's bytes too.
+  EXPECT_NEAR(grouped["ratios"]["link_bytes_over_algorithm"].get<double>(), 1.0, 0.05) << grouped;
+  const auto a = testing::checkpointParameters(dir.str("auto/checkpoint.ckpt"), {3, 32, 32, 10});
+  const auto b = testing::checkpointParameters(dir.str("off/checkpoint.ckpt"), {3, 32, 32, 10});
+  EXPECT_LT(testing::maxAbsoluteDifference(a, b), 1e-5);
 }
 
 }  // namespace

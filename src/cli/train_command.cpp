@@ -276,6 +276,11 @@ Command addTrainCommand(CLI::App& app) {
   field("/distributed/ps_chunk_mb",
         cmd->add_option("--ps-chunk-mb", c.distributed.ps_chunk_mb, "parameter chunk size spread over the servers"))
       ->capture_default_str()->group(ps_group);
+  field("/distributed/hierarchical",
+        cmd->add_option("--hierarchical", c.distributed.hierarchical,
+                        "sync PS across hosts: auto sums each host's workers' gradients locally and pushes once per "
+                        "host (BytePS-style); off pushes from every worker"))
+      ->capture_default_str()->group(ps_group);
   field("/distributed/ps_threads",
         cmd->add_option("--ps-threads", c.distributed.ps_threads, "optimizer apply threads per server (0: all cores)"))
       ->capture_default_str()->group(ps_group);

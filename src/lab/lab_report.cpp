@@ -12,6 +12,9 @@ namespace {
 
 plan::Layout layoutOf(const LabSetup& s) {
   if (s.servers == 0) return {plan::Algorithm::kRingAllReduce, 0};
+  if (s.hierarchical) {
+    return {s.dedicated_servers ? plan::Algorithm::kHierPsDedicated : plan::Algorithm::kHierPsColocated, s.servers};
+  }
   return {s.dedicated_servers ? plan::Algorithm::kPsDedicated : plan::Algorithm::kPsColocated, s.servers};
 }
 
@@ -64,6 +67,7 @@ nlohmann::json labReport(const LabSetup& setup, const std::vector<WorkerResult>&
        {{"worker_hosts", setup.worker_hosts}, {"workers_per_host", setup.workers_per_host},
         {"servers", setup.servers}, {"server_placement", setup.dedicated_servers ? "dedicated" : "colocated"},
         {"link_mbit_per_s", setup.link_bits_per_s / 1e6}, {"dilation", d}, {"mode", setup.mode},
+        {"layout", plan::algorithmName(layout.algorithm)},
         {"model_bytes", setup.model_bytes}, {"group_bytes", setup.group_bytes},
         {"message_us", setup.message_s * 1e6}, {"apply_gb_per_s", setup.apply_bytes_per_s / 1e9},
         {"forward_ms", setup.forward_s * 1e3}, {"backward_ms", setup.backward_s * 1e3}}},

@@ -13,7 +13,9 @@
 
 namespace tandem::ps {
 
-void initChunk(ChunkState& c, const ChunkRange& range, const OptimizerSettings& optimizer, int workers) {
+void initChunk(ChunkState& c, const ChunkRange& range, const OptimizerSettings& optimizer, int workers,
+               std::vector<int> pushers) {
+  c.pushers = std::move(pushers);
   c.key = range.key;
   c.length = range.length;
   c.param.assign(static_cast<size_t>(range.length), 0.0f);
@@ -134,8 +136,8 @@ int64_t totalFloats(const std::deque<ChunkState>& chunks) {
 
 std::vector<int> missingPushers(const ChunkState& c) {
   std::vector<int> missing;
-  for (size_t w = 0; w < c.step_grads.size(); ++w) {
-    if (!c.step_grads[w]) missing.push_back(static_cast<int>(w));
+  for (int w : c.pushers) {
+    if (!c.step_grads[static_cast<size_t>(w)]) missing.push_back(w);
   }
   return missing;
 }

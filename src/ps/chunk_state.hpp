@@ -45,8 +45,10 @@ struct ChunkState {
   bool busy = false;        // an apply job owns param and slots
   uint64_t applied = 0;     // updates applied
   uint64_t received = 0;    // updates started or queued (async)
-  // Sync: this step's gradients, one per worker, summed in worker order.
+  // Sync: this step's gradients, by worker, summed in worker order, from
+  // the workers that push this chunk (every worker, or one per host).
   std::vector<std::optional<zmq::message_t>> step_grads;
+  std::vector<int> pushers;  // ascending
   std::vector<int64_t> step_grad_us;  // when each arrived, for the timeline
   int step_grad_count = 0;
   std::deque<QueuedPush> queue;  // async pushes waiting for the chunk
@@ -57,8 +59,10 @@ struct ChunkState {
   std::shared_ptr<const std::vector<uint16_t>> wire_param;
 };
 
-// Zeroed values and slots for `range`, with room for `workers` sync pushes.
-void initChunk(ChunkState& c, const ChunkRange& range, const OptimizerSettings& optimizer, int workers);
+// Zeroed values and slots for `range`, with room for the sync pushes of
+// `pushers` (pushersOf) among `workers`.
+void initChunk(ChunkState& c, const ChunkRange& range, const OptimizerSettings& optimizer, int workers,
+               std::vector<int> pushers);
 
 // Bytes of the chunk's values alone, and of values plus optimizer slots
 // (what ps-state answers and a resuming ps-set may carry).
@@ -112,7 +116,7 @@ std::vector<PendingPull> takeExpiredPulls(ChunkState& c, Clock::duration timeout
 
 int64_t totalFloats(const std::deque<ChunkState>& chunks);
 
-// Workers whose sync push for the chunk's current step has not arrived.
+// Pushers whose sync push for the chunk's current step has not arrived.
 std::vector<int> missingPushers(const ChunkState& c);
 
 }  // namespace tandem::ps

@@ -59,7 +59,8 @@ nlohmann::json toJson(const ServerConfig& c) {
           {"peer_timeout_s", c.peer_timeout_s},
           {"start_step", c.start_step},
           {"total_steps", c.total_steps},
-          {"wire_dtype", wireDtypeName(c.wire)}};
+          {"wire_dtype", wireDtypeName(c.wire)},
+          {"push_groups", c.push_groups}};
 }
 
 ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer) {
@@ -110,7 +111,37 @@ ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer
   if (j.is_object() && j.contains("wire_dtype")) {
     c.wire = parseWireDtype(field<std::string>(j, "wire_dtype", peer), fmt::format("{}: ps-init: wire_dtype", peer));
   }
+  if (j.is_object() && j.contains("push_groups")) {
+    c.push_groups = field<std::vector<std::vector<int>>>(j, "push_groups", peer);
+    if (!c.push_groups.empty()) {
+      if (c.mode != Mode::kSync) throw InputError(fmt::format("{}: ps-init: push_groups need sync mode", peer));
+      std::vector<int> seen(static_cast<size_t>(c.workers), 0);
+      for (const auto& group : c.push_groups) {
+        if (group.empty()) throw InputError(fmt::format("{}: ps-init: push_groups has an empty group", peer));
+        for (int w : group) {
+          if (w < 0 || w >= c.workers || seen[static_cast<size_t>(w)]++ > 0) {
+            throw InputError(fmt::format("{}: ps-init: push_groups must hold each of the {} workers once; {} is "
+                                         "out of range or repeated", peer, c.workers, w));
+          }
+        }
+      }
+      if (std::find(seen.begin(), seen.end(), 0) != seen.end()) {
+        throw InputError(fmt::format("{}: ps-init: push_groups leave a worker out", peer));
+      }
+    }
+  }
   return c;
+}
+
+std::vector<int> pushersOf(const ServerConfig& config, uint64_t key) {
+  std::vector<int> pushers;
+  if (config.push_groups.empty()) {
+    for (int w = 0; w < config.workers; ++w) pushers.push_back(w);
+    return pushers;
+  }
+  for (const auto& group : config.push_groups) pushers.push_back(group[key % group.size()]);
+  std::sort(pushers.begin(), pushers.end());
+  return pushers;
 }
 
 std::vector<char> encode(const Hello& hello) {

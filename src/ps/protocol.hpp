@@ -45,9 +45,17 @@ struct ServerConfig {
   uint64_t total_steps = 0;
   // How pushes arrive and pulls leave; ps-set and ps-state stay float32.
   WireDtype wire = WireDtype::kFloat32;
+  // Sync mode, hierarchical: the workers of each host, who first sum their
+  // gradients among themselves; chunk k of a host is pushed (and pulled) by
+  // one of them only, group[k % group size]. Empty: every worker pushes
+  // every chunk.
+  std::vector<std::vector<int>> push_groups;
 
   double lrAt(uint64_t step) const;
 };
+
+// The workers whose push chunk `key` waits for each sync step, ascending.
+std::vector<int> pushersOf(const ServerConfig& config, uint64_t key);
 
 nlohmann::json toJson(const ServerConfig& config);
 // Throws InputError "<peer>: ps-init: <field> ..." on a missing or bad field.

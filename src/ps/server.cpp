@@ -64,7 +64,7 @@ void ParameterServer::Impl::onInit(const std::string& routing, net::Frame& f) {
   for (const auto& r : c.chunks) {
     if (chunk_index.count(r.key)) throw Refusal{fmt::format("ps-init lists chunk {} twice", r.key)};
     chunk_index[r.key] = chunks.size();
-    initChunk(chunks.emplace_back(), r, c.optimizer, c.workers);
+    initChunk(chunks.emplace_back(), r, c.optimizer, c.workers, pushersOf(c, r.key));
   }
   workers.reset(c.workers);
   worker_lr.assign(static_cast<size_t>(c.workers), std::nullopt);
@@ -151,12 +151,16 @@ void ParameterServer::Impl::onPush(const std::string& routing, net::Frame& f) {
       throw Refusal{fmt::format("worker {} pushed chunk {} for step {} but the chunk is at step {}", w, c.key,
                                 f.header.clock, c.applied)};
     }
+    if (!std::binary_search(c.pushers.begin(), c.pushers.end(), w)) {
+      throw Refusal{fmt::format("worker {} pushed chunk {}, which its host's group pushes through worker(s) {}", w,
+                                c.key, fmt::join(c.pushers, ", "))};
+    }
     auto& slot = c.step_grads[static_cast<size_t>(w)];
     if (slot) throw Refusal{fmt::format("worker {} pushed chunk {} twice for step {}", w, c.key, f.header.clock)};
     slot = std::move(f.payload);
     c.step_grad_us[static_cast<size_t>(w)] = timelineNow();
     replyOk(routing, f.header.request_id);
-    if (++c.step_grad_count == config->workers) startSyncApply(index);
+    if (++c.step_grad_count == static_cast<int>(c.pushers.size())) startSyncApply(index);
     return;
   }
   // Async: the schedule runs over the job's global step, as TensorFlow's

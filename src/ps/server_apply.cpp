@@ -39,7 +39,9 @@ void ParameterServer::Impl::startSyncApply(size_t index) {
   ChunkState& c = chunks[index];
   c.busy = true;
   auto grads = std::make_shared<std::vector<zmq::message_t>>();
-  for (auto& g : c.step_grads) grads->push_back(*std::exchange(g, std::nullopt));
+  for (auto& g : c.step_grads) {
+    if (g) grads->push_back(*std::exchange(g, std::nullopt));
+  }
   c.step_grad_count = 0;
   const uint64_t step = c.applied;
   const double lr = lrOf(0, step);  // the chief's rate, as its schedule is the table's

@@ -75,8 +75,10 @@ void Worker::trace(const char* what, size_t c, const Ticket& ticket, int64_t ste
 
 void Worker::receivePulls(Deadline deadline, int64_t step, const std::function<void(size_t, const net::Frame&)>& sink) {
   for (size_t c = 0; c < options_.layout.chunks.size(); ++c) {
+    if (!pull_tickets_[c].valid()) continue;  // pulled by a host-mate (hierarchical)
     net::Frame frame = pull_tickets_[c].wait(deadline, fmt::format("the pull of chunk {} for step {}", c, step));
     trace("pull", c, pull_tickets_[c], step);
+    pull_tickets_[c] = Ticket();
     const size_t expected = chunkWireBytes(c);
     if (frame.payload.size() != expected) {
       throw PeerError(fmt::format("ps {} sent {} bytes for chunk {} ({} expected)", serverOf(c), frame.payload.size(),

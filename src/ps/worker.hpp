@@ -61,8 +61,9 @@ class Worker {
   // from (sync), or whatever has been received (0, async and SSP).
   void pullAll(int64_t needed);
 
-  // Waits for every chunk's pull in key order and hands each reply (values
-  // in the wire dtype) to `sink`, which must copy what it needs. Throws PeerError naming the
+  // Waits for every pull in flight, in key order, and hands each reply
+  // (values in the wire dtype) to `sink`, which must copy what it needs.
+  // Chunks not pulled since the last call are skipped. Throws PeerError naming the
   // chunk and server when one is late or the wrong size.
   void receivePulls(Deadline deadline, int64_t step, const std::function<void(size_t, const net::Frame&)>& sink);
 

@@ -50,6 +50,10 @@ struct DistributedConfig {
   // (core/wire_dtype.hpp). Master weights and optimizer state stay float32.
   std::string wire_dtype = "fp32";
   bool error_feedback = false;  // carry each value's rounding into its next send
+  // Sync PS: "auto" sums each host's workers' gradients locally before one
+  // of them pushes (when the job spans hosts and a host has several
+  // workers); "off" has every worker push alone.
+  std::string hierarchical = "auto";
 };
 
 // The consistency a PS run uses, from --ps-mode and --staleness:

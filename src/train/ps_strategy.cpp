@@ -19,6 +19,7 @@
 #include "train/lr_schedule.hpp"
 #include "train/gradient_capture.hpp"
 #include "train/optimizer_state.hpp"
+#include "train/ps_host_group.hpp"
 
 namespace tandem::train {
 namespace {
@@ -52,6 +53,9 @@ struct PsStrategy::Impl {
   std::unique_ptr<GradientCapture> capture;   // flat gradients in key order; groups are the chunks
   std::unique_ptr<ps::Worker> worker;         // the protocol; null before initialize and after finish
   WireDtype wire = WireDtype::kFloat32;
+  std::vector<std::vector<int>> push_groups;  // sync, hierarchical: workers by host; empty: flat
+  std::unique_ptr<PsHostGroup> host;          // this worker's host-mates, when hierarchical
+  std::vector<float> pulled;                  // hierarchical: the model as pulled, in key order
   std::vector<std::vector<uint16_t>> wire_grads;  // by chunk: a 16-bit wire's pushes
   std::vector<std::vector<float>> residuals;      // by chunk, with --error-feedback
   int64_t step = 0;
@@ -116,11 +120,25 @@ struct PsStrategy::Impl {
     c.total_steps = plan.total_steps > 0 ? static_cast<uint64_t>(plan.total_steps)
                                          : std::numeric_limits<uint32_t>::max();
     c.wire = wire;
+    c.push_groups = push_groups;
     return c;
   }
 
   // Zero-copy: the next backward rewrites these floats only after the
   // server answered a later request on the same connection.
+  // Hierarchical: the host sums the chunk first; its owner pushes the sum.
+  void chunkReady(size_t chunk) {
+    if (!host) {
+      push(chunk);
+      return;
+    }
+    const auto& range = layout.chunks[chunk];
+    host->reduce(chunk, capture->flat().data_ptr<float>() + range.begin, static_cast<size_t>(range.length),
+                 [this, chunk] {
+                   if (host->owns(chunk)) push(chunk);
+                 });
+  }
+
   // A 16-bit wire first rounds the chunk (plus its carried residual) into
   // its own buffer, which the same rule keeps until the server answers.
   void push(size_t chunk) {
@@ -151,6 +169,26 @@ struct PsStrategy::Impl {
       copying += copy.elapsed();
     });
     return copying;
+  }
+
+  // Hierarchical: the owners' pulls land in `pulled`, the host shares them,
+  // and every worker copies the whole model in. Returns the seconds copying.
+  double receiveSharedPulls(Deadline deadline) {
+    worker->receivePulls(deadline, step, [&](size_t c, const net::Frame& frame) {
+      decodeWire(wire, frame.payload.data(), pulled.data() + layout.chunks[c].begin,
+                 static_cast<size_t>(layout.chunks[c].length));
+    });
+    std::vector<PsHostGroup::Range> ranges;
+    for (const auto& chunk : layout.chunks) ranges.push_back({chunk.begin, chunk.length});
+    host->share(pulled.data(), ranges, deadline);
+    Stopwatch copy;
+    for (size_t c = 0; c < layout.chunks.size(); ++c) {
+      for (const auto& p : pieces[c]) {
+        std::memcpy(params[p.param].data_ptr<float>() + p.param_offset, pulled.data() + layout.chunks[c].begin +
+                    p.chunk_offset, static_cast<size_t>(p.count) * sizeof(float));
+      }
+    }
+    return copy.elapsed();
   }
 
   // Resume: appends chunk `c`'s optimizer slots, taken from the restored
@@ -268,8 +306,24 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
               {"wire_dtype", wireDtypeName(s.wire)},
               {"error_feedback", s.config.distributed.error_feedback},
               {"layout", fmt::format("{:016x}", s.layout.fingerprint())}};
+  // Hierarchical aggregation needs the coordinator's store to meet host-mates.
+  const auto groups = workersByHost(s.spec);
+  if (s.mode == ps::Mode::kSync && !s.joined && useHostGroups(groups, s.config.distributed.hierarchical)) {
+    s.push_groups = groups;
+  }
+  fp["ps"]["hierarchical"] = s.push_groups;
   Stopwatch watch;
   if (!s.joined) s.join = joinAsWorker(s.spec, s.config.distributed, fp);
+  if (!s.push_groups.empty()) {
+    for (const auto& group : s.push_groups) {
+      if (std::find(group.begin(), group.end(), s.spec.index) == group.end()) continue;
+      if (group.size() > 1) {
+        s.host = std::make_unique<PsHostGroup>(*s.join.store, group, s.spec.index,
+                                               s.config.distributed.peer_timeout_s);
+      }
+    }
+    s.pulled.assign(static_cast<size_t>(s.layout.total_floats), 0.0f);
+  }
 
   std::vector<ps::ServerAddress> servers;
   for (int i = 0; i < s.spec.numServers(); ++i) {
@@ -308,14 +362,22 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
   std::vector<GradientCapture::Range> chunk_ranges;
   for (const auto& chunk : s.layout.chunks) chunk_ranges.push_back({chunk.begin, chunk.length});
   // Each chunk is pushed the moment its last gradient is in, in whatever
-  // order backward completes them.
+  // order backward completes them. Host-mates must sum chunks in one order:
+  // last chunk first (backward's), strictly.
+  const bool grouped = s.host != nullptr;
+  if (grouped) std::reverse(chunk_ranges.begin(), chunk_ranges.end());
+  const size_t last_chunk = chunk_ranges.size() - 1;
   Impl* self = &s;
-  s.capture = std::make_unique<GradientCapture>(s.params, s.layout.tensor_offsets, s.layout.total_floats, chunk_ranges,
-                                                /*in_order=*/false, [self](size_t chunk) { self->push(chunk); });
-  TANDEM_LOG_INFO("{}: {} mode with {} server(s), {} chunk(s) of up to {:.1f} MB, {:.1f} MB of parameters; ready in "
+  s.capture = std::make_unique<GradientCapture>(
+      s.params, s.layout.tensor_offsets, s.layout.total_floats, chunk_ranges, /*in_order=*/grouped,
+      [self, grouped, last_chunk](size_t group) { self->chunkReady(grouped ? last_chunk - group : group); });
+  TANDEM_LOG_INFO("{}: {} mode with {} server(s), {} chunk(s) of up to {:.1f} MB, {:.1f} MB of parameters{}; ready in "
                   "{:.2f}s",
                   s.spec.taskName(), ps::modeName(s.mode), s.spec.numServers(), s.layout.chunks.size(),
-                  chunk_floats * 4 / 1e6, s.layout.total_floats * 4 / 1e6, watch.elapsed());
+                  chunk_floats * 4 / 1e6, s.layout.total_floats * 4 / 1e6,
+                  s.host ? fmt::format(", summed with {} host-mate(s) first (--hierarchical auto)", s.host->size() - 1)
+                         : "",
+                  watch.elapsed());
   s.cycle_start = Clock::now();
 }
 
@@ -333,6 +395,7 @@ AgreedStep PsStrategy::synchronizeGradients(torch::nn::Module& model, const Loca
   Stopwatch watch;
   const double compute = secondsSince(s.cycle_start);
   s.capture->flush();  // parameters without a gradient this update push zeros
+  if (s.host) s.host->awaitReduces(s.peerDeadline());
   const ps::StepReport report{local.loss_sum / local.micro_steps, compute, local.stop_requested};
   const int64_t finished = s.step + 1;
   const Deadline deadline = s.peerDeadline();
@@ -344,7 +407,7 @@ AgreedStep PsStrategy::synchronizeGradients(torch::nn::Module& model, const Loca
   if (s.mode == ps::Mode::kBounded) s.worker->pullAll(0);
   s.worker->awaitPushes(deadline, s.step);
   AgreedStep agreed;
-  agreed.times.update = s.receivePulls(deadline);
+  agreed.times.update = s.host ? s.receiveSharedPulls(deadline) : s.receivePulls(deadline);
   const double total = watch.elapsed();
   if (s.mode == ps::Mode::kSync) {
     agreed.times.wait_workers = std::clamp(agreement.slowest_compute_seconds - compute, 0.0, clock_wait);

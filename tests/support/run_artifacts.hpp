@@ -27,11 +27,13 @@ inline std::vector<double> trainLosses(const std::string& run_dir) {
   return losses;
 }
 
-// Parameters of the model stored in a checkpoint of a 1x28x28, 10-class run.
-inline std::vector<torch::Tensor> checkpointParameters(const std::string& path) {
+// Parameters of the model stored in a checkpoint of a run on `input`
+// (default: 1x28x28, 10 classes).
+inline std::vector<torch::Tensor> checkpointParameters(const std::string& path,
+                                                       const models::InputSpec& input = {1, 28, 28, 10}) {
   train::LoadedCheckpoint checkpoint(path);
   auto config = train::trainConfigFromJson(checkpoint.meta().config);
-  auto model = models::createModel(config.model, {1, 28, 28, 10}, config.model_options);
+  auto model = models::createModel(config.model, input, config.model_options);
   checkpoint.restore(*model, nullptr, false);
   return model->parameters();
 }

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Hierarchical aggregation against the flat layout (issue 13, item 1): sync
+# PS with a server on every host, 2 or 4 emulated hosts with 2 or 4 workers
+# each, each host's link 100 Mbit/s. The GPU is a small one: resnet20 (1.08
+# MB of parameters) at 10 + 20 ms a step for batch 64
+# (profiles/test-gpu-resnet20.json), so the links bind. Both layouts run the
+# same job; the table gives each host link's bytes per step, aggregate
+# samples/s and the ratio to the comm-bound optimum of that layout, and the
+# flat layout's optimum for reference.
+# Needs root (tandem lab). Usage: sudo bench/lab_hierarchical.sh [OUT]
+#   STEPS=20  steps per worker (after 3 warm-up steps); DILATION=2
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-runs/bench-lab-hierarchical}
+STEPS=${STEPS:-20}
+DILATION=${DILATION:-2}
+TANDEM=${TANDEM:-build/tandem}
+source bench/lab_common.sh
+mkdir -p "$OUT"
+TRAIN="--model resnet20 --dataset synthetic --synthetic-shape 3x32x32 --emulate-compute profiles/test-gpu-resnet20.json
+       --batch-size 64 --max-steps $((STEPS + 3)) --seed 3"
+names=()
+for h in 2 4; do
+  for w in 2 4; do
+    for mode in auto off; do
+      lab_run h$h-w$w-$mode --hosts $h --workers-per-host $w --ps $h --link-mbps 100 --dilation "$DILATION" -- \
+        $TRAIN --hierarchical $mode
+      export "LABEL_h${h}_w${w}_$mode=$h hosts x $w, $mode"
+      names+=(h$h-w$w-$mode)
+    done
+  done
+done
+collect "${names[@]}" | tee "$OUT/table.txt"

@@ -1,0 +1,69 @@
+#pragma once
+// Hierarchical aggregation for synchronous parameter servers (as BytePS
+// does): the workers of one host first sum each chunk among themselves over
+// loopback Gloo, one of them (the chunk's owner on that host) pushes the
+// sum and pulls the new values, and then hands them to the others. A host's
+// link carries each chunk once per host instead of once per worker.
+//
+// Every worker of the host must hand chunks over in the same order (the
+// capture's in-order mode does) and share them in key order.
+#include <gloo/rendezvous/store.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cluster/cluster_spec.hpp"
+#include "collective/comm_thread.hpp"
+#include "collective/communicator.hpp"
+#include "core/deadline.hpp"
+
+namespace tandem::train {
+
+// Workers grouped by the host their address names, each group ascending,
+// groups in order of their first worker.
+std::vector<std::vector<int>> workersByHost(const cluster::ClusterSpec& spec);
+
+// Whether a sync PS job aggregates per host: asked for ("auto"), more than
+// one host, and some host with more than one worker. On one host every
+// worker already shares the servers' machine, so there is no link to spare.
+bool useHostGroups(const std::vector<std::vector<int>>& groups, const std::string& setting);
+
+class PsHostGroup {
+ public:
+  // Connects this worker to the others of its host through `store` (the
+  // job's coordinator store; keys prefixed by the group's first worker).
+  // Throws PeerError naming a host-mate that does not arrive in time.
+  PsHostGroup(gloo::rendezvous::Store& store, std::vector<int> members, int worker, double timeout_s);
+  ~PsHostGroup();
+
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(members_.size()); }
+  // The host-mate (rank) that pushes and pulls chunk `c` for this host.
+  int ownerOf(size_t c) const { return static_cast<int>(c % members_.size()); }
+  bool owns(size_t c) const { return ownerOf(c) == rank_; }
+
+  // Sums `n` floats at `data` across the host, in place, then runs `then`
+  // (the owner's push), on the group's thread. Called from autograd's thread.
+  void reduce(size_t c, float* data, size_t n, std::function<void()> then);
+  // Waits for every reduce of this step. Throws PeerError naming `what`.
+  void awaitReduces(Deadline deadline);
+  // Hands each chunk's values (at `flat` + begin) from its owner to the
+  // host, chunks in key order, and waits.
+  struct Range {
+    int64_t begin = 0;
+    int64_t length = 0;
+  };
+  void share(float* flat, const std::vector<Range>& chunks, Deadline deadline);
+
+ private:
+  std::vector<int> members_;
+  int rank_ = 0;
+  std::unique_ptr<gloo::rendezvous::Store> prefixed_;
+  std::unique_ptr<collective::Communicator> comm_;
+  std::unique_ptr<collective::CommThread> thread_;  // after comm_: goes first
+  std::vector<collective::CommHandle> pending_;
+};
+
+}  // namespace tandem::train
