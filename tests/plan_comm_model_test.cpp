@@ -102,6 +102,24 @@ TEST(CommModel, TandemsPathPullsEachChunkAfterItsApply) {
   EXPECT_NEAR(q.step_s, 0.05 + 0.23 + 0.002, 1e-12);
 }
 
+// A server on every host: one direction of each link carries this host's
+// pushes and the other's pulls, 50 MB each a step (100 MB, 0.08 s at 10
+// Gbit/s). They queue together: push 1 (ready at 0.05) 0.05-0.07, its pull
+// 0.07-0.09, push 2 (ready at 0.10) 0.10-0.12, its pull 0.12-0.14.
+TEST(CommModel, TandemsPathQueuesPushesAndPullsOnOneDirectionWhenEveryHostHoldsAServer) {
+  const Prediction p = predictTandem(work(), {2, 1, kTenGbit, 0}, {Algorithm::kPsColocated, 2}, {50e6, 0, 0});
+  EXPECT_DOUBLE_EQ(p.load.worker_host_bytes, 100e6);
+  EXPECT_NEAR(p.step_s, 0.05 + 0.14, 1e-12);
+  // Hierarchical, two workers a host: the same bytes per host and step.
+  const Prediction hier =
+      predictTandem(work(), {2, 2, kTenGbit, 0}, {Algorithm::kHierPsColocated, 2}, {50e6, 0, 0});
+  EXPECT_NEAR(hier.step_s, 0.05 + 0.14, 1e-12);
+  // One server for two hosts: pushes and pulls use opposite directions.
+  const Prediction one = predictTandem(work(), {2, 1, kTenGbit, 0}, {Algorithm::kPsColocated, 1}, {50e6, 0, 0});
+  EXPECT_DOUBLE_EQ(one.load.worker_host_bytes, 100e6);
+  EXPECT_NEAR(one.step_s, 0.05 + 0.10 + 0.08, 1e-12);
+}
+
 TEST(CommModel, AsyncWorkersShareTheServerLinkAsAQueue) {
   // 2 hosts x 1 worker, 1 server on host 0, 10 MB model in one chunk, 1 s
   // of backward, 100 MB/s links. Worker 0 reaches the server through

@@ -12,6 +12,7 @@
 #include "core/wire_dtype.hpp"
 #include "models/registry.hpp"
 #include "plan/comm_model.hpp"
+#include "ps/key_layout.hpp"
 #include "plan/recommend.hpp"
 #include "plan/tf1_ps_model.hpp"
 #include "train/emulated_compute.hpp"
@@ -112,7 +113,13 @@ int run(PlanFlags f) {
   const plan::Algorithm algorithm = tf1 ? plan::Algorithm::kPsColocated : plan::parseAlgorithm(f.layout);
   if (tf1 && !model) throw InputError("--layout tf1-ps: needs --model (whole variables are placed)");
   const std::vector<double> variables = tf1 ? tf1Variables(*model) : std::vector<double>{};
-  const double group_mb = f.group_mb > 0 ? f.group_mb : (plan::isAllReduce(algorithm) ? 25 : 4);
+  // Tandem's defaults: 25 MB buckets, and PS chunks from the model's size.
+  const double model_floats = work.model_bytes / 4;
+  const double group_mb =
+      f.group_mb > 0 ? f.group_mb
+      : plan::isAllReduce(algorithm)
+          ? 25
+          : static_cast<double>(ps::autoChunkFloats(static_cast<int64_t>(model_floats))) * 4 / (1024 * 1024);
   // A 16-bit wire carries half the bytes of the same floats: the model, its
   // buckets or chunks, and (so that applying a float costs the same) the
   // apply rate counted in wire bytes.
@@ -212,7 +219,7 @@ Command addPlanCommand(CLI::App& app) {
                   "allreduce, ps-colocated, ps-dedicated, their hierarchical forms hier-allreduce, "
                   "hier-ps-colocated and hier-ps-dedicated, or tf1-ps (TensorFlow 1's layout, docs/planner.md)")
       ->capture_default_str();
-  cmd->add_option("--group-mb", f->group_mb, "Tandem's bucket (all-reduce) or chunk (PS) size in MiB (default 25 / 4)");
+  cmd->add_option("--group-mb", f->group_mb, "Tandem's bucket (all-reduce) or chunk (PS) size in MiB (default 25 / as tandem train picks chunks)");
   cmd->add_flag("--async", f->async, "asynchronous PS workers");
   cmd->add_option("--message-us", f->message_us,
                   "Tandem's fixed cost per bucket all-reduce or chunk message, microseconds (measure: tandem bench "

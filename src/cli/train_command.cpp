@@ -274,7 +274,9 @@ Command addTrainCommand(CLI::App& app) {
                   "bounded staleness: a worker runs at most k steps ahead of the slowest (0 = sync)"))
       ->group(ps_group);
   field("/distributed/ps_chunk_mb",
-        cmd->add_option("--ps-chunk-mb", c.distributed.ps_chunk_mb, "parameter chunk size spread over the servers"))
+        cmd->add_option("--ps-chunk-mb", c.distributed.ps_chunk_mb,
+                        "parameter chunk size spread over the servers; 0: about 16 chunks of the model, 0.25-4 MiB "
+                        "each"))
       ->capture_default_str()->group(ps_group);
   field("/distributed/hierarchical",
         cmd->add_option("--hierarchical", c.distributed.hierarchical,

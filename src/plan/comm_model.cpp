@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <vector>
 
 #include "core/error.hpp"
 
@@ -113,9 +115,34 @@ Prediction predict(const Workload& work, const Cluster& cluster, const Layout& l
 
 namespace {
 
+// With a server on every host, one direction of a host's link carries this
+// host's pushes and the other hosts' pulls from its server, half its bytes
+// each: pushes and pulls queue on it together, in the order they are ready.
+double sharedDirectionEnd(const Workload& work, const TandemPath& path, double per_byte, double per_group) {
+  const double s = work.model_bytes;
+  std::vector<double> pull_ready, pull_bytes;
+  double produced = 0, link_free = 0, end = 0;
+  size_t next_pull = 0;
+  while (produced < s || next_pull < pull_ready.size()) {
+    const double bytes = std::min(path.group_bytes, s - produced);
+    const double push_ready = produced < s ? work.backward_s * (produced + bytes) / s : INFINITY;
+    if (next_pull < pull_ready.size() && pull_ready[next_pull] < push_ready) {
+      link_free = std::max(link_free, pull_ready[next_pull]) + pull_bytes[next_pull] * per_byte / 2 + per_group;
+      end = link_free;
+      ++next_pull;
+      continue;
+    }
+    produced += bytes;
+    link_free = std::max(link_free, push_ready) + bytes * per_byte / 2 + per_group;
+    pull_ready.push_back(link_free + (path.apply_bytes_per_s > 0 ? bytes / path.apply_bytes_per_s : 0));
+    pull_bytes.push_back(bytes);
+  }
+  return end;
+}
+
 // When a worker's exchange ends, from backward's start: each group crosses
 // at `per_byte` once ready and once the link is free; a PS group is then
-// applied and pulled back the same way.
+// applied and pulled back the same way, on the other direction.
 double exchangeEnd(const Workload& work, const TandemPath& path, bool ring, double per_byte, double per_group) {
   const double s = work.model_bytes;
   double sent = 0;       // bytes produced so far
@@ -193,7 +220,10 @@ Prediction predictTandem(const Workload& work, const Cluster& cluster, const Lay
   // A ring group pays all its steps' latencies; a PS group one in each
   // direction, which exchangeEnd charges separately.
   const double per_group = (ring ? latenciesPerGroup(cluster, layout) : 1.0) * cluster.latency_s + path.message_s;
-  const double exchange_end = exchangeEnd(work, path, ring, per_byte, per_group);
+  const bool shared_direction = cluster.hosts > 1 && layout.servers == cluster.hosts &&
+                                (flatOf(layout.algorithm) == Algorithm::kPsColocated);
+  const double exchange_end = shared_direction ? sharedDirectionEnd(work, path, per_byte, per_group)
+                                               : exchangeEnd(work, path, ring, per_byte, per_group);
   p.step_s = work.forward_s + std::max(work.backward_s, exchange_end);
   p.efficiency = p.step_s > 0 ? p.single_s / p.step_s : 1.0;
   p.samples_per_s = p.step_s > 0 ? cluster.workers() * work.batch_per_worker / p.step_s : 0;

@@ -58,6 +58,11 @@ KeyLayout buildKeyLayout(const std::vector<TensorSpec>& tensors, int servers, in
   return layout;
 }
 
+int64_t autoChunkFloats(int64_t total_floats) {
+  constexpr int64_t kSmallest = (256 << 10) / 4, kLargest = (4 << 20) / 4;
+  return std::clamp((total_floats + 15) / 16, kSmallest, kLargest);
+}
+
 int64_t chunkFloatsFor(int64_t total_floats, int64_t requested_chunk_floats, int servers) {
   if (servers < 1) throw InputError(fmt::format("parameter servers: need at least 1, got {}", servers));
   if (requested_chunk_floats < 1) {

@@ -62,6 +62,12 @@ KeyLayout buildKeyLayout(const std::vector<TensorSpec>& tensors, int servers, in
 // requested_chunk_floats < 1 or total_floats < 0. Thread-safe.
 int64_t chunkFloatsFor(int64_t total_floats, int64_t requested_chunk_floats, int servers);
 
+// --ps-chunk-mb 0 (the default): about 16 chunks of the model, each from
+// 256 KiB to 4 MiB. Fine enough that pushes start early in backward and the
+// last chunk's round trip after it is short; coarse enough that each
+// message's fixed cost stays small (docs/parameter-server.md, "Layout").
+int64_t autoChunkFloats(int64_t total_floats);
+
 // Servers of `layout` that hold no chunk, in increasing order: worth a
 // warning, since such a server costs a process and does no work.
 // Thread-safe.

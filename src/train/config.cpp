@@ -95,8 +95,9 @@ void validate(const TrainConfig& c, SuppliedParts supplied) {
   if (c.distributed.staleness < -1) {
     throw InputError(fmt::format("--staleness: must be >= 0, got {}", c.distributed.staleness));
   }
-  if (!(c.distributed.ps_chunk_mb > 0) || c.distributed.ps_chunk_mb > 64) {
-    throw InputError(fmt::format("--ps-chunk-mb: must be in (0, 64], got {}", c.distributed.ps_chunk_mb));
+  if (!(c.distributed.ps_chunk_mb >= 0) || c.distributed.ps_chunk_mb > 64) {
+    throw InputError(fmt::format("--ps-chunk-mb: must be 0 (from the model) or in (0, 64], got {}",
+                                 c.distributed.ps_chunk_mb));
   }
   if (c.distributed.ps_threads < 0) throw InputError("--ps-threads: must be >= 0");
   if (c.distributed.hierarchical != "auto" && c.distributed.hierarchical != "off") {

@@ -44,7 +44,7 @@ struct DistributedConfig {
   // Parameter-server mode (used when the cluster has PS tasks).
   std::string ps_mode = "sync";          // sync | async
   int staleness = -1;                    // >= 0: bounded staleness (0 is sync), overriding ps_mode
-  double ps_chunk_mb = 4;                // parameter chunk size
+  double ps_chunk_mb = 0;                // parameter chunk size; 0: from the model (ps::autoChunkFloats)
   int ps_threads = 0;                    // apply threads per server (0: all cores)
   // How gradient buckets and PS chunks travel: fp32, fp16 or bf16
   // (core/wire_dtype.hpp). Master weights and optimizer state stay float32.
