@@ -4,7 +4,7 @@
 # TITAN X (profiles/resnet110-titanx-b128.json); 1 Gbit/s host links; 1 to
 # 4 hosts with 2 workers each. Layouts:
 #   users     async PS, one server, on host 0 (what the users ran), with
-#             Tandem's default 4 MB chunks
+#             4 MB chunks (Tandem's default until issue 13)
 #   sharded   async PS, one server on each host (Tandem's PS layout),
 #             0.5 MB chunks so that pushes start early in backward
 #   allreduce synchronous all-reduce, 1 MB buckets; its prediction includes
@@ -32,7 +32,7 @@ export LABEL_one_worker="one worker"; names+=(one-worker)
 for h in $HOSTS; do
   n=$((2 * h))
   lab_run users-$h --hosts "$h" --workers-per-host 2 --ps 1 --link-mbps 1000 -- \
-    $TRAIN --ps-mode async --max-steps $((n * per_worker))
+    $TRAIN --ps-mode async --ps-chunk-mb 4 --max-steps $((n * per_worker))
   lab_run sharded-$h --hosts "$h" --workers-per-host 2 --ps "$h" --link-mbps 1000 -- \
     $TRAIN --ps-mode async --ps-chunk-mb 0.5 --max-steps $((n * per_worker))
   lab_run allreduce-$h --hosts "$h" --workers-per-host 2 --link-mbps 1000 --message-us "$(message_us "$n")" -- \
@@ -43,7 +43,7 @@ done
 last=${HOSTS##* }
 n=$((2 * last))
 lab_run dilated-$last --hosts "$last" --workers-per-host 2 --ps 1 --link-mbps 1000 --dilation 4 -- \
-  $TRAIN --ps-mode async --max-steps $((n * per_worker))
+  $TRAIN --ps-mode async --ps-chunk-mb 4 --max-steps $((n * per_worker))
 export "LABEL_dilated_$last=users: 1 PS, dilation 4"
 names+=(dilated-$last)
 collect "${names[@]}"

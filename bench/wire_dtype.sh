@@ -13,14 +13,15 @@
 #
 # Usage: sudo bench/wire_dtype.sh [OUT]
 #   STEPS=10   measured lab steps per run (after 2 warm-up steps)
-#   EPOCHS=3   Fashion-MNIST epochs per run
-#   PARTS="lab accuracy"
+#   EPOCHS=2   Fashion-MNIST epochs per run
+#   PARTS="lab accuracy seeds"  (seeds: fp32 and fp16 all-reduce again at
+#              seeds 2 and 3, for the run-to-run spread)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-runs/bench-wire-dtype}
 STEPS=${STEPS:-10}
-EPOCHS=${EPOCHS:-3}
-PARTS=${PARTS:-"lab accuracy"}
+EPOCHS=${EPOCHS:-2}
+PARTS=${PARTS:-"lab accuracy seeds"}
 TANDEM=${TANDEM:-build/tandem}
 source bench/lab_common.sh
 mkdir -p "$OUT"
@@ -40,18 +41,23 @@ if [[ " $PARTS " == *" lab "* ]]; then
   collect "${names[@]}" | tee "$OUT/lab-table.txt"
 fi
 
+acc_run() {  # name, launch flags..., --, train flags...
+  local name=$1; shift
+  echo "== $name: tandem launch $*" >&2
+  "$TANDEM" launch "$@" --batch-size 32 --epochs "$EPOCHS" --progress plain \
+    --out "$OUT/$name" --overwrite >"$OUT/$name.log" 2>&1 || { tail -40 "$OUT/$name.log"; exit 1; }
+}
+last_accuracy() {  # run name
+  python3 -c "import json,sys; e=[json.loads(l) for l in open(sys.argv[1]) if '\"eval\"' in l]; print(e[-1]['test_accuracy'])" \
+    "$OUT/$1/metrics.jsonl"
+}
+
 if [[ " $PARTS " == *" accuracy "* ]]; then
-  acc_run() {  # name, launch flags..., --, train flags...
-    local name=$1; shift
-    echo "== $name: tandem launch $*" >&2
-    "$TANDEM" launch "$@" --batch-size 32 --epochs "$EPOCHS" --seed 1 --progress plain \
-      --out "$OUT/$name" --overwrite >"$OUT/$name.log" 2>&1 || { tail -40 "$OUT/$name.log"; exit 1; }
-  }
-  acc_run fmnist-fp32 --workers 2 --
-  acc_run fmnist-fp16 --workers 2 -- --wire-dtype fp16
-  acc_run fmnist-bf16 --workers 2 -- --wire-dtype bf16
-  acc_run fmnist-bf16-ef --workers 2 -- --wire-dtype bf16 --error-feedback
-  acc_run fmnist-ps-fp16 --workers 2 --ps 1 -- --wire-dtype fp16
+  acc_run fmnist-fp32 --workers 2 -- --seed 1
+  acc_run fmnist-fp16 --workers 2 -- --wire-dtype fp16 --seed 1
+  acc_run fmnist-bf16 --workers 2 -- --wire-dtype bf16 --seed 1
+  acc_run fmnist-bf16-ef --workers 2 -- --wire-dtype bf16 --error-feedback --seed 1
+  acc_run fmnist-ps-fp16 --workers 2 --ps 1 -- --wire-dtype fp16 --seed 1
   python3 - "$OUT" <<'PY' | tee "$OUT/accuracy-table.txt"
 import json, os, sys
 out = sys.argv[1]
@@ -64,4 +70,16 @@ print(f"{'run':<16} {'test accuracy':>13} {'vs fp32 (points)':>17} {'steps':>6}"
 for name, acc, step in rows:
     print(f"{name:<16} {acc:>13.4f} {100 * (acc - base):>+17.2f} {step:>6}")
 PY
+fi
+
+if [[ " $PARTS " == *" seeds "* ]]; then
+  for seed in 2 3; do
+    for wire in fp32 fp16; do
+      acc_run fmnist-$wire-seed$seed --workers 2 -- --wire-dtype $wire --seed $seed
+    done
+  done
+  for seed in 2 3; do
+    a=$(last_accuracy fmnist-fp32-seed$seed); b=$(last_accuracy fmnist-fp16-seed$seed)
+    echo "seed $seed: fp32 $a, fp16 $b, fp16 - fp32 $(python3 -c "print(f'{100 * ($b - $a):+.2f}')") points"
+  done | tee "$OUT/seeds-table.txt"
 fi

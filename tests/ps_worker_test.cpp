@@ -194,3 +194,62 @@ TEST(PsWorker, AServerThatIsNotThereIsNamedWhenTheDeadlinePasses) {
 
 }  // namespace
 }  // namespace tandem::ps::testing
+
+namespace tandem::ps::testing {
+namespace {
+
+ServerConfig groupedConfig(std::vector<std::vector<int>> groups, Mode mode = Mode::kSync) {
+  ServerConfig c = makeConfig(mode, 4, {{0, 4}, {1, 4}, {2, 4}});
+  c.push_groups = std::move(groups);
+  return c;
+}
+
+// Hierarchical aggregation: chunk k of each host is pushed by group[k % size].
+TEST(PushGroups, EachHostPushesEachChunkThroughOneWorker) {
+  const ServerConfig c = groupedConfig({{0, 1}, {2, 3}});
+  EXPECT_EQ(pushersOf(c, 0), (std::vector<int>{0, 2}));
+  EXPECT_EQ(pushersOf(c, 1), (std::vector<int>{1, 3}));
+  EXPECT_EQ(pushersOf(c, 2), (std::vector<int>{0, 2}));
+  EXPECT_EQ(pushersOf(groupedConfig({}), 1), (std::vector<int>{0, 1, 2, 3}));  // flat
+  // The JSON the chief sends round-trips.
+  EXPECT_EQ(serverConfigFromJson(toJson(c), "chief").push_groups, c.push_groups);
+}
+
+TEST(PushGroups, GroupsThatDoNotCoverEveryWorkerOnceAreRefused) {
+  auto refused = [](std::vector<std::vector<int>> groups, Mode mode, const std::string& needle) {
+    try {
+      serverConfigFromJson(toJson(groupedConfig(std::move(groups), mode)), "chief");
+      ADD_FAILURE() << "accepted; wanted " << needle;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  refused({{0, 1}, {1, 2, 3}}, Mode::kSync, "repeated");
+  refused({{0, 1}, {2}}, Mode::kSync, "leave a worker out");
+  refused({{0, 1}, {2, 7}}, Mode::kSync, "out of range");
+  refused({{0, 1}, {}}, Mode::kSync, "empty group");
+  refused({{0, 1}, {2, 3}}, Mode::kAsync, "need sync mode");
+}
+
+// A push from a worker that is not the chunk's pusher is refused, naming
+// who pushes it; the server keeps the step waiting for the right one.
+TEST(PushGroups, AServerRefusesAPushFromAWorkerThatIsNotTheChunksPusher) {
+  Job job(Mode::kSync);
+  auto configs = job.configs(2);
+  for (auto& c : configs) c.push_groups = {{0, 1}};  // one host: chunk k from worker k % 2
+  const Deadline deadline = Deadline::afterSeconds(5);
+  Worker chief = job.worker(0);
+  chief.initServers(configs, [&](size_t c, int64_t&) { return initial(job.layout, c); }, deadline);
+  chief.hello(deadline);
+  const std::vector<float> g(4, 1.0f);
+  chief.push(1, g.data(), 0);  // chunk 1 is worker 1's
+  try {
+    chief.awaitPushes(deadline, 0);
+    FAIL() << "worker 0's push of chunk 1 was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pushes through worker(s) 1"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tandem::ps::testing

@@ -115,6 +115,8 @@ ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer
     c.push_groups = field<std::vector<std::vector<int>>>(j, "push_groups", peer);
     if (!c.push_groups.empty()) {
       if (c.mode != Mode::kSync) throw InputError(fmt::format("{}: ps-init: push_groups need sync mode", peer));
+      // Bounded before allocating: groups list workers once each.
+      if (c.workers > (1 << 16)) throw InputError(fmt::format("{}: ps-init: {} workers is too many", peer, c.workers));
       std::vector<int> seen(static_cast<size_t>(c.workers), 0);
       for (const auto& group : c.push_groups) {
         if (group.empty()) throw InputError(fmt::format("{}: ps-init: push_groups has an empty group", peer));

@@ -124,8 +124,6 @@ struct PsStrategy::Impl {
     return c;
   }
 
-  // Zero-copy: the next backward rewrites these floats only after the
-  // server answered a later request on the same connection.
   // Hierarchical: the host sums the chunk first; its owner pushes the sum.
   void chunkReady(size_t chunk) {
     if (!host) {
@@ -139,8 +137,10 @@ struct PsStrategy::Impl {
                  });
   }
 
-  // A 16-bit wire first rounds the chunk (plus its carried residual) into
-  // its own buffer, which the same rule keeps until the server answers.
+  // Zero-copy: the next backward rewrites these floats only after the
+  // server answered a later request on the same connection. A 16-bit wire
+  // first rounds the chunk (plus its carried residual) into its own buffer,
+  // which the same rule keeps until the server answers.
   void push(size_t chunk) {
     const float* grad = capture->flat().data_ptr<float>() + layout.chunks[chunk].begin;
     if (wire == WireDtype::kFloat32) {
