@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <csignal>
 #include <filesystem>
+#include <thread>
 
 #include "support/process.hpp"
 #include "support/run_artifacts.hpp"
@@ -18,25 +20,37 @@ using testing::maxAbsoluteDifference;
 using testing::readFile;
 using testing::TempDir;
 
-// Runs the 2 servers and 4 workers by hand; returns the run directory.
-std::filesystem::path runTwoHosts(const TempDir& dir, const std::string& name, const std::string& extra) {
+struct Task {
+  pid_t pid;
+  std::string log;
+};
+
+// Starts the 2 servers and 4 workers by hand: servers first, then workers
+// 0-3 (workers 0, 1 on 127.0.0.1; 2, 3 on 127.0.0.2).
+std::vector<Task> startTwoHosts(const TempDir& dir, const std::string& name, const std::string& extra,
+                                int64_t steps = 30) {
   std::vector<int> ports;
   for (int i = 0; i < 6; ++i) ports.push_back(testing::freePort());
   const std::string cluster =
       fmt::format("--worker-hosts 127.0.0.1:{},127.0.0.1:{},127.0.0.2:{},127.0.0.2:{} --ps-hosts 127.0.0.1:{},127.0.0.2:{}",
                   ports[0], ports[1], ports[2], ports[3], ports[4], ports[5]);
-  const std::string args = testing::syntheticTrainArgs("mlp", 32, dir.str(name), "--max-steps 30 --seed 9 " + extra) +
-                           " " + cluster;
-  std::vector<std::pair<pid_t, std::string>> tasks;
-  for (int i = 0; i < 2; ++i) {
-    const std::string log = dir.str(fmt::format("{}-ps{}.log", name, i));
-    tasks.push_back({testing::spawnTandem(fmt::format("train {} --job-name ps --task-index {}", args, i), log), log});
+  const std::string args =
+      testing::syntheticTrainArgs("mlp", 32, dir.str(name), fmt::format("--max-steps {} --seed 9 {}", steps, extra)) +
+      " " + cluster;
+  std::vector<Task> tasks;
+  for (const auto& [job, count] : {std::pair{"ps", 2}, std::pair{"worker", 4}}) {
+    for (int i = 0; i < count; ++i) {
+      const std::string log = dir.str(fmt::format("{}-{}{}.log", name, job, i));
+      tasks.push_back({testing::spawnTandem(fmt::format("train {} --job-name {} --task-index {}", args, job, i), log), log});
+    }
   }
-  for (int i = 0; i < 4; ++i) {
-    const std::string log = dir.str(fmt::format("{}-w{}.log", name, i));
-    tasks.push_back({testing::spawnTandem(fmt::format("train {} --job-name worker --task-index {}", args, i), log), log});
+  return tasks;
+}
+
+std::filesystem::path runTwoHosts(const TempDir& dir, const std::string& name, const std::string& extra) {
+  for (const auto& t : startTwoHosts(dir, name, extra)) {
+    EXPECT_EQ(testing::waitForExit(t.pid, std::chrono::seconds(180)), 0) << readFile(t.log);
   }
-  for (const auto& [pid, log] : tasks) EXPECT_EQ(testing::waitForExit(pid, std::chrono::seconds(180)), 0) << readFile(log);
   return dir.path() / name;
 }
 
@@ -55,7 +69,7 @@ TEST(CliHierarchical, EachHostPushesOnceAndTrainsLikeTheFlatLayout) {
   // Every chunk once per host a step, against once per worker.
   EXPECT_EQ(serverPushes(flat), 4 * 30 * 2);  // 2 chunks (one per server)
   EXPECT_EQ(serverPushes(grouped), 2 * 30 * 2);
-  EXPECT_NE(readFile(dir.path() / "auto-w3.log").find("summed with 1 host-mate(s) first"), std::string::npos);
+  EXPECT_NE(readFile(dir.path() / "auto-worker3.log").find("summed with 1 host-mate(s) first"), std::string::npos);
   // The same mean gradient, added in another order.
   const auto a = checkpointParameters((grouped / "checkpoint.ckpt").string());
   const auto b = checkpointParameters((flat / "checkpoint.ckpt").string());
@@ -63,6 +77,27 @@ TEST(CliHierarchical, EachHostPushesOnceAndTrainsLikeTheFlatLayout) {
   const auto start = testing::trainLosses(flat.string());
   ASSERT_GE(start.size(), 2u);
   EXPECT_LT(start.back(), start.front());  // it trained
+}
+
+// A host-mate killed mid-run: its partner fails at once naming it, and the
+// other host's workers and the servers stop within the peer timeout.
+TEST(CliHierarchical, AKilledHostMateIsNamedAndEveryTaskStops) {
+  TempDir dir;
+  auto tasks = startTwoHosts(dir, "kill", "--peer-timeout 5", 100000);
+  ASSERT_TRUE(testing::waitForOutput(tasks[2].pid, dir.path() / "kill" / "metrics.jsonl", std::chrono::seconds(60)))
+      << readFile(tasks[2].log);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  ::kill(tasks[3].pid, SIGKILL);  // worker 1
+  const auto killed = std::chrono::steady_clock::now();
+  for (size_t i : {2u, 4u, 5u, 0u, 1u}) {  // worker 0, workers 2 and 3, then the servers
+    EXPECT_EQ(testing::waitForExit(tasks[i].pid, std::chrono::seconds(30)), 1) << readFile(tasks[i].log);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, std::chrono::seconds(20));
+  const std::string partner = readFile(tasks[2].log);
+  EXPECT_NE(partner.find("rank 1 is worker 1"), std::string::npos) << partner;
+  const std::string other = readFile(tasks[4].log);
+  EXPECT_NE(other.find("worker 1"), std::string::npos) << other;
+  testing::waitForExit(tasks[3].pid, std::chrono::seconds(5));
 }
 
 }  // namespace

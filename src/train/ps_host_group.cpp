@@ -1,10 +1,12 @@
 #include "train/ps_host_group.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gloo/rendezvous/prefix_store.h>
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 #include "core/error.hpp"
 
@@ -57,19 +59,35 @@ void PsHostGroup::reduce(size_t, float* data, size_t n, std::function<void()> th
   }));
 }
 
+// Gloo names ranks; the user knows workers.
+std::string PsHostGroup::ranksText() const {
+  std::vector<std::string> pairs;
+  for (size_t r = 0; r < members_.size(); ++r) pairs.push_back(fmt::format("rank {} is worker {}", r, members_[r]));
+  return fmt::format("{}", fmt::join(pairs, ", "));
+}
+
 void PsHostGroup::awaitReduces(Deadline deadline) {
-  for (auto& handle : pending_) handle.wait(deadline, "the host's sum of a chunk (a host-mate may be gone)");
-  pending_.clear();
+  auto handles = std::exchange(pending_, {});
+  try {
+    for (auto& handle : handles) handle.wait(deadline, "the host's sum of a chunk (a host-mate may be gone)");
+  } catch (const PeerError& e) {
+    throw PeerError(fmt::format("summing gradients with this host's workers ({}): {}", ranksText(), e.what()));
+  }
 }
 
 void PsHostGroup::share(float* flat, const std::vector<Range>& chunks, Deadline deadline) {
-  thread_
-      ->submit([&] {
-        for (size_t c = 0; c < chunks.size(); ++c) {
-          comm_->broadcast(flat + chunks[c].begin, static_cast<size_t>(chunks[c].length) * sizeof(float), ownerOf(c));
-        }
-      })
-      .wait(deadline, "the host-mates' pulled chunks");
+  try {
+    thread_
+        ->submit([&] {
+          for (size_t c = 0; c < chunks.size(); ++c) {
+            comm_->broadcast(flat + chunks[c].begin, static_cast<size_t>(chunks[c].length) * sizeof(float),
+                             ownerOf(c));
+          }
+        })
+        .wait(deadline, "the host-mates' pulled chunks");
+  } catch (const PeerError& e) {
+    throw PeerError(fmt::format("sharing pulled chunks with this host's workers ({}): {}", ranksText(), e.what()));
+  }
 }
 
 }  // namespace tandem::train
