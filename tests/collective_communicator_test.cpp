@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "collective/bucket_reducer.hpp"
 #include "collective/communicator.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"
@@ -235,6 +236,37 @@ TEST(CommunicatorAllreduce, SixteenBitSumsStayWithinTheirRoundingOfTheFloatSum) 
     }
     EXPECT_EQ(wrong, 0u) << wireDtypeName(dtype) << ": worst error " << worst << " of the bound";
   }
+}
+
+// The bucket reducer: a 16-bit body, an exact float32 tail, and the bytes
+// each format puts on the wire.
+TEST(BucketReducer, RoundsTheBodyKeepsTheTailExactAndCountsWireBytes) {
+  runRanks(2, [](Communicator& comm) {
+    const float mine = comm.rank() == 0 ? 0.1f : 0.2f;
+    for (WireDtype wire : {WireDtype::kFloat32, WireDtype::kBfloat16}) {
+      BucketReducer reducer(comm, wire, false);
+      std::vector<float> bucket(10, mine);
+      const size_t bytes = reducer.reduce(0, bucket.data(), bucket.size(), 3);
+      float sent_back[2] = {0.1f, 0.2f};
+      if (wire != WireDtype::kFloat32) {
+        uint16_t bits[2];
+        encodeWire(wire, sent_back, bits, 2);
+        decodeWire(wire, bits, sent_back, 2);
+      }
+      const float body = [&] {
+        float sum = sent_back[0] + sent_back[1];
+        if (wire == WireDtype::kFloat32) return sum;
+        uint16_t bits;
+        encodeWire(wire, &sum, &bits, 1);
+        decodeWire(wire, &bits, &sum, 1);
+        return sum;
+      }();
+      for (size_t i = 0; i < 7; ++i) EXPECT_EQ(bucket[i], body) << wireDtypeName(wire) << " " << i;
+      for (size_t i = 7; i < 10; ++i) EXPECT_EQ(bucket[i], 0.1f + 0.2f) << wireDtypeName(wire) << " tail " << i;
+      EXPECT_EQ(bytes, wire == WireDtype::kFloat32 ? 40u : 7u * 2 + 3 * 4);
+    }
+    EXPECT_NE(bfloat16ToFloat(floatToBfloat16(0.1f)) + bfloat16ToFloat(floatToBfloat16(0.2f)), 0.1f + 0.2f);
+  });
 }
 
 TEST(CommunicatorBroadcast, CopiesRootOneToEveryRank) {

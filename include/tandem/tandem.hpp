@@ -14,6 +14,7 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace tandem {
@@ -22,6 +23,11 @@ struct InitOptions {
   double rendezvous_timeout_s = 60;  // how long init() waits for every rank
   double peer_timeout_s = 120;       // how long a collective waits for a peer
   double bucket_mb = 25;             // gradient bucket cap of DistributedOptimizer
+  // How DistributedOptimizer's gradient buckets and PS chunks travel: "fp32",
+  // "fp16" or "bf16" (half the bytes; weights and optimizer state stay
+  // float32). error_feedback carries each value's rounding into its next send.
+  std::string wire_dtype = "fp32";
+  bool error_feedback = false;
 };
 
 // Joins the job this process belongs to: the cluster is read from TF_CONFIG

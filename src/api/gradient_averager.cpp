@@ -7,8 +7,10 @@
 #include "api/backward_passes.hpp"
 #include "api/job.hpp"
 #include "api/ps_optimizer.hpp"
+#include "collective/bucket_reducer.hpp"
 #include "core/error.hpp"
 #include "core/fnv1a.hpp"
+#include "core/wire_dtype.hpp"
 #include "tandem/tandem.hpp"
 #include "train/gradient_buckets.hpp"
 
@@ -32,6 +34,8 @@ struct GradientAverager::Impl {
   std::unique_ptr<api::BackwardPasses> passes;
   std::unique_ptr<train::GradientBuckets> buckets;  // null with one rank
   std::vector<collective::CommHandle> handles;
+  // Shared with the queued sums, which may outlive this averager.
+  std::shared_ptr<collective::BucketReducer> reducer;
   double scale = 1.0;
 };
 
@@ -46,12 +50,19 @@ GradientAverager::GradientAverager(torch::nn::Module& module, int backward_passe
   });
   if (job.size() > 1) {
     api::requireAgreement(job, parameterLayout(module), "parameter names or shapes");
+    const WireDtype wire = parseWireDtype(job.options.wire_dtype, "tandem::init: wire_dtype");
+    const std::string wire_text = wireDtypeName(wire) + (job.options.error_feedback ? "+feedback" : "");
+    Fnv1a wire_hash;
+    wire_hash.add(wire_text.data(), wire_text.size());
+    api::requireAgreement(job, wire_hash.value(), "wire_dtype and error_feedback");
+    s.reducer = std::make_shared<collective::BucketReducer>(*job.comm, wire, job.options.error_feedback);
     const auto cap = static_cast<size_t>(job.options.bucket_mb * 1024 * 1024);
     s.buckets = std::make_unique<train::GradientBuckets>(
         module, cap, 0,
         [&s, &job](size_t bucket, torch::Tensor flat) {
-          s.handles[bucket] = job.comm_thread->submit(
-              [&job, flat] { job.comm->allreduceSum(flat.data_ptr<float>(), static_cast<size_t>(flat.numel())); });
+          s.handles[bucket] = job.comm_thread->submit([reducer = s.reducer, flat, bucket] {
+            reducer->reduce(bucket, flat.data_ptr<float>(), static_cast<size_t>(flat.numel()));
+          });
         },
         [] {});
     s.handles.resize(s.buckets->size());

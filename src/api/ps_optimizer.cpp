@@ -125,6 +125,8 @@ PsOptimizer::PsOptimizer(torch::nn::Module& module, const PsOptimizerOptions& op
   d.ps_mode = options.mode == "ps-async" ? "async" : "sync";
   d.staleness = options.mode == "ssp" ? options.staleness : -1;
   d.ps_chunk_mb = options.chunk_mb;
+  d.wire_dtype = job.options.wire_dtype;
+  d.error_feedback = job.options.error_feedback;
   d.peer_timeout_s = job.options.peer_timeout_s;
   d.rendezvous_timeout_s = job.options.rendezvous_timeout_s;
   Impl& s = *impl_;

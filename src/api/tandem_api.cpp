@@ -16,6 +16,7 @@
 #include "collective/comm_thread.hpp"
 #include "collective/communicator.hpp"
 #include "core/error.hpp"
+#include "core/wire_dtype.hpp"
 #include "api/job.hpp"
 #include "core/fnv1a.hpp"
 #include "train/module_broadcast.hpp"
@@ -92,6 +93,9 @@ void init(const InitOptions& options) {
   if (current()) throw Error("tandem::init: already initialised (call tandem::shutdown() first)");
   if (!(options.rendezvous_timeout_s > 0) || !(options.peer_timeout_s > 0) || !(options.bucket_mb > 0)) {
     throw InputError("tandem::init: timeouts and bucket_mb must be positive");
+  }
+  if (parseWireDtype(options.wire_dtype, "tandem::init: wire_dtype") == WireDtype::kFloat32 && options.error_feedback) {
+    throw InputError("tandem::init: error_feedback needs wire_dtype fp16 or bf16");
   }
   auto job = std::make_unique<Job>();
   job->options = options;

@@ -9,6 +9,7 @@
 #include "cluster/coordinator.hpp"
 #include "cluster/local_address.hpp"
 #include "cluster/membership.hpp"
+#include "collective/bucket_reducer.hpp"
 #include "collective/comm_thread.hpp"
 #include "collective/communicator.hpp"
 #include "obs/timeline.hpp"
@@ -29,15 +30,15 @@ struct AllReduceStrategy::Impl {
   ClusterJoin join;
   std::unique_ptr<gloo::rendezvous::PrefixStore> gloo_store;
   std::unique_ptr<collective::Communicator> comm;
-  // Declared after comm: destroyed first, so queued jobs never outlive it.
+  std::unique_ptr<collective::BucketReducer> reducer;  // uses comm
+  // Declared after comm and reducer: destroyed first, so queued jobs never
+  // outlive them.
   std::unique_ptr<collective::CommThread> comm_thread;
   std::unique_ptr<GradientBuckets> buckets;
   std::vector<collective::CommHandle> handles;
   Clock::time_point cycle_start = Clock::now();
   LocalStep current;  // as of the last beforeBackward
   WireDtype wire = WireDtype::kFloat32;
-  std::vector<std::vector<uint16_t>> wire_buffers;  // by bucket, 16-bit wire only
-  std::vector<std::vector<float>> residuals;        // by bucket, with --error-feedback
 
   int n() const { return spec.num_workers; }
   Deadline waitDeadline() const { return Deadline::afterSeconds(config.peer_timeout_s + 5.0); }
@@ -47,36 +48,16 @@ struct AllReduceStrategy::Impl {
     comm_thread->submit(std::move(job)).wait(waitDeadline(), what);
   }
 
-  // Sums one bucket across the workers, on the communication thread. A
-  // 16-bit wire rounds the gradients (with their carried residual) and adds
-  // in float32 at each hop; the last bucket's tail (times, loss, stop) is
-  // summed apart in float32, so what the step reports stays exact.
+  // Sums one bucket across the workers, on the communication thread. The
+  // last bucket's tail (times, loss, stop) stays float32 on any wire, so
+  // what the step reports stays exact.
   void reduceBucket(size_t bucket, const torch::Tensor& flat) {
     const int64_t start = obs::Timeline::nowUs();
-    float* data = flat.data_ptr<float>();
-    const auto count = static_cast<size_t>(flat.numel());
-    size_t bytes = count * sizeof(float);
-    if (wire == WireDtype::kFloat32) {
-      comm->allreduceSum(data, count);
-    } else {
-      const size_t tail = bucket + 1 == buckets->size() ? static_cast<size_t>(buckets->tail().numel()) : 0;
-      const size_t grads = count - tail;
-      auto& buffer = wire_buffers[bucket];
-      buffer.resize(grads);
-      if (config.error_feedback) {
-        residuals[bucket].resize(grads, 0.0f);
-        encodeWireWithFeedback(wire, data, residuals[bucket].data(), buffer.data(), grads);
-      } else {
-        encodeWire(wire, data, buffer.data(), grads);
-      }
-      comm->allreduceSum16(buffer.data(), grads, wire);
-      decodeWire(wire, buffer.data(), data, grads);
-      if (tail > 0) comm->allreduceSum(data + grads, tail);
-      bytes = grads * wireBytes(wire) + tail * sizeof(float);
-    }
+    const size_t tail = bucket + 1 == buckets->size() ? static_cast<size_t>(buckets->tail().numel()) : 0;
+    const size_t bytes = reducer->reduce(bucket, flat.data_ptr<float>(), static_cast<size_t>(flat.numel()), tail);
     if (auto* timeline = obs::Timeline::current()) {
       timeline->span(fmt::format("all-reduce bucket {}", bucket), obs::Lane::kComm, start, obs::Timeline::nowUs(),
-                     {{"bytes", bytes}, {"wire", wireDtypeName(wire)}});
+                     {{"bytes", bytes}, {"wire", wireDtypeName(reducer->wire())}});
     }
   }
 
@@ -120,6 +101,7 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(s.config.peer_timeout_s * 1000));
   s.gloo_store = std::make_unique<gloo::rendezvous::PrefixStore>("gloo", *s.join.store);
   s.comm = collective::Communicator::connect(*s.gloo_store, options);
+  s.reducer = std::make_unique<collective::BucketReducer>(*s.comm, s.wire, s.config.error_feedback);
   s.comm_thread = std::make_unique<collective::CommThread>();
   broadcastModuleState(model, s.spec.index == 0, [&s](void* data, size_t bytes) {
     s.runNow([&] { s.comm->broadcast(data, bytes, 0); }, "broadcast of initial parameters");
@@ -134,8 +116,6 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
         },
         [&s] { s.fillTail(); });
     s.handles.resize(s.buckets->size());
-    s.wire_buffers.resize(s.buckets->size());
-    s.residuals.resize(s.buckets->size());
     size_t bytes = 0;
     for (size_t b = 0; b < s.buckets->size(); ++b) bytes += s.buckets->bucketBytes(b);
     TANDEM_LOG_INFO("{}: joined {} workers via {} in {:.2f}s; {} gradient bucket(s), {:.1f} MB{}", s.spec.taskName(),

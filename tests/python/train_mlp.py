@@ -33,13 +33,14 @@ def main():
     parser.add_argument("--optimizer", default="sgd", choices=("sgd", "adam"))
     parser.add_argument("--passes", type=int, default=1)
     parser.add_argument("--lr-drop", type=int, default=0)
+    parser.add_argument("--wire-dtype", default="fp32")
     args = parser.parse_args()
 
     if args.plain:
         rank, size = 0, 1
     else:
         import tandem.torch as td
-        td.init()
+        td.init(wire_dtype=args.wire_dtype)
         rank, size = td.rank(), td.size()
     torch.manual_seed(7 + rank)  # different on purpose; the broadcast fixes it
     hidden = 65 if rank == args.bad_rank else 64

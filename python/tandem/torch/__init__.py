@@ -31,10 +31,12 @@ InputError = _C.InputError
 PeerError = _C.PeerError
 
 
-def init(rendezvous_timeout_s=60.0, peer_timeout_s=120.0, bucket_mb=25.0):
+def init(rendezvous_timeout_s=60.0, peer_timeout_s=120.0, bucket_mb=25.0, wire_dtype="fp32", error_feedback=False):
     """Joins the job (TF_CONFIG from tandem launch, or torchrun, mpirun, srun);
-    alone when none is set."""
-    _C.init(rendezvous_timeout_s, peer_timeout_s, bucket_mb)
+    alone when none is set. wire_dtype "fp16" or "bf16" sends DistributedOptimizer's
+    gradients in 16 bits (weights and optimizer state stay float32); error_feedback
+    carries each value's rounding into its next send."""
+    _C.init(rendezvous_timeout_s, peer_timeout_s, bucket_mb, wire_dtype, error_feedback)
 
 
 def shutdown():
