@@ -2,10 +2,11 @@
 # --wire-dtype fp16|bf16 against float32 (issue 13, item 3), in two parts.
 #
 # 1. Bytes and time on a 1 Gbit/s link (tandem lab, so needs root): the
-#    emulated ResNet-152 on a K80 (profiles/resnet152-k80-b32.json, 60.2M
-#    parameters, 1.6 s a step), 2 hosts with 1 worker each, synchronous
-#    all-reduce (25 MB buckets) and sync PS with a server on each host
-#    (4 MB chunks). float32 is link-bound there: 241 MB a step each way.
+#    emulated ResNet-152 on a K80 (profiles/resnet152-k80-b32.json, 1.6 s
+#    a step; 58.2M parameters with 10 synthetic classes), 2 hosts with 1
+#    worker each, synchronous all-reduce (25 MB buckets) and sync PS with a
+#    server on each host (4 MiB chunks, the model-sized default). float32 is
+#    link-bound there: 233 MB a step each way.
 # 2. Fashion-MNIST accuracy after the same epochs: the default cnn, 2 workers
 #    with all-reduce, batch 32 each, same seed, in fp32, fp16, bf16 and bf16
 #    with error feedback, plus sync PS in fp16 (a server rounds its values

@@ -218,18 +218,14 @@ int runLab(LabOptions o) {
   const double wire = static_cast<double>(wireBytes(wire_dtype)) / 4;
   setup.model_bytes = 4.0 * wire * chief_summary.value("parameters", 0.0);
   setup.mode = modeOf(o);
-  // What the workers decide (train/ps_host_group): sync PS, several hosts,
-  // several workers a host, not switched off.
-  setup.hierarchical = setup.mode == "ps-sync" && o.hosts > 1 && o.workers_per_host > 1 &&
-                       flagValue(o.train_args, "--hierarchical").value_or("auto") == "auto" &&
-                       !flagValue(o.train_args, "--staleness").has_value();
-  const double group_mb = std::stod(o.ps > 0 ? flagValue(o.train_args, "--ps-chunk-mb").value_or("4")
-                                             : flagValue(o.train_args, "--bucket-mb").value_or("25"));
-  setup.group_bytes = group_mb * 1024 * 1024 * wire;
-  // A model smaller than a chunk per server gets smaller chunks (the
-  // workers' summary counts them): the prediction takes what was used.
-  const double chunks = chief_summary.value("chunks", 0.0);
-  if (o.ps > 0 && chunks > 0) setup.group_bytes = std::min(setup.group_bytes, setup.model_bytes / chunks);
+  // The PS layout as the workers built it (their summary's "strategy"):
+  // hierarchical or not, and the chunks they cut.
+  const nlohmann::json strategy = chief_summary.value("strategy", nlohmann::json::object());
+  setup.hierarchical = strategy.value("hierarchical", false);
+  const double chunks = strategy.value("chunks", 0.0);
+  setup.group_bytes = o.ps > 0 && chunks > 0
+                          ? setup.model_bytes / chunks
+                          : std::stod(flagValue(o.train_args, "--bucket-mb").value_or("25")) * 1024 * 1024 * wire;
   // Measured on this machine in real time: in the emulated cluster's time
   // a fixed cost shrinks with the dilation; a rate grows with it.
   setup.message_s = o.message_us / 1e6 / o.dilation;

@@ -141,7 +141,7 @@ std::vector<int> pushersOf(const ServerConfig& config, uint64_t key) {
     for (int w = 0; w < config.workers; ++w) pushers.push_back(w);
     return pushers;
   }
-  for (const auto& group : config.push_groups) pushers.push_back(group[key % group.size()]);
+  for (const auto& group : config.push_groups) pushers.push_back(group[pusherRank(key, group.size())]);
   std::sort(pushers.begin(), pushers.end());
   return pushers;
 }

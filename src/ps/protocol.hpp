@@ -54,6 +54,11 @@ struct ServerConfig {
   double lrAt(uint64_t step) const;
 };
 
+// Within a host's group of `group_size` workers, the position of the one
+// that pushes and pulls chunk `key` for the host: workers and servers both
+// follow it.
+constexpr size_t pusherRank(uint64_t key, size_t group_size) { return key % group_size; }
+
 // The workers whose push chunk `key` waits for each sync step, ascending.
 std::vector<int> pushersOf(const ServerConfig& config, uint64_t key);
 

@@ -52,7 +52,7 @@ PsHostGroup::~PsHostGroup() {
   thread_.reset();  // runs what is queued while comm_ still exists
 }
 
-void PsHostGroup::reduce(size_t, float* data, size_t n, std::function<void()> then) {
+void PsHostGroup::reduce(float* data, size_t n, std::function<void()> then) {
   pending_.push_back(thread_->submit([this, data, n, then = std::move(then)] {
     comm_->allreduceSum(data, n);
     then();

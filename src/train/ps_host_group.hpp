@@ -18,6 +18,7 @@
 #include "collective/comm_thread.hpp"
 #include "collective/communicator.hpp"
 #include "core/deadline.hpp"
+#include "ps/protocol.hpp"
 
 namespace tandem::train {
 
@@ -40,13 +41,14 @@ class PsHostGroup {
 
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(members_.size()); }
-  // The host-mate (rank) that pushes and pulls chunk `c` for this host.
-  int ownerOf(size_t c) const { return static_cast<int>(c % members_.size()); }
+  // The host-mate (rank) that pushes and pulls chunk `c` for this host: the
+  // servers' rule (ps::pusherRank).
+  int ownerOf(size_t c) const { return static_cast<int>(ps::pusherRank(c, members_.size())); }
   bool owns(size_t c) const { return ownerOf(c) == rank_; }
 
   // Sums `n` floats at `data` across the host, in place, then runs `then`
   // (the owner's push), on the group's thread. Called from autograd's thread.
-  void reduce(size_t c, float* data, size_t n, std::function<void()> then);
+  void reduce(float* data, size_t n, std::function<void()> then);
   // Waits for every reduce of this step. Throws PeerError naming `what`.
   void awaitReduces(Deadline deadline);
   // Hands each chunk's values (at `flat` + begin) from its owner to the

@@ -90,11 +90,12 @@ struct PsStrategy::Impl {
     return values;
   }
 
-  // The worker checked the frame's size against the chunk's.
-  void scatterChunk(size_t chunk, const net::Frame& frame) {
-    const auto* source = static_cast<const char*>(frame.payload.data());
+  // Copies chunk `chunk`'s values, `length` of them in `format` at
+  // `values`, into the model's parameters.
+  void scatterChunk(size_t chunk, const void* values, WireDtype format) {
+    const auto* source = static_cast<const char*>(values);
     for (const auto& p : pieces[chunk]) {
-      decodeWire(wire, source + static_cast<size_t>(p.chunk_offset) * wireBytes(wire),
+      decodeWire(format, source + static_cast<size_t>(p.chunk_offset) * wireBytes(format),
                  params[p.param].data_ptr<float>() + p.param_offset, static_cast<size_t>(p.count));
     }
   }
@@ -131,7 +132,7 @@ struct PsStrategy::Impl {
       return;
     }
     const auto& range = layout.chunks[chunk];
-    host->reduce(chunk, capture->flat().data_ptr<float>() + range.begin, static_cast<size_t>(range.length),
+    host->reduce(capture->flat().data_ptr<float>() + range.begin, static_cast<size_t>(range.length),
                  [this, chunk] {
                    if (host->owns(chunk)) push(chunk);
                  });
@@ -165,7 +166,7 @@ struct PsStrategy::Impl {
     double copying = 0;
     worker->receivePulls(deadline, step, [&](size_t c, const net::Frame& frame) {
       Stopwatch copy;
-      scatterChunk(c, frame);
+      scatterChunk(c, frame.payload.data(), wire);  // the worker checked its size
       copying += copy.elapsed();
     });
     return copying;
@@ -183,10 +184,7 @@ struct PsStrategy::Impl {
     host->share(pulled.data(), ranges, deadline);
     Stopwatch copy;
     for (size_t c = 0; c < layout.chunks.size(); ++c) {
-      for (const auto& p : pieces[c]) {
-        std::memcpy(params[p.param].data_ptr<float>() + p.param_offset, pulled.data() + layout.chunks[c].begin +
-                    p.chunk_offset, static_cast<size_t>(p.count) * sizeof(float));
-      }
+      scatterChunk(c, pulled.data() + layout.chunks[c].begin, WireDtype::kFloat32);
     }
     return copy.elapsed();
   }
@@ -264,6 +262,7 @@ int64_t PsStrategy::awaitJobEnd(int64_t own_step) {
 nlohmann::json PsStrategy::summary() const {
   return {{"servers", impl_->spec.numServers()},
           {"chunks", impl_->layout.chunks.size()},
+          {"hierarchical", !impl_->push_groups.empty()},
           {"max_lead_steps", impl_->max_lead}};
 }
 
@@ -316,14 +315,12 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
   fp["ps"]["hierarchical"] = s.push_groups;
   Stopwatch watch;
   if (!s.joined) s.join = joinAsWorker(s.spec, s.config.distributed, fp);
-  if (!s.push_groups.empty()) {
-    for (const auto& group : s.push_groups) {
-      if (std::find(group.begin(), group.end(), s.spec.index) == group.end()) continue;
-      if (group.size() > 1) {
-        s.host = std::make_unique<PsHostGroup>(*s.join.store, group, s.spec.index,
-                                               s.config.distributed.peer_timeout_s);
-      }
-    }
+  const auto mine = std::find_if(s.push_groups.begin(), s.push_groups.end(), [&](const std::vector<int>& g) {
+    return std::find(g.begin(), g.end(), s.spec.index) != g.end();
+  });
+  // A worker alone on its host pushes every chunk itself, as in the flat layout.
+  if (mine != s.push_groups.end() && mine->size() > 1) {
+    s.host = std::make_unique<PsHostGroup>(*s.join.store, *mine, s.spec.index, s.config.distributed.peer_timeout_s);
     s.pulled.assign(static_cast<size_t>(s.layout.total_floats), 0.0f);
   }
 
@@ -447,13 +444,10 @@ void PsStrategy::prepareCheckpoint(torch::optim::Optimizer& optimizer) {
       throw PeerError(fmt::format("ps {} sent {} bytes of state for chunk {}", s.serverOf(c), frame.payload.size(), c));
     }
     const auto* floats = static_cast<const float*>(frame.payload.data());
+    // The worker computes with the wire's rounding of the servers' float32
+    // values; the checkpoint keeps the float32 ones.
+    if (s.wire != WireDtype::kFloat32) s.scatterChunk(c, floats, WireDtype::kFloat32);
     for (const auto& piece : s.pieces[c]) {
-      if (s.wire != WireDtype::kFloat32) {
-        // The worker computes with the wire's rounding of the servers'
-        // float32 values; the checkpoint keeps the float32 ones.
-        std::memcpy(s.params[piece.param].data_ptr<float>() + piece.param_offset,
-                    floats + static_cast<size_t>(piece.chunk_offset), static_cast<size_t>(piece.count) * sizeof(float));
-      }
       applied[piece.param] = std::max<int64_t>(applied[piece.param], frame.header.clock);
       for (int k = 0; k < slots; ++k) {
         std::memcpy(state[piece.param][static_cast<size_t>(k)].data_ptr<float>() + piece.param_offset,
