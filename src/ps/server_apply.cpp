@@ -49,14 +49,17 @@ void ParameterServer::Impl::startSyncApply(size_t index) {
   pool->submit(fmt::format("{}: sync apply of chunk {} for step {}", name, c.key, step), [this, index, grads, step, lr,
                                                                                            arrived] {
     Stopwatch watch;
-    ChunkState& chunk = chunks[index];
-    TimelineApply span(*this, chunk.key, step);
-    for (size_t w = 0; w < arrived->size(); ++w) span.queued(static_cast<int>(w), (*arrived)[w]);
-    if (options.apply_fault) options.apply_fault(chunk.key, step);
-    std::vector<float> scratch;
-    // Each worker pre-scaled its gradient by 1/workers: the sum is the mean.
-    applyUpdate(chunk, sumGradients(*grads, static_cast<size_t>(chunk.length), config->wire, scratch), step, lr,
-                *config);
+    {
+      // The span closes before finishJob wakes the pulls the apply releases.
+      ChunkState& chunk = chunks[index];
+      TimelineApply span(*this, chunk.key, step);
+      for (size_t w = 0; w < arrived->size(); ++w) span.queued(static_cast<int>(w), (*arrived)[w]);
+      if (options.apply_fault) options.apply_fault(chunk.key, step);
+      std::vector<float> scratch;
+      // Each worker pre-scaled its gradient by 1/workers: the sum is the mean.
+      applyUpdate(chunk, sumGradients(*grads, static_cast<size_t>(chunk.length), config->wire, scratch), step, lr,
+                  *config);
+    }
     finishJob(index, watch);
   });
 }
@@ -74,13 +77,15 @@ void ParameterServer::Impl::startAsyncApply(size_t index) {
   pool->submit(fmt::format("{}: apply of chunk {} (update {})", name, c.key, update),
                [this, index, grad, update, lr, worker, received_us] {
                  Stopwatch watch;
-                 TimelineApply span(*this, chunks[index].key, update);
-                 span.queued(worker, received_us);
-                 if (options.apply_fault) options.apply_fault(chunks[index].key, update);
-                 std::vector<float> scratch;
-                 ChunkState& chunk = chunks[index];
-                 applyUpdate(chunk, gradientOf(*grad, static_cast<size_t>(chunk.length), config->wire, scratch),
-                             update, lr, *config);
+                 {
+                   TimelineApply span(*this, chunks[index].key, update);
+                   span.queued(worker, received_us);
+                   if (options.apply_fault) options.apply_fault(chunks[index].key, update);
+                   std::vector<float> scratch;
+                   ChunkState& chunk = chunks[index];
+                   applyUpdate(chunk, gradientOf(*grad, static_cast<size_t>(chunk.length), config->wire, scratch),
+                               update, lr, *config);
+                 }
                  finishJob(index, watch);
                });
 }
