@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <map>
+#include <vector>
+
 #include "lab/virtual_network.hpp"
 #include "support/process.hpp"
 #include "support/run_artifacts.hpp"
@@ -129,6 +133,72 @@ TEST(CliLab, HierarchicalAggregationHalvesEachHostsLinkBytes) {
   const auto a = testing::checkpointParameters(dir.str("auto/checkpoint.ckpt"), {3, 32, 32, 10});
   const auto b = testing::checkpointParameters(dir.str("off/checkpoint.ckpt"), {3, 32, 32, 10});
   EXPECT_LT(testing::maxAbsoluteDifference(a, b), 1e-5);
+}
+
+
+// The spans of task `pid` in a merged timeline.
+std::vector<nlohmann::json> spansOf(const nlohmann::json& timeline, int pid) {
+  std::vector<nlohmann::json> out;
+  for (const auto& e : timeline["traceEvents"]) {
+    if (e.value("ph", "") == "X" && e["pid"] == pid) out.push_back(e);
+  }
+  return out;
+}
+
+// Issue 13, priority scheduling: one server on host 0, so worker 1's 17
+// chunks of 64 KiB queue behind its 100 Mbit/s link. With --priority on
+// the first layers' chunk overtakes the queue, and the next forward starts
+// on it while later chunks are still arriving; off, it is pulled last and
+// the forward waits for everything. The model ends bit-identical.
+TEST(CliLab, PriorityPullsTheFirstChunkEarlyAndOverlapsTheNextForward) {
+  if (!lab::missingLabPrivileges().empty()) GTEST_SKIP() << lab::missingLabPrivileges();
+  TempDir dir;
+  const std::string profile = writeProfile(dir);
+  struct Overlap {
+    int steps = 0;           // steady steps looked at
+    int first_early = 0;     // chunk 0 pulled before half the step's chunks or more
+    int forward_early = 0;   // the next forward began before the step's last pull ended
+  };
+  auto run = [&](const std::string& name) {
+    auto result = runTandem("lab --hosts 2 --ps 1 --link-mbps 100 -- " + trainArgs(profile, dir.str(name), 16) +
+                            " --seed 3 --ps-chunk-mb 0.0625 --timeline --priority " + name);
+    EXPECT_EQ(result.exit_code, 0) << result.output;
+    const auto spans = spansOf(nlohmann::json::parse(testing::readFile(dir.path() / name / "timeline.json")), 1);
+    std::map<int64_t, std::map<int64_t, int64_t>> pull_end;  // step -> chunk -> end
+    std::vector<int64_t> forwards;
+    std::map<int64_t, int64_t> step_begin;  // "step N" spans: the loop's step N - 1
+    for (const auto& e : spans) {
+      const std::string n = e["name"];
+      const int64_t begin = e["ts"], end = begin + e["dur"].get<int64_t>();
+      if (n.rfind("pull chunk ", 0) == 0) pull_end[e["args"]["step"]][std::stoll(n.substr(11))] = end;
+      if (n == "forward (emulated)") forwards.push_back(begin);
+      if (n.rfind("step ", 0) == 0) step_begin[std::stoll(n.substr(5)) - 1] = begin;
+    }
+    Overlap o;
+    for (const auto& [step, chunks] : pull_end) {
+      if (step < 4 || !step_begin.count(step + 1) || chunks.size() != 17) continue;  // warm-up, the last, partial
+      ++o.steps;
+      int later = 0;
+      for (const auto& [c, end] : chunks) later += end > chunks.at(0);
+      o.first_early += later >= 8;
+      int64_t last = 0;
+      for (const auto& [c, end] : chunks) last = std::max(last, end);
+      const auto next_forward = std::lower_bound(forwards.begin(), forwards.end(), step_begin.at(step + 1));
+      o.forward_early += next_forward != forwards.end() && *next_forward < last;
+    }
+    return o;
+  };
+  const Overlap on = run("on");
+  const Overlap off = run("off");
+  ASSERT_GE(on.steps, 8);
+  ASSERT_GE(off.steps, 8);
+  EXPECT_GE(on.first_early, on.steps - 1) << on.steps;
+  EXPECT_GE(on.forward_early, on.steps - 1) << on.steps;
+  EXPECT_EQ(off.first_early, 0);
+  EXPECT_EQ(off.forward_early, 0);
+  const auto a = testing::checkpointParameters(dir.str("on/checkpoint.ckpt"), {3, 32, 32, 10});
+  const auto b = testing::checkpointParameters(dir.str("off/checkpoint.ckpt"), {3, 32, 32, 10});
+  EXPECT_EQ(testing::maxAbsoluteDifference(a, b), 0.0);
 }
 
 }  // namespace

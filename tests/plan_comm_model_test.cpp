@@ -120,6 +120,29 @@ TEST(CommModel, TandemsPathQueuesPushesAndPullsOnOneDirectionWhenEveryHostHoldsA
   EXPECT_NEAR(one.step_s, 0.05 + 0.10 + 0.08, 1e-12);
 }
 
+// Priority scheduling, sync PS: the next forward starts once the first
+// chunk is back, and the exchange runs on under it.
+TEST(CommModel, PriorityOverlapsTheNextForwardWithTheExchange) {
+  // 1 dedicated server, 1 worker: 100 MB each way is 0.08 s of link. Compute
+  // (0.15 s) binds: after backward the first 10 MB chunk goes and comes back
+  // (2 x 0.008 s), so the step is 0.15 + 0.016 s.
+  const Cluster one{1, 1, kTenGbit, 0};
+  const Layout dedicated{Algorithm::kPsDedicated, 1};
+  const Prediction p = predictTandem(work(), one, dedicated, {10e6, 0, 0, false, true});
+  EXPECT_NEAR(p.step_s, 0.15 + 0.016, 1e-12);
+  EXPECT_EQ(p.bottleneck, "compute");
+  // A 1 Gbit/s link binds: 0.8 s a direction plus 10 messages of 1 ms.
+  const Cluster slow{1, 1, kTenGbit / 10, 0};
+  const Prediction q = predictTandem(work(), slow, dedicated, {10e6, 0, 1e-3, false, true});
+  EXPECT_NEAR(q.step_s, 0.8 + 10 * 1e-3, 1e-12);
+  EXPECT_EQ(q.bottleneck, "worker links");  // as busy as the server's
+  // The optimum with the forward overlapped: max(compute, link); without
+  // priority the forward still waits for the whole exchange.
+  EXPECT_NEAR(predict(work(), slow, dedicated).overlapped_step_s, 0.8, 1e-12);
+  EXPECT_NEAR(predict(work(), one, dedicated).overlapped_step_s, 0.15, 1e-12);
+  EXPECT_GT(predictTandem(work(), slow, dedicated, {10e6, 0, 1e-3, false, false}).step_s, 0.85);
+}
+
 TEST(CommModel, AsyncWorkersShareTheServerLinkAsAQueue) {
   // 2 hosts x 1 worker, 1 server on host 0, 10 MB model in one chunk, 1 s
   // of backward, 100 MB/s links. Worker 0 reaches the server through

@@ -2,7 +2,9 @@
 // this process: no torch, no trainer.
 #include <gtest/gtest.h>
 
+#include <span>
 #include <thread>
+#include <zmq.hpp>
 
 #include "core/error.hpp"
 #include "ps/worker.hpp"
@@ -190,6 +192,91 @@ TEST(PsWorker, AServerThatIsNotThereIsNamedWhenTheDeadlinePasses) {
     EXPECT_NE(std::string(e.what()).find("ps 1"), std::string::npos) << e.what();
   }
   EXPECT_LT(Clock::now() - started, std::chrono::seconds(3));
+}
+
+// A server played by hand: a ROUTER that records the chunks pushed to it,
+// in the order they arrive, and acknowledges a push only when told to.
+struct HandServer {
+  zmq::context_t context{1};
+  zmq::socket_t router{context, zmq::socket_type::router};
+  std::string endpoint;
+  std::vector<zmq::message_t> parts;
+
+  HandServer() {
+    router.bind("tcp://127.0.0.1:*");
+    endpoint = router.get(zmq::sockopt::last_endpoint);
+  }
+  // The next request's routing id and frame; fails the test after 2 s.
+  std::pair<zmq::message_t, net::Frame> next() {
+    if (!net::waitReadable(router, std::chrono::seconds(2))) throw std::runtime_error("no request came");
+    const size_t total = net::receiveParts(router, parts, 3);
+    zmq::message_t id;
+    id.copy(parts[0]);
+    return {std::move(id), net::decodeFrame(std::span(parts).subspan(1), total - 1, net::kMaxPayloadBytes, "worker")};
+  }
+  void ack(const zmq::message_t& id, const net::Frame& f) {
+    net::sendFrame(router, {.type = net::MessageType::kOk, .request_id = f.header.request_id}, zmq::message_t(), &id);
+  }
+  // The keys of the next `n` pushes, each acknowledged once read; pulls
+  // are recorded by key in `pulls`.
+  std::vector<uint32_t> pushes(size_t n, std::vector<uint32_t>& pulls) {
+    std::vector<uint32_t> keys;
+    while (keys.size() < n) {
+      auto [id, f] = next();
+      if (f.header.type == net::MessageType::kPsPull) {
+        pulls.push_back(f.header.key_begin);
+        continue;
+      }
+      keys.push_back(f.header.key_begin);
+      ack(id, f);
+    }
+    return keys;
+  }
+};
+
+// Priority scheduling: with a window of one chunk, backward hands over the
+// last chunk first, and the chunks queued behind it go out lowest key first
+// (the order the next forward needs them), each with its pull right behind.
+TEST(PushWindow, QueuedPushesGoOutFirstChunkFirst) {
+  for (size_t window : {size_t{0}, size_t{16}}) {
+    SCOPED_TRACE("window " + std::to_string(window));
+    HandServer server;
+    const KeyLayout layout = buildKeyLayout({{"a", 4}, {"b", 4}, {"c", 4}, {"d", 4}}, 1, 16);
+    ASSERT_EQ(layout.chunks.size(), 4u);
+    Worker w({{{server.endpoint, "ps 0"}}, layout, Mode::kSync, 0, WireDtype::kFloat32, window});
+    std::vector<std::vector<float>> grads(4, std::vector<float>(4, 1.0f));
+    for (size_t c = 4; c-- > 0;) w.push(c, grads[c].data(), 0);  // backward's order
+    std::vector<uint32_t> pulls;
+    const auto order = server.pushes(4, pulls);
+    if (window == 0) {
+      EXPECT_EQ(order, (std::vector<uint32_t>{3, 2, 1, 0}));
+    } else {
+      // Chunk 3 went out alone; 0, 1 and 2 waited and then went in key order.
+      EXPECT_EQ(order, (std::vector<uint32_t>{3, 0, 1, 2}));
+    }
+    EXPECT_TRUE(w.pullsPending());
+  }
+}
+
+// A push that never leaves the queue (its server never answers the one
+// ahead of it) is named when the deadline passes, and the wait ends.
+TEST(PushWindow, AServerThatNeverTakesThePushAheadIsNamed) {
+  HandServer server;
+  const KeyLayout layout = buildKeyLayout({{"a", 4}, {"b", 4}}, 1, 16);
+  Worker w({{{server.endpoint, "ps 0"}}, layout, Mode::kSync, 0, WireDtype::kFloat32, 16});
+  std::vector<float> g(4, 1.0f);
+  w.push(1, g.data(), 0);
+  w.push(0, g.data(), 0);
+  const auto started = Clock::now();
+  try {
+    w.receivePulls(Deadline::afterSeconds(0.3), 0, [](size_t, const net::Frame&) {});
+    FAIL() << "a pull queued behind an unanswered push was received";
+  } catch (const PeerError& e) {
+    EXPECT_NE(std::string(e.what()).find("ps 0 did not take the pushes ahead of the pull of chunk 0"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(Clock::now() - started, std::chrono::seconds(2));
 }
 
 }  // namespace

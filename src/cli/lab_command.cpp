@@ -222,6 +222,7 @@ int runLab(LabOptions o) {
   // hierarchical or not, and the chunks they cut.
   const nlohmann::json strategy = chief_summary.value("strategy", nlohmann::json::object());
   setup.hierarchical = strategy.value("hierarchical", false);
+  setup.priority = strategy.value("priority", false);
   const double chunks = strategy.value("chunks", 0.0);
   setup.group_bytes = o.ps > 0 && chunks > 0
                           ? setup.model_bytes / chunks

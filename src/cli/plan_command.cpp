@@ -44,6 +44,7 @@ struct PlanFlags {
   std::string tf1_placement = "round-robin";
   bool recommend = false;
   std::string wire_dtype = "fp32";
+  std::string priority = "on";  // sync flat PS layouts: the next forward overlaps the exchange
   bool json = false;
 };
 
@@ -156,15 +157,19 @@ int run(PlanFlags f) {
       row.update({{"step_ms", p.step_s * 1e3}, {"efficiency", p.efficiency}, {"samples_per_sec", p.samples_per_s},
                   {"bottleneck", p.bottleneck}, {"busiest_server_share", p.busiest_server_share}});
     } else {
-      const plan::Prediction p =
-          plan::predictTandem(work, cluster, layout,
-                              {group_mb * 1024 * 1024 * wire, f.apply_gb_s * 1e9 * wire, f.message_us / 1e6, f.async});
+      // As tandem train: hierarchical hosts share the pulled model in one piece.
+      const bool priority = f.priority == "on" && (algorithm == plan::Algorithm::kPsColocated ||
+                                                   algorithm == plan::Algorithm::kPsDedicated);
+      const plan::Prediction p = plan::predictTandem(
+          work, cluster, layout,
+          {group_mb * 1024 * 1024 * wire, f.apply_gb_s * 1e9 * wire, f.message_us / 1e6, f.async, priority});
       row.update({{"step_ms", p.step_s * 1e3}, {"efficiency", p.efficiency}, {"samples_per_sec", p.samples_per_s},
                   {"bottleneck", p.bottleneck}});
     }
     if (f.recommend) {
       const plan::Recommendation r =
-          plan::recommend(work, cluster, {0, f.apply_gb_s * 1e9 * wire, f.message_us / 1e6, f.async});
+          plan::recommend(work, cluster,
+                          {0, f.apply_gb_s * 1e9 * wire, f.message_us / 1e6, f.async, f.priority == "on"});
       row["recommended"] = {{"layout", plan::algorithmName(r.layout.algorithm)},
                             {"servers", r.layout.servers},
                             {"group_mb", r.group_bytes / wire / (1024 * 1024)},  // as --bucket-mb takes it
@@ -240,6 +245,10 @@ Command addPlanCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--wire-dtype", f->wire_dtype, "fp32, fp16 or bf16: what buckets and chunks travel as (tandem "
                                                  "train --wire-dtype)")->capture_default_str();
+  cmd->add_option("--priority", f->priority,
+                  "sync PS layouts: on (tandem train's default) lets the next forward overlap the exchange")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   cmd->add_option("--servers", f->servers, "parameter servers (default: one per host colocated, 1 dedicated)");
   cmd->add_flag("--recommend", f->recommend,
                 "also name the fastest of Tandem's layouts and bucket/chunk sizes for each row");

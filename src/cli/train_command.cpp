@@ -283,6 +283,11 @@ Command addTrainCommand(CLI::App& app) {
                         "sync PS across hosts: auto sums each host's workers' gradients locally and pushes once per "
                         "host (BytePS-style); off pushes from every worker"))
       ->capture_default_str()->group(ps_group);
+  field("/distributed/priority",
+        cmd->add_option("--priority", c.distributed.priority,
+                        "PS: on sends queued pushes first layers first (two chunks in flight per server) and starts "
+                        "the next forward as its first layers' parameters arrive; off sends in backward's order"))
+      ->capture_default_str()->group(ps_group);
   field("/distributed/ps_threads",
         cmd->add_option("--ps-threads", c.distributed.ps_threads, "optimizer apply threads per server (0: all cores)"))
       ->capture_default_str()->group(ps_group);

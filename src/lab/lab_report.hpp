@@ -29,6 +29,7 @@ struct LabSetup {
   double message_s = 0;          // this machine's fixed cost per bucket or chunk message (undilated)
   double apply_bytes_per_s = 0;  // a server's apply rate (0: free)
   std::string mode;              // "allreduce", "ps-sync", "ps-async", "ssp"
+  bool priority = false;         // sync PS whose next forward waits per stage (--priority on)
 };
 
 struct WorkerResult {

@@ -37,9 +37,12 @@ class AlexNet final : public Model {
                               torch::nn::Linear(4096, input.num_classes)));
   }
 
+  bool gatesStages() const override { return true; }
+
+
   torch::Tensor forward(torch::Tensor x) override {
-    x = avgpool_(features_->forward(x));
-    return classifier_->forward(x.flatten(1));
+    x = avgpool_(forwardStages(features_, x));
+    return forwardStages(classifier_, x.flatten(1));
   }
 
  private:

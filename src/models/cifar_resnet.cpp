@@ -70,9 +70,15 @@ class CifarResNet final : public Model {
     initConvKaiming(*this);
   }
 
+  bool gatesStages() const override { return true; }
+
+
   torch::Tensor forward(torch::Tensor x) override {
+    enterStage(*conv1_);
+    enterStage(*bn1_);
     x = torch::relu(bn1_(conv1_(x)));
-    x = layer3_->forward(layer2_->forward(layer1_->forward(x)));
+    for (auto* stage : {&layer1_, &layer2_, &layer3_}) x = forwardStages(*stage, x);  // block by block
+    enterStage(*fc_);
     return fc_(x.mean({2, 3}));
   }
 

@@ -54,13 +54,27 @@ class Cnn final : public Model {
     initConvKaiming(*this);
   }
 
+  bool gatesStages() const override { return true; }
+
+
   torch::Tensor forward(torch::Tensor x) override {
+    enterStage(*conv1_);
     x = conv1_(x);
-    if (bn1_) x = bn1_(x);
+    if (bn1_) {
+      enterStage(*bn1_);
+      x = bn1_(x);
+    }
+    enterStage(*conv2_);
     x = F::max_pool2d(conv2_(torch::relu(x)), F::MaxPool2dFuncOptions(2));
-    if (bn2_) x = bn2_(x);
+    if (bn2_) {
+      enterStage(*bn2_);
+      x = bn2_(x);
+    }
     x = torch::relu(x);
-    return fc2_(torch::relu(fc1_(x.flatten(1))));
+    enterStage(*fc1_);
+    x = torch::relu(fc1_(x.flatten(1)));
+    enterStage(*fc2_);
+    return fc2_(x);
   }
 
  private:

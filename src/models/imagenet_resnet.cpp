@@ -77,9 +77,15 @@ class ImageNetResNet final : public Model {
     initConvKaiming(*this);
   }
 
+  bool gatesStages() const override { return true; }
+
+
   torch::Tensor forward(torch::Tensor x) override {
+    enterStage(*conv1_);
+    enterStage(*bn1_);
     x = maxpool_(torch::relu(bn1_(conv1_(x))));
-    for (auto& layer : layers_) x = layer->forward(x);
+    for (auto& layer : layers_) x = forwardStages(layer, x);  // block by block
+    enterStage(*fc_);
     return fc_(x.mean({2, 3}));
   }
 

@@ -44,8 +44,12 @@ class InceptionV3 final : public Model {
     initTruncatedNormal(*this, 0.1);
   }
 
+  bool gatesStages() const override { return true; }
+
+
   torch::Tensor forward(torch::Tensor x) override {
-    x = trunk_->forward(x).mean({2, 3});
+    x = forwardStages(trunk_, x).mean({2, 3});
+    enterStage(*fc_);
     return fc_(dropout_(x));
   }
 

@@ -21,7 +21,10 @@ class Mlp final : public Model {
     register_module("layers", layers_);
   }
 
-  torch::Tensor forward(torch::Tensor x) override { return layers_->forward(x.flatten(1)); }
+  bool gatesStages() const override { return true; }
+
+
+  torch::Tensor forward(torch::Tensor x) override { return forwardStages(layers_, x.flatten(1)); }
 
  private:
   torch::nn::Sequential layers_;

@@ -6,6 +6,8 @@
 #include "models/model_options.hpp"
 
 #include <cstdint>
+#include <functional>
+#include <unordered_map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +24,27 @@ struct InputSpec {
 class Model : public torch::nn::Module {
  public:
   virtual torch::Tensor forward(torch::Tensor x) = 0;
+
+  // Priority scheduling: a built-in model's forward calls the gate before
+  // each stage with how many trainable parameters (registration order)
+  // must hold their values by then, so a stage waits only for its own
+  // weights (and those registered before them). Null: no waits.
+  using ParameterGate = std::function<void(size_t count)>;
+  void setParameterGate(ParameterGate gate) { gate_ = std::move(gate); }
+  // True for models whose forward enters every stage before reading its
+  // parameters (the built-in ones); otherwise (TorchScript, user models)
+  // the caller waits for every parameter first.
+  virtual bool gatesStages() const { return false; }
+
+ protected:
+  // Before `stage` reads its parameters.
+  void enterStage(const torch::nn::Module& stage);
+  // Runs `stages` in order, entering each first.
+  torch::Tensor forwardStages(torch::nn::Sequential& stages, torch::Tensor x);
+
+ private:
+  ParameterGate gate_;
+  std::unordered_map<const torch::nn::Module*, size_t> stage_counts_;  // cached prefix lengths
 };
 
 using ModelPtr = std::shared_ptr<Model>;

@@ -23,7 +23,7 @@ class Timeline {
   // Writes `path` on write() or destruction; `task` names the process
   // ("worker 0"), `lanes` its three lanes.
   Timeline(std::filesystem::path path, std::string task, int task_id,
-           const std::array<std::string, 3>& lanes = {"training loop", "communication", "backward layers"});
+           const std::array<std::string, 3>& lanes = {"training loop", "communication", "emulated layers"});
   ~Timeline();
   Timeline(const Timeline&) = delete;
   Timeline& operator=(const Timeline&) = delete;

@@ -103,6 +103,7 @@ Prediction predict(const Workload& work, const Cluster& cluster, const Layout& l
   p.comm_s = busiest / cluster.link_bytes_per_s + latency;
   p.single_s = work.forward_s + work.backward_s;
   p.step_s = work.forward_s + std::max(work.backward_s, p.comm_s);
+  p.overlapped_step_s = std::max(p.single_s, p.comm_s);
   p.efficiency = p.step_s > 0 ? p.single_s / p.step_s : 1.0;
   p.samples_per_s = p.step_s > 0 ? cluster.workers() * work.batch_per_worker / p.step_s : 0;
   if (p.comm_s <= work.backward_s) {
@@ -220,6 +221,21 @@ Prediction predictTandem(const Workload& work, const Cluster& cluster, const Lay
   // A ring group pays all its steps' latencies; a PS group one in each
   // direction, which exchangeEnd charges separately.
   const double per_group = (ring ? latenciesPerGroup(cluster, layout) : 1.0) * cluster.latency_s + path.message_s;
+  if (path.priority && !ring) {
+    // The first layers' chunk leaves last, overtakes the queue, is applied
+    // and comes back; meanwhile the link stays busy with everything else.
+    const double first = std::min(path.group_bytes, work.model_bytes);
+    const double round_trip = 2 * (first * per_byte + per_group) +
+                              (path.apply_bytes_per_s > 0 ? first / path.apply_bytes_per_s : 0);
+    const double groups = std::ceil(work.model_bytes / path.group_bytes);
+    const double link_busy = p.comm_s + groups * path.message_s;
+    const double compute_bound = p.single_s + round_trip;
+    p.step_s = std::max(compute_bound, link_busy);
+    p.efficiency = p.single_s / p.step_s;
+    p.samples_per_s = cluster.workers() * work.batch_per_worker / p.step_s;
+    p.bottleneck = link_busy > compute_bound ? linkBottleneck(p.load) : "compute";
+    return p;
+  }
   const bool shared_direction = cluster.hosts > 1 && layout.servers == cluster.hosts &&
                                 (flatOf(layout.algorithm) == Algorithm::kPsColocated);
   const double exchange_end = shared_direction ? sharedDirectionEnd(work, path, per_byte, per_group)

@@ -54,6 +54,9 @@ struct Prediction {
   LinkLoad load;
   double comm_s = 0;       // time the busiest link needs per step, plus latency
   double step_s = 0;       // forward + max(backward, comm)
+  // The optimum when the next forward overlaps the exchange too (priority
+  // scheduling): max(forward + backward, comm).
+  double overlapped_step_s = 0;
   double single_s = 0;     // one worker alone: forward + backward
   double efficiency = 0;   // single_s / step_s: throughput per worker against one alone
   double samples_per_s = 0;  // the job's
@@ -77,13 +80,20 @@ struct TandemPath {
   double apply_bytes_per_s = 0;       // a server's optimizer apply rate (0: free)
   double message_s = 0;               // fixed cost per message, beyond latency (0: none)
   bool asynchronous = false;          // async PS: workers do not wait for each other
+  // Sync PS with priority scheduling (--priority on, flat layouts): the
+  // next forward starts as the first chunk lands, and the exchange carries
+  // on under it.
+  bool priority = false;
 };
 
 // The step Tandem takes on that layout: backward produces gradient bytes at
 // an even rate; each group crosses the busiest link (at the optimum's cost
 // per byte) once ready and once the link is free; PS groups then wait for
 // their apply and cross back. The comm-bound optimum is the limit of tiny
-// groups and free messages. Asynchronous PS workers share the busiest link
+// groups and free messages. With priority, a sync PS step is the longer of
+// compute plus the first chunk's round trip after backward (the next
+// forward's first stage waits for it) and the busiest link's bytes and
+// messages per step (the exchange runs under the next forward). Asynchronous PS workers share the busiest link
 // as a processor-sharing queue instead: step_s is then worker 0's and
 // samples_per_s sums every worker's own rate.
 Prediction predictTandem(const Workload& work, const Cluster& cluster, const Layout& layout, const TandemPath& path);

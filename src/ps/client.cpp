@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <utility>
 
 #include "core/error.hpp"
 #include "core/logging.hpp"
@@ -38,6 +39,7 @@ struct Ticket::State {
   net::MessageType request_type = net::MessageType::kOk;
   // Weak: a ticket may outlive its client, and then has nobody to tell.
   std::weak_ptr<detail::ClientMailbox> mailbox;
+  std::function<void()> on_done;  // run by the I/O thread after completion
 };
 
 namespace detail {
@@ -143,7 +145,7 @@ Ticket::Times Ticket::times() const {
   return {state_->queued_us, state_->replied_us};
 }
 
-Ticket PsClient::send(int server, net::FrameHeader header, zmq::message_t payload) {
+Ticket PsClient::send(int server, net::FrameHeader header, zmq::message_t payload, std::function<void()> on_done) {
   TANDEM_ENFORCE(server >= 0 && server < servers(), "no such parameter server");
   Ticket ticket;
   ticket.state_ = std::make_shared<Ticket::State>();
@@ -152,6 +154,7 @@ Ticket PsClient::send(int server, net::FrameHeader header, zmq::message_t payloa
   ticket.state_->endpoint = address.endpoint;
   ticket.state_->request_type = header.type;
   ticket.state_->mailbox = mailbox_;
+  ticket.state_->on_done = std::move(on_done);
   ticket.state_->queued_us = obs::Timeline::nowUs();
   {
     std::lock_guard lock(mailbox_->mutex);
@@ -172,6 +175,7 @@ void complete(const std::shared_ptr<Ticket::State>& t, std::optional<net::Frame>
     t->done = true;
   }
   t->cv.notify_all();
+  if (t->on_done) std::exchange(t->on_done, nullptr)();
 }
 
 // One server's requests, as the I/O thread sees them.

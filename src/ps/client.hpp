@@ -11,6 +11,7 @@
 #include <zmq.hpp>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -72,7 +73,10 @@ class PsClient {
 
   // Queues a request to `server`; thread-safe. The payload may be zero-copy
   // (net::sharedPayload): its bytes must stay unchanged until the reply.
-  Ticket send(int server, net::FrameHeader header, zmq::message_t payload);
+  // `on_done`, when set, runs on the I/O thread once the request is answered
+  // or has failed (a push window sends its next request from it); it must
+  // not wait on tickets.
+  Ticket send(int server, net::FrameHeader header, zmq::message_t payload, std::function<void()> on_done = {});
 
   int servers() const { return static_cast<int>(servers_.size()); }
 

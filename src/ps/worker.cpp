@@ -2,20 +2,42 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/error.hpp"
+#include "core/patient_wait.hpp"
 #include "obs/timeline.hpp"
 
 namespace tandem::ps {
 
 using net::MessageType;
 
-Worker::Worker(WorkerOptions options)
-    : options_(std::move(options)), client_(std::make_unique<PsClient>(options_.servers)) {
-  push_tickets_.resize(options_.layout.chunks.size());
-  pull_tickets_.resize(options_.layout.chunks.size());
+size_t defaultPushWindow(const KeyLayout& layout, WireDtype wire) {
+  int64_t largest = 0;
+  for (const auto& chunk : layout.chunks) largest = std::max(largest, chunk.length);
+  return 2 * static_cast<size_t>(largest) * wireBytes(wire);
 }
 
-Worker::~Worker() = default;
+Worker::Worker(WorkerOptions options)
+    : options_(std::move(options)), client_(std::make_unique<PsClient>(options_.servers)) {
+  const size_t chunks = options_.layout.chunks.size();
+  push_tickets_.resize(chunks);
+  pull_tickets_.resize(chunks);
+  pull_expected_.assign(chunks, false);
+  pending_.resize(chunks);
+  waiting_.resize(options_.servers.size());
+  in_flight_bytes_.assign(options_.servers.size(), 0);
+}
+
+// The client's I/O thread may be inside pushTaken until it stops: stop it
+// while the window's members still exist.
+Worker::~Worker() {
+  {
+    std::lock_guard lock(window_mutex_);
+    closing_ = true;
+  }
+  client_.reset();
+}
 
 net::FrameHeader Worker::chunkHeader(MessageType type, size_t c, int64_t clock) const {
   const auto& chunk = options_.layout.chunks[c];
@@ -47,19 +69,86 @@ void Worker::hello(Deadline deadline) {
 }
 
 void Worker::push(size_t c, const void* data, int64_t step) {
-  auto payload = net::sharedPayload(std::shared_ptr<const void>(data, [](const void*) {}), data, chunkWireBytes(c));
-  push_tickets_[c] = client_->send(serverOf(c), chunkHeader(MessageType::kPsPush, c, step), std::move(payload));
-  // The pull goes out at once: the server answers it when the update is
-  // applied, so apply and transfer overlap the rest of backward.
-  if (options_.mode != Mode::kBounded) pull(c, options_.mode == Mode::kSync ? step + 1 : 0);
+  std::lock_guard lock(window_mutex_);
+  pending_[c].data = data;
+  pending_[c].step = step;
+  // The pull goes out with the push: the server answers it when the update
+  // is applied, so apply and transfer overlap the rest of backward. SSP
+  // pulls after reportStep().
+  if (options_.mode != Mode::kBounded) pending_[c].pull_needed = options_.mode == Mode::kSync ? step + 1 : 0;
+  if (pending_[c].pull_needed) pull_expected_[c] = true;
+  const auto server = static_cast<size_t>(serverOf(c));
+  const size_t window = options_.push_window_bytes;
+  if (window == 0 || in_flight_bytes_[server] == 0 || in_flight_bytes_[server] + chunkWireBytes(c) <= window) {
+    sendPush(c);
+  } else {
+    waiting_[server].insert(c);
+  }
+}
+
+void Worker::sendPush(size_t c) {
+  Pending& p = pending_[c];
+  const int server = serverOf(c);
+  const size_t bytes = chunkWireBytes(c);
+  auto payload = net::sharedPayload(std::shared_ptr<const void>(p.data, [](const void*) {}), p.data, bytes);
+  std::function<void()> taken;
+  if (options_.push_window_bytes > 0) {
+    in_flight_bytes_[static_cast<size_t>(server)] += bytes;
+    taken = [this, server, bytes] { pushTaken(server, bytes); };
+  }
+  push_tickets_[c] =
+      client_->send(server, chunkHeader(MessageType::kPsPush, c, p.step), std::move(payload), std::move(taken));
+  if (p.pull_needed) {
+    pull_tickets_[c] = client_->send(server, chunkHeader(MessageType::kPsPull, c, *p.pull_needed), zmq::message_t());
+  }
+  p = Pending();
+  window_cv_.notify_all();
+}
+
+void Worker::pushTaken(int server, size_t bytes) {
+  std::lock_guard lock(window_mutex_);
+  if (closing_) return;
+  const auto s = static_cast<size_t>(server);
+  in_flight_bytes_[s] -= bytes;
+  auto& queue = waiting_[s];
+  while (!queue.empty()) {
+    const size_t c = *queue.begin();
+    if (in_flight_bytes_[s] > 0 && in_flight_bytes_[s] + chunkWireBytes(c) > options_.push_window_bytes) break;
+    queue.erase(queue.begin());
+    sendPush(c);
+  }
 }
 
 void Worker::pull(size_t c, int64_t needed) {
+  std::lock_guard lock(window_mutex_);
+  pull_expected_[c] = true;
+  // Behind its own push (still waiting for the window): it must see it.
+  if (waiting_[static_cast<size_t>(serverOf(c))].count(c) > 0) {
+    pending_[c].pull_needed = needed;
+    return;
+  }
   pull_tickets_[c] = client_->send(serverOf(c), chunkHeader(MessageType::kPsPull, c, needed), zmq::message_t());
 }
 
 void Worker::pullAll(int64_t needed) {
   for (size_t c = 0; c < options_.layout.chunks.size(); ++c) pull(c, needed);
+}
+
+bool Worker::pullsPending() const {
+  std::lock_guard lock(window_mutex_);
+  return std::find(pull_expected_.begin(), pull_expected_.end(), true) != pull_expected_.end();
+}
+
+Ticket Worker::waitSent(size_t c, Deadline deadline, bool pull_ticket, const std::string& what) {
+  std::unique_lock lock(window_mutex_);
+  const auto server = static_cast<size_t>(serverOf(c));
+  const auto started = Clock::now();
+  if (!window_cv_.wait_until(lock, deadline.at(), [&] { return waiting_[server].count(c) == 0; })) {
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
+    throw PeerError(fmt::format("{} did not take the pushes ahead of {} (waited {}): is it overloaded or gone?",
+                                options_.servers[server].name, what, formatDuration(waited)));
+  }
+  return pull_ticket ? pull_tickets_[c] : push_tickets_[c];
 }
 
 // --timeline: a push (queued until the server took it) or a pull (queued
@@ -73,12 +162,23 @@ void Worker::trace(const char* what, size_t c, const Ticket& ticket, int64_t ste
                  {{"server", serverOf(c)}, {"bytes", chunkWireBytes(c)}, {"step", step}});
 }
 
-void Worker::receivePulls(Deadline deadline, int64_t step, const std::function<void(size_t, const net::Frame&)>& sink) {
-  for (size_t c = 0; c < options_.layout.chunks.size(); ++c) {
-    if (!pull_tickets_[c].valid()) continue;  // pulled by a host-mate (hierarchical)
-    net::Frame frame = pull_tickets_[c].wait(deadline, fmt::format("the pull of chunk {} for step {}", c, step));
-    trace("pull", c, pull_tickets_[c], step);
-    pull_tickets_[c] = Ticket();
+void Worker::receivePulls(Deadline deadline, int64_t step, const std::function<void(size_t, const net::Frame&)>& sink,
+                          size_t end) {
+  end = std::min(end, options_.layout.chunks.size());
+  for (size_t c = 0; c < end; ++c) {
+    {
+      std::lock_guard lock(window_mutex_);
+      if (!pull_expected_[c]) continue;  // pulled by a host-mate (hierarchical), or already received
+    }
+    const std::string what = fmt::format("the pull of chunk {} for step {}", c, step);
+    Ticket ticket = waitSent(c, deadline, /*pull_ticket=*/true, what);
+    net::Frame frame = ticket.wait(deadline, what);
+    trace("pull", c, ticket, step);
+    {
+      std::lock_guard lock(window_mutex_);
+      pull_tickets_[c] = Ticket();
+      pull_expected_[c] = false;
+    }
     const size_t expected = chunkWireBytes(c);
     if (frame.payload.size() != expected) {
       throw PeerError(fmt::format("ps {} sent {} bytes for chunk {} ({} expected)", serverOf(c), frame.payload.size(),
@@ -97,9 +197,12 @@ StepAgreement Worker::reportStep(int64_t finished, const StepReport& report, Dea
 
 void Worker::awaitPushes(Deadline deadline, int64_t step) {
   for (size_t c = 0; c < push_tickets_.size(); ++c) {
-    if (!push_tickets_[c].valid()) continue;
-    push_tickets_[c].wait(deadline, fmt::format("the push of chunk {} for step {}", c, step));
-    trace("push", c, push_tickets_[c], step);
+    const std::string what = fmt::format("the push of chunk {} for step {}", c, step);
+    Ticket ticket = waitSent(c, deadline, /*pull_ticket=*/false, what);
+    if (!ticket.valid()) continue;
+    ticket.wait(deadline, what);
+    trace("push", c, ticket, step);
+    std::lock_guard lock(window_mutex_);
     push_tickets_[c] = Ticket();
   }
   for (auto& t : lr_tickets_) t.wait(deadline, "the learning rate");
@@ -141,6 +244,10 @@ void Worker::sayDone(Deadline deadline) {
   std::vector<Ticket> tickets;
   for (int i = 0; i < servers(); ++i) tickets.push_back(client_->send(i, {.type = MessageType::kPsDone}, zmq::message_t()));
   for (auto& t : tickets) t.wait(deadline, "the goodbye");
+  {
+    std::lock_guard lock(window_mutex_);
+    closing_ = true;
+  }
   client_.reset();  // hang up at once: a server closes once its workers have
 }
 

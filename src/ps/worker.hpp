@@ -8,7 +8,11 @@
 // Thread-safety: push() may be called from a gradient-capture thread while
 // the training thread is in any other call; everything else belongs to one
 // thread at a time.
+#include <condition_variable>
+#include <cstdint>
 #include <functional>
+#include <mutex>
+#include <set>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -27,7 +31,17 @@ struct WorkerOptions {
   Mode mode = Mode::kSync;
   uint32_t index = 0;  // this worker's index
   WireDtype wire = WireDtype::kFloat32;  // pushes and pulls; the servers' config says the same
+  // Priority scheduling (P3): at most this many bytes of pushes (with their
+  // pulls) in flight per server; the rest wait here and go out lowest chunk
+  // first, i.e. in the order the next forward needs them. 0: every push goes
+  // out at once, in the order backward completes them.
+  size_t push_window_bytes = 0;
 };
+
+// The window priority scheduling uses by default: two of the largest chunks
+// per server, one on the wire and one queued behind it, so the link never
+// idles while a later-needed chunk cannot overtake more than one.
+size_t defaultPushWindow(const KeyLayout& layout, WireDtype wire);
 
 class Worker {
  public:
@@ -61,11 +75,16 @@ class Worker {
   // from (sync), or whatever has been received (0, async and SSP).
   void pullAll(int64_t needed);
 
-  // Waits for every pull in flight, in key order, and hands each reply
-  // (values in the wire dtype) to `sink`, which must copy what it needs.
-  // Chunks not pulled since the last call are skipped. Throws PeerError naming the
-  // chunk and server when one is late or the wrong size.
-  void receivePulls(Deadline deadline, int64_t step, const std::function<void(size_t, const net::Frame&)>& sink);
+  // Waits for the pulls of chunks [0, end) in flight (or still queued behind
+  // the push window), in key order, and hands each reply (values in the
+  // wire dtype) to `sink`, which must copy what it needs. Chunks not pulled
+  // since the last call are skipped, so growing `end` receives the model in
+  // stages. Throws PeerError naming the chunk and server when one is late or
+  // the wrong size.
+  void receivePulls(Deadline deadline, int64_t step, const std::function<void(size_t, const net::Frame&)>& sink,
+                    size_t end = SIZE_MAX);
+  // True while some chunk's pull has not been received.
+  bool pullsPending() const;
 
   // Tells ps 0 this worker finished step `finished`; returns when the job
   // lets it go on (sync: every worker finished; SSP: within the bound).
@@ -96,6 +115,9 @@ class Worker {
   net::FrameHeader chunkHeader(net::MessageType type, size_t c, int64_t clock) const;
   int serverOf(size_t c) const { return options_.layout.chunks[c].server; }
   void pull(size_t c, int64_t needed);
+  void sendPush(size_t c);  // under window_mutex_
+  void pushTaken(int server, size_t bytes);  // I/O thread: the window moves on
+  Ticket waitSent(size_t c, Deadline deadline, bool pull_ticket, const std::string& what);
   void trace(const char* what, size_t c, const Ticket& ticket, int64_t step) const;
   size_t chunkWireBytes(size_t c) const {
     return static_cast<size_t>(options_.layout.chunks[c].length) * wireBytes(options_.wire);
@@ -103,7 +125,21 @@ class Worker {
 
   WorkerOptions options_;
   std::unique_ptr<PsClient> client_;
+  // Pushes and pulls are sent by the capture thread or, behind the window,
+  // by the client's I/O thread: their tickets are guarded by window_mutex_.
+  mutable std::mutex window_mutex_;
+  std::condition_variable window_cv_;
   std::vector<Ticket> push_tickets_, pull_tickets_, lr_tickets_;
+  std::vector<bool> pull_expected_;  // by chunk: a pull is owed (maybe not yet sent)
+  struct Pending {
+    const void* data = nullptr;
+    int64_t step = 0;
+    std::optional<int64_t> pull_needed;  // the pull to send right behind the push
+  };
+  std::vector<Pending> pending_;            // by chunk: a push waiting for the window
+  std::vector<std::set<size_t>> waiting_;   // by server: queued chunks, lowest first
+  std::vector<size_t> in_flight_bytes_;     // by server
+  bool closing_ = false;
   std::optional<double> sent_lr_;
   bool done_ = false;
 };

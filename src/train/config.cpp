@@ -26,7 +26,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LrScheduleConfig, kind, unit, bo
                                                 warmup_steps, scaling)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DistributedConfig, bucket_mb, peer_timeout_s, rendezvous_timeout_s,
                                                 verify_replicas_every, ps_mode, staleness, ps_chunk_mb, ps_threads,
-                                                wire_dtype, error_feedback, hierarchical)
+                                                wire_dtype, error_feedback, hierarchical, priority)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, model, loss, model_options, dataset, batch_size, accumulate, epochs,
                                                 max_steps, seed, threads, prefetch_threads, prefetch_depth,
                                                 eval_every_steps, eval_batch_size, log_every_steps,
@@ -102,6 +102,9 @@ void validate(const TrainConfig& c, SuppliedParts supplied) {
   if (c.distributed.ps_threads < 0) throw InputError("--ps-threads: must be >= 0");
   if (c.distributed.hierarchical != "auto" && c.distributed.hierarchical != "off") {
     throw InputError(fmt::format("--hierarchical: expected auto or off, got '{}'", c.distributed.hierarchical));
+  }
+  if (c.distributed.priority != "on" && c.distributed.priority != "off") {
+    throw InputError(fmt::format("--priority: expected on or off, got '{}'", c.distributed.priority));
   }
   if (parseWireDtype(c.distributed.wire_dtype) == WireDtype::kFloat32 && c.distributed.error_feedback) {
     throw InputError("--error-feedback: needs --wire-dtype fp16 or bf16 (float32 loses nothing to carry)");

@@ -54,6 +54,11 @@ struct DistributedConfig {
   // of them pushes (when the job spans hosts and a host has several
   // workers); "off" has every worker push alone.
   std::string hierarchical = "auto";
+  // PS: "on" sends queued pushes (and their pulls) first layers first within
+  // a window of two chunks per server, and lets the next forward start as
+  // soon as its first layers' parameters are in (P3); "off": every push goes
+  // out as backward completes it, and every pull is in before the step ends.
+  std::string priority = "on";
 };
 
 // The consistency a PS run uses, from --ps-mode and --staleness:

@@ -202,9 +202,28 @@ EmulatedCompute::EmulatedCompute(models::Model& model, ComputeProfile profile, t
 
 EmulatedCompute::~EmulatedCompute() = default;
 
-torch::Tensor EmulatedCompute::forward() {
+torch::Tensor EmulatedCompute::forward(const ParameterGate& gate) {
   Impl& s = *impl_;
-  std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(s.profile.forward_ms));
+  const int64_t start_us = obs::Timeline::nowUs();
+  // An absolute schedule, so that sleeps' overshoots do not add up; a gate
+  // that waits moves the rest of the forward later.
+  Clock::time_point due = Clock::now();
+  size_t asked = 0;
+  for (auto it = s.backward_order.rbegin(); it != s.backward_order.rend(); ++it) {
+    if (gate && *it + 1 > asked) {
+      std::this_thread::sleep_until(due);  // the layer is reached now
+      asked = *it + 1;
+      const auto asked_at = Clock::now();
+      gate(asked);
+      due += Clock::now() - asked_at;  // not the sleep's overshoot: that would add up
+    }
+    due += std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double, std::milli>(s.shares[*it] * s.profile.forward_ms));
+  }
+  std::this_thread::sleep_until(due);
+  if (auto* timeline = obs::Timeline::current()) {
+    timeline->span("forward (emulated)", obs::Lane::kBackward, start_us, obs::Timeline::nowUs());
+  }
   auto clock = std::make_shared<BackwardClock>();
   std::vector<torch::Tensor> outputs;
   // Created in forward order: autograd runs the later ones first.

@@ -9,6 +9,7 @@
 // no CPU is spent, so many emulated GPUs fit on a few cores.
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,9 +40,15 @@ class EmulatedCompute {
   EmulatedCompute(models::Model& model, ComputeProfile profile, torch::IntArrayRef sample_shape);
   ~EmulatedCompute();
 
-  // Waits out the profile's forward time and returns a loss of 0 whose
-  // backward is the emulated one.
-  torch::Tensor forward();
+  // Called before a layer's forward with the number of parameters (in
+  // registration order) that must hold their values by then.
+  using ParameterGate = std::function<void(size_t count)>;
+
+  // Waits out the profile's forward time, layer by layer in forward order
+  // (each its share of the FLOPs), and returns a loss of 0 whose backward is
+  // the emulated one. `gate`, when set, is asked before each layer that
+  // needs a parameter not yet asked for, so a layer waits for its weights.
+  torch::Tensor forward(const ParameterGate& gate = {});
 
   const ComputeProfile& profile() const;
   // Each trainable parameter's share of the backward time, in registration

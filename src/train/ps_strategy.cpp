@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <utility>
 
 #include "core/clock.hpp"
 #include "core/error.hpp"
@@ -58,6 +59,13 @@ struct PsStrategy::Impl {
   std::vector<float> pulled;                  // hierarchical: the model as pulled, in key order
   std::vector<std::vector<uint16_t>> wire_grads;  // by chunk: a 16-bit wire's pushes
   std::vector<std::vector<float>> residuals;      // by chunk, with --error-feedback
+  // Priority scheduling: pulls may still be arriving when a step ends; the
+  // trainer's awaitParameters takes them in, first chunks first.
+  bool gated = false;
+  std::vector<size_t> chunks_through;  // by parameter count: the chunks holding the first that many parameters
+  SyncTimes parameter_waits;           // awaitParameters since the trainer last asked
+  double gated_this_step = 0;          // seconds awaitParameters took since the step began
+  int64_t pushes_pending_for = -1;     // gated: the step whose pushes nobody has awaited yet
   int64_t step = 0;
   int64_t max_lead = 0;
   bool joined = false;
@@ -160,16 +168,45 @@ struct PsStrategy::Impl {
     worker->push(chunk, buffer.data(), step);
   }
 
-  // Copies every pulled chunk into the model, first layers first; returns
-  // the seconds spent copying.
-  double receivePulls(Deadline deadline) {
+  // Copies the pulled chunks before `end` into the model, first layers
+  // first; returns the seconds spent copying. `pulled_for`: the step the
+  // pulls answer (for the timeline).
+  double receivePulls(Deadline deadline, int64_t pulled_for, size_t end = SIZE_MAX) {
     double copying = 0;
-    worker->receivePulls(deadline, step, [&](size_t c, const net::Frame& frame) {
-      Stopwatch copy;
-      scatterChunk(c, frame.payload.data(), wire);  // the worker checked its size
-      copying += copy.elapsed();
-    });
+    worker->receivePulls(
+        deadline, pulled_for,
+        [&](size_t c, const net::Frame& frame) {
+          Stopwatch copy;
+          scatterChunk(c, frame.payload.data(), wire);  // the worker checked its size
+          copying += copy.elapsed();
+        },
+        end);
     return copying;
+  }
+
+  // Gated: the last step's pushes, awaited before anything rewrites or
+  // reads past them (the next backward, checkpoints, the end).
+  void awaitGatedPushes() {
+    if (pushes_pending_for < 0) return;
+    Stopwatch watch;
+    worker->awaitPushes(peerDeadline(), pushes_pending_for);
+    pushes_pending_for = -1;
+    parameter_waits.exposed_comm += watch.elapsed();
+    gated_this_step += watch.elapsed();
+  }
+
+  void mapChunksThrough() {
+    chunks_through.assign(params.size() + 1, 0);
+    for (size_t p = 0; p < params.size(); ++p) {
+      const int64_t last = layout.tensor_offsets[p] + params[p].numel() - 1;
+      size_t end = chunks_through[p];
+      for (size_t c = 0; c < layout.chunks.size(); ++c) {
+        if (layout.chunks[c].begin <= last && last < layout.chunks[c].begin + layout.chunks[c].length) {
+          end = std::max(end, c + 1);
+        }
+      }
+      chunks_through[p + 1] = end;
+    }
   }
 
   // Hierarchical: the owners' pulls land in `pulled`, the host shares them,
@@ -246,6 +283,7 @@ bool PsStrategy::sharesSteps() const { return impl_->mode == ps::Mode::kAsync; }
 
 int64_t PsStrategy::awaitJobEnd(int64_t own_step) {
   Impl& s = *impl_;
+  awaitParameters();
   if (s.mode == ps::Mode::kSync) return own_step;
   // The others have at most one granted step (async) or the staleness
   // bound's worth (SSP) to finish; a dead one is given up on by ps 0 after
@@ -256,13 +294,14 @@ int64_t PsStrategy::awaitJobEnd(int64_t own_step) {
   const ps::StepAgreement agreement = s.worker->awaitWorkers(s.step, deadline);
   // Pulls answer once every push received before them is applied.
   s.worker->pullAll(0);
-  s.receivePulls(deadline);
+  s.receivePulls(deadline, s.step);
   return static_cast<int64_t>(agreement.global_step);
 }
 nlohmann::json PsStrategy::summary() const {
   return {{"servers", impl_->spec.numServers()},
           {"chunks", impl_->layout.chunks.size()},
           {"hierarchical", !impl_->push_groups.empty()},
+          {"priority", impl_->gated},  // the next forward waits per stage
           {"max_lead_steps", impl_->max_lead}};
 }
 
@@ -332,8 +371,10 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
         net::isLoopbackHost(host.host) ? net::sameHostEndpoint(host.port) : net::tcpEndpoint(host.host, host.port);
     servers.push_back({endpoint, cluster::taskName(cluster::Role::kPs, i)});
   }
+  const size_t window = s.config.distributed.priority == "on" ? ps::defaultPushWindow(s.layout, s.wire) : 0;
   s.worker = std::make_unique<ps::Worker>(
-      ps::WorkerOptions{servers, s.layout, s.mode, static_cast<uint32_t>(s.spec.index), s.wire});
+      ps::WorkerOptions{servers, s.layout, s.mode, static_cast<uint32_t>(s.spec.index), s.wire, window});
+  s.mapChunksThrough();
   s.wire_grads.resize(s.layout.chunks.size());
   s.residuals.resize(s.layout.chunks.size());
   const Deadline startup = Deadline::afterSeconds(s.config.distributed.rendezvous_timeout_s);
@@ -355,7 +396,7 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
   s.step = plan.start_step;
   if (!s.spec.isChief()) {
     s.worker->pullAll(s.mode == ps::Mode::kSync ? plan.start_step : 0);
-    s.receivePulls(startup);
+    s.receivePulls(startup, plan.start_step);
   }
 
   std::vector<GradientCapture::Range> chunk_ranges;
@@ -382,6 +423,7 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
 
 void PsStrategy::beforeBackward(const LocalStep& so_far, int micro_step) {
   Impl& s = *impl_;
+  awaitParameters();  // backward reads every weight and rewrites the pushed gradients
   const bool last = micro_step + 1 == so_far.micro_steps;
   // Sync: each worker's share of the mean. Otherwise every push is an update.
   const double workers = s.mode == ps::Mode::kSync ? s.n() : 1;
@@ -392,7 +434,9 @@ void PsStrategy::beforeBackward(const LocalStep& so_far, int micro_step) {
 AgreedStep PsStrategy::synchronizeGradients(torch::nn::Module& model, const LocalStep& local) {
   Impl& s = *impl_;
   Stopwatch watch;
-  const double compute = secondsSince(s.cycle_start);
+  // Compute only: the forward's waits for the last step's parameters are not.
+  const double compute = std::max(0.0, secondsSince(s.cycle_start) - s.gated_this_step);
+  s.gated_this_step = 0;
   s.capture->flush();  // parameters without a gradient this update push zeros
   if (s.host) s.host->awaitReduces(s.peerDeadline());
   const ps::StepReport report{local.loss_sum / local.micro_steps, compute, local.stop_requested};
@@ -404,9 +448,16 @@ AgreedStep PsStrategy::synchronizeGradients(torch::nn::Module& model, const Loca
   // Bounded staleness pulls only once ps 0 lets this worker go on, so that
   // it starts from the freshest values it is allowed.
   if (s.mode == ps::Mode::kBounded) s.worker->pullAll(0);
-  s.worker->awaitPushes(deadline, s.step);
+  // Gated: the next backward, which rewrites the pushed gradients, waits
+  // for the pushes instead, so the next forward may start before them.
+  if (s.gated) {
+    s.pushes_pending_for = s.step;
+  } else {
+    s.worker->awaitPushes(deadline, s.step);
+  }
   AgreedStep agreed;
-  agreed.times.update = s.host ? s.receiveSharedPulls(deadline) : s.receivePulls(deadline);
+  // Gated: the next forward takes the pulls in as it reaches their layers.
+  if (!s.gated) agreed.times.update = s.host ? s.receiveSharedPulls(deadline) : s.receivePulls(deadline, s.step);
   const double total = watch.elapsed();
   if (s.mode == ps::Mode::kSync) {
     agreed.times.wait_workers = std::clamp(agreement.slowest_compute_seconds - compute, 0.0, clock_wait);
@@ -426,8 +477,30 @@ AgreedStep PsStrategy::synchronizeGradients(torch::nn::Module& model, const Loca
   return agreed;
 }
 
+void PsStrategy::allowGatedParameters() {
+  Impl& s = *impl_;
+  // Hierarchical hosts share the pulled model in one piece.
+  s.gated = s.config.distributed.priority == "on" && s.host == nullptr;
+}
+
+void PsStrategy::awaitParameters(size_t count) {
+  Impl& s = *impl_;
+  if (!s.worker) return;
+  if (count >= s.params.size()) s.awaitGatedPushes();  // everything the step sent is in
+  if (!s.worker->pullsPending()) return;
+  const size_t end = s.chunks_through.at(std::min(count, s.params.size()));
+  Stopwatch watch;
+  const double copying = s.receivePulls(s.peerDeadline(), s.step - 1, end);
+  s.parameter_waits.update += copying;
+  s.parameter_waits.exposed_comm += std::max(0.0, watch.elapsed() - copying);
+  s.gated_this_step += watch.elapsed();
+}
+
+SyncTimes PsStrategy::takeParameterWaits() { return std::exchange(impl_->parameter_waits, SyncTimes{}); }
+
 void PsStrategy::prepareCheckpoint(torch::optim::Optimizer& optimizer) {
   Impl& s = *impl_;
+  awaitParameters();
   // Sync: the state after this worker's last step, before anyone's next.
   const std::vector<net::Frame> frames = s.worker->fetchState(s.mode == ps::Mode::kSync ? s.step : 0, s.peerDeadline());
   const int slots = ps::slotCount(s.config.optimizer);
@@ -466,11 +539,15 @@ void PsStrategy::prepareCheckpoint(torch::optim::Optimizer& optimizer) {
 void PsStrategy::setLearningRate(double lr) {
   Impl& s = *impl_;
   TANDEM_ENFORCE(s.worker != nullptr, "setLearningRate before initialize or after finish");
+  // The rate applies to the pushes after it: none of the last step's may
+  // still be queued behind the window.
+  s.awaitGatedPushes();
   s.worker->setLearningRate(lr);
 }
 
 void PsStrategy::finish() {
   Impl& s = *impl_;
+  awaitParameters();
   if (s.worker && !s.worker->done()) s.worker->sayDone(s.peerDeadline());
   s.worker.reset();  // hang up at once: a server closes once its workers have
 }

@@ -50,6 +50,11 @@ class PsStrategy final : public Strategy {
   // so the checkpoint resumes in any mode.
   void prepareCheckpoint(torch::optim::Optimizer& optimizer) override;
 
+  // --priority on (flat layouts): pulls land while the next forward runs.
+  void allowGatedParameters() override;
+  void awaitParameters(size_t count = SIZE_MAX) override;
+  SyncTimes takeParameterWaits() override;
+
   // Includes max_lead_steps: the furthest this worker ran ahead of the
   // slowest one, as ps 0 reported at each step start (SSP keeps it <= k).
   nlohmann::json summary() const override;

@@ -4,6 +4,7 @@
 // and ParameterServer move gradients and parameters.
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <string>
 
 #include "models/registry.hpp"
@@ -84,6 +85,18 @@ class Strategy {
   // Before worker 0 saves a checkpoint: brings the optimizer state into
   // `optimizer` when it lives elsewhere (parameter servers).
   virtual void prepareCheckpoint(torch::optim::Optimizer& optimizer) {}
+  // Priority scheduling. The caller promises to call awaitParameters before
+  // anything reads the parameters after synchronizeGradients: from then on,
+  // synchronizeGradients may return while the next step's values are still
+  // arriving, first layers first.
+  virtual void allowGatedParameters() {}
+  // Waits until the first `count` trainable parameters (registration order)
+  // hold the update; by default all of them.
+  virtual void awaitParameters(size_t count = SIZE_MAX) {}
+  // The time awaitParameters spent since the last call: waiting
+  // (exposed_comm) and copying values in (update), to count in the step
+  // whose forward it delayed.
+  virtual SyncTimes takeParameterWaits() { return {}; }
   // Strategy-specific figures for the run summary.
   virtual nlohmann::json summary() const { return nlohmann::json::object(); }
 };

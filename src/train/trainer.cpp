@@ -250,6 +250,13 @@ nlohmann::json Trainer::run() {
   }
   strategy_->initialize(*model, runFingerprint(c, *model, splits.train->size(), start_step, world),
                         {steps_per_epoch, total_steps, start_step, optimizer.get()});
+  strategy_->allowGatedParameters();  // every read below awaits them first
+  // A built-in model's stages each wait for their own parameters.
+  model->setParameterGate([this](size_t count) { strategy_->awaitParameters(count); });
+  struct GateReset {
+    models::Model& model;
+    ~GateReset() { model.setParameterGate(nullptr); }
+  } gate_reset{*model};
   if (nothing_to_do) {
     // Still joined and said done, so that peers and servers end at once too.
     strategy_->finish();
@@ -289,6 +296,7 @@ nlohmann::json Trainer::run() {
 
   auto runEval = [&](int64_t done_steps) {
     if (emulated) return;  // no real forward to evaluate
+    strategy_->awaitParameters();
     last_eval = evaluate(*model, *splits.test, c.eval_batch_size, loss_fn);
     writer.append({{"type", "eval"}, {"step", done_steps}, {"epoch", done_steps / steps_per_epoch},
                    {"test_accuracy", last_eval.accuracy}, {"test_loss", last_eval.loss}});
@@ -347,14 +355,28 @@ nlohmann::json Trainer::run() {
       data::Batch batch = prefetcher.next();
       breakdown.add(obs::Phase::kInputWait, phase.lap());
       spanTo("input wait");
-      auto loss = emulated ? emulated->forward() : loss_fn(model->forward(batch.inputs), batch.targets);
+      // Priority scheduling: an emulated layer or a built-in model's stage
+      // waits for its own weights; a TorchScript forward for all of them.
+      torch::Tensor loss;
+      if (emulated) {
+        loss = emulated->forward([&](size_t count) { strategy_->awaitParameters(count); });
+      } else {
+        if (!model->gatesStages()) strategy_->awaitParameters();
+        loss = loss_fn(model->forward(batch.inputs), batch.targets);
+      }
       step_input.loss_sum += loss.item<double>();
       step_input.stop_requested = stopRequested();
       strategy_->beforeBackward(step_input, micro);
       loss.backward();
       if (c.debug_step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(c.debug_step_delay_ms));
-      breakdown.add(obs::Phase::kForwardBackward, phase.lap());
-      spanTo(emulated ? "forward+backward (emulated)" : "forward+backward");
+      // Waiting for the last step's parameters is communication, not compute.
+      const SyncTimes awaited = strategy_->takeParameterWaits();
+      breakdown.add(obs::Phase::kForwardBackward,
+                    std::max(0.0, phase.lap() - awaited.exposed_comm - awaited.update));
+      breakdown.add(obs::Phase::kExposedComm, awaited.exposed_comm);
+      breakdown.add(obs::Phase::kUpdate, awaited.update);
+      spanTo(emulated ? "forward+backward (emulated)" : "forward+backward",
+             {{"awaited_parameters_ms", awaited.exposed_comm * 1e3}});
     }
 
     AgreedStep agreed = strategy_->synchronizeGradients(*model, step_input);
