@@ -12,6 +12,8 @@
 #              workers, one PS on host 0 (the users' layout, sync)
 #   inception  Inception v3 on K80s (0.70 + 1.40 s), 25 Gbit/s dilated by
 #              DILATION, 4 hosts x 2 workers, a PS on every host
+# The two 4-host jobs run flat (--hierarchical off): hierarchical hosts keep
+# the window but not the overlapped forward (docs/parameter-server.md).
 # Needs root (tandem lab). Usage: sudo bench/lab_priority.sh [OUT] [PARTS]
 #   PARTS="queue resnet110 inception"  STEPS=20  DILATION=4
 set -euo pipefail
@@ -40,12 +42,12 @@ for part in $PARTS; do
     resnet110)
       pair resnet110 --hosts 4 --workers-per-host 2 --ps 1 --link-mbps 1000 -- --model resnet110 \
         --dataset synthetic --synthetic-shape 3x32x32 --emulate-compute profiles/resnet110-titanx-b128.json \
-        --batch-size 128 --max-steps $((STEPS + 3)) ;;
+        --batch-size 128 --max-steps $((STEPS + 3)) --hierarchical off ;;
     inception)
       pair inception --hosts 4 --workers-per-host 2 --ps 4 --link-mbps 25000 --dilation "$DILATION" \
         --warmup-steps 2 -- --model inception_v3 --dataset synthetic --synthetic-shape 3x299x299 \
         --synthetic-size 2000 --emulate-compute profiles/inception_v3-k80-b64.json --batch-size 64 \
-        --max-steps $((STEPS / 4 + 2)) ;;
+        --max-steps $((STEPS / 4 + 2)) --hierarchical off ;;
     *) echo "unknown part $part" >&2; exit 2 ;;
   esac
 done

@@ -13,7 +13,7 @@ Recommendation recommend(const Workload& work, const Cluster& cluster, const Tan
     for (double mib = 64; mib >= 0.25; mib /= 2) {
       TandemPath path = costs;
       path.group_bytes = mib * 1024 * 1024;
-      path.priority = costs.priority && !isAllReduce(layout.algorithm);  // a PS layout's forward may overlap
+      path.priority = costs.priority && layout.algorithm == Algorithm::kPsColocated;  // its forward may overlap
       tried.push_back({layout, path.group_bytes, predictTandem(work, cluster, layout, path)});
       fastest = std::max(fastest, tried.back().prediction.samples_per_s);
     }

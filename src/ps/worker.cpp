@@ -134,11 +134,6 @@ void Worker::pullAll(int64_t needed) {
   for (size_t c = 0; c < options_.layout.chunks.size(); ++c) pull(c, needed);
 }
 
-bool Worker::pullsPending() const {
-  std::lock_guard lock(window_mutex_);
-  return std::find(pull_expected_.begin(), pull_expected_.end(), true) != pull_expected_.end();
-}
-
 Ticket Worker::waitSent(size_t c, Deadline deadline, bool pull_ticket, const std::string& what) {
   std::unique_lock lock(window_mutex_);
   const auto server = static_cast<size_t>(serverOf(c));

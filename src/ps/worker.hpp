@@ -83,8 +83,6 @@ class Worker {
   // the wrong size.
   void receivePulls(Deadline deadline, int64_t step, const std::function<void(size_t, const net::Frame&)>& sink,
                     size_t end = SIZE_MAX);
-  // True while some chunk's pull has not been received.
-  bool pullsPending() const;
 
   // Tells ps 0 this worker finished step `finished`; returns when the job
   // lets it go on (sync: every worker finished; SSP: within the bound).
