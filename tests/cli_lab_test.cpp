@@ -201,5 +201,31 @@ TEST(CliLab, PriorityPullsTheFirstChunkEarlyAndOverlapsTheNextForward) {
   EXPECT_EQ(testing::maxAbsoluteDifference(a, b), 0.0);
 }
 
+
+// A real built-in model (resnet20, real compute) whose pulls crawl over a
+// 20 Mbit/s link: with --priority on its forward enters each block only
+// once that block's chunks are in. A stage read before its values arrived
+// would change the trajectory; the parameters must equal --priority off's.
+TEST(CliLab, PriorityGatesABuiltInModelsStagesExactly) {
+  if (!lab::missingLabPrivileges().empty()) GTEST_SKIP() << lab::missingLabPrivileges();
+  TempDir dir;
+  auto run = [&](const std::string& name) {
+    auto result = runTandem("lab --hosts 2 --ps 1 --link-mbps 20 -- --model resnet20 --dataset synthetic "
+                            "--synthetic-shape 3x32x32 --batch-size 16 --max-steps 8 --ps-chunk-mb 0.0625 --seed 3 "
+                            "--timeline --out " + dir.str(name) + " --priority " + name);
+    EXPECT_EQ(result.exit_code, 0) << result.output;
+    int waited = 0;  // steps whose forward waited for parameters
+    for (const auto& e : spansOf(nlohmann::json::parse(testing::readFile(dir.path() / name / "timeline.json")), 1)) {
+      if (e["name"] == "forward+backward") waited += e["args"]["awaited_parameters_ms"].get<double>() > 1.0;
+    }
+    return waited;
+  };
+  EXPECT_GE(run("on"), 5);  // 7 steps after the first
+  EXPECT_EQ(run("off"), 0);
+  const auto a = testing::checkpointParameters(dir.str("on/checkpoint.ckpt"), {3, 32, 32, 10});
+  const auto b = testing::checkpointParameters(dir.str("off/checkpoint.ckpt"), {3, 32, 32, 10});
+  EXPECT_EQ(testing::maxAbsoluteDifference(a, b), 0.0);
+}
+
 }  // namespace
 }  // namespace tandem
