@@ -333,6 +333,9 @@ nlohmann::json Trainer::run() {
   int64_t faults_after_warmup = 0;
   for (int64_t local = local_start; local < local_end && done < total_steps && !stop_agreed && !budget_spent;
        ++local) {
+    // Parameters awaited between steps (an evaluation, a checkpoint) are
+    // not this step's.
+    strategy_->takeParameterWaits();
     Stopwatch step_watch;
     Stopwatch phase;
     const int64_t step_start_us = obs::Timeline::nowUs();
