@@ -75,11 +75,11 @@ void PsHostGroup::awaitReduces(Deadline deadline) {
   }
 }
 
-void PsHostGroup::share(float* flat, const std::vector<Range>& chunks, size_t from, size_t to, Deadline deadline) {
+void PsHostGroup::share(float* flat, const std::vector<Range>& chunks, Deadline deadline) {
   try {
     thread_
         ->submit([&] {
-          for (size_t c = from; c < to; ++c) {
+          for (size_t c = 0; c < chunks.size(); ++c) {
             comm_->broadcast(flat + chunks[c].begin, static_cast<size_t>(chunks[c].length) * sizeof(float),
                              ownerOf(c));
           }

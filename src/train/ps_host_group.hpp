@@ -51,14 +51,13 @@ class PsHostGroup {
   void reduce(float* data, size_t n, std::function<void()> then);
   // Waits for every reduce of this step. Throws PeerError naming `what`.
   void awaitReduces(Deadline deadline);
-  // Hands the values of chunks [from, to) (at `flat` + begin) from their
-  // owners to the host, in key order, and waits. Host-mates may cut the
-  // chunks into different calls, as long as each shares them in key order.
+  // Hands each chunk's values (at `flat` + begin) from its owner to the
+  // host, chunks in key order, and waits.
   struct Range {
     int64_t begin = 0;
     int64_t length = 0;
   };
-  void share(float* flat, const std::vector<Range>& chunks, size_t from, size_t to, Deadline deadline);
+  void share(float* flat, const std::vector<Range>& chunks, Deadline deadline);
 
  private:
   std::string ranksText() const;

@@ -66,8 +66,7 @@ struct PsStrategy::Impl {
   SyncTimes parameter_waits;           // awaitParameters since the trainer last asked
   double gated_this_step = 0;          // seconds awaitParameters took since the step began
   int64_t pushes_pending_for = -1;     // gated: the step whose pushes nobody has awaited yet
-  bool update_pending = false;         // gated: the last step's values are not all in the model
-  size_t received_upto = 0;            // ... chunks before this one are
+  size_t received_upto = SIZE_MAX;     // gated: the last step's chunks before this one are in the model
   int64_t step = 0;
   int64_t max_lead = 0;
   bool joined = false;
@@ -197,36 +196,32 @@ struct PsStrategy::Impl {
     gated_this_step += watch.elapsed();
   }
 
+  // Chunks are contiguous in key order: the first that many parameters end
+  // in the chunk holding their last float.
   void mapChunksThrough() {
     chunks_through.assign(params.size() + 1, 0);
     for (size_t p = 0; p < params.size(); ++p) {
       const int64_t last = layout.tensor_offsets[p] + params[p].numel() - 1;
-      size_t end = chunks_through[p];
-      for (size_t c = 0; c < layout.chunks.size(); ++c) {
-        if (layout.chunks[c].begin <= last && last < layout.chunks[c].begin + layout.chunks[c].length) {
-          end = std::max(end, c + 1);
-        }
-      }
-      chunks_through[p + 1] = end;
+      const auto after = std::upper_bound(layout.chunks.begin(), layout.chunks.end(), last,
+                                          [](int64_t f, const ps::Chunk& c) { return f < c.begin; });
+      chunks_through[p + 1] = std::max(chunks_through[p], static_cast<size_t>(after - layout.chunks.begin()));
     }
   }
 
-  // Hierarchical: the owners' pulls of chunks [from, end) land in
-  // `pulled`, the host shares them, and every worker copies them in.
-  // Returns the seconds copying.
-  double receiveSharedPulls(Deadline deadline, int64_t pulled_for, size_t from, size_t end) {
-    worker->receivePulls(
-        deadline, pulled_for,
-        [&](size_t c, const net::Frame& frame) {
-          decodeWire(wire, frame.payload.data(), pulled.data() + layout.chunks[c].begin,
-                     static_cast<size_t>(layout.chunks[c].length));
-        },
-        end);
+  // Hierarchical: the owners' pulls land in `pulled`, the host shares them,
+  // and every worker copies the whole model in. Returns the seconds copying.
+  double receiveSharedPulls(Deadline deadline) {
+    worker->receivePulls(deadline, step, [&](size_t c, const net::Frame& frame) {
+      decodeWire(wire, frame.payload.data(), pulled.data() + layout.chunks[c].begin,
+                 static_cast<size_t>(layout.chunks[c].length));
+    });
     std::vector<PsHostGroup::Range> ranges;
     for (const auto& chunk : layout.chunks) ranges.push_back({chunk.begin, chunk.length});
-    host->share(pulled.data(), ranges, from, end, deadline);
+    host->share(pulled.data(), ranges, deadline);
     Stopwatch copy;
-    for (size_t c = from; c < end; ++c) scatterChunk(c, pulled.data() + layout.chunks[c].begin, WireDtype::kFloat32);
+    for (size_t c = 0; c < layout.chunks.size(); ++c) {
+      scatterChunk(c, pulled.data() + layout.chunks[c].begin, WireDtype::kFloat32);
+    }
     return copy.elapsed();
   }
 
@@ -462,11 +457,9 @@ AgreedStep PsStrategy::synchronizeGradients(torch::nn::Module& model, const Loca
   AgreedStep agreed;
   // Gated: the next forward takes the pulls in as it reaches their layers.
   if (s.gated) {
-    s.update_pending = true;
     s.received_upto = 0;
   } else {
-    agreed.times.update = s.host ? s.receiveSharedPulls(deadline, s.step, 0, s.layout.chunks.size())
-                                 : s.receivePulls(deadline, s.step);
+    agreed.times.update = s.host ? s.receiveSharedPulls(deadline) : s.receivePulls(deadline, s.step);
   }
   const double total = watch.elapsed();
   if (s.mode == ps::Mode::kSync) {
@@ -499,14 +492,11 @@ void PsStrategy::awaitParameters(size_t count) {
   Impl& s = *impl_;
   if (!s.worker) return;
   if (count >= s.params.size()) s.awaitGatedPushes();  // everything the step sent is in
-  if (!s.update_pending) return;
   const size_t end = s.chunks_through.at(std::min(count, s.params.size()));
-  if (end <= s.received_upto) return;
+  if (end <= s.received_upto) return;  // in already (always when ungated)
   Stopwatch watch;
-  const double copying = s.host ? s.receiveSharedPulls(s.peerDeadline(), s.step - 1, s.received_upto, end)
-                                : s.receivePulls(s.peerDeadline(), s.step - 1, end);
+  const double copying = s.receivePulls(s.peerDeadline(), s.step - 1, end);
   s.received_upto = end;
-  s.update_pending = end < s.layout.chunks.size();
   s.parameter_waits.update += copying;
   s.parameter_waits.exposed_comm += std::max(0.0, watch.elapsed() - copying);
   s.gated_this_step += watch.elapsed();
