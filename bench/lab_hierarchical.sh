@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
-# Hierarchical aggregation against the flat layout (issue 13, item 1): sync
-# PS with a server on every host, 2 or 4 emulated hosts with 2 or 4 workers
-# each, each host's link 100 Mbit/s. The GPU is a small one: resnet20 (1.08
-# MB of parameters) at 10 + 20 ms a step for batch 64
-# (profiles/test-gpu-resnet20.json), so the links bind. Both layouts run the
-# same job; the table gives each host link's bytes per step, aggregate
-# samples/s and the ratio to the comm-bound optimum of that layout, and the
-# flat layout's optimum for reference.
+# Hierarchical aggregation against the flat layout (issue 13, item 1), 2 or
+# 4 emulated hosts with 2 or 4 workers each, each host's link 100 Mbit/s.
+# MODE=ps (default): sync PS with a server on every host. MODE=allreduce:
+# all-reduce in BUCKET_MB buckets (default 0.25, so the exchange overlaps
+# backward). The GPU is a small one: resnet20 (1.08 MB of parameters) at
+# 10 + 20 ms a step for batch 64 (profiles/test-gpu-resnet20.json), so the
+# links bind. Both layouts run the same job; the table gives each host
+# link's bytes per step, aggregate samples/s and the ratio to the
+# comm-bound optimum of that layout.
 # Needs root (tandem lab). Usage: sudo bench/lab_hierarchical.sh [OUT]
 #   STEPS=20  steps per worker (after 3 warm-up steps); DILATION=2
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=${1:-runs/bench-lab-hierarchical}
+MODE=${MODE:-ps}
+OUT=${1:-runs/bench-lab-hierarchical$([ "$MODE" = ps ] || echo "-$MODE")}
 STEPS=${STEPS:-20}
 DILATION=${DILATION:-2}
+BUCKET_MB=${BUCKET_MB:-0.25}
 TANDEM=${TANDEM:-build/tandem}
 source bench/lab_common.sh
 mkdir -p "$OUT"
@@ -23,8 +26,9 @@ names=()
 for h in 2 4; do
   for w in 2 4; do
     for mode in auto off; do
-      lab_run h$h-w$w-$mode --hosts $h --workers-per-host $w --ps $h --link-mbps 100 --dilation "$DILATION" -- \
-        $TRAIN --hierarchical $mode
+      if [ "$MODE" = ps ]; then layout=(--ps "$h"); extra=(); else layout=(); extra=(--bucket-mb "$BUCKET_MB"); fi
+      lab_run h$h-w$w-$mode --hosts $h --workers-per-host $w "${layout[@]}" --link-mbps 100 --dilation "$DILATION" -- \
+        $TRAIN --hierarchical $mode "${extra[@]}"
       export "LABEL_h${h}_w${w}_$mode=$h hosts x $w, $mode"
       names+=(h$h-w$w-$mode)
     done

@@ -25,20 +25,20 @@ struct Task {
   std::string log;
 };
 
-// Starts the 2 servers and 4 workers by hand: servers first, then workers
-// 0-3 (workers 0, 1 on 127.0.0.1; 2, 3 on 127.0.0.2).
+// Starts the 2 servers (unless all-reduce) and 4 workers by hand: servers
+// first, then workers 0-3 (workers 0, 1 on 127.0.0.1; 2, 3 on 127.0.0.2).
 std::vector<Task> startTwoHosts(const TempDir& dir, const std::string& name, const std::string& extra,
-                                int64_t steps = 30) {
+                                int64_t steps = 30, bool servers = true) {
   std::vector<int> ports;
   for (int i = 0; i < 6; ++i) ports.push_back(testing::freePort());
-  const std::string cluster =
-      fmt::format("--worker-hosts 127.0.0.1:{},127.0.0.1:{},127.0.0.2:{},127.0.0.2:{} --ps-hosts 127.0.0.1:{},127.0.0.2:{}",
-                  ports[0], ports[1], ports[2], ports[3], ports[4], ports[5]);
+  std::string cluster = fmt::format("--worker-hosts 127.0.0.1:{},127.0.0.1:{},127.0.0.2:{},127.0.0.2:{}", ports[0],
+                                    ports[1], ports[2], ports[3]);
+  if (servers) cluster += fmt::format(" --ps-hosts 127.0.0.1:{},127.0.0.2:{}", ports[4], ports[5]);
   const std::string args =
       testing::syntheticTrainArgs("mlp", 32, dir.str(name), fmt::format("--max-steps {} --seed 9 {}", steps, extra)) +
       " " + cluster;
   std::vector<Task> tasks;
-  for (const auto& [job, count] : {std::pair{"ps", 2}, std::pair{"worker", 4}}) {
+  for (const auto& [job, count] : {std::pair{"ps", servers ? 2 : 0}, std::pair{"worker", 4}}) {
     for (int i = 0; i < count; ++i) {
       const std::string log = dir.str(fmt::format("{}-{}{}.log", name, job, i));
       tasks.push_back({testing::spawnTandem(fmt::format("train {} --job-name {} --task-index {}", args, job, i), log), log});
@@ -47,8 +47,9 @@ std::vector<Task> startTwoHosts(const TempDir& dir, const std::string& name, con
   return tasks;
 }
 
-std::filesystem::path runTwoHosts(const TempDir& dir, const std::string& name, const std::string& extra) {
-  for (const auto& t : startTwoHosts(dir, name, extra)) {
+std::filesystem::path runTwoHosts(const TempDir& dir, const std::string& name, const std::string& extra,
+                                  bool servers = true) {
+  for (const auto& t : startTwoHosts(dir, name, extra, 30, servers)) {
     EXPECT_EQ(testing::waitForExit(t.pid, std::chrono::seconds(180)), 0) << readFile(t.log);
   }
   return dir.path() / name;
@@ -77,6 +78,28 @@ TEST(CliHierarchical, EachHostPushesOnceAndTrainsLikeTheFlatLayout) {
   const auto start = testing::trainLosses(flat.string());
   ASSERT_GE(start.size(), 2u);
   EXPECT_LT(start.back(), start.front());  // it trained
+}
+
+// All-reduce: summed on each host, across the hosts' first workers, then
+// back. The same mean gradient as the flat all-reduce, added in another
+// order.
+TEST(CliHierarchical, AllReduceSumsEachHostFirstAndTrainsLikeTheFlatLayout) {
+  TempDir dir;
+  const auto grouped = runTwoHosts(dir, "ar-auto", "", false);
+  const auto flat = runTwoHosts(dir, "ar-off", "--hierarchical off", false);
+  for (int w = 0; w < 4; ++w) {
+    EXPECT_NE(readFile(dir.path() / fmt::format("ar-auto-worker{}.log", w)).find("summed within each of 2 hosts first"),
+              std::string::npos);
+  }
+  EXPECT_EQ(readFile(dir.path() / "ar-off-worker0.log").find("summed within"), std::string::npos);
+  const auto summary = nlohmann::json::parse(readFile(grouped / "summary.json"));
+  EXPECT_EQ(summary["strategy"]["hierarchical"], true) << summary;
+  const auto a = checkpointParameters((grouped / "checkpoint.ckpt").string());
+  const auto b = checkpointParameters((flat / "checkpoint.ckpt").string());
+  EXPECT_LT(maxAbsoluteDifference(a, b), 1e-5);
+  const auto losses = testing::trainLosses(grouped.string());
+  ASSERT_GE(losses.size(), 2u);
+  EXPECT_LT(losses.back(), losses.front());  // it trained
 }
 
 // A host-mate killed mid-run: its partner fails at once naming it, and the

@@ -218,8 +218,8 @@ int runLab(LabOptions o) {
   const double wire = static_cast<double>(wireBytes(wire_dtype)) / 4;
   setup.model_bytes = 4.0 * wire * chief_summary.value("parameters", 0.0);
   setup.mode = modeOf(o);
-  // The PS layout as the workers built it (their summary's "strategy"):
-  // hierarchical or not, and the chunks they cut.
+  // The layout as the workers built it (their summary's "strategy"):
+  // hierarchical or not, and the PS chunks they cut.
   const nlohmann::json strategy = chief_summary.value("strategy", nlohmann::json::object());
   setup.hierarchical = strategy.value("hierarchical", false);
   setup.priority = strategy.value("priority", false);

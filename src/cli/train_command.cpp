@@ -280,8 +280,9 @@ Command addTrainCommand(CLI::App& app) {
       ->capture_default_str()->group(ps_group);
   field("/distributed/hierarchical",
         cmd->add_option("--hierarchical", c.distributed.hierarchical,
-                        "sync PS across hosts: auto sums each host's workers' gradients locally and pushes once per "
-                        "host (BytePS-style); off pushes from every worker"))
+                        "across hosts (all-reduce and sync PS): auto sums each host's workers' gradients over "
+                        "loopback first, so each host's link carries them once (BytePS-style); off: every worker "
+                        "sends its own"))
       ->capture_default_str()->group(ps_group);
   field("/distributed/priority",
         cmd->add_option("--priority", c.distributed.priority,

@@ -19,7 +19,7 @@ struct LabSetup {
   int workers_per_host = 1;
   int servers = 0;
   bool dedicated_servers = false;
-  bool hierarchical = false;  // sync PS summed per host first (--hierarchical auto)
+  bool hierarchical = false;  // summed per host first (--hierarchical auto)
   double link_bits_per_s = 1e9;  // the emulated link, undilated
   double dilation = 1;           // lab link = link / dilation; lab compute = compute * dilation
   double forward_s = 0;          // per worker step, undilated

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <vector>
 
@@ -94,7 +95,11 @@ Prediction predict(const Workload& work, const Cluster& cluster, const Layout& l
     throw InputError("compute times, model size and latency must not be negative");
   }
   Prediction p;
-  p.load = linkLoad(work, cluster, layout);
+  // No all-reduce moves less over a host's link than its share out and the
+  // others' in: 2(h-1)/h of the model, what a ring among hosts carries. A
+  // flat ring over every worker carries more (Tandem's path counts it), so
+  // the optimum of any all-reduce layout is the hierarchical one's bytes.
+  p.load = linkLoad(work, cluster, isAllReduce(layout.algorithm) ? Layout{Algorithm::kHierAllReduce, 0} : layout);
   const double busiest = std::max(p.load.worker_host_bytes, p.load.server_host_bytes);
   double latency = 0;
   if (busiest > 0) {
@@ -213,14 +218,30 @@ Prediction predictAsync(const Workload& work, const Cluster& cluster, const Layo
 Prediction predictTandem(const Workload& work, const Cluster& cluster, const Layout& layout, const TandemPath& path) {
   Prediction p = predict(work, cluster, layout);
   if (!(path.group_bytes > 0)) throw InputError("the bucket or chunk size must be positive");
-  const double busiest = std::max(p.load.worker_host_bytes, p.load.server_host_bytes);
-  if (busiest <= 0 || work.model_bytes <= 0) return p;  // nothing crosses a link
   const bool ring = isAllReduce(layout.algorithm);
-  if (path.asynchronous && !ring) return predictAsync(work, cluster, layout, path, p);
-  const double per_byte = busiest / work.model_bytes / cluster.link_bytes_per_s;
   // A ring group pays all its steps' latencies; a PS group one in each
   // direction, which exchangeEnd charges separately.
-  const double per_group = (ring ? latenciesPerGroup(cluster, layout) : 1.0) * cluster.latency_s + path.message_s;
+  double latencies = ring ? latenciesPerGroup(cluster, layout) : 1.0;
+  if (layout.algorithm == Algorithm::kRingAllReduce) {
+    // The flat all-reduce Gloo runs: halving-doubling for buckets below the
+    // ring threshold. Over power-of-two workers placed host by host its
+    // first log2(g) rounds stay on each host, so each link carries the
+    // hierarchical bytes; otherwise count a ring.
+    const int n = cluster.workers();
+    const bool halving_doubling = std::min(path.group_bytes, work.model_bytes) < path.ring_threshold_bytes &&
+                                  std::has_single_bit(static_cast<unsigned>(n)) &&
+                                  std::has_single_bit(static_cast<unsigned>(cluster.workers_per_host));
+    if (halving_doubling) {
+      latencies = 2.0 * std::bit_width(static_cast<unsigned>(n) - 1);
+    } else {
+      p.load = linkLoad(work, cluster, layout);
+    }
+  }
+  const double busiest = std::max(p.load.worker_host_bytes, p.load.server_host_bytes);
+  if (busiest <= 0 || work.model_bytes <= 0) return p;  // nothing crosses a link
+  if (path.asynchronous && !ring) return predictAsync(work, cluster, layout, path, p);
+  const double per_byte = busiest / work.model_bytes / cluster.link_bytes_per_s;
+  const double per_group = latencies * cluster.latency_s + path.message_s;
   if (path.priority && !ring) {
     // The first layers' chunk leaves last, overtakes the queue, is applied
     // and comes back; meanwhile the link stays busy with everything else.

@@ -30,8 +30,8 @@ enum class Algorithm {
   kRingAllReduce,  // one flat ring over every worker, ordered host by host
   kPsColocated,    // k servers, one on each of the first k worker hosts
   kPsDedicated,    // k servers on k hosts of their own, with the same links
-  // Hierarchical (issue 13; Tandem does not run them yet): each host first
-  // reduces its workers' gradients over its internal links, then
+  // Hierarchical (issue 13, --hierarchical auto): each host first reduces
+  // its workers' gradients over its internal links, then
   kHierAllReduce,   // one ring among the hosts, and a local broadcast
   kHierPsColocated, // each host pushes and pulls once, to servers as kPsColocated
   kHierPsDedicated, // ... to servers as kPsDedicated
@@ -67,8 +67,10 @@ struct Prediction {
 // does not fit the cluster (more colocated servers than hosts, no servers).
 LinkLoad linkLoad(const Workload& work, const Cluster& cluster, const Layout& layout);
 
-// The optimum step for the layout. Ring all-reduce pays 2(n-1) latencies,
-// a PS exchange a push and a pull; a single host has no link to wait on.
+// The optimum step for the layout. Any all-reduce layout moves at least
+// the hierarchical ring's bytes, 2(h-1)/h of the model per host link; a
+// flat ring pays 2(n-1) latencies, a hierarchical one 2(h-1), a PS exchange
+// a push and a pull; a single host has no link to wait on.
 Prediction predict(const Workload& work, const Cluster& cluster, const Layout& layout);
 
 // Tandem's own path, which the optimum leaves out: gradients leave in groups
@@ -84,6 +86,9 @@ struct TandemPath {
   // next forward starts as the first chunk lands, and the exchange carries
   // on under it.
   bool priority = false;
+  // Flat all-reduce buckets this large go ring-chunked, smaller ones
+  // halving-doubling (collective::CommunicatorOptions).
+  double ring_threshold_bytes = 4 * 1024 * 1024;
 };
 
 // The step Tandem takes on that layout: backward produces gradient bytes at

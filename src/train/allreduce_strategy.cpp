@@ -7,11 +7,13 @@
 #include <cstring>
 
 #include "cluster/coordinator.hpp"
+#include "cluster/host_groups.hpp"
 #include "cluster/local_address.hpp"
 #include "cluster/membership.hpp"
 #include "collective/bucket_reducer.hpp"
 #include "collective/comm_thread.hpp"
 #include "collective/communicator.hpp"
+#include "collective/host_communicator.hpp"
 #include "obs/timeline.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"
@@ -39,6 +41,7 @@ struct AllReduceStrategy::Impl {
   Clock::time_point cycle_start = Clock::now();
   LocalStep current;  // as of the last beforeBackward
   WireDtype wire = WireDtype::kFloat32;
+  std::vector<std::vector<int>> host_groups;  // --hierarchical: workers by host; empty: flat
 
   int n() const { return spec.num_workers; }
   Deadline waitDeadline() const { return Deadline::afterSeconds(config.peer_timeout_s + 5.0); }
@@ -89,8 +92,10 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
   s.wire = parseWireDtype(s.config.wire_dtype);
   nlohmann::json fp = fingerprint;
   // Workers must cut and encode the same buckets, or the sums mix values.
+  const auto groups = cluster::workersByHost(s.spec);
+  if (cluster::useHostGroups(groups, s.config.hierarchical)) s.host_groups = groups;
   fp["allreduce"] = {{"bucket_mb", s.config.bucket_mb}, {"wire_dtype", wireDtypeName(s.wire)},
-                     {"error_feedback", s.config.error_feedback}};
+                     {"error_feedback", s.config.error_feedback}, {"hierarchical", s.host_groups}};
   s.join = joinAsWorker(s.spec, s.config, fp);
 
   collective::CommunicatorOptions options;
@@ -100,7 +105,8 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
                                                    : s.spec.worker_hosts[s.spec.index].host;
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(s.config.peer_timeout_s * 1000));
   s.gloo_store = std::make_unique<gloo::rendezvous::PrefixStore>("gloo", *s.join.store);
-  s.comm = collective::Communicator::connect(*s.gloo_store, options);
+  s.comm = s.host_groups.empty() ? collective::Communicator::connect(*s.gloo_store, options)
+                                 : collective::connectByHost(*s.gloo_store, options, s.host_groups);
   s.reducer = std::make_unique<collective::BucketReducer>(*s.comm, s.wire, s.config.error_feedback);
   s.comm_thread = std::make_unique<collective::CommThread>();
   broadcastModuleState(model, s.spec.index == 0, [&s](void* data, size_t bytes) {
@@ -118,8 +124,11 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
     s.handles.resize(s.buckets->size());
     size_t bytes = 0;
     for (size_t b = 0; b < s.buckets->size(); ++b) bytes += s.buckets->bucketBytes(b);
-    TANDEM_LOG_INFO("{}: joined {} workers via {} in {:.2f}s; {} gradient bucket(s), {:.1f} MB{}", s.spec.taskName(),
+    TANDEM_LOG_INFO("{}: joined {} workers via {} in {:.2f}s; {} gradient bucket(s), {:.1f} MB{}{}", s.spec.taskName(),
                     s.n(), s.spec.source, watch.elapsed(), s.buckets->size(), bytes / 1e6,
+                    s.host_groups.empty() ? ""
+                                          : fmt::format(", summed within each of {} hosts first (--hierarchical auto)",
+                                                        s.host_groups.size()),
                     s.wire == WireDtype::kFloat32
                         ? ""
                         : fmt::format(", sent as {}{}", wireDtypeName(s.wire),
@@ -180,6 +189,10 @@ void AllReduceStrategy::verifyReplicas(torch::nn::Module& model, int64_t step) {
     throw Error(fmt::format("replicas diverged after step {}: {} hold parameters that differ from worker 0's", step,
                             fmt::join(diverged, ", ")));
   }
+}
+
+nlohmann::json AllReduceStrategy::summary() const {
+  return {{"buckets", impl_->buckets ? impl_->buckets->size() : 0}, {"hierarchical", !impl_->host_groups.empty()}};
 }
 
 void AllReduceStrategy::finish() {

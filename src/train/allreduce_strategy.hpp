@@ -29,6 +29,7 @@ class AllReduceStrategy final : public Strategy {
   AgreedStep synchronizeGradients(torch::nn::Module& model, const LocalStep& local) override;
   void verifyReplicas(torch::nn::Module& model, int64_t step) override;
   void finish() override;
+  nlohmann::json summary() const override;
 
  private:
   struct Impl;

@@ -50,9 +50,9 @@ struct DistributedConfig {
   // (core/wire_dtype.hpp). Master weights and optimizer state stay float32.
   std::string wire_dtype = "fp32";
   bool error_feedback = false;  // carry each value's rounding into its next send
-  // Sync PS: "auto" sums each host's workers' gradients locally before one
-  // of them pushes (when the job spans hosts and a host has several
-  // workers); "off" has every worker push alone.
+  // All-reduce and sync PS: "auto" sums each host's workers' gradients
+  // locally before one of them sends the host's sum (when the job spans
+  // hosts and a host has several workers); "off" has every worker send alone.
   std::string hierarchical = "auto";
   // PS: "on" sends queued pushes (and their pulls) first layers first within
   // a window of two chunks per server, and lets the next forward start as

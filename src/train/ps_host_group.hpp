@@ -14,22 +14,13 @@
 #include <string>
 #include <vector>
 
-#include "cluster/cluster_spec.hpp"
+#include "cluster/host_groups.hpp"
 #include "collective/comm_thread.hpp"
 #include "collective/communicator.hpp"
 #include "core/deadline.hpp"
 #include "ps/protocol.hpp"
 
 namespace tandem::train {
-
-// Workers grouped by the host their address names, each group ascending,
-// groups in order of their first worker.
-std::vector<std::vector<int>> workersByHost(const cluster::ClusterSpec& spec);
-
-// Whether a sync PS job aggregates per host: asked for ("auto"), more than
-// one host, and some host with more than one worker. On one host every
-// worker already shares the servers' machine, so there is no link to spare.
-bool useHostGroups(const std::vector<std::vector<int>>& groups, const std::string& setting);
 
 class PsHostGroup {
  public:

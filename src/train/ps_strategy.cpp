@@ -346,8 +346,8 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
               {"error_feedback", s.config.distributed.error_feedback},
               {"layout", fmt::format("{:016x}", s.layout.fingerprint())}};
   // Hierarchical aggregation needs the coordinator's store to meet host-mates.
-  const auto groups = workersByHost(s.spec);
-  if (s.mode == ps::Mode::kSync && !s.joined && useHostGroups(groups, s.config.distributed.hierarchical)) {
+  const auto groups = cluster::workersByHost(s.spec);
+  if (s.mode == ps::Mode::kSync && !s.joined && cluster::useHostGroups(groups, s.config.distributed.hierarchical)) {
     s.push_groups = groups;
   }
   fp["ps"]["hierarchical"] = s.push_groups;
