@@ -10,6 +10,9 @@
 # comm-bound optimum of that layout.
 # Needs root (tandem lab). Usage: sudo bench/lab_hierarchical.sh [OUT]
 #   STEPS=20  steps per worker (after 3 warm-up steps); DILATION=2
+#   MODEL, PROFILE, BATCH, LINK_MBPS: another job, e.g. Gloo's ring (buckets
+#   from 4 MiB), where hierarchy saves bytes: MODE=allreduce MODEL=resnet110
+#   PROFILE=profiles/resnet110-titanx-b128.json BATCH=128 LINK_MBPS=1000 BUCKET_MB=25
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODE=${MODE:-ps}
@@ -20,14 +23,18 @@ BUCKET_MB=${BUCKET_MB:-0.25}
 TANDEM=${TANDEM:-build/tandem}
 source bench/lab_common.sh
 mkdir -p "$OUT"
-TRAIN="--model resnet20 --dataset synthetic --synthetic-shape 3x32x32 --emulate-compute profiles/test-gpu-resnet20.json
-       --batch-size 64 --max-steps $((STEPS + 3)) --seed 3"
+MODEL=${MODEL:-resnet20}
+PROFILE=${PROFILE:-profiles/test-gpu-resnet20.json}
+BATCH=${BATCH:-64}
+LINK_MBPS=${LINK_MBPS:-100}
+TRAIN="--model $MODEL --dataset synthetic --synthetic-shape 3x32x32 --emulate-compute $PROFILE
+       --batch-size $BATCH --max-steps $((STEPS + 3)) --seed 3"
 names=()
 for h in 2 4; do
   for w in 2 4; do
     for mode in auto off; do
       if [ "$MODE" = ps ]; then layout=(--ps "$h"); extra=(); else layout=(); extra=(--bucket-mb "$BUCKET_MB"); fi
-      lab_run h$h-w$w-$mode --hosts $h --workers-per-host $w "${layout[@]}" --link-mbps 100 --dilation "$DILATION" -- \
+      lab_run h$h-w$w-$mode --hosts $h --workers-per-host $w "${layout[@]}" --link-mbps "$LINK_MBPS" --dilation "$DILATION" -- \
         $TRAIN --hierarchical $mode "${extra[@]}"
       export "LABEL_h${h}_w${w}_$mode=$h hosts x $w, $mode"
       names+=(h$h-w$w-$mode)

@@ -26,13 +26,16 @@ struct Task {
 };
 
 // Starts the 2 servers (unless all-reduce) and 4 workers by hand: servers
-// first, then workers 0-3 (workers 0, 1 on 127.0.0.1; 2, 3 on 127.0.0.2).
+// first, then workers 0-3 (workers 0, 1 on 127.0.0.1; 2, 3 on 127.0.0.2;
+// interleaved: 0, 2 and 1, 3).
 std::vector<Task> startTwoHosts(const TempDir& dir, const std::string& name, const std::string& extra,
-                                int64_t steps = 30, bool servers = true) {
+                                int64_t steps = 30, bool servers = true, bool interleaved = false) {
   std::vector<int> ports;
   for (int i = 0; i < 6; ++i) ports.push_back(testing::freePort());
-  std::string cluster = fmt::format("--worker-hosts 127.0.0.1:{},127.0.0.1:{},127.0.0.2:{},127.0.0.2:{}", ports[0],
-                                    ports[1], ports[2], ports[3]);
+  const char* second = interleaved ? "127.0.0.2" : "127.0.0.1";
+  const char* third = interleaved ? "127.0.0.1" : "127.0.0.2";
+  std::string cluster = fmt::format("--worker-hosts 127.0.0.1:{},{}:{},{}:{},127.0.0.2:{}", ports[0], second,
+                                    ports[1], third, ports[2], ports[3]);
   if (servers) cluster += fmt::format(" --ps-hosts 127.0.0.1:{},127.0.0.2:{}", ports[4], ports[5]);
   const std::string args =
       testing::syntheticTrainArgs("mlp", 32, dir.str(name), fmt::format("--max-steps {} --seed 9 {}", steps, extra)) +
@@ -48,8 +51,8 @@ std::vector<Task> startTwoHosts(const TempDir& dir, const std::string& name, con
 }
 
 std::filesystem::path runTwoHosts(const TempDir& dir, const std::string& name, const std::string& extra,
-                                  bool servers = true) {
-  for (const auto& t : startTwoHosts(dir, name, extra, 30, servers)) {
+                                  bool servers = true, bool interleaved = false) {
+  for (const auto& t : startTwoHosts(dir, name, extra, 30, servers, interleaved)) {
     EXPECT_EQ(testing::waitForExit(t.pid, std::chrono::seconds(180)), 0) << readFile(t.log);
   }
   return dir.path() / name;
@@ -82,14 +85,15 @@ TEST(CliHierarchical, EachHostPushesOnceAndTrainsLikeTheFlatLayout) {
 
 // All-reduce: summed on each host, across the hosts' first workers, then
 // back. The same mean gradient as the flat all-reduce, added in another
-// order.
+// order. Interleaved hosts, where flat halving-doubling would cross the
+// links in its first round, so every bucket goes by host.
 TEST(CliHierarchical, AllReduceSumsEachHostFirstAndTrainsLikeTheFlatLayout) {
   TempDir dir;
-  const auto grouped = runTwoHosts(dir, "ar-auto", "", false);
-  const auto flat = runTwoHosts(dir, "ar-off", "--hierarchical off", false);
+  const auto grouped = runTwoHosts(dir, "ar-auto", "", false, true);
+  const auto flat = runTwoHosts(dir, "ar-off", "--hierarchical off", false, true);
   for (int w = 0; w < 4; ++w) {
-    EXPECT_NE(readFile(dir.path() / fmt::format("ar-auto-worker{}.log", w)).find("summed within each of 2 hosts first"),
-              std::string::npos);
+    const std::string log = readFile(dir.path() / fmt::format("ar-auto-worker{}.log", w));
+    EXPECT_NE(log.find("summed within each of 2 hosts first (--hierarchical auto)\n"), std::string::npos) << log;
   }
   EXPECT_EQ(readFile(dir.path() / "ar-off-worker0.log").find("summed within"), std::string::npos);
   const auto summary = nlohmann::json::parse(readFile(grouped / "summary.json"));

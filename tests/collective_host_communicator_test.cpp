@@ -88,8 +88,19 @@ void expectExactSums(const Groups& groups, size_t count, size_t ring_threshold) 
 }
 
 TEST(HostCommunicator, SumsExactlyOverTwoHostsOfTwo) {
-  expectExactSums({{0, 1}, {2, 3}}, 1001, SIZE_MAX);  // halving-doubling at every level
-  expectExactSums({{0, 1}, {2, 3}}, 100'003, 0);      // ring-chunked
+  expectExactSums({{0, 1}, {2, 3}}, 1001, SIZE_MAX);  // flat halving-doubling
+  expectExactSums({{0, 1}, {2, 3}}, 100'003, 0);      // by host, ring-chunked at every level
+  expectExactSums({{0, 2}, {1, 3}}, 1001, SIZE_MAX);  // by host, halving-doubling at every level
+}
+
+TEST(HostCommunicator, HalvingDoublingFollowsPowerOfTwoHostsOfConsecutiveRanks) {
+  EXPECT_TRUE(halvingDoublingFollowsHosts({{0, 1}, {2, 3}}, 4));
+  EXPECT_TRUE(halvingDoublingFollowsHosts({{0, 1, 2, 3}, {4, 5, 6, 7}}, 8));
+  EXPECT_TRUE(halvingDoublingFollowsHosts({{0}, {1}}, 2));
+  EXPECT_FALSE(halvingDoublingFollowsHosts({{0, 2}, {1, 3}}, 4));     // interleaved
+  EXPECT_FALSE(halvingDoublingFollowsHosts({{0, 1, 2}, {3, 4, 5}}, 6));  // 3 a host
+  EXPECT_FALSE(halvingDoublingFollowsHosts({{0, 1}, {2, 3}, {4, 5}}, 6));  // 3 hosts
+  EXPECT_FALSE(halvingDoublingFollowsHosts({{0, 1, 2}, {3}}, 4));     // uneven
 }
 
 TEST(HostCommunicator, SumsExactlyOverUnevenAndInterleavedHosts) {
@@ -99,7 +110,7 @@ TEST(HostCommunicator, SumsExactlyOverUnevenAndInterleavedHosts) {
 
 TEST(HostCommunicator, SixteenBitSumsMatchTheFloatSum) {
   for (WireDtype dtype : {WireDtype::kFloat16, WireDtype::kBfloat16}) {
-    const auto errors = runHosts({{0, 1}, {2, 3}}, [dtype](Communicator& comm) {
+    const auto errors = runHosts({{0, 2}, {1, 3}}, [dtype](Communicator& comm) {
       constexpr size_t kCount = 513;
       std::vector<float> values(kCount);
       std::vector<uint16_t> wire(kCount);
@@ -137,11 +148,11 @@ TEST(HostCommunicator, GroupsThatDoNotPartitionTheRanksAreRefused) {
 
 // Worker 3 fails right after connecting. Its host-mate fails naming it,
 // the other host's leader names the leader it lost, and nobody waits past
-// the timeout.
+// the timeout. (Interleaved hosts: every sum goes by host.)
 TEST(HostCommunicator, AFailedHostMateIsNamedAsItsWorker) {
   const auto start = Clock::now();
   const auto errors = runHosts(
-      {{0, 1}, {2, 3}},
+      {{0, 2}, {1, 3}},
       [](Communicator& comm) {
         if (comm.rank() == 3) throw std::runtime_error("worker 3 crashed");
         std::vector<float> data(1000, 1.0f);
@@ -149,13 +160,13 @@ TEST(HostCommunicator, AFailedHostMateIsNamedAsItsWorker) {
       },
       2s);
   EXPECT_LT(Clock::now() - start, 15s);
-  EXPECT_NE(errors[2].find("summing with this host's workers (rank 0 is worker 2, rank 1 is worker 3)"),
+  EXPECT_NE(errors[1].find("summing with this host's workers (rank 0 is worker 1, rank 1 is worker 3)"),
             std::string::npos)
-      << errors[2];
-  EXPECT_NE(errors[0].find("summing across hosts, one worker each (rank 0 is worker 0, rank 1 is worker 2)"),
+      << errors[1];
+  EXPECT_NE(errors[0].find("summing across hosts, one worker each (rank 0 is worker 0, rank 1 is worker 1)"),
             std::string::npos)
       << errors[0];
-  EXPECT_NE(errors[1], "");
+  EXPECT_NE(errors[2], "");
 }
 
 }  // namespace

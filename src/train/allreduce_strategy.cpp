@@ -75,6 +75,18 @@ struct AllReduceStrategy::Impl {
   }
 };
 
+namespace {
+
+std::string hierarchyText(const std::vector<std::vector<int>>& groups, int workers) {
+  const std::string text = fmt::format(", summed within each of {} hosts first (--hierarchical auto)", groups.size());
+  if (!collective::halvingDoublingFollowsHosts(groups, workers)) return text;
+  return text + fmt::format(" for buckets from {} MiB; smaller ones go halving-doubling, whose first rounds stay on "
+                            "each host",
+                            collective::CommunicatorOptions{}.ring_threshold_bytes >> 20);
+}
+
+}  // namespace
+
 AllReduceStrategy::AllReduceStrategy(cluster::ClusterSpec spec, DistributedConfig config)
     : impl_(std::make_unique<Impl>()) {
   impl_->spec = std::move(spec);
@@ -126,9 +138,7 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
     for (size_t b = 0; b < s.buckets->size(); ++b) bytes += s.buckets->bucketBytes(b);
     TANDEM_LOG_INFO("{}: joined {} workers via {} in {:.2f}s; {} gradient bucket(s), {:.1f} MB{}{}", s.spec.taskName(),
                     s.n(), s.spec.source, watch.elapsed(), s.buckets->size(), bytes / 1e6,
-                    s.host_groups.empty() ? ""
-                                          : fmt::format(", summed within each of {} hosts first (--hierarchical auto)",
-                                                        s.host_groups.size()),
+                    s.host_groups.empty() ? "" : hierarchyText(s.host_groups, s.n()),
                     s.wire == WireDtype::kFloat32
                         ? ""
                         : fmt::format(", sent as {}{}", wireDtypeName(s.wire),
