@@ -2,8 +2,8 @@
 # Hierarchical aggregation against the flat layout (issue 13, item 1), 2 or
 # 4 emulated hosts with 2 or 4 workers each, each host's link 100 Mbit/s.
 # MODE=ps (default): sync PS with a server on every host. MODE=allreduce:
-# all-reduce in BUCKET_MB buckets (default 0.25, so the exchange overlaps
-# backward). The GPU is a small one: resnet20 (1.08 MB of parameters) at
+# all-reduce in BUCKET_MB buckets (default 0: sized from the model, about
+# 16). The GPU is a small one: resnet20 (1.08 MB of parameters) at
 # 10 + 20 ms a step for batch 64 (profiles/test-gpu-resnet20.json), so the
 # links bind. Both layouts run the same job; the table gives each host
 # link's bytes per step, aggregate samples/s and the ratio to the
@@ -19,7 +19,7 @@ MODE=${MODE:-ps}
 OUT=${1:-runs/bench-lab-hierarchical$([ "$MODE" = ps ] || echo "-$MODE")}
 STEPS=${STEPS:-20}
 DILATION=${DILATION:-2}
-BUCKET_MB=${BUCKET_MB:-0.25}
+BUCKET_MB=${BUCKET_MB:-0}
 TANDEM=${TANDEM:-build/tandem}
 source bench/lab_common.sh
 mkdir -p "$OUT"

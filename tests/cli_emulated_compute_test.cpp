@@ -41,6 +41,12 @@ TEST(CliEmulatedCompute, TwoWorkersReduceTheFixedGradientsIntoEqualReplicas) {
   const auto summary = nlohmann::json::parse(readFile(dir.path() / "two" / "summary.json"));
   EXPECT_EQ(summary["mode"], "allreduce");
   EXPECT_EQ(summary["steps"], 12);
+  // Buckets sized from the model (--bucket-mb 0): a 16th of its 1.73M
+  // floats each, packed whole parameter by parameter, so about 16.
+  const int64_t floats = summary["parameters"].get<int64_t>();
+  EXPECT_EQ(summary["strategy"]["bucket_cap_bytes"].get<int64_t>(), (floats + 15) / 16 * 4) << summary.dump(2);
+  EXPECT_GE(summary["strategy"]["buckets"].get<int>(), 16) << summary.dump(2);
+  EXPECT_LE(summary["strategy"]["buckets"].get<int>(), 24) << summary.dump(2);
 }
 
 // --timeline under launch: one merged Chrome trace with both workers, whose

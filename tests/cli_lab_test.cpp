@@ -43,7 +43,8 @@ TEST(CliLab, TwoHostsOnAHundredMegabitLinkMatchThePlannerAndLeaveNoNamespace) {
   if (!lab::missingLabPrivileges().empty()) GTEST_SKIP() << lab::missingLabPrivileges();
   TempDir dir;
   const pid_t pid = testing::spawnTandem(
-      "lab --hosts 2 --link-mbps 100 -- " + trainArgs(writeProfile(dir), dir.str("out"), 25), dir.str("log"));
+      "lab --hosts 2 --link-mbps 100 -- " + trainArgs(writeProfile(dir), dir.str("out"), 25) + " --bucket-mb 25",
+      dir.str("log"));
   ASSERT_EQ(testing::waitForExit(pid, std::chrono::seconds(300)), 0) << testing::readFile(dir.path() / "log");
   const auto report = nlohmann::json::parse(testing::readFile(dir.path() / "out" / "lab.json"));
   const auto& ratios = report["ratios"];
@@ -149,7 +150,8 @@ TEST(CliLab, HierarchicalAllReduceCarriesTwoThirdsOfTheFlatRingsBytes) {
   auto run = [&](const std::string& name, const std::string& extra) {
     auto result = runTandem("lab --hosts 2 --workers-per-host 2 --link-mbps 1000 -- --model resnet110 --dataset "
                             "synthetic --synthetic-shape 3x32x32 --emulate-compute " + profile +
-                            " --batch-size 32 --max-steps 9 --seed 3 --out " + dir.str(name) + " " + extra);
+                            " --batch-size 32 --max-steps 9 --seed 3 --bucket-mb 25 --out " + dir.str(name) + " " +
+                            extra);
     EXPECT_EQ(result.exit_code, 0) << result.output;
     return nlohmann::json::parse(testing::readFile(dir.path() / name / "lab.json"));
   };

@@ -224,9 +224,10 @@ int runLab(LabOptions o) {
   setup.hierarchical = strategy.value("hierarchical", false);
   setup.priority = strategy.value("priority", false);
   const double chunks = strategy.value("chunks", 0.0);
-  setup.group_bytes = o.ps > 0 && chunks > 0
-                          ? setup.model_bytes / chunks
-                          : std::stod(flagValue(o.train_args, "--bucket-mb").value_or("25")) * 1024 * 1024 * wire;
+  const double bucket_cap = strategy.value("bucket_cap_bytes", 0.0);  // 0: one worker, no buckets
+  setup.group_bytes = o.ps > 0 && chunks > 0 ? setup.model_bytes / chunks
+                      : bucket_cap > 0       ? bucket_cap * wire
+                                             : std::max(setup.model_bytes, 1.0);
   // Measured on this machine in real time: in the emulated cluster's time
   // a fixed cost shrinks with the dilation; a rate grows with it.
   setup.message_s = o.message_us / 1e6 / o.dilation;

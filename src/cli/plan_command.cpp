@@ -34,7 +34,7 @@ struct PlanFlags {
   double latency_us = 50;
   std::string layout = "allreduce";
   int servers = 0;  // 0: one per host (colocated) or 1 (dedicated)
-  double group_mb = 0;  // Tandem's bucket or chunk (0: 25 all-reduce, 4 PS)
+  double group_mb = 0;  // Tandem's bucket or chunk (0: from the model, as tandem train)
   double message_us = 0;  // Tandem's fixed cost per bucket or chunk message (tandem bench allreduce)
   double apply_gb_s = 0;  // a server's apply rate (tandem bench ps-apply); 0: free
   bool async = false;
@@ -114,13 +114,11 @@ int run(PlanFlags f) {
   const plan::Algorithm algorithm = tf1 ? plan::Algorithm::kPsColocated : plan::parseAlgorithm(f.layout);
   if (tf1 && !model) throw InputError("--layout tf1-ps: needs --model (whole variables are placed)");
   const std::vector<double> variables = tf1 ? tf1Variables(*model) : std::vector<double>{};
-  // Tandem's defaults: 25 MB buckets, and PS chunks from the model's size.
+  // Tandem's defaults: buckets and PS chunks sized from the model, by one rule.
   const double model_floats = work.model_bytes / 4;
   const double group_mb =
       f.group_mb > 0 ? f.group_mb
-      : plan::isAllReduce(algorithm)
-          ? 25
-          : static_cast<double>(ps::autoChunkFloats(static_cast<int64_t>(model_floats))) * 4 / (1024 * 1024);
+                     : static_cast<double>(ps::autoChunkFloats(static_cast<int64_t>(model_floats))) * 4 / (1024 * 1024);
   // A 16-bit wire carries half the bytes of the same floats: the model, its
   // buckets or chunks, and (so that applying a float costs the same) the
   // apply rate counted in wire bytes.
@@ -224,7 +222,7 @@ Command addPlanCommand(CLI::App& app) {
                   "allreduce, ps-colocated, ps-dedicated, their hierarchical forms hier-allreduce, "
                   "hier-ps-colocated and hier-ps-dedicated, or tf1-ps (TensorFlow 1's layout, docs/planner.md)")
       ->capture_default_str();
-  cmd->add_option("--group-mb", f->group_mb, "Tandem's bucket (all-reduce) or chunk (PS) size in MiB (default 25 / as tandem train picks chunks)");
+  cmd->add_option("--group-mb", f->group_mb, "Tandem's bucket (all-reduce) or chunk (PS) size in MiB (default: as tandem train sizes them from the model)");
   cmd->add_flag("--async", f->async, "asynchronous PS workers");
   cmd->add_option("--message-us", f->message_us,
                   "Tandem's fixed cost per bucket all-reduce or chunk message, microseconds (measure: tandem bench "

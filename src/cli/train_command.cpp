@@ -254,7 +254,7 @@ Command addTrainCommand(CLI::App& app) {
   cmd->add_option("--coordinator", f.coordinator, "host:port of worker 0's store (needed under mpirun and srun)")
       ->group(cluster_group);
   field("/distributed/bucket_mb",
-        cmd->add_option("--bucket-mb", c.distributed.bucket_mb, "gradient bucket size cap in MB"))
+        cmd->add_option("--bucket-mb", c.distributed.bucket_mb, "all-reduce gradient bucket cap in MiB; 0: about 16 buckets of the model, 0.25-4 MiB each"))
       ->capture_default_str()->group(cluster_group);
   field("/distributed/peer_timeout_s",
         cmd->add_option("--peer-timeout", c.distributed.peer_timeout_s, "seconds a collective waits for a peer"))

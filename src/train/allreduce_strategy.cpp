@@ -15,6 +15,7 @@
 #include "collective/communicator.hpp"
 #include "collective/host_communicator.hpp"
 #include "obs/timeline.hpp"
+#include "ps/key_layout.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/fnv1a.hpp"
@@ -42,6 +43,7 @@ struct AllReduceStrategy::Impl {
   LocalStep current;  // as of the last beforeBackward
   WireDtype wire = WireDtype::kFloat32;
   std::vector<std::vector<int>> host_groups;  // --hierarchical: workers by host; empty: flat
+  size_t bucket_cap = 0;                      // bytes, as --bucket-mb resolved
 
   int n() const { return spec.num_workers; }
   Deadline waitDeadline() const { return Deadline::afterSeconds(config.peer_timeout_s + 5.0); }
@@ -76,6 +78,16 @@ struct AllReduceStrategy::Impl {
 };
 
 namespace {
+
+// --bucket-mb 0: the rule that sizes PS chunks, about 16 buckets of
+// 0.25-4 MiB: the first leaves early in backward, the last one's exchange
+// after it is short, and each message's fixed cost stays small.
+size_t bucketCapBytes(torch::nn::Module& model, double bucket_mb) {
+  if (bucket_mb > 0) return static_cast<size_t>(bucket_mb * 1024 * 1024);
+  int64_t floats = 0;
+  for (const auto& p : model.parameters()) floats += p.requires_grad() ? p.numel() : 0;
+  return static_cast<size_t>(ps::autoChunkFloats(floats)) * sizeof(float);
+}
 
 std::string hierarchyText(const std::vector<std::vector<int>>& groups, int workers) {
   const std::string text = fmt::format(", summed within each of {} hosts first (--hierarchical auto)", groups.size());
@@ -126,9 +138,9 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
   });
 
   if (s.n() > 1) {
-    const auto cap = static_cast<size_t>(s.config.bucket_mb * 1024 * 1024);
+    s.bucket_cap = bucketCapBytes(model, s.config.bucket_mb);
     s.buckets = std::make_unique<GradientBuckets>(
-        model, cap, static_cast<size_t>(s.n() + 2),
+        model, s.bucket_cap, static_cast<size_t>(s.n() + 2),
         [&s](size_t bucket, torch::Tensor flat) {
           s.handles[bucket] = s.comm_thread->submit([&s, flat, bucket] { s.reduceBucket(bucket, flat); });
         },
@@ -202,7 +214,9 @@ void AllReduceStrategy::verifyReplicas(torch::nn::Module& model, int64_t step) {
 }
 
 nlohmann::json AllReduceStrategy::summary() const {
-  return {{"buckets", impl_->buckets ? impl_->buckets->size() : 0}, {"hierarchical", !impl_->host_groups.empty()}};
+  return {{"buckets", impl_->buckets ? impl_->buckets->size() : 0},
+          {"bucket_cap_bytes", impl_->bucket_cap},
+          {"hierarchical", !impl_->host_groups.empty()}};
 }
 
 void AllReduceStrategy::finish() {

@@ -84,7 +84,7 @@ void validate(const TrainConfig& c, SuppliedParts supplied) {
   if (c.lr.scaling != "none" && c.lr.scaling != "linear") {
     throw InputError(fmt::format("--lr-scaling: unknown rule '{}' (use none or linear)", c.lr.scaling));
   }
-  if (!(c.distributed.bucket_mb > 0)) throw InputError("--bucket-mb: must be > 0");
+  if (!(c.distributed.bucket_mb >= 0)) throw InputError("--bucket-mb: must be >= 0 (0: sized from the model)");
   if (!(c.distributed.peer_timeout_s > 0)) throw InputError("--peer-timeout: must be > 0 seconds");
   if (!(c.distributed.rendezvous_timeout_s > 0)) throw InputError("--rendezvous-timeout: must be > 0 seconds");
   if (c.distributed.verify_replicas_every < 0) throw InputError("--verify-replicas-every: must be >= 0");

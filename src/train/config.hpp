@@ -37,7 +37,7 @@ struct LrScheduleConfig {
 
 // How the tasks of a distributed run talk; ignored standalone.
 struct DistributedConfig {
-  double bucket_mb = 25;                 // all-reduce gradient bucket size cap
+  double bucket_mb = 0;                  // all-reduce gradient bucket cap, MiB; 0: from the model (as PS chunks)
   double peer_timeout_s = 120;           // a collective or a step waits this long for a peer
   double rendezvous_timeout_s = 60;      // joining the cluster waits this long
   int64_t verify_replicas_every = 0;     // compare parameter checksums every N steps (0: never)
