@@ -187,6 +187,13 @@ StepAgreement Worker::reportStep(int64_t finished, const StepReport& report, Dea
   Ticket clock = client_->send(0, {.type = MessageType::kPsClock, .clock = static_cast<uint32_t>(finished)},
                                net::copyPayload(encode(report)));
   net::Frame reply = clock.wait(deadline, fmt::format("the end of step {}", finished - 1));
+  // --timeline: until every worker reported (ps 0's barrier) and the answer crossed back.
+  if (auto* timeline = obs::Timeline::current()) {
+    const Ticket::Times t = clock.times();
+    if (t.replied_us != 0) {
+      timeline->span("step agreement at ps 0", obs::Lane::kComm, t.queued_us, t.replied_us, {{"step", finished - 1}});
+    }
+  }
   return decodeStepAgreement(reply.bytes(), "ps 0");
 }
 
