@@ -92,7 +92,8 @@ TEST(CliLab, BadLayoutsExitTwoNamingTheFlag) {
            {"lab --hosts 2 --ps 3 -- --max-steps 5", "--ps-placement dedicated"},
            {"lab --hosts 2 --dilation 4 -- --max-steps 5", "--emulate-compute"},
            {"lab --hosts 2 -- --max-steps 5 --task-index 1", "--task-index"},
-           {"lab --hosts 2 --link-mbps 0 -- --max-steps 5", "--link-mbps"}}) {
+           {"lab --hosts 2 --link-mbps 0 -- --max-steps 5", "--link-mbps"},
+           {"lab --hosts 2 --ps 1 --torchrun-env -- --max-steps 5", "--torchrun-env"}}) {
     auto run = runTandem(args);
     EXPECT_EQ(run.exit_code, 2) << args << "\n" << run.output;
     EXPECT_NE(run.output.find(phrase), std::string::npos) << args << "\n" << run.output;
@@ -141,14 +142,17 @@ TEST(CliLab, HierarchicalAggregationHalvesEachHostsLinkBytes) {
 // MB) in one bucket, so Gloo runs a ring. Flat, the ring of 4 crosses each
 // host link with 2*3/4 of the model each way; summed on each host first,
 // the ring of 2 hosts carries 2*1/2: two thirds of the bytes, as planned.
+// Started as torchrun starts workers (only worker 0's address known), the
+// workers tell each other their hosts and sum the same way.
 TEST(CliLab, HierarchicalAllReduceCarriesTwoThirdsOfTheFlatRingsBytes) {
   if (!lab::missingLabPrivileges().empty()) GTEST_SKIP() << lab::missingLabPrivileges();
   TempDir dir;
   const std::string profile = dir.str("gpu.json");
   std::ofstream(profile) << R"({"model":"resnet110","device":"a test GPU","batch_size":32,"forward_ms":5,)"
                          << R"("backward_ms":10,"source":"cli_lab_test"})";
-  auto run = [&](const std::string& name, const std::string& extra) {
-    auto result = runTandem("lab --hosts 2 --workers-per-host 2 --link-mbps 1000 -- --model resnet110 --dataset "
+  auto run = [&](const std::string& name, const std::string& extra, const std::string& lab_flags = "") {
+    auto result = runTandem("lab --hosts 2 --workers-per-host 2 --link-mbps 1000 " + lab_flags +
+                            " -- --model resnet110 --dataset "
                             "synthetic --synthetic-shape 3x32x32 --emulate-compute " + profile +
                             " --batch-size 32 --max-steps 9 --seed 3 --bucket-mb 25 --out " + dir.str(name) + " " +
                             extra);
@@ -157,13 +161,17 @@ TEST(CliLab, HierarchicalAllReduceCarriesTwoThirdsOfTheFlatRingsBytes) {
   };
   const auto grouped = run("auto", "");
   const auto flat = run("off", "--hierarchical off");
+  const auto torchrun = run("torchrun", "", "--torchrun-env");
   EXPECT_EQ(grouped["cluster"]["layout"], "hier-allreduce");
+  EXPECT_EQ(torchrun["cluster"]["layout"], "hier-allreduce");
   EXPECT_EQ(flat["cluster"]["layout"], "allreduce");
   for (size_t h = 0; h < 2; ++h) {
     for (const char* way : {"sent_bytes_per_step", "received_bytes_per_step"}) {
       const double ratio = grouped["links"][h][way].get<double>() / flat["links"][h][way].get<double>();
       EXPECT_NEAR(ratio, 2.0 / 3, 0.03) << "host " << h << " " << way << ": " << grouped["links"] << " against "
                                         << flat["links"];
+      EXPECT_NEAR(torchrun["links"][h][way].get<double>() / grouped["links"][h][way].get<double>(), 1.0, 0.03)
+          << torchrun["links"];
     }
   }
   // The planner counts both algorithms' bytes.
@@ -172,6 +180,9 @@ TEST(CliLab, HierarchicalAllReduceCarriesTwoThirdsOfTheFlatRingsBytes) {
   const auto a = testing::checkpointParameters(dir.str("auto/checkpoint.ckpt"), {3, 32, 32, 10});
   const auto b = testing::checkpointParameters(dir.str("off/checkpoint.ckpt"), {3, 32, 32, 10});
   EXPECT_LT(testing::maxAbsoluteDifference(a, b), 1e-5);
+  // The same groups, sums and order: the same bits.
+  const auto c = testing::checkpointParameters(dir.str("torchrun/checkpoint.ckpt"), {3, 32, 32, 10});
+  EXPECT_EQ(testing::maxAbsoluteDifference(a, c), 0.0);
 }
 
 // The spans of task `pid` in a merged timeline.

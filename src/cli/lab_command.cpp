@@ -48,6 +48,7 @@ struct LabOptions {
   double apply_gb_s = 0;
   bool json = false;
   bool cleanup = false;
+  bool torchrun_env = false;  // workers told only torchrun's variables, not every address
   std::vector<std::string> train_args;
 };
 
@@ -104,6 +105,9 @@ int runLab(LabOptions o) {
   }
   if (o.ps_placement != "colocated" && o.ps_placement != "dedicated") {
     throw InputError(fmt::format("--ps-placement: '{}' is not colocated or dedicated", o.ps_placement));
+  }
+  if (o.torchrun_env && o.ps > 0) {
+    throw InputError("--torchrun-env: torchrun's variables describe all-reduce workers only; use --ps 0");
   }
   if (!(o.link_mbps > 0)) throw InputError(fmt::format("--link-mbps: must be positive, got {}", o.link_mbps));
   if (!(o.dilation >= 1)) throw InputError(fmt::format("--dilation: must be >= 1, got {}", o.dilation));
@@ -177,8 +181,19 @@ int runLab(LabOptions o) {
     child.argv = network.execPrefix(t.host);
     child.argv.insert(child.argv.end(), {self, "train"});
     child.argv.insert(child.argv.end(), common.begin(), common.end());
-    child.argv.insert(child.argv.end(), {"--worker-hosts", worker_hosts, "--job-name", t.job, "--task-index",
-                                         std::to_string(t.index)});
+    if (o.torchrun_env) {
+      // As torchrun on each host: ranks, sizes and worker 0's address only.
+      const auto& chief = placement.workers.front();
+      child.extra_env = {{"RANK", std::to_string(t.index)},
+                         {"WORLD_SIZE", std::to_string(placement.workers.size())},
+                         {"LOCAL_RANK", std::to_string(t.index % o.workers_per_host)},
+                         {"LOCAL_WORLD_SIZE", std::to_string(o.workers_per_host)},
+                         {"MASTER_ADDR", network.address(chief.host)},
+                         {"MASTER_PORT", std::to_string(chief.port)}};
+    } else {
+      child.argv.insert(child.argv.end(), {"--worker-hosts", worker_hosts, "--job-name", t.job, "--task-index",
+                                           std::to_string(t.index)});
+    }
     group.start(child);
   };
   for (const auto& t : placement.servers) start(t);
@@ -285,6 +300,9 @@ Command addLabCommand(CLI::App& app) {
                                                  "(tandem bench ps-apply); 0: free")
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "print the report as JSON instead of tables");
+  cmd->add_flag("--torchrun-env", o->torchrun_env,
+                "start all-reduce workers as torchrun does (RANK, WORLD_SIZE, MASTER_ADDR, ...), not with every "
+                "worker's address");
   cmd->add_flag("--cleanup", o->cleanup, "remove what labs killed before cleaning up left behind, and exit");
   cmd->add_option("train_args", o->train_args, "after --: arguments for `tandem train`");
   cmd->footer("Example:\n  sudo tandem lab --hosts 2 --link-mbps 100 -- --model resnet20 --dataset synthetic "

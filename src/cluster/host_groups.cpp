@@ -1,14 +1,26 @@
 #include "cluster/host_groups.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "core/error.hpp"
 
 namespace tandem::cluster {
+namespace {
 
-std::vector<std::vector<int>> workersByHost(const ClusterSpec& spec) {
+constexpr std::chrono::milliseconds kRoundTrip{1000};
+
+}  // namespace
+
+std::vector<std::vector<int>> groupByAddress(const std::vector<std::string>& addresses) {
   std::vector<std::vector<int>> groups;
   std::vector<std::string> hosts;
-  for (int w = 0; w < static_cast<int>(spec.worker_hosts.size()); ++w) {
-    const std::string& host = spec.worker_hosts[static_cast<size_t>(w)].host;
+  for (int w = 0; w < static_cast<int>(addresses.size()); ++w) {
+    const std::string& host = addresses[static_cast<size_t>(w)];
     const auto it = std::find(hosts.begin(), hosts.end(), host);
     if (it == hosts.end()) {
       hosts.push_back(host);
@@ -18,6 +30,38 @@ std::vector<std::vector<int>> workersByHost(const ClusterSpec& spec) {
     }
   }
   return groups;
+}
+
+std::vector<std::vector<int>> workersByHost(const ClusterSpec& spec) {
+  std::vector<std::string> addresses;
+  for (const auto& w : spec.worker_hosts) addresses.push_back(w.host);
+  return groupByAddress(addresses);
+}
+
+std::vector<std::string> exchangeWorkerAddresses(CoordinatorClient& store, int rank, int size,
+                                                 const std::string& mine, Deadline deadline) {
+  auto key = [](int w) { return fmt::format("hosts/worker/{}", w); };
+  store.set(key(rank), std::vector<char>(mine.begin(), mine.end()), deadline);
+  std::vector<std::string> keys;
+  for (int w = 0; w < size; ++w) keys.push_back(key(w));
+  // Each check gets its round trip even at the deadline, so that a late
+  // worker is named rather than the coordinator.
+  auto check = [&] { return store.missingKeys(keys, Deadline::after(std::max(deadline.remaining(), kRoundTrip))); };
+  for (auto missing = check(); !missing.empty(); missing = check()) {
+    if (deadline.expired()) {
+      std::vector<std::string> names;
+      for (const auto& k : missing) names.push_back(fmt::format("worker {}", k.substr(k.rfind('/') + 1)));
+      throw PeerError(fmt::format("telling hosts apart: no address from {} within the deadline", fmt::join(names, ", ")));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::vector<std::string> addresses;
+  for (const auto& k : keys) {
+    const auto value = store.tryGet(k);
+    if (!value) throw PeerError(fmt::format("telling hosts apart: {} vanished from the coordinator's store", k));
+    addresses.emplace_back(value->begin(), value->end());
+  }
+  return addresses;
 }
 
 bool useHostGroups(const std::vector<std::vector<int>>& groups, const std::string& setting) {

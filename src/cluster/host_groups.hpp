@@ -6,13 +6,26 @@
 #include <vector>
 
 #include "cluster/cluster_spec.hpp"
+#include "cluster/coordinator.hpp"
+#include "core/deadline.hpp"
 
 namespace tandem::cluster {
 
-// Workers grouped by the host their address names, each group ascending,
-// groups in order of their first worker. Empty when the spec lists no
-// worker addresses (a launcher that names only the coordinator).
+// Workers grouped by their address, each group ascending, groups in order
+// of their first worker.
+std::vector<std::vector<int>> groupByAddress(const std::vector<std::string>& addresses);
+
+// The same for the workers a spec lists. Empty when it lists no worker
+// addresses (a launcher that names only the coordinator: see below).
 std::vector<std::vector<int>> workersByHost(const ClusterSpec& spec);
+
+// Under torchrun, mpirun or srun only the coordinator is named, so each
+// worker publishes the address it reaches the coordinator from (one per
+// host, for all its workers) and reads everyone's. Call after every worker
+// joined. Returns the addresses by rank; throws PeerError naming the
+// workers whose address did not arrive by `deadline`.
+std::vector<std::string> exchangeWorkerAddresses(CoordinatorClient& store, int rank, int size,
+                                                 const std::string& mine, Deadline deadline);
 
 // Whether a job aggregates per host: asked for ("auto"), more than one
 // host, and some host with more than one worker. On one host every worker

@@ -89,6 +89,21 @@ size_t bucketCapBytes(torch::nn::Module& model, double bucket_mb) {
   return static_cast<size_t>(ps::autoChunkFloats(floats)) * sizeof(float);
 }
 
+// Workers by host when --hierarchical auto applies, else none. Launchers
+// that name only the coordinator list no worker addresses: the workers
+// then tell each other theirs through its store.
+std::vector<std::vector<int>> hostGroups(const cluster::ClusterSpec& spec, const DistributedConfig& config,
+                                         cluster::CoordinatorClient& store, const std::string& address) {
+  const int n = spec.num_workers;
+  if (config.hierarchical != "auto" || n < 2) return {};
+  const auto groups =
+      spec.worker_hosts.empty()
+          ? cluster::groupByAddress(cluster::exchangeWorkerAddresses(
+                store, spec.index, n, address, Deadline::afterSeconds(config.rendezvous_timeout_s)))
+          : cluster::workersByHost(spec);
+  return cluster::useHostGroups(groups, config.hierarchical) ? groups : std::vector<std::vector<int>>{};
+}
+
 std::string hierarchyText(const std::vector<std::vector<int>>& groups, int workers) {
   const std::string text = fmt::format(", summed within each of {} hosts first (--hierarchical auto)", groups.size());
   if (!collective::halvingDoublingFollowsHosts(groups, workers)) return text;
@@ -116,10 +131,8 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
   s.wire = parseWireDtype(s.config.wire_dtype);
   nlohmann::json fp = fingerprint;
   // Workers must cut and encode the same buckets, or the sums mix values.
-  const auto groups = cluster::workersByHost(s.spec);
-  if (cluster::useHostGroups(groups, s.config.hierarchical)) s.host_groups = groups;
   fp["allreduce"] = {{"bucket_mb", s.config.bucket_mb}, {"wire_dtype", wireDtypeName(s.wire)},
-                     {"error_feedback", s.config.error_feedback}, {"hierarchical", s.host_groups}};
+                     {"error_feedback", s.config.error_feedback}, {"hierarchical", s.config.hierarchical}};
   s.join = joinAsWorker(s.spec, s.config, fp);
 
   collective::CommunicatorOptions options;
@@ -128,6 +141,7 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
   options.local_host = s.spec.worker_hosts.empty() ? cluster::localAddressToward(s.spec.coordinator)
                                                    : s.spec.worker_hosts[s.spec.index].host;
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(s.config.peer_timeout_s * 1000));
+  s.host_groups = hostGroups(s.spec, s.config, *s.join.store, options.local_host);
   s.gloo_store = std::make_unique<gloo::rendezvous::PrefixStore>("gloo", *s.join.store);
   s.comm = s.host_groups.empty() ? collective::Communicator::connect(*s.gloo_store, options)
                                  : collective::connectByHost(*s.gloo_store, options, s.host_groups);
