@@ -104,12 +104,13 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "init",
       [](double rendezvous_timeout_s, double peer_timeout_s, double bucket_mb, std::string wire_dtype,
-         bool error_feedback) {
+         bool error_feedback, std::string hierarchical) {
         py::gil_scoped_release release;
-        tandem::init({rendezvous_timeout_s, peer_timeout_s, bucket_mb, std::move(wire_dtype), error_feedback});
+        tandem::init({rendezvous_timeout_s, peer_timeout_s, bucket_mb, std::move(wire_dtype), error_feedback,
+                      std::move(hierarchical)});
       },
-      py::arg("rendezvous_timeout_s") = 60.0, py::arg("peer_timeout_s") = 120.0, py::arg("bucket_mb") = 25.0,
-      py::arg("wire_dtype") = "fp32", py::arg("error_feedback") = false);
+      py::arg("rendezvous_timeout_s") = 60.0, py::arg("peer_timeout_s") = 120.0, py::arg("bucket_mb") = 0.0,
+      py::arg("wire_dtype") = "fp32", py::arg("error_feedback") = false, py::arg("hierarchical") = "auto");
   m.def("shutdown", [] {
     py::gil_scoped_release release;
     tandem::shutdown();

@@ -22,12 +22,18 @@ namespace tandem {
 struct InitOptions {
   double rendezvous_timeout_s = 60;  // how long init() waits for every rank
   double peer_timeout_s = 120;       // how long a collective waits for a peer
-  double bucket_mb = 25;             // gradient bucket cap of DistributedOptimizer
+  // DistributedOptimizer's gradient bucket cap in MiB; 0: sized from the
+  // model, about 16 buckets of 0.25-4 MiB (as `tandem train` does).
+  double bucket_mb = 0;
   // How DistributedOptimizer's gradient buckets and PS chunks travel: "fp32",
   // "fp16" or "bf16" (half the bytes; weights and optimizer state stay
   // float32). error_feedback carries each value's rounding into its next send.
   std::string wire_dtype = "fp32";
   bool error_feedback = false;
+  // "auto": when the job spans hosts and a host runs several workers, sums
+  // go over each host's loopback first (`tandem train --hierarchical`);
+  // "off": every worker sends its own.
+  std::string hierarchical = "auto";
 };
 
 // Joins the job this process belongs to: the cluster is read from TF_CONFIG

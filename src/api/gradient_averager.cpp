@@ -56,9 +56,8 @@ GradientAverager::GradientAverager(torch::nn::Module& module, int backward_passe
     wire_hash.add(wire_text.data(), wire_text.size());
     api::requireAgreement(job, wire_hash.value(), "wire_dtype and error_feedback");
     s.reducer = std::make_shared<collective::BucketReducer>(*job.comm, wire, job.options.error_feedback);
-    const auto cap = static_cast<size_t>(job.options.bucket_mb * 1024 * 1024);
     s.buckets = std::make_unique<train::GradientBuckets>(
-        module, cap, 0,
+        module, train::bucketCapBytes(module, job.options.bucket_mb), 0,
         [&s, &job](size_t bucket, torch::Tensor flat) {
           s.handles[bucket] = job.comm_thread->submit([reducer = s.reducer, flat, bucket] {
             reducer->reduce(bucket, flat.data_ptr<float>(), static_cast<size_t>(flat.numel()));

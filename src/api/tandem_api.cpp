@@ -11,10 +11,12 @@
 #include <thread>
 
 #include "cluster/cluster_spec.hpp"
+#include "cluster/host_groups.hpp"
 #include "cluster/local_address.hpp"
 #include "cluster/local_share.hpp"
 #include "collective/comm_thread.hpp"
 #include "collective/communicator.hpp"
+#include "collective/host_communicator.hpp"
 #include "core/error.hpp"
 #include "core/wire_dtype.hpp"
 #include "api/job.hpp"
@@ -91,8 +93,11 @@ void shutdownAtExit() {
 
 void init(const InitOptions& options) {
   if (current()) throw Error("tandem::init: already initialised (call tandem::shutdown() first)");
-  if (!(options.rendezvous_timeout_s > 0) || !(options.peer_timeout_s > 0) || !(options.bucket_mb > 0)) {
-    throw InputError("tandem::init: timeouts and bucket_mb must be positive");
+  if (!(options.rendezvous_timeout_s > 0) || !(options.peer_timeout_s > 0) || !(options.bucket_mb >= 0)) {
+    throw InputError("tandem::init: timeouts must be positive and bucket_mb must not be negative");
+  }
+  if (options.hierarchical != "auto" && options.hierarchical != "off") {
+    throw InputError(fmt::format("tandem::init: hierarchical must be auto or off, got '{}'", options.hierarchical));
   }
   if (parseWireDtype(options.wire_dtype, "tandem::init: wire_dtype") == WireDtype::kFloat32 && options.error_feedback) {
     throw InputError("tandem::init: error_feedback needs wire_dtype fp16 or bf16");
@@ -119,8 +124,11 @@ void init(const InitOptions& options) {
     train::DistributedConfig config;
     config.rendezvous_timeout_s = options.rendezvous_timeout_s;
     config.peer_timeout_s = options.peer_timeout_s;
-    job->join = train::joinAsWorker(
-        spec, config, {{"api", "tandem C++"}, {"workers", spec.num_workers}, {"servers", spec.numServers()}});
+    job->join = train::joinAsWorker(spec, config,
+                                    {{"api", "tandem C++"},
+                                     {"workers", spec.num_workers},
+                                     {"servers", spec.numServers()},
+                                     {"hierarchical", options.hierarchical}});
     collective::CommunicatorOptions comm;
     comm.rank = spec.index;
     comm.size = spec.num_workers;
@@ -129,7 +137,9 @@ void init(const InitOptions& options) {
     comm.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.peer_timeout_s * 1000));
     if (spec.num_workers > 1) {
       job->gloo_store = std::make_unique<gloo::rendezvous::PrefixStore>("gloo", *job->join.store);
-      job->comm = collective::Communicator::connect(*job->gloo_store, comm);
+      const auto groups = cluster::hostGroupsFor(spec, options.hierarchical, *job->join.store, comm.local_host,
+                                                 Deadline::afterSeconds(options.rendezvous_timeout_s));
+      job->comm = collective::connectByHost(*job->gloo_store, comm, groups);
       job->comm_thread = std::make_unique<collective::CommThread>();
     }
   }

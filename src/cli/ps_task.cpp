@@ -16,7 +16,7 @@ namespace tandem::cli {
 int runPsTask(const cluster::ClusterSpec& spec, const train::TrainConfig& config) {
   const auto& address = spec.ps_hosts.at(static_cast<size_t>(spec.index));
   ps::ServerOptions options;
-  options.bind_host = cluster::bindableAddress(address.host);
+  options.bind_host = cluster::bindableAddress(config.distributed.bind.empty() ? address.host : config.distributed.bind);
   options.port = address.port;
   options.index = spec.index;
   options.apply_threads = config.distributed.ps_threads > 0

@@ -249,6 +249,11 @@ Command addTrainCommand(CLI::App& app) {
   cmd->add_option("--worker-hosts", f.worker_hosts, "comma-separated host:port of every worker; worker 0 coordinates")
       ->group(cluster_group);
   cmd->add_option("--ps-hosts", f.ps_hosts, "comma-separated host:port of every parameter server")->group(cluster_group);
+  field("/distributed/bind",
+        cmd->add_option("--bind", c.distributed.bind,
+                        "address this task's ports listen on (the coordinator, a PS); default: the address its host "
+                        "name resolves to here; 0.0.0.0: every interface"))
+      ->group(cluster_group);
   cmd->add_option("--job-name", f.job_name, "this task's job: worker or ps")->group(cluster_group);
   cmd->add_option("--task-index,--task-id", f.task_index, "this task's index within its job")->group(cluster_group);
   cmd->add_option("--coordinator", f.coordinator, "host:port of worker 0's store (needed under mpirun and srun)")
@@ -340,6 +345,11 @@ Command addTrainCommand(CLI::App& app) {
     const auto plan = cluster::planThreads(config->threads, env, cluster::countLocalProcesses(spec, env),
                                            static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
     if (plan.oversubscribed()) TANDEM_LOG_WARN("{}", plan.warning());
+    if (const std::string& bind = config->distributed.bind; bind == "0.0.0.0" || bind == "::" || bind == "*") {
+      TANDEM_LOG_WARN("--bind {}: this task's ports listen on every interface, reachable from any network this "
+                      "machine is on",
+                      bind);
+    }
     config->threads = plan.threads;
     config->local_processes = plan.local_processes;
     if (spec && spec->role == cluster::Role::kPs) {

@@ -93,9 +93,10 @@ CoordinatorServer::CoordinatorServer(const std::string& bind_host, int port) : i
   if (port < 0 || port > 65535) {
     throw InputError(fmt::format("coordinator port {} is out of range 0..65535", port));
   }
-  // A host name cannot be bound directly: listen on every interface then.
-  std::string endpoint = net::tcpEndpoint(bindableAddress(bind_host), port == 0 ? -1 : port);
-  net::configureSocket(impl_->socket, net::kMaxPayloadBytes, net::isIpv6(bind_host));
+  // A host name cannot be bound directly: the address it names here.
+  const std::string address = bindableAddress(bind_host);
+  std::string endpoint = net::tcpEndpoint(address, port == 0 ? -1 : port);
+  net::configureSocket(impl_->socket, net::kMaxPayloadBytes, net::isIpv6(address));
   try {
     impl_->socket.bind(endpoint);
   } catch (const zmq::error_t& e) {

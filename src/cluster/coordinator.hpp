@@ -23,9 +23,9 @@ namespace tandem::cluster {
 // and are otherwise ignored. Thread-safe.
 class CoordinatorServer {
  public:
-  // Binds tcp://<bind_host>:<port> (every interface when bind_host is a name,
-  // not an address literal); port 0 picks a free port. Throws Error naming
-  // the address if it cannot bind.
+  // Binds tcp://<address>:<port>, the address bindableAddress(bind_host)
+  // gives; port 0 picks a free port. Throws Error naming the address if it
+  // cannot bind, InputError for a name that is not this machine's.
   CoordinatorServer(const std::string& bind_host, int port);
   ~CoordinatorServer();
   CoordinatorServer(const CoordinatorServer&) = delete;

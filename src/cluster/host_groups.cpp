@@ -69,4 +69,14 @@ bool useHostGroups(const std::vector<std::vector<int>>& groups, const std::strin
   return std::any_of(groups.begin(), groups.end(), [](const auto& g) { return g.size() > 1; });
 }
 
+std::vector<std::vector<int>> hostGroupsFor(const ClusterSpec& spec, const std::string& setting,
+                                            CoordinatorClient& store, const std::string& address, Deadline deadline) {
+  if (setting != "auto" || spec.num_workers < 2) return {};
+  const auto groups =
+      spec.worker_hosts.empty()
+          ? groupByAddress(exchangeWorkerAddresses(store, spec.index, spec.num_workers, address, deadline))
+          : workersByHost(spec);
+  return useHostGroups(groups, setting) ? groups : std::vector<std::vector<int>>{};
+}
+
 }  // namespace tandem::cluster

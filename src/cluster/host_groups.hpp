@@ -32,4 +32,11 @@ std::vector<std::string> exchangeWorkerAddresses(CoordinatorClient& store, int r
 // already shares the machine, so there is no link to spare.
 bool useHostGroups(const std::vector<std::vector<int>>& groups, const std::string& setting);
 
+// The groups a job with `setting` (--hierarchical auto|off) sums by host
+// in, or none: from the spec's worker addresses, or, when it lists none,
+// by exchanging `address` (this worker's, as its peers reach it) through
+// `store` within `deadline`. Every worker must call it, after joining.
+std::vector<std::vector<int>> hostGroupsFor(const ClusterSpec& spec, const std::string& setting,
+                                            CoordinatorClient& store, const std::string& address, Deadline deadline);
+
 }  // namespace tandem::cluster

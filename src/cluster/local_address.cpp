@@ -41,11 +41,60 @@ std::string localAddressToward(const HostPort& peer) {
   return result;
 }
 
+namespace {
+
+// Whether `address` (of `family`) belongs to this machine: binding it works.
+bool isLocalAddress(const sockaddr* address, socklen_t length) {
+  const int fd = ::socket(address->sa_family, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_storage any_port{};
+  std::memcpy(&any_port, address, length);
+  if (any_port.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&any_port)->sin_port = 0;
+  if (any_port.ss_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(&any_port)->sin6_port = 0;
+  const bool bound = ::bind(fd, reinterpret_cast<const sockaddr*>(&any_port), length) == 0;
+  ::close(fd);
+  return bound;
+}
+
+std::string addressText(const sockaddr* address) {
+  char text[INET6_ADDRSTRLEN] = {};
+  const void* raw = address->sa_family == AF_INET
+                        ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(address)->sin_addr)
+                        : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr);
+  return ::inet_ntop(address->sa_family, raw, text, sizeof(text)) != nullptr ? text : "?";
+}
+
+}  // namespace
+
 std::string bindableAddress(const std::string& host) {
   unsigned char buffer[sizeof(in6_addr)];
+  if (host == "*") return host;
   if (::inet_pton(AF_INET, host.c_str(), buffer) == 1) return host;
   if (::inet_pton(AF_INET6, host.c_str(), buffer) == 1) return host;
-  return "*";
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found); rc != 0) {
+    throw InputError(fmt::format("cannot listen on host '{}': it does not resolve ({})", host, ::gai_strerror(rc)));
+  }
+  // IPv4 first: peers reach a name through ZeroMQ and Gloo over IPv4.
+  std::string local, seen;
+  for (int family : {AF_INET, AF_INET6}) {
+    for (addrinfo* a = found; a != nullptr && local.empty(); a = a->ai_next) {
+      if (a->ai_family != family) continue;
+      const std::string text = addressText(a->ai_addr);
+      seen += (seen.empty() ? "" : ", ") + text;
+      if (isLocalAddress(a->ai_addr, a->ai_addrlen)) local = text;
+    }
+  }
+  ::freeaddrinfo(found);
+  if (local.empty()) {
+    throw InputError(fmt::format("cannot listen on host '{}': it resolves to {}, not an address of this machine; "
+                                 "pass --bind ADDRESS (--bind 0.0.0.0 for every interface)",
+                                 host, seen));
+  }
+  return local;
 }
 
 void requireResolvableHosts(const ClusterSpec& spec) {

@@ -12,7 +12,11 @@ namespace tandem::cluster {
 std::string localAddressToward(const HostPort& peer);
 
 // A numeric address ZeroMQ can bind for `host`: the host itself if it is an
-// IPv4/IPv6 literal, otherwise "*" (every interface).
+// IPv4/IPv6 literal (0.0.0.0 or "*": every interface, only when asked for),
+// otherwise the address the name resolves to that belongs to this machine
+// (IPv4 first). Never every interface for a name: a port meant for the job
+// should not listen on interfaces the job does not use. Throws InputError
+// when the name does not resolve or resolves only to other machines.
 std::string bindableAddress(const std::string& host);
 
 // Resolves every host the spec names (worker and PS lists, coordinator), so

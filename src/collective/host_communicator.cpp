@@ -156,6 +156,7 @@ class HostCommunicator final : public Communicator {
 
 std::unique_ptr<Communicator> connectByHost(gloo::rendezvous::Store& store, const CommunicatorOptions& options,
                                             const std::vector<std::vector<int>>& groups, const std::string& loopback) {
+  if (groups.empty()) return Communicator::connect(store, options);
   TANDEM_ENFORCE(options.size >= 1 && options.rank >= 0 && options.rank < options.size, "rank {} of size {}",
                  options.rank, options.size);
   checkGroups(groups, options.size);

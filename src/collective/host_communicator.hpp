@@ -25,7 +25,8 @@ namespace tandem::collective {
 // sums buffers under the ring threshold flat.
 bool halvingDoublingFollowsHosts(const std::vector<std::vector<int>>& groups, int size);
 
-// `groups` lists every rank of options.size exactly once, by host (as
+// No groups: a flat Communicator::connect. Otherwise `groups` lists every
+// rank of options.size exactly once, by host (as
 // cluster::workersByHost gives them); options.local_host is this rank's
 // network address, `loopback` the one its host-mates reach it at. Every
 // rank must pass the same groups. Throws Error for groups that do not

@@ -15,7 +15,6 @@
 #include "collective/communicator.hpp"
 #include "collective/host_communicator.hpp"
 #include "obs/timeline.hpp"
-#include "ps/key_layout.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/fnv1a.hpp"
@@ -79,31 +78,6 @@ struct AllReduceStrategy::Impl {
 
 namespace {
 
-// --bucket-mb 0: the rule that sizes PS chunks, about 16 buckets of
-// 0.25-4 MiB: the first leaves early in backward, the last one's exchange
-// after it is short, and each message's fixed cost stays small.
-size_t bucketCapBytes(torch::nn::Module& model, double bucket_mb) {
-  if (bucket_mb > 0) return static_cast<size_t>(bucket_mb * 1024 * 1024);
-  int64_t floats = 0;
-  for (const auto& p : model.parameters()) floats += p.requires_grad() ? p.numel() : 0;
-  return static_cast<size_t>(ps::autoChunkFloats(floats)) * sizeof(float);
-}
-
-// Workers by host when --hierarchical auto applies, else none. Launchers
-// that name only the coordinator list no worker addresses: the workers
-// then tell each other theirs through its store.
-std::vector<std::vector<int>> hostGroups(const cluster::ClusterSpec& spec, const DistributedConfig& config,
-                                         cluster::CoordinatorClient& store, const std::string& address) {
-  const int n = spec.num_workers;
-  if (config.hierarchical != "auto" || n < 2) return {};
-  const auto groups =
-      spec.worker_hosts.empty()
-          ? cluster::groupByAddress(cluster::exchangeWorkerAddresses(
-                store, spec.index, n, address, Deadline::afterSeconds(config.rendezvous_timeout_s)))
-          : cluster::workersByHost(spec);
-  return cluster::useHostGroups(groups, config.hierarchical) ? groups : std::vector<std::vector<int>>{};
-}
-
 std::string hierarchyText(const std::vector<std::vector<int>>& groups, int workers) {
   const std::string text = fmt::format(", summed within each of {} hosts first (--hierarchical auto)", groups.size());
   if (!collective::halvingDoublingFollowsHosts(groups, workers)) return text;
@@ -141,10 +115,10 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
   options.local_host = s.spec.worker_hosts.empty() ? cluster::localAddressToward(s.spec.coordinator)
                                                    : s.spec.worker_hosts[s.spec.index].host;
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(s.config.peer_timeout_s * 1000));
-  s.host_groups = hostGroups(s.spec, s.config, *s.join.store, options.local_host);
+  s.host_groups = cluster::hostGroupsFor(s.spec, s.config.hierarchical, *s.join.store, options.local_host,
+                                        Deadline::afterSeconds(s.config.rendezvous_timeout_s));
   s.gloo_store = std::make_unique<gloo::rendezvous::PrefixStore>("gloo", *s.join.store);
-  s.comm = s.host_groups.empty() ? collective::Communicator::connect(*s.gloo_store, options)
-                                 : collective::connectByHost(*s.gloo_store, options, s.host_groups);
+  s.comm = collective::connectByHost(*s.gloo_store, options, s.host_groups);
   s.reducer = std::make_unique<collective::BucketReducer>(*s.comm, s.wire, s.config.error_feedback);
   s.comm_thread = std::make_unique<collective::CommThread>();
   broadcastModuleState(model, s.spec.index == 0, [&s](void* data, size_t bytes) {

@@ -59,6 +59,10 @@ struct DistributedConfig {
   // soon as its first layers' parameters are in (P3); "off": every push goes
   // out as backward completes it, and every pull is in before the step ends.
   std::string priority = "on";
+  // The address this task's listening ports (the coordinator, a PS) bind:
+  // empty: the address its own host name in the cluster resolves to here;
+  // 0.0.0.0: every interface, only when asked for.
+  std::string bind;
 };
 
 // The consistency a PS run uses, from --ps-mode and --staleness:

@@ -31,12 +31,15 @@ InputError = _C.InputError
 PeerError = _C.PeerError
 
 
-def init(rendezvous_timeout_s=60.0, peer_timeout_s=120.0, bucket_mb=25.0, wire_dtype="fp32", error_feedback=False):
+def init(rendezvous_timeout_s=60.0, peer_timeout_s=120.0, bucket_mb=0.0, wire_dtype="fp32", error_feedback=False,
+         hierarchical="auto"):
     """Joins the job (TF_CONFIG from tandem launch, or torchrun, mpirun, srun);
-    alone when none is set. wire_dtype "fp16" or "bf16" sends DistributedOptimizer's
-    gradients in 16 bits (weights and optimizer state stay float32); error_feedback
-    carries each value's rounding into its next send."""
-    _C.init(rendezvous_timeout_s, peer_timeout_s, bucket_mb, wire_dtype, error_feedback)
+    alone when none is set. bucket_mb 0 sizes DistributedOptimizer's gradient
+    buckets from the model. wire_dtype "fp16" or "bf16" sends its gradients
+    in 16 bits (weights and optimizer state stay float32); error_feedback
+    carries each value's rounding into its next send. hierarchical "auto"
+    sums each host's workers over loopback first when the job spans hosts."""
+    _C.init(rendezvous_timeout_s, peer_timeout_s, bucket_mb, wire_dtype, error_feedback, hierarchical)
 
 
 def shutdown():
