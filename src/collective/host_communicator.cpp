@@ -14,14 +14,6 @@
 namespace tandem::collective {
 namespace {
 
-// Gloo's errors name ranks of the sub-communicator; the user knows the
-// global ranks (workers).
-std::string ranksText(const std::vector<int>& members) {
-  std::vector<std::string> pairs;
-  for (size_t r = 0; r < members.size(); ++r) pairs.push_back(fmt::format("rank {} is worker {}", r, members[r]));
-  return fmt::format("{}", fmt::join(pairs, ", "));
-}
-
 void checkGroups(const std::vector<std::vector<int>>& groups, int size) {
   std::vector<int> seen(static_cast<size_t>(size), 0);
   for (const auto& group : groups) {
@@ -36,8 +28,14 @@ void checkGroups(const std::vector<std::vector<int>>& groups, int size) {
 
 }  // namespace
 
+std::string ranksText(const std::vector<int>& members) {
+  std::vector<std::string> pairs;
+  for (size_t r = 0; r < members.size(); ++r) pairs.push_back(fmt::format("rank {} is worker {}", r, members[r]));
+  return fmt::format("{}", fmt::join(pairs, ", "));
+}
+
 bool halvingDoublingFollowsHosts(const std::vector<std::vector<int>>& groups, int size) {
-  if (!std::has_single_bit(static_cast<unsigned>(size))) return false;
+  if (groups.empty() || size < 1 || !std::has_single_bit(static_cast<unsigned>(size))) return false;
   const size_t g = groups.front().size();
   if (!std::has_single_bit(g)) return false;
   for (size_t h = 0; h < groups.size(); ++h) {

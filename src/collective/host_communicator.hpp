@@ -11,11 +11,16 @@
 #include <gloo/rendezvous/store.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "collective/communicator.hpp"
 
 namespace tandem::collective {
+
+// "rank 0 is worker 2, rank 1 is worker 3": Gloo's errors name ranks of a
+// sub-communicator of `members`; the user knows the workers.
+std::string ranksText(const std::vector<int>& members);
 
 // Whether Gloo's flat halving-doubling already keeps each host's traffic
 // local: its round k pairs ranks 2^k apart, so with a power-of-two number

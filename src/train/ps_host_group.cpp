@@ -8,6 +8,7 @@
 #include <chrono>
 #include <utility>
 
+#include "collective/host_communicator.hpp"
 #include "core/error.hpp"
 
 namespace tandem::train {
@@ -38,19 +39,13 @@ void PsHostGroup::reduce(float* data, size_t n, std::function<void()> then) {
   }));
 }
 
-// Gloo names ranks; the user knows workers.
-std::string PsHostGroup::ranksText() const {
-  std::vector<std::string> pairs;
-  for (size_t r = 0; r < members_.size(); ++r) pairs.push_back(fmt::format("rank {} is worker {}", r, members_[r]));
-  return fmt::format("{}", fmt::join(pairs, ", "));
-}
-
 void PsHostGroup::awaitReduces(Deadline deadline) {
   auto handles = std::exchange(pending_, {});
   try {
     for (auto& handle : handles) handle.wait(deadline, "the host's sum of a chunk (a host-mate may be gone)");
   } catch (const PeerError& e) {
-    throw PeerError(fmt::format("summing gradients with this host's workers ({}): {}", ranksText(), e.what()));
+    throw PeerError(fmt::format("summing gradients with this host's workers ({}): {}",
+                                collective::ranksText(members_), e.what()));
   }
 }
 
@@ -65,7 +60,8 @@ void PsHostGroup::share(float* flat, const std::vector<Range>& chunks, Deadline 
         })
         .wait(deadline, "the host-mates' pulled chunks");
   } catch (const PeerError& e) {
-    throw PeerError(fmt::format("sharing pulled chunks with this host's workers ({}): {}", ranksText(), e.what()));
+    throw PeerError(fmt::format("sharing pulled chunks with this host's workers ({}): {}",
+                                collective::ranksText(members_), e.what()));
   }
 }
 

@@ -51,8 +51,6 @@ class PsHostGroup {
   void share(float* flat, const std::vector<Range>& chunks, Deadline deadline);
 
  private:
-  std::string ranksText() const;
-
   std::vector<int> members_;
   int rank_ = 0;
   std::unique_ptr<gloo::rendezvous::Store> prefixed_;
