@@ -60,7 +60,8 @@ constexpr const char* kEveryInterface = "00000000";
 TEST(CliBind, AHostNameListensOnTheAddressItNamesNotOnEveryInterface) {
   TempDir dir;
   const int ps = testing::freePort(), w0 = testing::freePort(), w1 = testing::freePort();
-  const std::string cluster = fmt::format("--ps-hosts localhost:{} --worker-hosts localhost:{},localhost:{}", ps, w0, w1);
+  const std::string cluster =
+      fmt::format("--ps-hosts localhost:{} --worker-hosts localhost:{},localhost:{}", ps, w0, w1);
   const pid_t server = testing::spawnTandem("train --max-steps 1 " + cluster + " --job-name ps --task-index 0",
                                             dir.str("ps.log"));
   const pid_t chief = testing::spawnTandem(

@@ -51,7 +51,8 @@ std::vector<std::string> exchangeWorkerAddresses(CoordinatorClient& store, int r
     if (deadline.expired()) {
       std::vector<std::string> names;
       for (const auto& k : missing) names.push_back(fmt::format("worker {}", k.substr(k.rfind('/') + 1)));
-      throw PeerError(fmt::format("telling hosts apart: no address from {} within the deadline", fmt::join(names, ", ")));
+      throw PeerError(
+          fmt::format("telling hosts apart: no address from {} within the deadline", fmt::join(names, ", ")));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }

@@ -191,7 +191,8 @@ StepAgreement Worker::reportStep(int64_t finished, const StepReport& report, Dea
   if (auto* timeline = obs::Timeline::current()) {
     const Ticket::Times t = clock.times();
     if (t.replied_us != 0) {
-      timeline->span("end-of-step agreement at ps 0", obs::Lane::kComm, t.queued_us, t.replied_us, {{"step", finished - 1}});
+      timeline->span("end-of-step agreement at ps 0", obs::Lane::kComm, t.queued_us, t.replied_us,
+                     {{"step", finished - 1}});
     }
   }
   return decodeStepAgreement(reply.bytes(), "ps 0");
