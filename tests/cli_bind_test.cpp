@@ -44,12 +44,15 @@ std::string awaitListening(int port, pid_t pid) {
   return "";
 }
 
-// SIGKILL: a PS waiting for its init and a chief waiting for its workers
-// do not yet stop promptly on SIGTERM (issue 14), and this test is about
-// their ports only.
-void stop(pid_t pid) {
-  ::kill(pid, SIGKILL);
-  testing::waitForExit(pid, std::chrono::seconds(10));
+// A PS waiting for its chief and a chief waiting for its workers have no
+// job to finish: SIGTERM stops them at once (exit 130), not after the
+// rendezvous or startup timeout (60 and 90 s here).
+void stop(pid_t pid, const std::filesystem::path& log) {
+  ::kill(pid, SIGTERM);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(testing::waitForExit(pid, std::chrono::seconds(20)), 130) << readFile(log);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3)) << readFile(log);
+  EXPECT_NE(readFile(log).find("stopped by a signal"), std::string::npos) << readFile(log);
 }
 
 constexpr const char* kLoopback = "0100007F";  // 127.0.0.1
@@ -69,8 +72,8 @@ TEST(CliBind, AHostNameListensOnTheAddressItNamesNotOnEveryInterface) {
       dir.str("w0.log"));
   EXPECT_EQ(awaitListening(ps, server), kLoopback) << readFile(dir.path() / "ps.log");
   EXPECT_EQ(awaitListening(w0, chief), kLoopback) << readFile(dir.path() / "w0.log");
-  stop(chief);
-  stop(server);
+  stop(chief, dir.path() / "w0.log");
+  stop(server, dir.path() / "ps.log");
 }
 
 TEST(CliBind, BindZeroListensOnEveryInterfaceAndSaysSo) {
@@ -84,7 +87,7 @@ TEST(CliBind, BindZeroListensOnEveryInterfaceAndSaysSo) {
   EXPECT_EQ(awaitListening(ps, server), kEveryInterface) << readFile(dir.path() / "ps.log");
   EXPECT_NE(readFile(dir.path() / "ps.log").find("listen on every interface"), std::string::npos)
       << readFile(dir.path() / "ps.log");
-  stop(server);
+  stop(server, dir.path() / "ps.log");
 }
 
 }  // namespace

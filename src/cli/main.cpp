@@ -108,6 +108,9 @@ int main(int argc, char** argv) {
   } catch (const tandem::InputError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
+  } catch (const tandem::Interrupted& e) {
+    std::fprintf(stderr, "stopped: %s\n", e.what());
+    return 130;
   } catch (const c10::Error& e) {
     std::fprintf(stderr, "error (torch): %s\n", e.what_without_backtrace());
     return 1;

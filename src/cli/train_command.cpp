@@ -18,16 +18,16 @@
 #include "cli/ps_task.hpp"
 #include "train/strategy_factory.hpp"
 #include "train/trainer.hpp"
+#include "core/stop_request.hpp"
 
 namespace tandem::cli {
 namespace {
 
-// Set by SIGINT/SIGTERM; the trainer checks it between steps, so a stopped
-// run still leaves a checkpoint and summary behind. A second signal kills.
-std::atomic<bool> g_stop_requested{false};
-
+// SIGINT/SIGTERM set the process's stop request (core/stop_request): the
+// trainer checks it between steps, so a stopped run still leaves a
+// checkpoint and summary behind. A second signal kills.
 void onStopSignal(int signal) {
-  if (g_stop_requested.exchange(true)) {
+  if (stopFlag().exchange(true)) {
     std::signal(signal, SIG_DFL);
     std::raise(signal);
   }
@@ -358,7 +358,7 @@ Command addTrainCommand(CLI::App& app) {
       train::validate(*config);
       return runPsTask(*spec, *config);
     }
-    train::Trainer trainer(*config, train::makeStrategy(spec, *config), &g_stop_requested);
+    train::Trainer trainer(*config, train::makeStrategy(spec, *config), &stopFlag());
     auto summary = trainer.run();
     // fputs, not fmt::print: a closed stdout (`| head`) is no failure of the run.
     if (summary.at("rank").get<int>() == 0) std::fputs((summary.dump(2) + "\n").c_str(), stdout);

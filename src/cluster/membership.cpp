@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/stop_request.hpp"
 #include "net/request_client.hpp"
 
 namespace tandem::cluster {
@@ -132,10 +133,14 @@ void joinCluster(CoordinatorClient& store, const ClusterSpec& spec, const nlohma
   while (true) {
     auto missing = store.missingKeys(keys, withFloor(deadline));
     if (missing.empty()) break;
-    if (deadline.expired()) {
+    if (deadline.expired() || stopRequested()) {
       std::set<std::string> absent(missing.begin(), missing.end());
       std::vector<const Task*> gone, joined;
       for (const auto& t : tasks) (absent.contains(t.key) ? gone : joined).push_back(&t);
+      if (!deadline.expired()) {
+        throw Interrupted(fmt::format("stopped by a signal during the rendezvous: {} had not arrived (joined: {})",
+                                      joinNames(gone), joinNames(joined)));
+      }
       throw PeerError(fmt::format("rendezvous timed out after {}: {} never arrived (joined: {})",
                                   formatDuration(budget), joinNames(gone), joinNames(joined)));
     }

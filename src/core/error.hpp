@@ -29,6 +29,13 @@ class PeerError : public Error {
   using Error::Error;
 };
 
+// A wait given up because the process was asked to stop (SIGINT/SIGTERM):
+// the command exits 130, as a shell reports an interrupted program.
+class Interrupted : public Error {
+ public:
+  using Error::Error;
+};
+
 std::string formatLocation(const std::source_location& loc);
 
 [[noreturn]] void throwEnforceFailure(std::string_view expr, std::string_view detail,

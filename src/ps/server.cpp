@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "core/stop_request.hpp"
 #include "core/logging.hpp"
 #include "ps/server_impl.hpp"
 
@@ -335,6 +336,10 @@ nlohmann::json ParameterServer::serve(const std::atomic<bool>* abort) {
     last_check = Clock::now();
     s.reportProgress(last_report, std::chrono::seconds(30));
     s.connections->open();  // keeps the monitor's queue short
+    // Before its chief initialised it, a server has no job to finish.
+    if (!s.config && stopRequested()) {
+      throw Interrupted(fmt::format("{}: stopped by a signal before the chief (worker 0) initialised it", s.name));
+    }
     if (!s.config && Clock::now() > startup_deadline) {
       throw PeerError(fmt::format(
           "{}: the chief (worker 0) did not initialise this server within {}", s.name,

@@ -53,7 +53,8 @@ class ParameterServer {
   // peer timeout, or `abort` becomes true. Returns the server's summary:
   // updates, bytes, apply time, the largest staleness a worker was allowed,
   // and the workers that went silent ("lost_workers"). Throws PeerError when
-  // the chief never initialises the server within the startup timeout, and
+  // the chief never initialises the server within the startup timeout,
+  // Interrupted when the process is asked to stop before that, and
   // Error naming the chunk when an apply job failed (its values are then
   // half-updated, so the server stops rather than serve them).
   nlohmann::json serve(const std::atomic<bool>* abort = nullptr);
