@@ -131,7 +131,7 @@ int run(PlanFlags f) {
                f.model.empty() ? "model" : f.model, work.model_bytes / 1e6, f.forward_ms, f.backward_ms,
                f.link_gbps, f.latency_us, f.layout);
     fmt::print("{:>5} {:>7} {:>8} {:>12} {:>10} {:>10} {:>9} {:>11}  {}\n", "hosts", "workers", "servers",
-               "host MB/step", "optimum ms", "step ms", "effic.", "samples/s", "bound by");
+               "opt. MB/step", "optimum ms", "step ms", "effic.", "samples/s", "bound by");
   }
   for (const auto& [hosts, per_host] : configurations(f)) {
     plan::Cluster cluster{hosts, per_host, f.link_gbps * 1e9 / 8, f.latency_us / 1e6};
