@@ -4,17 +4,11 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <chrono>
-#include <thread>
 
+#include "cluster/membership.hpp"
 #include "core/error.hpp"
 
 namespace tandem::cluster {
-namespace {
-
-constexpr std::chrono::milliseconds kRoundTrip{1000};
-
-}  // namespace
 
 std::vector<std::vector<int>> groupByAddress(const std::vector<std::string>& addresses) {
   std::vector<std::vector<int>> groups;
@@ -44,17 +38,15 @@ std::vector<std::string> exchangeWorkerAddresses(CoordinatorClient& store, int r
   store.set(key(rank), std::vector<char>(mine.begin(), mine.end()), deadline);
   std::vector<std::string> keys;
   for (int w = 0; w < size; ++w) keys.push_back(key(w));
-  // Each check gets its round trip even at the deadline, so that a late
-  // worker is named rather than the coordinator.
-  auto check = [&] { return store.missingKeys(keys, Deadline::after(std::max(deadline.remaining(), kRoundTrip))); };
-  for (auto missing = check(); !missing.empty(); missing = check()) {
-    if (deadline.expired()) {
-      std::vector<std::string> names;
-      for (const auto& k : missing) names.push_back(fmt::format("worker {}", k.substr(k.rfind('/') + 1)));
-      throw PeerError(
-          fmt::format("telling hosts apart: no address from {} within the deadline", fmt::join(names, ", ")));
+  if (const auto missing = awaitKeys(store, keys, deadline); !missing.empty()) {
+    std::vector<std::string> names;
+    for (const auto& k : missing) names.push_back(fmt::format("worker {}", k.substr(k.rfind('/') + 1)));
+    if (!deadline.expired()) {
+      throw Interrupted(fmt::format("stopped by a signal while telling hosts apart: no address yet from {}",
+                                    fmt::join(names, ", ")));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    throw PeerError(
+        fmt::format("telling hosts apart: no address from {} within the deadline", fmt::join(names, ", ")));
   }
   std::vector<std::string> addresses;
   for (const auto& k : keys) {

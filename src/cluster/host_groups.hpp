@@ -23,7 +23,8 @@ std::vector<std::vector<int>> workersByHost(const ClusterSpec& spec);
 // worker publishes the address it reaches the coordinator from (one per
 // host, for all its workers) and reads everyone's. Call after every worker
 // joined. Returns the addresses by rank; throws PeerError naming the
-// workers whose address did not arrive by `deadline`.
+// workers whose address did not arrive by `deadline` (Interrupted on a
+// stop request). Waits as the rendezvous does (awaitKeys).
 std::vector<std::string> exchangeWorkerAddresses(CoordinatorClient& store, int rank, int size,
                                                  const std::string& mine, Deadline deadline);
 

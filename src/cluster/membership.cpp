@@ -110,6 +110,16 @@ std::string describeFingerprintDifference(const nlohmann::json& ours, const nloh
   return d + given;
 }
 
+std::vector<std::string> awaitKeys(CoordinatorClient& store, const std::vector<std::string>& keys, Deadline deadline) {
+  auto pause = kFirstPoll;
+  while (true) {
+    auto missing = store.missingKeys(keys, withFloor(deadline));
+    if (missing.empty() || deadline.expired() || stopRequested()) return missing;
+    std::this_thread::sleep_for(std::min(pause, deadline.remaining()));
+    pause = std::min(pause * 2, kMaxPoll);
+  }
+}
+
 void joinCluster(CoordinatorClient& store, const ClusterSpec& spec, const nlohmann::json& fingerprint,
                  Deadline deadline, bool include_ps, const std::string& generation) {
   const auto budget = net::budgetOf(deadline);
@@ -129,23 +139,16 @@ void joinCluster(CoordinatorClient& store, const ClusterSpec& spec, const nlohma
   store.set(joinKey(generation, spec.role, spec.index), std::vector<char>(mine.begin(), mine.end()),
             withFloor(deadline));
 
-  auto pause = kFirstPoll;
-  while (true) {
-    auto missing = store.missingKeys(keys, withFloor(deadline));
-    if (missing.empty()) break;
-    if (deadline.expired() || stopRequested()) {
-      std::set<std::string> absent(missing.begin(), missing.end());
-      std::vector<const Task*> gone, joined;
-      for (const auto& t : tasks) (absent.contains(t.key) ? gone : joined).push_back(&t);
-      if (!deadline.expired()) {
-        throw Interrupted(fmt::format("stopped by a signal during the rendezvous: {} had not arrived (joined: {})",
-                                      joinNames(gone), joinNames(joined)));
-      }
-      throw PeerError(fmt::format("rendezvous timed out after {}: {} never arrived (joined: {})",
-                                  formatDuration(budget), joinNames(gone), joinNames(joined)));
+  if (const auto missing = awaitKeys(store, keys, deadline); !missing.empty()) {
+    std::set<std::string> absent(missing.begin(), missing.end());
+    std::vector<const Task*> gone, joined;
+    for (const auto& t : tasks) (absent.contains(t.key) ? gone : joined).push_back(&t);
+    if (!deadline.expired()) {
+      throw Interrupted(fmt::format("stopped by a signal during the rendezvous: {} had not arrived (joined: {})",
+                                    joinNames(gone), joinNames(joined)));
     }
-    std::this_thread::sleep_for(std::min(pause, deadline.remaining()));
-    pause = std::min(pause * 2, kMaxPoll);
+    throw PeerError(fmt::format("rendezvous timed out after {}: {} never arrived (joined: {})",
+                                formatDuration(budget), joinNames(gone), joinNames(joined)));
   }
 
   // Every task reads the same stored fingerprints and compares them in the

@@ -26,6 +26,13 @@ namespace tandem::cluster {
 void joinCluster(CoordinatorClient& store, const ClusterSpec& spec, const nlohmann::json& fingerprint,
                  Deadline deadline, bool include_ps = false, const std::string& generation = "train");
 
+// Polls `store` until every one of `keys` is there, the deadline passes or
+// a stop is requested (core/stop_request), with a growing pause. Returns
+// the keys still missing: empty when all arrived. Each check gets its
+// round trip even at the deadline, so a late task is told apart from a
+// silent coordinator (which throws PeerError naming it).
+std::vector<std::string> awaitKeys(CoordinatorClient& store, const std::vector<std::string>& keys, Deadline deadline);
+
 // First field where `theirs` differs from `ours`, as "field: a vs b"; empty
 // when equal. A top-level "about" object is not compared; where it differs
 // it is appended ("; model given: a vs b"). Exposed for tests.
