@@ -104,13 +104,14 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "init",
       [](double rendezvous_timeout_s, double peer_timeout_s, double bucket_mb, std::string wire_dtype,
-         bool error_feedback, std::string hierarchical) {
+         bool error_feedback, std::string hierarchical, std::string secret_file, bool insecure) {
         py::gil_scoped_release release;
         tandem::init({rendezvous_timeout_s, peer_timeout_s, bucket_mb, std::move(wire_dtype), error_feedback,
-                      std::move(hierarchical)});
+                      std::move(hierarchical), std::move(secret_file), insecure});
       },
       py::arg("rendezvous_timeout_s") = 60.0, py::arg("peer_timeout_s") = 120.0, py::arg("bucket_mb") = 0.0,
-      py::arg("wire_dtype") = "fp32", py::arg("error_feedback") = false, py::arg("hierarchical") = "auto");
+      py::arg("wire_dtype") = "fp32", py::arg("error_feedback") = false, py::arg("hierarchical") = "auto",
+      py::arg("secret_file") = "", py::arg("insecure") = false);
   m.def("shutdown", [] {
     py::gil_scoped_release release;
     tandem::shutdown();

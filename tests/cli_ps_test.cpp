@@ -8,6 +8,7 @@
 #include <csignal>
 #include <functional>
 #include <filesystem>
+#include <thread>
 
 #include "support/process.hpp"
 #include "support/run_artifacts.hpp"
@@ -287,6 +288,51 @@ TEST_F(PsTraining, SyncTrainingNamesAKilledWorkerWithinTheDeadline) {
   // The server ends too, reporting the lost worker.
   EXPECT_EQ(testing::waitForExit(cluster.ps, std::chrono::seconds(30)), 1) << readFile(dir_.path() / "ps.log");
   EXPECT_NE(readFile(dir_.path() / "ps.log").find("worker 1"), std::string::npos);
+}
+
+// A dead server is named by its connection dropping, not after
+// --peer-timeout (120 s here): within the 10 s.
+TEST_F(PsTraining, WorkersNameAKilledServerWithinSeconds) {
+  const std::string args = syntheticTrainArgs("mlp", 16, dir_.str("run"), "--max-steps 100000");
+  auto cluster = startCluster(dir_, 2, args, [](int) { return ""; });
+  ASSERT_TRUE(testing::waitForOutput(cluster.workers[1], dir_.path() / "run" / "workers" / "worker-1" / "metrics.jsonl",
+                                     std::chrono::seconds(60)))
+      << readFile(dir_.path() / "worker1.log");
+  const auto killed = std::chrono::steady_clock::now();
+  ::kill(cluster.ps, SIGKILL);
+  for (int i = 0; i < 2; ++i) {
+    const int code = testing::waitForExit(cluster.workers[static_cast<size_t>(i)], std::chrono::seconds(30));
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+    const std::string log = readFile(dir_.path() / fmt::format("worker{}.log", i));
+    EXPECT_EQ(code, 1) << log;
+    EXPECT_LT(seconds, 10) << log;
+    EXPECT_NE(log.find("ps 0: the connection to"), std::string::npos) << log;
+    EXPECT_NE(log.find("was lost"), std::string::npos) << log;
+  }
+}
+
+// SIGTERM reaches a worker blocked on a live server that waits for a frozen
+// peer: it stops within the stop grace, not after --peer-timeout.
+TEST_F(PsTraining, SigtermStopsAWorkerBlockedOnTheServer) {
+  const std::string args = syntheticTrainArgs("mlp", 16, dir_.str("run"), "--max-steps 100000 --peer-timeout 60");
+  auto cluster = startCluster(dir_, 2, args, [](int) { return ""; });
+  ASSERT_TRUE(testing::waitForOutput(cluster.workers[1], dir_.path() / "run" / "workers" / "worker-1" / "metrics.jsonl",
+                                     std::chrono::seconds(60)))
+      << readFile(dir_.path() / "worker1.log");
+  ::kill(cluster.workers[1], SIGSTOP);  // worker 0's next step now waits on ps 0 for it
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto asked = std::chrono::steady_clock::now();
+  ::kill(cluster.workers[0], SIGTERM);
+  const int code = testing::waitForExit(cluster.workers[0], std::chrono::seconds(30));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
+  ::kill(cluster.workers[1], SIGKILL);
+  ::kill(cluster.ps, SIGKILL);
+  testing::waitForExit(cluster.workers[1], std::chrono::seconds(10));
+  testing::waitForExit(cluster.ps, std::chrono::seconds(10));
+  const std::string log = readFile(dir_.path() / "worker0.log");
+  EXPECT_EQ(code, 130) << log;
+  EXPECT_LT(seconds, 5) << log;
+  EXPECT_NE(log.find("stopped by a signal while waiting for ps 0"), std::string::npos) << log;
 }
 
 TEST_F(PsTraining, SigtermUnderLaunchStopsWorkersTogetherAndServersCleanly) {

@@ -10,7 +10,9 @@
 
 #include "cluster/coordinator.hpp"
 #include "core/error.hpp"
+#include "net/job_security.hpp"
 #include "net/frame.hpp"
+#include "net/wire.hpp"
 
 namespace tandem::cluster {
 namespace {
@@ -81,6 +83,26 @@ TEST(Coordinator, CarriesLargeBinaryValues) {
   value[5] = '\0';
   client.set("blob", value);
   EXPECT_EQ(client.get("blob"), value);
+}
+
+// A member cannot grow the chief without bound: values over the per-value
+// cap are refused before sending, and the total is capped by the server.
+TEST(Coordinator, TheStoreIsBounded) {
+  CoordinatorServer server("127.0.0.1", 0);
+  CoordinatorClient client(local(server.port()), 5000ms);
+  EXPECT_THROW(client.set("huge", std::vector<char>(kMaxStoreValueBytes + 1)), InputError);
+  const std::vector<char> value(kMaxStoreValueBytes);
+  const size_t fits = kMaxStoreBytes / (value.size() + 8);
+  for (size_t i = 0; i < fits; ++i) client.set(fmt::format("v{:06}", i), value);
+  try {
+    client.set("one-too-many", value);
+    ADD_FAILURE() << "the store took more than " << kMaxStoreBytes << " bytes";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the store is full"), std::string::npos) << e.what();
+  }
+  // Overwriting in place still works, and so does reading.
+  client.set("v000000", std::vector<char>(4, 'x'));
+  EXPECT_EQ(client.get("v000000"), std::vector<char>(4, 'x'));
 }
 
 TEST(Coordinator, RejectsBadKeysLocally) {
@@ -235,6 +257,7 @@ TEST(Coordinator, GarbageFramesGetErrorRepliesAndServingContinues) {
   zmq::context_t ctx(1);
   zmq::socket_t raw(ctx, zmq::socket_type::dealer);
   net::configureSocket(raw);
+  net::secureClient(raw);  // a member of the job sending garbage
   raw.connect(fmt::format("tcp://127.0.0.1:{}", server.port()));
 
   auto exchange = [&](std::vector<zmq::message_t> parts) {
@@ -307,6 +330,34 @@ TEST(Coordinator, GarbageFramesGetErrorRepliesAndServingContinues) {
   CoordinatorClient client(local(server.port()), 2000ms);
   client.set("still", bytes("serving"));
   EXPECT_EQ(text(client.get("still")), "serving");
+}
+
+// Outsiders with the coordinator's address but not the job secret (none at
+// all, or another job's) can neither read nor write the store.
+TEST(Coordinator, OutsidersCanNeitherReadNorWriteTheStore) {
+  CoordinatorServer server("127.0.0.1", 0);
+  CoordinatorClient member(local(server.port()), 2000ms);
+  member.set("train/join/worker/0", bytes("chief"));
+  const std::string endpoint = fmt::format("tcp://127.0.0.1:{}", server.port());
+  const net::JobSecurity other_job = net::JobSecurity::withKeys(net::generateJobKeys());
+  for (const bool with_curve : {false, true}) {
+    zmq::context_t ctx(1);
+    zmq::socket_t outsider(ctx, zmq::socket_type::dealer);
+    net::configureSocket(outsider);
+    if (with_curve) net::secureClient(outsider, other_job);
+    outsider.connect(endpoint);
+    // A set that would claim worker 1's place, then a get of the chief's record.
+    net::FrameHeader set{.type = net::MessageType::kStoreSet, .request_id = 1};
+    net::FrameHeader get{.type = net::MessageType::kStoreGet, .request_id = 2};
+    net::PayloadWriter claim;
+    claim.putString("train/join/worker/1");
+    claim.putRaw("x", 1);
+    EXPECT_TRUE(net::sendFrame(outsider, set, net::copyPayload(claim.bytes())));
+    EXPECT_TRUE(net::sendFrame(outsider, get, net::copyPayload(std::string_view("train/join/worker/0"))));
+    EXPECT_FALSE(net::waitReadable(outsider, 700ms)) << "an outsider got a reply (curve: " << with_curve << ")";
+  }
+  EXPECT_FALSE(member.tryGet("train/join/worker/1").has_value()) << "an outsider wrote the store";
+  EXPECT_EQ(text(member.get("train/join/worker/0")), "chief");
 }
 
 // Gloo's own rendezvous runs through the store: the full mesh connects and

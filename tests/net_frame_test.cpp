@@ -1,6 +1,11 @@
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -9,6 +14,7 @@
 
 #include "core/error.hpp"
 #include "net/frame.hpp"
+#include "net/job_security.hpp"
 #include "net/request_client.hpp"
 #include "net/wire.hpp"
 #include "support/expect_input_error.hpp"
@@ -383,6 +389,7 @@ TEST(RequestClient, DiscardsRepliesToOtherRequests) {
   zmq::context_t ctx(1);
   zmq::socket_t server(ctx, zmq::socket_type::router);
   configureSocket(server);
+  const auto zap = secureServer(ctx, server, "the test server");
   server.bind("tcp://127.0.0.1:*");
   std::string endpoint = server.get(zmq::sockopt::last_endpoint);
   std::atomic<bool> stop{false};
@@ -433,7 +440,17 @@ namespace {
 TEST(SameHostEndpoint, OnlyLoopbackServersAreTakenForThisHosts) {
   for (const char* host : {"127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost"}) EXPECT_TRUE(isLoopbackHost(host)) << host;
   for (const char* host : {"10.0.0.1", "192.168.1.5", "example.com", "*", ""}) EXPECT_FALSE(isLoopbackHost(host)) << host;
-  EXPECT_EQ(sameHostEndpoint(5000), "ipc://@tandem-ps-5000");
+  const std::string endpoint = sameHostEndpoint(5000, JobSecurity::insecure());
+  EXPECT_EQ(endpoint, fmt::format("ipc://{}/tandem-{}/ps-5000", std::filesystem::temp_directory_path().string(),
+                                  ::getuid()));
+  // Each job's servers have their own names: another secret finds none.
+  const auto one = JobSecurity::withKeys(generateJobKeys()), two = JobSecurity::withKeys(generateJobKeys());
+  EXPECT_EQ(sameHostEndpoint(5000, one), sameHostEndpoint(5000, one));
+  EXPECT_NE(sameHostEndpoint(5000, one), sameHostEndpoint(5000, two));
+  EXPECT_TRUE(sameHostEndpoint(5000, one).starts_with(endpoint + "-")) << sameHostEndpoint(5000, one);
+  struct stat st{};
+  ASSERT_EQ(::stat(endpoint.substr(6, endpoint.rfind('/') - 6).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u) << "other users could reach the same-host sockets";
 }
 
 }  // namespace

@@ -5,10 +5,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "net/job_security.hpp"
+#include "core/clock.hpp"
 #include "core/deadline.hpp"
 #include "core/error.hpp"
 #include "net/frame.hpp"
@@ -25,6 +29,7 @@ class EchoThenAnswer {
  public:
   EchoThenAnswer() : socket_(context_, zmq::socket_type::router) {
     configureSocket(socket_);
+    zap_ = secureServer(context_, socket_, "the echo server");
     socket_.bind(tcpEndpoint("127.0.0.1", -1));
     endpoint_ = socket_.get(zmq::sockopt::last_endpoint);
     thread_ = std::thread([this] { serve(); });
@@ -51,6 +56,7 @@ class EchoThenAnswer {
   }
 
   zmq::context_t context_{1};
+  std::unique_ptr<ZapHandler> zap_;
   zmq::socket_t socket_;
   std::string endpoint_;
   std::atomic<bool> stop_{false};
@@ -74,6 +80,35 @@ TEST(RequestClient, OurOwnRequestReadBackIsRejectedNamingTheAddress) {
   ASSERT_TRUE(reply.has_value());
   EXPECT_EQ(reply->header.type, MessageType::kStoreValue);
   EXPECT_EQ(reply->text(), "key");
+}
+
+TEST(RequestClient, AServerThatExitsBeforeAnsweringIsNamedAtOnce) {
+  zmq::context_t server_context(1);
+  std::optional<zmq::socket_t> server(std::in_place, server_context, zmq::socket_type::router);
+  configureSocket(*server);
+  auto zap = secureServer(server_context, *server, "the test server");
+  server->bind(tcpEndpoint("127.0.0.1", -1));
+  const std::string endpoint = server->get(zmq::sockopt::last_endpoint);
+  zmq::context_t context(1);
+  RequestClient client(context, endpoint, "the coordinator");
+  auto asked = std::async(std::launch::async, [&] {
+    return client.request({.type = MessageType::kStoreGet}, copyPayload("key"), Deadline::after(60'000ms));
+  });
+  std::vector<zmq::message_t> parts;
+  ASSERT_TRUE(waitReadable(*server, 2000ms));
+  ASSERT_EQ(receiveParts(*server, parts, 3), 3u);
+  const auto closed = Clock::now();
+  server.reset();  // exits without answering
+  try {
+    asked.get();
+    ADD_FAILURE() << "a request to a server that went away returned";
+  } catch (const PeerError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("the coordinator (" + endpoint + ") dropped the connection before answering store-get"),
+              std::string::npos)
+        << what;
+  }
+  EXPECT_LT(Clock::now() - closed, 1000ms) << "waited for the deadline instead";
 }
 
 }  // namespace

@@ -4,12 +4,14 @@
 // is the request itself (a socket connected to itself) is rejected.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 #include <zmq.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <optional>
 #include <stdexcept>
@@ -17,9 +19,12 @@
 #include <thread>
 #include <vector>
 
+#include "net/job_security.hpp"
 #include "core/clock.hpp"
 #include "core/deadline.hpp"
 #include "core/error.hpp"
+#include "core/patient_wait.hpp"
+#include "core/stop_request.hpp"
 #include "net/frame.hpp"
 #include "ps/client.hpp"
 #include "ps/protocol.hpp"
@@ -35,6 +40,7 @@ class ScriptedServer {
  public:
   explicit ScriptedServer(int port = -1) : socket_(context_, zmq::socket_type::router) {
     net::configureSocket(socket_);
+    zap_ = net::secureServer(context_, socket_, "the scripted server");
     socket_.bind(net::tcpEndpoint("127.0.0.1", port));
     const std::string bound = socket_.get(zmq::sockopt::last_endpoint);
     port_ = std::stoi(bound.substr(bound.rfind(':') + 1));
@@ -67,6 +73,7 @@ class ScriptedServer {
 
  private:
   zmq::context_t context_{1};
+  std::unique_ptr<net::ZapHandler> zap_;
   zmq::socket_t socket_;
   int port_ = 0;
 };
@@ -200,6 +207,171 @@ TEST(PsClient, AReplyOfTheWrongTypeIsRejected) {
   const std::string what = peerErrorOf(ticket, 2000ms, "the pull of chunk 5");
   EXPECT_NE(what.find("ps 0 answered the pull of chunk 5 (ps-pull) with ok, expected ps-values"), std::string::npos)
       << what;
+}
+
+// Answers request `request` of `server` with kPsValues.
+void answer(ScriptedServer& server, const ScriptedServer::Request& request) {
+  server.reply(request.routing, {.type = MessageType::kPsValues, .request_id = request.frame.header.request_id});
+}
+
+TEST(PsClient, AServerThatExitsFailsItsRequestsAtOnceAndIsNeverAskedAgain) {
+  std::optional<ScriptedServer> server(std::in_place);
+  const int port = server->port();
+  const std::string endpoint = server->endpoint();
+  PsClient client(oneServer(endpoint));
+  Ticket first = client.send(0, pullHeader(0), zmq::message_t());
+  auto request = server->receive();
+  ASSERT_TRUE(request.has_value());
+  answer(*server, *request);
+  first.wait(Deadline::after(2000ms), "the pull of chunk 0");
+
+  Ticket pending = client.send(0, pullHeader(1), zmq::message_t());
+  ASSERT_TRUE(server->receive().has_value());
+  const auto closed = Clock::now();
+  server.reset();  // its kernel closes the connection, as for a killed process
+  const std::string what = peerErrorOf(pending, 60'000ms, "the pull of chunk 1");
+  EXPECT_LT(Clock::now() - closed, 1000ms) << "waited for the deadline instead: " << what;
+  EXPECT_NE(what.find("ps 0: the connection to " + endpoint + " was lost"), std::string::npos) << what;
+  EXPECT_NE(what.find("the pull of chunk 1"), std::string::npos) << what;
+  EXPECT_TRUE(eventually([&] { return client.inFlight() == 0; }));
+
+  // Whatever listens there next is never sent the old request or a new one.
+  ScriptedServer back(port);
+  Ticket later = client.send(0, pullHeader(2), zmq::message_t());
+  const std::string again = peerErrorOf(later, 2000ms, "the pull of chunk 2");
+  EXPECT_NE(again.find("was lost"), std::string::npos) << again;
+  EXPECT_FALSE(back.receive(500ms).has_value()) << "a request reached the server that came back";
+}
+
+// Forwards one TCP connection to `target_port` until frozen; then keeps
+// both ends open and passes nothing, like a host that stopped answering.
+class FreezableProxy {
+ public:
+  explicit FreezableProxy(int target_port) : target_port_(target_port) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(listener_, 4) != 0 ||
+        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      throw std::runtime_error("proxy: cannot listen");
+    }
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { run(); });
+  }
+  ~FreezableProxy() {
+    stop_ = true;
+    thread_.join();
+    for (int fd : {listener_, client_, server_}) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+  std::string endpoint() const { return net::tcpEndpoint("127.0.0.1", port_); }
+  void freeze() { frozen_ = true; }
+
+ private:
+  void run() {
+    pollfd accept_poll{listener_, POLLIN, 0};
+    while (!stop_ && ::poll(&accept_poll, 1, 20) <= 0) {
+    }
+    if (stop_) return;
+    client_ = ::accept(listener_, nullptr, nullptr);
+    server_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(target_port_));
+    if (::connect(server_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return;
+    char buffer[65536];
+    while (!stop_) {
+      if (frozen_) {
+        std::this_thread::sleep_for(10ms);
+        continue;
+      }
+      pollfd fds[2] = {{client_, POLLIN, 0}, {server_, POLLIN, 0}};
+      if (::poll(fds, 2, 20) <= 0) continue;
+      for (int i = 0; i < 2; ++i) {
+        if (!(fds[i].revents & (POLLIN | POLLHUP))) continue;
+        const ssize_t n = ::read(fds[i].fd, buffer, sizeof(buffer));
+        if (n <= 0) return;
+        if (::write(fds[1 - i].fd, buffer, static_cast<size_t>(n)) != n) return;
+      }
+    }
+  }
+
+  int target_port_;
+  int port_ = 0;
+  int listener_ = -1, client_ = -1, server_ = -1;
+  std::atomic<bool> stop_{false}, frozen_{false};
+  std::thread thread_;
+};
+
+TEST(PsClient, AServerWhoseHostFallsSilentIsNamedAfterTheHeartbeatTimeout) {
+  ScriptedServer server;
+  FreezableProxy proxy(server.port());
+  PsClient client(oneServer(proxy.endpoint()), net::kMaxPayloadBytes, Liveness{100ms, 500ms});
+  Ticket first = client.send(0, pullHeader(0), zmq::message_t());
+  auto request = server.receive();
+  ASSERT_TRUE(request.has_value());
+  answer(server, *request);
+  first.wait(Deadline::after(2000ms), "the pull of chunk 0");
+
+  // Alive but idle: the heartbeats keep the link, longer than the timeout.
+  std::this_thread::sleep_for(1200ms);
+  Ticket second = client.send(0, pullHeader(1), zmq::message_t());
+  request = server.receive();
+  ASSERT_TRUE(request.has_value()) << "an idle, healthy link was dropped";
+  answer(server, *request);
+  second.wait(Deadline::after(2000ms), "the pull of chunk 1");
+
+  Ticket pending = client.send(0, pullHeader(2), zmq::message_t());
+  ASSERT_TRUE(server.receive().has_value());
+  const auto frozen = Clock::now();
+  proxy.freeze();
+  const std::string what = peerErrorOf(pending, 60'000ms, "the pull of chunk 2");
+  const auto waited = Clock::now() - frozen;
+  EXPECT_GE(waited, 400ms) << what;
+  EXPECT_LT(waited, 3000ms) << what;
+  EXPECT_NE(what.find("answered no heartbeat for 500ms"), std::string::npos) << what;
+}
+
+TEST(PsClient, AStopRequestEndsAWaitOnASilentServerAfterTheGrace) {
+  ScriptedServer server;
+  PsClient client(oneServer(server.endpoint()));
+  Ticket ticket = client.send(0, pullHeader(0), zmq::message_t());
+  ASSERT_TRUE(server.receive().has_value());
+  struct ClearStop {
+    ~ClearStop() { stopFlag() = false; }
+  } clear;
+  stopFlag() = true;
+  const auto asked = Clock::now();
+  std::string what = "(no Interrupted)";
+  try {
+    ticket.wait(Deadline::after(60'000ms), "the pull of chunk 0");
+  } catch (const Interrupted& e) {
+    what = e.what();
+  }
+  const auto waited = Clock::now() - asked;
+  EXPECT_NE(what.find("stopped by a signal while waiting for ps 0 to answer the pull of chunk 0"), std::string::npos)
+      << what;
+  EXPECT_GE(waited, kStopGrace - 50ms);
+  EXPECT_LT(waited, kStopGrace + 1000ms);
+}
+
+TEST(PsClient, AServerOfAnotherJobRefusesTheHandshakeAtOnce) {
+  const net::JobSecurity ours = net::jobSecurity();
+  net::setJobSecurity(net::JobSecurity::withKeys(net::generateJobKeys()));
+  ScriptedServer theirs;  // secured with the other job's keys
+  net::setJobSecurity(ours);
+  PsClient client(oneServer(theirs.endpoint()));
+  Ticket hello = client.send(0, {.type = MessageType::kPsHello}, net::copyPayload(encode(Hello{0, 1})));
+  const auto sent = Clock::now();
+  const std::string what = peerErrorOf(hello, 60'000ms, "hello");
+  EXPECT_LT(Clock::now() - sent, 2000ms) << "waited for the deadline instead: " << what;
+  EXPECT_NE(what.find("ps 0: refused this task's handshake at " + theirs.endpoint()), std::string::npos) << what;
+  EXPECT_NE(what.find("different job secrets"), std::string::npos) << what;
+  EXPECT_FALSE(theirs.receive(300ms).has_value()) << "the request reached the other job's server";
 }
 
 TEST(PsProtocol, NoRequestIsAnsweredWithItsOwnType) {

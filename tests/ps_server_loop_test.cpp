@@ -47,6 +47,7 @@ TEST(PsServerLoop, AFloodOfRequestsDoesNotStarveTimeoutChecks) {
   zmq::context_t context(1);
   zmq::socket_t flood(context, zmq::socket_type::dealer);
   net::configureSocket(flood);
+  net::secureClient(flood);
   flood.set(zmq::sockopt::sndhwm, 0);
   flood.set(zmq::sockopt::rcvhwm, 0);
   flood.connect(net::tcpEndpoint("127.0.0.1", server.port()));

@@ -6,6 +6,7 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "net/job_security.hpp"
 #include "core/error.hpp"
 #include "ps/worker.hpp"
 #include "support/process.hpp"
@@ -199,6 +200,7 @@ TEST(PsWorker, AServerThatIsNotThereIsNamedWhenTheDeadlinePasses) {
 struct HandServer {
   zmq::context_t context{1};
   zmq::socket_t router{context, zmq::socket_type::router};
+  std::unique_ptr<net::ZapHandler> zap = net::secureServer(context, router, "the hand server");
   std::string endpoint;
   std::vector<zmq::message_t> parts;
 

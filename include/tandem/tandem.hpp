@@ -34,6 +34,11 @@ struct InitOptions {
   // go over each host's loopback first (`tandem train --hierarchical`);
   // "off": every worker sends its own.
   std::string hierarchical = "auto";
+  // Who may reach the job's servers (docs/security.md): the secret in this
+  // file (`tandem secret new FILE`); empty: $TANDEM_SECRET_FILE, else the
+  // user's ~/.config/tandem/job-secret. insecure lets anyone in.
+  std::string secret_file;
+  bool insecure = false;
 };
 
 // Joins the job this process belongs to: the cluster is read from TF_CONFIG

@@ -1,6 +1,7 @@
 // The public API (include/tandem/tandem.hpp) over the trainer's own pieces:
 // cluster resolution and rendezvous, the Gloo communicator and its thread,
 // gradient buckets and the module broadcast.
+#include "net/job_security.hpp"
 #include "tandem/tandem.hpp"
 
 #include <fmt/format.h>
@@ -120,6 +121,7 @@ void init(const InitOptions& options) {
 
   // Joined once a job has peers or servers; the communicator links workers.
   if (job->spec && (job->spec->num_workers > 1 || job->spec->numServers() > 0)) {
+    net::setJobSecurity(net::resolveJobSecurity(options.secret_file, options.insecure));
     const cluster::ClusterSpec& spec = *job->spec;
     train::DistributedConfig config;
     config.rendezvous_timeout_s = options.rendezvous_timeout_s;

@@ -31,5 +31,7 @@ Command addLabCommand(CLI::App& app);
 void mergeTaskTimelines(const std::vector<std::string>& train_args);
 // `bench allreduce` and `bench ps-apply`.
 Command addBenchCommand(CLI::App& app);
+// `secret new FILE` (net/job_security.hpp).
+Command addSecretCommand(CLI::App& app);
 
 }  // namespace tandem::cli

@@ -23,6 +23,7 @@
 #include "lab/link_sampler.hpp"
 #include "lab/placement.hpp"
 #include "lab/virtual_network.hpp"
+#include "launch/job_secret_file.hpp"
 #include "launch/job_progress.hpp"
 #include "launch/process_group.hpp"
 #include "train/emulated_compute.hpp"
@@ -166,6 +167,7 @@ int runLab(LabOptions o) {
                o.ps > 0 ? ", servers at " : "", ps_hosts.c_str());
 
   launch::JobProgress progress(/*live=*/::isatty(STDOUT_FILENO) == 1);
+  const launch::JobSecretFile secret(o.train_args);
   launch::ProcessGroup group;
   if (job_progress) {
     group.setLineHook([&progress](const std::string& child, std::string_view line) {

@@ -18,6 +18,7 @@
 #include "cli/commands.hpp"
 #include "obs/timeline.hpp"
 #include "cluster/cluster_spec.hpp"
+#include "launch/job_secret_file.hpp"
 #include "launch/job_progress.hpp"
 #include "launch/process_group.hpp"
 #include "core/error.hpp"
@@ -167,6 +168,7 @@ int runLaunch(LaunchOptions o) {
 
   std::signal(SIGINT, onLaunchSignal);
   std::signal(SIGTERM, onLaunchSignal);
+  const launch::JobSecretFile secret(o.train_args);
   launch::ProcessGroup group;
   if (job_progress) {
     group.setLineHook([&progress](const std::string& child, std::string_view line) {

@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
                                            tandem::cli::addExportCommand(app),
                                            tandem::cli::addModelsCommand(app), tandem::cli::addPlanCommand(app),
                                            tandem::cli::addLaunchCommand(app), tandem::cli::addLabCommand(app),
-                                           tandem::cli::addBenchCommand(app)};
+                                           tandem::cli::addBenchCommand(app), tandem::cli::addSecretCommand(app)};
   tandem::cli::collectUnknownArguments(app);
 
   // Flags in either spelling: --task_index is --task-index.

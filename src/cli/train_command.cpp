@@ -19,6 +19,7 @@
 #include "train/strategy_factory.hpp"
 #include "train/trainer.hpp"
 #include "core/stop_request.hpp"
+#include "net/job_security.hpp"
 
 namespace tandem::cli {
 namespace {
@@ -267,6 +268,11 @@ Command addTrainCommand(CLI::App& app) {
   field("/distributed/rendezvous_timeout_s",
         cmd->add_option("--rendezvous-timeout", c.distributed.rendezvous_timeout_s, "seconds to wait for every task to join"))
       ->capture_default_str()->group(cluster_group);
+  field("/distributed/heartbeat_timeout_s",
+        cmd->add_option("--heartbeat-timeout", c.distributed.heartbeat_timeout_s,
+                        "seconds without an answer from a parameter server's host before it is named dead "
+                        "(a server process that exits is named at once)"))
+      ->capture_default_str()->group(cluster_group);
   field("/distributed/verify_replicas_every",
         cmd->add_option("--verify-replicas-every", c.distributed.verify_replicas_every,
                   "compare parameter checksums across workers every N steps (0: never)"))
@@ -319,12 +325,22 @@ Command addTrainCommand(CLI::App& app) {
   field("/debug_step_delay_ms", cmd->add_option("--debug-step-delay-ms", c.debug_step_delay_ms,
                   "sleep this long every step: a deliberate straggler for testing"))
       ->group("Debugging");
+  auto secret_file = std::make_shared<std::string>();
+  auto insecure = std::make_shared<bool>(false);
+  const char* security_group = "Security";
+  cmd->add_option("--secret-file", *secret_file,
+                  "the job secret (tandem secret new FILE): only tasks holding it can reach this job's servers; "
+                  "default: $TANDEM_SECRET_FILE, else ~/.config/tandem/job-secret")
+      ->group(security_group);
+  cmd->add_flag("--insecure", *insecure,
+                "let anyone who reaches the job's ports in, unauthenticated and unencrypted")
+      ->group(security_group);
   auto progress = std::make_shared<std::string>("auto");
   cmd->add_option("--progress", *progress, "auto, live, plain, or records (JSON lines for a launcher)")
       ->check(CLI::IsMember({"auto", "live", "plain", "records"}))
       ->capture_default_str();
 
-  return {cmd, [cmd, config, synthetic_shape, progress, cluster_flags, fields] {
+  return {cmd, [cmd, config, synthetic_shape, progress, cluster_flags, fields, secret_file, insecure] {
     config->dataset.synthetic_shape = parseShape(*synthetic_shape);
     config->progress = *progress == "records" ? obs::ProgressStyle::kRecords
                        : *progress == "live" || (*progress == "auto" && obs::Progress::stderrIsTerminal())
@@ -335,6 +351,7 @@ Command addTrainCommand(CLI::App& app) {
     const auto env = cluster::captureEnvironment();
     const auto spec = cluster::resolveClusterSpec(*cluster_flags, env);
     if (spec) cluster::requireResolvableHosts(*spec);
+    if (spec) net::setJobSecurity(net::resolveJobSecurity(*secret_file, *insecure));
     rejectIgnoredFlags(*cmd, spec, *config);
     // torch::optim's per-optimizer defaults for the flags shared by several.
     if (cmd->count("--momentum") == 0 && config->optimizer.name == "rmsprop") config->optimizer.momentum = 0;

@@ -11,8 +11,10 @@
 
 #include "cluster/local_address.hpp"
 #include "core/error.hpp"
+#include "core/log_limiter.hpp"
 #include "core/logging.hpp"
 #include "net/frame.hpp"
+#include "net/job_security.hpp"
 #include "net/request_client.hpp"
 #include "net/wire.hpp"
 
@@ -75,9 +77,12 @@ std::string peerAddress(zmq::message_t& message) {
 
 struct CoordinatorServer::Impl {
   zmq::context_t context{1};
+  std::unique_ptr<net::ZapHandler> zap;  // admits the job's members; outlives the socket
   zmq::socket_t socket{context, zmq::socket_type::router};
   int port = 0;
   std::atomic<bool> stop{false};
+  LogLimiter reject_log;  // the server thread's; bounds what a peer can make it log
+  size_t stored_bytes = 0;  // keys and values, against kMaxStoreBytes
   // Only the server thread touches the store. Values are shared and
   // immutable so a get reply can send them without a copy while a later set
   // replaces the entry.
@@ -96,7 +101,9 @@ CoordinatorServer::CoordinatorServer(const std::string& bind_host, int port) : i
   // A host name cannot be bound directly: the address it names here.
   const std::string address = bindableAddress(bind_host);
   std::string endpoint = net::tcpEndpoint(address, port == 0 ? -1 : port);
-  net::configureSocket(impl_->socket, net::kMaxPayloadBytes, net::isIpv6(address));
+  // A message larger than any value the store takes is dropped unread.
+  net::configureSocket(impl_->socket, kMaxStoreValueBytes + (64 << 10), net::isIpv6(address));
+  impl_->zap = net::secureServer(impl_->context, impl_->socket, "the coordinator");
   try {
     impl_->socket.bind(endpoint);
   } catch (const zmq::error_t& e) {
@@ -154,7 +161,9 @@ void CoordinatorServer::Impl::handle(std::vector<zmq::message_t>& parts, size_t 
     std::tie(reply_type, reply) = apply(request, peer);
   } catch (const std::exception& e) {
     // A bad request costs its sender an error reply, nothing more.
-    TANDEM_LOG_WARN("coordinator rejected a request: {}", e.what());
+    if (uint64_t more = 0; reject_log.allow(peer, more)) {
+      TANDEM_LOG_WARN("coordinator rejected a request from {}: {}{}", peer, e.what(), reject_log.suppressedText(more));
+    }
     reply_type = MessageType::kError;
     reply = net::copyPayload(std::string_view(e.what()));
   }
@@ -173,6 +182,20 @@ std::pair<MessageType, zmq::message_t> CoordinatorServer::Impl::apply(const Fram
       std::string key(reader.string("key"));
       checkKey(key);
       auto value = reader.rest();
+      const auto old = store.find(key);
+      const size_t replaced = old == store.end() ? 0 : old->first.size() + old->second->size();
+      if (value.size() > kMaxStoreValueBytes) {
+        throw InputError(fmt::format("store value for '{}' is {} bytes; the store takes at most {} per value", key,
+                                     value.size(), kMaxStoreValueBytes));
+      }
+      if (old == store.end() && store.size() >= kMaxStoreKeys) {
+        throw InputError(fmt::format("the store is full: {} keys, the most it holds", kMaxStoreKeys));
+      }
+      if (stored_bytes - replaced + key.size() + value.size() > kMaxStoreBytes) {
+        throw InputError(fmt::format("the store is full: {} of {} bytes used, '{}' needs {} more", stored_bytes,
+                                     kMaxStoreBytes, key, key.size() + value.size()));
+      }
+      stored_bytes += key.size() + value.size() - replaced;
       store.insert_or_assign(key, std::make_shared<const std::vector<char>>(
                                       reinterpret_cast<const char*>(value.data()),
                                       reinterpret_cast<const char*>(value.data()) + value.size()));
@@ -275,10 +298,9 @@ struct CoordinatorClient::Impl {
   void set(const std::string& key, const std::vector<char>& data, Deadline deadline,
            std::chrono::milliseconds budget) {
     checkKey(key);
-    uint64_t size = 4 + key.size() + data.size();
-    if (size > net::kMaxPayloadBytes) {
+    if (data.size() > kMaxStoreValueBytes) {
       throw InputError(fmt::format("value for store key '{}' is {} bytes; the limit is {}", key, data.size(),
-                                   net::formatBytes(net::kMaxPayloadBytes - 4 - key.size())));
+                                   net::formatBytes(kMaxStoreValueBytes)));
     }
     net::PayloadWriter writer;
     writer.putString(key);

@@ -16,6 +16,13 @@
 
 namespace tandem::cluster {
 
+// What the store holds at most: a member that fills it is refused, it
+// never grows the chief without bound. A job's own records (join records,
+// Gloo's addresses, host addresses) are kilobytes per worker.
+inline constexpr size_t kMaxStoreValueBytes = size_t{16} << 20;
+inline constexpr size_t kMaxStoreBytes = size_t{256} << 20;
+inline constexpr size_t kMaxStoreKeys = size_t{1} << 16;
+
 // Serves the key-value store on a background thread until destroyed.
 // Keys are write-once-or-overwrite byte strings; `get` requests for a key
 // that is not there yet are answered "not found" (clients retry), so a

@@ -29,6 +29,7 @@ void CommHandle::wait(Deadline deadline, const std::string& what) const {
   const double budget_s = static_cast<double>(std::max<int64_t>(budget.count(), 0)) / 1000.0;
   std::unique_lock lock(state_->mutex);
   if (!waitWithStallWarnings(state_->cv, lock, deadline, [&] { return state_->done; }, [&] { return what; })) {
+    if (stopRequested()) throw Interrupted(fmt::format("stopped by a signal while waiting for {}", what));
     throw PeerError(fmt::format("{} did not finish within {:g}s", what, budget_s));
   }
   if (state_->error) std::rethrow_exception(state_->error);

@@ -2,6 +2,7 @@
 // One way to wait: every wait has a deadline, and a wait that runs long
 // says so, naming what it waits for, well before it gives up (the tier
 // Horovod's stall inspector adds before anything dies).
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -10,6 +11,7 @@
 
 #include "core/deadline.hpp"
 #include "core/logging.hpp"
+#include "core/stop_request.hpp"
 
 namespace tandem {
 
@@ -23,21 +25,36 @@ struct StallWarning {
   std::chrono::milliseconds repeat{30'000};
 };
 
-// Waits on `cv` (holding `lock`) until `ready()` or `deadline`. While it
-// waits longer than the warning tier allows, logs "still waiting for
-// <what()> after 10s (gives up in 1m50s)". Returns ready(). Thread-safe as
-// the condition variable is.
+// Once the process is asked to stop (core/stop_request), a wait lasts at
+// most this much longer: a step that is about to finish still does (and the
+// run leaves its checkpoint), one blocked on a silent peer ends well inside
+// a launcher's SIGTERM-to-SIGKILL grace.
+inline constexpr std::chrono::milliseconds kStopGrace{2'000};
+// How often a wait looks at the stop request.
+inline constexpr std::chrono::milliseconds kStopPoll{100};
+
+// Waits on `cv` (holding `lock`) until `ready()` or `deadline`, or kStopGrace
+// after a stop request. While it waits longer than the warning tier allows,
+// logs "still waiting for <what()> after 10s (gives up in 1m50s)". Returns
+// ready(); when false, stopRequested() tells a stop from a timeout.
+// Thread-safe as the condition variable is.
 template <class Ready>
 bool waitWithStallWarnings(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, Deadline deadline,
                            Ready ready, const std::function<std::string()>& what, StallWarning warning = {}) {
   const auto started = Clock::now();
   const auto budget = deadline.at() - started;
   auto warn_at = started + std::min<Clock::duration>(warning.first, budget / 2);
+  auto give_up = deadline.at();
+  bool stopping = false;
   while (true) {
-    const auto until = std::min(deadline.at(), warn_at);
+    const auto until = std::min({give_up, warn_at, Clock::now() + Clock::duration(kStopPoll)});
     if (cv.wait_until(lock, until, ready)) return true;
     const auto now = Clock::now();
-    if (now >= deadline.at()) return false;
+    if (!stopping && stopRequested()) {
+      stopping = true;
+      give_up = std::min(give_up, now + Clock::duration(kStopGrace));
+    }
+    if (now >= give_up) return false;
     if (now >= warn_at) {
       TANDEM_LOG_WARN("still waiting for {} after {} (gives up in {})", what(),
                       formatDuration(std::chrono::duration_cast<std::chrono::milliseconds>(now - started)),

@@ -192,7 +192,6 @@ bool isLoopbackHost(std::string_view host) {
   return host.starts_with("127.") || host == "::1" || host == "[::1]" || host == "localhost";
 }
 
-std::string sameHostEndpoint(int port) { return fmt::format("ipc://@tandem-ps-{}", port); }
 
 bool sendFrame(zmq::socket_t& socket, FrameHeader header, zmq::message_t payload,
                const zmq::message_t* routing_id) {

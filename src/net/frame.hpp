@@ -171,12 +171,9 @@ void configureSocket(zmq::socket_t& socket, uint64_t max_payload_bytes = kMaxPay
 // (let the OS pick, for bind).
 std::string tcpEndpoint(const std::string& host, int port);
 // A server listening on a loopback `host` (127.x.y.z, ::1, localhost) is on
-// its clients' host; it also listens here, a Unix socket in Linux's abstract
-// namespace named by its TCP port (unique while the TCP port is bound, per
-// network namespace, and gone with the process). Unix sockets skip the TCP
-// stack: the 1 PS + 1 worker MLP spent ~40 ms a step in exposed transfer.
+// its clients' host, and also listens on a Unix socket there
+// (net/job_security.hpp, sameHostEndpoint).
 bool isLoopbackHost(std::string_view host);
-std::string sameHostEndpoint(int port);
 // Whether `host_or_endpoint` names an IPv6 address ("::1", "[::1]",
 // "tcp://[::1]:5").
 bool isIpv6(std::string_view host_or_endpoint);

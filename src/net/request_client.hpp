@@ -7,6 +7,10 @@
 // accepted, so a late answer to an abandoned request is never taken for the
 // answer to a newer one. When a request times out the socket is replaced,
 // which drops the request if it is still queued (e.g. the server was not up).
+//
+// A request whose server drops an established connection (it exited, or
+// its host answered no heartbeat for kHeartbeatTimeout) fails at once with
+// PeerError instead of waiting out its deadline.
 #include <zmq.hpp>
 
 #include <chrono>
@@ -16,6 +20,7 @@
 
 #include "core/deadline.hpp"
 #include "core/patient_wait.hpp"
+#include "net/connection_watch.hpp"
 #include "net/frame.hpp"
 
 namespace tandem::net {
@@ -30,6 +35,9 @@ void rejectOwnRequest(MessageType request, const Frame& reply, std::string_view 
 // Not thread-safe: use one RequestClient per thread.
 class RequestClient {
  public:
+  static constexpr std::chrono::milliseconds kHeartbeatInterval{1'000};
+  static constexpr std::chrono::milliseconds kHeartbeatTimeout{5'000};
+
   // `endpoint` is "tcp://host:port"; `peer_name` names the server in errors.
   // Connecting never fails, even while nobody listens yet. `context` must
   // outlive the client.
@@ -39,7 +47,8 @@ class RequestClient {
   // Sends `header` (its request_id is assigned here) with `payload` and
   // waits for the matching reply until `deadline`. Returns nullopt if none
   // came in time. Throws InputError naming the peer when a reply is
-  // malformed, PeerError when it is our own request (rejectOwnRequest).
+  // malformed, PeerError when it is our own request (rejectOwnRequest) or
+  // the server dropped the connection before answering.
   std::optional<Frame> request(FrameHeader header, zmq::message_t payload, Deadline deadline);
 
   const std::string& peerName() const { return peer_name_; }
@@ -47,12 +56,14 @@ class RequestClient {
 
  private:
   void connect();
+  void disconnect();
 
   zmq::context_t& context_;
   std::string endpoint_;
   std::string peer_name_;
   uint64_t max_payload_bytes_;
   std::optional<zmq::socket_t> socket_;
+  std::optional<LinkWatch> link_;  // follows socket_; closed first
   uint64_t next_request_id_ = 1;  // 0 is what a server uses when it cannot tell
 };
 

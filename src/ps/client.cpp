@@ -5,7 +5,10 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <condition_variable>
+#include <cstring>
+#include <random>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -16,6 +19,8 @@
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "core/patient_wait.hpp"
+#include "net/connection_watch.hpp"
+#include "net/job_security.hpp"
 #include "net/request_client.hpp"
 #include "obs/timeline.hpp"
 #include "ps/protocol.hpp"
@@ -101,12 +106,17 @@ net::Frame Ticket::wait(Deadline deadline, const std::string& what) {
     lock.unlock();
     // Without this the request would sit in the in-flight map for good.
     if (auto mailbox = t.mailbox.lock()) mailbox->requestSweep();
+    if (stopRequested()) {
+      throw Interrupted(fmt::format("stopped by a signal while waiting for {} to answer {} (waited {})", t.server,
+                                    what, formatDuration(waited)));
+    }
     if (sent) throw PeerError(fmt::format("{} did not answer {} (waited {})", t.server, what, formatDuration(waited)));
     throw PeerError(fmt::format("{} did not answer {} (waited {}): the request was never sent, as no connection to {} "
-                                "came up; is {} running there?",
-                                t.server, what, formatDuration(waited), t.endpoint, t.server));
+                                "came up; is {} running there{}?",
+                                t.server, what, formatDuration(waited), t.endpoint, t.server,
+                                net::isSameHostEndpoint(t.endpoint) ? ", with this job's secret" : ""));
   }
-  if (!t.failure.empty()) throw PeerError(fmt::format("{}: {}", t.server, t.failure));
+  if (!t.failure.empty()) throw PeerError(fmt::format("{}: {} (asked for {})", t.server, t.failure, what));
   net::Frame frame = std::move(*t.reply);
   t.reply.reset();
   lock.unlock();
@@ -123,9 +133,11 @@ net::Frame Ticket::wait(Deadline deadline, const std::string& what) {
   return frame;
 }
 
-PsClient::PsClient(std::vector<ServerAddress> servers, uint64_t max_payload_bytes)
+PsClient::PsClient(std::vector<ServerAddress> servers, uint64_t max_payload_bytes, Liveness liveness)
     : servers_(std::move(servers)),
       max_payload_bytes_(max_payload_bytes),
+      liveness_(liveness),
+      security_(net::jobSecurity()),
       mailbox_(std::make_shared<detail::ClientMailbox>()) {
   io_ = std::thread([this] { ioLoop(); });
 }
@@ -178,6 +190,17 @@ void complete(const std::shared_ptr<Ticket::State>& t, std::optional<net::Frame>
   if (t->on_done) std::exchange(t->on_done, nullptr)();
 }
 
+std::array<uint8_t, 16> randomRoutingId() {
+  static thread_local std::mt19937_64 random(std::random_device{}());
+  std::array<uint8_t, 16> id{};
+  for (size_t i = 0; i < id.size(); i += 8) {
+    const uint64_t bits = random();
+    std::memcpy(id.data() + i, &bits, 8);
+  }
+  id[0] |= 1;  // ZeroMQ reserves ids that start with a zero byte
+  return id;
+}
+
 // One server's requests, as the I/O thread sees them.
 struct ServerRequests {
   std::deque<detail::Outgoing> unsent;  // in order; waiting for the connection
@@ -190,6 +213,7 @@ void PsClient::ioLoop() {
   detail::ClientMailbox& box = *mailbox_;
   zmq::context_t context(1);
   std::vector<zmq::socket_t> sockets;
+  std::vector<std::unique_ptr<net::LinkWatch>> links;
   for (const auto& s : servers_) {
     sockets.emplace_back(context, zmq::socket_type::dealer);
     net::configureSocket(sockets.back(), max_payload_bytes_, net::isIpv6(s.endpoint));
@@ -199,19 +223,37 @@ void PsClient::ioLoop() {
     // Queue nothing towards a connection that is not up: unsent requests
     // wait in `unsent`, where a timed-out wait can still withdraw them.
     sockets.back().set(zmq::sockopt::immediate, 1);
+    // Any traffic counts as an answer, so bulk data never looks like silence.
+    sockets.back().set(zmq::sockopt::heartbeat_ivl, static_cast<int>(liveness_.heartbeat_interval.count()));
+    sockets.back().set(zmq::sockopt::heartbeat_timeout, static_cast<int>(liveness_.heartbeat_timeout.count()));
+    // Same-host Unix sockets are kept private by the file system instead.
+    if (!net::isSameHostEndpoint(s.endpoint)) net::secureClient(sockets.back(), security_);
+    // A server serves two sockets (TCP and same-host), each numbering its
+    // peers on its own: a random 16-byte id cannot collide across them.
+    sockets.back().set(zmq::sockopt::routing_id, zmq::buffer(randomRoutingId()));
+    links.push_back(std::make_unique<net::LinkWatch>(context, sockets.back()));
     sockets.back().connect(s.endpoint);
   }
   std::vector<ServerRequests> requests(servers_.size());
+  // By server: why its requests fail at once (empty while its link holds).
+  std::vector<std::string> lost(servers_.size());
   uint64_t next_id = 1;
   std::vector<zmq_pollitem_t> items;
   items.push_back({nullptr, box.wake_fd, ZMQ_POLLIN, 0});
   for (auto& s : sockets) items.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
+  const size_t first_link = items.size();
+  for (auto& l : links) items.push_back({l->events().handle(), 0, ZMQ_POLLIN, 0});
   std::vector<zmq::message_t> parts;
   std::vector<detail::Outgoing> batch;
 
   // Sends what the connection takes, in order; the rest waits for POLLOUT.
   auto flush = [&](size_t s) {
     auto& unsent = requests[s].unsent;
+    if (!lost[s].empty()) {
+      for (auto& o : unsent) complete(o.ticket, std::nullopt, lost[s]);
+      unsent.clear();
+      return;
+    }
     while (!unsent.empty()) {
       detail::Outgoing& out = unsent.front();
       if (!out.ticket->abandoned) {
@@ -249,6 +291,29 @@ void PsClient::ioLoop() {
     }
   };
 
+  // Takes every reply waiting on server s's socket.
+  auto receive = [&](size_t s) {
+    while (size_t total = net::receiveParts(sockets[s], parts, 2)) {
+      auto& pending = requests[s].sent;
+      try {
+        net::Frame frame = net::decodeFrame(parts, total, max_payload_bytes_, servers_[s].name);
+        auto it = pending.find(frame.header.request_id);
+        if (it == pending.end()) {
+          // Ids are never reused, so this cannot be taken for another reply.
+          TANDEM_LOG_WARN("{} answered request {} that nobody waits for (its wait timed out); dropped",
+                          servers_[s].name, frame.header.request_id);
+          continue;
+        }
+        complete(it->second, std::move(frame), "");
+        pending.erase(it);
+      } catch (const InputError& e) {
+        // A malformed reply cannot be matched to its request: fail them all.
+        for (auto& [id, ticket] : pending) complete(ticket, std::nullopt, e.what());
+        pending.clear();
+      }
+    }
+  };
+
   while (true) {
     bool waiting_to_send = false;
     for (size_t s = 0; s < sockets.size(); ++s) {
@@ -282,29 +347,34 @@ void PsClient::ioLoop() {
         break;
       }
     }
-    for (size_t s = 0; s < sockets.size(); ++s) flush(s);
     for (size_t s = 0; s < sockets.size(); ++s) {
-      if (!(items[s + 1].revents & ZMQ_POLLIN)) continue;
-      while (size_t total = net::receiveParts(sockets[s], parts, 2)) {
-        auto& pending = requests[s].sent;
-        try {
-          net::Frame frame = net::decodeFrame(parts, total, max_payload_bytes_, servers_[s].name);
-          auto it = pending.find(frame.header.request_id);
-          if (it == pending.end()) {
-            // Ids are never reused, so this cannot be taken for another reply.
-            TANDEM_LOG_WARN("{} answered request {} that nobody waits for (its wait timed out); dropped",
-                            servers_[s].name, frame.header.request_id);
-            continue;
-          }
-          complete(it->second, std::move(frame), "");
-          pending.erase(it);
-        } catch (const InputError& e) {
-          // A malformed reply cannot be matched to its request: fail them all.
-          for (auto& [id, ticket] : pending) complete(ticket, std::nullopt, e.what());
-          pending.clear();
-        }
-      }
+      if (items[s + 1].revents & ZMQ_POLLIN) receive(s);
     }
+    for (size_t s = 0; s < sockets.size(); ++s) {
+      if (!(items[first_link + s].revents & ZMQ_POLLIN)) continue;
+      links[s]->update();
+      if (!lost[s].empty()) continue;
+      if (links[s]->handshakesFailed() > 0) {
+        lost[s] = fmt::format("refused this task's handshake at {}: the two hold different job secrets, or one "
+                              "holds none (--secret-file, TANDEM_SECRET_FILE, --insecure)",
+                              servers_[s].endpoint);
+      } else if (links[s]->linksLost() > 0) {
+        receive(s);  // replies that arrived before the link went down still count
+        lost[s] = fmt::format(
+            "the connection to {} was lost: the server exited, or its host answered no heartbeat for {}; "
+            "requests are never replayed to whatever answers there next",
+            servers_[s].endpoint, formatDuration(liveness_.heartbeat_timeout));
+      } else {
+        continue;
+      }
+      if (!requests[s].sent.empty() || !requests[s].unsent.empty()) {
+        TANDEM_LOG_ERROR("{}: {} ({} requests unanswered)", servers_[s].name, lost[s],
+                         requests[s].sent.size() + requests[s].unsent.size());
+      }
+      for (auto& [id, ticket] : requests[s].sent) complete(ticket, std::nullopt, lost[s]);
+      requests[s].sent.clear();
+    }
+    for (size_t s = 0; s < sockets.size(); ++s) flush(s);
     size_t held = 0;
     for (const auto& r : requests) held += r.unsent.size() + r.sent.size();
     in_flight_ = held;

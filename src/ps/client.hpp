@@ -8,9 +8,15 @@
 // once its server's connection is up, and waits in the client until then
 // (never longer than its caller waits), so nothing is queued towards a peer
 // that is not there.
+//
+// A server whose established connection drops (it exited, or its host
+// stopped answering ZeroMQ heartbeats) is lost for good: its unanswered
+// requests fail at once, naming it, and so does every later request to it.
+// None is replayed to whatever answers at that address next.
 #include <zmq.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -19,6 +25,7 @@
 
 #include "core/deadline.hpp"
 #include "net/frame.hpp"
+#include "net/job_security.hpp"
 
 namespace tandem::ps {
 
@@ -63,9 +70,18 @@ class Ticket {
   std::shared_ptr<State> state_;
 };
 
+// How a client tells a dead server from a slow one. A process that exits is
+// seen at once (its kernel closes the connection); a host that goes silent
+// is seen once no heartbeat answer came for `heartbeat_timeout`.
+struct Liveness {
+  std::chrono::milliseconds heartbeat_interval{1'000};
+  std::chrono::milliseconds heartbeat_timeout{5'000};
+};
+
 class PsClient {
  public:
-  explicit PsClient(std::vector<ServerAddress> servers, uint64_t max_payload_bytes = net::kMaxPayloadBytes);
+  explicit PsClient(std::vector<ServerAddress> servers, uint64_t max_payload_bytes = net::kMaxPayloadBytes,
+                    Liveness liveness = {});
   // Stops the I/O thread; tickets still open fail with "client closed".
   ~PsClient();
   PsClient(const PsClient&) = delete;
@@ -90,6 +106,8 @@ class PsClient {
 
   std::vector<ServerAddress> servers_;
   uint64_t max_payload_bytes_;
+  Liveness liveness_;
+  net::JobSecurity security_;  // resolved by the constructor, used by the I/O thread
   std::shared_ptr<detail::ClientMailbox> mailbox_;
   std::atomic<size_t> in_flight_{0};
   std::thread io_;

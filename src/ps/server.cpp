@@ -257,11 +257,15 @@ void ParameterServer::Impl::handle(std::vector<zmq::message_t>& parts, size_t to
     }
   } catch (const InputError& e) {
     ++stats.bad_frames;
-    TANDEM_LOG_WARN("{}: rejected a frame from {}: {}", name, peer, e.what());
+    if (uint64_t more = 0; reject_log.allow(peer, more)) {
+      TANDEM_LOG_WARN("{}: rejected a frame from {}: {}{}", name, peer, e.what(), reject_log.suppressedText(more));
+    }
     replyError(routing, request_id, e.what());
   } catch (const Refusal& r) {
     ++stats.bad_frames;
-    TANDEM_LOG_WARN("{}: refused a request from {}: {}", name, peer, r.reason);
+    if (uint64_t more = 0; reject_log.allow(peer, more)) {
+      TANDEM_LOG_WARN("{}: refused a request from {}: {}{}", name, peer, r.reason, reject_log.suppressedText(more));
+    }
     replyError(routing, request_id, r.reason);
   } catch (const std::bad_alloc&) {
     ++stats.bad_frames;
@@ -273,21 +277,31 @@ ParameterServer::ParameterServer(ServerOptions options) : impl_(std::make_unique
   Impl& s = *impl_;
   s.options = std::move(options);
   s.name = fmt::format("ps {}", s.options.index);
-  net::configureSocket(s.router, s.options.max_payload_bytes, net::isIpv6(s.options.bind_host));
-  s.router.set(zmq::sockopt::sndhwm, 0);  // a ROUTER drops at the high-water mark: never do that to a reply
-  s.router.set(zmq::sockopt::rcvhwm, 0);
-  s.connections = std::make_unique<net::ConnectionWatch>(s.context, s.router);
-  auto listen = [&s](const std::string& endpoint) {
+  auto configure = [&s](zmq::socket_t& socket) {
+    net::configureSocket(socket, s.options.max_payload_bytes, net::isIpv6(s.options.bind_host));
+    socket.set(zmq::sockopt::sndhwm, 0);  // a ROUTER drops at the high-water mark: never do that to a reply
+    socket.set(zmq::sockopt::rcvhwm, 0);
+  };
+  auto listen = [&s](zmq::socket_t& socket, const std::string& endpoint) {
     try {
-      s.router.bind(endpoint);
+      socket.bind(endpoint);
     } catch (const zmq::error_t& e) {
       throw Error(fmt::format("{}: cannot listen on {}: {}", s.name, endpoint, e.what()));
     }
   };
-  listen(net::tcpEndpoint(s.options.bind_host, s.options.port == 0 ? -1 : s.options.port));
+  configure(s.router);
+  s.connections = std::make_unique<net::ConnectionWatch>(s.context, s.router);
+  s.zap = net::secureServer(s.context, s.router, s.name);
+  listen(s.router, net::tcpEndpoint(s.options.bind_host, s.options.port == 0 ? -1 : s.options.port));
   const std::string bound = s.router.get(zmq::sockopt::last_endpoint);
   s.port = std::stoi(bound.substr(bound.rfind(':') + 1));
-  if (net::isLoopbackHost(s.options.bind_host)) listen(net::sameHostEndpoint(s.port));
+  if (net::isLoopbackHost(s.options.bind_host)) {
+    s.local_router.emplace(s.context, zmq::socket_type::router);
+    configure(*s.local_router);
+    s.local_connections = std::make_unique<net::ConnectionWatch>(s.context, *s.local_router);
+    s.local_endpoint = net::sameHostEndpoint(s.port);
+    listen(*s.local_router, s.local_endpoint);
+  }
   s.wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (s.wake_fd < 0) throw Error(fmt::format("{}: eventfd failed", s.name));
   // A failed job has no completion to deliver: wake the loop to rethrow it.
@@ -298,6 +312,8 @@ ParameterServer::ParameterServer(ServerOptions options) : impl_(std::make_unique
 ParameterServer::~ParameterServer() {
   impl_->pool.reset();  // jobs touch chunk memory: finish them first
   ::close(impl_->wake_fd);
+  // libzmq leaves a Unix socket's file behind.
+  if (!impl_->local_endpoint.empty()) ::unlink(impl_->local_endpoint.substr(std::string_view("ipc://").size()).c_str());
 }
 
 int ParameterServer::port() const { return impl_->port; }
@@ -309,6 +325,7 @@ nlohmann::json ParameterServer::serve(const std::atomic<bool>* abort) {
   const auto startup_deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                                    std::chrono::duration<double>(s.options.startup_timeout_s));
   std::vector<zmq_pollitem_t> items = {{s.router.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, s.wake_fd, ZMQ_POLLIN, 0}};
+  if (s.local_router) items.push_back({s.local_router->handle(), 0, ZMQ_POLLIN, 0});
   std::vector<zmq::message_t> parts;
   Clock::time_point last_report = Clock::now();
   Clock::time_point last_check = Clock::now();
@@ -322,12 +339,15 @@ nlohmann::json ParameterServer::serve(const std::atomic<bool>* abort) {
       s.pool->rethrowFailure();
       s.drainCompletions();
     }
-    if (items[0].revents & ZMQ_POLLIN) {
+    for (const size_t item : {size_t{0}, size_t{2}}) {
+      if (item >= items.size() || !(items[item].revents & ZMQ_POLLIN)) continue;
+      zmq::socket_t& socket = item == 0 ? s.router : *s.local_router;
       // Bounded, so that under a flood completions and timeouts still get
       // their turn; zmq_poll reports the rest at once on the next turn.
       for (int i = 0; i < kMaxMessagesPerTurn; ++i) {
-        const size_t total = net::receiveParts(s.router, parts, 3);
+        const size_t total = net::receiveParts(socket, parts, 3);
         if (total == 0) break;
+        if (item == 2) s.reply_socket.try_emplace(parts[0].to_string(), &socket);
         s.handle(parts, total);
       }
     }
@@ -335,7 +355,7 @@ nlohmann::json ParameterServer::serve(const std::atomic<bool>* abort) {
     if (Clock::now() - last_check < std::chrono::milliseconds(50)) continue;
     last_check = Clock::now();
     s.reportProgress(last_report, std::chrono::seconds(30));
-    s.connections->open();  // keeps the monitor's queue short
+    s.openConnections();  // keeps the monitors' queues short
     // Before its chief initialised it, a server has no job to finish.
     if (!s.config && stopRequested()) {
       throw Interrupted(fmt::format("{}: stopped by a signal before the chief (worker 0) initialised it", s.name));
@@ -354,8 +374,12 @@ nlohmann::json ParameterServer::serve(const std::atomic<bool>* abort) {
   // wait out the peer timeout: close once the workers that said goodbye hung
   // up (lost ones may never), or after 2 s.
   const int lost = static_cast<int>(s.workers.lost().size());
-  if (abort == nullptr || !abort->load()) s.connections->waitUntilAtMost(lost, std::chrono::seconds(2));
+  if (abort == nullptr || !abort->load()) {
+    net::ConnectionWatch::waitUntilAtMost({s.connections.get(), s.local_connections.get()}, lost,
+                                          std::chrono::seconds(2));
+  }
   s.router.set(zmq::sockopt::linger, 2000);
+  if (s.local_router) s.local_router->set(zmq::sockopt::linger, 2000);
   s.pool->finish();  // let running applies finish before the summary
   s.pool->rethrowFailure();
   s.drainCompletions();

@@ -14,9 +14,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/log_limiter.hpp"
 #include "core/clock.hpp"
 #include "core/patient_wait.hpp"
 #include "net/connection_watch.hpp"
+#include "net/job_security.hpp"
 #include "net/frame.hpp"
 #include "ps/apply_pool.hpp"
 #include "ps/chunk_state.hpp"
@@ -52,10 +54,22 @@ struct ParameterServer::Impl {
   std::deque<ChunkState> chunks;  // a deque: chunks never move once made
   std::unordered_map<uint64_t, size_t> chunk_index;
   zmq::context_t context{1};
+  std::unique_ptr<net::ZapHandler> zap;  // admits the job's members; outlives the router
+  // The job's port (CURVE when secure) and, for a loopback server, its
+  // same-host Unix socket (a private directory instead of CURVE).
   zmq::socket_t router{context, zmq::socket_type::router};
-  std::unique_ptr<net::ConnectionWatch> connections;  // closing waits for workers to hang up
+  std::optional<zmq::socket_t> local_router;
+  std::string local_endpoint;  // ipc://...; empty without local_router
+  // Peers that came in on local_router, by routing id; the rest on router.
+  std::unordered_map<std::string, zmq::socket_t*> reply_socket;
+  // Closing waits for workers to hang up, on either socket.
+  std::unique_ptr<net::ConnectionWatch> connections, local_connections;
+  int openConnections() {
+    return connections->open() + (local_connections ? local_connections->open() : 0);
+  }
   int port = 0;
   int wake_fd = -1;
+  LogLimiter reject_log;  // what any peer can make the server say, at a bounded rate
   std::mutex completions_mutex;
   std::vector<Completion> completions;
   std::unique_ptr<ApplyPool> pool;
@@ -90,7 +104,8 @@ struct ParameterServer::Impl {
     workers.touch(routing, false);
     zmq::message_t id(routing.data(), routing.size());
     stats.bytes_out += payload.size();
-    net::sendFrame(router, header, std::move(payload), &id);
+    const auto local = reply_socket.find(routing);
+    net::sendFrame(local == reply_socket.end() ? router : *local->second, header, std::move(payload), &id);
   }
 
   void replyOk(const std::string& routing, uint64_t request_id) {

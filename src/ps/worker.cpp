@@ -19,7 +19,7 @@ size_t defaultPushWindow(const KeyLayout& layout, WireDtype wire) {
 }
 
 Worker::Worker(WorkerOptions options)
-    : options_(std::move(options)), client_(std::make_unique<PsClient>(options_.servers)) {
+    : options_(std::move(options)), client_(std::make_unique<PsClient>(options_.servers, net::kMaxPayloadBytes, options_.liveness)) {
   const size_t chunks = options_.layout.chunks.size();
   push_tickets_.resize(chunks);
   pull_tickets_.resize(chunks);

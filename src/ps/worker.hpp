@@ -36,6 +36,7 @@ struct WorkerOptions {
   // first, i.e. in the order the next forward needs them. 0: every push goes
   // out at once, in the order backward completes them.
   size_t push_window_bytes = 0;
+  Liveness liveness;  // how a dead server is told from a slow one
 };
 
 // The window priority scheduling uses by default: two of the largest chunks

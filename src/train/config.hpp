@@ -40,6 +40,7 @@ struct DistributedConfig {
   double bucket_mb = 0;                  // all-reduce gradient bucket cap, MiB; 0: from the model (as PS chunks)
   double peer_timeout_s = 120;           // a collective or a step waits this long for a peer
   double rendezvous_timeout_s = 60;      // joining the cluster waits this long
+  double heartbeat_timeout_s = 5;        // a PS link silent this long is lost (a dead server is named then)
   int64_t verify_replicas_every = 0;     // compare parameter checksums every N steps (0: never)
   // Parameter-server mode (used when the cluster has PS tasks).
   std::string ps_mode = "sync";          // sync | async

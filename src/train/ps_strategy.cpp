@@ -371,8 +371,13 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
     servers.push_back({endpoint, cluster::taskName(cluster::Role::kPs, i)});
   }
   const size_t window = s.config.distributed.priority == "on" ? ps::defaultPushWindow(s.layout, s.wire) : 0;
-  s.worker = std::make_unique<ps::Worker>(
-      ps::WorkerOptions{servers, s.layout, s.mode, static_cast<uint32_t>(s.spec.index), s.wire, window});
+  ps::Liveness liveness;
+  liveness.heartbeat_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(s.config.distributed.heartbeat_timeout_s * 1000));
+  liveness.heartbeat_interval = std::min(liveness.heartbeat_interval, liveness.heartbeat_timeout / 4);
+  s.worker = std::make_unique<ps::Worker>(ps::WorkerOptions{servers, s.layout, s.mode,
+                                                            static_cast<uint32_t>(s.spec.index), s.wire, window,
+                                                            liveness});
   s.mapChunksThrough();
   s.wire_grads.resize(s.layout.chunks.size());
   s.residuals.resize(s.layout.chunks.size());

@@ -18,6 +18,8 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <mutex>
+#include <set>
 #include <string>
 
 namespace tandem::testing {
@@ -153,21 +155,29 @@ inline bool waitForOutput(pid_t pid, const std::filesystem::path& path, std::chr
   return false;
 }
 
-// A loopback TCP port that was free a moment ago.
+// A loopback TCP port that was free a moment ago, and not handed out
+// before by this process: the kernel may give a just-released port again,
+// and a test that asks for several needs them distinct.
 inline int freePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  int port = -1;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
+  static std::mutex mutex;
+  static std::set<int> given;
+  std::lock_guard lock(mutex);
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    socklen_t len = sizeof(addr);
+    int port = -1;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+      port = ntohs(addr.sin_port);
+    }
+    ::close(fd);
+    if (port > 0 && given.insert(port).second) return port;
   }
-  ::close(fd);
-  return port;
+  return -1;
 }
 
 inline bool fashionMnistInstalled() {

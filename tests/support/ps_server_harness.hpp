@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "net/job_security.hpp"
 #include "core/clock.hpp"
 #include "core/deadline.hpp"
 #include "core/error.hpp"
@@ -88,6 +89,7 @@ class Peer {
  public:
   Peer(zmq::context_t& context, const std::string& endpoint) : socket_(context, zmq::socket_type::dealer) {
     net::configureSocket(socket_);
+    net::secureClient(socket_);
     socket_.connect(endpoint);
   }
 

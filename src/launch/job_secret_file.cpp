@@ -1,0 +1,42 @@
+#include "launch/job_secret_file.hpp"
+
+#include <stdlib.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.hpp"
+#include "net/job_security.hpp"
+
+namespace tandem::launch {
+
+JobSecretFile::JobSecretFile(const std::vector<std::string>& task_args) {
+  const bool chosen = std::any_of(task_args.begin(), task_args.end(), [](const std::string& a) {
+    return a == "--insecure" || a == "--secret-file" || a.starts_with("--secret-file=") || a == "--secret_file" ||
+           a.starts_with("--secret_file=");
+  });
+  const char* from_env = std::getenv("TANDEM_SECRET_FILE");
+  if (chosen || (from_env != nullptr && *from_env != '\0')) return;
+  const auto base = std::filesystem::temp_directory_path() / "tandem-job-XXXXXX";
+  std::string dir = base.string();
+  if (::mkdtemp(dir.data()) == nullptr) {  // mode 0700
+    throw Error(fmt::format("cannot make a private directory for the job secret at {}: {}", base.string(),
+                            std::strerror(errno)));
+  }
+  dir_ = dir;
+  path_ = dir_ / "job-secret";
+  net::writeSecretFile(path_, net::generateJobKeys());
+  ::setenv("TANDEM_SECRET_FILE", path_.c_str(), 1);
+}
+
+JobSecretFile::~JobSecretFile() {
+  if (dir_.empty()) return;
+  ::unsetenv("TANDEM_SECRET_FILE");
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+}  // namespace tandem::launch
