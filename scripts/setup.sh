@@ -16,6 +16,7 @@ PACKAGES=(
   libprotobuf-dev protobuf-compiler
   libjpeg62-turbo-dev libpng-dev
   iproute2 python3-matplotlib
+  clang libclang-rt-14-dev
 )
 
 SUDO=""

@@ -189,6 +189,13 @@ TEST(FlagsTest, FlagsOverrideLaunchers) {
 
 // --- TF_CONFIG ---
 
+// Found by fuzz_cluster_spec: a number JSON cannot hold escaped as a
+// nlohmann out_of_range and killed the process instead of exiting 2.
+TEST(TfConfigTest, ANumberTooLargeForJsonIsBadInput) {
+  expectRejected({}, {{"TF_CONFIG", R"({"cluster":{"worker":["a:1"]},"task":{"type":"worker","index":444e444}})"}},
+                 {"TF_CONFIG", "not valid JSON", "overflow"});
+}
+
 TEST(TfConfigTest, WorkerWithChief) {
   Environment env{{"TF_CONFIG",
                    R"({"cluster":{"chief":["c:1"],"worker":["w:1","w:2"],"ps":["p:1"]},

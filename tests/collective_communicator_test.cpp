@@ -25,7 +25,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr size_t kDefaultRingThreshold = CommunicatorOptions{}.ring_threshold_bytes;
+const size_t kDefaultRingThreshold = CommunicatorOptions{}.ring_threshold_bytes;
 
 CommunicatorOptions optionsFor(int rank, int size, std::chrono::milliseconds timeout = 10s,
                                size_t ring_threshold_bytes = kDefaultRingThreshold) {

@@ -107,8 +107,10 @@ TEST(LabNetwork, StaleLabsOfADeadOwnerAreRemoved) {
   if (child == 0) ::_exit(0);
   int status = 0;
   ::waitpid(child, &status, 0);
-  auto* leaked = new VirtualNetwork(1, {1e9}, std::to_string(child));  // never destroyed: as if its owner were killed
-  (void)leaked;
+  // Never destroyed, as if its owner were killed; held by a static so that
+  // LeakSanitizer knows it is meant.
+  static VirtualNetwork* leaked = nullptr;
+  leaked = new VirtualNetwork(1, {1e9}, std::to_string(child));
   const auto names = labNamespaces();
   ASSERT_NE(std::find(names.begin(), names.end(), "tandem-lab-" + std::to_string(child) + "-h0"), names.end());
   EXPECT_GE(removeStaleLabs(), 1);

@@ -157,7 +157,7 @@ ClusterSpec fromTfConfig(const std::string& text, const ClusterFlags& flags) {
   nlohmann::json config;
   try {
     config = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
     throw InputError(fmt::format("TF_CONFIG: not valid JSON: {}", e.what()));
   }
   if (!config.is_object()) throw InputError("TF_CONFIG: expected a JSON object with \"cluster\" and \"task\"");

@@ -85,7 +85,7 @@ std::string difference(const nlohmann::json& ours, const nlohmann::json& theirs,
 nlohmann::json parseFingerprint(const std::vector<char>& bytes, const std::string& task) {
   try {
     return nlohmann::json::parse(bytes.begin(), bytes.end());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
     throw InputError(fmt::format("fingerprint of {} is not valid JSON: {}", task, e.what()));
   }
 }

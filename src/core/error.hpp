@@ -5,7 +5,6 @@
 // the source location of the check.
 #include <fmt/format.h>
 
-#include <source_location>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -36,14 +35,23 @@ class Interrupted : public Error {
   using Error::Error;
 };
 
-std::string formatLocation(const std::source_location& loc);
+// Where a check sits. std::source_location's, from the builtins that GCC
+// and clang 14 (the sanitizer and fuzzing builds) both have: libstdc++'s
+// std::source_location needs a builtin clang 14 lacks.
+struct SourceLocation {
+  const char* file = "";
+  unsigned line = 0;
+  static constexpr SourceLocation current(const char* file = __builtin_FILE(), unsigned line = __builtin_LINE()) {
+    return {file, line};
+  }
+};
 
-[[noreturn]] void throwEnforceFailure(std::string_view expr, std::string_view detail,
-                                      const std::source_location& loc);
+std::string formatLocation(const SourceLocation& loc);
+
+[[noreturn]] void throwEnforceFailure(std::string_view expr, std::string_view detail, const SourceLocation& loc);
 
 template <class A, class B>
-void enforceEq(const A& a, const B& b, std::string_view what,
-               const std::source_location loc = std::source_location::current()) {
+void enforceEq(const A& a, const B& b, std::string_view what, const SourceLocation loc = SourceLocation::current()) {
   if (!(a == b)) {
     throwEnforceFailure(what, fmt::format("{} != {}", a, b), loc);
   }
@@ -56,6 +64,6 @@ void enforceEq(const A& a, const B& b, std::string_view what,
   do {                                                                                  \
     if (!(cond)) {                                                                      \
       ::tandem::throwEnforceFailure(#cond, ::fmt::format("" __VA_ARGS__),               \
-                                    std::source_location::current());                   \
+                                    ::tandem::SourceLocation::current());               \
     }                                                                                   \
   } while (0)

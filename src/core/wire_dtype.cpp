@@ -8,6 +8,7 @@
 #include <limits>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -120,7 +121,13 @@ TANDEM_SIMD inline void store8(WireDtype d, __m256 v, uint16_t* out) {
 }
 
 bool haveSimd() {
-  static const bool have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  // F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports
+  // does not know "f16c".
+  static const bool have = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+    return f16c && __builtin_cpu_supports("avx2");
+  }();
   return have;
 }
 
@@ -183,6 +190,14 @@ void encodeWire(WireDtype dtype, const float* in, void* out, size_t n) {
   });
 }
 
+// Value i of a received payload, which may sit at any byte offset in its
+// message (a uint16_t load from there is undefined; UBSan caught one).
+inline uint16_t load16(const void* in, size_t i) {
+  uint16_t v;
+  std::memcpy(&v, static_cast<const unsigned char*>(in) + 2 * i, sizeof(v));
+  return v;
+}
+
 void decodeWire(WireDtype dtype, const void* in, float* out, size_t n) {
   if (dtype == WireDtype::kFloat32) {
     std::memcpy(out, in, n * sizeof(float));
@@ -191,20 +206,24 @@ void decodeWire(WireDtype dtype, const void* in, float* out, size_t n) {
   const auto* i16 = static_cast<const uint16_t*>(in);
   const size_t done = wireSimdEnabled && haveSimd() ? decodeSimd(dtype, i16, out, n, false) : 0;
   forEach16(dtype, [&](auto, auto from) {
-    for (size_t i = done; i < n; ++i) out[i] = from(i16[i]);
+    for (size_t i = done; i < n; ++i) out[i] = from(load16(in, i));
   });
 }
 
 void decodeAddWire(WireDtype dtype, const void* in, float* out, size_t n) {
   if (dtype == WireDtype::kFloat32) {
-    const auto* f = static_cast<const float*>(in);
-    for (size_t i = 0; i < n; ++i) out[i] += f[i];
+    const auto* bytes = static_cast<const unsigned char*>(in);
+    for (size_t i = 0; i < n; ++i) {
+      float v;
+      std::memcpy(&v, bytes + i * sizeof(float), sizeof(v));  // any alignment, as load16
+      out[i] += v;
+    }
     return;
   }
   const auto* i16 = static_cast<const uint16_t*>(in);
   const size_t done = wireSimdEnabled && haveSimd() ? decodeSimd(dtype, i16, out, n, true) : 0;
   forEach16(dtype, [&](auto, auto from) {
-    for (size_t i = done; i < n; ++i) out[i] += from(i16[i]);
+    for (size_t i = done; i < n; ++i) out[i] += from(load16(in, i));
   });
 }
 

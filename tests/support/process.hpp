@@ -86,6 +86,7 @@ inline ProcessResult runCommand(const std::string& command,
   return result;
 }
 
+#ifdef TANDEM_BINARY  // absent from the torch-free sanitizer build
 inline ProcessResult runTandem(const std::string& args, std::chrono::seconds timeout = std::chrono::seconds(300)) {
   return runCommand(std::string(TANDEM_BINARY) + " " + args, timeout);
 }
@@ -100,6 +101,7 @@ inline pid_t spawnTandem(const std::string& args, const std::string& log_path) {
   }
   return pid;
 }
+#endif
 
 // Exit code of `pid`, or -1 if it has not exited within timeout (then it is killed).
 inline int waitForExit(pid_t pid, std::chrono::seconds timeout) {
