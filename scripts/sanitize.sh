@@ -40,7 +40,7 @@ TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/
   build-tsan/tests/tandem_ps_tests --gtest_brief=1
 
 echo "sanitize: fuzzing, ${FUZZ_SECONDS}s per target"
-for target in frame ps_messages store_payloads cluster_spec; do
+for target in frame ps_messages store_payloads cluster_spec checkpoint; do
   binary=build-asan/fuzz/fuzz_$target
   if [[ -d fuzz/regressions/$target ]] && compgen -G "fuzz/regressions/$target/*" >/dev/null; then
     "$binary" fuzz/regressions/$target/* >/dev/null 2>&1 || { "$binary" fuzz/regressions/$target/*; exit 1; }

@@ -117,10 +117,39 @@ TEST_F(PsServer, HellosWaitForTheChiefAndAreChecked) {
   expectOk(early.await(early_hello));
   expectError(wrong_layout.await(wrong_hello), "computed parameter layout 0000000000000bad but the chief's is");
   expectError(hello(no_such, 5), "worker 5 does not exist: the cluster has 2 worker(s)");
-  // Worker 1 is taken by `early`'s socket.
-  expectError(hello(no_such, 1), "worker 1 is already connected from another socket");
+  // Worker 1 is taken by `early`'s socket, and a sync job takes no replacement.
+  expectError(hello(no_such, 1), "worker 1 is already connected from another socket; a synchronous job cannot take "
+                                 "a replacement worker mid-run");
   // A malformed hello.
   expectError(no_such.request({.type = MessageType::kPsHello}, std::vector<char>(3)), "ps-hello payload");
+}
+
+// Async jobs are elastic: a new socket saying it is worker 1 takes the
+// worker over (the old one died), continuing its clock; the old socket is
+// a stranger from then on.
+TEST_F(PsServer, AnAsyncJobTakesAReplacementForAWorker) {
+  start(makeConfig(Mode::kAsync, 2, {{0, 2}}));
+  Peer w0 = worker(0), old_w1 = worker(1);
+  agreementOf(old_w1.request({.type = MessageType::kPsClock, .clock = 1}, encode(StepReport{0.5, 0.01, false})));
+  Peer replacement = worker();
+  const Frame answer = hello(replacement, 1);
+  expectOk(answer);
+  const HelloAnswer where = decodeHelloAnswer(answer.bytes(), "ps 0");
+  EXPECT_EQ(where.clock, 1u) << "the replacement continues its predecessor's clock";
+  EXPECT_EQ(where.start_step, 0u);
+  expectError(old_w1.request({.type = MessageType::kPsClock, .clock = 2}, encode(StepReport{0.5, 0.01, false})),
+              "before ps-hello");
+  EXPECT_EQ(agreementOf(replacement.request({.type = MessageType::kPsClock, .clock = 2},
+                                            encode(StepReport{0.5, 0.01, false})))
+                .global_step,
+            2u);
+  sayGoodbye(w0);
+  sayGoodbye(replacement);
+  ASSERT_TRUE(server_->finishes(std::chrono::seconds(5)));
+  const auto summary = server_->summary();
+  EXPECT_EQ(summary["rejoined_workers"], 1);
+  EXPECT_EQ(summary["steps_by_worker"], nlohmann::json::array({0, 2}));
+  EXPECT_EQ(summary["global_step"], 2);
 }
 
 TEST_F(PsServer, ServeReturnsOnceEveryWorkerIsDone) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/error.hpp"
+
 namespace tandem::ps {
 namespace {
 
@@ -41,6 +43,53 @@ TEST(StepClocksAsync, ALostWorkersGrantGoesToTheOthers) {
   EXPECT_FALSE(step(fresh, 0).finished);  // 12; takes the dead worker's step
   EXPECT_TRUE(step(fresh, 0).finished);   // 13
   EXPECT_EQ(fresh.globalStep(), 13u);
+}
+
+// An elastic job's replacement continues its predecessor's clock; the step
+// the dead one held goes back, and the replacement starts one of its own.
+TEST(StepClocksAsync, AReplacementContinuesTheLostWorkersClock) {
+  StepClocks clocks(Mode::kAsync, 0, 2, 10, 16);  // 2 granted at the start, 4 left
+  step(clocks, 0);                                // 11, grants a 3rd
+  step(clocks, 1);                                // 12, grants a 4th
+  step(clocks, 1);                                // 13, grants a 5th; worker 1 holds it and dies
+  clocks.rejoin(1);                               // its 5th back, the replacement's own taken
+  EXPECT_EQ(clocks.clockOf(1), 12u);
+  EXPECT_THROW(clocks.report(1, 1, report(), "new", 1), InputError) << "a replacement starts from its predecessor's clock";
+  EXPECT_FALSE(step(clocks, 1).finished);  // 14: worker 1's 3rd step, grants the 6th
+  EXPECT_TRUE(step(clocks, 0).finished);   // 15: nothing left to grant
+  EXPECT_TRUE(step(clocks, 1).finished);   // 16
+  EXPECT_EQ(clocks.globalStep(), 16u);
+  EXPECT_EQ(clocks.stepsByWorker(), (std::vector<uint32_t>{2, 4}));
+}
+
+// SSP's bound holds against the live workers only: a lost worker no longer
+// holds the others back, and its replacement does again.
+TEST(StepClocksBounded, TheBoundHoldsAgainstLiveWorkersOnly) {
+  StepClocks clocks(Mode::kBounded, 1, 2, 0);
+  step(clocks, 0);  // 1, within 1 of worker 1's 0
+  clocks.report(0, 2, report(), "w0", 2);
+  EXPECT_TRUE(clocks.release().empty()) << "step 2 is 2 ahead of worker 1";
+  clocks.lose(1);
+  auto answers = clocks.release();
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_EQ(answers[0].request_id, 2u);
+  clocks.rejoin(1);  // at its clock 0
+  clocks.report(0, 3, report(), "w0", 3);
+  EXPECT_TRUE(clocks.release().empty()) << "the replacement holds worker 0 back again";
+  clocks.report(1, 1, report(), "w1", 4);
+  answers = clocks.release();
+  ASSERT_EQ(answers.size(), 1u) << "worker 0's step 3 is still 2 ahead";
+  EXPECT_EQ(answers[0].request_id, 4u);
+  clocks.report(1, 2, report(), "w1", 5);
+  EXPECT_EQ(clocks.release().size(), 2u);
+}
+
+// Sync mode still waits for a lost worker: its steps fail by timeout.
+TEST(StepClocksSync, ALostWorkerStillHoldsTheStep) {
+  StepClocks clocks(Mode::kSync, 0, 2, 0);
+  clocks.report(0, 1, report(), "w0", 1);
+  clocks.lose(1);
+  EXPECT_TRUE(clocks.release().empty());
 }
 
 TEST(StepClocksAwait, AnsweredOnceEveryOtherWorkerIsDoneOrLost) {

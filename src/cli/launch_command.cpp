@@ -12,16 +12,19 @@
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "cli/arg_style.hpp"
 #include "cli/commands.hpp"
 #include "obs/timeline.hpp"
 #include "cluster/cluster_spec.hpp"
+#include "launch/job_restart.hpp"
 #include "launch/job_secret_file.hpp"
 #include "launch/job_progress.hpp"
 #include "launch/process_group.hpp"
 #include "core/error.hpp"
+#include "train/run_directory.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -37,6 +40,7 @@ struct LaunchOptions {
   int ps = 0;
   std::string host = "127.0.0.1";
   double grace_s = 10;
+  int max_restarts = 0;  // gang restarts after a failure, each from OUT's newest checkpoint
   std::string on_worker_failure = "auto";  // stop | continue | auto (continue for async PS)
   std::string ps_out = "runs/default";  // program mode: where the servers write their summaries
   std::vector<std::string> train_args;
@@ -143,64 +147,38 @@ int runLaunch(LaunchOptions o) {
   const std::string worker_hosts = fmt::format("{}", fmt::join(worker_list, ","));
   const std::string ps_hosts = fmt::format("{}", fmt::join(ps_list, ","));
 
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // One progress line for the job instead of one per worker, unless the
+  // user chose the workers' own.
+  const bool job_progress = !program && !hasFlag(o.train_args, "--progress");
   // Each task counts the tasks on its host in the cluster flags and takes its
   // share of the cores itself (cluster/local_share.hpp), as under any other
   // launcher. A program's servers get only what a server needs.
-  std::vector<std::string> common = program ? std::vector<std::string>{"--out", o.ps_out} : o.train_args;
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (o.ps > 0 && !hasFlag(common, "--ps-threads")) {
-    common.push_back("--ps-threads");
-    common.push_back(std::to_string(std::max(1, cores / o.ps)));
-  }
-  if (o.ps > 0) {
-    common.push_back("--ps-hosts");
-    common.push_back(ps_hosts);
-  }
-
-  // One progress line for the job instead of one per worker, unless the
-  // user chose the workers' own.
-  const bool job_progress = !program && !hasFlag(common, "--progress");
-  if (job_progress) {
-    common.push_back("--progress");
-    common.push_back("records");
-  }
+  auto commonArguments = [&](const std::vector<std::string>& train_args) {
+    std::vector<std::string> common = program ? std::vector<std::string>{"--out", o.ps_out} : train_args;
+    if (o.ps > 0 && !hasFlag(common, "--ps-threads")) {
+      common.push_back("--ps-threads");
+      common.push_back(std::to_string(std::max(1, cores / o.ps)));
+    }
+    if (o.ps > 0) {
+      common.push_back("--ps-hosts");
+      common.push_back(ps_hosts);
+    }
+    if (job_progress) {
+      common.push_back("--progress");
+      common.push_back("records");
+    }
+    return common;
+  };
   launch::JobProgress progress(/*live=*/::isatty(STDOUT_FILENO) == 1);
 
   std::signal(SIGINT, onLaunchSignal);
   std::signal(SIGTERM, onLaunchSignal);
+  // One secret for every attempt: a restarted task rejoins the same job.
   const launch::JobSecretFile secret(o.train_args);
-  launch::ProcessGroup group;
-  if (job_progress) {
-    group.setLineHook([&progress](const std::string& child, std::string_view line) {
-      return progress.onLine(child, line);
-    });
-    group.setStatusLine([&progress] { return progress.statusLine(); });
-  }
   const std::string self = launch::selfExecutable();
   const int master_port = program ? launch::pickFreePort(o.host) : 0;
-  auto startTask = [&](const std::string& job, int index) {
-    launch::ChildSpec child;
-    child.name = fmt::format("{} {}", job, index);
-    if (program && job == "worker") {
-      child.argv = o.train_args;
-      child.argv.front() = program_path;
-      child.extra_env = programEnvironment(worker_list, ps_list, index, o.host, master_port,
-                                           std::max(1, cores / o.workers));
-      group.start(child);
-      return;
-    }
-    child.argv = {self, "train"};
-    child.argv.insert(child.argv.end(), common.begin(), common.end());
-    for (std::string extra : {std::string("--worker-hosts"), worker_hosts, std::string("--job-name"), job,
-                              std::string("--task-index"), std::to_string(index)}) {
-      child.argv.push_back(extra);
-    }
-    group.start(child);
-  };
-  for (int i = 0; i < o.ps; ++i) startTask("ps", i);
-  for (int i = 0; i < o.workers; ++i) startTask("worker", i);
-  std::fprintf(stderr, "launch: %d worker(s) at %s\n", o.workers, worker_hosts.c_str());
-  if (o.ps > 0) std::fprintf(stderr, "launch: %d parameter server(s) at %s\n", o.ps, ps_hosts.c_str());
+  const std::string out_dir = program ? o.ps_out : flagValue(o.train_args, "--out").value_or("runs/default");
 
   // After a forwarded stop, 130 is how a task says it saved its state.
   bool forwarded = false;
@@ -213,30 +191,115 @@ int runLaunch(LaunchOptions o) {
   auto stops_job = [&](const launch::ChildExit& e) {
     return failed(e) && !(carry_on && e.name.rfind("worker ", 0) == 0 && e.name != "worker 0");
   };
-  auto result = group.wait(
-      std::chrono::milliseconds(static_cast<int64_t>(o.grace_s * 1000)),
-      [&forwarded] {
-        int signal = g_forward_signal.exchange(0);
-        if (signal > 0) forwarded = true;
-        return signal;
-      },
-      stops_job);
-  for (const auto& e : result.exits) {
-    if (failed(e) && !stops_job(e)) {
-      std::fprintf(stderr, "launch: %s; training went on without it (--on-worker-failure continue)\n",
-                   e.describe().c_str());
-    }
-  }
-  if (!result.ok) {
-    std::fprintf(stderr, "launch: %s; the other tasks were stopped\n", result.first_failure.c_str());
-    // Bad input stays bad input: 2 when every task that failed on its own
-    // said so (a fingerprint mismatch fails them all with 2).
-    bool all_bad_input = true;
+  // Bad input stays bad input: 2 when every task that failed on its own
+  // said so (a fingerprint mismatch fails them all with 2).
+  auto allBadInput = [&](const launch::GroupResult& result) {
     for (const auto& e : result.exits) {
       const bool own_failure = !e.stopped_by_group && failed(e);
-      if (own_failure && (e.signaled || e.exit_code != 2)) all_bad_input = false;
+      if (own_failure && (e.signaled || e.exit_code != 2)) return false;
     }
-    return all_bad_input ? 2 : 1;
+    return true;
+  };
+
+  // Async and SSP parameter-server jobs are elastic: a worker other than the
+  // chief that fails is started again alone and joins the running job.
+  const bool elastic = !program && o.ps > 0 && flagValue(o.train_args, "--ps-mode") == "async";
+  int restarts = 0;
+  std::set<pid_t> replaced;  // failed workers whose replacement joined
+  auto writeRecord = [&](const launch::RestartRecord& record) {
+    std::fprintf(stderr, "launch: %s\n", record.describe().c_str());
+    try {
+      launch::appendRestartRecord((std::filesystem::path(out_dir) / "restarts.jsonl").string(), record);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "launch: %s\n", e.what());
+    }
+  };
+  auto replace = [&](const launch::ChildExit& e) {
+    if (!elastic || forwarded || restarts >= o.max_restarts) return false;
+    if (e.name.rfind("worker ", 0) != 0 || e.name == "worker 0") return false;
+    launch::RestartRecord record;
+    record.restart = ++restarts;
+    record.max_restarts = o.max_restarts;
+    record.failure = e.describe();
+    record.replaced = e.name;
+    writeRecord(record);
+    replaced.insert(e.pid);
+    return true;
+  };
+
+  std::vector<std::string> train_args = o.train_args;
+  launch::GroupResult result;
+  for (;;) {
+    const bool first_attempt = restarts == 0;
+    const std::vector<std::string> common = commonArguments(train_args);
+    {
+      launch::ProcessGroup group;
+      if (job_progress) {
+        group.setLineHook([&progress](const std::string& child, std::string_view line) {
+          return progress.onLine(child, line);
+        });
+        group.setStatusLine([&progress] { return progress.statusLine(); });
+      }
+      auto startTask = [&](const std::string& job, int index) {
+        launch::ChildSpec child;
+        child.name = fmt::format("{} {}", job, index);
+        if (program && job == "worker") {
+          child.argv = train_args;
+          child.argv.front() = program_path;
+          child.extra_env = programEnvironment(worker_list, ps_list, index, o.host, master_port,
+                                               std::max(1, cores / o.workers));
+          group.start(child);
+          return;
+        }
+        child.argv = {self, "train"};
+        child.argv.insert(child.argv.end(), common.begin(), common.end());
+        for (std::string extra : {std::string("--worker-hosts"), worker_hosts, std::string("--job-name"), job,
+                                  std::string("--task-index"), std::to_string(index)}) {
+          child.argv.push_back(extra);
+        }
+        group.start(child);
+      };
+      for (int i = 0; i < o.ps; ++i) startTask("ps", i);
+      for (int i = 0; i < o.workers; ++i) startTask("worker", i);
+      if (first_attempt) {
+        std::fprintf(stderr, "launch: %d worker(s) at %s\n", o.workers, worker_hosts.c_str());
+        if (o.ps > 0) std::fprintf(stderr, "launch: %d parameter server(s) at %s\n", o.ps, ps_hosts.c_str());
+      }
+      result = group.wait(
+          std::chrono::milliseconds(static_cast<int64_t>(o.grace_s * 1000)),
+          [&forwarded] {
+            int signal = g_forward_signal.exchange(0);
+            if (signal > 0) forwarded = true;
+            return signal;
+          },
+          stops_job, replace);
+    }  // the group's relay thread has delivered every line by here
+    for (const auto& e : result.exits) {
+      if (failed(e) && !stops_job(e) && replaced.count(e.pid) == 0) {
+        std::fprintf(stderr, "launch: %s; training went on without it (--on-worker-failure continue)\n",
+                     e.describe().c_str());
+      }
+    }
+    if (result.ok) break;
+    std::fprintf(stderr, "launch: %s; the other tasks were stopped\n", result.first_failure.c_str());
+    if (allBadInput(result)) return 2;
+    if (forwarded || restarts >= o.max_restarts) return 1;
+    // Gang restart: every task again, from OUT's newest checkpoint.
+    launch::RestartRecord record;
+    record.restart = ++restarts;
+    record.max_restarts = o.max_restarts;
+    record.failure = result.first_failure;
+    record.last_step = progress.latestStep();
+    std::optional<std::filesystem::path> latest;
+    try {
+      latest = train::latestCheckpoint(out_dir);
+    } catch (const InputError& e) {
+      std::fprintf(stderr, "launch: %s; the restart starts as the job first did\n", e.what());
+    }
+    if (latest) record.resume_step = train::checkpointStep(*latest);
+    if (!program) train_args = launch::restartArguments(o.train_args, latest.has_value());
+    writeRecord(record);
+    progress.restart();
   }
   mergeTaskTimelines(o.train_args);
   for (const auto& e : result.exits) {
@@ -258,6 +321,12 @@ Command addLaunchCommand(CLI::App& app) {
   cmd->add_option("--ps", options->ps, "parameter-server processes")->capture_default_str();
   cmd->add_option("--host", options->host, "address the tasks listen on")->capture_default_str();
   cmd->add_option("--grace", options->grace_s, "seconds between SIGTERM and SIGKILL when stopping the others")
+      ->capture_default_str();
+  cmd->add_option("--max-restarts", options->max_restarts,
+                  "when a task fails, stop the job and start every task again from the newest checkpoint in "
+                  "--out, up to this many times; in async and SSP parameter-server jobs a failed worker other than "
+                  "0 is started again alone and joins the running job (records in OUT/restarts.jsonl)")
+      ->check(CLI::Range(0, 1000))
       ->capture_default_str();
   cmd->add_option("--on-worker-failure", options->on_worker_failure,
                   "when a worker other than 0 fails: stop the job, or continue without it (auto: continue for "

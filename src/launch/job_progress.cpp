@@ -35,6 +35,19 @@ std::optional<std::string> JobProgress::onLine(const std::string& child, std::st
   return "[launch] " + render();
 }
 
+std::optional<int64_t> JobProgress::latestStep() const {
+  std::optional<int64_t> step;
+  for (const auto& entry : workers_) step = std::max(step.value_or(entry.second.step), entry.second.step);
+  return step;
+}
+
+void JobProgress::restart() {
+  workers_.clear();
+  first_step_.reset();
+  started_ = Stopwatch();
+  end_written_ = false;
+}
+
 std::string JobProgress::statusLine() const { return live_ && !workers_.empty() ? render() : ""; }
 
 std::string JobProgress::render() const {

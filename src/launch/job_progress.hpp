@@ -27,6 +27,11 @@ class JobProgress {
   // The live line, or "" before the first record or when not live.
   std::string statusLine() const;
 
+  // The furthest step any worker has reported; nullopt before the first record.
+  std::optional<int64_t> latestStep() const;
+  // A restarted job: forget the workers' records and the rates' start.
+  void restart();
+
   // "job: step 120/937 (13%) | 2 workers | 1850 samples/s | eta 1m02s | slowest: worker 1 (905 samples/s)"
   std::string render() const;
 

@@ -136,6 +136,7 @@ struct Stream {
 };
 
 struct Child {
+  ChildSpec spec;  // to start it again
   std::string name;
   pid_t pid = 0;
   bool running = true;
@@ -455,6 +456,7 @@ void ProcessGroup::start(const ChildSpec& child) {
   }
 
   Child record;
+  record.spec = child;
   record.name = child.name;
   record.pid = pid;
   if (impl_->prefix_output) {
@@ -478,12 +480,14 @@ void ProcessGroup::signalAll(int signal) {
 }
 
 GroupResult ProcessGroup::wait(std::chrono::milliseconds grace, const std::function<int()>& poll_stop,
-                               const std::function<bool(const ChildExit&)>& is_failure) {
+                               const std::function<bool(const ChildExit&)>& is_failure,
+                               const std::function<bool(const ChildExit&)>& replace) {
   GroupResult result;
   std::optional<Clock::time_point> kill_at;
   bool killed = false;
   while (true) {
     bool any_running = false;
+    std::vector<ChildSpec> replacements;  // started after the scan: start() grows `children`
     for (auto& c : impl_->children) {
       if (!c.running) continue;
       int status = 0;
@@ -509,6 +513,11 @@ GroupResult ProcessGroup::wait(std::chrono::milliseconds grace, const std::funct
       if (impl_->prefix_output) impl_->requestDrain(c.stream_id);
       bool failed = is_failure ? is_failure(done) : (done.signaled || done.exit_code != 0);
       result.exits.push_back(done);
+      if (!kill_at && (done.signaled || done.exit_code != 0) && replace && replace(done)) {
+        replacements.push_back(c.spec);
+        any_running = true;
+        continue;
+      }
       if (failed) {
         result.ok = false;
         if (result.first_failure.empty()) result.first_failure = done.describe();
@@ -518,6 +527,7 @@ GroupResult ProcessGroup::wait(std::chrono::milliseconds grace, const std::funct
         }
       }
     }
+    for (const auto& spec : replacements) start(spec);
     if (!any_running) break;
     if (kill_at && !killed && Clock::now() >= *kill_at) {
       signalAll(SIGKILL);

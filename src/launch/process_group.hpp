@@ -67,8 +67,12 @@ class ProcessGroup {
   // forwarded to all children (used for SIGINT/SIGTERM forwarding).
   // `is_failure` decides which exits stop the rest (default: any non-zero
   // status or signal); e.g. 130 after a forwarded stop is no failure.
+  // `replace`, asked about a child that failed while the group still runs:
+  // true starts the same child again (same name, command and environment)
+  // in its place instead of stopping the rest; the exit is still listed.
   GroupResult wait(std::chrono::milliseconds grace, const std::function<int()>& poll_stop = {},
-                   const std::function<bool(const ChildExit&)>& is_failure = {});
+                   const std::function<bool(const ChildExit&)>& is_failure = {},
+                   const std::function<bool(const ChildExit&)>& replace = {});
 
  private:
   struct Impl;

@@ -49,7 +49,11 @@ void Progress::update(const ProgressSample& sample) {
   double now = started_.elapsed();
   bool last = sample.step >= total_steps_;
   if (style_ == ProgressStyle::kRecords) {
-    if (now - last_print_ < 0.2 && !last) return;
+    if (now - last_print_ < 0.2 && !last) {
+      unwritten_record_ = sample;
+      return;
+    }
+    unwritten_record_.reset();
     write(fmt::format("{}{{\"step\":{},\"total\":{},\"loss\":{},\"samples_per_sec\":{},"
                       "\"worker_samples_per_sec\":{}}}\n",
                       kProgressRecordPrefix, sample.step, total_steps_, std::isfinite(sample.loss) ? sample.loss : 0.0,
@@ -70,6 +74,12 @@ void Progress::message(const std::string& text) {
   write(text + "\n");
   line_open_ = false;
   last_print_ = -1e9;  // redraw the live line at the next update
+}
+
+void Progress::flushRecord() {
+  if (!unwritten_record_) return;
+  last_print_ = -1e9;
+  update(*unwritten_record_);
 }
 
 void Progress::finish() {

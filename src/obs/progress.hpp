@@ -3,6 +3,7 @@
 // plain periodic log lines otherwise (CI logs, files).
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "core/clock.hpp"
@@ -41,6 +42,9 @@ class Progress {
   void message(const std::string& text);
   // Ends the live line.
   void finish();
+  // kRecords: writes the last update if its record was held back by the
+  // 0.2 s limit, so that a launcher learns the step a failing worker reached.
+  void flushRecord();
 
   static bool stderrIsTerminal();
   // "1h02m", "3m07s", "12s"
@@ -58,6 +62,7 @@ class Progress {
   Stopwatch started_;
   double last_print_ = -1e9;
   bool line_open_ = false;
+  std::optional<ProgressSample> unwritten_record_;
 };
 
 }  // namespace tandem::obs

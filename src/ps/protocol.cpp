@@ -153,6 +153,25 @@ std::vector<char> encode(const Hello& hello) {
   return w.take();
 }
 
+std::vector<char> encode(const HelloAnswer& answer) {
+  net::PayloadWriter w;
+  w.putU32(answer.clock);
+  w.putU32(answer.start_step);
+  return w.take();
+}
+
+HelloAnswer decodeHelloAnswer(std::span<const std::byte> bytes, std::string_view peer) {
+  net::PayloadReader r(bytes, peer, "hello answer");
+  HelloAnswer a;
+  a.clock = r.u32("clock");
+  a.start_step = r.u32("start step");
+  r.expectEnd();
+  if (a.clock < a.start_step) {
+    throw InputError(fmt::format("{}: hello answer: clock {} is before the start step {}", peer, a.clock, a.start_step));
+  }
+  return a;
+}
+
 Hello decodeHello(std::span<const std::byte> bytes, std::string_view peer) {
   net::PayloadReader r(bytes, peer, "ps-hello payload");
   Hello h;

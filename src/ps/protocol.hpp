@@ -77,6 +77,16 @@ struct Hello {
 std::vector<char> encode(const Hello& hello);
 Hello decodeHello(std::span<const std::byte> bytes, std::string_view peer);
 
+// Ps 0's answer to a hello: where this worker index stands in the job. A
+// worker of a running async or SSP job that replaces one that died finds
+// clock > start_step and continues from there (its predecessor's steps).
+struct HelloAnswer {
+  uint32_t clock = 0;       // steps this worker index has finished, from 0
+  uint32_t start_step = 0;  // the step the servers' job started (or resumed) at
+};
+std::vector<char> encode(const HelloAnswer& answer);
+HelloAnswer decodeHelloAnswer(std::span<const std::byte> bytes, std::string_view peer);
+
 // A worker's report at the end of a step (kPsClock to server 0).
 struct StepReport {
   double loss = 0;             // this worker's mean loss for the step

@@ -99,8 +99,7 @@ void ParameterServer::Impl::checkReady() {
   ready = true;
   for (auto& waiting : waiting_hellos) {
     try {
-      registerWorker(waiting.routing, waiting.hello);
-      replyOk(waiting.routing, waiting.request_id);
+      registerWorker(waiting.routing, waiting.request_id, waiting.hello);
     } catch (const Refusal& r) {
       ++stats.bad_frames;
       TANDEM_LOG_WARN("{}: refused a hello: {}", name, r.reason);
@@ -123,11 +122,10 @@ void ParameterServer::Impl::onHello(const std::string& routing, net::Frame& f) {
     waiting_hellos.push_back({routing, f.header.request_id, h});
     return;
   }
-  registerWorker(routing, h);
-  replyOk(routing, f.header.request_id);
+  registerWorker(routing, f.header.request_id, h);
 }
 
-void ParameterServer::Impl::registerWorker(const std::string& routing, const Hello& h) {
+void ParameterServer::Impl::registerWorker(const std::string& routing, uint64_t request_id, const Hello& h) {
   if (h.worker >= workers.size()) {
     throw Refusal{fmt::format("worker {} does not exist: the cluster has {} worker(s)", h.worker, workers.size())};
   }
@@ -136,7 +134,30 @@ void ParameterServer::Impl::registerWorker(const std::string& routing, const Hel
                               "the model, --ps-chunk-mb or the PS count differ",
                               h.worker, h.layout_fingerprint, config->layout_fingerprint)};
   }
-  if (std::string why = workers.bind(routing, h.worker); !why.empty()) throw Refusal{why};
+  // Async and SSP jobs are elastic: a worker that died may be replaced by a
+  // new process of the same index (only job members get this far). A sync
+  // step needs every worker's gradient of that step, so sync refuses.
+  const bool elastic = config->mode != Mode::kSync;
+  bool replaced = false;
+  if (std::string why = workers.bind(routing, h.worker, elastic, &replaced); !why.empty()) {
+    if (config->mode == Mode::kSync) {
+      why += "; a synchronous job cannot take a replacement worker mid-run (restart the whole job, e.g. with "
+             "tandem launch --max-restarts)";
+    }
+    throw Refusal{why};
+  }
+  HelloAnswer answer;
+  if (options.index == 0) {
+    if (replaced) clocks->rejoin(static_cast<int>(h.worker));
+    answer = {clocks->clockOf(static_cast<int>(h.worker)), config->start_step};
+  }
+  if (replaced) {
+    ++stats.rejoins;
+    TANDEM_LOG_WARN("{}: worker {} rejoined from a new connection (a replacement){}; its old connection is dropped",
+                    name, h.worker, options.index == 0 ? fmt::format(" at its step {}", answer.clock) : std::string());
+  }
+  reply(routing, {.type = MessageType::kOk, .request_id = request_id}, net::copyPayload(encode(answer)));
+  if (replaced && options.index == 0) answerClocks();
 }
 
 void ParameterServer::Impl::onPush(const std::string& routing, net::Frame& f) {
@@ -280,7 +301,10 @@ ParameterServer::ParameterServer(ServerOptions options) : impl_(std::make_unique
   auto configure = [&s](zmq::socket_t& socket) {
     net::configureSocket(socket, s.options.max_payload_bytes, net::isIpv6(s.options.bind_host));
     socket.set(zmq::sockopt::sndhwm, 0);  // a ROUTER drops at the high-water mark: never do that to a reply
-    socket.set(zmq::sockopt::rcvhwm, 0);
+    // Inbound, the mark is per peer and only pauses reading from that peer
+    // (TCP pushes back); nothing is dropped. It bounds what one member with
+    // a runaway sender can queue here. Outsiders never get past CURVE.
+    socket.set(zmq::sockopt::rcvhwm, kReceiveHighWaterMark);
   };
   auto listen = [&s](zmq::socket_t& socket, const std::string& endpoint) {
     try {

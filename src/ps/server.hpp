@@ -22,6 +22,10 @@
 
 namespace tandem::ps {
 
+// Requests one peer may have queued at a server before it stops reading
+// from that peer's connection.
+inline constexpr int kReceiveHighWaterMark = 4096;
+
 struct ServerOptions {
   std::string bind_host = "127.0.0.1";  // an address, or "*"
   int port = 0;                         // 0: any free port (see ParameterServer::port)

@@ -223,6 +223,9 @@ nlohmann::json ParameterServer::Impl::summary(double wall_seconds) const {
       {"global_step", options.index == 0 && clocks ? nlohmann::json(clocks->globalStep()) : nlohmann::json(nullptr)},
       {"max_staleness", options.index == 0 && clocks ? nlohmann::json(clocks->maxStaleness()) : nlohmann::json(nullptr)},
       {"lost_workers", workers.lost()}, {"wall_seconds", wall_seconds}};
+  // ps 0: each worker index's steps; with replacements these add up to the
+  // job's updates (async) however often a worker was replaced.
+  if (options.index == 0 && clocks) j["steps_by_worker"] = clocks->stepsByWorker();
   j.update(stats.toJson(chunks.size()));
   return j;
 }

@@ -129,7 +129,9 @@ struct ParameterServer::Impl {
   void onSet(const std::string& routing, net::Frame& f);
   void checkReady();
   void onHello(const std::string& routing, net::Frame& f);
-  void registerWorker(const std::string& routing, const Hello& h);
+  // Binds the hello's worker to `routing` and answers it: on ps 0 with the
+  // steps that worker has finished (a replacement continues from there).
+  void registerWorker(const std::string& routing, uint64_t request_id, const Hello& h);
   void onPush(const std::string& routing, net::Frame& f);
   void onPull(const std::string& routing, net::Frame& f);
   void onClock(const std::string& routing, net::Frame& f);

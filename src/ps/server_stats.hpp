@@ -10,6 +10,7 @@ namespace tandem::ps {
 struct ServerStats {
   uint64_t pushes = 0, pulls = 0, bytes_in = 0, bytes_out = 0, bad_frames = 0;
   uint64_t chunk_updates = 0;  // one chunk's optimizer step each
+  uint64_t rejoins = 0;        // replacement workers taken in (async and SSP)
   double apply_seconds = 0;
   uint64_t applied_bytes = 0;
   double reported_apply_seconds = 0;  // apply_seconds at the last progress line
@@ -24,6 +25,7 @@ struct ServerStats {
             {"bytes_in", bytes_in},
             {"bytes_out", bytes_out},
             {"bad_frames", bad_frames},
+            {"rejoined_workers", rejoins},
             {"apply_seconds", apply_seconds},
             {"apply_gb_per_s", apply_seconds > 0 ? static_cast<double>(applied_bytes) / apply_seconds / 1e9 : 0.0}};
   }

@@ -55,6 +55,23 @@ void StepClocks::lose(int worker) {
   returnGrant(worker);
 }
 
+void StepClocks::rejoin(int worker) {
+  const auto w = static_cast<size_t>(worker);
+  lost_[w] = false;
+  done_[w] = false;
+  returnGrant(worker);
+  if (mode_ == Mode::kAsync) {
+    ++granted_;
+    holds_grant_[w] = true;
+  }
+}
+
+std::vector<uint32_t> StepClocks::stepsByWorker() const {
+  std::vector<uint32_t> steps;
+  for (uint32_t clock : clocks_) steps.push_back(clock - static_cast<uint32_t>(start_step_));
+  return steps;
+}
+
 void StepClocks::awaitOthers(int worker, std::string routing, uint64_t request_id) {
   awaits_.push_back({std::move(routing), request_id, worker});
 }
@@ -62,7 +79,7 @@ void StepClocks::awaitOthers(int worker, std::string routing, uint64_t request_i
 uint32_t StepClocks::slowest() const {
   uint32_t slowest = std::numeric_limits<uint32_t>::max();
   for (size_t w = 0; w < clocks_.size(); ++w) {
-    if (!done_[w]) slowest = std::min(slowest, clocks_[w]);
+    if (holdsBack(w)) slowest = std::min(slowest, clocks_[w]);
   }
   return slowest;
 }
@@ -163,7 +180,7 @@ std::vector<int> StepClocks::lateFor(uint32_t clock) const {
   const int64_t lead = allowedLead();
   std::vector<int> late;
   for (size_t w = 0; w < clocks_.size(); ++w) {
-    if (!done_[w] && static_cast<int64_t>(clock) - static_cast<int64_t>(clocks_[w]) > lead) {
+    if (holdsBack(w) && static_cast<int64_t>(clock) - static_cast<int64_t>(clocks_[w]) > lead) {
       late.push_back(static_cast<int>(w));
     }
   }

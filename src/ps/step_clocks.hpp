@@ -43,8 +43,13 @@ class StepClocks {
   void finish(int worker);
   // A worker given up on (silent past the peer timeout): a step it was
   // granted goes back to the others, and nobody waits for it to finish. It
-  // still holds back sync and SSP steps, which then fail by timeout.
+  // still holds back sync steps, which then fail by timeout; the SSP bound
+  // holds against the live workers only.
   void lose(int worker);
+  // A new process takes over `worker` (async and SSP): it continues that
+  // worker's clock, a step granted to the one it replaces goes back to the
+  // job, and like every worker it starts one step unasked (async).
+  void rejoin(int worker);
   // Worker `worker` waits until every other worker has finished or been
   // lost (the chief, before its final checkpoint); answered by release().
   void awaitOthers(int worker, std::string routing, uint64_t request_id);
@@ -61,6 +66,9 @@ class StepClocks {
   bool isWaiting(int worker) const;
   bool done(int worker) const { return done_[static_cast<size_t>(worker)]; }
   uint32_t clockOf(int worker) const { return clocks_[static_cast<size_t>(worker)]; }
+  // Steps each worker index has finished since the start step (a replaced
+  // worker's include its predecessor's).
+  std::vector<uint32_t> stepsByWorker() const;
   // The fewest steps any unfinished worker has finished.
   uint32_t slowest() const;
   // The furthest a worker was allowed to start ahead of the slowest.
@@ -80,6 +88,9 @@ class StepClocks {
     bool warned = false;
   };
   std::vector<int> lateFor(uint32_t clock) const;
+  // Whether a step may have to wait for `worker`: it has not finished and,
+  // outside sync mode, has not been given up on.
+  bool holdsBack(size_t worker) const { return !done_[worker] && !(lost_[worker] && mode_ != Mode::kSync); }
   struct Totals {
     double loss_sum = 0;
     int reports = 0;

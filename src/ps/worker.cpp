@@ -59,13 +59,18 @@ void Worker::initServers(const std::vector<ServerConfig>& configs, const ChunkVa
   for (auto& t : tickets) t.wait(deadline, "the initial parameters");
 }
 
-void Worker::hello(Deadline deadline) {
+HelloAnswer Worker::hello(Deadline deadline) {
   const auto hello = encode(Hello{options_.index, options_.layout.fingerprint()});
   std::vector<Ticket> tickets;
   for (int i = 0; i < servers(); ++i) {
     tickets.push_back(client_->send(i, {.type = MessageType::kPsHello}, net::copyPayload(hello)));
   }
-  for (auto& t : tickets) t.wait(deadline, "hello (is the chief up and the server initialised?)");
+  HelloAnswer answer;
+  for (size_t i = 0; i < tickets.size(); ++i) {
+    const net::Frame reply = tickets[i].wait(deadline, "hello (is the chief up and the server initialised?)");
+    if (i == 0) answer = decodeHelloAnswer(reply.bytes(), options_.servers[0].name);
+  }
+  return answer;
 }
 
 void Worker::push(size_t c, const void* data, int64_t step) {

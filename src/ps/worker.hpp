@@ -63,7 +63,10 @@ class Worker {
   void initServers(const std::vector<ServerConfig>& configs, const ChunkValues& values, Deadline deadline);
 
   // Introduces this worker to every server; they answer once initialised.
-  void hello(Deadline deadline);
+  // Returns ps 0's answer: this worker's clock is the start step, or, for a
+  // replacement joining a running async or SSP job, its predecessor's,
+  // which it continues from. Throws InputError on a malformed answer.
+  HelloAnswer hello(Deadline deadline);
 
   // Pushes chunk `c`'s gradient for `step`, zero-copy: the `length` values
   // (in the wire dtype) at `data` must stay unchanged until the next

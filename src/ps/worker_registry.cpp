@@ -14,16 +14,20 @@ std::string WorkerRegistry::nameOf(const std::string& routing) const {
   return it == by_routing_.end() ? "a client" : fmt::format("worker {}", it->second);
 }
 
-std::string WorkerRegistry::bind(const std::string& routing, uint32_t worker) {
+std::string WorkerRegistry::bind(const std::string& routing, uint32_t worker, bool replacement, bool* replaced) {
+  if (replaced != nullptr) *replaced = false;
   if (worker >= workers_.size()) {
     return fmt::format("worker {} does not exist: the cluster has {} worker(s)", worker, workers_.size());
   }
-  WorkerState& w = workers_[worker];
-  if (!w.routing.empty() && w.routing != routing) {
-    return fmt::format("worker {} is already connected from another socket", worker);
-  }
   if (auto it = by_routing_.find(routing); it != by_routing_.end() && it->second != static_cast<int>(worker)) {
     return fmt::format("this socket already said it is worker {}, not {}", it->second, worker);
+  }
+  WorkerState& w = workers_[worker];
+  if (!w.routing.empty() && w.routing != routing) {
+    if (!replacement) return fmt::format("worker {} is already connected from another socket", worker);
+    by_routing_.erase(w.routing);
+    w.lost = false;
+    if (replaced != nullptr) *replaced = true;
   }
   w.routing = routing;
   w.last_seen = Clock::now();

@@ -32,7 +32,10 @@ class WorkerRegistry {
   // Binds `routing` to `worker` (its hello). Returns why it cannot, naming
   // the worker: no such worker, already connected from another socket, or
   // this socket already said it is another worker; empty when bound.
-  std::string bind(const std::string& routing, uint32_t worker);
+  // `replacement`: a worker already connected from another socket is taken
+  // over by this one (an elastic job's replacement for a worker that died):
+  // the old socket is forgotten, the worker revived, and `*replaced` set.
+  std::string bind(const std::string& routing, uint32_t worker, bool replacement = false, bool* replaced = nullptr);
 
   // Marks the worker on `routing` as heard from now and returns it; -1 when
   // the socket never said hello. With `revive`, a worker given up on is

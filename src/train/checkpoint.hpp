@@ -1,6 +1,6 @@
 #pragma once
-// Checkpoint file: a fixed header (magic, version, sizes, CRC-32), a JSON
-// metadata block (run config, step, epoch, model fingerprint), then a torch
+// Checkpoint file: the envelope of checkpoint_format.hpp (header, JSON
+// metadata: run config, step, epoch, model fingerprint) around a torch
 // archive with the model, optimizer state and RNG state. Everything is
 // validated before it is trusted; files are replaced atomically.
 #include <torch/torch.h>
@@ -12,15 +12,9 @@
 #include <string>
 
 #include "models/registry.hpp"
+#include "train/checkpoint_format.hpp"
 
 namespace tandem::train {
-
-struct CheckpointMeta {
-  nlohmann::json config;  // toJson(TrainConfig)
-  int64_t global_step = 0;
-  int64_t epoch = 0;
-  std::string model_fingerprint;  // modelFingerprint() of the saved model
-};
 
 // "name:shape;..." over parameters and buffers: two models can exchange
 // state iff their fingerprints are equal.

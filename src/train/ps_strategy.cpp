@@ -68,6 +68,7 @@ struct PsStrategy::Impl {
   int64_t pushes_pending_for = -1;     // gated: the step whose pushes nobody has awaited yet
   size_t received_upto = SIZE_MAX;     // gated: the last step's chunks before this one are in the model
   int64_t step = 0;
+  std::optional<Strategy::Takeover> takeover;  // a replacement in a running elastic job
   int64_t max_lead = 0;
   bool joined = false;
   Clock::time_point cycle_start = Clock::now();
@@ -280,6 +281,8 @@ int PsStrategy::serverCount() const { return impl_->spec.numServers(); }
 bool PsStrategy::averagesWorkers() const { return impl_->mode == ps::Mode::kSync; }
 bool PsStrategy::sharesSteps() const { return impl_->mode == ps::Mode::kAsync; }
 
+std::optional<Strategy::Takeover> PsStrategy::takeover() const { return impl_->takeover; }
+
 int64_t PsStrategy::awaitJobEnd(int64_t own_step) {
   Impl& s = *impl_;
   awaitParameters();
@@ -338,6 +341,10 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
   s.mapPieces();
 
   nlohmann::json fp = fingerprint;
+  // Async and SSP jobs are elastic: a replacement for a lost worker joins
+  // with the run directory's newest checkpoint, not the one the job started
+  // from, and takes its step from ps 0 instead (hello).
+  if (s.mode != ps::Mode::kSync) fp.erase("start_step");
   fp["ps"] = {{"mode", ps::modeName(s.mode)},
               {"staleness", s.config.distributed.staleness},
               {"servers", s.spec.numServers()},
@@ -396,8 +403,16 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
         },
         startup);
   }
-  s.worker->hello(startup);
+  const ps::HelloAnswer answer = s.worker->hello(startup);
   s.step = plan.start_step;
+  if (s.mode != ps::Mode::kSync && (answer.clock != plan.start_step || answer.start_step != plan.start_step)) {
+    s.takeover = Takeover{answer.start_step, answer.clock};
+    s.step = answer.clock;
+    TANDEM_LOG_WARN("{}: joined a running job in place of a lost worker {}: continuing its clock at step {} ({} "
+                    "step(s) after the job's start at {})",
+                    s.spec.taskName(), s.spec.index, answer.clock, answer.clock - answer.start_step,
+                    answer.start_step);
+  }
   if (!s.spec.isChief()) {
     s.worker->pullAll(s.mode == ps::Mode::kSync ? plan.start_step : 0);
     s.receivePulls(startup, plan.start_step);

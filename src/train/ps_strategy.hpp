@@ -35,6 +35,7 @@ class PsStrategy final : public Strategy {
   bool appliesUpdate() const override { return true; }
   bool averagesWorkers() const override;
   bool sharesSteps() const override;  // async
+  std::optional<Takeover> takeover() const override;
   // Async and SSP: asks ps 0 to answer once every other worker is done or
   // lost, then pulls the final parameters. Sync: every worker already ended
   // on the same step.

@@ -22,18 +22,6 @@ const char* const kTrajectoryFields[] = {
     "/seed",           "/optimizer",     "/lr",            "/distributed/ps_mode", "/distributed/staleness",
 };
 
-// step-N.ckpt -> N; nullopt for any other name.
-std::optional<int64_t> checkpointStep(const fs::path& file) {
-  const std::string name = file.filename().string();
-  if (name.rfind("step-", 0) != 0 || name.size() <= 10 || name.substr(name.size() - 5) != ".ckpt") return std::nullopt;
-  int64_t step = 0;
-  const char* begin = name.data() + 5;
-  const char* end = name.data() + name.size() - 5;
-  auto [ptr, ec] = std::from_chars(begin, end, step);
-  if (ec != std::errc() || ptr != end) return std::nullopt;
-  return step;
-}
-
 std::optional<FieldDifference> firstLeafDifference(const std::string& where, const nlohmann::json& a,
                                                    const nlohmann::json& b) {
   if (a.is_object() && b.is_object()) {
@@ -52,6 +40,17 @@ std::optional<FieldDifference> firstLeafDifference(const std::string& where, con
 }
 
 }  // namespace
+
+std::optional<int64_t> checkpointStep(const fs::path& file) {
+  const std::string name = file.filename().string();
+  if (name.rfind("step-", 0) != 0 || name.size() <= 10 || name.substr(name.size() - 5) != ".ckpt") return std::nullopt;
+  int64_t step = 0;
+  const char* begin = name.data() + 5;
+  const char* end = name.data() + name.size() - 5;
+  auto [ptr, ec] = std::from_chars(begin, end, step);
+  if (ec != std::errc() || ptr != end) return std::nullopt;
+  return step;
+}
 
 fs::path runRecordPath(const fs::path& out_dir) { return out_dir / "run.json"; }
 

@@ -20,6 +20,9 @@ std::filesystem::path runRecordPath(const std::filesystem::path& out_dir);
 // that exists. Throws InputError if `latest` names a path outside OUT.
 std::optional<std::filesystem::path> latestCheckpoint(const std::filesystem::path& out_dir);
 
+// OUT/checkpoints/step-N.ckpt -> N; nullopt for any other name.
+std::optional<int64_t> checkpointStep(const std::filesystem::path& file);
+
 // Records `checkpoint` (a file inside OUT) as the newest, atomically.
 void recordLatest(const std::filesystem::path& out_dir, const std::filesystem::path& checkpoint);
 

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "models/registry.hpp"
@@ -66,6 +67,14 @@ class Strategy {
   // PS): --max-steps and epochs then count the job's steps, shared by the
   // workers, and synchronizeGradients reports the global step.
   virtual bool sharesSteps() const { return false; }
+  // After initialize(): set when this worker replaced one that died in a
+  // running elastic job (async and SSP parameter servers). It continues
+  // its predecessor's clock and data shard from there.
+  struct Takeover {
+    int64_t job_start_step = 0;  // where the servers' job started
+    int64_t clock = 0;           // the predecessor's clock: that start plus the steps it finished
+  };
+  virtual std::optional<Takeover> takeover() const { return std::nullopt; }
   // Called before each micro-batch's backward (after its forward): `so_far`
   // counts this micro-batch's loss; `micro_step` is its index, and the
   // last one (so_far.micro_steps - 1) completes the update's gradient.

@@ -6,6 +6,7 @@
 
 #include <fmt/ranges.h>
 
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -279,11 +280,25 @@ nlohmann::json Trainer::run() {
 
   // This worker's own steps index its data: with shared steps it starts at
   // its share of the job's and may, at most, do all that remain.
-  const int64_t local_start = shared_steps ? start_step / world : start_step;
+  // A replacement in a running elastic job reads on where its predecessor
+  // stopped, in the same shard.
+  const auto takeover = strategy_->takeover();
+  const int64_t data_start = takeover ? takeover->job_start_step : start_step;
+  int64_t local_start = shared_steps ? data_start / world : data_start;
+  if (takeover) local_start += takeover->clock - takeover->job_start_step;
   const int64_t local_end = local_start + std::max<int64_t>(0, total_steps - start_step);
   data::Prefetcher prefetcher(splits.train, sampler, local_start * accumulate, local_end * accumulate,
                               {c.prefetch_threads, c.prefetch_depth, c.seed});
   obs::Progress progress(start_step, total_steps, c.progress);
+  // A failing worker still tells its launcher the last step it finished
+  // (launch --max-restarts counts the updates a restart loses from it).
+  struct RecordOnFailure {
+    obs::Progress& progress;
+    int exceptions = std::uncaught_exceptions();
+    ~RecordOnFailure() {
+      if (std::uncaught_exceptions() > exceptions) progress.flushRecord();
+    }
+  } record_on_failure{progress};
   obs::StepBreakdown breakdown;
   IntervalStats interval;
   const int64_t global_batch = c.batch_size * world * accumulate;
@@ -320,7 +335,7 @@ nlohmann::json Trainer::run() {
   auto crossed = [](int64_t before, int64_t after, int64_t every) {
     return every > 0 && before / every != after / every;
   };
-  int64_t done = start_step;
+  int64_t done = takeover && !shared_steps ? takeover->clock : start_step;
   int64_t local_steps = 0;
   bool stop_agreed = false;   // a stop request: every worker ends after this step
   bool budget_spent = false;  // shared steps: ps 0 granted the last one

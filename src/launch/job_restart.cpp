@@ -1,0 +1,63 @@
+#include "launch/job_restart.hpp"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.hpp"
+
+namespace tandem::launch {
+
+std::vector<std::string> restartArguments(const std::vector<std::string>& args, bool out_has_checkpoint) {
+  if (!out_has_checkpoint) return args;
+  std::vector<std::string> kept;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--overwrite" || a.rfind("--resume=", 0) == 0) continue;
+    if (a == "--resume") {
+      ++i;  // and its value
+      continue;
+    }
+    kept.push_back(a);
+  }
+  return kept;
+}
+
+std::optional<int64_t> RestartRecord::lostUpdates() const {
+  if (!last_step) return std::nullopt;
+  return std::max<int64_t>(0, *last_step - resume_step.value_or(0));
+}
+
+nlohmann::json RestartRecord::toJson() const {
+  auto optional = [](const std::optional<int64_t>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
+  if (!replaced.empty()) {
+    return {{"restart", restart}, {"max_restarts", max_restarts}, {"failure", failure}, {"replaced", replaced}};
+  }
+  return {{"restart", restart},          {"max_restarts", max_restarts},
+          {"failure", failure},          {"resume_step", resume_step.value_or(0)},
+          {"from_checkpoint", resume_step.has_value()},
+          {"last_reported_step", optional(last_step)},
+          {"lost_updates", optional(lostUpdates())}};
+}
+
+std::string RestartRecord::describe() const {
+  std::string text = fmt::format("restart {} of {}: {}; ", restart, max_restarts, failure);
+  if (!replaced.empty()) return text + fmt::format("the job goes on and a new {} joins it", replaced);
+  text += resume_step ? fmt::format("every task continues from the checkpoint at step {}", *resume_step)
+                      : std::string("no checkpoint yet: the job starts again from step 0");
+  if (auto lost = lostUpdates()) text += fmt::format(" ({} update(s) since it are lost)", *lost);
+  return text;
+}
+
+void appendRestartRecord(const std::string& path, const RestartRecord& record) {
+  std::error_code ec;
+  const std::filesystem::path file(path);
+  if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path(), ec);
+  std::ofstream out(file, std::ios::app);
+  out << record.toJson().dump() << "\n";
+  out.flush();
+  if (!out) throw Error(fmt::format("{}: cannot append the restart record", path));
+}
+
+}  // namespace tandem::launch

@@ -1,0 +1,163 @@
+// `tandem launch --max-restarts`: a killed parameter server brings the job
+// down and back up, and every task continues from the newest checkpoint.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "support/process.hpp"
+#include "support/run_artifacts.hpp"
+
+namespace tandem {
+namespace {
+namespace fs = std::filesystem;
+using testing::readFile;
+using testing::TempDir;
+
+// Synthetic-data arguments with launch's own progress records (which tell
+// it how far the job got before a failure) instead of plain lines.
+std::string restartArgs(const std::string& out, const std::string& extra) {
+  std::string args = testing::syntheticTrainArgs("mlp", 16, out, extra);
+  const std::string plain = "--progress plain ";
+  args.erase(args.find(plain), plain.size());
+  return args;
+}
+
+std::vector<nlohmann::json> restartRecords(const fs::path& out) {
+  std::vector<nlohmann::json> records;
+  std::ifstream in(out / "restarts.jsonl");
+  for (std::string line; std::getline(in, line);) records.push_back(nlohmann::json::parse(line));
+  return records;
+}
+
+// Starts `launch_args`, kills ps 0 with SIGKILL once OUT has a step
+// checkpoint, and returns launch's exit code.
+int killServerAfterFirstCheckpoint(const TempDir& dir, const std::string& out, const std::string& launch_args) {
+  const pid_t pid = testing::spawnTandem(launch_args, dir.str("log"));
+  if (!testing::waitForOutput(pid, fs::path(out) / "checkpoints" / "latest", std::chrono::seconds(120))) return -2;
+  testing::runCommand("pkill -KILL -f -- '--out " + out + " .*--job-name ps --task-index 0( |$)'");
+  return testing::waitForExit(pid, std::chrono::seconds(180));
+}
+
+TEST(LaunchRestart, SyncJobSurvivesAKilledServerAndEndsWhereAnUninterruptedRunDoes) {
+  TempDir dir;
+  const std::string run = dir.str("run"), clean = dir.str("clean");
+  const std::string extra = "--max-steps 90 --checkpoint-every 20 --seed 3 --debug-step-delay-ms 25 --ps-chunk-mb 0.02";
+  const int code =
+      killServerAfterFirstCheckpoint(dir, run, "launch --ps 2 --workers 2 --max-restarts 1 -- " + restartArgs(run, extra));
+  const std::string log = readFile(dir.path() / "log");
+  ASSERT_EQ(code, 0) << log;
+  EXPECT_NE(log.find("restart 1 of 1: ps 0"), std::string::npos) << log;
+  EXPECT_NE(log.find("SIGKILL"), std::string::npos) << log;
+  const auto records = restartRecords(run);
+  ASSERT_EQ(records.size(), 1u) << log;
+  const int resumed = records[0]["resume_step"].get<int>();
+  EXPECT_TRUE(records[0]["from_checkpoint"].get<bool>()) << records[0];
+  EXPECT_TRUE(resumed == 20 || resumed == 40 || resumed == 60) << records[0];
+  EXPECT_GE(records[0]["lost_updates"].get<int>(), 0) << records[0];
+  // The restarted server got its shard and slots back at that step and made
+  // exactly the updates after it.
+  const auto server = nlohmann::json::parse(readFile(fs::path(run) / "ps" / "ps-0" / "summary.json"));
+  EXPECT_EQ(server["global_step"], 90) << server;
+  EXPECT_EQ(server["model_updates"].get<int>(), 90 - resumed) << server;
+
+  auto uninterrupted = testing::runTandem("launch --ps 2 --workers 2 -- " + restartArgs(clean, extra));
+  ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.output;
+  const auto a = testing::checkpointParameters(run + "/checkpoint.ckpt");
+  const auto b = testing::checkpointParameters(clean + "/checkpoint.ckpt");
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "tensor " << i;
+}
+
+TEST(LaunchRestart, AsyncJobCountsTheUpdatesARestartLost) {
+  TempDir dir;
+  const std::string run = dir.str("run");
+  const std::string extra = "--max-steps 400 --checkpoint-every 50 --ps-mode async --lr 0.01 --debug-step-delay-ms 10";
+  const int code =
+      killServerAfterFirstCheckpoint(dir, run, "launch --ps 1 --workers 2 --max-restarts 1 -- " + restartArgs(run, extra));
+  const std::string log = readFile(dir.path() / "log");
+  ASSERT_EQ(code, 0) << log;
+  const auto records = restartRecords(run);
+  ASSERT_EQ(records.size(), 1u) << log;
+  const auto& r = records[0];
+  const int resumed = r["resume_step"].get<int>();
+  ASSERT_TRUE(r["last_reported_step"].is_number()) << r;
+  EXPECT_GE(r["last_reported_step"].get<int>(), resumed) << r;
+  EXPECT_EQ(r["lost_updates"].get<int>(), r["last_reported_step"].get<int>() - resumed) << r;
+  EXPECT_NE(log.find(fmt::format("{} update(s) since it are lost", r["lost_updates"].get<int>())), std::string::npos)
+      << log;
+  // The updates add up: the checkpoint's, then the restarted server's.
+  const auto chief = nlohmann::json::parse(readFile(fs::path(run) / "summary.json"));
+  const auto server = nlohmann::json::parse(readFile(fs::path(run) / "ps" / "ps-0" / "summary.json"));
+  EXPECT_EQ(chief["global_step"], 400) << chief;
+  EXPECT_EQ(server["model_updates"].get<int>() + resumed, 400) << server;
+}
+
+// Async jobs are elastic: a killed worker is started again alone, joins the
+// running job in its predecessor's place, and the steps add up.
+TEST(LaunchRestart, AsyncJobTakesAReplacementWorkerAndTheStepsAddUp) {
+  TempDir dir;
+  const std::string run = dir.str("run");
+  const pid_t pid = testing::spawnTandem(
+      "launch --ps 1 --workers 3 --max-restarts 1 -- " +
+          restartArgs(run, "--max-steps 600 --ps-mode async --lr 0.01 --debug-step-delay-ms 20"),
+      dir.str("log"));
+  ASSERT_TRUE(testing::waitForOutput(pid, fs::path(run) / "workers" / "worker-2" / "metrics.jsonl",
+                                     std::chrono::seconds(120)))
+      << readFile(dir.path() / "log");
+  testing::runCommand("pkill -KILL -f -- '--out " + run + " .*--job-name worker --task-index 2( |$)'");
+  const int code = testing::waitForExit(pid, std::chrono::seconds(180));
+  const std::string log = readFile(dir.path() / "log");
+  ASSERT_EQ(code, 0) << log;
+  EXPECT_NE(log.find("restart 1 of 1: worker 2"), std::string::npos) << log;
+  EXPECT_NE(log.find("a new worker 2 joins it"), std::string::npos) << log;
+  EXPECT_NE(log.find("joined a running job in place of a lost worker 2"), std::string::npos) << log;
+  EXPECT_EQ(log.find("training went on without it"), std::string::npos) << log;
+  const auto records = restartRecords(run);
+  ASSERT_EQ(records.size(), 1u) << log;
+  EXPECT_EQ(records[0]["replaced"], "worker 2");
+
+  const auto chief = nlohmann::json::parse(readFile(fs::path(run) / "summary.json"));
+  const auto server = nlohmann::json::parse(readFile(fs::path(run) / "ps" / "ps-0" / "summary.json"));
+  const auto replacement = nlohmann::json::parse(readFile(fs::path(run) / "workers" / "worker-2" / "summary.json"));
+  EXPECT_EQ(chief["global_step"], 600) << chief;
+  EXPECT_EQ(server["global_step"], 600) << server;
+  EXPECT_EQ(server["rejoined_workers"], 1) << server;
+  EXPECT_TRUE(server["lost_workers"].empty()) << server;
+  const auto steps = server["steps_by_worker"].get<std::vector<int>>();
+  ASSERT_EQ(steps.size(), 3u) << server;
+  EXPECT_EQ(steps[0] + steps[1] + steps[2], 600) << server;
+  EXPECT_EQ(steps[0], chief["worker_steps"].get<int>()) << chief;
+  // Worker 2's steps are its predecessor's and then the replacement's own.
+  EXPECT_GT(replacement["worker_steps"].get<int>(), 0) << replacement;
+  EXPECT_LT(replacement["worker_steps"].get<int>(), steps[2]) << replacement << server;
+  // A push the dead worker sent before it died may still have been applied.
+  EXPECT_GE(server["model_updates"].get<int>(), 600) << server;
+  EXPECT_LE(server["model_updates"].get<int>(), 601) << server;
+}
+
+TEST(LaunchRestart, WithoutRestartsLeftTheJobFailsAndBadInputIsNeverRestarted) {
+  TempDir dir;
+  const std::string run = dir.str("run");
+  const int code = killServerAfterFirstCheckpoint(
+      dir, run, "launch --ps 1 --workers 1 -- " + restartArgs(run, "--max-steps 100000 --checkpoint-every 5"));
+  const std::string log = readFile(dir.path() / "log");
+  EXPECT_EQ(code, 1) << log;
+  EXPECT_EQ(log.find("restart 1"), std::string::npos) << log;
+
+  auto bad = testing::runTandem("launch --ps 1 --workers 1 --max-restarts 3 -- " +
+                                restartArgs(dir.str("bad"), "--max-steps 10 --lr 0"));
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_EQ(bad.output.find("restart 1"), std::string::npos) << bad.output;
+  EXPECT_FALSE(fs::exists(fs::path(dir.str("bad")) / "restarts.jsonl"));
+
+  auto negative = testing::runTandem("launch --max-restarts -1 -- " + restartArgs(dir.str("neg"), "--max-steps 1"));
+  EXPECT_EQ(negative.exit_code, 2) << negative.output;
+  EXPECT_NE(negative.output.find("--max-restarts"), std::string::npos) << negative.output;
+}
+
+}  // namespace
+}  // namespace tandem
