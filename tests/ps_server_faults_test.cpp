@@ -152,6 +152,32 @@ TEST_F(PsServer, AnAsyncJobTakesAReplacementForAWorker) {
   EXPECT_EQ(summary["global_step"], 2);
 }
 
+// An async checkpoint's snapshot: ps-state with a snapshot point waits for
+// every worker's pushes up to its clock there, even one still on the way.
+TEST_F(PsServer, ASnapshotWaitsForThePushesOfTheStepsItIncludes) {
+  start(makeConfig(Mode::kAsync, 2, {{0, 3}}));
+  Peer chief = worker(0), w1 = worker(1);
+  const uint64_t hold = chief.send({.type = MessageType::kPsHold});
+  const uint64_t held = reportClock(w1, 1, StepReport{0.5, 0.01, false});  // its push is late
+  const SnapshotPoint point = decodeSnapshotPoint(chief.await(hold).bytes(), 2, "ps 0");
+  EXPECT_EQ(point.clocks, (std::vector<uint32_t>{0, 1}));
+  EXPECT_FALSE(w1.answered(held)) << "a held report was answered";
+  const uint64_t state = chief.send(header(MessageType::kPsState, 0), encode(point));
+  EXPECT_FALSE(chief.answered(state)) << "the snapshot left out worker 1's push of step 0";
+  const std::vector<float> grad{1.0f, 2.0f, 3.0f};
+  expectOk(w1.await(push(w1, 0, 0, grad)));
+  const auto values = floatsOf(chief.await(state));
+  const auto initial = PsServer::initial({0, 3});
+  for (size_t i = 0; i < grad.size(); ++i) EXPECT_FLOAT_EQ(values[i], initial[i] - 0.5f * grad[i]) << i;
+  expectOk(chief.request({.type = MessageType::kPsRelease}));
+  EXPECT_EQ(agreementOf(w1.await(held)).global_step, 1u);
+  // A point for the wrong number of workers is refused, naming it.
+  expectError(chief.request(header(MessageType::kPsState, 0), encode(SnapshotPoint{1, {0, 1, 2}})),
+              "3 clocks for 2 worker(s)");
+  sayGoodbye(chief);
+  sayGoodbye(w1);
+}
+
 TEST_F(PsServer, ServeReturnsOnceEveryWorkerIsDone) {
   start(makeConfig(Mode::kSync, 2, {{0, 2}}));
   Peer w0 = worker(0), w1 = worker(1);

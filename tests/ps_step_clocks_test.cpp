@@ -92,6 +92,35 @@ TEST(StepClocksSync, ALostWorkerStillHoldsTheStep) {
   EXPECT_TRUE(clocks.release().empty());
 }
 
+// A checkpoint's hold: every other worker is held at its next step
+// boundary; the chief learns where each stands once all wait.
+TEST(StepClocksHold, PausesEveryOtherWorkerAtAStepBoundary) {
+  StepClocks clocks(Mode::kAsync, 0, 3, 0, 100);
+  step(clocks, 0);
+  step(clocks, 1);
+  clocks.hold(0, "chief", 9);
+  EXPECT_THROW(clocks.hold(1, "w1", 1), InputError) << "one hold at a time";
+  clocks.report(1, 2, report(), "w1", 10);
+  EXPECT_TRUE(clocks.release().empty()) << "held: worker 1 waits";
+  EXPECT_FALSE(clocks.takeHoldAnswer()) << "worker 2 is still in its step";
+  clocks.lose(2);
+  auto answer = clocks.takeHoldAnswer();
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->request_id, 9u);
+  EXPECT_EQ(answer->point.clocks, (std::vector<uint32_t>{1, 2, 0})) << "a lost worker's pushes are not awaited";
+  EXPECT_EQ(answer->point.global_step, 3u);
+  EXPECT_FALSE(clocks.takeHoldAnswer()) << "answered once";
+  clocks.unhold(0);
+  const auto released = clocks.release();
+  ASSERT_EQ(released.size(), 1u);
+  EXPECT_EQ(released[0].request_id, 10u);
+  // The holder's next report ends a hold too; sync takes none.
+  clocks.hold(0, "chief", 11);
+  step(clocks, 0);
+  StepClocks sync(Mode::kSync, 0, 2, 0);
+  EXPECT_THROW(sync.hold(0, "chief", 1), InputError);
+}
+
 TEST(StepClocksAwait, AnsweredOnceEveryOtherWorkerIsDoneOrLost) {
   StepClocks clocks(Mode::kAsync, 0, 3, 0, 100);
   step(clocks, 0);

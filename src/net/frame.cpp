@@ -67,6 +67,8 @@ std::string messageTypeName(MessageType type) {
     case MessageType::kPsAgreement: return "ps-agreement";
     case MessageType::kPsAwaitWorkers: return "ps-await-workers";
     case MessageType::kPsLr: return "ps-lr";
+    case MessageType::kPsHold: return "ps-hold";
+    case MessageType::kPsRelease: return "ps-release";
   }
   return fmt::format("type {}", static_cast<uint16_t>(type));
 }

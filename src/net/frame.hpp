@@ -61,7 +61,9 @@ enum class MessageType : uint16_t {
   kPsValues = 37,  // reply to pull: the chunk's floats
   kPsClock = 38,   // "finished step `clock`"; payload: ps::StepReport; reply kPsAgreement
   kPsDone = 39,    // a worker leaves; no more requests from it
-  kPsState = 40,   // like a pull, but the reply carries [param][optimizer slots] (checkpoints)
+  kPsState = 40,   // like a pull, but the reply carries [param][optimizer slots] (checkpoints);
+                   // async and SSP may carry a snapshot point: answered once every worker's
+                   // pushes up to its clock there are applied
   // Reply to ps-clock; payload: ps::StepAgreement. No request is answered
   // with its own type, so a socket that reads back what it sent (connected
   // to itself) is told apart from a real answer.
@@ -73,6 +75,12 @@ enum class MessageType : uint16_t {
   // optimizer each step (the Python and C++ APIs): its later pushes apply
   // with it (sync: worker 0's) instead of the init's table.
   kPsLr = 43,
+  // The chief, before an async or SSP checkpoint: ps 0 holds every other
+  // worker's next step report; reply kOk with a ps::SnapshotPoint once all
+  // of them wait (or are done or lost). kPsRelease (or the chief's next
+  // report, goodbye or loss) lets them go on.
+  kPsHold = 44,
+  kPsRelease = 45,
 };
 
 constexpr bool isKnownMessageType(uint16_t raw) {
@@ -96,6 +104,8 @@ constexpr bool isKnownMessageType(uint16_t raw) {
     case MessageType::kPsState:
     case MessageType::kPsAgreement:
     case MessageType::kPsAwaitWorkers:
+    case MessageType::kPsHold:
+    case MessageType::kPsRelease:
       return true;
   }
   return false;

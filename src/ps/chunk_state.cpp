@@ -109,7 +109,14 @@ std::vector<PendingPull> takePulls(ChunkState& c, Take take) {
 
 std::vector<PendingPull> takeReadyPulls(ChunkState& c) {
   if (c.busy) return {};
-  return takePulls(c, [&](const PendingPull& p) { return p.needed <= c.applied; });
+  return takePulls(c, [&](const PendingPull& p) {
+    if (p.snapshot.empty()) return p.needed <= c.applied;
+    if (c.applied != c.received) return false;  // pushes still queued or applying
+    for (size_t w = 0; w < p.snapshot.size() && w < c.pushed_through.size(); ++w) {
+      if (c.pushed_through[w] < p.snapshot[w]) return false;
+    }
+    return true;
+  });
 }
 
 zmq::message_t pullPayload(const ChunkState& c, const PendingPull& pull, bool sync, WireDtype wire) {

@@ -27,6 +27,9 @@ struct PendingPull {
   Clock::time_point since = Clock::now();
   int worker = -1;         // for the timeline
   int64_t received_us = 0;  // when it arrived, for the timeline (0: no timeline)
+  // A snapshot's ps-state (async, SSP): answered once every worker's pushes
+  // up to its clock here are applied, and nothing else is; empty otherwise.
+  std::vector<uint32_t> snapshot;
 };
 
 struct QueuedPush {
@@ -52,6 +55,9 @@ struct ChunkState {
   std::vector<int64_t> step_grad_us;  // when each arrived, for the timeline
   int step_grad_count = 0;
   std::deque<QueuedPush> queue;  // async pushes waiting for the chunk
+  // Async and SSP: by worker, the steps whose push has arrived (its latest
+  // push's step + 1; the start step before any).
+  std::vector<uint32_t> pushed_through;
   std::vector<PendingPull> pulls;
   // A 16-bit wire's copy of `param`, remade after every change. Pulls send
   // it without copying: a change makes a new one, so a send in progress

@@ -153,6 +153,27 @@ std::vector<char> encode(const Hello& hello) {
   return w.take();
 }
 
+std::vector<char> encode(const SnapshotPoint& point) {
+  net::PayloadWriter w;
+  w.putU64(point.global_step);
+  w.putU32(static_cast<uint32_t>(point.clocks.size()));
+  for (uint32_t clock : point.clocks) w.putU32(clock);
+  return w.take();
+}
+
+SnapshotPoint decodeSnapshotPoint(std::span<const std::byte> bytes, size_t workers, std::string_view peer) {
+  net::PayloadReader r(bytes, peer, "snapshot point");
+  SnapshotPoint point;
+  point.global_step = r.u64("global step");
+  const uint32_t count = r.u32("worker count");
+  if (workers != 0 && count != workers) {
+    throw InputError(fmt::format("{}: snapshot point: {} clocks for {} worker(s)", peer, count, workers));
+  }
+  for (uint32_t i = 0; i < count; ++i) point.clocks.push_back(r.u32("clock"));
+  r.expectEnd();
+  return point;
+}
+
 std::vector<char> encode(const HelloAnswer& answer) {
   net::PayloadWriter w;
   w.putU32(answer.clock);

@@ -87,6 +87,18 @@ struct HelloAnswer {
 std::vector<char> encode(const HelloAnswer& answer);
 HelloAnswer decodeHelloAnswer(std::span<const std::byte> bytes, std::string_view peer);
 
+// Where a held job stands (ps 0's answer to kPsHold), and what a snapshot's
+// ps-state asks for: every worker's clock (0 for a lost worker, whose last
+// pushes may never come) and the job's global step there.
+struct SnapshotPoint {
+  uint64_t global_step = 0;
+  std::vector<uint32_t> clocks;  // by worker
+};
+std::vector<char> encode(const SnapshotPoint& point);
+// Throws InputError naming `peer` unless the payload holds exactly
+// `workers` clocks (any count the payload holds, for `workers` 0).
+SnapshotPoint decodeSnapshotPoint(std::span<const std::byte> bytes, size_t workers, std::string_view peer);
+
 // A worker's report at the end of a step (kPsClock to server 0).
 struct StepReport {
   double loss = 0;             // this worker's mean loss for the step

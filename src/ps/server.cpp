@@ -66,6 +66,7 @@ void ParameterServer::Impl::onInit(const std::string& routing, net::Frame& f) {
     if (chunk_index.count(r.key)) throw Refusal{fmt::format("ps-init lists chunk {} twice", r.key)};
     chunk_index[r.key] = chunks.size();
     initChunk(chunks.emplace_back(), r, c.optimizer, c.workers, pushersOf(c, r.key));
+    chunks.back().pushed_through.assign(static_cast<size_t>(c.workers), c.start_step);
   }
   workers.reset(c.workers);
   worker_lr.assign(static_cast<size_t>(c.workers), std::nullopt);
@@ -191,6 +192,8 @@ void ParameterServer::Impl::onPush(const std::string& routing, net::Frame& f) {
   const uint64_t lr_step = config->mode == Mode::kAsync ? c.received : c.received / static_cast<uint64_t>(config->workers);
   c.queue.push_back({std::move(f.payload), lrOf(w, lr_step), w, timelineNow()});
   ++c.received;
+  auto& through = c.pushed_through[static_cast<size_t>(w)];
+  through = std::max(through, f.header.clock + 1);
   replyOk(routing, f.header.request_id);
   if (!c.busy) startAsyncApply(index);
 }
@@ -199,14 +202,23 @@ void ParameterServer::Impl::onPull(const std::string& routing, net::Frame& f) {
   const int w = workerOf(routing, f.header.type);
   ChunkState& c = chunkFor(f.header);
   const std::string what = net::messageTypeName(f.header.type);
-  if (f.payload.size() != 0) throw Refusal{what + " carries no payload"};
+  std::vector<uint32_t> snapshot;
+  if (f.header.type == MessageType::kPsState && f.payload.size() != 0 && config && config->mode != Mode::kSync) {
+    try {
+      snapshot = decodeSnapshotPoint(f.bytes(), workers.size(), fmt::format("worker {}", w)).clocks;
+    } catch (const InputError& e) {
+      throw Refusal{e.what()};
+    }
+  } else if (f.payload.size() != 0) {
+    throw Refusal{what + " carries no payload"};
+  }
   if (!ready) throw Refusal{what + " before every chunk was initialised"};
   ++stats.pulls;
   // Sync: the version the worker's next step needs. Otherwise: everything
   // received so far, so a worker always sees its own last push.
   const uint64_t needed = config->mode == Mode::kSync ? f.header.clock : c.received;
   c.pulls.push_back({routing, f.header.request_id, needed, f.header.type == MessageType::kPsState, Clock::now(), w,
-                     timelineNow()});
+                     timelineNow(), std::move(snapshot)});
   answerPulls(c);
 }
 
@@ -226,6 +238,22 @@ void ParameterServer::Impl::onAwait(const std::string& routing, net::Frame& f) {
   const int w = workerOf(routing, f.header.type);
   if (options.index != 0) throw Refusal{fmt::format("ps-await-workers goes to ps 0, not {}", name)};
   clocks->awaitOthers(w, routing, f.header.request_id);
+  answerClocks();
+}
+
+void ParameterServer::Impl::onHold(const std::string& routing, net::Frame& f) {
+  const int w = workerOf(routing, f.header.type);
+  if (options.index != 0) throw Refusal{fmt::format("{} goes to ps 0, not {}", net::messageTypeName(f.header.type), name)};
+  try {
+    if (f.header.type == MessageType::kPsHold) {
+      clocks->hold(w, routing, f.header.request_id);
+    } else {
+      clocks->unhold(w);
+      replyOk(routing, f.header.request_id);
+    }
+  } catch (const InputError& e) {
+    throw Refusal{e.what()};
+  }
   answerClocks();
 }
 
@@ -273,6 +301,8 @@ void ParameterServer::Impl::handle(std::vector<zmq::message_t>& parts, size_t to
       case MessageType::kPsDone: onDone(routing, f); break;
       case MessageType::kPsAwaitWorkers: onAwait(routing, f); break;
       case MessageType::kPsLr: onLr(routing, f); break;
+      case MessageType::kPsHold:
+      case MessageType::kPsRelease: onHold(routing, f); break;
       default:
         throw Refusal{fmt::format("{} is not a parameter-server request", net::messageTypeName(f.header.type))};
     }

@@ -130,6 +130,10 @@ void ParameterServer::Impl::answerClocks() {
     reply(a.routing, {.type = MessageType::kPsAgreement, .clock = a.clock, .request_id = a.request_id},
           net::copyPayload(encode(a.agreement)));
   }
+  if (auto hold = clocks->takeHoldAnswer()) {
+    reply(hold->routing, {.type = MessageType::kOk, .request_id = hold->request_id},
+          net::copyPayload(encode(hold->point)));
+  }
 }
 
 void ParameterServer::Impl::expireClockWaits() {

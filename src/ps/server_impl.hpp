@@ -136,6 +136,7 @@ struct ParameterServer::Impl {
   void onPull(const std::string& routing, net::Frame& f);
   void onClock(const std::string& routing, net::Frame& f);
   void onAwait(const std::string& routing, net::Frame& f);
+  void onHold(const std::string& routing, net::Frame& f);  // ps-hold and ps-release
   void onDone(const std::string& routing, net::Frame& f);
   void onLr(const std::string& routing, net::Frame& f);
   // The rate of an update at schedule step `lr_step` from worker `w`.

@@ -36,6 +36,7 @@ void StepClocks::report(int worker, uint32_t clock, const StepReport& report, st
   }
   mine = clock;
   ++reported_;
+  unhold(worker);
   holds_grant_[static_cast<size_t>(worker)] = false;
   Totals& t = totals_[clock];
   t.loss_sum += report.loss;
@@ -46,13 +47,40 @@ void StepClocks::report(int worker, uint32_t clock, const StepReport& report, st
 }
 
 void StepClocks::finish(int worker) {
+  unhold(worker);
   done_[static_cast<size_t>(worker)] = true;
   returnGrant(worker);  // stopped early (a signal): its granted step is free again
 }
 
 void StepClocks::lose(int worker) {
+  unhold(worker);
   lost_[static_cast<size_t>(worker)] = true;
   returnGrant(worker);
+}
+
+void StepClocks::hold(int worker, std::string routing, uint64_t request_id) {
+  if (mode_ == Mode::kSync) throw InputError("ps-hold: a sync job's every step is a snapshot already");
+  if (hold_) throw InputError(fmt::format("ps-hold: worker {} holds the job already", hold_->worker));
+  hold_ = Hold{worker, std::move(routing), request_id};
+}
+
+void StepClocks::unhold(int worker) {
+  if (hold_ && hold_->worker == worker) hold_.reset();
+}
+
+std::optional<StepClocks::HoldAnswer> StepClocks::takeHoldAnswer() {
+  if (!hold_ || hold_->answered) return std::nullopt;
+  for (size_t w = 0; w < clocks_.size(); ++w) {
+    const bool waits = std::any_of(pending_.begin(), pending_.end(), [&](const Pending& p) {
+      return p.worker == static_cast<int>(w);
+    });
+    if (static_cast<int>(w) != hold_->worker && !done_[w] && !lost_[w] && !waits) return std::nullopt;
+  }
+  hold_->answered = true;
+  HoldAnswer answer{hold_->routing, hold_->request_id, {globalStep(), {}}};
+  // A lost worker's last pushes may never arrive: nothing is awaited of it.
+  for (size_t w = 0; w < clocks_.size(); ++w) answer.point.clocks.push_back(lost_[w] ? 0 : clocks_[w]);
+  return answer;
 }
 
 void StepClocks::rejoin(int worker) {
@@ -98,8 +126,9 @@ int64_t StepClocks::allowedLead() const {
 std::vector<StepClocks::Answer> StepClocks::release() {
   const uint32_t slowest_clock = slowest();
   const int64_t lead = allowedLead();
+  // A hold keeps every report (only its holder reports, which ends it).
   auto keep = std::stable_partition(pending_.begin(), pending_.end(), [&](const Pending& p) {
-    return static_cast<int64_t>(p.clock) - static_cast<int64_t>(slowest_clock) > lead;
+    return hold_.has_value() || static_cast<int64_t>(p.clock) - static_cast<int64_t>(slowest_clock) > lead;
   });
   std::vector<Answer> answers;
   for (auto it = keep; it != pending_.end(); ++it) {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,22 @@ class StepClocks {
   // Worker `worker` waits until every other worker has finished or been
   // lost (the chief, before its final checkpoint); answered by release().
   void awaitOthers(int worker, std::string routing, uint64_t request_id);
+  // Async and SSP checkpoints: `worker` (the chief) asks for a hold. Every
+  // other worker's next report is held (not answered) until unhold(); once
+  // each of them waits or is done or lost, takeHoldAnswer() has the point.
+  // Throws InputError in sync mode (a sync step is a snapshot already) or
+  // when a hold is in place.
+  void hold(int worker, std::string routing, uint64_t request_id);
+  // Ends `worker`'s hold; its next report, goodbye or loss ends it too.
+  void unhold(int worker);
+  struct HoldAnswer {
+    std::string routing;
+    uint64_t request_id = 0;
+    SnapshotPoint point;
+  };
+  // The hold's answer, once, when every other worker waits.
+  std::optional<HoldAnswer> takeHoldAnswer();
+
   // Requests that may be answered now: sync once every live worker reached
   // the clock, SSP once the slowest is within the staleness, async at once;
   // awaits once everyone else is finished or lost.
@@ -105,6 +122,13 @@ class StepClocks {
     int worker = 0;
   };
   void returnGrant(int worker);
+  struct Hold {
+    int worker = 0;
+    std::string routing;
+    uint64_t request_id = 0;
+    bool answered = false;
+  };
+  std::optional<Hold> hold_;
 
   Mode mode_;
   int staleness_;

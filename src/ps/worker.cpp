@@ -224,16 +224,29 @@ StepAgreement Worker::awaitWorkers(int64_t step, Deadline deadline) {
   return decodeStepAgreement(reply.bytes(), "ps 0");
 }
 
-std::vector<net::Frame> Worker::fetchState(int64_t version, Deadline deadline) {
+std::vector<net::Frame> Worker::fetchState(int64_t version, Deadline deadline, const SnapshotPoint* snapshot) {
   std::vector<Ticket> tickets;
+  const std::vector<char> point = snapshot != nullptr ? encode(*snapshot) : std::vector<char>();
   for (size_t c = 0; c < options_.layout.chunks.size(); ++c) {
-    tickets.push_back(client_->send(serverOf(c), chunkHeader(MessageType::kPsState, c, version), zmq::message_t()));
+    tickets.push_back(client_->send(serverOf(c), chunkHeader(MessageType::kPsState, c, version),
+                                    point.empty() ? zmq::message_t() : net::copyPayload(point)));
   }
   std::vector<net::Frame> frames;
   for (size_t c = 0; c < tickets.size(); ++c) {
     frames.push_back(tickets[c].wait(deadline, fmt::format("the optimizer state of chunk {}", c)));
   }
   return frames;
+}
+
+SnapshotPoint Worker::holdForSnapshot(Deadline deadline) {
+  Ticket ticket = client_->send(0, {.type = MessageType::kPsHold}, zmq::message_t());
+  const net::Frame reply = ticket.wait(deadline, "the other workers to pause for a consistent checkpoint");
+  // The servers check the clock count against the cluster's when it comes back.
+  return decodeSnapshotPoint(reply.bytes(), 0, options_.servers[0].name);
+}
+
+void Worker::releaseSnapshot(Deadline deadline) {
+  client_->send(0, {.type = MessageType::kPsRelease}, zmq::message_t()).wait(deadline, "the end of the hold");
 }
 
 void Worker::setLearningRate(double lr) {

@@ -102,7 +102,16 @@ class Worker {
 
   // Every chunk's values and optimizer slots, at `version` (sync: after
   // that step; 0: whatever is applied), one frame per chunk in key order.
-  std::vector<net::Frame> fetchState(int64_t version, Deadline deadline);
+  // With a snapshot point (async, SSP: from holdForSnapshot), each chunk as
+  // of every worker's pushes up to its clock there, and no later ones.
+  std::vector<net::Frame> fetchState(int64_t version, Deadline deadline, const SnapshotPoint* snapshot = nullptr);
+
+  // Async and SSP, the chief before a checkpoint: ps 0 holds every other
+  // worker at its next step boundary and answers with where the job
+  // stands once all wait. releaseSnapshot() lets them go on (so does this
+  // worker's next report). Throws PeerError naming ps 0 at the deadline.
+  SnapshotPoint holdForSnapshot(Deadline deadline);
+  void releaseSnapshot(Deadline deadline);
 
   // Sends `lr` to every server ahead of this step's pushes (the APIs' own
   // schedules). Unchanged values are not sent again.

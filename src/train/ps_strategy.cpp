@@ -524,11 +524,17 @@ void PsStrategy::awaitParameters(size_t count) {
 
 SyncTimes PsStrategy::takeParameterWaits() { return std::exchange(impl_->parameter_waits, SyncTimes{}); }
 
-void PsStrategy::prepareCheckpoint(torch::optim::Optimizer& optimizer) {
+std::optional<int64_t> PsStrategy::prepareCheckpoint(torch::optim::Optimizer& optimizer) {
   Impl& s = *impl_;
   awaitParameters();
   // Sync: the state after this worker's last step, before anyone's next.
-  const std::vector<net::Frame> frames = s.worker->fetchState(s.mode == ps::Mode::kSync ? s.step : 0, s.peerDeadline());
+  // Async and SSP: every other worker pauses at its next step boundary, and
+  // each chunk is taken with exactly the pushes of the steps before it.
+  std::optional<ps::SnapshotPoint> point;
+  if (s.mode != ps::Mode::kSync) point = s.worker->holdForSnapshot(s.peerDeadline());
+  const std::vector<net::Frame> frames =
+      s.worker->fetchState(s.mode == ps::Mode::kSync ? s.step : 0, s.peerDeadline(), point ? &*point : nullptr);
+  if (point) s.worker->releaseSnapshot(s.peerDeadline());
   const int slots = ps::slotCount(s.config.optimizer);
   // Torch tensors for every parameter's slots, filled chunk by chunk.
   std::vector<std::vector<torch::Tensor>> state(s.params.size());
@@ -544,8 +550,9 @@ void PsStrategy::prepareCheckpoint(torch::optim::Optimizer& optimizer) {
     }
     const auto* floats = static_cast<const float*>(frame.payload.data());
     // The worker computes with the wire's rounding of the servers' float32
-    // values; the checkpoint keeps the float32 ones.
-    if (s.wire != WireDtype::kFloat32) s.scatterChunk(c, floats, WireDtype::kFloat32);
+    // values; the checkpoint keeps the float32 ones. A snapshot's values
+    // replace this worker's last pull too, so the checkpoint is all of one step.
+    if (s.wire != WireDtype::kFloat32 || point) s.scatterChunk(c, floats, WireDtype::kFloat32);
     for (const auto& piece : s.pieces[c]) {
       applied[piece.param] = std::max<int64_t>(applied[piece.param], frame.header.clock);
       for (int k = 0; k < slots; ++k) {
@@ -555,11 +562,14 @@ void PsStrategy::prepareCheckpoint(torch::optim::Optimizer& optimizer) {
       }
     }
   }
-  if (slots == 0) return;
+  const std::optional<int64_t> step =
+      point && s.mode == ps::Mode::kAsync ? std::optional<int64_t>(point->global_step) : std::nullopt;
+  if (slots == 0) return step;
   for (size_t p = 0; p < s.params.size(); ++p) {
     if (applied[p] == 0) continue;  // torch has no state before a parameter's first update
     writeKernelState(optimizer, s.params[p], s.config.optimizer, {std::move(state[p]), applied[p]});
   }
+  return step;
 }
 
 void PsStrategy::setLearningRate(double lr) {

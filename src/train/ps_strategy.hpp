@@ -49,7 +49,7 @@ class PsStrategy final : public Strategy {
   void setLearningRate(double lr);
   // Fetches every chunk's optimizer slots into torch's state for `optimizer`,
   // so the checkpoint resumes in any mode.
-  void prepareCheckpoint(torch::optim::Optimizer& optimizer) override;
+  std::optional<int64_t> prepareCheckpoint(torch::optim::Optimizer& optimizer) override;
 
   // --priority on (flat layouts): pulls land while the next forward runs.
   void allowGatedParameters() override;

@@ -91,9 +91,12 @@ class Strategy {
   virtual int64_t awaitJobEnd(int64_t own_step) { return own_step; }
   // After the last step: waits for peers so nobody leaves mid-collective.
   virtual void finish() {}
-  // Before worker 0 saves a checkpoint: brings the optimizer state into
-  // `optimizer` when it lives elsewhere (parameter servers).
-  virtual void prepareCheckpoint(torch::optim::Optimizer& optimizer) {}
+  // Before worker 0 saves a checkpoint: brings the parameters and optimizer
+  // state into the model and `optimizer` when they live elsewhere
+  // (parameter servers). Returns the job's step they are of when it is not
+  // the caller's own count (async: a consistent snapshot of every chunk at
+  // one global step, taken while the other workers pause).
+  virtual std::optional<int64_t> prepareCheckpoint(torch::optim::Optimizer& optimizer) { return std::nullopt; }
   // Priority scheduling. The caller promises to call awaitParameters before
   // anything reads the parameters after synchronizeGradients: from then on,
   // synchronizeGradients may return while the next step's values are still

@@ -319,11 +319,17 @@ nlohmann::json Trainer::run() {
                                  last_eval.accuracy, last_eval.loss));
   };
   double last_checkpoint_at = 0;  // train_seconds at the last checkpoint
-  auto saveAt = [&](const fs::path& path, int64_t done_steps) {
-    strategy_->prepareCheckpoint(*optimizer);
-    saveCheckpoint(path, {toJson(c), done_steps, done_steps / steps_per_epoch, modelFingerprint(*model)}, *model,
+  // A periodic checkpoint goes to checkpoints/step-N.ckpt, the final one to
+  // checkpoint.ckpt. N is the step the state is of: with async parameter
+  // servers a snapshot may include steps others made since `done_steps`.
+  auto saveAt = [&](bool periodic, int64_t done_steps) {
+    const int64_t step = strategy_->prepareCheckpoint(*optimizer).value_or(done_steps);
+    const fs::path path =
+        periodic ? out_dir / "checkpoints" / fmt::format("step-{}.ckpt", step) : out_dir / "checkpoint.ckpt";
+    saveCheckpoint(path, {toJson(c), step, step / steps_per_epoch, modelFingerprint(*model)}, *model,
                    optimizer.get());
     recordLatest(out_dir, path);
+    if (periodic) pruneCheckpoints(out_dir, step, c.keep_checkpoints);
     last_checkpoint_at = train_seconds;
   };
 
@@ -457,8 +463,7 @@ nlohmann::json Trainer::run() {
     const bool step_due = crossed(before, done, c.checkpoint_every_steps);
     const bool time_due = c.checkpoint_secs > 0 && train_seconds - last_checkpoint_at >= c.checkpoint_secs;
     if (chief && (step_due || time_due) && !last) {
-      saveAt(out_dir / "checkpoints" / fmt::format("step-{}.ckpt", done), done);
-      pruneCheckpoints(out_dir, done, c.keep_checkpoints);
+      saveAt(/*periodic=*/true, done);
     }
   }
   progress.finish();
@@ -472,7 +477,7 @@ nlohmann::json Trainer::run() {
   const bool interrupted = stop_agreed;
   // Saved first: with a 16-bit wire, preparing the checkpoint puts the
   // servers' float32 values into the model, and the evaluation is of those.
-  if (chief) saveAt(out_dir / "checkpoint.ckpt", end_step);
+  if (chief) saveAt(/*periodic=*/false, end_step);
   if (chief && !interrupted) runEval(end_step);
   // Last: parameter servers may leave once every worker has finished, and the
   // chief's checkpoint still needs their optimizer state.
