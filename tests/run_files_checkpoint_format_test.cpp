@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 
 #include "core/error.hpp"
 
@@ -26,6 +28,16 @@ void expectRefused(const std::string& file, const std::string& phrase) {
     const std::string what = e.what();
     EXPECT_NE(what.find("checkpoint x.ckpt: "), std::string::npos) << what;
     EXPECT_NE(what.find(phrase), std::string::npos) << what;
+  }
+}
+
+void expectRefusedFile(const std::filesystem::path& path, const std::string& phrase) {
+  try {
+    readCheckpointFile(path);
+    ADD_FAILURE() << "read " << path << "; expected '" << phrase << "'";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(phrase), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos) << e.what();
   }
 }
 
@@ -74,6 +86,14 @@ TEST(CheckpointFormat, MetadataIsCheckedBehindAValidChecksum) {
                                           std::string_view(file).substr(meta_begin + meta_size));
   std::memcpy(file.data() + kCheckpointChecksumOffset, &crc, sizeof crc);
   expectRefused(file, "bad metadata");
+}
+
+TEST(CheckpointFormat, ReadsAFileAndNamesOneItCannotOpen) {
+  const auto path = std::filesystem::temp_directory_path() / "tandem-checkpoint-format-test.ckpt";
+  std::ofstream(path, std::ios::binary) << encodeCheckpoint(sampleMeta(), "payload");
+  EXPECT_EQ(readCheckpointFile(path).meta.global_step, 40);
+  std::filesystem::remove(path);
+  expectRefusedFile(path, "cannot open");
 }
 
 }  // namespace

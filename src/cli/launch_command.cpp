@@ -24,6 +24,7 @@
 #include "launch/job_progress.hpp"
 #include "launch/process_group.hpp"
 #include "core/error.hpp"
+#include "train/checkpoint_format.hpp"
 #include "train/run_directory.hpp"
 
 #include <nlohmann/json.hpp>
@@ -293,10 +294,15 @@ int runLaunch(LaunchOptions o) {
     std::optional<std::filesystem::path> latest;
     try {
       latest = train::latestCheckpoint(out_dir);
+      // step-N.ckpt names its step; the final checkpoint.ckpt only holds it.
+      if (latest) {
+        record.resume_step = train::checkpointStep(*latest);
+        if (!record.resume_step) record.resume_step = train::readCheckpointFile(*latest).meta.global_step;
+      }
     } catch (const InputError& e) {
       std::fprintf(stderr, "launch: %s; the restart starts as the job first did\n", e.what());
+      latest.reset();
     }
-    if (latest) record.resume_step = train::checkpointStep(*latest);
     if (!program) train_args = launch::restartArguments(o.train_args, latest.has_value());
     writeRecord(record);
     progress.restart();

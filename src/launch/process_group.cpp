@@ -136,8 +136,7 @@ struct Stream {
 };
 
 struct Child {
-  ChildSpec spec;  // to start it again
-  std::string name;
+  ChildSpec spec;  // its name, and what starts it again
   pid_t pid = 0;
   bool running = true;
   size_t stream_id = 0;
@@ -457,7 +456,6 @@ void ProcessGroup::start(const ChildSpec& child) {
 
   Child record;
   record.spec = child;
-  record.name = child.name;
   record.pid = pid;
   if (impl_->prefix_output) {
     closeFd(out[1]);
@@ -497,7 +495,7 @@ GroupResult ProcessGroup::wait(std::chrono::milliseconds grace, const std::funct
         continue;
       }
       ChildExit done;
-      done.name = c.name;
+      done.name = c.spec.name;
       done.pid = c.pid;
       if (r < 0) {
         // ECHILD: someone else reaped it (SIGCHLD set to SIG_IGN); its status is lost.

@@ -141,7 +141,7 @@ void ParameterServer::Impl::registerWorker(const std::string& routing, uint64_t 
   const bool elastic = config->mode != Mode::kSync;
   bool replaced = false;
   if (std::string why = workers.bind(routing, h.worker, elastic, &replaced); !why.empty()) {
-    if (config->mode == Mode::kSync) {
+    if (!elastic) {
       why += "; a synchronous job cannot take a replacement worker mid-run (restart the whole job, e.g. with "
              "tandem launch --max-restarts)";
     }

@@ -71,10 +71,8 @@ void StepClocks::unhold(int worker) {
 std::optional<StepClocks::HoldAnswer> StepClocks::takeHoldAnswer() {
   if (!hold_ || hold_->answered) return std::nullopt;
   for (size_t w = 0; w < clocks_.size(); ++w) {
-    const bool waits = std::any_of(pending_.begin(), pending_.end(), [&](const Pending& p) {
-      return p.worker == static_cast<int>(w);
-    });
-    if (static_cast<int>(w) != hold_->worker && !done_[w] && !lost_[w] && !waits) return std::nullopt;
+    const int worker = static_cast<int>(w);
+    if (worker != hold_->worker && !done_[w] && !lost_[w] && !isWaiting(worker)) return std::nullopt;
   }
   hold_->answered = true;
   HoldAnswer answer{hold_->routing, hold_->request_id, {globalStep(), {}}};

@@ -1,7 +1,6 @@
 #include "train/checkpoint.hpp"
 
 #include <cstring>
-#include <fstream>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -56,13 +55,7 @@ void saveCheckpoint(const std::filesystem::path& path, const CheckpointMeta& met
 }
 
 LoadedCheckpoint::LoadedCheckpoint(const std::filesystem::path& path) : path_(path) {
-  const std::string name = path.string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("checkpoint {}: cannot open: {}", name, std::strerror(errno)));
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  if (in.bad()) throw InputError(fmt::format("checkpoint {}: read failed: {}", name, std::strerror(errno)));
-  DecodedCheckpoint decoded = decodeCheckpoint(bytes.str(), name);
+  DecodedCheckpoint decoded = readCheckpointFile(path);
   meta_ = std::move(decoded.meta);
   payload_ = std::move(decoded.payload);
 }

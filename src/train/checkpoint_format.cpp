@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 #include <zlib.h>
 
+#include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "core/error.hpp"
 
@@ -28,6 +31,16 @@ T getLe(const char* p) {
 }
 
 }  // namespace
+
+DecodedCheckpoint readCheckpointFile(const std::filesystem::path& path) {
+  const std::string name = path.string();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("checkpoint {}: cannot open: {}", name, std::strerror(errno)));
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  if (in.bad()) throw InputError(fmt::format("checkpoint {}: read failed: {}", name, std::strerror(errno)));
+  return decodeCheckpoint(bytes.str(), name);
+}
 
 uint32_t checkpointChecksum(std::string_view meta, std::string_view payload) {
   uLong crc = crc32(0L, Z_NULL, 0);

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <string_view>
 
@@ -32,6 +33,8 @@ struct DecodedCheckpoint {
 // naming what is wrong: not a checkpoint, another version, truncated,
 // checksum mismatch, bad metadata.
 DecodedCheckpoint decodeCheckpoint(std::string_view file, const std::string& name);
+// Reads and decodes the file at `path`; also InputError when it cannot be read.
+DecodedCheckpoint readCheckpointFile(const std::filesystem::path& path);
 
 // The CRC-32 the header carries for this metadata and payload (for tests
 // and the fuzzer, which rewrites it to reach the metadata parser).
