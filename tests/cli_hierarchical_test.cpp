@@ -83,6 +83,20 @@ TEST(CliHierarchical, EachHostPushesOnceAndTrainsLikeTheFlatLayout) {
   EXPECT_LT(start.back(), start.front());  // it trained
 }
 
+// Many chunks of uneven sizes (the last one short), so each host-mate owns
+// several and the two own different amounts: the share packs each one's
+// chunks into one exchange and must unpack every value where it belongs.
+TEST(CliHierarchical, ManyUnevenChunksComeBackWhereTheyBelong) {
+  TempDir dir;
+  const std::string chunks = "--ps-chunk-mb 0.02";  // 52,650 floats: 11 chunks of up to 5,000
+  const auto grouped = runTwoHosts(dir, "auto", chunks);
+  const auto flat = runTwoHosts(dir, "off", chunks + " --hierarchical off");
+  EXPECT_EQ(serverPushes(grouped) * 2, serverPushes(flat));
+  const auto a = checkpointParameters((grouped / "checkpoint.ckpt").string());
+  const auto b = checkpointParameters((flat / "checkpoint.ckpt").string());
+  EXPECT_LT(maxAbsoluteDifference(a, b), 1e-5);
+}
+
 // All-reduce: summed on each host, across the hosts' first workers, then
 // back. The same mean gradient as the flat all-reduce, added in another
 // order. Interleaved hosts, where flat halving-doubling would cross the

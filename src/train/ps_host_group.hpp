@@ -43,7 +43,7 @@ class PsHostGroup {
   // Waits for every reduce of this step. Throws PeerError naming `what`.
   void awaitReduces(Deadline deadline);
   // Hands each chunk's values (at `flat` + begin) from its owner to the
-  // host, chunks in key order, and waits.
+  // host, in one all-gather of each member's chunks packed, and waits.
   struct Range {
     int64_t begin = 0;
     int64_t length = 0;
@@ -57,6 +57,7 @@ class PsHostGroup {
   std::unique_ptr<collective::Communicator> comm_;
   std::unique_ptr<collective::CommThread> thread_;  // after comm_: goes first
   std::vector<collective::CommHandle> pending_;
+  std::vector<float> packed_;  // share(): every member's chunks, one block each
 };
 
 }  // namespace tandem::train
