@@ -55,43 +55,41 @@ void PsHostGroup::awaitReduces(Deadline deadline) {
   }
 }
 
-void PsHostGroup::share(float* flat, const std::vector<Range>& chunks, Deadline deadline) {
-  // One all-gather of each member's chunks, packed, rather than a broadcast
-  // per chunk: in the lab, 17 one-way broadcasts of 64 KiB over loopback
-  // often stalled about 44 ms each, up to 190 ms a step.
-  std::vector<size_t> owned(members_.size(), 0);
-  for (size_t c = 0; c < chunks.size(); ++c) owned[static_cast<size_t>(ownerOf(c))] += static_cast<size_t>(chunks[c].length);
-  const size_t block = *std::max_element(owned.begin(), owned.end());
-  packed_.resize(block * members_.size());
-  auto walk = [&](int member, auto&& copy) {  // member's chunks, in its packed block
-    float* packed = packed_.data() + static_cast<size_t>(member) * block;
-    for (size_t c = 0; c < chunks.size(); ++c) {
-      if (ownerOf(c) != member) continue;
-      const auto length = static_cast<size_t>(chunks[c].length);
-      copy(flat + chunks[c].begin, packed, length);
-      packed += length;
-    }
-  };
-  walk(rank_, [](const float* chunk, float* packed, size_t n) { std::memcpy(packed, chunk, n * sizeof(float)); });
+void PsHostGroup::share(float* flat, const std::vector<Range>& chunks, size_t first, size_t end, Deadline deadline) {
+  const auto members = members_.size();
+  TANDEM_ENFORCE(first % members == 0 && (end % members == 0 || end == chunks.size()) && end <= chunks.size(),
+                 "host share of chunks [{}, {}) is not on a group boundary", first, end);
+  // An all-gather per group of chunks, each member's chunk in one block,
+  // rather than a broadcast per chunk: in the lab, 17 one-way broadcasts of
+  // 64 KiB over loopback often stalled about 44 ms each.
   try {
     thread_
-        ->submit([this, block] {  // by value: a timed-out wait leaves it queued
-          const int64_t start = obs::Timeline::nowUs();
-          float* mine = packed_.data() + static_cast<size_t>(rank_) * block;
-          comm_->allgather(mine, packed_.data(), block * sizeof(float));
-          if (auto* timeline = obs::Timeline::current()) {
-            timeline->span("host share of the pulled chunks", obs::Lane::kComm, start, obs::Timeline::nowUs(),
-                           {{"bytes", packed_.size() * sizeof(float)}});
+        ->submit([this, flat, chunks, first, end] {  // by value: a timed-out wait leaves it queued
+          for (size_t g = first; g < end; g += members_.size()) {
+            const int64_t start = obs::Timeline::nowUs();
+            const size_t last = std::min(end, g + members_.size());
+            size_t block = 0;
+            for (size_t c = g; c < last; ++c) block = std::max(block, static_cast<size_t>(chunks[c].length));
+            packed_.resize(block * members_.size());
+            float* mine = packed_.data() + static_cast<size_t>(rank_) * block;
+            const size_t own = g + static_cast<size_t>(rank_);  // ownerOf(g + r) == r
+            if (own < last) std::memcpy(mine, flat + chunks[own].begin, static_cast<size_t>(chunks[own].length) * sizeof(float));
+            comm_->allgather(mine, packed_.data(), block * sizeof(float));
+            for (size_t c = g; c < last; ++c) {
+              if (c == own) continue;
+              std::memcpy(flat + chunks[c].begin, packed_.data() + (c - g) * block,
+                          static_cast<size_t>(chunks[c].length) * sizeof(float));
+            }
+            if (auto* timeline = obs::Timeline::current()) {
+              timeline->span("host share", obs::Lane::kComm, start, obs::Timeline::nowUs(),
+                             {{"chunks", fmt::format("{}-{}", g, last - 1)}});
+            }
           }
         })
         .wait(deadline, "the host-mates' pulled chunks");
   } catch (const PeerError& e) {
     throw PeerError(fmt::format("sharing pulled chunks with this host's workers ({}): {}",
                                 collective::ranksText(members_), e.what()));
-  }
-  for (int member = 0; member < size(); ++member) {
-    if (member == rank_) continue;
-    walk(member, [](float* chunk, const float* packed, size_t n) { std::memcpy(chunk, packed, n * sizeof(float)); });
   }
 }
 

@@ -42,13 +42,16 @@ class PsHostGroup {
   void reduce(float* data, size_t n, std::function<void()> then);
   // Waits for every reduce of this step. Throws PeerError naming `what`.
   void awaitReduces(Deadline deadline);
-  // Hands each chunk's values (at `flat` + begin) from its owner to the
-  // host, in one all-gather of each member's chunks packed, and waits.
+  // Hands the values (at `flat` + begin) of chunks [first, end) from their
+  // owners to the host, and waits. Chunks go in groups of size() in key
+  // order, one per member, each group one all-gather; `first` and `end`
+  // must fall on group boundaries (or end on the last chunk), so that
+  // host-mates cutting the model differently still run the same exchanges.
   struct Range {
     int64_t begin = 0;
     int64_t length = 0;
   };
-  void share(float* flat, const std::vector<Range>& chunks, Deadline deadline);
+  void share(float* flat, const std::vector<Range>& chunks, size_t first, size_t end, Deadline deadline);
 
  private:
   std::vector<int> members_;
@@ -57,7 +60,7 @@ class PsHostGroup {
   std::unique_ptr<collective::Communicator> comm_;
   std::unique_ptr<collective::CommThread> thread_;  // after comm_: goes first
   std::vector<collective::CommHandle> pending_;
-  std::vector<float> packed_;  // share(): every member's chunks, one block each
+  std::vector<float> packed_;  // share(): a group's chunks, one block each
 };
 
 }  // namespace tandem::train

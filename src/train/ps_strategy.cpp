@@ -210,20 +210,28 @@ struct PsStrategy::Impl {
   }
 
   // Hierarchical: the owners' pulls land in `pulled`, the host shares them,
-  // and every worker copies the whole model in. Returns the seconds copying.
-  double receiveSharedPulls(Deadline deadline) {
-    worker->receivePulls(deadline, step, [&](size_t c, const net::Frame& frame) {
-      decodeWire(wire, frame.payload.data(), pulled.data() + layout.chunks[c].begin,
-                 static_cast<size_t>(layout.chunks[c].length));
-    });
+  // and every worker copies them in: chunks [received_upto, end), rounded
+  // up to whole share groups, so that every host-mate runs the same shares
+  // in the same order however its callers cut the model. Returns the
+  // chunks now in the model and adds the seconds copying to `copying`.
+  size_t receiveSharedPulls(Deadline deadline, int64_t pulled_for, size_t end, double& copying) {
+    const size_t group = static_cast<size_t>(host->size());
+    const size_t from = received_upto == SIZE_MAX ? 0 : received_upto;
+    end = std::min(layout.chunks.size(), (end + group - 1) / group * group);
+    worker->receivePulls(
+        deadline, pulled_for,
+        [&](size_t c, const net::Frame& frame) {
+          decodeWire(wire, frame.payload.data(), pulled.data() + layout.chunks[c].begin,
+                     static_cast<size_t>(layout.chunks[c].length));
+        },
+        end);
     std::vector<PsHostGroup::Range> ranges;
     for (const auto& chunk : layout.chunks) ranges.push_back({chunk.begin, chunk.length});
-    host->share(pulled.data(), ranges, deadline);
+    host->share(pulled.data(), ranges, from, end, deadline);
     Stopwatch copy;
-    for (size_t c = 0; c < layout.chunks.size(); ++c) {
-      scatterChunk(c, pulled.data() + layout.chunks[c].begin, WireDtype::kFloat32);
-    }
-    return copy.elapsed();
+    for (size_t c = from; c < end; ++c) scatterChunk(c, pulled.data() + layout.chunks[c].begin, WireDtype::kFloat32);
+    copying += copy.elapsed();
+    return end;
   }
 
   // Resume: appends chunk `c`'s optimizer slots, taken from the restored
@@ -479,7 +487,13 @@ AgreedStep PsStrategy::synchronizeGradients(torch::nn::Module& model, const Loca
   if (s.gated) {
     s.received_upto = 0;
   } else {
-    agreed.times.update = s.host ? s.receiveSharedPulls(deadline) : s.receivePulls(deadline, s.step);
+    if (s.host) {
+      s.received_upto = 0;
+      s.receiveSharedPulls(deadline, s.step, SIZE_MAX, agreed.times.update);
+      s.received_upto = SIZE_MAX;
+    } else {
+      agreed.times.update = s.receivePulls(deadline, s.step);
+    }
   }
   const double total = watch.elapsed();
   if (s.mode == ps::Mode::kSync) {
@@ -502,10 +516,7 @@ AgreedStep PsStrategy::synchronizeGradients(torch::nn::Module& model, const Loca
 
 void PsStrategy::allowGatedParameters() {
   Impl& s = *impl_;
-  // Hierarchical hosts share the pulled model in one piece after the step:
-  // shared stage by stage in the next forward, a 4 x 2 lab job at 100
-  // Mbit/s slowed from 199 to 223 ms a step (docs/results.md).
-  s.gated = s.config.distributed.priority == "on" && s.host == nullptr;
+  s.gated = s.config.distributed.priority == "on";
 }
 
 void PsStrategy::awaitParameters(size_t count) {
@@ -515,8 +526,13 @@ void PsStrategy::awaitParameters(size_t count) {
   const size_t end = s.chunks_through.at(std::min(count, s.params.size()));
   if (end <= s.received_upto) return;  // in already (always when ungated)
   Stopwatch watch;
-  const double copying = s.receivePulls(s.peerDeadline(), s.step - 1, end);
-  s.received_upto = end;
+  double copying = 0;
+  if (s.host) {
+    s.received_upto = s.receiveSharedPulls(s.peerDeadline(), s.step - 1, end, copying);
+  } else {
+    copying = s.receivePulls(s.peerDeadline(), s.step - 1, end);
+    s.received_upto = end;
+  }
   s.parameter_waits.update += copying;
   s.parameter_waits.exposed_comm += std::max(0.0, watch.elapsed() - copying);
   s.gated_this_step += watch.elapsed();

@@ -51,7 +51,7 @@ class PsStrategy final : public Strategy {
   // so the checkpoint resumes in any mode.
   std::optional<int64_t> prepareCheckpoint(torch::optim::Optimizer& optimizer) override;
 
-  // --priority on (flat layouts): pulls land while the next forward runs.
+  // --priority on: pulls land (and host-mates share them) while the next forward runs.
   void allowGatedParameters() override;
   void awaitParameters(size_t count = SIZE_MAX) override;
   SyncTimes takeParameterWaits() override;
