@@ -8,6 +8,7 @@
 #include <csignal>
 #include <functional>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "support/process.hpp"
@@ -354,6 +355,24 @@ TEST_F(PsTraining, SigtermUnderLaunchStopsWorkersTogetherAndServersCleanly) {
 
 namespace tandem {
 namespace {
+
+// --overwrite with servers: the chief clears the run directory but ps/,
+// which each server clears itself (with --timeline it writes there from the
+// start; the chief clearing it too raced and failed the job).
+TEST_F(PsTraining, OverwriteClearsTheServersFilesWithoutRacingThem) {
+  const std::filesystem::path out = dir_.path() / "again";
+  for (const auto& stale : {out / "stale.txt", out / "ps" / "ps-0" / "stale.json"}) {
+    std::filesystem::create_directories(stale.parent_path());
+    std::ofstream(stale) << "from an earlier run";
+  }
+  auto run = runTandem("launch --ps 1 --workers 1 -- " +
+                       syntheticTrainArgs("mlp", 32, out.string(), "--max-steps 5 --seed 2 --timeline --overwrite"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_FALSE(std::filesystem::exists(out / "stale.txt"));
+  EXPECT_FALSE(std::filesystem::exists(out / "ps" / "ps-0" / "stale.json"));
+  EXPECT_TRUE(std::filesystem::exists(out / "ps" / "ps-0" / "summary.json"));
+  EXPECT_TRUE(std::filesystem::exists(out / "ps" / "ps-0" / "timeline-ps-0.json"));
+}
 
 TEST(BenchPsApply, ReportsEveryKernelAgainstMemcpy) {
   auto run = testing::runTandem("bench ps-apply --mb 1 --seconds 0.05");

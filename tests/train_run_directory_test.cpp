@@ -40,6 +40,19 @@ TEST(RunDirectoryTest, PruneDropsLaterStepsAndKeepsTheNewest) {
   EXPECT_EQ(left, (std::vector<std::string>{"notes.txt", "step-30.ckpt", "step-40.ckpt"}));
 }
 
+TEST(RunDirectoryTest, ClearLeavesTheNamedEntryAlone) {
+  testing::TempDir dir;
+  touch(dir.path() / "metrics.jsonl");
+  touch(dir.path() / "checkpoints" / "step-5.ckpt");
+  touch(dir.path() / "ps" / "ps-0" / "timeline-ps-0.json");
+  clearRunDirectory(dir.path(), "ps");
+  EXPECT_FALSE(fs::exists(dir.path() / "metrics.jsonl"));
+  EXPECT_FALSE(fs::exists(dir.path() / "checkpoints"));
+  EXPECT_TRUE(fs::exists(dir.path() / "ps" / "ps-0" / "timeline-ps-0.json"));
+  clearRunDirectory(dir.path());
+  EXPECT_TRUE(fs::is_empty(dir.path()));
+}
+
 TEST(RunDirectoryTest, TrajectoryDifferencesIgnoreLengthAndOutputButNotTheOptimizer) {
   nlohmann::json a = {{"model", "mlp"},       {"batch_size", 16},       {"max_steps", 10},
                       {"out_dir", "runs/a"},  {"seed", 42},

@@ -10,6 +10,7 @@
 #include "core/logging.hpp"
 #include "obs/metrics_writer.hpp"
 #include "ps/server.hpp"
+#include "train/run_directory.hpp"
 
 namespace tandem::cli {
 
@@ -25,6 +26,8 @@ int runPsTask(const cluster::ClusterSpec& spec, const train::TrainConfig& config
   // The chief initialises servers right after every worker joined.
   options.startup_timeout_s = config.distributed.rendezvous_timeout_s + 30;
   const std::filesystem::path dir = std::filesystem::path(config.out_dir) / "ps" / fmt::format("ps-{}", spec.index);
+  // This server's own corner of the run directory: the chief's --overwrite leaves ps/ to the servers.
+  if (config.overwrite) train::clearRunDirectory(dir);
   std::optional<obs::Timeline> timeline;  // written when the server is done
   if (config.timeline) {
     std::filesystem::create_directories(dir);

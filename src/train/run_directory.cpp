@@ -92,9 +92,10 @@ void pruneCheckpoints(const fs::path& out_dir, int64_t from_step, int keep) {
   for (size_t i = 0; i + static_cast<size_t>(keep) < kept.size(); ++i) fs::remove(kept[i].second, ec);
 }
 
-void clearRunDirectory(const fs::path& out_dir) {
+void clearRunDirectory(const fs::path& out_dir, const std::string& except) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(out_dir, ec)) {
+    if (!except.empty() && entry.path().filename() == except) continue;
     std::error_code remove_ec;
     fs::remove_all(entry.path(), remove_ec);
     if (remove_ec) {

@@ -31,8 +31,9 @@ void recordLatest(const std::filesystem::path& out_dir, const std::filesystem::p
 // all but the newest `keep` of the rest.
 void pruneCheckpoints(const std::filesystem::path& out_dir, int64_t from_step, int keep);
 
-// --overwrite: removes everything in OUT (OUT itself stays).
-void clearRunDirectory(const std::filesystem::path& out_dir);
+// --overwrite: removes everything in OUT but the entry named `except`
+// (OUT itself stays).
+void clearRunDirectory(const std::filesystem::path& out_dir, const std::string& except = "");
 
 struct FieldDifference {
   std::string field;    // "batch_size", "optimizer/momentum"

@@ -69,7 +69,8 @@ struct RunDirectoryPlan {
 RunDirectoryPlan planRunDirectory(const TrainConfig& c, bool chief) {
   const fs::path out(c.out_dir);
   if (c.overwrite) {
-    if (chief) clearRunDirectory(out);
+    // Servers clear their own ps/ps-N, which they may be writing already.
+    if (chief) clearRunDirectory(out, "ps");
     return {c.resume_from, false};
   }
   const bool explicit_resume = !c.resume_from.empty();
