@@ -130,7 +130,7 @@ TEST(ChunkFloatsFor, BadArgumentsAreNamed) {
 namespace tandem::ps {
 namespace {
 
-// --ps-chunk-mb 0: about 16 chunks, none under 256 KiB nor over 4 MiB.
+// --bucket-mb 0: about 16 buckets, none under 256 KiB nor over 4 MiB.
 TEST(AutoChunkFloats, SixteenChunksWithinTheirBounds) {
   EXPECT_EQ(autoChunkFloats(269722), 65536);          // resnet20, 1.08 MB: 256 KiB chunks (5)
   EXPECT_EQ(autoChunkFloats(1727962), 107998);        // resnet110, 6.9 MB: 16 chunks of 432 KB
@@ -139,6 +139,19 @@ TEST(AutoChunkFloats, SixteenChunksWithinTheirBounds) {
   for (int64_t floats : {int64_t{1} << 20, int64_t{3} << 20, int64_t{16} << 20}) {
     const int64_t chunks = (floats + autoChunkFloats(floats) - 1) / autoChunkFloats(floats);
     EXPECT_EQ(chunks, 16) << floats;
+  }
+}
+
+// --ps-chunk-mb 0: about 32 chunks, none under 32 KiB nor over 4 MiB.
+TEST(AutoPsChunkFloats, ThirtyTwoChunksWithinTheirBounds) {
+  EXPECT_EQ(autoPsChunkFloats(269722), 8429);          // resnet20, 1.08 MB: 32 chunks of 33.7 KB
+  EXPECT_EQ(autoPsChunkFloats(1727962), 53999);        // resnet110, 6.9 MB: 32 chunks of 216 KB
+  EXPECT_EQ(autoPsChunkFloats(60192808), 1 << 20);     // resnet152, 241 MB: 4 MiB chunks
+  EXPECT_EQ(autoPsChunkFloats(52650), 8192);           // a small MLP: 32 KiB chunks (7)
+  EXPECT_EQ(autoPsChunkFloats(1), 8192);
+  for (int64_t floats : {int64_t{1} << 18, int64_t{3} << 18, int64_t{32} << 18}) {
+    const int64_t chunks = (floats + autoPsChunkFloats(floats) - 1) / autoPsChunkFloats(floats);
+    EXPECT_EQ(chunks, 32) << floats;
   }
 }
 

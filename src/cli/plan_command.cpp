@@ -114,11 +114,11 @@ int run(PlanFlags f) {
   const plan::Algorithm algorithm = tf1 ? plan::Algorithm::kPsColocated : plan::parseAlgorithm(f.layout);
   if (tf1 && !model) throw InputError("--layout tf1-ps: needs --model (whole variables are placed)");
   const std::vector<double> variables = tf1 ? tf1Variables(*model) : std::vector<double>{};
-  // Tandem's defaults: buckets and PS chunks sized from the model, by one rule.
-  const double model_floats = work.model_bytes / 4;
-  const double group_mb =
-      f.group_mb > 0 ? f.group_mb
-                     : static_cast<double>(ps::autoChunkFloats(static_cast<int64_t>(model_floats))) * 4 / (1024 * 1024);
+  // Tandem's defaults: buckets and PS chunks sized from the model.
+  const auto model_floats = static_cast<int64_t>(work.model_bytes / 4);
+  const int64_t auto_floats =
+      plan::isAllReduce(algorithm) ? ps::autoChunkFloats(model_floats) : ps::autoPsChunkFloats(model_floats);
+  const double group_mb = f.group_mb > 0 ? f.group_mb : static_cast<double>(auto_floats) * 4 / (1024 * 1024);
   // A 16-bit wire carries half the bytes of the same floats: the model, its
   // buckets or chunks, and (so that applying a float costs the same) the
   // apply rate counted in wire bytes.

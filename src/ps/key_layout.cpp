@@ -63,6 +63,11 @@ int64_t autoChunkFloats(int64_t total_floats) {
   return std::clamp((total_floats + 15) / 16, kSmallest, kLargest);
 }
 
+int64_t autoPsChunkFloats(int64_t total_floats) {
+  constexpr int64_t kSmallest = (32 << 10) / 4, kLargest = (4 << 20) / 4;
+  return std::clamp((total_floats + 31) / 32, kSmallest, kLargest);
+}
+
 int64_t chunkFloatsFor(int64_t total_floats, int64_t requested_chunk_floats, int servers) {
   if (servers < 1) throw InputError(fmt::format("parameter servers: need at least 1, got {}", servers));
   if (requested_chunk_floats < 1) {

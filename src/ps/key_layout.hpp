@@ -62,11 +62,21 @@ KeyLayout buildKeyLayout(const std::vector<TensorSpec>& tensors, int servers, in
 // requested_chunk_floats < 1 or total_floats < 0. Thread-safe.
 int64_t chunkFloatsFor(int64_t total_floats, int64_t requested_chunk_floats, int servers);
 
-// --ps-chunk-mb 0 (the default): about 16 chunks of the model, each from
-// 256 KiB to 4 MiB. Fine enough that pushes start early in backward and the
-// last chunk's round trip after it is short; coarse enough that each
-// message's fixed cost stays small (docs/parameter-server.md, "Layout").
+// --bucket-mb 0 (the default): about 16 buckets of the model, each from
+// 256 KiB to 4 MiB. Fine enough that the exchange starts early in backward
+// and the last bucket's after it is short; coarse enough that each
+// message's fixed cost stays small. (Gloo's all-reduce stalled on smaller
+// buckets here: collective/communicator.hpp.)
 int64_t autoChunkFloats(int64_t total_floats);
+
+// --ps-chunk-mb 0 (the default): about 32 chunks of the model, each from
+// 32 KiB to 4 MiB. Finer than all-reduce buckets: a sync step's first
+// chunk is pushed last in backward and then crosses two links (push, then
+// pull) before the next forward can use it, so its size is on the critical
+// path. In the lab, resnet20 on 2-4 hosts at 100 Mbit/s ran at 0.61-0.87 of
+// the comm-bound optimum with 256 KiB chunks and 0.88-1.03 with 32 KiB
+// (docs/parameter-server.md, "Layout"; docs/results.md).
+int64_t autoPsChunkFloats(int64_t total_floats);
 
 // Servers of `layout` that hold no chunk, in increasing order: worth a
 // warning, since such a server costs a process and does no work.
