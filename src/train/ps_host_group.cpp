@@ -15,8 +15,9 @@
 
 namespace tandem::train {
 
-PsHostGroup::PsHostGroup(gloo::rendezvous::Store& store, std::vector<int> members, int worker, double timeout_s)
-    : members_(std::move(members)) {
+PsHostGroup::PsHostGroup(gloo::rendezvous::Store& store, std::vector<int> members, int worker, double timeout_s,
+                         std::vector<Range> chunks)
+    : members_(std::move(members)), chunks_(std::move(chunks)) {
   const auto me = std::find(members_.begin(), members_.end(), worker);
   TANDEM_ENFORCE(me != members_.end(), "worker {} is not in its own host group", worker);
   rank_ = static_cast<int>(me - members_.begin());
@@ -55,30 +56,34 @@ void PsHostGroup::awaitReduces(Deadline deadline) {
   }
 }
 
-void PsHostGroup::share(float* flat, const std::vector<Range>& chunks, size_t first, size_t end, Deadline deadline) {
-  const auto members = members_.size();
-  TANDEM_ENFORCE(first % members == 0 && (end % members == 0 || end == chunks.size()) && end <= chunks.size(),
+size_t PsHostGroup::shareEnd(size_t end) const {
+  const size_t group = members_.size();
+  return std::min(chunks_.size(), (std::min(end, chunks_.size()) + group - 1) / group * group);
+}
+
+void PsHostGroup::share(float* flat, size_t first, size_t end, Deadline deadline) {
+  TANDEM_ENFORCE(first % members_.size() == 0 && shareEnd(end) == end,
                  "host share of chunks [{}, {}) is not on a group boundary", first, end);
   // An all-gather per group of chunks, each member's chunk in one block,
   // rather than a broadcast per chunk: in the lab, 17 one-way broadcasts of
   // 64 KiB over loopback often stalled about 44 ms each.
   try {
     thread_
-        ->submit([this, flat, chunks, first, end] {  // by value: a timed-out wait leaves it queued
+        ->submit([this, flat, first, end] {  // by value: a timed-out wait leaves it queued
           for (size_t g = first; g < end; g += members_.size()) {
             const int64_t start = obs::Timeline::nowUs();
             const size_t last = std::min(end, g + members_.size());
             size_t block = 0;
-            for (size_t c = g; c < last; ++c) block = std::max(block, static_cast<size_t>(chunks[c].length));
+            for (size_t c = g; c < last; ++c) block = std::max(block, static_cast<size_t>(chunks_[c].length));
             packed_.resize(block * members_.size());
             float* mine = packed_.data() + static_cast<size_t>(rank_) * block;
             const size_t own = g + static_cast<size_t>(rank_);  // ownerOf(g + r) == r
-            if (own < last) std::memcpy(mine, flat + chunks[own].begin, static_cast<size_t>(chunks[own].length) * sizeof(float));
+            if (own < last) std::memcpy(mine, flat + chunks_[own].begin, static_cast<size_t>(chunks_[own].length) * sizeof(float));
             comm_->allgather(mine, packed_.data(), block * sizeof(float));
             for (size_t c = g; c < last; ++c) {
               if (c == own) continue;
-              std::memcpy(flat + chunks[c].begin, packed_.data() + (c - g) * block,
-                          static_cast<size_t>(chunks[c].length) * sizeof(float));
+              std::memcpy(flat + chunks_[c].begin, packed_.data() + (c - g) * block,
+                          static_cast<size_t>(chunks_[c].length) * sizeof(float));
             }
             if (auto* timeline = obs::Timeline::current()) {
               timeline->span("host share", obs::Lane::kComm, start, obs::Timeline::nowUs(),

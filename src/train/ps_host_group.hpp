@@ -24,10 +24,16 @@ namespace tandem::train {
 
 class PsHostGroup {
  public:
+  struct Range {  // a chunk's floats in the model's key space
+    int64_t begin = 0;
+    int64_t length = 0;
+  };
   // Connects this worker to the others of its host through `store` (the
   // job's coordinator store; keys prefixed by the group's first worker).
-  // Throws PeerError naming a host-mate that does not arrive in time.
-  PsHostGroup(gloo::rendezvous::Store& store, std::vector<int> members, int worker, double timeout_s);
+  // `chunks`: the layout's, in key order. Throws PeerError naming a
+  // host-mate that does not arrive in time.
+  PsHostGroup(gloo::rendezvous::Store& store, std::vector<int> members, int worker, double timeout_s,
+              std::vector<Range> chunks);
   ~PsHostGroup();
 
   int rank() const { return rank_; }
@@ -45,16 +51,15 @@ class PsHostGroup {
   // Hands the values (at `flat` + begin) of chunks [first, end) from their
   // owners to the host, and waits. Chunks go in groups of size() in key
   // order, one per member, each group one all-gather; `first` and `end`
-  // must fall on group boundaries (or end on the last chunk), so that
-  // host-mates cutting the model differently still run the same exchanges.
-  struct Range {
-    int64_t begin = 0;
-    int64_t length = 0;
-  };
-  void share(float* flat, const std::vector<Range>& chunks, size_t first, size_t end, Deadline deadline);
+  // must be group boundaries (shareEnd), so that host-mates cutting the
+  // model differently still run the same exchanges.
+  void share(float* flat, size_t first, size_t end, Deadline deadline);
+  // The group boundary at or after chunk `end` (at most the chunk count).
+  size_t shareEnd(size_t end) const;
 
  private:
   std::vector<int> members_;
+  std::vector<Range> chunks_;
   int rank_ = 0;
   std::unique_ptr<gloo::rendezvous::Store> prefixed_;
   std::unique_ptr<collective::Communicator> comm_;

@@ -209,29 +209,31 @@ struct PsStrategy::Impl {
     }
   }
 
-  // Hierarchical: the owners' pulls land in `pulled`, the host shares them,
-  // and every worker copies them in: chunks [received_upto, end), rounded
-  // up to whole share groups, so that every host-mate runs the same shares
-  // in the same order however its callers cut the model. Returns the
-  // chunks now in the model and adds the seconds copying to `copying`.
-  size_t receiveSharedPulls(Deadline deadline, int64_t pulled_for, size_t end, double& copying) {
-    const size_t group = static_cast<size_t>(host->size());
-    const size_t from = received_upto == SIZE_MAX ? 0 : received_upto;
-    end = std::min(layout.chunks.size(), (end + group - 1) / group * group);
+  // Copies the last step's pulled chunks from received_upto to `end` into
+  // the model and moves received_upto on; returns the seconds copying.
+  // Hierarchical: the owners' pulls land in `pulled` and the host shares
+  // them in whole groups, so that every host-mate runs the same shares in
+  // the same order however its callers cut the model.
+  double receiveUpTo(Deadline deadline, int64_t pulled_for, size_t end) {
+    if (!host) {
+      received_upto = end;
+      return receivePulls(deadline, pulled_for, end);
+    }
+    const size_t from = received_upto;
+    received_upto = host->shareEnd(end);
     worker->receivePulls(
         deadline, pulled_for,
         [&](size_t c, const net::Frame& frame) {
           decodeWire(wire, frame.payload.data(), pulled.data() + layout.chunks[c].begin,
                      static_cast<size_t>(layout.chunks[c].length));
         },
-        end);
-    std::vector<PsHostGroup::Range> ranges;
-    for (const auto& chunk : layout.chunks) ranges.push_back({chunk.begin, chunk.length});
-    host->share(pulled.data(), ranges, from, end, deadline);
+        received_upto);
+    host->share(pulled.data(), from, received_upto, deadline);
     Stopwatch copy;
-    for (size_t c = from; c < end; ++c) scatterChunk(c, pulled.data() + layout.chunks[c].begin, WireDtype::kFloat32);
-    copying += copy.elapsed();
-    return end;
+    for (size_t c = from; c < received_upto; ++c) {
+      scatterChunk(c, pulled.data() + layout.chunks[c].begin, WireDtype::kFloat32);
+    }
+    return copy.elapsed();
   }
 
   // Resume: appends chunk `c`'s optimizer slots, taken from the restored
@@ -373,7 +375,10 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
   });
   // A worker alone on its host pushes every chunk itself, as in the flat layout.
   if (mine != s.push_groups.end() && mine->size() > 1) {
-    s.host = std::make_unique<PsHostGroup>(*s.join.store, *mine, s.spec.index, s.config.distributed.peer_timeout_s);
+    std::vector<PsHostGroup::Range> ranges;
+    for (const auto& chunk : s.layout.chunks) ranges.push_back({chunk.begin, chunk.length});
+    s.host = std::make_unique<PsHostGroup>(*s.join.store, *mine, s.spec.index, s.config.distributed.peer_timeout_s,
+                                           std::move(ranges));
     s.pulled.assign(static_cast<size_t>(s.layout.total_floats), 0.0f);
   }
 
@@ -484,17 +489,8 @@ AgreedStep PsStrategy::synchronizeGradients(torch::nn::Module& model, const Loca
   }
   AgreedStep agreed;
   // Gated: the next forward takes the pulls in as it reaches their layers.
-  if (s.gated) {
-    s.received_upto = 0;
-  } else {
-    if (s.host) {
-      s.received_upto = 0;
-      s.receiveSharedPulls(deadline, s.step, SIZE_MAX, agreed.times.update);
-      s.received_upto = SIZE_MAX;
-    } else {
-      agreed.times.update = s.receivePulls(deadline, s.step);
-    }
-  }
+  s.received_upto = 0;
+  if (!s.gated) agreed.times.update = s.receiveUpTo(deadline, s.step, s.layout.chunks.size());
   const double total = watch.elapsed();
   if (s.mode == ps::Mode::kSync) {
     agreed.times.wait_workers = std::clamp(agreement.slowest_compute_seconds - compute, 0.0, clock_wait);
@@ -526,13 +522,7 @@ void PsStrategy::awaitParameters(size_t count) {
   const size_t end = s.chunks_through.at(std::min(count, s.params.size()));
   if (end <= s.received_upto) return;  // in already (always when ungated)
   Stopwatch watch;
-  double copying = 0;
-  if (s.host) {
-    s.received_upto = s.receiveSharedPulls(s.peerDeadline(), s.step - 1, end, copying);
-  } else {
-    copying = s.receivePulls(s.peerDeadline(), s.step - 1, end);
-    s.received_upto = end;
-  }
+  const double copying = s.receiveUpTo(s.peerDeadline(), s.step - 1, end);
   s.parameter_waits.update += copying;
   s.parameter_waits.exposed_comm += std::max(0.0, watch.elapsed() - copying);
   s.gated_this_step += watch.elapsed();
