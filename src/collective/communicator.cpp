@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <gloo/allgather.h>
+#include <gloo/alltoallv.h>
 #include <gloo/allreduce.h>
 #include <gloo/allreduce_halving_doubling.h>
 #include <gloo/allreduce_ring_chunked.h>
@@ -71,6 +72,15 @@ void checkArguments(const CommunicatorOptions& options) {
   TANDEM_ENFORCE(options.rank >= 0 && options.rank < options.size, "rank {} of size {}", options.rank,
                  options.size);
   TANDEM_ENFORCE(options.timeout.count() > 0, "timeout {} ms", options.timeout.count());
+}
+
+void checkExchange(const std::vector<size_t>& send_bytes, const std::vector<size_t>& recv_bytes, int rank,
+                   int size) {
+  TANDEM_ENFORCE(send_bytes.size() == static_cast<size_t>(size) && recv_bytes.size() == static_cast<size_t>(size),
+                 "all-to-all with {} send and {} receive sizes for {} ranks", send_bytes.size(), recv_bytes.size(),
+                 size);
+  TANDEM_ENFORCE(send_bytes[rank] == recv_bytes[rank], "all-to-all: rank {} sends itself {} bytes but expects {}",
+                 rank, send_bytes[rank], recv_bytes[rank]);
 }
 
 void checkRoot(int root, int size) {
@@ -167,6 +177,11 @@ class SoloCommunicator final : public Communicator {
   void broadcast(void*, size_t, int root) override { checkRoot(root, 1); }
   void allgather(const void* in, void* out, size_t bytes) override {
     if (bytes > 0 && in != out) std::memmove(out, in, bytes);
+  }
+  void alltoallv(const void* in, const std::vector<size_t>& send_bytes, void* out,
+                 const std::vector<size_t>& recv_bytes) override {
+    checkExchange(send_bytes, recv_bytes, 0, 1);
+    if (send_bytes[0] > 0 && in != out) std::memmove(out, in, send_bytes[0]);
   }
   void barrier() override {}
 };
@@ -270,6 +285,29 @@ class GlooCommunicator final : public Communicator {
             });
   }
 
+  void alltoallv(const void* in, const std::vector<size_t>& send_bytes, void* out,
+                 const std::vector<size_t>& recv_bytes) override {
+    checkExchange(send_bytes, recv_bytes, options_.rank, options_.size);
+    size_t total_in = 0;
+    size_t total_out = 0;
+    for (int r = 0; r < options_.size; ++r) {
+      total_in += send_bytes[r];
+      total_out += recv_bytes[r];
+    }
+    guarded([&] { return fmt::format("all-to-all of {} bytes out, {} in", total_in, total_out); },
+            [&] {
+              // Every rank runs it, even with nothing to move: peers' (empty)
+              // messages must be matched, or a later exchange would take them.
+              char empty = 0;
+              gloo::AlltoallvOptions opts(context_);
+              // Gloo's unbound buffers take a non-const pointer but only read the input.
+              opts.setInput(total_in > 0 ? static_cast<char*>(const_cast<void*>(in)) : &empty, counts(send_bytes));
+              opts.setOutput(total_out > 0 ? static_cast<char*>(out) : &empty, counts(recv_bytes));
+              opts.setTimeout(options_.timeout);
+              gloo::alltoallv(opts);
+            });
+  }
+
   void barrier() override {
     guarded([] { return std::string("barrier"); },
             [&] {
@@ -341,6 +379,10 @@ class GlooCommunicator final : public Communicator {
     // Buffers of an aborted algorithm may still be referenced by in-flight
     // transport work; keep them alive until the communicator itself goes.
     throw PeerError(message);
+  }
+
+  static std::vector<int64_t> counts(const std::vector<size_t>& bytes) {
+    return std::vector<int64_t>(bytes.begin(), bytes.end());
   }
 
   std::shared_ptr<gloo::Context> context_;

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/wire_dtype.hpp"
 
@@ -76,6 +77,13 @@ class Communicator {
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
   // out holds size() * bytes; rank r's `in` lands at out + r * bytes.
   virtual void allgather(const void* in, void* out, size_t bytes) = 0;
+  // Personalised exchange: `in` holds send_bytes[r] bytes for each rank r in
+  // rank order, and rank r's block for this rank lands in `out`, blocks in
+  // rank order, recv_bytes[r] bytes each. One round of direct sends (no
+  // relaying), so small blocks cost one latency. Both vectors have size()
+  // entries; send_bytes[rank()] must equal recv_bytes[rank()]. Zero is fine.
+  virtual void alltoallv(const void* in, const std::vector<size_t>& send_bytes, void* out,
+                         const std::vector<size_t>& recv_bytes) = 0;
   virtual void barrier() = 0;
 };
 

@@ -102,6 +102,10 @@ class HostCommunicator final : public Communicator {
 
   void broadcast(void* data, size_t bytes, int root) override { all_->broadcast(data, bytes, root); }
   void allgather(const void* in, void* out, size_t bytes) override { all_->allgather(in, out, bytes); }
+  void alltoallv(const void* in, const std::vector<size_t>& send_bytes, void* out,
+                 const std::vector<size_t>& recv_bytes) override {
+    all_->alltoallv(in, send_bytes, out, recv_bytes);
+  }
   void barrier() override { all_->barrier(); }
 
  private:

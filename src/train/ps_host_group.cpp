@@ -27,6 +27,11 @@ PsHostGroup::PsHostGroup(gloo::rendezvous::Store& store, std::vector<int> member
   options.size = size();
   options.local_host = "127.0.0.1";  // host-mates share this machine's loopback
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  for (size_t c = 1; c < chunks_.size(); ++c) {
+    TANDEM_ENFORCE(chunks_[c].begin == chunks_[c - 1].begin + chunks_[c - 1].length,
+                   "host group: chunk {} does not follow chunk {} in key order", c, c - 1);
+  }
+  ready_.assign((chunks_.size() + members_.size() - 1) / members_.size(), 0);
   comm_ = collective::Communicator::connect(*prefixed_, options);
   thread_ = std::make_unique<collective::CommThread>();
 }
@@ -35,18 +40,45 @@ PsHostGroup::~PsHostGroup() {
   thread_.reset();  // runs what is queued while comm_ still exists
 }
 
-void PsHostGroup::reduce(float* data, size_t n, std::function<void()> then) {
-  pending_.push_back(thread_->submit([this, data, n, then = std::move(then)] {
+void PsHostGroup::reduce(float* flat, size_t c, std::function<void(size_t)> push) {
+  const size_t group = members_.size();
+  const size_t first = c / group * group;
+  const size_t end = std::min(chunks_.size(), first + group);
+  if (++ready_[first / group] < end - first) return;
+  ready_[first / group] = 0;
+  // One all-to-all per group rather than an all-reduce per chunk: in the lab
+  // (4 x 4 workers on 2 cores) each chunk's all-reduce took 1-7 ms, and 32
+  // of them in a row kept the last push 45 ms behind backward's end.
+  pending_.push_back(thread_->submit([this, flat, first, end, push = std::move(push)] {
     const int64_t start = obs::Timeline::nowUs();
-    comm_->allreduceSum(data, n);
-    if (auto* timeline = obs::Timeline::current()) {
-      timeline->span("host sum", obs::Lane::kComm, start, obs::Timeline::nowUs(), {{"bytes", n * sizeof(float)}});
+    const size_t own = first + static_cast<size_t>(rank_);  // ownerOf(first + r) == r
+    const size_t length = own < end ? static_cast<size_t>(chunks_[own].length) : 0;
+    std::vector<size_t> send(members_.size(), 0);
+    for (size_t k = first; k < end; ++k) send[k - first] = static_cast<size_t>(chunks_[k].length) * sizeof(float);
+    const std::vector<size_t> receive(members_.size(), length * sizeof(float));
+    received_.resize(length * members_.size());
+    comm_->alltoallv(flat + chunks_[first].begin, send, received_.data(), receive);
+    if (length > 0) {
+      // In rank order, the same on every host and every run.
+      float* sum = flat + chunks_[own].begin;
+      std::memcpy(sum, received_.data(), length * sizeof(float));
+      for (size_t r = 1; r < members_.size(); ++r) {
+        const float* part = received_.data() + r * length;
+        for (size_t i = 0; i < length; ++i) sum[i] += part[i];
+      }
     }
-    then();
+    if (auto* timeline = obs::Timeline::current()) {
+      timeline->span("host sum", obs::Lane::kComm, start, obs::Timeline::nowUs(),
+                     {{"chunks", fmt::format("{}-{}", first, end - 1)}});
+    }
+    if (length > 0) push(own);
   }));
 }
 
 void PsHostGroup::awaitReduces(Deadline deadline) {
+  for (size_t g = 0; g < ready_.size(); ++g) {
+    TANDEM_ENFORCE(ready_[g] == 0, "host group: chunk group {} was left incomplete this step", g);
+  }
   auto handles = std::exchange(pending_, {});
   try {
     for (auto& handle : handles) handle.wait(deadline, "the host's sum of a chunk (a host-mate may be gone)");

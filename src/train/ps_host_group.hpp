@@ -5,8 +5,11 @@
 // sum and pulls the new values, and then hands them to the others. A host's
 // link carries each chunk once per host instead of once per worker.
 //
-// Every worker of the host must hand chunks over in the same order (the
-// capture's in-order mode does) and share them in key order.
+// Chunks go in groups of size() in key order, one per member (chunk g + r
+// is rank r's, the servers' ps::pusherRank), both ways: a group's sum is
+// one all-to-all (a reduce-scatter: each member gets its own chunk's sum),
+// and its share one all-gather. Every worker of the host must hand chunks over in the same
+// order (the capture's in-order mode does) and share them in key order.
 #include <gloo/rendezvous/store.h>
 
 #include <functional>
@@ -38,21 +41,17 @@ class PsHostGroup {
 
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(members_.size()); }
-  // The host-mate (rank) that pushes and pulls chunk `c` for this host: the
-  // servers' rule (ps::pusherRank).
-  int ownerOf(size_t c) const { return static_cast<int>(ps::pusherRank(c, members_.size())); }
-  bool owns(size_t c) const { return ownerOf(c) == rank_; }
-
-  // Sums `n` floats at `data` across the host, in place, then runs `then`
-  // (the owner's push), on the group's thread. Called from autograd's thread.
-  void reduce(float* data, size_t n, std::function<void()> then);
+  // Chunk `c`'s gradients (in `flat`, the model's key space) are complete.
+  // Once its whole group is, the group's thread sums it across the host,
+  // each member getting its own chunk's sum in `flat`, and then runs
+  // push(that chunk). Called from autograd's thread.
+  void reduce(float* flat, size_t c, std::function<void(size_t)> push);
   // Waits for every reduce of this step. Throws PeerError naming `what`.
   void awaitReduces(Deadline deadline);
   // Hands the values (at `flat` + begin) of chunks [first, end) from their
-  // owners to the host, and waits. Chunks go in groups of size() in key
-  // order, one per member, each group one all-gather; `first` and `end`
-  // must be group boundaries (shareEnd), so that host-mates cutting the
-  // model differently still run the same exchanges.
+  // owners to the host, and waits. `first` and `end` must be group
+  // boundaries (shareEnd), so that host-mates cutting the model differently
+  // still run the same exchanges.
   void share(float* flat, size_t first, size_t end, Deadline deadline);
   // The group boundary at or after chunk `end` (at most the chunk count).
   size_t shareEnd(size_t end) const;
@@ -65,6 +64,8 @@ class PsHostGroup {
   std::unique_ptr<collective::Communicator> comm_;
   std::unique_ptr<collective::CommThread> thread_;  // after comm_: goes first
   std::vector<collective::CommHandle> pending_;
+  std::vector<size_t> ready_;  // per group: its chunks complete this step
+  std::vector<float> received_;  // reduce(): the members' gradients of my chunk
   std::vector<float> packed_;  // share(): a group's chunks, one block each
 };
 

@@ -141,11 +141,7 @@ struct PsStrategy::Impl {
       push(chunk);
       return;
     }
-    const auto& range = layout.chunks[chunk];
-    host->reduce(capture->flat().data_ptr<float>() + range.begin, static_cast<size_t>(range.length),
-                 [this, chunk] {
-                   if (host->owns(chunk)) push(chunk);
-                 });
+    host->reduce(capture->flat().data_ptr<float>(), chunk, [this](size_t own) { push(own); });
   }
 
   // Zero-copy: the next backward rewrites these floats only after the
