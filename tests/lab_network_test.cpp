@@ -100,6 +100,56 @@ TEST(LabNetwork, ShapesEachLinkCountsItsBytesAndLeavesNothingBehind) {
   EXPECT_EQ(mine(), 0u);
 }
 
+// The queue a link keeps is the shape's, in time at its rate, in both
+// directions (tbf's "lat"), and a queue of no time at all is refused.
+TEST(LabNetwork, EachLinkQueuesAsLongAsTheShapeSays) {
+  if (!missingLabPrivileges().empty()) GTEST_SKIP() << missingLabPrivileges();
+  const std::string id = "q" + std::to_string(::getpid() % 100000);
+  VirtualNetwork net(1, {.bits_per_s = 20e6, .queue_s = 0.35}, id);
+  const auto show = [](const std::string& command) {
+    std::string out;
+    FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+    char buffer[512];
+    while (pipe != nullptr && std::fgets(buffer, sizeof buffer, pipe) != nullptr) out += buffer;
+    if (pipe != nullptr) ::pclose(pipe);
+    return out;
+  };
+  const std::string up = show("tc -n " + net.namespaceName(0) + " qdisc show dev eth0");
+  EXPECT_NE(up.find("rate 20Mbit"), std::string::npos) << up;
+  EXPECT_NE(up.find("lat 350ms"), std::string::npos) << up;
+  const std::string down = show("tc qdisc show dev tl" + id + "h0");
+  EXPECT_NE(down.find("lat 350ms"), std::string::npos) << down;
+  EXPECT_THROW(VirtualNetwork(1, {.bits_per_s = 20e6, .queue_s = 0}, id + "z"), InputError);
+}
+
+// A burst beyond a link's queue is dropped at the sender's end, and the lab
+// counts it there, not on the link that stayed idle.
+TEST(LabNetwork, PacketsBeyondTheQueueAreCountedAsDrops) {
+  if (!missingLabPrivileges().empty()) GTEST_SKIP() << missingLabPrivileges();
+  const std::string id = "d" + std::to_string(::getpid() % 100000);
+  VirtualNetwork net(2, {.bits_per_s = 1e6, .queue_s = 0.01}, id);
+  for (const auto& d : net.droppedPackets()) {
+    EXPECT_EQ(d.sent_packets, 0u);
+    EXPECT_EQ(d.received_packets, 0u);
+  }
+  std::thread sender([&] {
+    enter(net, 0);
+    const int s = ::socket(AF_INET, SOCK_DGRAM, 0);
+    sockaddr_in to = endpoint(net, 1, 5051);  // nobody listens: the bytes only need to leave
+    std::vector<char> datagram(1000, 'x');
+    // 200 KB at once: 1.6 s of a 1 Mbit/s link, whose queue holds 10 ms.
+    for (int i = 0; i < 200; ++i) {
+      ::sendto(s, datagram.data(), datagram.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to);
+    }
+    ::close(s);
+  });
+  sender.join();
+  const auto drops = net.droppedPackets();
+  ASSERT_EQ(drops.size(), 2u);
+  EXPECT_GT(drops[0].sent_packets, 100u);
+  EXPECT_EQ(drops[1].sent_packets, 0u);
+}
+
 TEST(LabNetwork, StaleLabsOfADeadOwnerAreRemoved) {
   if (!missingLabPrivileges().empty()) GTEST_SKIP() << missingLabPrivileges();
   // A pid that is not running: a child that has exited and been reaped.

@@ -262,6 +262,34 @@ TEST(PushWindow, QueuedPushesGoOutFirstChunkFirst) {
   }
 }
 
+// The default window: two of the largest chunks per server, split among the
+// host-mates that push to that server, never below one chunk.
+TEST(PushWindow, HostMatesPushingToOneServerShareTheDefaultWindow) {
+  // 8 chunks of 4 floats (16 bytes) over 4 servers, round-robin: chunk c on
+  // server c % 4.
+  std::vector<TensorSpec> tensors;
+  for (int i = 0; i < 8; ++i) tensors.push_back({"t" + std::to_string(i), 4});
+  const KeyLayout layout = buildKeyLayout(tensors, 4, 16);
+  ASSERT_EQ(layout.chunks.size(), 8u);
+  for (size_t c = 0; c < 8; ++c) ASSERT_EQ(layout.chunks[c].server, static_cast<int>(c % 4));
+  EXPECT_EQ(defaultPushWindow(layout, WireDtype::kFloat32), 32u);
+  EXPECT_EQ(defaultPushWindow(layout, WireDtype::kBfloat16), 16u);
+  EXPECT_EQ(defaultPushWindow(layout, WireDtype::kFloat32, 2), 16u);
+  EXPECT_EQ(defaultPushWindow(layout, WireDtype::kFloat32, 4), 16u);  // one chunk at least
+  // Flat: every host-mate pushes to every server.
+  EXPECT_EQ(hostPushersPerServer(layout, {4, 5, 6, 7}, 5, false), 4u);
+  EXPECT_EQ(hostPushersPerServer(layout, {2}, 2, true), 1u);
+  // 4 host-mates: rank r owns chunks r and r + 4, both on server r.
+  for (int w = 0; w < 4; ++w) EXPECT_EQ(hostPushersPerServer(layout, {0, 1, 2, 3}, w, true), 1u);
+  // 8: each server's two chunks have two owners.
+  EXPECT_EQ(hostPushersPerServer(layout, {0, 1, 2, 3, 4, 5, 6, 7}, 5, true), 2u);
+  // 3: chunks 0..7 go to ranks 0,1,2,0,1,2,0,1 and servers 0,1,2,3,0,1,2,3:
+  // servers 0 and 3 get ranks 0 and 1, server 1 ranks 1 and 2, server 2
+  // ranks 2 and 0.
+  for (int w : {3, 4, 5}) EXPECT_EQ(hostPushersPerServer(layout, {3, 4, 5}, w, true), 2u);
+  EXPECT_THROW(hostPushersPerServer(layout, {3, 4, 5}, 6, true), Error);
+}
+
 // A push that never leaves the queue (its server never answers the one
 // ahead of it) is named when the deadline passes, and the wait ends.
 TEST(PushWindow, AServerThatNeverTakesThePushAheadIsNamed) {

@@ -31,6 +31,8 @@
 namespace tandem::cli {
 namespace {
 
+constexpr double kLabQueueS = 0.05;  // each link's queue, in emulated seconds
+
 namespace fs = std::filesystem;
 
 std::atomic<int> g_lab_signal{0};
@@ -156,7 +158,10 @@ int runLab(LabOptions o) {
   // Caught from here on, so that a stop removes the lab.
   for (int s : {SIGINT, SIGTERM, SIGHUP}) std::signal(s, onLabSignal);
   const double lab_bits_per_s = o.link_mbps * 1e6 / o.dilation;
-  lab::VirtualNetwork network(placement.hosts, {lab_bits_per_s});
+  // The queue holds 50 ms of the emulated link whatever the dilation, so
+  // that a dilated run drops what the cluster would (at a fixed 100 ms, 4 x
+  // 2 flat PS workers overflowed it at dilation 4 but not at 2).
+  lab::VirtualNetwork network(placement.hosts, {.bits_per_s = lab_bits_per_s, .queue_s = kLabQueueS * o.dilation});
   auto address = [&network](int host) { return network.address(host); };
   const std::string worker_hosts = lab::hostList(placement.workers, address);
   const std::string ps_hosts = lab::hostList(placement.servers, address);
@@ -207,6 +212,12 @@ int runLab(LabOptions o) {
     return signal;
   });
   sampler.stop();
+  std::vector<lab::LinkDrops> drops;  // the whole run's, warm-up included
+  try {
+    drops = network.droppedPackets();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "lab: warning: %s\n", e.what());
+  }
   if (!result.ok) {
     std::fprintf(stderr, "lab: %s; the other tasks were stopped and the lab removed\n", result.first_failure.c_str());
     return forwarded ? 130 : 1;
@@ -259,8 +270,11 @@ int runLab(LabOptions o) {
     setup.backward_s = fb * 2 / 3;
   }
   const auto& window = workers.front().window;
-  const nlohmann::json report =
-      lab::labReport(setup, workers, sampler.at(window.begin_time), sampler.at(window.end_time));
+  nlohmann::json report = lab::labReport(setup, workers, sampler.at(window.begin_time), sampler.at(window.end_time));
+  for (size_t h = 0; h < drops.size() && h < report["links"].size(); ++h) {
+    report["links"][h]["run_dropped_packets_sent"] = drops[h].sent_packets;
+    report["links"][h]["run_dropped_packets_received"] = drops[h].received_packets;
+  }
   std::ofstream(fs::path(out) / "lab.json") << report.dump(2) << "\n";
   if (o.json) {
     fmt::print("{}\n", report.dump(2));

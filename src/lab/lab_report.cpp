@@ -121,13 +121,21 @@ std::string labTable(const nlohmann::json& r) {
                        b.value("input_wait", 0.0), b.value("forward_backward", 0.0), b.value("exposed_comm", 0.0),
                        b.value("wait_workers", 0.0), b.value("update", 0.0));
   }
-  out += fmt::format("{:<6} {:<8} {:>14} {:>14} {:>12} {:>12}\n", "host", "role", "sent MB/step", "recv MB/step",
-                     "sent Mbit/s", "recv Mbit/s");
+  // Packets the links' queues dropped over the whole run (lab runs only):
+  // each forces a retransmission, and a link idles meanwhile.
+  const bool drops = !r["links"].empty() && r["links"][0].contains("run_dropped_packets_sent");
+  out += fmt::format("{:<6} {:<8} {:>14} {:>14} {:>12} {:>12}{}\n", "host", "role", "sent MB/step", "recv MB/step",
+                     "sent Mbit/s", "recv Mbit/s", drops ? "   drops sent/recv (run)" : "");
   for (const auto& l : r["links"]) {
-    out += fmt::format("{:<6} {:<8} {:>14.3f} {:>14.3f} {:>12.1f} {:>12.1f}\n", l["host"].get<int>(),
+    out += fmt::format("{:<6} {:<8} {:>14.3f} {:>14.3f} {:>12.1f} {:>12.1f}", l["host"].get<int>(),
                        l["role"].get<std::string>(), l["sent_bytes_per_step"].get<double>() / 1e6,
                        l["received_bytes_per_step"].get<double>() / 1e6, l["sent_mbit_per_s"].get<double>(),
                        l["received_mbit_per_s"].get<double>());
+    if (drops) {
+      out += fmt::format("   {}/{}", l.value("run_dropped_packets_sent", uint64_t{0}),
+                         l.value("run_dropped_packets_received", uint64_t{0}));
+    }
+    out += "\n";
   }
   const auto& m = r["measured"];
   const auto& ratios = r["ratios"];

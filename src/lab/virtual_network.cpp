@@ -1,6 +1,7 @@
 #include "lab/virtual_network.hpp"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <unistd.h>
 
@@ -31,8 +32,8 @@ uint64_t readCounter(const std::string& interface, const char* name) {
 // keeps fast links accurate (1 Gbit/s measured 991 Mbit/s with 18 KB).
 std::string tbfArgs(const LinkShape& shape) {
   const double burst = std::max(2.0 * (shape.mtu + 64), shape.bits_per_s / 8 * 1e-4);
-  return fmt::format("rate {}bit burst {} latency 100ms", static_cast<uint64_t>(std::llround(shape.bits_per_s)),
-                     static_cast<uint64_t>(burst));
+  return fmt::format("rate {}bit burst {} latency {}us", static_cast<uint64_t>(std::llround(shape.bits_per_s)),
+                     static_cast<uint64_t>(burst), static_cast<uint64_t>(std::llround(shape.queue_s * 1e6)));
 }
 
 std::vector<std::string> words(const std::string& text) {
@@ -63,6 +64,9 @@ VirtualNetwork::VirtualNetwork(int hosts, LinkShape shape, std::string lab_id)
   if (!(shape.bits_per_s >= 1e5)) {
     throw InputError(fmt::format("--link-mbps: the link rate must be at least 0.1 Mbit/s, got {} bit/s",
                                  shape.bits_per_s));
+  }
+  if (!(shape.queue_s >= 1e-3 && shape.queue_s <= 3600)) {
+    throw InputError(fmt::format("lab link queue of {} s: must be 1 ms to an hour", shape.queue_s));
   }
   bridge_ = fmt::format("tl{}br", id_);
   if (bridge_.size() > 15) throw InputError(fmt::format("lab id '{}' is too long for interface names", id_));
@@ -124,6 +128,34 @@ std::vector<LinkCounters> VirtualNetwork::counters() const {
   for (int h = 0; h < hosts_; ++h) {
     const std::string port = switchPort(h);
     out.push_back({readCounter(port, "rx_bytes"), readCounter(port, "tx_bytes")});
+  }
+  return out;
+}
+
+namespace {
+
+uint64_t qdiscDrops(std::vector<std::string> argv) {
+  const CommandResult r = runCommand(argv);
+  try {
+    if (r.exit_code != 0) throw Error("exit code " + std::to_string(r.exit_code));
+    uint64_t drops = 0;
+    for (const auto& qdisc : nlohmann::json::parse(r.output)) drops += qdisc.value("drops", uint64_t{0});
+    return drops;
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("cannot read the lab link's drops with '{}': {}: {}", commandLine(argv), e.what(),
+                            r.output));
+  }
+}
+
+}  // namespace
+
+std::vector<LinkDrops> VirtualNetwork::droppedPackets() const {
+  std::vector<LinkDrops> out;
+  const std::string tc = findTool("tc");
+  for (int h = 0; h < hosts_; ++h) {
+    // The host's own end shapes what it sends; the switch port what it receives.
+    out.push_back({qdiscDrops({tc, "-s", "-j", "-n", namespaceName(h), "qdisc", "show", "dev", "eth0"}),
+                   qdiscDrops({tc, "-s", "-j", "qdisc", "show", "dev", switchPort(h)})});
   }
   return out;
 }

@@ -17,11 +17,19 @@ namespace tandem::lab {
 struct LinkShape {
   double bits_per_s = 1e9;  // each direction of each host's link
   int mtu = 9000;           // jumbo frames: header bytes stay under 1% of the wire
+  // How long a packet may wait in a link's queue before it is dropped (a
+  // switch port's buffer, in time at the link's rate).
+  double queue_s = 0.1;
 };
 
 struct LinkCounters {
   uint64_t sent_bytes = 0;      // host -> switch (the switch port's rx)
   uint64_t received_bytes = 0;  // switch -> host (the switch port's tx)
+};
+
+struct LinkDrops {
+  uint64_t sent_packets = 0;      // host -> switch, dropped at the host's end
+  uint64_t received_packets = 0;  // switch -> host, dropped at the switch port
 };
 
 // Not thread-safe, except counters(), which only reads sysfs.
@@ -42,6 +50,9 @@ class VirtualNetwork {
   // A prefix that runs a command inside the host: ip netns exec NAME ...
   std::vector<std::string> execPrefix(int host) const;
   std::vector<LinkCounters> counters() const;
+  // Packets each link's shaper dropped since the lab was built (its queue
+  // was full), by host. Runs tc; throws Error if it cannot be read.
+  std::vector<LinkDrops> droppedPackets() const;
   // Removes everything now (also done by the destructor); safe to repeat.
   void tearDown();
 

@@ -12,10 +12,29 @@ namespace tandem::ps {
 
 using net::MessageType;
 
-size_t defaultPushWindow(const KeyLayout& layout, WireDtype wire) {
+size_t defaultPushWindow(const KeyLayout& layout, WireDtype wire, size_t pushers) {
   int64_t largest = 0;
   for (const auto& chunk : layout.chunks) largest = std::max(largest, chunk.length);
-  return 2 * static_cast<size_t>(largest) * wireBytes(wire);
+  const size_t chunk = static_cast<size_t>(largest) * wireBytes(wire);
+  return std::max(chunk, 2 * chunk / std::max<size_t>(1, pushers));
+}
+
+size_t hostPushersPerServer(const KeyLayout& layout, const std::vector<int>& host, int worker, bool hierarchical) {
+  const auto me = std::find(host.begin(), host.end(), worker);
+  TANDEM_ENFORCE(me != host.end(), "worker {} is not on its own host", worker);
+  const size_t host_size = host.size();
+  const auto rank = static_cast<size_t>(me - host.begin());
+  if (!hierarchical) return host_size;
+  // by server: which ranks push one of its chunks
+  std::vector<std::vector<bool>> owners(layout.server_floats.size(), std::vector<bool>(host_size, false));
+  for (size_t c = 0; c < layout.chunks.size(); ++c) {
+    owners[static_cast<size_t>(layout.chunks[c].server)][pusherRank(c, host_size)] = true;
+  }
+  size_t most = 1;
+  for (const auto& ranks : owners) {
+    if (ranks[rank]) most = std::max<size_t>(most, std::count(ranks.begin(), ranks.end(), true));
+  }
+  return most;
 }
 
 Worker::Worker(WorkerOptions options)

@@ -41,8 +41,17 @@ struct WorkerOptions {
 
 // The window priority scheduling uses by default: two of the largest chunks
 // per server, one on the wire and one queued behind it, so the link never
-// idles while a later-needed chunk cannot overtake more than one.
-size_t defaultPushWindow(const KeyLayout& layout, WireDtype wire);
+// idles while a later-needed chunk cannot overtake more than one. Shared
+// among the `pushers` workers of one host that push to the same server (at
+// least one chunk each), since they all queue on that host's link: in the
+// lab, flat 4 x 4 workers with two chunks each overflowed its queue.
+size_t defaultPushWindow(const KeyLayout& layout, WireDtype wire, size_t pushers = 1);
+
+// The most workers of `host` (this worker's host, `worker` among them) that
+// push to one of the servers `worker` pushes to: all of them in the flat
+// layout; with host sums (`hierarchical`), the owners of that server's
+// chunks (chunk c is host[c % host.size()]'s, pusherRank).
+size_t hostPushersPerServer(const KeyLayout& layout, const std::vector<int>& host, int worker, bool hierarchical);
 
 class Worker {
  public:

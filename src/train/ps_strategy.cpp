@@ -56,6 +56,7 @@ struct PsStrategy::Impl {
   WireDtype wire = WireDtype::kFloat32;
   std::vector<std::vector<int>> push_groups;  // sync, hierarchical: workers by host; empty: flat
   std::unique_ptr<PsHostGroup> host;          // this worker's host-mates, when hierarchical
+  size_t push_window = 0;                     // bytes per server (priority scheduling)
   std::vector<float> pulled;                  // hierarchical: the model as pulled, in key order
   std::vector<std::vector<uint16_t>> wire_grads;  // by chunk: a 16-bit wire's pushes
   std::vector<std::vector<float>> residuals;      // by chunk, with --error-feedback
@@ -310,6 +311,7 @@ nlohmann::json PsStrategy::summary() const {
           {"chunks", impl_->layout.chunks.size()},
           {"hierarchical", !impl_->push_groups.empty()},
           {"priority", impl_->gated},  // the next forward waits per stage
+          {"push_window_bytes", impl_->push_window},  // per server; 0: none
           {"max_lead_steps", impl_->max_lead}};
 }
 
@@ -366,11 +368,11 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
   fp["ps"]["hierarchical"] = s.push_groups;
   Stopwatch watch;
   if (!s.joined) s.join = joinAsWorker(s.spec, s.config.distributed, fp);
-  const auto mine = std::find_if(s.push_groups.begin(), s.push_groups.end(), [&](const std::vector<int>& g) {
+  const auto mine = std::find_if(groups.begin(), groups.end(), [&](const std::vector<int>& g) {
     return std::find(g.begin(), g.end(), s.spec.index) != g.end();
   });
   // A worker alone on its host pushes every chunk itself, as in the flat layout.
-  if (mine != s.push_groups.end() && mine->size() > 1) {
+  if (!s.push_groups.empty() && mine != groups.end() && mine->size() > 1) {
     std::vector<PsHostGroup::Range> ranges;
     for (const auto& chunk : s.layout.chunks) ranges.push_back({chunk.begin, chunk.length});
     s.host = std::make_unique<PsHostGroup>(*s.join.store, *mine, s.spec.index, s.config.distributed.peer_timeout_s,
@@ -386,13 +388,15 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
         net::isLoopbackHost(host.host) ? net::sameHostEndpoint(host.port) : net::tcpEndpoint(host.host, host.port);
     servers.push_back({endpoint, cluster::taskName(cluster::Role::kPs, i)});
   }
-  const size_t window = s.config.distributed.priority == "on" ? ps::defaultPushWindow(s.layout, s.wire) : 0;
+  // Host-mates share this worker's link to a server, and so its window.
+  const size_t pushers = mine == groups.end() ? 1 : ps::hostPushersPerServer(s.layout, *mine, s.spec.index, !!s.host);
+  s.push_window = s.config.distributed.priority == "on" ? ps::defaultPushWindow(s.layout, s.wire, pushers) : 0;
   ps::Liveness liveness;
   liveness.heartbeat_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(s.config.distributed.heartbeat_timeout_s * 1000));
   liveness.heartbeat_interval = std::min(liveness.heartbeat_interval, liveness.heartbeat_timeout / 4);
   s.worker = std::make_unique<ps::Worker>(ps::WorkerOptions{servers, s.layout, s.mode,
-                                                            static_cast<uint32_t>(s.spec.index), s.wire, window,
+                                                            static_cast<uint32_t>(s.spec.index), s.wire, s.push_window,
                                                             liveness});
   s.mapChunksThrough();
   s.wire_grads.resize(s.layout.chunks.size());
