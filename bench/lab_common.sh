@@ -35,16 +35,20 @@ for name in names:
                  "optimum_step_ms": r["optimum"]["step_ms"], "optimum_samples_per_sec": r["optimum"]["samples_per_sec"],
                  "predicted_step_ms": r["predicted"]["step_ms"], "predicted_samples_per_sec": r["predicted"]["samples_per_sec"],
                  "busiest_link_mb_per_step": r["measured"]["busiest_worker_link_bytes_per_step"] / 1e6,
+                 # packets the links' full queues dropped, all links, whole run
+                 "dropped_packets": sum(l.get("run_dropped_packets_sent", 0) + l.get("run_dropped_packets_received", 0)
+                                        for l in r["links"]),
                  "ratios": r["ratios"], "tasks": r["tasks"]})
 json.dump(rows, open(os.path.join(out, "results.json"), "w"), indent=2)
 print(f"{'run':<16} {'workers':>7} {'w0 step ms':>10} {'samples/s':>10} {'predicted':>10} {'meas/pred':>9} "
-      f"{'optimum':>9} {'of opt.':>8} {'link MB/step':>12}")
+      f"{'optimum':>9} {'of opt.':>8} {'link MB/step':>12} {'drops':>7}")
 for r in rows:
     q = r["ratios"]
     print(f"{r['name']:<16} {r['workers']:>7} {r['measured_step_ms']:>10.1f} {r['measured_samples_per_sec']:>10.1f} "
           f"{r['predicted_samples_per_sec']:>10.1f} {q['measured_over_predicted_time']:>9.3f} "
-          f"{r['optimum_samples_per_sec']:>9.1f} {q['measured_over_optimum_samples']:>8.3f} {r['busiest_link_mb_per_step']:>12.2f}")
+          f"{r['optimum_samples_per_sec']:>9.1f} {q['measured_over_optimum_samples']:>8.3f} {r['busiest_link_mb_per_step']:>12.2f} "
+          f"{r['dropped_packets']:>7}")
 print("meas/pred: the job's time per sample, measured over the planner's prediction of Tandem's path;")
-print("of opt.: measured samples/s over the comm-bound optimum's")
+print("of opt.: measured samples/s over the comm-bound optimum's; drops: packets the full link queues dropped (run)")
 PY
 }
