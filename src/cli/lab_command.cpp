@@ -212,15 +212,15 @@ int runLab(LabOptions o) {
     return signal;
   });
   sampler.stop();
+  if (!result.ok) {
+    std::fprintf(stderr, "lab: %s; the other tasks were stopped and the lab removed\n", result.first_failure.c_str());
+    return forwarded ? 130 : 1;
+  }
   std::vector<lab::LinkDrops> drops;  // the whole run's, warm-up included
   try {
     drops = network.droppedPackets();
   } catch (const Error& e) {
     std::fprintf(stderr, "lab: warning: %s\n", e.what());
-  }
-  if (!result.ok) {
-    std::fprintf(stderr, "lab: %s; the other tasks were stopped and the lab removed\n", result.first_failure.c_str());
-    return forwarded ? 130 : 1;
   }
   mergeTaskTimelines(common);
 

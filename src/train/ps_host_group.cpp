@@ -43,7 +43,7 @@ PsHostGroup::~PsHostGroup() {
 void PsHostGroup::reduce(float* flat, size_t c, std::function<void(size_t)> push) {
   const size_t group = members_.size();
   const size_t first = c / group * group;
-  const size_t end = std::min(chunks_.size(), first + group);
+  const size_t end = groupEnd(first);
   if (++ready_[first / group] < end - first) return;
   ready_[first / group] = 0;
   // One all-to-all per group rather than an all-reduce per chunk: in the lab
@@ -51,7 +51,7 @@ void PsHostGroup::reduce(float* flat, size_t c, std::function<void(size_t)> push
   // of them in a row kept the last push 45 ms behind backward's end.
   pending_.push_back(thread_->submit([this, flat, first, end, push = std::move(push)] {
     const int64_t start = obs::Timeline::nowUs();
-    const size_t own = first + static_cast<size_t>(rank_);  // ownerOf(first + r) == r
+    const size_t own = ownIn(first);
     const size_t length = own < end ? static_cast<size_t>(chunks_[own].length) : 0;
     std::vector<size_t> send(members_.size(), 0);
     for (size_t k = first; k < end; ++k) send[k - first] = static_cast<size_t>(chunks_[k].length) * sizeof(float);
@@ -104,12 +104,12 @@ void PsHostGroup::share(float* flat, size_t first, size_t end, Deadline deadline
         ->submit([this, flat, first, end] {  // by value: a timed-out wait leaves it queued
           for (size_t g = first; g < end; g += members_.size()) {
             const int64_t start = obs::Timeline::nowUs();
-            const size_t last = std::min(end, g + members_.size());
+            const size_t last = groupEnd(g);  // end is a group boundary
             size_t block = 0;
             for (size_t c = g; c < last; ++c) block = std::max(block, static_cast<size_t>(chunks_[c].length));
             packed_.resize(block * members_.size());
             float* mine = packed_.data() + static_cast<size_t>(rank_) * block;
-            const size_t own = g + static_cast<size_t>(rank_);  // ownerOf(g + r) == r
+            const size_t own = ownIn(g);
             if (own < last) std::memcpy(mine, flat + chunks_[own].begin, static_cast<size_t>(chunks_[own].length) * sizeof(float));
             comm_->allgather(mine, packed_.data(), block * sizeof(float));
             for (size_t c = g; c < last; ++c) {

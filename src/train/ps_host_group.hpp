@@ -8,10 +8,12 @@
 // Chunks go in groups of size() in key order, one per member (chunk g + r
 // is rank r's, the servers' ps::pusherRank), both ways: a group's sum is
 // one all-to-all (a reduce-scatter: each member gets its own chunk's sum),
-// and its share one all-gather. Every worker of the host must hand chunks over in the same
-// order (the capture's in-order mode does) and share them in key order.
+// and its share one all-gather. Every worker of the host must hand chunks
+// over in the same order (the capture's in-order mode does) and share them
+// in key order.
 #include <gloo/rendezvous/store.h>
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
@@ -57,6 +59,12 @@ class PsHostGroup {
   size_t shareEnd(size_t end) const;
 
  private:
+  // The group starting at chunk `first` (a multiple of size()): its end,
+  // and the chunk this member pushes in it (pusherRank(first + r) == r; at
+  // or past the end when the last group has none for it).
+  size_t groupEnd(size_t first) const { return std::min(chunks_.size(), first + members_.size()); }
+  size_t ownIn(size_t first) const { return first + static_cast<size_t>(rank_); }
+
   std::vector<int> members_;
   std::vector<Range> chunks_;
   int rank_ = 0;

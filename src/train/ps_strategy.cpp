@@ -389,7 +389,8 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
     servers.push_back({endpoint, cluster::taskName(cluster::Role::kPs, i)});
   }
   // Host-mates share this worker's link to a server, and so its window.
-  const size_t pushers = mine == groups.end() ? 1 : ps::hostPushersPerServer(s.layout, *mine, s.spec.index, !!s.host);
+  const size_t pushers =
+      mine == groups.end() ? 1 : ps::hostPushersPerServer(s.layout, *mine, s.spec.index, s.host != nullptr);
   s.push_window = s.config.distributed.priority == "on" ? ps::defaultPushWindow(s.layout, s.wire, pushers) : 0;
   ps::Liveness liveness;
   liveness.heartbeat_timeout =
