@@ -66,10 +66,7 @@ TEST(LaunchRestart, SyncJobSurvivesAKilledServerAndEndsWhereAnUninterruptedRunDo
 
   auto uninterrupted = testing::runTandem("launch --ps 2 --workers 2 -- " + restartArgs(clean, extra));
   ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.output;
-  const auto a = testing::checkpointParameters(run + "/checkpoint.ckpt");
-  const auto b = testing::checkpointParameters(clean + "/checkpoint.ckpt");
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "tensor " << i;
+  testing::expectSameParameters(run + "/checkpoint.ckpt", clean + "/checkpoint.ckpt");
 }
 
 TEST(LaunchRestart, AsyncJobCountsTheUpdatesARestartLost) {
@@ -157,6 +154,12 @@ TEST(LaunchRestart, WithoutRestartsLeftTheJobFailsAndBadInputIsNeverRestarted) {
   auto negative = testing::runTandem("launch --max-restarts -1 -- " + restartArgs(dir.str("neg"), "--max-steps 1"));
   EXPECT_EQ(negative.exit_code, 2) << negative.output;
   EXPECT_NE(negative.output.find("--max-restarts"), std::string::npos) << negative.output;
+
+  // Tasks restarting themselves would fight launch's own restarts.
+  auto in_place = testing::runTandem("launch --ps 1 -- " + restartArgs(dir.str("wait"), "--max-steps 1 --restart-wait 9"));
+  EXPECT_EQ(in_place.exit_code, 2) << in_place.output;
+  EXPECT_NE(in_place.output.find("--restart-wait: launch restarts the tasks itself"), std::string::npos)
+      << in_place.output;
 }
 
 }  // namespace

@@ -181,5 +181,75 @@ TEST_F(PsServer, AClockWaitExpiresNamingTheLateWorker) {
 
 // --- 4. malformed frames ----------------------------------------------------
 
+// --- 4. the chief's next start -----------------------------------------------
+
+// A chief that failed and started again re-initialises the servers that
+// survived: only an init naming the start that initialised this server is
+// taken, and the server then forgets that start's state entirely.
+TEST_F(PsServer, TheChiefsNextStartAfterAFailureStartsTheServerOverAndNoOtherInitDoes) {
+  ServerConfig c = makeConfig(Mode::kSync, 2, {{0, 4}});
+  c.optimizer.name = "sgd";
+  c.optimizer.momentum = 0.9;
+  c.generation = 0xA1;
+  start(c);
+  auto joined = [&](uint32_t index, uint64_t generation) {
+    Peer p(context_, server_->endpoint());
+    expectOk(hello(p, index, kFingerprint, generation));
+    return p;
+  };
+  {
+    Peer w0 = joined(0, 0xA1), w1 = joined(1, 0xA1);
+    expectOk(w0.await(push(w0, 0, 0, pattern(4, 0.1f, 0.2f))));
+    expectOk(w1.await(push(w1, 0, 0, pattern(4, -0.3f, 0.05f))));
+    EXPECT_EQ(w0.await(pull(w0, 0, 1)).header.clock, 1u);
+    // Half of step 1, and a pull held for it, when the job fails.
+    expectOk(w0.await(push(w0, 0, 1, pattern(4, 0.2f, 0.1f))));
+    const uint64_t held = pull(w0, 0, 2);
+    EXPECT_FALSE(w0.answered(held));
+  }
+  net::RequestClient chief(context_, server_->endpoint(), "ps 0");
+  auto initWith = [&](uint64_t generation, uint64_t replaces) {
+    ServerConfig next = c;
+    next.generation = generation;
+    next.replaces = replaces;
+    auto reply = chief.request({.type = MessageType::kPsInit}, net::copyPayload(toJson(next).dump()),
+                               Deadline::after(kReplyBudget));
+    if (!reply) throw std::runtime_error("no reply to ps-init");
+    return std::move(*reply);
+  };
+  // Another job's chief, and a start that replaces some other start.
+  expectError(initWith(0xB2, 0), "already initialised (by another start of the chief, 00000000000000a1)");
+  expectError(initWith(0xB2, 0xC3), "already initialised");
+  // A worker of the next start says hello before its chief's init: it is
+  // answered once that init has arrived, not refused as a second worker 1.
+  Peer early(context_, server_->endpoint());
+  const uint64_t early_hello = early.send({.type = MessageType::kPsHello}, encode(Hello{1, kFingerprint, 0xB2}));
+  EXPECT_FALSE(early.answered(early_hello));
+  // The next start: values as at the checkpoint, step 0 again.
+  expectOk(initWith(0xB2, 0xA1));
+  const auto values = initial(c.chunks[0]);
+  auto set = chief.request(header(MessageType::kPsSet, 0), net::copyPayload(values.data(), values.size() * 4),
+                           Deadline::after(kReplyBudget));
+  ASSERT_TRUE(set.has_value());
+  expectOk(*set);
+  // New workers of the same indexes are welcome (sync refuses a second
+  // connection of a known worker); the chunk is at step 0 with fresh slots.
+  expectOk(early.await(early_hello));
+  Peer n0 = joined(0, 0xB2), &n1 = early;
+  const auto g0 = pattern(4, 0.05f, -0.1f), g1 = pattern(4, 0.02f, 0.03f);
+  expectOk(n0.await(push(n0, 0, 0, g0)));
+  expectOk(n1.await(push(n1, 0, 0, g1)));
+  Frame v = n0.await(pull(n0, 0, 1));
+  ASSERT_EQ(v.header.type, MessageType::kPsValues) << v.text();
+  EXPECT_EQ(v.header.clock, 1u);
+  auto param = values;
+  std::vector<float> sum(4), momentum(4);
+  for (size_t i = 0; i < 4; ++i) sum[i] = g0[i] + g1[i];
+  sgdUpdate(param, sum, momentum, true, {c.lrAt(0), c.optimizer.momentum, c.optimizer.weight_decay, false});
+  expectBitEqual(floatsOf(v), param);
+  // The start it replaced cannot be replaced again.
+  expectError(initWith(0xD4, 0xA1), "already initialised (by another start of the chief, 00000000000000b2)");
+}
+
 }  // namespace
 }  // namespace tandem::ps::testing

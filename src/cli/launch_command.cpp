@@ -138,6 +138,9 @@ int runLaunch(LaunchOptions o) {
       throw InputError(fmt::format("{}: launch sets the cluster flags itself; remove it from the train arguments", flag));
     }
   }
+  if (!program && hasFlag(o.train_args, "--restart-wait")) {
+    throw InputError("--restart-wait: launch restarts the tasks itself; use launch --max-restarts N instead");
+  }
   auto hostList = [&o](int count) {
     std::vector<std::string> hosts;
     for (int i = 0; i < count; ++i) hosts.push_back(cluster::HostPort{o.host, launch::pickFreePort(o.host)}.str());

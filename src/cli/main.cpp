@@ -17,6 +17,7 @@
 
 #include "cli/arg_style.hpp"
 #include "cli/commands.hpp"
+#include "cli/restart_in_place.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "train/blas_check.hpp"
@@ -66,6 +67,7 @@ int main(int argc, char** argv) {
                                            tandem::cli::addBenchCommand(app), tandem::cli::addSecretCommand(app)};
   tandem::cli::collectUnknownArguments(app);
 
+  tandem::cli::rememberCommandLine(argc, argv);  // train --restart-wait starts it again
   // Flags in either spelling: --task_index is --task-index.
   const std::vector<std::string> args = tandem::cli::normalizeFlagSpelling(argc, argv);
   std::vector<const char*> arg_pointers;

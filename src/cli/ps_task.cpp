@@ -35,18 +35,28 @@ int runPsTask(const cluster::ClusterSpec& spec, const train::TrainConfig& config
                      std::array<std::string, 3>{"pushes queued", "apply", "pulls waiting"});
     options.timeline = &*timeline;
   }
-  ps::ParameterServer server(options);
-  TANDEM_LOG_INFO("{}: listening on {} for {} worker(s) ({})", spec.taskName(), address.str(), spec.num_workers,
-                  spec.source);
-  nlohmann::json summary = server.serve();
-  std::filesystem::create_directories(dir);
-  obs::writeFileAtomically(dir / "summary.json", summary.dump(2) + "\n");
-  const auto& lost = summary.at("lost_workers");
-  if (!lost.empty()) {
+  nlohmann::json summary;
+  while (true) {
+    ps::ParameterServer server(options);
+    TANDEM_LOG_INFO("{}: listening on {} for {} worker(s) ({})", spec.taskName(), address.str(), spec.num_workers,
+                    spec.source);
+    summary = server.serve();
+    std::filesystem::create_directories(dir);
+    obs::writeFileAtomically(dir / "summary.json", summary.dump(2) + "\n");
+    const auto& lost = summary.at("lost_workers");
+    if (lost.empty()) break;
     const bool async = summary.at("mode") == "async";
+    // Async training goes on without lost workers; it failed only if none is left.
+    const bool failed = !async || lost.size() == summary.at("workers").get<size_t>();
+    if (failed && config.distributed.restart_wait_s > 0) {
+      TANDEM_LOG_WARN("{}: lost worker(s) {}; waiting up to {:.0f}s (--restart-wait) for the job's next start",
+                      spec.taskName(), lost.dump(), config.distributed.restart_wait_s);
+      options.startup_timeout_s = config.distributed.restart_wait_s;
+      continue;
+    }
     TANDEM_LOG_WARN("{}: lost worker(s) {} during the run{}", spec.taskName(), lost.dump(),
                     async ? "; async training went on without them" : "");
-    return async ? 0 : 1;
+    return failed ? 1 : 0;
   }
   TANDEM_LOG_INFO("{}: all workers done; {} model updates, {:.2f} GB/s applied", spec.taskName(),
                   summary.at("model_updates").get<uint64_t>(), summary.at("apply_gb_per_s").get<double>());

@@ -16,6 +16,7 @@
 #include "train/config.hpp"
 #include "train/run_directory.hpp"
 #include "cli/ps_task.hpp"
+#include "cli/restart_in_place.hpp"
 #include "train/strategy_factory.hpp"
 #include "train/trainer.hpp"
 #include "core/stop_request.hpp"
@@ -273,6 +274,12 @@ Command addTrainCommand(CLI::App& app) {
                         "seconds without an answer from a parameter server's host before it is named dead "
                         "(a server process that exits is named at once)"))
       ->capture_default_str()->group(cluster_group);
+  field("/distributed/restart_wait_s",
+        cmd->add_option("--restart-wait", c.distributed.restart_wait_s,
+                        "when the job loses a task: 0, exit 1; N, start this task again in place and wait up to N "
+                        "seconds for the job's next start, every task continuing from the newest checkpoint (a "
+                        "server restarted by hand rejoins this way)"))
+      ->capture_default_str()->group(cluster_group);
   field("/distributed/verify_replicas_every",
         cmd->add_option("--verify-replicas-every", c.distributed.verify_replicas_every,
                   "compare parameter checksums across workers every N steps (0: never)"))
@@ -375,8 +382,19 @@ Command addTrainCommand(CLI::App& app) {
       train::validate(*config);
       return runPsTask(*spec, *config);
     }
-    train::Trainer trainer(*config, train::makeStrategy(spec, *config), &stopFlag());
-    auto summary = trainer.run();
+    nlohmann::json summary;
+    try {
+      train::Trainer trainer(*config, train::makeStrategy(spec, *config), &stopFlag());
+      summary = trainer.run();
+    } catch (const InputError&) {
+      throw;
+    } catch (const Interrupted&) {
+      throw;
+    } catch (const Error& e) {
+      // The trainer is gone, and with it this task's ports and connections.
+      if (mayRestartInPlace(spec ? &*spec : nullptr, *config)) restartInPlace(*spec, *config, e.what());
+      throw;
+    }
     // fputs, not fmt::print: a closed stdout (`| head`) is no failure of the run.
     if (summary.at("rank").get<int>() == 0) std::fputs((summary.dump(2) + "\n").c_str(), stdout);
     return summary.at("interrupted").get<bool>() ? 130 : 0;

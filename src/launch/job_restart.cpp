@@ -42,7 +42,9 @@ nlohmann::json RestartRecord::toJson() const {
 }
 
 std::string RestartRecord::describe() const {
-  std::string text = fmt::format("restart {} of {}: {}; ", restart, max_restarts, failure);
+  // max_restarts 0: a task that restarted itself (train --restart-wait).
+  std::string text = max_restarts > 0 ? fmt::format("restart {} of {}: {}; ", restart, max_restarts, failure)
+                                      : fmt::format("restart {}: {}; ", restart, failure);
   if (!replaced.empty()) return text + fmt::format("the job goes on and a new {} joins it", replaced);
   text += resume_step ? fmt::format("every task continues from the checkpoint at step {}", *resume_step)
                       : std::string("no checkpoint yet: the job starts again from step 0");

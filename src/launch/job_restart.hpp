@@ -24,7 +24,7 @@ std::vector<std::string> restartArguments(const std::vector<std::string>& args, 
 // OUT/restarts.jsonl.
 struct RestartRecord {
   int restart = 0;                     // 1 for the first
-  int max_restarts = 0;
+  int max_restarts = 0;                // 0: a task that restarted itself (train --restart-wait)
   std::string failure;                 // the failed task, described
   std::string replaced;                // an elastic job's task started again alone ("worker 2"); "" for the job
   std::optional<int64_t> resume_step;  // the newest checkpoint's step; nullopt: none, from the start

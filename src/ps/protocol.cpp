@@ -60,7 +60,9 @@ nlohmann::json toJson(const ServerConfig& c) {
           {"start_step", c.start_step},
           {"total_steps", c.total_steps},
           {"wire_dtype", wireDtypeName(c.wire)},
-          {"push_groups", c.push_groups}};
+          {"push_groups", c.push_groups},
+          {"generation", c.generation},
+          {"replaces", c.replaces}};
 }
 
 ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer) {
@@ -111,6 +113,8 @@ ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer
   if (j.is_object() && j.contains("wire_dtype")) {
     c.wire = parseWireDtype(field<std::string>(j, "wire_dtype", peer), fmt::format("{}: ps-init: wire_dtype", peer));
   }
+  if (j.is_object() && j.contains("generation")) c.generation = field<uint64_t>(j, "generation", peer);
+  if (j.is_object() && j.contains("replaces")) c.replaces = field<uint64_t>(j, "replaces", peer);
   if (j.is_object() && j.contains("push_groups")) {
     c.push_groups = field<std::vector<std::vector<int>>>(j, "push_groups", peer);
     if (!c.push_groups.empty()) {
@@ -150,6 +154,7 @@ std::vector<char> encode(const Hello& hello) {
   net::PayloadWriter w;
   w.putU32(hello.worker);
   w.putU64(hello.layout_fingerprint);
+  w.putU64(hello.generation);
   return w.take();
 }
 
@@ -198,6 +203,7 @@ Hello decodeHello(std::span<const std::byte> bytes, std::string_view peer) {
   Hello h;
   h.worker = r.u32("worker");
   h.layout_fingerprint = r.u64("layout fingerprint");
+  h.generation = r.u64("generation");
   r.expectEnd();
   return h;
 }

@@ -50,6 +50,11 @@ struct ServerConfig {
   // one of them only, group[k % group size]. Empty: every worker pushes
   // every chunk.
   std::vector<std::vector<int>> push_groups;
+  // Which start of the chief sent this (a random nonce per process), and the
+  // start it replaces after a failure (0: none). A server initialised by
+  // `replaces` starts over with this init; any other second init is refused.
+  uint64_t generation = 0;
+  uint64_t replaces = 0;
 
   double lrAt(uint64_t step) const;
 };
@@ -73,6 +78,9 @@ ServerConfig decodeServerInit(std::string_view text, uint64_t max_payload_bytes,
 struct Hello {
   uint32_t worker = 0;
   uint64_t layout_fingerprint = 0;
+  // The chief's start the worker joined: a server answers it once the
+  // init of that start has arrived (ServerConfig::generation).
+  uint64_t generation = 0;
 };
 std::vector<char> encode(const Hello& hello);
 Hello decodeHello(std::span<const std::byte> bytes, std::string_view peer);

@@ -53,12 +53,24 @@ int ParameterServer::Impl::workerOf(const std::string& routing, MessageType type
 }
 
 void ParameterServer::Impl::onInit(const std::string& routing, net::Frame& f) {
-  if (config) throw Refusal{fmt::format("{} was already initialised", name)};
   ServerConfig c;
   try {
     c = decodeServerInit(f.text(), options.max_payload_bytes, "chief");
   } catch (const InputError& e) {
     throw Refusal{e.what()};
+  }
+  if (config) {
+    // Only the chief's next start after a failure, naming the start that
+    // initialised this server, may begin again here (CURVE has proved it a
+    // job member); a second job's chief, or a repeat, may not.
+    if (c.replaces == 0 || c.replaces != config->generation) {
+      throw Refusal{fmt::format("{} was already initialised (by another start of the chief, {:016x})", name,
+                                config->generation)};
+    }
+    startOver();
+    TANDEM_LOG_WARN("{}: the chief started again after a failure ({:016x} replaces {:016x}); starting over from its "
+                    "step {}",
+                    name, c.generation, c.replaces, c.start_step);
   }
   chunks.clear();
   chunk_index.clear();
@@ -98,7 +110,12 @@ void ParameterServer::Impl::checkReady() {
     if (!c.initialized) return;
   }
   ready = true;
+  std::vector<WaitingHello> later;
   for (auto& waiting : waiting_hellos) {
+    if (waiting.hello.generation != config->generation) {
+      later.push_back(std::move(waiting));  // another start's: the chief's next init may be theirs
+      continue;
+    }
     try {
       registerWorker(waiting.routing, waiting.request_id, waiting.hello);
     } catch (const Refusal& r) {
@@ -107,7 +124,7 @@ void ParameterServer::Impl::checkReady() {
       replyError(waiting.routing, waiting.request_id, r.reason);
     }
   }
-  waiting_hellos.clear();
+  waiting_hellos = std::move(later);
 }
 
 void ParameterServer::Impl::onHello(const std::string& routing, net::Frame& f) {
@@ -117,9 +134,10 @@ void ParameterServer::Impl::onHello(const std::string& routing, net::Frame& f) {
   } catch (const InputError& e) {
     throw Refusal{e.what()};
   }
-  // Workers may arrive before the chief has initialised this server: they
-  // are answered once it has.
-  if (!ready) {
+  // Workers may arrive before the chief has initialised this server, or
+  // before the init of the start they joined (the chief's next start after
+  // a failure): they are answered once it has arrived.
+  if (!ready || h.generation != config->generation) {
     waiting_hellos.push_back({routing, f.header.request_id, h});
     return;
   }

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <thread>
+
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "ps/server_impl.hpp"
@@ -106,6 +109,24 @@ void ParameterServer::Impl::drainCompletions() {
     answerPulls(c);
     if (config->mode != Mode::kSync) startAsyncApply(d.chunk);
   }
+}
+
+void ParameterServer::Impl::startOver() {
+  stopping = true;  // no new async applies while the running ones finish
+  while (std::any_of(chunks.begin(), chunks.end(), [](const ChunkState& c) { return c.busy; })) {
+    pool->rethrowFailure();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    drainCompletions();
+  }
+  stopping = false;
+  retired_chunks.push_back(std::move(chunks));
+  chunks.clear();
+  chunk_index.clear();
+  config.reset();
+  ready = false;
+  clocks.reset();
+  worker_lr.clear();
+  stats = ServerStats{.started_over = stats.started_over + 1};
 }
 
 void ParameterServer::Impl::answerPulls(ChunkState& c) {

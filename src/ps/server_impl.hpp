@@ -52,6 +52,9 @@ struct ParameterServer::Impl {
   std::string name;
   // Chunk memory outlives the socket: zero-copy replies point into it.
   std::deque<ChunkState> chunks;  // a deque: chunks never move once made
+  // A previous start's chunks (startOver): replies in flight may still
+  // point into them, so they live as long as the socket.
+  std::vector<std::deque<ChunkState>> retired_chunks;
   std::unordered_map<uint64_t, size_t> chunk_index;
   zmq::context_t context{1};
   std::unique_ptr<net::ZapHandler> zap;  // admits the job's members; outlives the router
@@ -82,7 +85,7 @@ struct ParameterServer::Impl {
     uint64_t request_id = 0;
     Hello hello;
   };
-  std::vector<WaitingHello> waiting_hellos;  // until ready
+  std::vector<WaitingHello> waiting_hellos;  // until ready with the init of their start
   bool stopping = false;   // no new apply jobs
   int apply_threads = 1;
   std::optional<StepClocks> clocks;  // from init; only ps 0 gets reports
@@ -126,6 +129,10 @@ struct ParameterServer::Impl {
   void requireChunkPayload(const ChunkState& c, const net::Frame& f, WireDtype wire);
   int workerOf(const std::string& routing, MessageType type);
   void onInit(const std::string& routing, net::Frame& f);
+  // Forgets the job's previous start (a chief that failed and started
+  // again): waits for running applies, retires the chunks, drops the
+  // workers, clocks and held requests, whose senders are gone.
+  void startOver();
   void onSet(const std::string& routing, net::Frame& f);
   void checkReady();
   void onHello(const std::string& routing, net::Frame& f);

@@ -1,6 +1,7 @@
 #pragma once
 // A server's traffic and apply counters, and the summary they become.
-// Single-threaded: only the server's I/O thread touches them.
+// Single-threaded: only the server's I/O thread touches them. A server that
+// starts over (the chief's next start) counts again from there.
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -11,6 +12,7 @@ struct ServerStats {
   uint64_t pushes = 0, pulls = 0, bytes_in = 0, bytes_out = 0, bad_frames = 0;
   uint64_t chunk_updates = 0;  // one chunk's optimizer step each
   uint64_t rejoins = 0;        // replacement workers taken in (async and SSP)
+  uint64_t started_over = 0;   // times the chief's next start re-initialised this server
   double apply_seconds = 0;
   uint64_t applied_bytes = 0;
   double reported_apply_seconds = 0;  // apply_seconds at the last progress line
@@ -26,6 +28,7 @@ struct ServerStats {
             {"bytes_out", bytes_out},
             {"bad_frames", bad_frames},
             {"rejoined_workers", rejoins},
+            {"started_over", started_over},
             {"apply_seconds", apply_seconds},
             {"apply_gb_per_s", apply_seconds > 0 ? static_cast<double>(applied_bytes) / apply_seconds / 1e9 : 0.0}};
   }

@@ -79,7 +79,7 @@ void Worker::initServers(const std::vector<ServerConfig>& configs, const ChunkVa
 }
 
 HelloAnswer Worker::hello(Deadline deadline) {
-  const auto hello = encode(Hello{options_.index, options_.layout.fingerprint()});
+  const auto hello = encode(Hello{options_.index, options_.layout.fingerprint(), options_.generation});
   std::vector<Ticket> tickets;
   for (int i = 0; i < servers(); ++i) {
     tickets.push_back(client_->send(i, {.type = MessageType::kPsHello}, net::copyPayload(hello)));

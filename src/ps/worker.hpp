@@ -37,6 +37,7 @@ struct WorkerOptions {
   // out at once, in the order backward completes them.
   size_t push_window_bytes = 0;
   Liveness liveness;  // how a dead server is told from a slow one
+  uint64_t generation = 0;  // the chief's start this worker joined (cluster/job_start.hpp)
 };
 
 // The window priority scheduling uses by default: two of the largest chunks

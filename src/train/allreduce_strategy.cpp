@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "cluster/coordinator.hpp"
+#include "cluster/job_start.hpp"
 #include "cluster/host_groups.hpp"
 #include "cluster/local_address.hpp"
 #include "cluster/membership.hpp"
@@ -116,7 +117,7 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
                                                    : s.spec.worker_hosts[s.spec.index].host;
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(s.config.peer_timeout_s * 1000));
   s.host_groups = cluster::hostGroupsFor(s.spec, s.config.hierarchical, *s.join.store, options.local_host,
-                                        Deadline::afterSeconds(s.config.rendezvous_timeout_s));
+                                        Deadline::afterSeconds(cluster::startupSeconds(s.config.rendezvous_timeout_s)));
   s.gloo_store = std::make_unique<gloo::rendezvous::PrefixStore>("gloo", *s.join.store);
   s.comm = collective::connectByHost(*s.gloo_store, options, s.host_groups);
   s.reducer = std::make_unique<collective::BucketReducer>(*s.comm, s.wire, s.config.error_feedback);

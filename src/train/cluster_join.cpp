@@ -1,19 +1,72 @@
 #include "train/cluster_join.hpp"
 
+#include <fmt/format.h>
+
+#include <charconv>
+#include <thread>
+
+#include "cluster/job_start.hpp"
 #include "cluster/membership.hpp"
+#include "core/error.hpp"
+#include "core/logging.hpp"
+#include "core/patient_wait.hpp"
 
 namespace tandem::train {
+namespace {
+
+std::string text(const std::vector<char>& bytes) { return {bytes.begin(), bytes.end()}; }
+
+// A restarted task: waits until the coordinator serves a start other than
+// the one that failed, so that it never joins a store about to vanish.
+void awaitNextStart(const cluster::ClusterSpec& spec, uint64_t replaced, std::chrono::milliseconds timeout) {
+  const Deadline deadline = Deadline::after(timeout);
+  const std::string failed = cluster::generationText(replaced);
+  std::string last = "no answer";
+  while (!deadline.expired()) {
+    try {
+      cluster::CoordinatorClient probe(spec.coordinator, std::chrono::seconds(1));
+      const auto value = probe.tryGet(cluster::kGenerationKey);
+      if (value && text(*value) != failed) return;
+      last = value ? "it still serves the start that failed" : "it has not started the job yet";
+    } catch (const PeerError& e) {
+      last = e.what();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  throw PeerError(fmt::format("{}: the job did not start again (the chief, worker 0, at {}) within {}: {}",
+                              spec.taskName(), spec.coordinator.str(), formatDuration(timeout), last));
+}
+
+}  // namespace
 
 ClusterJoin joinAsWorker(const cluster::ClusterSpec& spec, const DistributedConfig& config,
                          const nlohmann::json& fingerprint) {
-  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config.rendezvous_timeout_s * 1000));
+  const auto timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(cluster::startupSeconds(config.rendezvous_timeout_s) * 1000));
+  const Deadline deadline = Deadline::after(timeout);
+  auto& start = cluster::jobStart();
   ClusterJoin join;
   if (spec.isChief()) {
     join.server = std::make_unique<cluster::CoordinatorServer>(config.bind.empty() ? spec.coordinator.host : config.bind,
                                                                spec.coordinator.port);
+    start.generation = cluster::newGeneration();
+  } else if (start.replaces != 0) {
+    awaitNextStart(spec, start.replaces, timeout);
   }
   join.store = std::make_unique<cluster::CoordinatorClient>(spec.coordinator, timeout);
-  cluster::joinCluster(*join.store, spec, fingerprint, Deadline::after(timeout));
+  if (spec.isChief()) {
+    const std::string g = cluster::generationText(start.generation);
+    join.store->set(cluster::kGenerationKey, std::vector<char>(g.begin(), g.end()), deadline);
+  }
+  cluster::joinCluster(*join.store, spec, fingerprint, deadline);
+  if (!spec.isChief()) {
+    const std::string g = text(join.store->get(cluster::kGenerationKey));
+    std::from_chars(g.data(), g.data() + g.size(), start.generation, 16);
+  }
+  if (start.replaces != 0) {
+    TANDEM_LOG_INFO("{}: rejoined the job's next start ({} replaces {})", spec.taskName(),
+                    cluster::generationText(start.generation), cluster::generationText(start.replaces));
+  }
   return join;
 }
 

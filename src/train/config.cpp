@@ -25,6 +25,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OptimizerConfig, name, lr, momen
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LrScheduleConfig, kind, unit, boundaries, values, min_lr,
                                                 warmup_steps, scaling)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DistributedConfig, bucket_mb, peer_timeout_s, rendezvous_timeout_s, heartbeat_timeout_s,
+                                                restart_wait_s,
                                                 verify_replicas_every, ps_mode, staleness, ps_chunk_mb, ps_threads,
                                                 wire_dtype, error_feedback, hierarchical, priority, bind)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, model, loss, model_options, dataset, batch_size, accumulate, epochs,
@@ -87,6 +88,7 @@ void validate(const TrainConfig& c, SuppliedParts supplied) {
   if (!(c.distributed.bucket_mb >= 0)) throw InputError("--bucket-mb: must be >= 0 (0: sized from the model)");
   if (!(c.distributed.peer_timeout_s > 0)) throw InputError("--peer-timeout: must be > 0 seconds");
   if (!(c.distributed.rendezvous_timeout_s > 0)) throw InputError("--rendezvous-timeout: must be > 0 seconds");
+  if (!(c.distributed.restart_wait_s >= 0)) throw InputError("--restart-wait: must be >= 0 seconds");
   if (!(c.distributed.heartbeat_timeout_s >= 0.1 && c.distributed.heartbeat_timeout_s <= 3600)) {
     throw InputError("--heartbeat-timeout: must be 0.1-3600 seconds");
   }

@@ -41,6 +41,10 @@ struct DistributedConfig {
   double peer_timeout_s = 120;           // a collective or a step waits this long for a peer
   double rendezvous_timeout_s = 60;      // joining the cluster waits this long
   double heartbeat_timeout_s = 5;        // a PS link silent this long is lost (a dead server is named then)
+  // After the job loses a task: 0, this task exits 1; > 0, it starts itself
+  // again in place and waits this long for the job's next start (every
+  // task continuing from the newest checkpoint).
+  double restart_wait_s = 0;
   int64_t verify_replicas_every = 0;     // compare parameter checksums every N steps (0: never)
   // Parameter-server mode (used when the cluster has PS tasks).
   std::string ps_mode = "sync";          // sync | async

@@ -9,6 +9,7 @@
 #include <optional>
 #include <utility>
 
+#include "cluster/job_start.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
@@ -28,9 +29,7 @@ namespace {
 // Where a chunk's floats live in one parameter.
 struct Piece {
   size_t param = 0;
-  int64_t param_offset = 0;
-  int64_t chunk_offset = 0;
-  int64_t count = 0;
+  int64_t param_offset = 0, chunk_offset = 0, count = 0;
 };
 
 ps::Mode psMode(const DistributedConfig& c) {
@@ -39,7 +38,6 @@ ps::Mode psMode(const DistributedConfig& c) {
   if (mode == "ssp") return ps::Mode::kBounded;
   return ps::Mode::kAsync;
 }
-
 
 }  // namespace
 
@@ -133,6 +131,7 @@ struct PsStrategy::Impl {
                                          : std::numeric_limits<uint32_t>::max();
     c.wire = wire;
     c.push_groups = push_groups;
+    c.generation = cluster::jobStart().generation, c.replaces = cluster::jobStart().replaces;
     return c;
   }
 
@@ -272,8 +271,10 @@ PsStrategy::PsStrategy(cluster::ClusterSpec spec, TrainConfig config, bool joine
 PsStrategy::~PsStrategy() {
   Impl& s = *impl_;
   s.capture.reset();  // its hooks go with it
-  if (s.worker && !s.worker->done()) {
-    // Failing out: tell the servers so they stop waiting for us, briefly.
+  // Failing out: tell the servers so they stop waiting for us, briefly;
+  // unless this task starts again in place (--restart-wait) and rejoins.
+  const bool rejoins = s.config.distributed.restart_wait_s > 0 && cluster::jobStart().training;
+  if (s.worker && !s.worker->done() && !rejoins) {
     try {
       s.worker->sayDone(Deadline::afterSeconds(1.0));
     } catch (const std::exception&) {
@@ -398,11 +399,11 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
   liveness.heartbeat_interval = std::min(liveness.heartbeat_interval, liveness.heartbeat_timeout / 4);
   s.worker = std::make_unique<ps::Worker>(ps::WorkerOptions{servers, s.layout, s.mode,
                                                             static_cast<uint32_t>(s.spec.index), s.wire, s.push_window,
-                                                            liveness});
+                                                            liveness, cluster::jobStart().generation});
   s.mapChunksThrough();
   s.wire_grads.resize(s.layout.chunks.size());
   s.residuals.resize(s.layout.chunks.size());
-  const Deadline startup = Deadline::afterSeconds(s.config.distributed.rendezvous_timeout_s);
+  const Deadline startup = Deadline::afterSeconds(cluster::startupSeconds(s.config.distributed.rendezvous_timeout_s));
   if (s.spec.isChief()) {
     std::vector<ps::ServerConfig> configs;
     for (int i = 0; i < s.spec.numServers(); ++i) configs.push_back(s.serverConfig(i, plan));

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <thread>
 
+#include "cluster/job_start.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
@@ -253,6 +254,7 @@ nlohmann::json Trainer::run() {
   strategy_->initialize(*model, runFingerprint(c, *model, splits.train->size(), start_step, world),
                         {steps_per_epoch, total_steps, start_step, optimizer.get()});
   strategy_->allowGatedParameters();  // every read below awaits them first
+  cluster::jobStart().training = true;  // startup is over: a failure from here on may restart in place
   // A built-in model's stages each wait for their own parameters.
   model->setParameterGate([this](size_t count) { strategy_->awaitParameters(count); });
   struct GateReset {
@@ -420,6 +422,7 @@ nlohmann::json Trainer::run() {
     breakdown.endStep();
     const int64_t before = done;
     done = agreed.global_step >= 0 ? agreed.global_step : done + 1;
+    cluster::jobStart().finished_steps = done;  // how far a failed start got (train --restart-wait)
     if (++local_steps == kWarmupSteps) faults_after_warmup = minorFaults();
     budget_spent = shared_steps && agreed.finished;
     if (timeline) timeline->span(fmt::format("step {}", done), obs::Lane::kLoop, step_start_us, obs::Timeline::nowUs());

@@ -214,8 +214,8 @@ inline uint64_t pull(Peer& p, uint64_t key, uint32_t clock) { return p.send(head
 inline uint64_t reportClock(Peer& p, uint32_t step, const StepReport& report) {
   return p.send({.type = MessageType::kPsClock, .clock = step}, encode(report));
 }
-inline Frame hello(Peer& p, uint32_t worker, uint64_t fingerprint = kFingerprint) {
-  return p.request({.type = MessageType::kPsHello}, encode(Hello{worker, fingerprint}));
+inline Frame hello(Peer& p, uint32_t worker, uint64_t fingerprint = kFingerprint, uint64_t generation = 0) {
+  return p.request({.type = MessageType::kPsHello}, encode(Hello{worker, fingerprint, generation}));
 }
 
 // Deterministic, non-round values so that the order of float operations shows.

@@ -1,0 +1,53 @@
+#pragma once
+// Which start of a job this process belongs to, for tasks that restart
+// themselves in place after the job failed (train --restart-wait). A
+// restarted task re-executes its own command line with TANDEM_RESTART set;
+// the chief's random generation tells the job's next start apart from the
+// one that failed, in the coordinator store and at the servers, so that no
+// task rejoins the start it is replacing. Torch-free.
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace tandem::cluster {
+
+struct JobStart {
+  uint64_t generation = 0;  // the chief's start this process joined; 0 until it joined
+  uint64_t replaces = 0;    // the start that failed before this process began (0: a first start)
+  int restarts = 0;         // restarts in place of this task before this process
+  // A restarted task waits for the job's next start until then.
+  std::optional<std::chrono::system_clock::time_point> wait_until;
+  int64_t failed_at_step = -1;  // the steps the failed start had finished (-1: unknown)
+  // Set by the trainer: startup is over, and how far training got.
+  std::atomic<bool> training{false};
+  std::atomic<int64_t> finished_steps{-1};
+};
+
+// This process's, read from TANDEM_RESTART at first use. Throws InputError
+// naming the variable when it is malformed.
+JobStart& jobStart();
+
+// Reads a TANDEM_RESTART value ("replaces=HEX;until_ms=N;restarts=N;step=N",
+// as restartEnvironment writes it) into `start`. Throws InputError naming
+// the variable and the item at fault.
+void parseRestartEnvironment(std::string_view text, JobStart& start);
+
+// A fresh non-zero generation for a chief's start.
+uint64_t newGeneration();
+
+// The TANDEM_RESTART value for this task's next process: it replaces this
+// start and waits up to `wait_s` for the job's next one.
+std::string restartEnvironment(const JobStart& start, double wait_s);
+
+// What a startup wait (--rendezvous-timeout) becomes in a restarted task:
+// what is left of its wait for the job's next start (at least 1 s).
+double startupSeconds(double configured);
+
+// The coordinator store key that holds the chief's generation, in hex.
+inline constexpr const char* kGenerationKey = "tandem/generation";
+std::string generationText(uint64_t generation);
+
+}  // namespace tandem::cluster

@@ -1,0 +1,124 @@
+// `train --restart-wait` without a launcher: tasks started by hand, a server
+// killed and started again by hand. The workers start themselves again in
+// place, the surviving server starts over, and every task continues from
+// the newest checkpoint.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+
+#include "support/process.hpp"
+#include "support/run_artifacts.hpp"
+
+namespace tandem {
+namespace {
+namespace fs = std::filesystem;
+using testing::readFile;
+using testing::TempDir;
+
+struct HandJob {
+  std::string args;  // every task's, without --job-name and --task-index
+  std::vector<pid_t> ps, workers;
+};
+
+pid_t startTask(const TempDir& dir, const HandJob& job, const char* role, int index) {
+  return testing::spawnTandem(fmt::format("train {} --job-name {} --task-index {}", job.args, role, index),
+                              dir.str(fmt::format("{}{}.log", role, index)));
+}
+
+// 2 servers and 2 workers on 127.0.0.1, each started by hand.
+HandJob startHandJob(const TempDir& dir, const std::string& out, const std::string& extra) {
+  HandJob job;
+  std::vector<int> ports;
+  for (int i = 0; i < 4; ++i) ports.push_back(testing::freePort());
+  job.args = testing::syntheticTrainArgs("mlp", 16, out, extra) +
+             fmt::format(" --worker-hosts 127.0.0.1:{},127.0.0.1:{} --ps-hosts 127.0.0.1:{},127.0.0.1:{}", ports[0],
+                         ports[1], ports[2], ports[3]);
+  for (int i = 0; i < 2; ++i) job.ps.push_back(startTask(dir, job, "ps", i));
+  for (int i = 0; i < 2; ++i) job.workers.push_back(startTask(dir, job, "worker", i));
+  return job;
+}
+
+std::string logs(const TempDir& dir) {
+  std::string all;
+  for (const char* task : {"ps0", "ps1", "ps1-again", "worker0", "worker1"}) {
+    const fs::path log = dir.path() / (std::string(task) + ".log");
+    if (fs::exists(log)) all += fmt::format("--- {}\n{}", task, readFile(log));
+  }
+  return all;
+}
+
+TEST(RestartInPlace, SyncJobComesBackFromAServerRestartedByHandAndEndsWhereAnUninterruptedRunDoes) {
+  TempDir dir;
+  const std::string run = dir.str("run"), clean = dir.str("clean");
+  const std::string extra = "--max-steps 90 --checkpoint-every 20 --seed 3 --debug-step-delay-ms 25 --ps-chunk-mb 0.02";
+  HandJob job = startHandJob(dir, run, extra + " --restart-wait 60 --peer-timeout 30");
+  ASSERT_TRUE(testing::waitForOutput(job.workers[0], fs::path(run) / "checkpoints" / "latest", std::chrono::seconds(120)))
+      << logs(dir);
+  ::kill(job.ps[1], SIGKILL);
+  EXPECT_EQ(testing::waitForExit(job.ps[1], std::chrono::seconds(10)), 128 + SIGKILL);
+  // By hand: the same command again (a server takes --resume and ignores it:
+  // the chief restores every shard).
+  job.ps[1] = testing::spawnTandem(
+      fmt::format("train {} --job-name ps --task-index 1 --resume {}/checkpoints/latest", job.args, run),
+      dir.str("ps1-again.log"));
+  for (pid_t pid : {job.ps[0], job.ps[1], job.workers[0], job.workers[1]}) {
+    EXPECT_EQ(testing::waitForExit(pid, std::chrono::seconds(180)), 0) << logs(dir);
+  }
+  const std::string chief_log = readFile(dir.path() / "worker0.log");
+  EXPECT_NE(chief_log.find("worker 0: restarting in place (restart 1: "), std::string::npos) << chief_log;
+  EXPECT_NE(chief_log.find("ps 1"), std::string::npos) << chief_log;
+  EXPECT_NE(readFile(dir.path() / "worker1.log").find("rejoined the job's next start"), std::string::npos) << logs(dir);
+
+  std::ifstream records(fs::path(run) / "restarts.jsonl");
+  std::string line;
+  ASSERT_TRUE(std::getline(records, line)) << logs(dir);
+  const auto record = nlohmann::json::parse(line);
+  EXPECT_FALSE(std::getline(records, line)) << "a second restart: " << line;
+  const int resumed = record["resume_step"].get<int>();
+  EXPECT_TRUE(resumed == 20 || resumed == 40 || resumed == 60) << record;
+  EXPECT_GE(record["lost_updates"].get<int>(), 0) << record;
+  // The surviving server started over at the checkpoint; the restarted one
+  // began there. Each made exactly the updates after it.
+  const auto survivor = nlohmann::json::parse(readFile(fs::path(run) / "ps" / "ps-0" / "summary.json"));
+  const auto restarted = nlohmann::json::parse(readFile(fs::path(run) / "ps" / "ps-1" / "summary.json"));
+  EXPECT_EQ(survivor["started_over"], 1) << survivor;
+  EXPECT_EQ(survivor["global_step"], 90) << survivor;
+  EXPECT_EQ(survivor["model_updates"].get<int>(), 90 - resumed) << survivor;
+  EXPECT_EQ(restarted["started_over"], 0) << restarted;
+  EXPECT_EQ(restarted["model_updates"].get<int>(), 90 - resumed) << restarted;
+
+  auto uninterrupted =
+      testing::runTandem("launch --ps 2 --workers 2 -- " + testing::syntheticTrainArgs("mlp", 16, clean, extra));
+  ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.output;
+  testing::expectSameParameters(run + "/checkpoint.ckpt", clean + "/checkpoint.ckpt");
+}
+
+// A server that never comes back: every task gives up within its wait,
+// naming it, and nothing restarts twice.
+TEST(RestartInPlace, AServerThatNeverComesBackEndsTheJobWithinTheWait) {
+  TempDir dir;
+  const std::string run = dir.str("run");
+  HandJob job = startHandJob(
+      dir, run, "--max-steps 100000 --checkpoint-every 10 --debug-step-delay-ms 10 --restart-wait 4 --peer-timeout 3");
+  ASSERT_TRUE(testing::waitForOutput(job.workers[0], fs::path(run) / "checkpoints" / "latest", std::chrono::seconds(120)))
+      << logs(dir);
+  ::kill(job.ps[1], SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  for (pid_t pid : {job.workers[0], job.workers[1], job.ps[0]}) {
+    EXPECT_EQ(testing::waitForExit(pid, std::chrono::seconds(60)), 1) << logs(dir);
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  EXPECT_LT(seconds, 30) << logs(dir);
+  testing::waitForExit(job.ps[1], std::chrono::seconds(5));
+  const std::string chief_log = readFile(dir.path() / "worker0.log");
+  EXPECT_NE(chief_log.find("restarting in place (restart 1: "), std::string::npos) << chief_log;
+  EXPECT_EQ(chief_log.find("restart 2"), std::string::npos) << chief_log;
+  EXPECT_NE(chief_log.find("ps 1"), std::string::npos) << chief_log;
+}
+
+}  // namespace
+}  // namespace tandem
