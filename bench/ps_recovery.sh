@@ -5,7 +5,11 @@
 #      uninterrupted run, the steps redone from the checkpoint, the seconds
 #      from the kill to the job training again (bit-identity of the result
 #      is a test: LaunchRestart in tests/cli_restart_test.cpp);
-#   2. consistent async checkpoints: the job's rate with a snapshot every
+#   2. the same kill without a launcher: every task started by hand with
+#      --restart-wait, the server started again by hand at once; the same
+#      figures (bit-identity: RestartInPlace in
+#      tests/cli_restart_in_place_test.cpp);
+#   3. consistent async checkpoints: the job's rate with a snapshot every
 #      K steps against none (every other worker pauses while the chief
 #      fetches the state).
 # Usage: bench/ps_recovery.sh [build dir] [steps]
@@ -50,7 +54,45 @@ print(f"   resumed from step {record['resume_step']}; last step reported {record
 print(f"   kill -> the restarted chief training again: {back - killed_at:.2f} s")
 PY
 
-echo "== 2. async snapshots, 1 PS + 3 workers, $((STEPS * 3)) job steps"
+echo "== 2. killed PS, sync, by hand: every task with --restart-wait 60, the server started again at once"
+ports=($(python3 -c "
+import socket
+socks = [socket.socket() for _ in range(3)]
+for s in socks: s.bind(('127.0.0.1', 0))
+print(' '.join(str(s.getsockname()[1]) for s in socks))"))
+HAND="$MLP --max-steps $STEPS --checkpoint-every $((STEPS / 4)) --out $OUT/hand --restart-wait 60 --progress plain
+      --worker-hosts 127.0.0.1:${ports[0]},127.0.0.1:${ports[1]} --ps-hosts 127.0.0.1:${ports[2]}"
+start=$(date +%s.%N)
+"$TANDEM" train $HAND --job-name ps --task-index 0 >"$OUT/hand-ps.log" 2>&1 &
+ps_pid=$!
+pids=()
+for i in 0 1; do
+  "$TANDEM" train $HAND --job-name worker --task-index $i >"$OUT/hand-worker$i.log" 2>&1 &
+  pids+=($!)
+done
+while ! grep -qs "step-$((STEPS / 2))" "$OUT/hand/checkpoints/latest"; do sleep 0.05; done
+sleep 0.5
+killed_at=$(date +%s.%N)
+kill -KILL "$ps_pid"
+wait "$ps_pid" || true
+"$TANDEM" train $HAND --job-name ps --task-index 0 >"$OUT/hand-ps-again.log" 2>&1 &
+pids+=($!)
+for pid in "${pids[@]}"; do wait "$pid"; done
+hand_s=$(python3 -c "import time; print(time.time() - $start)")
+python3 - "$OUT" "$clean_s" "$hand_s" "$killed_at" <<'PY'
+import json, re, sys, datetime
+out, clean_s, hand_s, killed_at = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+record = json.loads(open(f"{out}/hand/restarts.jsonl").readline())
+stamps = re.findall(r"\[(\d\d:\d\d:\d\d\.\d+)\] \[info\] training ", open(f"{out}/hand-worker0.log").read())
+day = datetime.datetime.fromtimestamp(killed_at).date()
+back = datetime.datetime.combine(day, datetime.time.fromisoformat(stamps[-1])).timestamp()
+print(f"   uninterrupted: {clean_s:.1f} s; killed and started again by hand: {hand_s:.1f} s ({hand_s / clean_s:.2f}x)")
+print(f"   resumed from step {record['resume_step']}; last step reported {record['last_reported_step']}; "
+      f"steps redone {record['lost_updates']}")
+print(f"   kill -> the restarted chief training again: {back - killed_at:.2f} s")
+PY
+
+echo "== 3. async snapshots, 1 PS + 3 workers, $((STEPS * 3)) job steps"
 for every in 0 $((STEPS / 4)); do
   for i in 1 2; do
     "$TANDEM" launch --ps 1 --workers 3 -- $MLP --ps-mode async --max-steps $((STEPS * 3)) \

@@ -3,6 +3,7 @@
 // place, the surviving server starts over, and every task continues from
 // the newest checkpoint.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -29,22 +30,22 @@ pid_t startTask(const TempDir& dir, const HandJob& job, const char* role, int in
                               dir.str(fmt::format("{}{}.log", role, index)));
 }
 
-// 2 servers and 2 workers on 127.0.0.1, each started by hand.
-HandJob startHandJob(const TempDir& dir, const std::string& out, const std::string& extra) {
+// `servers` servers and 2 workers on 127.0.0.1, each started by hand.
+HandJob startHandJob(const TempDir& dir, const std::string& out, const std::string& extra, int servers = 2) {
   HandJob job;
-  std::vector<int> ports;
-  for (int i = 0; i < 4; ++i) ports.push_back(testing::freePort());
+  std::vector<std::string> workers, ps;
+  for (int i = 0; i < 2; ++i) workers.push_back(fmt::format("127.0.0.1:{}", testing::freePort()));
+  for (int i = 0; i < servers; ++i) ps.push_back(fmt::format("127.0.0.1:{}", testing::freePort()));
   job.args = testing::syntheticTrainArgs("mlp", 16, out, extra) +
-             fmt::format(" --worker-hosts 127.0.0.1:{},127.0.0.1:{} --ps-hosts 127.0.0.1:{},127.0.0.1:{}", ports[0],
-                         ports[1], ports[2], ports[3]);
-  for (int i = 0; i < 2; ++i) job.ps.push_back(startTask(dir, job, "ps", i));
+             fmt::format(" --worker-hosts {} --ps-hosts {}", fmt::join(workers, ","), fmt::join(ps, ","));
+  for (int i = 0; i < servers; ++i) job.ps.push_back(startTask(dir, job, "ps", i));
   for (int i = 0; i < 2; ++i) job.workers.push_back(startTask(dir, job, "worker", i));
   return job;
 }
 
 std::string logs(const TempDir& dir) {
   std::string all;
-  for (const char* task : {"ps0", "ps1", "ps1-again", "worker0", "worker1"}) {
+  for (const char* task : {"ps0", "ps1", "ps1-again", "worker0", "worker1", "worker1-again"}) {
     const fs::path log = dir.path() / (std::string(task) + ".log");
     if (fs::exists(log)) all += fmt::format("--- {}\n{}", task, readFile(log));
   }
@@ -93,6 +94,34 @@ TEST(RestartInPlace, SyncJobComesBackFromAServerRestartedByHandAndEndsWhereAnUni
 
   auto uninterrupted =
       testing::runTandem("launch --ps 2 --workers 2 -- " + testing::syntheticTrainArgs("mlp", 16, clean, extra));
+  ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.output;
+  testing::expectSameParameters(run + "/checkpoint.ckpt", clean + "/checkpoint.ckpt");
+}
+
+// A dead worker started again by hand: the running start still counts it,
+// so it waits for the next one, which the others begin once the server has
+// given up on the dead worker (--peer-timeout).
+TEST(RestartInPlace, SyncJobTakesBackAWorkerStartedAgainByHand) {
+  TempDir dir;
+  const std::string run = dir.str("run"), clean = dir.str("clean");
+  const std::string extra = "--max-steps 90 --checkpoint-every 20 --seed 5 --debug-step-delay-ms 25";
+  HandJob job = startHandJob(dir, run, extra + " --restart-wait 60 --peer-timeout 3", 1);
+  ASSERT_TRUE(testing::waitForOutput(job.workers[0], fs::path(run) / "checkpoints" / "latest", std::chrono::seconds(120)))
+      << logs(dir);
+  ::kill(job.workers[1], SIGKILL);
+  EXPECT_EQ(testing::waitForExit(job.workers[1], std::chrono::seconds(10)), 128 + SIGKILL);
+  job.workers[1] = testing::spawnTandem(fmt::format("train {} --job-name worker --task-index 1", job.args),
+                                        dir.str("worker1-again.log"));
+  for (pid_t pid : {job.ps[0], job.workers[0], job.workers[1]}) {
+    EXPECT_EQ(testing::waitForExit(pid, std::chrono::seconds(180)), 0) << logs(dir);
+  }
+  EXPECT_NE(readFile(dir.path() / "worker1-again.log").find("waiting up to 60s (--restart-wait) for the job's next start"),
+            std::string::npos)
+      << logs(dir);
+  EXPECT_NE(readFile(dir.path() / "worker0.log").find("restarting in place (restart 1: "), std::string::npos)
+      << logs(dir);
+  auto uninterrupted =
+      testing::runTandem("launch --ps 1 --workers 2 -- " + testing::syntheticTrainArgs("mlp", 16, clean, extra));
   ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.output;
   testing::expectSameParameters(run + "/checkpoint.ckpt", clean + "/checkpoint.ckpt");
 }

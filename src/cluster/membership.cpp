@@ -31,10 +31,6 @@ struct Task {
 
 std::string roleKey(Role role) { return role == Role::kWorker ? "worker" : "ps"; }
 
-std::string joinKey(const std::string& generation, Role role, int index) {
-  return fmt::format("{}/join/{}/{}", generation, roleKey(role), index);
-}
-
 std::string joinNames(const std::vector<const Task*>& tasks) {
   std::string out;
   for (const Task* t : tasks) {
@@ -91,6 +87,10 @@ nlohmann::json parseFingerprint(const std::vector<char>& bytes, const std::strin
 }
 
 }  // namespace
+
+std::string joinKey(const std::string& generation, Role role, int index) {
+  return fmt::format("{}/join/{}/{}", generation, roleKey(role), index);
+}
 
 std::string describeFingerprintDifference(const nlohmann::json& ours, const nlohmann::json& theirs) {
   // "about" names things (a model file's path) that may differ between

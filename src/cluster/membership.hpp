@@ -26,6 +26,9 @@ namespace tandem::cluster {
 void joinCluster(CoordinatorClient& store, const ClusterSpec& spec, const nlohmann::json& fingerprint,
                  Deadline deadline, bool include_ps = false, const std::string& generation = "train");
 
+// The store key under which a task announces itself.
+std::string joinKey(const std::string& generation, Role role, int index);
+
 // Polls `store` until every one of `keys` is there, the deadline passes or
 // a stop is requested (core/stop_request), with a growing pause. Returns
 // the keys still missing: empty when all arrived. Each check gets its

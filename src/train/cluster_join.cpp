@@ -37,14 +37,30 @@ void awaitNextStart(const cluster::ClusterSpec& spec, uint64_t replaced, std::ch
                               spec.taskName(), spec.coordinator.str(), formatDuration(timeout), last));
 }
 
+// A task started again by hand (--restart-wait) into a start that still
+// counts it as joined: unless the job is elastic (async or SSP PS), that
+// start is failing. Returns the start to wait past, 0 when there is none.
+uint64_t startBeingReplaced(cluster::CoordinatorClient& store, const cluster::ClusterSpec& spec,
+                            const DistributedConfig& config) {
+  const bool elastic = spec.numServers() > 0 && effectivePsMode(config) != "sync";
+  if (spec.isChief() || config.restart_wait_s <= 0 || elastic) return 0;
+  const auto current = store.tryGet(cluster::kGenerationKey);
+  if (!current || !store.tryGet(cluster::joinKey("train", spec.role, spec.index))) return 0;
+  uint64_t generation = 0;
+  std::from_chars(current->data(), current->data() + current->size(), generation, 16);
+  TANDEM_LOG_WARN("{}: the job's running start already has a {}, so this one was started again after a failure; "
+                  "waiting up to {:.0f}s (--restart-wait) for the job's next start",
+                  spec.taskName(), spec.taskName(), config.restart_wait_s);
+  return generation;
+}
+
 }  // namespace
 
 ClusterJoin joinAsWorker(const cluster::ClusterSpec& spec, const DistributedConfig& config,
                          const nlohmann::json& fingerprint) {
-  const auto timeout =
-      std::chrono::milliseconds(static_cast<int64_t>(cluster::startupSeconds(config.rendezvous_timeout_s) * 1000));
-  const Deadline deadline = Deadline::after(timeout);
   auto& start = cluster::jobStart();
+  auto timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(cluster::startupSeconds(config.rendezvous_timeout_s) * 1000));
   ClusterJoin join;
   if (spec.isChief()) {
     join.server = std::make_unique<cluster::CoordinatorServer>(config.bind.empty() ? spec.coordinator.host : config.bind,
@@ -52,7 +68,14 @@ ClusterJoin joinAsWorker(const cluster::ClusterSpec& spec, const DistributedConf
     start.generation = cluster::newGeneration();
   } else if (start.replaces != 0) {
     awaitNextStart(spec, start.replaces, timeout);
+  } else {
+    cluster::CoordinatorClient probe(spec.coordinator, timeout);
+    start.replaces = startBeingReplaced(probe, spec, config);
+    if (start.replaces != 0) {
+      awaitNextStart(spec, start.replaces, std::chrono::milliseconds(static_cast<int64_t>(config.restart_wait_s * 1000)));
+    }
   }
+  const Deadline deadline = Deadline::after(timeout);
   join.store = std::make_unique<cluster::CoordinatorClient>(spec.coordinator, timeout);
   if (spec.isChief()) {
     const std::string g = cluster::generationText(start.generation);
