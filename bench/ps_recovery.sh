@@ -24,6 +24,24 @@ MLP="--model mlp --mlp-widths 1024,1024 --dataset synthetic --synthetic-shape 25
      --synthetic-size 8192 --optimizer adam --lr 1e-4 --batch-size 64 --threads 1
      --eval-every 1000000 --log-every 10"
 
+# report LABEL SECONDS RUN_DIR CHIEF_LOG LINE_PREFIX: the restart record and
+# the time from the kill ($killed_at) to the chief's last "training" line.
+report() {
+  python3 - "$clean_s" "$killed_at" "$@" <<'PY'
+import json, re, sys, datetime
+clean_s, killed_at, label, seconds, run, log, prefix = sys.argv[1:]
+clean_s, killed_at, seconds = float(clean_s), float(killed_at), float(seconds)
+record = json.loads(open(f"{run}/restarts.jsonl").readline())
+stamps = re.findall(re.escape(prefix) + r"\[(\d\d:\d\d:\d\d\.\d+)\] \[info\] training ", open(log).read())
+day = datetime.datetime.fromtimestamp(killed_at).date()
+back = datetime.datetime.combine(day, datetime.time.fromisoformat(stamps[-1])).timestamp()
+print(f"   uninterrupted: {clean_s:.1f} s; {label}: {seconds:.1f} s ({seconds / clean_s:.2f}x)")
+print(f"   resumed from step {record['resume_step']}; last step reported {record['last_reported_step']}; "
+      f"steps redone {record['lost_updates']}")
+print(f"   kill -> the restarted chief training again: {back - killed_at:.2f} s")
+PY
+}
+
 echo "== 1. killed PS, sync, 1 PS + 2 workers, $STEPS steps, checkpoint every $((STEPS / 4))"
 start=$(date +%s.%N)
 "$TANDEM" launch --ps 1 --workers 2 -- $MLP --max-steps "$STEPS" --checkpoint-every $((STEPS / 4)) --out "$OUT/clean" >"$OUT/clean.log" 2>&1
@@ -39,20 +57,7 @@ killed_at=$(date +%s.%N)
 pkill -KILL -f -- "--out $OUT/killed .*--job-name ps --task-index 0( |\$)"
 wait "$launch_pid"
 killed_s=$(python3 -c "import time; print(time.time() - $start)")
-python3 - "$OUT" "$clean_s" "$killed_s" "$killed_at" <<'PY'
-import json, re, sys, datetime
-out, clean_s, killed_s, killed_at = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
-record = json.loads(open(f"{out}/killed/restarts.jsonl").readline())
-log = open(f"{out}/killed.log").read()
-# The first log line of the restarted chief that says it trains again.
-stamps = re.findall(r"\[worker 0\] \[(\d\d:\d\d:\d\d\.\d+)\] \[info\] training ", log)
-day = datetime.datetime.fromtimestamp(killed_at).date()
-back = datetime.datetime.combine(day, datetime.time.fromisoformat(stamps[-1])).timestamp()
-print(f"   uninterrupted: {clean_s:.1f} s; killed and restarted: {killed_s:.1f} s ({killed_s / clean_s:.2f}x)")
-print(f"   resumed from step {record['resume_step']}; last step reported {record['last_reported_step']}; "
-      f"steps redone {record['lost_updates']}")
-print(f"   kill -> the restarted chief training again: {back - killed_at:.2f} s")
-PY
+report "killed and restarted" "$killed_s" "$OUT/killed" "$OUT/killed.log" "[worker 0] "
 
 echo "== 2. killed PS, sync, by hand: every task with --restart-wait 60, the server started again at once"
 ports=($(python3 -c "
@@ -74,23 +79,12 @@ while ! grep -qs "step-$((STEPS / 2))" "$OUT/hand/checkpoints/latest"; do sleep 
 sleep 0.5
 killed_at=$(date +%s.%N)
 kill -KILL "$ps_pid"
-wait "$ps_pid" || true
+{ wait "$ps_pid"; } 2>/dev/null || true
 "$TANDEM" train $HAND --job-name ps --task-index 0 >"$OUT/hand-ps-again.log" 2>&1 &
 pids+=($!)
 for pid in "${pids[@]}"; do wait "$pid"; done
 hand_s=$(python3 -c "import time; print(time.time() - $start)")
-python3 - "$OUT" "$clean_s" "$hand_s" "$killed_at" <<'PY'
-import json, re, sys, datetime
-out, clean_s, hand_s, killed_at = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
-record = json.loads(open(f"{out}/hand/restarts.jsonl").readline())
-stamps = re.findall(r"\[(\d\d:\d\d:\d\d\.\d+)\] \[info\] training ", open(f"{out}/hand-worker0.log").read())
-day = datetime.datetime.fromtimestamp(killed_at).date()
-back = datetime.datetime.combine(day, datetime.time.fromisoformat(stamps[-1])).timestamp()
-print(f"   uninterrupted: {clean_s:.1f} s; killed and started again by hand: {hand_s:.1f} s ({hand_s / clean_s:.2f}x)")
-print(f"   resumed from step {record['resume_step']}; last step reported {record['last_reported_step']}; "
-      f"steps redone {record['lost_updates']}")
-print(f"   kill -> the restarted chief training again: {back - killed_at:.2f} s")
-PY
+report "killed and started again by hand" "$hand_s" "$OUT/hand" "$OUT/hand-worker0.log" ""
 
 echo "== 3. async snapshots, 1 PS + 3 workers, $((STEPS * 3)) job steps"
 for every in 0 $((STEPS / 4)); do
