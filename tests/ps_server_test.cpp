@@ -225,6 +225,18 @@ TEST_F(PsServer, TheChiefsNextStartAfterAFailureStartsTheServerOverAndNoOtherIni
   Peer early(context_, server_->endpoint());
   const uint64_t early_hello = early.send({.type = MessageType::kPsHello}, encode(Hello{1, kFingerprint, 0xB2}));
   EXPECT_FALSE(early.answered(early_hello));
+  // A next start with a malformed layout is refused before anything changes.
+  {
+    ServerConfig bad = c;
+    bad.generation = 0xB2;
+    bad.replaces = 0xA1;
+    bad.chunks.push_back(bad.chunks[0]);
+    auto reply = chief.request({.type = MessageType::kPsInit}, net::copyPayload(toJson(bad).dump()),
+                               Deadline::after(kReplyBudget));
+    ASSERT_TRUE(reply.has_value());
+    expectError(*reply, "lists chunk 0 twice");
+    expectError(initWith(0xB2, 0xC3), "already initialised (by another start of the chief, 00000000000000a1)");
+  }
   // The next start: values as at the checkpoint, step 0 again.
   expectOk(initWith(0xB2, 0xA1));
   const auto values = initial(c.chunks[0]);

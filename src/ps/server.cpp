@@ -59,6 +59,11 @@ void ParameterServer::Impl::onInit(const std::string& routing, net::Frame& f) {
   } catch (const InputError& e) {
     throw Refusal{e.what()};
   }
+  // Checked before anything changes: a refused init leaves the server as it was.
+  std::unordered_map<uint64_t, size_t> index;
+  for (const auto& r : c.chunks) {
+    if (!index.emplace(r.key, index.size()).second) throw Refusal{fmt::format("ps-init lists chunk {} twice", r.key)};
+  }
   if (config) {
     // Only the chief's next start after a failure, naming the start that
     // initialised this server, may begin again here (CURVE has proved it a
@@ -73,10 +78,8 @@ void ParameterServer::Impl::onInit(const std::string& routing, net::Frame& f) {
                     name, c.generation, c.replaces, c.start_step);
   }
   chunks.clear();
-  chunk_index.clear();
+  chunk_index = std::move(index);
   for (const auto& r : c.chunks) {
-    if (chunk_index.count(r.key)) throw Refusal{fmt::format("ps-init lists chunk {} twice", r.key)};
-    chunk_index[r.key] = chunks.size();
     initChunk(chunks.emplace_back(), r, c.optimizer, c.workers, pushersOf(c, r.key));
     chunks.back().pushed_through.assign(static_cast<size_t>(c.workers), c.start_step);
   }
