@@ -52,23 +52,44 @@ std::string logs(const TempDir& dir) {
   return all;
 }
 
+void awaitFirstCheckpoint(const TempDir& dir, const HandJob& job, const std::string& run) {
+  ASSERT_TRUE(testing::waitForOutput(job.workers[0], fs::path(run) / "checkpoints" / "latest", std::chrono::seconds(120)))
+      << logs(dir);
+}
+
+// Kills `pid` with SIGKILL and starts `args` in its place, by hand.
+void killAndStartAgain(const TempDir& dir, pid_t& pid, const std::string& args, const std::string& log) {
+  ::kill(pid, SIGKILL);
+  EXPECT_EQ(testing::waitForExit(pid, std::chrono::seconds(10)), 128 + SIGKILL);
+  pid = testing::spawnTandem("train " + args, dir.str(log));
+}
+
+void expectEveryTaskSucceeds(const TempDir& dir, const HandJob& job) {
+  for (const auto* pids : {&job.ps, &job.workers}) {
+    for (pid_t pid : *pids) EXPECT_EQ(testing::waitForExit(pid, std::chrono::seconds(180)), 0) << logs(dir);
+  }
+}
+
+// The same job under launch, never interrupted, ends with the same parameters.
+void expectAsUninterrupted(const std::string& run, const std::string& clean, int servers, const std::string& extra) {
+  auto uninterrupted = testing::runTandem(fmt::format("launch --ps {} --workers 2 -- {}", servers,
+                                                      testing::syntheticTrainArgs("mlp", 16, clean, extra)));
+  ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.output;
+  testing::expectSameParameters(run + "/checkpoint.ckpt", clean + "/checkpoint.ckpt");
+}
+
 TEST(RestartInPlace, SyncJobComesBackFromAServerRestartedByHandAndEndsWhereAnUninterruptedRunDoes) {
   TempDir dir;
   const std::string run = dir.str("run"), clean = dir.str("clean");
   const std::string extra = "--max-steps 90 --checkpoint-every 20 --seed 3 --debug-step-delay-ms 25 --ps-chunk-mb 0.02";
   HandJob job = startHandJob(dir, run, extra + " --restart-wait 60 --peer-timeout 30");
-  ASSERT_TRUE(testing::waitForOutput(job.workers[0], fs::path(run) / "checkpoints" / "latest", std::chrono::seconds(120)))
-      << logs(dir);
-  ::kill(job.ps[1], SIGKILL);
-  EXPECT_EQ(testing::waitForExit(job.ps[1], std::chrono::seconds(10)), 128 + SIGKILL);
+  ASSERT_NO_FATAL_FAILURE(awaitFirstCheckpoint(dir, job, run));
   // By hand: the same command again (a server takes --resume and ignores it:
   // the chief restores every shard).
-  job.ps[1] = testing::spawnTandem(
-      fmt::format("train {} --job-name ps --task-index 1 --resume {}/checkpoints/latest", job.args, run),
-      dir.str("ps1-again.log"));
-  for (pid_t pid : {job.ps[0], job.ps[1], job.workers[0], job.workers[1]}) {
-    EXPECT_EQ(testing::waitForExit(pid, std::chrono::seconds(180)), 0) << logs(dir);
-  }
+  killAndStartAgain(dir, job.ps[1],
+                    fmt::format("{} --job-name ps --task-index 1 --resume {}/checkpoints/latest", job.args, run),
+                    "ps1-again.log");
+  expectEveryTaskSucceeds(dir, job);
   const std::string chief_log = readFile(dir.path() / "worker0.log");
   EXPECT_NE(chief_log.find("worker 0: restarting in place (restart 1: "), std::string::npos) << chief_log;
   EXPECT_NE(chief_log.find("ps 1"), std::string::npos) << chief_log;
@@ -91,11 +112,7 @@ TEST(RestartInPlace, SyncJobComesBackFromAServerRestartedByHandAndEndsWhereAnUni
   EXPECT_EQ(survivor["model_updates"].get<int>(), 90 - resumed) << survivor;
   EXPECT_EQ(restarted["started_over"], 0) << restarted;
   EXPECT_EQ(restarted["model_updates"].get<int>(), 90 - resumed) << restarted;
-
-  auto uninterrupted =
-      testing::runTandem("launch --ps 2 --workers 2 -- " + testing::syntheticTrainArgs("mlp", 16, clean, extra));
-  ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.output;
-  testing::expectSameParameters(run + "/checkpoint.ckpt", clean + "/checkpoint.ckpt");
+  expectAsUninterrupted(run, clean, 2, extra);
 }
 
 // A dead worker started again by hand: the running start still counts it,
@@ -106,24 +123,15 @@ TEST(RestartInPlace, SyncJobTakesBackAWorkerStartedAgainByHand) {
   const std::string run = dir.str("run"), clean = dir.str("clean");
   const std::string extra = "--max-steps 90 --checkpoint-every 20 --seed 5 --debug-step-delay-ms 25";
   HandJob job = startHandJob(dir, run, extra + " --restart-wait 60 --peer-timeout 3", 1);
-  ASSERT_TRUE(testing::waitForOutput(job.workers[0], fs::path(run) / "checkpoints" / "latest", std::chrono::seconds(120)))
-      << logs(dir);
-  ::kill(job.workers[1], SIGKILL);
-  EXPECT_EQ(testing::waitForExit(job.workers[1], std::chrono::seconds(10)), 128 + SIGKILL);
-  job.workers[1] = testing::spawnTandem(fmt::format("train {} --job-name worker --task-index 1", job.args),
-                                        dir.str("worker1-again.log"));
-  for (pid_t pid : {job.ps[0], job.workers[0], job.workers[1]}) {
-    EXPECT_EQ(testing::waitForExit(pid, std::chrono::seconds(180)), 0) << logs(dir);
-  }
+  ASSERT_NO_FATAL_FAILURE(awaitFirstCheckpoint(dir, job, run));
+  killAndStartAgain(dir, job.workers[1], job.args + " --job-name worker --task-index 1", "worker1-again.log");
+  expectEveryTaskSucceeds(dir, job);
   EXPECT_NE(readFile(dir.path() / "worker1-again.log").find("waiting up to 60s (--restart-wait) for the job's next start"),
             std::string::npos)
       << logs(dir);
   EXPECT_NE(readFile(dir.path() / "worker0.log").find("restarting in place (restart 1: "), std::string::npos)
       << logs(dir);
-  auto uninterrupted =
-      testing::runTandem("launch --ps 1 --workers 2 -- " + testing::syntheticTrainArgs("mlp", 16, clean, extra));
-  ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.output;
-  testing::expectSameParameters(run + "/checkpoint.ckpt", clean + "/checkpoint.ckpt");
+  expectAsUninterrupted(run, clean, 1, extra);
 }
 
 // A server that never comes back: every task gives up within its wait,
@@ -133,8 +141,7 @@ TEST(RestartInPlace, AServerThatNeverComesBackEndsTheJobWithinTheWait) {
   const std::string run = dir.str("run");
   HandJob job = startHandJob(
       dir, run, "--max-steps 100000 --checkpoint-every 10 --debug-step-delay-ms 10 --restart-wait 4 --peer-timeout 3");
-  ASSERT_TRUE(testing::waitForOutput(job.workers[0], fs::path(run) / "checkpoints" / "latest", std::chrono::seconds(120)))
-      << logs(dir);
+  ASSERT_NO_FATAL_FAILURE(awaitFirstCheckpoint(dir, job, run));
   ::kill(job.ps[1], SIGKILL);
   const auto killed = std::chrono::steady_clock::now();
   for (pid_t pid : {job.workers[0], job.workers[1], job.ps[0]}) {

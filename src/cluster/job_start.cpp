@@ -38,8 +38,6 @@ void parseRestartEnvironment(std::string_view text, JobStart& start) {
       start.wait_until = std::chrono::system_clock::time_point(std::chrono::milliseconds(number));
     } else if (name == "restarts") {
       start.restarts = static_cast<int>(number);
-    } else if (name == "step") {
-      start.failed_at_step = number;
     } else {
       throw InputError(fmt::format("{}: unknown field '{}'", kVariable, name));
     }
@@ -66,8 +64,8 @@ std::string restartEnvironment(const JobStart& start, double wait_s) {
   const auto until = std::chrono::system_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000));
   const auto until_ms = std::chrono::duration_cast<std::chrono::milliseconds>(until.time_since_epoch()).count();
   // A generation of 0 (this process never joined) is replaced by nothing.
-  return fmt::format("replaces={:x};until_ms={};restarts={};step={}", start.generation ? start.generation : start.replaces,
-                     until_ms, start.restarts + 1, start.finished_steps.load());
+  return fmt::format("replaces={:x};until_ms={};restarts={}", start.generation ? start.generation : start.replaces,
+                     until_ms, start.restarts + 1);
 }
 
 double startupSeconds(double configured) {
@@ -78,5 +76,11 @@ double startupSeconds(double configured) {
 }
 
 std::string generationText(uint64_t generation) { return fmt::format("{:016x}", generation); }
+
+uint64_t parseGeneration(std::string_view text) {
+  uint64_t generation = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), generation, 16);
+  return ec == std::errc() && ptr == text.data() + text.size() ? generation : 0;
+}
 
 }  // namespace tandem::cluster

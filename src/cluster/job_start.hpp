@@ -20,7 +20,6 @@ struct JobStart {
   int restarts = 0;         // restarts in place of this task before this process
   // A restarted task waits for the job's next start until then.
   std::optional<std::chrono::system_clock::time_point> wait_until;
-  int64_t failed_at_step = -1;  // the steps the failed start had finished (-1: unknown)
   // Set by the trainer: startup is over, and how far training got.
   std::atomic<bool> training{false};
   std::atomic<int64_t> finished_steps{-1};
@@ -30,7 +29,7 @@ struct JobStart {
 // naming the variable when it is malformed.
 JobStart& jobStart();
 
-// Reads a TANDEM_RESTART value ("replaces=HEX;until_ms=N;restarts=N;step=N",
+// Reads a TANDEM_RESTART value ("replaces=HEX;until_ms=N;restarts=N",
 // as restartEnvironment writes it) into `start`. Throws InputError naming
 // the variable and the item at fault.
 void parseRestartEnvironment(std::string_view text, JobStart& start);
@@ -49,5 +48,7 @@ double startupSeconds(double configured);
 // The coordinator store key that holds the chief's generation, in hex.
 inline constexpr const char* kGenerationKey = "tandem/generation";
 std::string generationText(uint64_t generation);
+// The generation generationText wrote; 0 for anything else.
+uint64_t parseGeneration(std::string_view text);
 
 }  // namespace tandem::cluster

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <charconv>
 #include <thread>
 
 #include "cluster/job_start.hpp"
@@ -40,18 +39,17 @@ void awaitNextStart(const cluster::ClusterSpec& spec, uint64_t replaced, std::ch
 // A task started again by hand (--restart-wait) into a start that still
 // counts it as joined: unless the job is elastic (async or SSP PS), that
 // start is failing. Returns the start to wait past, 0 when there is none.
-uint64_t startBeingReplaced(cluster::CoordinatorClient& store, const cluster::ClusterSpec& spec,
-                            const DistributedConfig& config) {
+uint64_t startBeingReplaced(const cluster::ClusterSpec& spec, const DistributedConfig& config,
+                            std::chrono::milliseconds timeout) {
   const bool elastic = spec.numServers() > 0 && effectivePsMode(config) != "sync";
-  if (spec.isChief() || config.restart_wait_s <= 0 || elastic) return 0;
+  if (config.restart_wait_s <= 0 || elastic) return 0;
+  cluster::CoordinatorClient store(spec.coordinator, timeout);
   const auto current = store.tryGet(cluster::kGenerationKey);
   if (!current || !store.tryGet(cluster::joinKey("train", spec.role, spec.index))) return 0;
-  uint64_t generation = 0;
-  std::from_chars(current->data(), current->data() + current->size(), generation, 16);
   TANDEM_LOG_WARN("{}: the job's running start already has a {}, so this one was started again after a failure; "
                   "waiting up to {:.0f}s (--restart-wait) for the job's next start",
                   spec.taskName(), spec.taskName(), config.restart_wait_s);
-  return generation;
+  return cluster::parseGeneration(text(*current));
 }
 
 }  // namespace
@@ -59,7 +57,7 @@ uint64_t startBeingReplaced(cluster::CoordinatorClient& store, const cluster::Cl
 ClusterJoin joinAsWorker(const cluster::ClusterSpec& spec, const DistributedConfig& config,
                          const nlohmann::json& fingerprint) {
   auto& start = cluster::jobStart();
-  auto timeout =
+  const auto timeout =
       std::chrono::milliseconds(static_cast<int64_t>(cluster::startupSeconds(config.rendezvous_timeout_s) * 1000));
   ClusterJoin join;
   if (spec.isChief()) {
@@ -69,8 +67,7 @@ ClusterJoin joinAsWorker(const cluster::ClusterSpec& spec, const DistributedConf
   } else if (start.replaces != 0) {
     awaitNextStart(spec, start.replaces, timeout);
   } else {
-    cluster::CoordinatorClient probe(spec.coordinator, timeout);
-    start.replaces = startBeingReplaced(probe, spec, config);
+    start.replaces = startBeingReplaced(spec, config, timeout);
     if (start.replaces != 0) {
       awaitNextStart(spec, start.replaces, std::chrono::milliseconds(static_cast<int64_t>(config.restart_wait_s * 1000)));
     }
@@ -82,10 +79,7 @@ ClusterJoin joinAsWorker(const cluster::ClusterSpec& spec, const DistributedConf
     join.store->set(cluster::kGenerationKey, std::vector<char>(g.begin(), g.end()), deadline);
   }
   cluster::joinCluster(*join.store, spec, fingerprint, deadline);
-  if (!spec.isChief()) {
-    const std::string g = text(join.store->get(cluster::kGenerationKey));
-    std::from_chars(g.data(), g.data() + g.size(), start.generation, 16);
-  }
+  if (!spec.isChief()) start.generation = cluster::parseGeneration(text(join.store->get(cluster::kGenerationKey)));
   if (start.replaces != 0) {
     TANDEM_LOG_INFO("{}: rejoined the job's next start ({} replaces {})", spec.taskName(),
                     cluster::generationText(start.generation), cluster::generationText(start.replaces));
