@@ -158,6 +158,9 @@ TEST_F(PsServer, ASnapshotWaitsForThePushesOfTheStepsItIncludes) {
   start(makeConfig(Mode::kAsync, 2, {{0, 3}}));
   Peer chief = worker(0), w1 = worker(1);
   const uint64_t hold = chief.send({.type = MessageType::kPsHold});
+  // Not answered while worker 1 is mid-step; and the server has the hold
+  // before worker 1's report, which comes on another socket.
+  EXPECT_FALSE(chief.answered(hold)) << "a hold answered before worker 1 reached a step boundary";
   const uint64_t held = reportClock(w1, 1, StepReport{0.5, 0.01, false});  // its push is late
   const SnapshotPoint point = decodeSnapshotPoint(chief.await(hold).bytes(), 2, "ps 0");
   EXPECT_EQ(point.clocks, (std::vector<uint32_t>{0, 1}));
