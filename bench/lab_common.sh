@@ -48,6 +48,16 @@ for r in rows:
           f"{r['predicted_samples_per_sec']:>10.1f} {q['measured_over_predicted_time']:>9.3f} "
           f"{r['optimum_samples_per_sec']:>9.1f} {q['measured_over_optimum_samples']:>8.3f} {r['busiest_link_mb_per_step']:>12.2f} "
           f"{r['dropped_packets']:>7}")
+by_layout = {}
+for r in rows:
+    by_layout.setdefault(r["layout"], []).append(r["ratios"]["measured_over_optimum_samples"])
+if any(len(v) > 1 for v in by_layout.values()):
+    print(f"{'layout':<24} {'runs':>4} {'of opt. median':>14} {'min':>6} {'max':>6}")
+    for layout, v in by_layout.items():
+        v = sorted(v)
+        mid = len(v) // 2
+        median = v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
+        print(f"{layout:<24} {len(v):>4} {median:>14.3f} {v[0]:>6.3f} {v[-1]:>6.3f}")
 print("meas/pred: the job's time per sample, measured over the planner's prediction of Tandem's path;")
 print("of opt.: measured samples/s over the comm-bound optimum's; drops: packets the full link queues dropped (run)")
 PY

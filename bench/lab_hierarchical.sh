@@ -11,6 +11,8 @@
 # Needs root (tandem lab). Usage: sudo bench/lab_hierarchical.sh [OUT]
 #   STEPS=20  steps per worker (after 3 warm-up steps); DILATION=2
 #   HOSTS="2 4", WORKERS="2 4": the grid (e.g. HOSTS=8 WORKERS=2 DILATION=8)
+#   REPEATS=1: runs per layout, the two layouts alternating; with more than
+#   one, the table ends with each layout's median, min and max of optimum
 #   MODEL, PROFILE, BATCH, LINK_MBPS: another job, e.g. Gloo's ring (buckets
 #   from 4 MiB), where hierarchy saves bytes: MODE=allreduce MODEL=resnet110
 #   PROFILE=profiles/resnet110-titanx-b128.json BATCH=128 LINK_MBPS=1000 BUCKET_MB=25
@@ -30,15 +32,19 @@ BATCH=${BATCH:-64}
 LINK_MBPS=${LINK_MBPS:-100}
 TRAIN="--model $MODEL --dataset synthetic --synthetic-shape 3x32x32 --emulate-compute $PROFILE
        --batch-size $BATCH --max-steps $((STEPS + 3)) --seed 3"
+REPEATS=${REPEATS:-1}
 names=()
 for h in ${HOSTS:-2 4}; do
   for w in ${WORKERS:-2 4}; do
-    for mode in auto off; do
-      if [ "$MODE" = ps ]; then layout=(--ps "$h"); extra=(); else layout=(); extra=(--bucket-mb "$BUCKET_MB"); fi
-      lab_run h$h-w$w-$mode --hosts $h --workers-per-host $w "${layout[@]}" --link-mbps "$LINK_MBPS" --dilation "$DILATION" -- \
-        $TRAIN --hierarchical $mode "${extra[@]}"
-      export "LABEL_h${h}_w${w}_$mode=$h hosts x $w, $mode"
-      names+=(h$h-w$w-$mode)
+    for r in $(seq 1 "$REPEATS"); do
+      for mode in auto off; do
+        if [ "$MODE" = ps ]; then layout=(--ps "$h"); extra=(); else layout=(); extra=(--bucket-mb "$BUCKET_MB"); fi
+        name=h$h-w$w-$mode$([ "$REPEATS" = 1 ] || echo "-r$r")
+        lab_run "$name" --hosts $h --workers-per-host $w "${layout[@]}" --link-mbps "$LINK_MBPS" --dilation "$DILATION" -- \
+          $TRAIN --hierarchical $mode "${extra[@]}"
+        export "LABEL_${name//-/_}=$h hosts x $w, $mode"
+        names+=("$name")
+      done
     done
   done
 done

@@ -1,5 +1,6 @@
 // `tandem lab`: emulated hosts in network namespaces, measured against the
 // planner. Needs root, as the lab does (CI runs as root); skipped without it.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -199,6 +200,23 @@ std::vector<nlohmann::json> spansOf(const nlohmann::json& timeline, int pid) {
 // the first layers' chunk overtakes the queue, and the next forward starts
 // on it while later chunks are still arriving; off, it is pulled last and
 // the forward waits for everything. The model ends bit-identical.
+// The mean of a timeline counter track's `key` over [begin_us, end_us]:
+// each event holds its value until the next one.
+double trackMean(const nlohmann::json& timeline, const std::string& track, const std::string& key, double begin_us,
+                 double end_us) {
+  std::vector<std::pair<double, double>> points;
+  for (const auto& e : timeline["traceEvents"]) {
+    if (e["ph"] == "C" && e["name"] == track) points.emplace_back(e["ts"].get<double>(), e["args"][key].get<double>());
+  }
+  std::sort(points.begin(), points.end());
+  double integral = 0;
+  for (size_t i = 0; i + 1 < points.size(); ++i) {
+    const double from = std::max(points[i].first, begin_us), to = std::min(points[i + 1].first, end_us);
+    if (to > from) integral += points[i].second * (to - from);
+  }
+  return integral / (end_us - begin_us);
+}
+
 TEST(CliLab, PriorityPullsTheFirstChunkEarlyAndOverlapsTheNextForward) {
   if (!lab::missingLabPrivileges().empty()) GTEST_SKIP() << lab::missingLabPrivileges();
   TempDir dir;
@@ -239,6 +257,23 @@ TEST(CliLab, PriorityPullsTheFirstChunkEarlyAndOverlapsTheNextForward) {
   };
   const Overlap on = run("on");
   const Overlap off = run("off");
+  // --timeline also carries each host's link rate as a counter track: over
+  // worker 0's steady window, its mean is the rate the lab reports.
+  const auto timeline = nlohmann::json::parse(testing::readFile(dir.path() / "on" / "timeline.json"));
+  const auto report = nlohmann::json::parse(testing::readFile(dir.path() / "on" / "lab.json"));
+  const double begin_us = report["measured"]["window_unix_s"][0].get<double>() * 1e6;
+  const double end_us = report["measured"]["window_unix_s"][1].get<double>() * 1e6;
+  ASSERT_GT(end_us, begin_us);
+  for (int h = 0; h < 2; ++h) {
+    const auto& link = report["links"][static_cast<size_t>(h)];
+    for (const std::string key : {"sent", "received"}) {
+      const double reported = link[key + "_mbit_per_s"].get<double>();
+      EXPECT_GT(reported, 10.0) << h << key;  // the job loads both directions of both links
+      EXPECT_NEAR(trackMean(timeline, fmt::format("host {} link", h), key, begin_us, end_us), reported,
+                  0.03 * reported)
+          << h << key;
+    }
+  }
   ASSERT_GE(on.steps, 8);
   ASSERT_GE(off.steps, 8);
   EXPECT_GE(on.first_early, on.steps - 1) << on.steps;

@@ -21,11 +21,13 @@
 #include "core/wire_dtype.hpp"
 #include "lab/lab_report.hpp"
 #include "lab/link_sampler.hpp"
+#include "lab/link_timeline.hpp"
 #include "lab/placement.hpp"
 #include "lab/virtual_network.hpp"
 #include "launch/job_secret_file.hpp"
 #include "launch/job_progress.hpp"
 #include "launch/process_group.hpp"
+#include "obs/timeline.hpp"
 #include "train/emulated_compute.hpp"
 
 namespace tandem::cli {
@@ -91,6 +93,17 @@ nlohmann::json readJson(const fs::path& path) {
   auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) throw Error(fmt::format("{}: missing or not JSON", path.string()));
   return j;
+}
+
+// --timeline: each host's link rate as counter tracks beside the tasks'
+// spans. A diagnostic, so a failure only warns.
+void addLinkTracks(const fs::path& timeline, const std::vector<lab::CounterSample>& samples, double dilation) {
+  if (!fs::exists(timeline)) return;
+  try {
+    obs::appendToTimeline(timeline, lab::linkCounterEvents(samples, dilation));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lab: warning: could not add the link tracks to %s: %s\n", timeline.c_str(), e.what());
+  }
 }
 
 int runLab(LabOptions o) {
@@ -180,7 +193,8 @@ int runLab(LabOptions o) {
     });
     group.setStatusLine([&progress] { return progress.statusLine(); });
   }
-  lab::LinkSampler sampler([&network] { return network.counters(); });
+  // Every 5 ms: fine enough for the timeline's link tracks at dilation 1.
+  lab::LinkSampler sampler([&network] { return network.counters(); }, 0.005);
   const std::string self = launch::selfExecutable();
   auto start = [&](const lab::PlacedTask& t) {
     launch::ChildSpec child;
@@ -223,6 +237,9 @@ int runLab(LabOptions o) {
     std::fprintf(stderr, "lab: warning: %s\n", e.what());
   }
   mergeTaskTimelines(common);
+  if (std::find(common.begin(), common.end(), "--timeline") != common.end()) {
+    addLinkTracks(fs::path(out) / "timeline.json", sampler.samples(), o.dilation);
+  }
 
   // The steady steps of every worker, and the links over worker 0's window.
   std::vector<lab::WorkerResult> workers;
@@ -275,6 +292,8 @@ int runLab(LabOptions o) {
     report["links"][h]["run_dropped_packets_sent"] = drops[h].sent_packets;
     report["links"][h]["run_dropped_packets_received"] = drops[h].received_packets;
   }
+  // The window the rates cover, on the timeline's clock.
+  report["measured"]["window_unix_s"] = {window.begin_time, window.end_time};
   std::ofstream(fs::path(out) / "lab.json") << report.dump(2) << "\n";
   if (o.json) {
     fmt::print("{}\n", report.dump(2));

@@ -65,4 +65,9 @@ std::vector<LinkCounters> LinkSampler::at(double time) const {
   return out;
 }
 
+std::vector<CounterSample> LinkSampler::samples() const {
+  std::lock_guard lock(mutex_);
+  return samples_;
+}
+
 }  // namespace tandem::lab

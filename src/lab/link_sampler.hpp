@@ -26,6 +26,7 @@ class LinkSampler {
   // Each link's counters at `time`, interpolated between the samples around
   // it (clamped to the first and last). Throws Error before any sample.
   std::vector<LinkCounters> at(double time) const;
+  std::vector<CounterSample> samples() const;  // in time order
 
  private:
   void run();

@@ -18,6 +18,10 @@ nlohmann::json metadata(const char* kind, int pid, int tid, const std::string& n
   return {{"ph", "M"}, {"name", kind}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}};
 }
 
+void writeEvents(const std::filesystem::path& path, nlohmann::json events) {
+  writeFileAtomically(path, nlohmann::json({{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}}).dump() + "\n");
+}
+
 }  // namespace
 
 Timeline::Timeline(std::filesystem::path path, std::string task, int task_id, const std::array<std::string, 3>& lanes)
@@ -54,27 +58,40 @@ void Timeline::write() {
   std::lock_guard lock(mutex_);
   if (written_) return;
   written_ = true;
-  writeFileAtomically(path_, nlohmann::json({{"traceEvents", events_}, {"displayTimeUnit", "ms"}}).dump() + "\n");
+  writeEvents(path_, events_);
 }
 
 Timeline* Timeline::current() { return g_current.load(); }
 
+namespace {
+
+void appendEventsOf(const std::filesystem::path& path, nlohmann::json& events) {
+  std::ifstream in(path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("{}: not a timeline: {}", path.string(), e.what()));
+  }
+  if (!j.contains("traceEvents") || !j["traceEvents"].is_array()) {
+    throw InputError(fmt::format("{}: not a timeline (no traceEvents)", path.string()));
+  }
+  for (auto& e : j["traceEvents"]) events.push_back(std::move(e));
+}
+
+}  // namespace
+
 void mergeTimelines(const std::vector<std::filesystem::path>& inputs, const std::filesystem::path& output) {
   nlohmann::json events = nlohmann::json::array();
-  for (const auto& path : inputs) {
-    std::ifstream in(path);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      throw InputError(fmt::format("{}: not a timeline: {}", path.string(), e.what()));
-    }
-    if (!j.contains("traceEvents") || !j["traceEvents"].is_array()) {
-      throw InputError(fmt::format("{}: not a timeline (no traceEvents)", path.string()));
-    }
-    for (auto& e : j["traceEvents"]) events.push_back(std::move(e));
-  }
-  writeFileAtomically(output, nlohmann::json({{"traceEvents", events}, {"displayTimeUnit", "ms"}}).dump() + "\n");
+  for (const auto& path : inputs) appendEventsOf(path, events);
+  writeEvents(output, std::move(events));
+}
+
+void appendToTimeline(const std::filesystem::path& path, const nlohmann::json& events) {
+  nlohmann::json all = nlohmann::json::array();
+  appendEventsOf(path, all);
+  for (const auto& e : events) all.push_back(e);
+  writeEvents(path, std::move(all));
 }
 
 }  // namespace tandem::obs

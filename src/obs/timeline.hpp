@@ -49,4 +49,8 @@ class Timeline {
 // process. Throws InputError naming a file that is not a timeline.
 void mergeTimelines(const std::vector<std::filesystem::path>& inputs, const std::filesystem::path& output);
 
+// Adds `events` (a JSON array of trace events) to the timeline at `path`.
+// Throws InputError as mergeTimelines does.
+void appendToTimeline(const std::filesystem::path& path, const nlohmann::json& events);
+
 }  // namespace tandem::obs
