@@ -142,17 +142,31 @@ TEST(AutoChunkFloats, SixteenChunksWithinTheirBounds) {
   }
 }
 
-// --ps-chunk-mb 0: about 32 chunks, none under 32 KiB nor over 4 MiB.
+// --ps-chunk-mb 0: about 32 chunks, none under 32 KiB nor over 4 MiB, for
+// up to 4 servers; beyond, about 8 chunks a server, none under 16 KiB.
 TEST(AutoPsChunkFloats, ThirtyTwoChunksWithinTheirBounds) {
-  EXPECT_EQ(autoPsChunkFloats(269722), 8429);          // resnet20, 1.08 MB: 32 chunks of 33.7 KB
-  EXPECT_EQ(autoPsChunkFloats(1727962), 53999);        // resnet110, 6.9 MB: 32 chunks of 216 KB
-  EXPECT_EQ(autoPsChunkFloats(60192808), 1 << 20);     // resnet152, 241 MB: 4 MiB chunks
-  EXPECT_EQ(autoPsChunkFloats(52650), 8192);           // a small MLP: 32 KiB chunks (7)
-  EXPECT_EQ(autoPsChunkFloats(1), 8192);
+  for (int servers : {1, 2, 4}) {
+    EXPECT_EQ(autoPsChunkFloats(269722, servers), 8429);       // resnet20, 1.08 MB: 32 chunks of 33.7 KB
+    EXPECT_EQ(autoPsChunkFloats(1727962, servers), 53999);     // resnet110, 6.9 MB: 32 chunks of 216 KB
+    EXPECT_EQ(autoPsChunkFloats(60192808, servers), 1 << 20);  // resnet152, 241 MB: 4 MiB chunks
+    EXPECT_EQ(autoPsChunkFloats(52650, servers), 8192);        // a small MLP: 32 KiB chunks (7)
+    EXPECT_EQ(autoPsChunkFloats(1, servers), 8192);
+  }
   for (int64_t floats : {int64_t{1} << 18, int64_t{3} << 18, int64_t{32} << 18}) {
-    const int64_t chunks = (floats + autoPsChunkFloats(floats) - 1) / autoPsChunkFloats(floats);
+    const int64_t chunks = (floats + autoPsChunkFloats(floats, 4) - 1) / autoPsChunkFloats(floats, 4);
     EXPECT_EQ(chunks, 32) << floats;
   }
+}
+
+TEST(AutoPsChunkFloats, EightChunksAServerBeyondFourServers) {
+  EXPECT_EQ(autoPsChunkFloats(269722, 8), 4215);       // resnet20 on 8 servers: 64 chunks of 16.9 KB
+  EXPECT_EQ(autoPsChunkFloats(269722, 5), 6744);       // 40 chunks
+  EXPECT_EQ(autoPsChunkFloats(269722, 16), 4096);      // 128 would be 8.4 KB: 16 KiB chunks (66)
+  EXPECT_EQ(autoPsChunkFloats(52650, 8), 4096);        // the small MLP: 16 KiB chunks (13)
+  EXPECT_EQ(autoPsChunkFloats(60192808, 8), 940513);   // resnet152: 64 chunks of 3.76 MB (58 of 4 MiB on 4)
+  EXPECT_EQ(autoPsChunkFloats(100'000'000, 8), 1 << 20);  // still at most 4 MiB
+  const int64_t floats = int64_t{96} << 18;            // 96 MiB over 96 chunks: 1 MiB each
+  EXPECT_EQ(autoPsChunkFloats(floats, 12), floats / 96);
 }
 
 }  // namespace

@@ -114,11 +114,15 @@ int run(PlanFlags f) {
   const plan::Algorithm algorithm = tf1 ? plan::Algorithm::kPsColocated : plan::parseAlgorithm(f.layout);
   if (tf1 && !model) throw InputError("--layout tf1-ps: needs --model (whole variables are placed)");
   const std::vector<double> variables = tf1 ? tf1Variables(*model) : std::vector<double>{};
-  // Tandem's defaults: buckets and PS chunks sized from the model.
+  // Tandem's defaults: buckets and PS chunks sized from the model (and,
+  // for PS chunks, the servers).
   const auto model_floats = static_cast<int64_t>(work.model_bytes / 4);
-  const int64_t auto_floats =
-      plan::isAllReduce(algorithm) ? ps::autoChunkFloats(model_floats) : ps::autoPsChunkFloats(model_floats);
-  const double group_mb = f.group_mb > 0 ? f.group_mb : static_cast<double>(auto_floats) * 4 / (1024 * 1024);
+  auto groupMb = [&](int servers) {
+    if (f.group_mb > 0) return f.group_mb;
+    const int64_t floats = plan::isAllReduce(algorithm) ? ps::autoChunkFloats(model_floats)
+                                                        : ps::autoPsChunkFloats(model_floats, servers);
+    return static_cast<double>(floats) * 4 / (1024 * 1024);
+  };
   // A 16-bit wire carries half the bytes of the same floats: the model, its
   // buckets or chunks, and (so that applying a float costs the same) the
   // apply rate counted in wire bytes.
@@ -160,7 +164,8 @@ int run(PlanFlags f) {
                                                    algorithm == plan::Algorithm::kPsDedicated);
       const plan::Prediction p = plan::predictTandem(
           work, cluster, layout,
-          {group_mb * 1024 * 1024 * wire, f.apply_gb_s * 1e9 * wire, f.message_us / 1e6, f.async, priority});
+          {groupMb(layout.servers) * 1024 * 1024 * wire, f.apply_gb_s * 1e9 * wire, f.message_us / 1e6, f.async,
+           priority});
       row.update({{"step_ms", p.step_s * 1e3}, {"efficiency", p.efficiency}, {"samples_per_sec", p.samples_per_s},
                   {"bottleneck", p.bottleneck}});
     }

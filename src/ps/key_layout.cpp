@@ -63,9 +63,11 @@ int64_t autoChunkFloats(int64_t total_floats) {
   return std::clamp((total_floats + 15) / 16, kSmallest, kLargest);
 }
 
-int64_t autoPsChunkFloats(int64_t total_floats) {
-  constexpr int64_t kSmallest = (32 << 10) / 4, kLargest = (4 << 20) / 4;
-  return std::clamp((total_floats + 31) / 32, kSmallest, kLargest);
+int64_t autoPsChunkFloats(int64_t total_floats, int servers) {
+  constexpr int64_t kLargest = (4 << 20) / 4;
+  const int64_t chunks = std::max<int64_t>(32, int64_t{8} * servers);
+  const int64_t smallest = chunks > 32 ? (16 << 10) / 4 : (32 << 10) / 4;
+  return std::clamp((total_floats + chunks - 1) / chunks, smallest, kLargest);
 }
 
 int64_t chunkFloatsFor(int64_t total_floats, int64_t requested_chunk_floats, int servers) {

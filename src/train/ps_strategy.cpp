@@ -335,7 +335,7 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
   for (const auto& t : specs) total_floats += t.numel;
   const auto requested = s.config.distributed.ps_chunk_mb > 0
                              ? static_cast<int64_t>(s.config.distributed.ps_chunk_mb * 1024 * 1024) / 4
-                             : ps::autoPsChunkFloats(total_floats);
+                             : ps::autoPsChunkFloats(total_floats, s.spec.numServers());
   const int64_t chunk_floats = ps::chunkFloatsFor(total_floats, requested, s.spec.numServers());
   if (chunk_floats < requested && s.config.distributed.ps_chunk_mb > 0 && s.spec.isChief()) {
     TANDEM_LOG_INFO("{:.2f} MB of parameters over {} servers: chunks of {:.3f} MB instead of --ps-chunk-mb {}",
