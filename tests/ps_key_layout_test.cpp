@@ -142,10 +142,10 @@ TEST(AutoChunkFloats, SixteenChunksWithinTheirBounds) {
   }
 }
 
-// --ps-chunk-mb 0: about 32 chunks, none under 32 KiB nor over 4 MiB, for
-// up to 4 servers; beyond, about 8 chunks a server, none under 16 KiB.
+// --ps-chunk-mb 0: about 16 chunks a server and at least 32, none over 4
+// MiB, none under 32 KiB (16 KiB once there are more than 32).
 TEST(AutoPsChunkFloats, ThirtyTwoChunksWithinTheirBounds) {
-  for (int servers : {1, 2, 4}) {
+  for (int servers : {1, 2}) {
     EXPECT_EQ(autoPsChunkFloats(269722, servers), 8429);       // resnet20, 1.08 MB: 32 chunks of 33.7 KB
     EXPECT_EQ(autoPsChunkFloats(1727962, servers), 53999);     // resnet110, 6.9 MB: 32 chunks of 216 KB
     EXPECT_EQ(autoPsChunkFloats(60192808, servers), 1 << 20);  // resnet152, 241 MB: 4 MiB chunks
@@ -153,20 +153,41 @@ TEST(AutoPsChunkFloats, ThirtyTwoChunksWithinTheirBounds) {
     EXPECT_EQ(autoPsChunkFloats(1, servers), 8192);
   }
   for (int64_t floats : {int64_t{1} << 18, int64_t{3} << 18, int64_t{32} << 18}) {
-    const int64_t chunks = (floats + autoPsChunkFloats(floats, 4) - 1) / autoPsChunkFloats(floats, 4);
+    const int64_t chunks = (floats + autoPsChunkFloats(floats, 2) - 1) / autoPsChunkFloats(floats, 2);
     EXPECT_EQ(chunks, 32) << floats;
   }
 }
 
-TEST(AutoPsChunkFloats, EightChunksAServerBeyondFourServers) {
-  EXPECT_EQ(autoPsChunkFloats(269722, 8), 4215);       // resnet20 on 8 servers: 64 chunks of 16.9 KB
-  EXPECT_EQ(autoPsChunkFloats(269722, 5), 6744);       // 40 chunks
-  EXPECT_EQ(autoPsChunkFloats(269722, 16), 4096);      // 128 would be 8.4 KB: 16 KiB chunks (66)
-  EXPECT_EQ(autoPsChunkFloats(52650, 8), 4096);        // the small MLP: 16 KiB chunks (13)
-  EXPECT_EQ(autoPsChunkFloats(60192808, 8), 940513);   // resnet152: 64 chunks of 3.76 MB (58 of 4 MiB on 4)
-  EXPECT_EQ(autoPsChunkFloats(100'000'000, 8), 1 << 20);  // still at most 4 MiB
-  const int64_t floats = int64_t{96} << 18;            // 96 MiB over 96 chunks: 1 MiB each
-  EXPECT_EQ(autoPsChunkFloats(floats, 12), floats / 96);
+TEST(AutoPsChunkFloats, SixteenChunksAServerBeyondTwoServers) {
+  EXPECT_EQ(autoPsChunkFloats(269722, 4), 4215);       // resnet20 on 4 servers: 64 chunks of 16.9 KB
+  EXPECT_EQ(autoPsChunkFloats(269722, 3), 5620);       // 48 chunks
+  EXPECT_EQ(autoPsChunkFloats(1727962, 4), 27000);     // resnet110: 64 chunks of 108 KB
+  EXPECT_EQ(autoPsChunkFloats(60192808, 4), 940513);   // resnet152: 64 chunks of 3.76 MB (58 of 4 MiB on 2)
+  EXPECT_EQ(autoPsChunkFloats(60192808, 8), 470257);   // 128 chunks of 1.88 MB
+  EXPECT_EQ(autoPsChunkFloats(1'000'000'000, 8), 1 << 20);  // still at most 4 MiB
+  const int64_t floats = int64_t{192} << 18;           // 192 MiB over 12 servers: 192 chunks of 1 MiB
+  EXPECT_EQ(autoPsChunkFloats(floats, 12), floats / 192);
+}
+
+// Where 16 KiB bounds the count, every server gets as many chunks: 66 of
+// 16 KiB would leave two of 8 servers a ninth chunk, and their links 1/8
+// more to carry.
+TEST(AutoPsChunkFloats, AsManyChunksOnEveryServerWhereTheFloorBinds) {
+  EXPECT_EQ(autoPsChunkFloats(269722, 8), 4215);   // resnet20 on 8: 64 chunks of 16.9 KB, 8 a server
+  EXPECT_EQ(autoPsChunkFloats(269722, 16), 4215);  // on 16: 64, 4 a server
+  EXPECT_EQ(autoPsChunkFloats(52650, 4), 4388);    // the small MLP on 4: 12 chunks, 3 a server
+  EXPECT_EQ(autoPsChunkFloats(52650, 8), 6582);    // on 8: one chunk a server
+  EXPECT_EQ(autoPsChunkFloats(52650, 16), 4096);   // fewer 16 KiB chunks than servers: the floor
+  for (int servers : {3, 4, 5, 6, 7, 8, 12, 16}) {
+    for (int64_t floats : {int64_t{100'000}, int64_t{269722}, int64_t{1'000'003}}) {
+      const KeyLayout layout = buildKeyLayout({{"w", floats}}, servers, 4 * autoPsChunkFloats(floats, servers));
+      const auto [fewest, most] = std::minmax_element(layout.server_floats.begin(), layout.server_floats.end());
+      if (static_cast<int64_t>(layout.chunks.size()) < servers) continue;
+      EXPECT_EQ(layout.chunks.size() % static_cast<size_t>(servers), 0u) << floats << " on " << servers;
+      EXPECT_LE(*most - *fewest, layout.chunks.front().length) << floats << " on " << servers;
+      EXPECT_GE(layout.chunks.front().length, 4096);
+    }
+  }
 }
 
 }  // namespace

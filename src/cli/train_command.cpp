@@ -293,8 +293,8 @@ Command addTrainCommand(CLI::App& app) {
       ->group(ps_group);
   field("/distributed/ps_chunk_mb",
         cmd->add_option("--ps-chunk-mb", c.distributed.ps_chunk_mb,
-                        "parameter chunk size spread over the servers; 0: about 32 chunks of the model, 32 KiB-4 MiB "
-                        "each"))
+                        "parameter chunk size spread over the servers; 0: about 16 chunks a server, at least 32, "
+                        "16 KiB-4 MiB each"))
       ->capture_default_str()->group(ps_group);
   field("/distributed/hierarchical",
         cmd->add_option("--hierarchical", c.distributed.hierarchical,

@@ -65,9 +65,15 @@ int64_t autoChunkFloats(int64_t total_floats) {
 
 int64_t autoPsChunkFloats(int64_t total_floats, int servers) {
   constexpr int64_t kLargest = (4 << 20) / 4;
-  const int64_t chunks = std::max<int64_t>(32, int64_t{8} * servers);
-  const int64_t smallest = chunks > 32 ? (16 << 10) / 4 : (32 << 10) / 4;
-  return std::clamp((total_floats + chunks - 1) / chunks, smallest, kLargest);
+  auto ceilDiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  if (servers <= 2) return std::clamp(ceilDiv(total_floats, 32), int64_t{(32 << 10) / 4}, kLargest);
+  constexpr int64_t kSmallest = (16 << 10) / 4;
+  // Where the floor binds, the same number of chunks on every server: one
+  // more chunk on a server is that much more on its link.
+  const int64_t even = total_floats / (kSmallest * servers) * servers;
+  if (even < servers) return kSmallest;
+  const int64_t chunks = std::min(int64_t{16} * servers, even);
+  return std::clamp(ceilDiv(total_floats, chunks), kSmallest, kLargest);
 }
 
 int64_t chunkFloatsFor(int64_t total_floats, int64_t requested_chunk_floats, int servers) {
