@@ -94,13 +94,19 @@ TEST(RestartInPlace, SyncJobComesBackFromAServerRestartedByHandAndEndsWhereAnUni
   const std::string worker1_log = readFile(dir.path() / "worker1.log");
   EXPECT_NE(chief_log.find("worker 0: restarting in place (restart 1: "), std::string::npos) << chief_log;
   // The worker that next talks to ps 1 names it. That may be worker 1
-  // alone: when the chief already waits at ps 0 for the step's end, it
-  // learns only that worker 1 left (after --peer-timeout).
-  auto restartNamesPs1 = [](const std::string& log) {
+  // alone: when the chief already waits at ps 0 for the step's end, ps 0
+  // tells it at once that worker 1 left to start again (not after
+  // --peer-timeout).
+  auto restartLine = [](const std::string& log) {
     const size_t at = log.find("restarting in place (restart 1: ");
-    return at != std::string::npos && log.substr(at, log.find('\n', at) - at).find("ps 1") != std::string::npos;
+    return at == std::string::npos ? std::string() : log.substr(at, log.find('\n', at) - at);
   };
-  EXPECT_TRUE(restartNamesPs1(chief_log) || restartNamesPs1(worker1_log)) << logs(dir);
+  const std::string chief_why = restartLine(chief_log), worker1_why = restartLine(worker1_log);
+  EXPECT_TRUE(chief_why.find("ps 1") != std::string::npos || worker1_why.find("ps 1") != std::string::npos)
+      << logs(dir);
+  EXPECT_TRUE(chief_why.find("ps 1") != std::string::npos ||
+              chief_why.find("worker 1 left to start again in place") != std::string::npos)
+      << chief_why;
   EXPECT_NE(worker1_log.find("rejoined the job's next start"), std::string::npos) << logs(dir);
 
   std::ifstream records(fs::path(run) / "restarts.jsonl");

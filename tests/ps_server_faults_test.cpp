@@ -267,6 +267,33 @@ TEST_F(PsServer, ServeReturnsWhenEveryWorkerDiedEvenWithAPullHeld) {
   EXPECT_EQ(summary["lost_workers"], nlohmann::json::array({0, 1})) << summary.dump();
 }
 
+// A sync worker about to start again in place says so (ps-leave): the step
+// and the pulls that wait for it fail at once, naming it, instead of after
+// --peer-timeout (30 s here); so does a later report of that start. An
+// async job takes the worker back when it returns, so nothing fails there.
+TEST_F(PsServer, ASyncWorkerLeavingToStartAgainFailsTheWaitsForItAtOnce) {
+  ServerConfig c = makeConfig(Mode::kSync, 3, {{0, 2}});
+  c.peer_timeout_s = 30;
+  start(c);
+  Peer w0 = worker(0), w1 = worker(1), w2 = worker(2);
+  const auto g = pattern(2, 0.1f, 0.0f);
+  expectOk(w0.await(push(w0, 0, 0, g)));
+  const uint64_t held_pull = pull(w0, 0, 1);
+  const uint64_t held_step = reportClock(w0, 1, {});
+  EXPECT_FALSE(w0.answered(held_step, 300ms)) << "step 1 ended without workers 1 and 2";
+  const auto since = Clock::now();
+  expectOk(w1.request({.type = MessageType::kPsLeave}));
+  expectError(w0.await(held_pull), "worker 1 left to start again in place");
+  expectError(w0.await(held_step), "step 1 cannot end: worker 1 left");
+  expectError(w2.await(reportClock(w2, 1, {})), "worker 1 left to start again in place");
+  EXPECT_LT(secondsSince(since), 1.5);
+
+  start(makeConfig(Mode::kAsync, 2, {{0, 2}}));
+  Peer a0 = worker(0), a1 = worker(1);
+  expectOk(a1.request({.type = MessageType::kPsLeave}));
+  EXPECT_EQ(a0.await(pull(a0, 0, 0)).header.type, MessageType::kPsValues);
+}
+
 TEST_F(PsServer, ThrowsPeerErrorWhenTheChiefNeverInitialises) {
   start(makeConfig(Mode::kSync, 1, {{0, 2}}), {.startup_timeout_s = 0.3}, /*initialize=*/false);
   try {

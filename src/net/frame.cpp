@@ -69,6 +69,7 @@ std::string messageTypeName(MessageType type) {
     case MessageType::kPsLr: return "ps-lr";
     case MessageType::kPsHold: return "ps-hold";
     case MessageType::kPsRelease: return "ps-release";
+    case MessageType::kPsLeave: return "ps-leave";
   }
   return fmt::format("type {}", static_cast<uint16_t>(type));
 }

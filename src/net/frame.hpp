@@ -81,6 +81,10 @@ enum class MessageType : uint16_t {
   // report, goodbye or loss) lets them go on.
   kPsHold = 44,
   kPsRelease = 45,
+  // A sync worker leaves this start to begin again in place (--restart-wait):
+  // steps and pulls that wait for it fail at once instead of after
+  // --peer-timeout, so the other workers start again too.
+  kPsLeave = 46,
 };
 
 constexpr bool isKnownMessageType(uint16_t raw) {
@@ -106,6 +110,7 @@ constexpr bool isKnownMessageType(uint16_t raw) {
     case MessageType::kPsAwaitWorkers:
     case MessageType::kPsHold:
     case MessageType::kPsRelease:
+    case MessageType::kPsLeave:
       return true;
   }
   return false;

@@ -84,6 +84,7 @@ void ParameterServer::Impl::onInit(const std::string& routing, net::Frame& f) {
     chunks.back().pushed_through.assign(static_cast<size_t>(c.workers), c.start_step);
   }
   workers.reset(c.workers);
+  departed.reset();
   worker_lr.assign(static_cast<size_t>(c.workers), std::nullopt);
   clocks.emplace(c.mode, c.staleness, c.workers, c.start_step, c.total_steps);
   const int64_t floats = totalFloats(chunks);
@@ -285,6 +286,17 @@ void ParameterServer::Impl::onDone(const std::string& routing, net::Frame& f) {
   answerClocks();  // a finished worker no longer holds anyone back
 }
 
+void ParameterServer::Impl::onLeave(const std::string& routing, net::Frame& f) {
+  const int w = workerOf(routing, f.header.type);
+  replyOk(routing, f.header.request_id);
+  // Async and SSP take the worker back when it starts again (elastic).
+  if (config->mode != Mode::kSync || departed) return;
+  departed = w;
+  TANDEM_LOG_WARN("{}: worker {} left to start again in place; this start's waits for it fail now", name, w);
+  expireClockWaits();
+  expirePulls();
+}
+
 void ParameterServer::Impl::onLr(const std::string& routing, net::Frame& f) {
   const int w = workerOf(routing, f.header.type);
   double lr = 0;
@@ -320,6 +332,7 @@ void ParameterServer::Impl::handle(std::vector<zmq::message_t>& parts, size_t to
       case MessageType::kPsState: onPull(routing, f); break;
       case MessageType::kPsClock: onClock(routing, f); break;
       case MessageType::kPsDone: onDone(routing, f); break;
+      case MessageType::kPsLeave: onLeave(routing, f); break;
       case MessageType::kPsAwaitWorkers: onAwait(routing, f); break;
       case MessageType::kPsLr: onLr(routing, f); break;
       case MessageType::kPsHold:

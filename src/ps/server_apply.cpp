@@ -168,6 +168,12 @@ void ParameterServer::Impl::expireClockWaits() {
     return fmt::format("{}", fmt::join(late, ", "));
   };
   const double timeout = config->peer_timeout_s;
+  if (departed) {
+    for (auto& e : clocks->expire(std::chrono::duration<double>(0))) {
+      replyError(e.routing, e.request_id, fmt::format("{}: step {} cannot end: {}", name, e.clock, departedText()));
+    }
+    return;
+  }
   for (auto& e : clocks->stalled(std::chrono::duration<double>(std::min(10.0, timeout / 2)))) {
     TANDEM_LOG_WARN("{}: step {} has waited {:.0f}s for {}", name, e.clock, std::min(10.0, timeout / 2), lateText(e));
   }
@@ -182,7 +188,7 @@ void ParameterServer::Impl::expirePulls() {
   const auto timeout = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config->peer_timeout_s));
   const auto now = Clock::now();
   for (auto& c : chunks) {
-    const auto expired = takeExpiredPulls(c, timeout, now);
+    const auto expired = takeExpiredPulls(c, departed ? Clock::duration::zero() : timeout, now);
     if (expired.empty()) continue;
     std::vector<std::string> missing;
     for (int w : missingPushers(c)) missing.push_back(fmt::format("worker {}", w));
@@ -191,9 +197,15 @@ void ParameterServer::Impl::expirePulls() {
                                 : "";
     for (const auto& p : expired) {
       replyError(p.routing, p.request_id,
-                 fmt::format("{}: pull of chunk {} waited {} (--peer-timeout){}", name, c.key, timeoutText(), who));
+                 departed ? fmt::format("{}: pull of chunk {} cannot be answered: {}", name, c.key, departedText())
+                          : fmt::format("{}: pull of chunk {} waited {} (--peer-timeout){}", name, c.key,
+                                        timeoutText(), who));
     }
   }
+}
+
+std::string ParameterServer::Impl::departedText() const {
+  return fmt::format("worker {} left to start again in place (--restart-wait; its log says why)", *departed);
 }
 
 bool ParameterServer::Impl::isWaiting(int w) const {

@@ -91,6 +91,9 @@ struct ParameterServer::Impl {
   std::optional<StepClocks> clocks;  // from init; only ps 0 gets reports
   // Rates workers sent with ps-lr, by worker; unset ones follow the table.
   std::vector<std::optional<double>> worker_lr;
+  // Sync: the first worker that left this start to begin again in place
+  // (ps-leave); every wait of the start then fails at once.
+  std::optional<int> departed;
 
   ServerStats stats;
 
@@ -145,6 +148,7 @@ struct ParameterServer::Impl {
   void onAwait(const std::string& routing, net::Frame& f);
   void onHold(const std::string& routing, net::Frame& f);  // ps-hold and ps-release
   void onDone(const std::string& routing, net::Frame& f);
+  void onLeave(const std::string& routing, net::Frame& f);
   void onLr(const std::string& routing, net::Frame& f);
   // The rate of an update at schedule step `lr_step` from worker `w`.
   double lrOf(int w, uint64_t lr_step) const;
@@ -172,11 +176,14 @@ struct ParameterServer::Impl {
   std::string timeoutText() const;
   void answerClocks();
   // Names the workers holding up a step wait: first in a warning once the
-  // wait runs long, then in the error that fails it at the peer timeout.
+  // wait runs long, then in the error that fails it at the peer timeout,
+  // or at once after a sync worker departed.
   void expireClockWaits();
   // Fails pulls held longer than the peer timeout (a sync step whose
-  // pushes never all arrived), naming the workers whose push is missing.
+  // pushes never all arrived), naming the workers whose push is missing;
+  // every held pull once a sync worker departed.
   void expirePulls();
+  std::string departedText() const;
   // Whether a worker is blocked on us (a step wait or a pull): silence then
   // is not death.
   bool isWaiting(int w) const;

@@ -278,12 +278,24 @@ void Worker::setLearningRate(double lr) {
   sent_lr_ = lr;
 }
 
-void Worker::sayDone(Deadline deadline) {
+void Worker::sayDone(Deadline deadline) { sayToEveryServer(MessageType::kPsDone, deadline, "the goodbye", false); }
+
+void Worker::sayLeaving(Deadline deadline) {
+  sayToEveryServer(MessageType::kPsLeave, deadline, "the notice of leaving", true);
+}
+
+void Worker::sayToEveryServer(MessageType type, Deadline deadline, const char* what, bool skip_silent) {
   if (done_) return;
   done_ = true;
   std::vector<Ticket> tickets;
-  for (int i = 0; i < servers(); ++i) tickets.push_back(client_->send(i, {.type = MessageType::kPsDone}, zmq::message_t()));
-  for (auto& t : tickets) t.wait(deadline, "the goodbye");
+  for (int i = 0; i < servers(); ++i) tickets.push_back(client_->send(i, {.type = type}, zmq::message_t()));
+  for (auto& t : tickets) {
+    try {
+      t.wait(deadline, what);
+    } catch (const std::exception&) {
+      if (!skip_silent) throw;
+    }
+  }
   {
     std::lock_guard lock(window_mutex_);
     closing_ = true;

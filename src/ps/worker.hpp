@@ -130,9 +130,14 @@ class Worker {
   // Says goodbye to every server (they stop waiting for this worker), then
   // hangs up. Safe to repeat.
   void sayDone(Deadline deadline);
+  // A sync worker about to start again in place: tells every server that
+  // answers by `deadline` that this start lost it (their waits for it fail
+  // at once), then hangs up. A server that does not answer is skipped.
+  void sayLeaving(Deadline deadline);
   bool done() const { return done_; }
 
  private:
+  void sayToEveryServer(net::MessageType type, Deadline deadline, const char* what, bool skip_silent);
   net::FrameHeader chunkHeader(net::MessageType type, size_t c, int64_t clock) const;
   int serverOf(size_t c) const { return options_.layout.chunks[c].server; }
   void pull(size_t c, int64_t needed);

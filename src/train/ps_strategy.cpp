@@ -271,12 +271,13 @@ PsStrategy::PsStrategy(cluster::ClusterSpec spec, TrainConfig config, bool joine
 PsStrategy::~PsStrategy() {
   Impl& s = *impl_;
   s.capture.reset();  // its hooks go with it
-  // Failing out: tell the servers so they stop waiting for us, briefly;
-  // unless this task starts again in place (--restart-wait) and rejoins.
+  // Failing out: tell the servers, briefly. A task that starts again in
+  // place (--restart-wait) rejoins; in sync the others must start again too,
+  // so their waits for this start fail at once, not at --peer-timeout.
   const bool rejoins = s.config.distributed.restart_wait_s > 0 && cluster::jobStart().training;
-  if (s.worker && !s.worker->done() && !rejoins) {
+  if (s.worker && !s.worker->done() && (!rejoins || s.mode == ps::Mode::kSync)) {
     try {
-      s.worker->sayDone(Deadline::afterSeconds(1.0));
+      rejoins ? s.worker->sayLeaving(Deadline::afterSeconds(1.0)) : s.worker->sayDone(Deadline::afterSeconds(1.0));
     } catch (const std::exception&) {
     }
   }
