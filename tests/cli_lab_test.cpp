@@ -101,6 +101,21 @@ TEST(CliLab, BadLayoutsExitTwoNamingTheFlag) {
   }
 }
 
+// Dilated links stretch every wait on them: the tasks' heartbeat timeout
+// grows with the dilation unless given (at dilation 16 the default 5 s was
+// 0.3 s emulated, and healthy servers were lost behind a retransmission).
+TEST(CliLab, DilationStretchesTheHeartbeatTimeoutUnlessGiven) {
+  if (!lab::missingLabPrivileges().empty()) GTEST_SKIP() << lab::missingLabPrivileges();
+  TempDir dir;
+  for (const auto& [flag, want] : std::vector<std::pair<std::string, double>>{{"", 15}, {" --heartbeat-timeout 7", 7}}) {
+    const std::string out = dir.str(flag.empty() ? "default" : "given");
+    auto run = runTandem("lab --hosts 2 --ps 2 --dilation 3 -- " + trainArgs(writeProfile(dir), out, 5) + flag);
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    const auto config = nlohmann::json::parse(testing::readFile(std::filesystem::path(out) / "run.json"));
+    EXPECT_EQ(config["distributed"]["heartbeat_timeout_s"].get<double>(), want) << flag;
+  }
+}
+
 }  // namespace
 }  // namespace tandem
 

@@ -28,6 +28,7 @@
 #include "launch/job_progress.hpp"
 #include "launch/process_group.hpp"
 #include "obs/timeline.hpp"
+#include "train/config.hpp"
 #include "train/emulated_compute.hpp"
 
 namespace tandem::cli {
@@ -165,6 +166,13 @@ int runLab(LabOptions o) {
   if (!hasFlag(common, "--threads")) common.insert(common.end(), {"--threads", std::to_string(std::max(1, cores / tasks))});
   if (o.ps > 0 && !hasFlag(common, "--ps-threads")) common.insert(common.end(), {"--ps-threads", "1"});
   common.insert(common.end(), {"--log-every", "1"});
+  // Dilated links are dilation times slower, so is every wait on them: at
+  // dilation 16 the default 5 s of heartbeat silence, 0.3 s emulated, lost
+  // healthy servers behind a TCP retransmission.
+  if (o.dilation != 1 && !hasFlag(common, "--heartbeat-timeout")) {
+    const double heartbeat_s = std::min(3600.0, train::DistributedConfig{}.heartbeat_timeout_s * o.dilation);
+    common.insert(common.end(), {"--heartbeat-timeout", fmt::format("{}", heartbeat_s)});
+  }
   const bool job_progress = !hasFlag(common, "--progress");
   if (job_progress) common.insert(common.end(), {"--progress", "records"});
 
