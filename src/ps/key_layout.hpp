@@ -71,15 +71,16 @@ int64_t autoChunkFloats(int64_t total_floats);
 
 // --ps-chunk-mb 0 (the default): about 16 chunks a server and at least 32
 // in all, none over 4 MiB, none under 32 KiB (16 KiB beyond 2 servers,
-// where a floor that binds leaves every server as many chunks). Finer than all-reduce buckets: a sync step's first chunk is
-// pushed last in backward and then crosses two links (push, then pull)
-// before the next forward can use it, so its size is on the critical path;
-// and each server's share pipelines through its push window in pieces, so a
-// server needs enough of them. In the lab, resnet20 at 100 Mbit/s: 2-4
-// hosts ran at 0.61-0.87 of the comm-bound optimum with 256 KiB chunks and
-// 0.88-1.03 with 32 KiB; 4 hosts x 4 flat at 0.90 with 8 chunks a server
-// and 0.955 with 16; 8 hosts at 0.88 with 4 a server and 0.97 with 8
-// (docs/parameter-server.md, "Layout"; docs/results.md).
+// where a floor that binds leaves every server as many chunks). Finer than
+// all-reduce buckets: a sync step's first chunk is pushed last in backward
+// and then crosses two links (push, then pull) before the next forward can
+// use it, so its size is on the critical path; and each server's share
+// pipelines through its push window in pieces, so a server needs enough of
+// them. In the lab, resnet20 at 100 Mbit/s: 2-4 hosts ran at 0.61-0.87 of
+// the comm-bound optimum with 256 KiB chunks and 0.88-1.03 with 32 KiB;
+// 4 hosts x 4 flat at 0.88 with 8 chunks a server and 0.96 with 16; 8 hosts
+// at 0.88 with 4 a server and 0.97 with 8 (docs/parameter-server.md,
+// "Layout"; docs/results.md).
 int64_t autoPsChunkFloats(int64_t total_floats, int servers);
 
 // Servers of `layout` that hold no chunk, in increasing order: worth a
