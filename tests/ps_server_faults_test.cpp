@@ -220,9 +220,26 @@ TEST_F(PsServer, ASilentWorkerIsListedAsLost) {
   Peer w0 = worker(0), w1 = worker(1);
   const auto since = Clock::now();
   sayGoodbye(w0);
-  const auto summary = server_->summary(2000ms);
+  // Worker 1 stays connected, so serve() waits its 2 s for it to hang up.
+  const auto summary = server_->summary(3500ms);
   EXPECT_GE(secondsSince(since), 0.4);
   EXPECT_EQ(summary["lost_workers"], nlohmann::json::array({1})) << summary.dump();
+}
+
+// Regression (CI, PsTraining.AsyncTrainingSurvivesAKilledWorker): a killed
+// worker's connection is gone, so it must not leave its place to another
+// that said goodbye and has not hung up yet: serve() waits for that one too.
+TEST_F(PsServer, AKilledWorkerDoesNotLetTheServerCloseUnderAGoodbye) {
+  ServerConfig c = makeConfig(Mode::kSync, 2, {{0, 2}});
+  c.peer_timeout_s = 0.5;
+  start(c);
+  Peer w0 = worker(0), w1 = worker(1);
+  w1.hangUp();  // killed: no goodbye; lost after 0.5 s of silence
+  expectOk(w0.request({.type = MessageType::kPsDone}));
+  EXPECT_FALSE(server_->finishes(1200ms)) << "serve() returned while worker 0 could still be reading its reply";
+  w0.hangUp();
+  EXPECT_TRUE(server_->finishes(1000ms)) << "serve() went on after every worker hung up";
+  EXPECT_EQ(server_->summary()["lost_workers"], nlohmann::json::array({1}));
 }
 
 // Regression: time a worker spends blocked on the server is not silence.

@@ -458,12 +458,12 @@ nlohmann::json ParameterServer::serve(const std::atomic<bool>* abort) {
     if (s.everyoneGone()) break;
   }
   s.stopping = true;
-  // A goodbye reply still queued at close can be lost, leaving its worker to
-  // wait out the peer timeout: close once the workers that said goodbye hung
-  // up (lost ones may never), or after 2 s.
-  const int lost = static_cast<int>(s.workers.lost().size());
+  // A goodbye reply still queued at close can be lost, failing its worker:
+  // close once every connection is gone, or after 2 s (a lost worker may
+  // never hang up). Allowing one open connection per lost worker let a
+  // worker that said goodbye keep a killed one's place, and lose its reply.
   if (abort == nullptr || !abort->load()) {
-    net::ConnectionWatch::waitUntilAtMost({s.connections.get(), s.local_connections.get()}, lost,
+    net::ConnectionWatch::waitUntilAtMost({s.connections.get(), s.local_connections.get()}, 0,
                                           std::chrono::seconds(2));
   }
   s.router.set(zmq::sockopt::linger, 2000);
