@@ -46,10 +46,14 @@ TEST(EmulatedCompute, SharesFollowTheFlopsAndBackwardRunsLastLayerFirst) {
   EXPECT_EQ(emulated.backwardOrder(), (std::vector<size_t>{2, 3, 0, 1}));  // fc2 before fc1
 }
 
+// The lower bounds hold on every step. The upper ones are this process's
+// scheduling too: on a loaded 2-core CI machine a forward of 50 ms once took
+// 85. So a step that overshoots is measured again, up to 3 times; an
+// emulation that overshoots by itself does so every time.
 TEST(EmulatedCompute, HooksFireInBackwardOrderAtTheirShareOfTheTimeWithFixedGradients) {
   TwoLayers model;
-  const double backward_ms = 300;
-  EmulatedCompute emulated(model, profile(50, backward_ms), {100});
+  const double forward_budget_ms = 50, backward_ms = 300;
+  EmulatedCompute emulated(model, profile(forward_budget_ms, backward_ms), {100});
   const auto params = model.parameters();
   std::map<size_t, double> fired_ms;
   Clock::time_point start;
@@ -58,25 +62,43 @@ TEST(EmulatedCompute, HooksFireInBackwardOrderAtTheirShareOfTheTimeWithFixedGrad
       fired_ms[i] = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     });
   }
-  const auto forward_start = Clock::now();
-  torch::Tensor loss = emulated.forward();
-  const double forward_ms = std::chrono::duration<double, std::milli>(Clock::now() - forward_start).count();
-  EXPECT_GE(forward_ms, 50);
-  EXPECT_LT(forward_ms, 50 * 1.05 + 2);
-  EXPECT_EQ(loss.item<double>(), 0.0);
-  start = Clock::now();
-  loss.backward();
-  const double total_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-  EXPECT_GE(total_ms, backward_ms);
+  auto cumulativeShare = [&](size_t i) {
+    double cumulative = 0;
+    for (size_t j : emulated.backwardOrder()) {
+      cumulative += emulated.backwardShares()[j] * backward_ms;
+      if (j == i) break;
+    }
+    return cumulative;
+  };
+  double forward_ms = 0, total_ms = 0;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    for (auto& p : params) {
+      if (p.grad().defined()) p.mutable_grad().zero_();
+    }
+    fired_ms.clear();
+    const auto forward_start = Clock::now();
+    torch::Tensor loss = emulated.forward();
+    forward_ms = std::chrono::duration<double, std::milli>(Clock::now() - forward_start).count();
+    EXPECT_GE(forward_ms, forward_budget_ms);
+    EXPECT_EQ(loss.item<double>(), 0.0);
+    start = Clock::now();
+    loss.backward();
+    total_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    EXPECT_GE(total_ms, backward_ms);
+    bool on_time = forward_ms < forward_budget_ms * 1.05 + 2 && total_ms < backward_ms * 1.05;
+    for (size_t i = 0; i < params.size(); ++i) {
+      on_time = on_time && fired_ms.count(i) && fired_ms.at(i) < cumulativeShare(i) + 15;
+    }
+    if (on_time) break;
+  }
+  EXPECT_LT(forward_ms, forward_budget_ms * 1.05 + 2);
   EXPECT_LT(total_ms, backward_ms * 1.05);
   // Each hook fires once its own and every earlier layer's share has passed.
-  double cumulative = 0;
   double previous = -1;
   for (size_t i : emulated.backwardOrder()) {
-    cumulative += emulated.backwardShares()[i] * backward_ms;
     ASSERT_TRUE(fired_ms.count(i)) << "parameter " << i << " got no gradient";
-    EXPECT_GE(fired_ms[i], cumulative - 0.5) << "parameter " << i;
-    EXPECT_LT(fired_ms[i], cumulative + 15) << "parameter " << i;
+    EXPECT_GE(fired_ms[i], cumulativeShare(i) - 0.5) << "parameter " << i;
+    EXPECT_LT(fired_ms[i], cumulativeShare(i) + 15) << "parameter " << i;
     EXPECT_GT(fired_ms[i], previous);
     previous = fired_ms[i];
   }
