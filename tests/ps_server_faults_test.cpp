@@ -242,6 +242,53 @@ TEST_F(PsServer, AKilledWorkerDoesNotLetTheServerCloseUnderAGoodbye) {
   EXPECT_EQ(server_->summary()["lost_workers"], nlohmann::json::array({1}));
 }
 
+// Worker 0 pushes chunk 0 and pulls its update, step after step, for `seconds`.
+void trainAlone(Peer& w0, double seconds) {
+  const auto g = pattern(2, 0.1f, 0.0f);
+  const auto since = Clock::now();
+  for (uint32_t step = 0; secondsSince(since) < seconds; ++step) {
+    expectOk(w0.await(push(w0, 0, step, g)));
+    EXPECT_EQ(w0.await(pull(w0, 0, step + 1)).header.type, MessageType::kPsValues);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+// Regression (lab, 8 hosts x 4 workers, hierarchical, a run past
+// --peer-timeout): a worker that pushes none of a server's chunks says
+// nothing to it until its goodbye. That server must not give it up while
+// its pushers are at work, nor fail the job for it at the end.
+TEST_F(PsServer, AWorkerThatPushesNothingHereMayBeSilentWhileItsPushersWork) {
+  ServerConfig c = makeConfig(Mode::kSync, 2, {{0, 2}});
+  c.push_groups = {{0, 1}};  // one host: chunk 0 goes through worker 0
+  c.peer_timeout_s = 0.4;
+  start(c);
+  Peer w0 = worker(0), w1 = worker(1);
+  trainAlone(w0, 1.2);  // 3 timeouts of worker 1's silence
+  sayGoodbye(w0);
+  // Given up, worker 1 would have let serve() end here, before its goodbye.
+  EXPECT_FALSE(server_->finishes(std::chrono::milliseconds(200))) << "serve() ended before worker 1's goodbye";
+  sayGoodbye(w1);
+  const auto summary = server_->summary();
+  EXPECT_TRUE(summary["lost_workers"].empty()) << summary.dump();
+}
+
+// ...and one that died is still given up, a timeout after the pushers are done.
+TEST_F(PsServer, AWorkerThatPushesNothingHereIsLostATimeoutAfterItsPushersAreDone) {
+  ServerConfig c = makeConfig(Mode::kSync, 2, {{0, 2}});
+  c.push_groups = {{0, 1}};
+  c.peer_timeout_s = 0.4;
+  start(c);
+  Peer w0 = worker(0), w1 = worker(1);
+  w1.hangUp();
+  trainAlone(w0, 0.8);
+  const auto done = Clock::now();
+  sayGoodbye(w0);
+  w0.hangUp();
+  EXPECT_TRUE(server_->finishes(std::chrono::milliseconds(2000))) << "serve() waited on for the silent worker";
+  EXPECT_GE(secondsSince(done), 0.35);
+  EXPECT_EQ(server_->summary()["lost_workers"], nlohmann::json::array({1}));
+}
+
 // Regression: time a worker spends blocked on the server is not silence.
 // Worker 0's pull is held 0.5 s (worker 1 pushes late), then worker 0
 // computes 0.5 s: each gap is within the 0.8 s peer timeout, so worker 0

@@ -79,8 +79,12 @@ void ParameterServer::Impl::onInit(const std::string& routing, net::Frame& f) {
   }
   chunks.clear();
   chunk_index = std::move(index);
+  pushes_here.assign(static_cast<size_t>(c.workers), 0);
+  pushers_done_at.reset();
   for (const auto& r : c.chunks) {
-    initChunk(chunks.emplace_back(), r, c.optimizer, c.workers, pushersOf(c, r.key));
+    const std::vector<int> pushers = pushersOf(c, r.key);
+    for (int w : pushers) pushes_here[static_cast<size_t>(w)] = 1;
+    initChunk(chunks.emplace_back(), r, c.optimizer, c.workers, pushers);
     chunks.back().pushed_through.assign(static_cast<size_t>(c.workers), c.start_step);
   }
   workers.reset(c.workers);

@@ -222,11 +222,28 @@ bool ParameterServer::Impl::isWaiting(int w) const {
 bool ParameterServer::Impl::everyoneGone() {
   if (!config) return false;
   const auto timeout = std::chrono::duration<double>(config->peer_timeout_s);
+  const auto active = [&](int w) { return !clocks->done(w) && !workers.at(w).lost; };
+  // A worker that pushes nothing here (hierarchical) is silent here by
+  // design: its silence counts only from when no pusher here is at work,
+  // so that one that died still goes, a timeout after the others finish.
+  bool pushing = false;
+  for (int w = 0; w < static_cast<int>(workers.size()); ++w) pushing |= pushes_here[static_cast<size_t>(w)] && active(w);
+  if (pushing) {
+    pushers_done_at.reset();
+  } else if (!pushers_done_at) {
+    pushers_done_at = Clock::now();
+  }
   bool all = true;
   for (int w = 0; w < static_cast<int>(workers.size()); ++w) {
     WorkerState& ws = workers.at(w);
-    if (clocks->done(w) || ws.lost) continue;
-    if (Clock::now() - ws.last_seen > timeout && !isWaiting(w)) {
+    if (!active(w)) continue;
+    const bool pusher = pushes_here[static_cast<size_t>(w)] != 0;
+    if (!pusher && pushing) {
+      all = false;
+      continue;
+    }
+    const auto heard = pusher ? ws.last_seen : std::max(ws.last_seen, *pushers_done_at);
+    if (Clock::now() - heard > timeout && !isWaiting(w)) {
       ws.lost = true;
       clocks->lose(w);
       answerClocks();  // its granted step goes to the others; nobody awaits it
