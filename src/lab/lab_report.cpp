@@ -68,6 +68,12 @@ nlohmann::json labReport(const LabSetup& setup, const std::vector<WorkerResult>&
                      {"sent_mbit_per_s", window_s > 0 ? sent * 8 / window_s / 1e6 : 0},
                      {"received_mbit_per_s", window_s > 0 ? received * 8 / window_s / 1e6 : 0}});
   }
+  // How busy the busiest worker link was: its wire bytes (headers, acks and
+  // retransmissions included) at the link rate, over the step. With the
+  // optimum's share of those bytes, this says where a link-bound step went.
+  const double link_busy =
+      chief_step > 0 ? busiest_worker_link * 8 / (setup.link_bits_per_s * chief_step) : 0;
+  const double optimum_share = busiest_worker_link > 0 ? optimum.load.worker_host_bytes / busiest_worker_link : 0;
   return {
       {"cluster",
        {{"worker_hosts", setup.worker_hosts}, {"workers_per_host", setup.workers_per_host},
@@ -81,7 +87,8 @@ nlohmann::json labReport(const LabSetup& setup, const std::vector<WorkerResult>&
       {"tasks", tasks},
       {"links", links},
       {"measured", {{"step_ms", chief_step * 1e3}, {"samples_per_sec", samples_per_s},
-                    {"busiest_worker_link_bytes_per_step", busiest_worker_link}}},
+                    {"busiest_worker_link_bytes_per_step", busiest_worker_link},
+                    {"busiest_worker_link_busy", link_busy}}},
       {"optimum", {{"step_ms", optimum.step_s * 1e3}, {"samples_per_sec", optimum.samples_per_s},
                    {"worker_link_bytes_per_step", optimum.load.worker_host_bytes}, {"bottleneck", optimum.bottleneck},
                    {"overlapped_step_ms", optimum.overlapped_step_s * 1e3},
@@ -100,7 +107,8 @@ nlohmann::json labReport(const LabSetup& setup, const std::vector<WorkerResult>&
          overlapped_samples_per_s > 0 ? samples_per_s / overlapped_samples_per_s : 0},
         {"measured_over_predicted_time",
          samples_per_s > 0 ? predicted.samples_per_s / samples_per_s : 0},
-        {"link_bytes_over_algorithm", expected_worker_link > 0 ? busiest_worker_link / expected_worker_link : 0}}}};
+        {"link_bytes_over_algorithm", expected_worker_link > 0 ? busiest_worker_link / expected_worker_link : 0},
+        {"optimum_bytes_over_link_bytes", optimum_share}}}};
 }
 
 std::string labTable(const nlohmann::json& r) {
@@ -148,6 +156,15 @@ std::string labTable(const nlohmann::json& r) {
                      m["busiest_worker_link_bytes_per_step"].get<double>() / 1e6,
                      r["predicted"]["worker_link_bytes_per_step"].get<double>() / 1e6,
                      ratios["link_bytes_over_algorithm"].get<double>());
+  // optimum/measured = forward/step + busy x share when the worker links
+  // bind (the optimum is forward + its bytes at the link rate).
+  if (r["optimum"]["bottleneck"] == "worker links" && m["step_ms"].get<double>() > 0) {
+    out += fmt::format(
+        "where it went: that link sent {:.1f}% of the step, {:.1f}% of it the optimum's bytes (the rest: "
+        "headers, acks, retransmissions, control); the forward the optimum does not overlap is {:.1f}%\n",
+        100 * m["busiest_worker_link_busy"].get<double>(), 100 * ratios["optimum_bytes_over_link_bytes"].get<double>(),
+        100 * r["cluster"]["forward_ms"].get<double>() / m["step_ms"].get<double>());
+  }
   out += fmt::format("job: {:.1f} samples/s measured, {:.1f} predicted (time per sample measured/predicted {:.3f}), "
                      "{:.1f} at the optimum ({:.3f} of it)\n",
                      m["samples_per_sec"].get<double>(), r["predicted"]["samples_per_sec"].get<double>(),
