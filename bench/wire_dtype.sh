@@ -16,7 +16,10 @@
 #   STEPS=10   measured lab steps per run (after 2 warm-up steps)
 #   EPOCHS=2   Fashion-MNIST epochs per run
 #   PARTS="lab accuracy seeds"  (seeds: fp32 and fp16 all-reduce again at
-#              seeds 2 and 3, for the run-to-run spread)
+#              seeds 2 and 3, for the run-to-run spread; "spread": every
+#              format with all-reduce and sync PS at each of SEEDS, with
+#              each format's mean against float32's of the same layout)
+#   SEEDS="1 2 3 4 5"  for "spread"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-runs/bench-wire-dtype}
@@ -83,4 +86,36 @@ if [[ " $PARTS " == *" seeds "* ]]; then
     a=$(last_accuracy fmnist-fp32-seed$seed); b=$(last_accuracy fmnist-fp16-seed$seed)
     echo "seed $seed: fp32 $a, fp16 $b, fp16 - fp32 $(python3 -c "print(f'{100 * ($b - $a):+.2f}')") points"
   done | tee "$OUT/seeds-table.txt"
+fi
+
+if [[ " $PARTS " == *" spread "* ]]; then
+  names=()
+  for seed in ${SEEDS:-1 2 3 4 5}; do
+    for layout in allreduce ps; do
+      for wire in fp32 fp16 bf16; do
+        name=spread-$layout-$wire-seed$seed
+        if [ "$layout" = ps ]; then flags=(--workers 2 --ps 1); else flags=(--workers 2); fi
+        acc_run "$name" "${flags[@]}" -- --wire-dtype $wire --seed $seed
+        names+=("$name")
+      done
+    done
+  done
+  python3 - "$OUT" "${names[@]}" <<'PY' | tee "$OUT/spread-table.txt"
+import json, os, statistics, sys
+out, names = sys.argv[1], sys.argv[2:]
+acc = {}
+for name in names:
+    _, layout, wire, seed = name.split("-")
+    evals = [json.loads(l) for l in open(os.path.join(out, name, "metrics.jsonl")) if '"eval"' in l]
+    acc[(layout, wire, seed)] = evals[-1]["test_accuracy"]
+seeds = sorted({k[2] for k in acc}, key=lambda s: int(s[4:]))
+print(f"{'layout':<10} {'wire':<5} " + " ".join(f"{s:>8}" for s in seeds) + f" {'mean':>8} {'vs fp32':>8} {'per seed vs fp32 (points)':>30}")
+for layout in ["allreduce", "ps"]:
+    base = [acc[(layout, "fp32", s)] for s in seeds]
+    for wire in ["fp32", "fp16", "bf16"]:
+        a = [acc[(layout, wire, s)] for s in seeds]
+        diffs = " ".join(f"{100 * (x - b):+.2f}" for x, b in zip(a, base))
+        print(f"{layout:<10} {wire:<5} " + " ".join(f"{x:>8.4f}" for x in a) +
+              f" {statistics.mean(a):>8.4f} {100 * (statistics.mean(a) - statistics.mean(base)):>+8.2f} {diffs:>30}")
+PY
 fi
