@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <thread>
@@ -152,6 +153,22 @@ long residentKb(pid_t pid) {
   return at == std::string::npos ? -1 : std::stol(status.substr(at + 6));
 }
 
+// A process's resident size once it has stopped growing: unchanged within
+// 256 kB over 3 looks 250 ms apart (at most 30 s). A fixed wait after spawn
+// measured a start still loading on 2 loaded cores (CI: the server's size
+// grew 23 MB "during the flood" to what it holds at rest).
+long settledResidentKb(pid_t pid) {
+  long last = residentKb(pid);
+  int steady = 0;
+  for (auto until = Clock::now() + 30s; steady < 3 && Clock::now() < until;) {
+    std::this_thread::sleep_for(250ms);
+    const long now = residentKb(pid);
+    steady = std::abs(now - last) < 256 ? steady + 1 : 0;
+    last = now;
+  }
+  return last;
+}
+
 // 100k frames from outsiders, over 200 connections, at a server and a chief
 // waiting for the rest of their job: neither grows, neither log fills, and
 // the job then trains as usual.
@@ -166,7 +183,7 @@ TEST_F(Security, AnOutsidersFloodCostsTheJobNeitherMemoryNorLog) {
   const pid_t server = testing::spawnTandem(args + " --job_name ps --task_index 0", dir_.str("ps.log"));
   const pid_t chief = testing::spawnTandem(args + " --job_name worker --task_index 0", dir_.str("w0.log"));
   std::this_thread::sleep_for(2s);  // both listening, the chief waiting for worker 1
-  const long server_before = residentKb(server), chief_before = residentKb(chief);
+  const long server_before = settledResidentKb(server), chief_before = settledResidentKb(chief);
   ASSERT_GT(server_before, 0);
   ASSERT_GT(chief_before, 0);
   const net::JobSecurity other_job = net::JobSecurity::withKeys(net::generateJobKeys());
