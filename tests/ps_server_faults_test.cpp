@@ -255,13 +255,14 @@ void trainAlone(Peer& w0, double seconds) {
 
 // Regression (lab, 8 hosts x 4 workers, hierarchical, a run past
 // --peer-timeout): a worker that pushes none of a server's chunks says
-// nothing to it until its goodbye. That server must not give it up while
-// its pushers are at work, nor fail the job for it at the end.
+// nothing to it until its goodbye (unless it is ps 0, which gets every
+// step's report). That server must not give it up while its pushers are
+// at work, nor fail the job for it at the end.
 TEST_F(PsServer, AWorkerThatPushesNothingHereMayBeSilentWhileItsPushersWork) {
   ServerConfig c = makeConfig(Mode::kSync, 2, {{0, 2}});
   c.push_groups = {{0, 1}};  // one host: chunk 0 goes through worker 0
   c.peer_timeout_s = 0.4;
-  start(c);
+  start(c, {.index = 1});
   Peer w0 = worker(0), w1 = worker(1);
   trainAlone(w0, 1.2);  // 3 timeouts of worker 1's silence
   sayGoodbye(w0);
@@ -277,7 +278,7 @@ TEST_F(PsServer, AWorkerThatPushesNothingHereIsLostATimeoutAfterItsPushersAreDon
   ServerConfig c = makeConfig(Mode::kSync, 2, {{0, 2}});
   c.push_groups = {{0, 1}};
   c.peer_timeout_s = 0.4;
-  start(c);
+  start(c, {.index = 1});
   Peer w0 = worker(0), w1 = worker(1);
   w1.hangUp();
   trainAlone(w0, 0.8);
@@ -286,6 +287,22 @@ TEST_F(PsServer, AWorkerThatPushesNothingHereIsLostATimeoutAfterItsPushersAreDon
   w0.hangUp();
   EXPECT_TRUE(server_->finishes(std::chrono::milliseconds(2000))) << "serve() waited on for the silent worker";
   EXPECT_GE(secondsSince(done), 0.35);
+  EXPECT_EQ(server_->summary()["lost_workers"], nlohmann::json::array({1}));
+}
+
+// At ps 0 every worker owes each step's report, so there a silent one is
+// given up after one timeout, pusher or not.
+TEST_F(PsServer, PsZeroGivesUpASilentWorkerThatPushesNothingThereAfterOneTimeout) {
+  ServerConfig c = makeConfig(Mode::kSync, 2, {{0, 2}});
+  c.push_groups = {{0, 1}};
+  c.peer_timeout_s = 0.4;
+  start(c);
+  Peer w0 = worker(0), w1 = worker(1);
+  w1.hangUp();
+  trainAlone(w0, 0.8);
+  sayGoodbye(w0);
+  w0.hangUp();
+  EXPECT_TRUE(server_->finishes(std::chrono::milliseconds(200))) << "ps 0 waited for a worker it had given up";
   EXPECT_EQ(server_->summary()["lost_workers"], nlohmann::json::array({1}));
 }
 

@@ -79,11 +79,11 @@ void ParameterServer::Impl::onInit(const std::string& routing, net::Frame& f) {
   }
   chunks.clear();
   chunk_index = std::move(index);
-  pushes_here.assign(static_cast<size_t>(c.workers), 0);
-  pushers_done_at.reset();
+  heard_every_step.assign(static_cast<size_t>(c.workers), options.index == 0 ? 1 : 0);
+  stepping_done_at.reset();
   for (const auto& r : c.chunks) {
     const std::vector<int> pushers = pushersOf(c, r.key);
-    for (int w : pushers) pushes_here[static_cast<size_t>(w)] = 1;
+    for (int w : pushers) heard_every_step[static_cast<size_t>(w)] = 1;
     initChunk(chunks.emplace_back(), r, c.optimizer, c.workers, pushers);
     chunks.back().pushed_through.assign(static_cast<size_t>(c.workers), c.start_step);
   }

@@ -223,26 +223,26 @@ bool ParameterServer::Impl::everyoneGone() {
   if (!config) return false;
   const auto timeout = std::chrono::duration<double>(config->peer_timeout_s);
   const auto active = [&](int w) { return !clocks->done(w) && !workers.at(w).lost; };
-  // A worker that pushes nothing here (hierarchical) is silent here by
-  // design: its silence counts only from when no pusher here is at work,
-  // so that one that died still goes, a timeout after the others finish.
-  bool pushing = false;
-  for (int w = 0; w < static_cast<int>(workers.size()); ++w) pushing |= pushes_here[static_cast<size_t>(w)] && active(w);
-  if (pushing) {
-    pushers_done_at.reset();
-  } else if (!pushers_done_at) {
-    pushers_done_at = Clock::now();
+  const auto stepper = [&](int w) { return heard_every_step[static_cast<size_t>(w)] != 0; };
+  // A worker with nothing to say here each step (hierarchical) is silent
+  // by design: its silence counts only from when no worker that has is at
+  // work, so that one that died still goes, a timeout after they finish.
+  bool stepping = false;
+  for (int w = 0; w < static_cast<int>(workers.size()); ++w) stepping |= stepper(w) && active(w);
+  if (stepping) {
+    stepping_done_at.reset();
+  } else if (!stepping_done_at) {
+    stepping_done_at = Clock::now();
   }
   bool all = true;
   for (int w = 0; w < static_cast<int>(workers.size()); ++w) {
     WorkerState& ws = workers.at(w);
     if (!active(w)) continue;
-    const bool pusher = pushes_here[static_cast<size_t>(w)] != 0;
-    if (!pusher && pushing) {
+    if (!stepper(w) && stepping) {
       all = false;
       continue;
     }
-    const auto heard = pusher ? ws.last_seen : std::max(ws.last_seen, *pushers_done_at);
+    const auto heard = stepper(w) ? ws.last_seen : std::max(ws.last_seen, *stepping_done_at);
     if (Clock::now() - heard > timeout && !isWaiting(w)) {
       ws.lost = true;
       clocks->lose(w);

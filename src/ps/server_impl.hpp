@@ -94,11 +94,12 @@ struct ParameterServer::Impl {
   // Sync: the first worker that left this start to begin again in place
   // (ps-leave); every wait of the start then fails at once.
   std::optional<int> departed;
-  // By worker: pushes one of this server's chunks. Hierarchical sync jobs
-  // push each chunk through one worker a host, so the others may say
-  // nothing here between their hello and their goodbye.
-  std::vector<char> pushes_here;
-  std::optional<Clock::time_point> pushers_done_at;  // when none of them was at work any more
+  // By worker: sends this server something every step (a push here, or at
+  // ps 0 its step report). Hierarchical sync jobs push each chunk through
+  // one worker a host, so at other servers the rest may say nothing
+  // between their hello and their goodbye.
+  std::vector<char> heard_every_step;
+  std::optional<Clock::time_point> stepping_done_at;  // when none of those was at work any more
 
   ServerStats stats;
 
