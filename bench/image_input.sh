@@ -19,7 +19,7 @@ THREADS=${THREADS:-2}
 OUT=${OUT:-$(mktemp -d /tmp/tandem-image-input.XXXXXX)}
 source bench/common.sh
 IMAGES=$OUT/images
-/usr/bin/python3 tests/support/make_image_folder.py "$IMAGES" --classes 4 --train-per-class 50 --val-per-class 2 \
+.venv/bin/python tests/support/make_image_folder.py "$IMAGES" --classes 4 --train-per-class 50 --val-per-class 2 \
   --size 400x350 --jpeg-only --subsample 420 --quality 90 --distinct 16
 common=(--image-size 224 --eval-every 100000 --progress plain)
 run decode "$TANDEM" train --model mlp --mlp-widths 8 --dataset imagefolder --data-dir "$IMAGES" "${common[@]}" \

@@ -17,10 +17,10 @@ MLP="--model mlp --mlp-widths 4096,4096 --dataset synthetic --synthetic-shape 25
 COMMON="--eval-every 1000000 --log-every 1000 --progress plain --prefetch-threads 1"
 
 launch2() { local name=$1; shift; run "$name" "$TANDEM" launch --workers 2 -- "$@" $COMMON; }
-# Debian's torchrun 1.13 on Python 3.11 needs nonzero --redirects and --tee.
+# The venv's torchrun (torch 2.x: dashed flags, no --redirects/--tee needed).
 torchrun2() {
   local name=$1; shift
-  run "$name" /usr/bin/torchrun --nproc_per_node 2 --redirects 1 --tee 1 --master_port "$(free_port)" --no_python \
+  run "$name" .venv/bin/torchrun --nproc-per-node 2 --master-port "$(free_port)" --no-python \
     "$TANDEM" train "$@" $COMMON
 }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }

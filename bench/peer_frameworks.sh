@@ -8,8 +8,8 @@
 #   1 PS + 1, 2, 4 workers, async            TF1-style PS job | tandem launch --ps 1
 #   2 workers, all-reduce                    PyTorch DDP (gloo, torchrun) | tandem launch
 # TensorFlow is pip's tensorflow-cpu in a venv (.venv-peer, made on the first
-# run, reused after); PyTorch is Debian's python3-torch, the LibTorch that
-# Tandem links. Every worker gets cores / workers on the host threads,
+# run, reused after); PyTorch is the project venv's torch (.venv, from
+# scripts/setup.sh), the LibTorch that Tandem links. Every worker gets cores / workers on the host threads,
 # Tandem's own rule, and a PS cores / servers, as `tandem launch` gives its
 # servers. Rounds are interleaved (TF, Tandem, PyTorch, TF, ...)
 # and each cell is the median over the rounds.
@@ -27,18 +27,16 @@ STEPS=${STEPS:-30}
 WARMUP=${WARMUP:-5}
 RUN_TIMEOUT=${RUN_TIMEOUT:-600}
 VENV=${VENV:-.venv-peer}
-# Debian's python3 (not a pyenv or venv one): its torch is the LibTorch Tandem
-# links. PyTorch runs outside the venv, whose NumPy 2 (from TensorFlow) this
-# torch 1.13 cannot load.
-SYS_PYTHON=${SYS_PYTHON:-/usr/bin/python3}
-TORCHRUN=${TORCHRUN:-/usr/bin/torchrun}
+# The project venv's python: its torch is the LibTorch Tandem links.
+SYS_PYTHON=${SYS_PYTHON:-.venv/bin/python}
+TORCHRUN=${TORCHRUN:-.venv/bin/torchrun}
 CORES=$(nproc)
 PS_THREADS=$CORES  # what `tandem launch --ps 1` gives its server (--ps-threads: cores / servers)
 unset OMP_NUM_THREADS MKL_NUM_THREADS  # Tandem and torch would take it over the rule
 export TF_CPP_MIN_LOG_LEVEL=2
 
 [ -x "$TANDEM" ] || { echo "no tandem binary at $TANDEM (set TANDEM=...)"; exit 1; }
-"$SYS_PYTHON" -c 'import torch' 2>/dev/null || { echo "$SYS_PYTHON cannot import torch (apt-get install python3-torch)"; exit 1; }
+"$SYS_PYTHON" -c 'import torch' 2>/dev/null || { echo "$SYS_PYTHON cannot import torch (run scripts/setup.sh)"; exit 1; }
 RESULTS=$OUT/results LOGS=$OUT/logs RUNS=$OUT/runs
 rm -rf "$RESULTS" "$LOGS" "$RUNS" "$OUT/peer.md"
 mkdir -p "$RESULTS" "$LOGS" "$RUNS"
@@ -123,9 +121,8 @@ run_torch() {  # result, run name, threads, workers (0: standalone)
     timeout -k 20 "$RUN_TIMEOUT" "$SYS_PYTHON" bench/peer/torch_bench.py standalone --threads "$threads" \
       --warmup "$WARMUP" --steps "$STEPS" --out "$result"
   else
-    # Debian's torchrun 1.13 on Python 3.11 needs nonzero --redirects and --tee.
-    timeout -k 20 "$RUN_TIMEOUT" "$TORCHRUN" --nproc_per_node "$workers" --redirects 1 --tee 1 \
-      --master_addr 127.0.0.1 --master_port "$(free_port)" \
+    timeout -k 20 "$RUN_TIMEOUT" "$TORCHRUN" --nproc-per-node "$workers" \
+      --master-addr 127.0.0.1 --master-port "$(free_port)" \
       bench/peer/torch_bench.py ddp --threads "$threads" --warmup "$WARMUP" --steps "$STEPS" --out "$result"
   fi
 }
@@ -183,7 +180,7 @@ header() {
   else
     echo "- TensorFlow: skipped ($TF_SKIP)"
   fi
-  echo "- PyTorch $("$SYS_PYTHON" -c 'import torch; print(torch.__version__)' 2>/dev/null) (Debian python3-torch, $SYS_PYTHON)"
+  echo "- PyTorch $("$SYS_PYTHON" -c 'import torch; print(torch.__version__)' 2>/dev/null) (the project venv's, $SYS_PYTHON)"
   echo "- workload: Linear+ReLU, Linear+ReLU, Linear; cross entropy over 256 classes; Adam lr 1e-4; batch 128 per worker; synthetic data"
   echo "- cells: aggregate worker steps/s (optimizer updates per second summed over workers, each of batch 128; x128 = samples/s),"
   echo "  median of $ROUNDS interleaved rounds, each timing $STEPS steps per worker after $WARMUP warm-up steps (start-up excluded)"

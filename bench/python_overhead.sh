@@ -23,7 +23,7 @@ cli() {  # name workers
     --log-every 50 --eval-every 100000
 }
 python() {  # name workers
-  run "$1" "$TANDEM" launch --ps "$PS" --workers "$2" -- /usr/bin/python3 bench/peer/tandem_torch_bench.py \
+  run "$1" "$TANDEM" launch --ps "$PS" --workers "$2" -- .venv/bin/python bench/peer/tandem_torch_bench.py \
     --steps 150 --batch-size 64 --widths 1024,1024 --mode "$([[ $PS == 0 ]] && echo allreduce || echo ps-sync)"
 }
 for PS in 0 1; do

@@ -16,4 +16,5 @@ configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/TandemConfig.cmake.in
                               INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Tandem)
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/TandemConfigVersion.cmake COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/TandemConfig.cmake ${PROJECT_BINARY_DIR}/TandemConfigVersion.cmake
+              ${PROJECT_SOURCE_DIR}/cmake/TandemTorch.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Tandem)

@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# Installs every Debian package Tandem needs and selects the OpenMP
-# OpenBLAS. Idempotent: a second run only checks.
+# Installs every Debian package Tandem needs, then the project's venv
+# (.venv, from Debian's python3) with the pinned torch wheel of
+# scripts/requirements-torch.txt, whose LibTorch Tandem builds against.
+# Idempotent: a second run only checks (seconds, nothing downloaded).
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
-  libtorch-dev libopenblas0-openmp libopenblas-dev
-  libgloo-dev libzmq3-dev cppzmq-dev
+  libzmq3-dev cppzmq-dev
+  libgloo-dev  # headers only: they declare the types c10d's Gloo header names
   libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   zlib1g-dev libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
-  python3-torch openmpi-bin
-  pybind11-dev python3-dev
+  openmpi-bin
+  python3-venv python3-dev
   libgoogle-perftools-dev
   libprotobuf-dev protobuf-compiler
   libjpeg62-turbo-dev libpng-dev
@@ -21,25 +24,6 @@ PACKAGES=(
 
 SUDO=""
 if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
-
-# Torch runs its own OpenMP thread pool; a pthreads OpenBLAS beside it
-# oversubscribes the cores (threads spinning in sched_yield, about 2x slower
-# steps measured with bench/train_overhead). Point every BLAS alternative at
-# the OpenMP flavour, which shares torch's pool.
-select_openblas_openmp() {
-  local alt target current
-  for alt in libblas.so.3-x86_64-linux-gnu liblapack.so.3-x86_64-linux-gnu \
-             libopenblas.so.0-x86_64-linux-gnu libblas.so-x86_64-linux-gnu \
-             liblapack.so-x86_64-linux-gnu libopenblas.so-x86_64-linux-gnu; do
-    target=$(update-alternatives --list "$alt" 2>/dev/null | grep openblas-openmp | head -n1 || true)
-    [[ -n "$target" ]] || continue
-    current=$(update-alternatives --query "$alt" | sed -n 's/^Value: //p')
-    if [[ "$current" != "$target" ]]; then
-      $SUDO update-alternatives --set "$alt" "$target" >/dev/null
-      echo "setup: $alt -> $target"
-    fi
-  done
-}
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -54,5 +38,22 @@ if ((${#missing[@]} > 0)); then
   $SUDO apt-get update -q
   $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
-select_openblas_openmp
-echo "setup: ${#PACKAGES[@]} packages present, OpenMP OpenBLAS selected"
+echo "setup: ${#PACKAGES[@]} Debian packages present"
+
+# The venv: installed again only when the pinned list changes (a stamp
+# holds the list it was made from); pip leaves what already matches alone.
+VENV=${TANDEM_VENV:-$PWD/.venv}
+REQUIREMENTS=scripts/requirements-torch.txt
+STAMP=$VENV/.tandem-requirements
+if [[ -x "$VENV/bin/python" ]] && cmp -s "$REQUIREMENTS" "$STAMP"; then
+  echo "setup: venv $VENV up to date ($(grep -m1 '^torch==' "$REQUIREMENTS"))"
+  exit 0
+fi
+start=$(date +%s)
+if [[ ! -x "$VENV/bin/python" ]]; then
+  /usr/bin/python3 -m venv "$VENV"
+fi
+echo "setup: installing $(grep -v '^#' "$REQUIREMENTS" | tr '\n' ' ')into $VENV (about 3.1 GB to download the first time)"
+"$VENV/bin/pip" install --quiet --progress-bar off -r "$REQUIREMENTS"
+cp "$REQUIREMENTS" "$STAMP"
+echo "setup: venv ready in $(( $(date +%s) - start )) s, $(du -sh "$VENV" | cut -f1)"

@@ -1,4 +1,4 @@
-#include <gloo/rendezvous/hash_store.h>
+#include "cluster/kv_store.hpp"
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -71,7 +71,7 @@ TEST(AllreduceBenchRun, ExactWhenEverySumIsRight) {
     EXPECT_EQ(row.mismatch, "");
   }
   // A real (single-rank) communicator too.
-  gloo::rendezvous::HashStore store;
+  cluster::MemoryStore store;
   auto solo = collective::Communicator::connect(store, {});
   EXPECT_TRUE(runAllreduceBench(*solo, {4096}).at(0).exact);
 }

@@ -25,7 +25,7 @@ size_t occurrences(const std::string& text, const std::string& needle) {
 }
 
 void makeFolder(const fs::path& dir, const std::string& extra) {
-  auto run = testing::runCommand("/usr/bin/python3 " TANDEM_SOURCE_DIR "/tests/support/make_image_folder.py " +
+  auto run = testing::runCommand(TANDEM_PYTHON " " TANDEM_SOURCE_DIR "/tests/support/make_image_folder.py " +
                                  dir.string() + " " + extra);
   ASSERT_EQ(run.exit_code, 0) << run.output;
 }

@@ -1,5 +1,5 @@
-// Tandem under the launchers users already have: real torchrun (Debian's
-// python3-torch) and real Open MPI mpirun, each against `tandem launch`.
+// Tandem under the launchers users already have: real torchrun (the venv's
+// torch) and real Open MPI mpirun, each against `tandem launch`.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -47,11 +47,10 @@ class Launchers : public ::testing::Test {
 };
 
 TEST_F(Launchers, TorchrunMatchesLaunch) {
-  ASSERT_TRUE(std::filesystem::exists("/usr/bin/torchrun")) << "torchrun is missing: run scripts/setup.sh";
+  ASSERT_TRUE(std::filesystem::exists(TANDEM_TORCHRUN)) << TANDEM_TORCHRUN << " is missing: run scripts/setup.sh";
   const int port = testing::freePort();
-  // Debian's torchrun 1.13 on Python 3.11 needs nonzero --redirects/--tee.
-  auto run = runCommand(fmt::format("/usr/bin/torchrun --nproc_per_node 2 --redirects 1 --tee 1 --master_port {} "
-                                    "--no_python {} train {}",
+  // The venv's torchrun, as its users start it: no 1.13-era --redirects/--tee.
+  auto run = runCommand(fmt::format("{} --nproc-per-node 2 --master-port {} --no-python {} train {}", TANDEM_TORCHRUN,
                                     port, TANDEM_BINARY, args(dir_.str("torchrun"))),
                         std::chrono::seconds(300));
   ASSERT_EQ(run.exit_code, 0) << run.output;

@@ -7,6 +7,7 @@
 
 #include "support/process.hpp"
 #include "support/run_artifacts.hpp"
+#include "train/optimizer_state.hpp"
 
 namespace tandem {
 namespace {
@@ -22,7 +23,7 @@ std::vector<int64_t> adamSteps(const fs::path& path) {
   checkpoint.restore(*model, &adam, false);
   std::vector<int64_t> steps;
   for (const auto& p : model->parameters()) {
-    const auto it = adam.state().find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+    const auto it = adam.state().find(train::optimizerStateKey(p));
     steps.push_back(it == adam.state().end() ? -1
                                              : static_cast<torch::optim::AdamParamState&>(*it->second).step());
   }

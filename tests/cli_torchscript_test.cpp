@@ -27,8 +27,8 @@ constexpr int64_t kScriptedMlpParameters = 784 * 64 + 64 + 64 * 32 + 32 + 32 * 1
 class TorchScript : public ::testing::Test {
  protected:
   void SetUp() override {
-    // Debian's python3-torch: the same 1.13 as the LibTorch tandem links.
-    auto made = runCommand(fmt::format("/usr/bin/python3 {}/tests/support/make_torchscript.py {}", TANDEM_SOURCE_DIR,
+    // The venv's torch: the same version as the LibTorch tandem links.
+    auto made = runCommand(fmt::format("{} {}/tests/support/make_torchscript.py {}", TANDEM_PYTHON, TANDEM_SOURCE_DIR,
                                        dir_.str("modules")));
     ASSERT_EQ(made.exit_code, 0) << made.output;
   }
@@ -188,7 +188,7 @@ TEST_F(TorchScript, ExportsForPython) {
   EXPECT_NE(scripted.output.find("\"torchscript\""), std::string::npos) << scripted.output;
   auto state = runTandem("export --checkpoint " + ckpt + " --format state_dict --out " + dir_.str("state.pt"));
   ASSERT_EQ(state.exit_code, 0) << state.output;
-  auto check = runCommand(fmt::format("/usr/bin/python3 {}/tests/support/check_export.py torchscript {} {} {}",
+  auto check = runCommand(fmt::format("{} {}/tests/support/check_export.py torchscript {} {} {}", TANDEM_PYTHON,
                                       TANDEM_SOURCE_DIR, dir_.str("trained.pt"), dir_.str("state.pt"),
                                       module("mlp.pt")));
   EXPECT_EQ(check.exit_code, 0) << check.output;
@@ -202,7 +202,7 @@ TEST_F(TorchScript, BuiltInModelsExportAStateDict) {
   const std::string ckpt = dir_.str("run/checkpoint.ckpt");
   auto exported = runTandem("export --checkpoint " + ckpt + " --out " + dir_.str("cnn.pt"));
   ASSERT_EQ(exported.exit_code, 0) << exported.output;
-  auto read = runCommand(fmt::format("/usr/bin/python3 {}/tests/support/check_export.py state_dict {}",
+  auto read = runCommand(fmt::format("{} {}/tests/support/check_export.py state_dict {}", TANDEM_PYTHON,
                                      TANDEM_SOURCE_DIR, dir_.str("cnn.pt")));
   ASSERT_EQ(read.exit_code, 0) << read.output;
   const auto seen = nlohmann::json::parse(read.output);

@@ -1,7 +1,3 @@
-#include <gloo/allreduce_ring.h>
-#include <gloo/barrier_all_to_all.h>
-#include <gloo/rendezvous/context.h>
-#include <gloo/transport/tcp/device.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -151,7 +147,7 @@ TEST(Coordinator, WaitReturnsOnceKeysAppear) {
     std::this_thread::sleep_for(50ms);
     client.set("b", bytes("2"));
   });
-  auto took = timeOf([&] { waiter.wait({"a", "b"}); });
+  auto took = timeOf([&] { waiter.wait({"a", "b"}, waiter.timeout()); });
   writer.join();
   EXPECT_GE(took, 140ms);
   EXPECT_LT(took, 2000ms);
@@ -208,7 +204,7 @@ TEST(Coordinator, ClientWithoutServerTimesOutNamingTheAddress) {
   EXPECT_GE(took, 300ms);
   EXPECT_LT(took, 800ms);
   EXPECT_THROW(client.get("k"), PeerError);
-  EXPECT_THROW(client.wait({"k"}), PeerError);
+  EXPECT_THROW(client.wait({"k"}, client.timeout()), PeerError);
 }
 
 TEST(Coordinator, ClientMayStartBeforeTheServer) {
@@ -360,50 +356,8 @@ TEST(Coordinator, OutsidersCanNeitherReadNorWriteTheStore) {
   EXPECT_EQ(text(member.get("train/join/worker/0")), "chief");
 }
 
-// Gloo's own rendezvous runs through the store: the full mesh connects and
-// an all-reduce and a barrier complete.
-TEST(Coordinator, GlooRendezvousThroughTheStore) {
-  CoordinatorServer server("127.0.0.1", 0);
-  constexpr int kSize = 3;
-  std::vector<std::exception_ptr> errors(kSize);
-  std::vector<std::vector<float>> results(kSize);
-  // Contexts outlive every rank's last collective: a rank tearing down its
-  // connections while a peer still waits on them fails that peer.
-  std::vector<std::shared_ptr<gloo::rendezvous::Context>> contexts(kSize);
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < kSize; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        CoordinatorClient client(local(server.port()), 10000ms);
-        gloo::transport::tcp::attr attr;
-        attr.hostname = "127.0.0.1";
-        auto device = gloo::transport::tcp::CreateDevice(attr);
-        auto context = std::make_shared<gloo::rendezvous::Context>(rank, kSize);
-        contexts[rank] = context;
-        context->setTimeout(10000ms);
-        context->connectFullMesh(client, device);
-        std::vector<float> data(1000);
-        for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>((rank + 1) * i);
-        std::vector<float*> ptrs{data.data()};
-        gloo::AllreduceRing<float> allreduce(context, ptrs, static_cast<int>(data.size()));
-        allreduce.run();
-        gloo::BarrierAllToAll barrier(context);
-        barrier.run();
-        results[rank] = data;
-      } catch (...) {
-        errors[rank] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
-  for (int rank = 0; rank < kSize; ++rank) {
-    ASSERT_EQ(results[rank].size(), 1000u);
-    for (size_t i = 0; i < 1000; i += 111) EXPECT_EQ(results[rank][i], static_cast<float>(6 * i)) << rank << " " << i;
-  }
-}
+// Collectives rendezvous through the store: collective_communicator_test
+// (CommunicatorConnect.RendezvousThroughTheCoordinatorStore).
 
 }  // namespace
 }  // namespace tandem::cluster

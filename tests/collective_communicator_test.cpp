@@ -1,4 +1,3 @@
-#include <gloo/rendezvous/hash_store.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "cluster/coordinator.hpp"
+#include "cluster/kv_store.hpp"
 #include "collective/bucket_reducer.hpp"
 #include "collective/communicator.hpp"
 #include "core/clock.hpp"
@@ -25,29 +26,25 @@ namespace {
 
 using namespace std::chrono_literals;
 
-const size_t kDefaultRingThreshold = CommunicatorOptions{}.ring_threshold_bytes;
-
-CommunicatorOptions optionsFor(int rank, int size, std::chrono::milliseconds timeout = 10s,
-                               size_t ring_threshold_bytes = kDefaultRingThreshold) {
+CommunicatorOptions optionsFor(int rank, int size, std::chrono::milliseconds timeout = 10s) {
   CommunicatorOptions options;
   options.rank = rank;
   options.size = size;
   options.timeout = timeout;
-  options.ring_threshold_bytes = ring_threshold_bytes;
   return options;
 }
 
 // Runs `body` on `size` ranks, one thread each, rendezvousing through an
 // in-process store. Exceptions escaping a rank fail the test with its message.
 void runRanks(int size, const std::function<void(Communicator&)>& body,
-              std::chrono::milliseconds timeout = 10s, size_t ring_threshold_bytes = kDefaultRingThreshold) {
-  gloo::rendezvous::HashStore store;
+              std::chrono::milliseconds timeout = 10s) {
+  cluster::MemoryStore store;
   std::vector<std::string> errors(size);
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r) {
     threads.emplace_back([&, r] {
       try {
-        auto comm = Communicator::connect(store, optionsFor(r, size, timeout, ring_threshold_bytes));
+        auto comm = Communicator::connect(store, optionsFor(r, size, timeout));
         ASSERT_EQ(comm->rank(), r);
         ASSERT_EQ(comm->size(), size);
         body(*comm);
@@ -83,53 +80,28 @@ void expectAllreduceExact(int size, size_t count) {
 TEST(CommunicatorAllreduce, SmallBufferExactFor2Ranks) { expectAllreduceExact(2, 1000); }
 TEST(CommunicatorAllreduce, SmallBufferExactFor3Ranks) { expectAllreduceExact(3, 1001); }
 TEST(CommunicatorAllreduce, SmallBufferExactFor4Ranks) { expectAllreduceExact(4, 4099); }
-// 12 MB: ring-chunked.
+// 12 MB buffers.
 TEST(CommunicatorAllreduce, LargeBufferExactFor2Ranks) { expectAllreduceExact(2, 3'000'000); }
 TEST(CommunicatorAllreduce, LargeBufferExactFor3Ranks) { expectAllreduceExact(3, 3'000'001); }
 TEST(CommunicatorAllreduce, LargeBufferExactFor4Ranks) { expectAllreduceExact(4, 3'000'000); }
 
-TEST(CommunicatorAllreduce, TheThresholdPicksTheAlgorithm) {
-  CommunicatorOptions options;
-  const size_t at_threshold = options.ring_threshold_bytes / sizeof(float);
-  EXPECT_EQ(allreduceAlgorithmFor(at_threshold - 1, options), AllreduceAlgorithm::kHalvingDoubling);
-  EXPECT_EQ(allreduceAlgorithmFor(at_threshold, options), AllreduceAlgorithm::kRingChunked);
-  options.ring_threshold_bytes = 0;
-  EXPECT_EQ(allreduceAlgorithmFor(1, options), AllreduceAlgorithm::kRingChunked);
-  options.ring_threshold_bytes = SIZE_MAX;
-  EXPECT_EQ(allreduceAlgorithmFor(3'000'000, options), AllreduceAlgorithm::kHalvingDoubling);
-}
-
-// Each algorithm forced through the threshold option, on sizes the default
-// threshold would give the other one: odd counts, counts below the rank
-// count, and buffers reduced twice through the cached algorithm.
-void expectAlgorithmExact(AllreduceAlgorithm algorithm, int size, const std::vector<size_t>& counts) {
-  const size_t threshold = algorithm == AllreduceAlgorithm::kRingChunked ? 0 : SIZE_MAX;
-  CommunicatorOptions options;
-  options.ring_threshold_bytes = threshold;
-  for (size_t count : counts) ASSERT_EQ(allreduceAlgorithmFor(count, options), algorithm) << count;
-  runRanks(
-      size,
-      [&](Communicator& comm) {
-        for (size_t count : counts) {
-          std::vector<float> data(count);
-          for (int round = 1; round <= 2; ++round) {
-            for (size_t i = 0; i < count; ++i) data[i] = contribution(comm.rank(), i);
-            comm.allreduceSum(data.data(), count);
-            size_t wrong = 0;
-            for (size_t i = 0; i < count; ++i) wrong += data[i] != expectedSum(size, i);
-            EXPECT_EQ(wrong, 0u) << "rank " << comm.rank() << ", " << count << " floats, round " << round;
-          }
+// Odd counts, counts below the rank count, and each buffer reduced twice.
+TEST(CommunicatorAllreduce, OddAndTinyCountsAreExactTwiceFor2To4Ranks) {
+  const std::vector<size_t> counts{1, 3, 1000, 100'003};
+  for (int size : {2, 3, 4}) {
+    runRanks(size, [&](Communicator& comm) {
+      for (size_t count : counts) {
+        std::vector<float> data(count);
+        for (int round = 1; round <= 2; ++round) {
+          for (size_t i = 0; i < count; ++i) data[i] = contribution(comm.rank(), i);
+          comm.allreduceSum(data.data(), count);
+          size_t wrong = 0;
+          for (size_t i = 0; i < count; ++i) wrong += data[i] != expectedSum(comm.size(), i);
+          EXPECT_EQ(wrong, 0u) << "rank " << comm.rank() << ", " << count << " floats, round " << round;
         }
-      },
-      10s, threshold);
-}
-
-TEST(CommunicatorAllreduce, RingChunkedIsExactFor2To4Ranks) {
-  for (int size : {2, 3, 4}) expectAlgorithmExact(AllreduceAlgorithm::kRingChunked, size, {1, 3, 1000, 100'003});
-}
-
-TEST(CommunicatorAllreduce, HalvingDoublingIsExactFor2To4Ranks) {
-  for (int size : {2, 3, 4}) expectAlgorithmExact(AllreduceAlgorithm::kHalvingDoubling, size, {1, 3, 1000, 1'100'003});
+      }
+    });
+  }
 }
 
 TEST(CommunicatorAllreduce, TinyAndEmptyBuffers) {
@@ -364,14 +336,15 @@ TEST(CommunicatorBarrier, NoRankLeavesBeforeAllArrive) {
 }
 
 // Any use of the store fails: proves size 1 needs no rendezvous or network.
-class UnreachableStore : public gloo::rendezvous::Store {
+class UnreachableStore : public cluster::KeyValueStore {
  public:
   void set(const std::string& key, const std::vector<char>&) override { ADD_FAILURE() << "set " << key; }
   std::vector<char> get(const std::string& key) override {
     ADD_FAILURE() << "get " << key;
     return {};
   }
-  void wait(const std::vector<std::string>&) override { ADD_FAILURE() << "wait"; }
+  void wait(const std::vector<std::string>&, std::chrono::milliseconds) override { ADD_FAILURE() << "wait"; }
+  std::chrono::milliseconds timeout() const override { return 1s; }
 };
 
 TEST(CommunicatorSolo, SizeOneIsLocalAndCollectivesAreIdentity) {
@@ -392,14 +365,45 @@ TEST(CommunicatorSolo, SizeOneIsLocalAndCollectivesAreIdentity) {
 }
 
 TEST(CommunicatorConnect, RejectsInvalidRankAndSize) {
-  gloo::rendezvous::HashStore store;
+  cluster::MemoryStore store;
   EXPECT_THROW(Communicator::connect(store, optionsFor(2, 2)), Error);
   EXPECT_THROW(Communicator::connect(store, optionsFor(-1, 2)), Error);
   EXPECT_THROW(Communicator::connect(store, optionsFor(0, 0)), Error);
 }
 
+// The chief's coordinator is the rendezvous of every real job: three ranks
+// connect through it, sum, and pass a barrier.
+TEST(CommunicatorConnect, RendezvousThroughTheCoordinatorStore) {
+  cluster::CoordinatorServer server("127.0.0.1", 0);
+  constexpr int kSize = 3;
+  std::vector<std::string> errors(kSize);
+  std::vector<std::vector<float>> results(kSize);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < kSize; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        cluster::CoordinatorClient client(cluster::HostPort{"127.0.0.1", server.port()}, 10s);
+        auto comm = Communicator::connect(client, optionsFor(rank, kSize));
+        std::vector<float> data(1000);
+        for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>((rank + 1) * i);
+        comm->allreduceSum(data.data(), data.size());
+        comm->barrier();
+        results[rank] = data;
+      } catch (const std::exception& e) {
+        errors[rank] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int rank = 0; rank < kSize; ++rank) {
+    EXPECT_EQ(errors[rank], "") << "rank " << rank;
+    ASSERT_EQ(results[rank].size(), 1000u);
+    for (size_t i = 0; i < 1000; i += 111) EXPECT_EQ(results[rank][i], static_cast<float>(6 * i)) << rank << " " << i;
+  }
+}
+
 TEST(CommunicatorConnect, MissingPeerThrowsPeerError) {
-  gloo::rendezvous::HashStore store;
+  cluster::MemoryStore store;
   const auto start = Clock::now();
   try {
     Communicator::connect(store, optionsFor(0, 2, 500ms));
@@ -418,7 +422,7 @@ void expectStallDetected(int size, const std::vector<int>& callers,
                          const std::function<void(Communicator&)>& op, const std::string& op_name,
                          const std::string& named_peer = "") {
   constexpr auto kTimeout = 500ms;
-  gloo::rendezvous::HashStore store;
+  cluster::MemoryStore store;
   std::promise<void> callers_done_promise;
   auto callers_done = callers_done_promise.get_future().share();
   std::atomic<int> finished{0};
@@ -489,7 +493,7 @@ TEST(CommunicatorFault, SilentPeerFailsBarrierWithinTimeout) {
 // A peer that failed and went away: the survivor fails fast, and the error
 // names the peer.
 TEST(CommunicatorFault, ClosedPeerFailsAllreduceNamingThePeer) {
-  gloo::rendezvous::HashStore store;
+  cluster::MemoryStore store;
   std::promise<void> connected_promise;
   std::promise<void> closed_promise;
   auto closed = closed_promise.get_future();

@@ -1,7 +1,6 @@
 // Hierarchical all-reduce (collective/host_communicator): sums within each
 // host, among the hosts' leaders, then back to the host. Ranks are threads
 // on loopback here; the lab test (cli_lab_test) measures the host links.
-#include <gloo/rendezvous/hash_store.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -11,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "cluster/kv_store.hpp"
 #include "collective/host_communicator.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"
@@ -21,13 +21,11 @@ namespace {
 using namespace std::chrono_literals;
 using Groups = std::vector<std::vector<int>>;
 
-CommunicatorOptions optionsFor(int rank, int size, std::chrono::milliseconds timeout = 10s,
-                               size_t ring_threshold = CommunicatorOptions{}.ring_threshold_bytes) {
+CommunicatorOptions optionsFor(int rank, int size, std::chrono::milliseconds timeout = 10s) {
   CommunicatorOptions options;
   options.rank = rank;
   options.size = size;
   options.timeout = timeout;
-  options.ring_threshold_bytes = ring_threshold;
   return options;
 }
 
@@ -40,16 +38,15 @@ int sizeOf(const Groups& groups) {
 // Runs `body` on every rank of `groups`, one thread each; returns each
 // rank's error ("" when it finished).
 std::vector<std::string> runHosts(const Groups& groups, const std::function<void(Communicator&)>& body,
-                                  std::chrono::milliseconds timeout = 10s,
-                                  size_t ring_threshold = CommunicatorOptions{}.ring_threshold_bytes) {
+                                  std::chrono::milliseconds timeout = 10s) {
   const int size = sizeOf(groups);
-  gloo::rendezvous::HashStore store;
+  cluster::MemoryStore store;
   std::vector<std::string> errors(static_cast<size_t>(size));
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r) {
     threads.emplace_back([&, r] {
       try {
-        auto comm = connectByHost(store, optionsFor(r, size, timeout, ring_threshold), groups);
+        auto comm = connectByHost(store, optionsFor(r, size, timeout), groups);
         body(*comm);
       } catch (const std::exception& e) {
         errors[static_cast<size_t>(r)] = e.what();
@@ -65,14 +62,14 @@ std::vector<std::string> runHosts(const Groups& groups, const std::function<void
 float contribution(int rank, size_t i) { return static_cast<float>(static_cast<int>(i % 7) + 2 * rank); }
 float expectedSum(int size, size_t i) { return static_cast<float>(size * static_cast<int>(i % 7) + size * (size - 1)); }
 
-void expectExactSums(const Groups& groups, size_t count, size_t ring_threshold) {
+void expectExactSums(const Groups& groups, size_t count) {
   const int size = sizeOf(groups);
   const auto errors = runHosts(
       groups,
       [&](Communicator& comm) {
         EXPECT_EQ(comm.size(), size);
         std::vector<float> data(count);
-        for (int round = 0; round < 2; ++round) {  // the second through the cached algorithms
+        for (int round = 0; round < 2; ++round) {  // the same buffer twice
           for (size_t i = 0; i < count; ++i) data[i] = contribution(comm.rank(), i);
           comm.allreduceSum(data.data(), count);
           size_t wrong = 0;
@@ -82,30 +79,19 @@ void expectExactSums(const Groups& groups, size_t count, size_t ring_threshold) 
         for (size_t i = 0; i < count; ++i) data[i] = contribution(comm.rank(), i);
         comm.allreduceSumOnce(data.data(), count);
         EXPECT_EQ(data[count - 1], expectedSum(size, count - 1)) << "rank " << comm.rank() << ", once";
-      },
-      10s, ring_threshold);
+      });
   for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
 TEST(HostCommunicator, SumsExactlyOverTwoHostsOfTwo) {
-  expectExactSums({{0, 1}, {2, 3}}, 1001, SIZE_MAX);  // flat halving-doubling
-  expectExactSums({{0, 1}, {2, 3}}, 100'003, 0);      // by host, ring-chunked at every level
-  expectExactSums({{0, 2}, {1, 3}}, 1001, SIZE_MAX);  // by host, halving-doubling at every level
-}
-
-TEST(HostCommunicator, HalvingDoublingFollowsPowerOfTwoHostsOfConsecutiveRanks) {
-  EXPECT_TRUE(halvingDoublingFollowsHosts({{0, 1}, {2, 3}}, 4));
-  EXPECT_TRUE(halvingDoublingFollowsHosts({{0, 1, 2, 3}, {4, 5, 6, 7}}, 8));
-  EXPECT_TRUE(halvingDoublingFollowsHosts({{0}, {1}}, 2));
-  EXPECT_FALSE(halvingDoublingFollowsHosts({{0, 2}, {1, 3}}, 4));     // interleaved
-  EXPECT_FALSE(halvingDoublingFollowsHosts({{0, 1, 2}, {3, 4, 5}}, 6));  // 3 a host
-  EXPECT_FALSE(halvingDoublingFollowsHosts({{0, 1}, {2, 3}, {4, 5}}, 6));  // 3 hosts
-  EXPECT_FALSE(halvingDoublingFollowsHosts({{0, 1, 2}, {3}}, 4));     // uneven
+  expectExactSums({{0, 1}, {2, 3}}, 1001);
+  expectExactSums({{0, 1}, {2, 3}}, 100'003);
+  expectExactSums({{0, 2}, {1, 3}}, 1001);
 }
 
 TEST(HostCommunicator, SumsExactlyOverUnevenAndInterleavedHosts) {
-  expectExactSums({{0, 2}, {1}, {3, 4, 5}}, 4099, SIZE_MAX);
-  expectExactSums({{1, 3}, {0, 2}}, 17, 0);
+  expectExactSums({{0, 2}, {1}, {3, 4, 5}}, 4099);
+  expectExactSums({{1, 3}, {0, 2}}, 17);
 }
 
 TEST(HostCommunicator, SixteenBitSumsMatchTheFloatSum) {
@@ -139,7 +125,7 @@ TEST(HostCommunicator, BroadcastAllgatherAndBarrierSpanEveryRank) {
 }
 
 TEST(HostCommunicator, GroupsThatDoNotPartitionTheRanksAreRefused) {
-  gloo::rendezvous::HashStore store;
+  cluster::MemoryStore store;
   EXPECT_THROW(connectByHost(store, optionsFor(0, 3), {{0, 1}}), Error);          // rank 2 missing
   EXPECT_THROW(connectByHost(store, optionsFor(0, 3), {{0, 1}, {1, 2}}), Error);  // rank 1 twice
   EXPECT_THROW(connectByHost(store, optionsFor(0, 2), {{0, 1}, {}}), Error);
@@ -148,7 +134,7 @@ TEST(HostCommunicator, GroupsThatDoNotPartitionTheRanksAreRefused) {
 
 // Worker 3 fails right after connecting. Its host-mate fails naming it,
 // the other host's leader names the leader it lost, and nobody waits past
-// the timeout. (Interleaved hosts: every sum goes by host.)
+// the timeout.
 TEST(HostCommunicator, AFailedHostMateIsNamedAsItsWorker) {
   const auto start = Clock::now();
   const auto errors = runHosts(

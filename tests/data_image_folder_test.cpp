@@ -22,7 +22,7 @@ using tandem::testing::expectInputError;
 using tandem::testing::TempDir;
 
 void makeFolder(const fs::path& dir, const std::string& extra = "") {
-  auto run = tandem::testing::runCommand("/usr/bin/python3 " TANDEM_SOURCE_DIR "/tests/support/make_image_folder.py " +
+  auto run = tandem::testing::runCommand(TANDEM_PYTHON " " TANDEM_SOURCE_DIR "/tests/support/make_image_folder.py " +
                                          dir.string() + " " + extra);
   ASSERT_EQ(run.exit_code, 0) << run.output;
 }

@@ -165,18 +165,24 @@ TEST(CommModel, AsyncWorkersShareTheServerLinkAsAQueue) {
 }
 
 // The optimum of any all-reduce is the hierarchical ring's bytes; Tandem's
-// path counts what Gloo runs flat: halving-doubling below the ring
-// threshold, which over power-of-two workers placed host by host keeps its
-// first rounds on each host, and a ring from the threshold up.
+// path counts what Gloo runs flat: a ring by default (c10d's Gloo), and,
+// given a ring threshold, halving-doubling below it, which over
+// power-of-two workers placed host by host keeps its first rounds on each
+// host.
 TEST(CommModel, FlatAllReduceCountsTheAlgorithmGlooRunsForTheBucket) {
   const Cluster c{2, 2, kTenGbit, 100e-6};
   const Layout flat{Algorithm::kRingAllReduce};
   // 2 hosts: 2*1/2 = 100 MB per link at the optimum, against a 4-worker ring's 150 MB.
   EXPECT_DOUBLE_EQ(predict(work(), c, flat).load.worker_host_bytes, 100e6);
   EXPECT_DOUBLE_EQ(linkLoad(work(), c, flat).worker_host_bytes, 150e6);
-  const Prediction small = predictTandem(work(), c, flat, {1e6});  // halving-doubling: 2*log2(4) latencies a bucket
+  EXPECT_DOUBLE_EQ(predictTandem(work(), c, flat, {1e6}).load.worker_host_bytes, 150e6);  // a ring by default
+  TandemPath hd{1e6};
+  hd.ring_threshold_bytes = 4 * 1024 * 1024;
+  const Prediction small = predictTandem(work(), c, flat, hd);  // halving-doubling: 2*log2(4) latencies a bucket
   EXPECT_DOUBLE_EQ(small.load.worker_host_bytes, 100e6);
-  const Prediction large = predictTandem(work(), c, flat, {25e6});  // ring-chunked
+  TandemPath ring{25e6};
+  ring.ring_threshold_bytes = 4 * 1024 * 1024;
+  const Prediction large = predictTandem(work(), c, flat, ring);  // ring-chunked
   EXPECT_DOUBLE_EQ(large.load.worker_host_bytes, 150e6);
   EXPECT_GT(large.step_s, small.step_s);
   // The threshold is the communicator's, and can move.
@@ -184,12 +190,12 @@ TEST(CommModel, FlatAllReduceCountsTheAlgorithmGlooRunsForTheBucket) {
   raised.ring_threshold_bytes = 30e6;
   EXPECT_DOUBLE_EQ(predictTandem(work(), c, flat, raised).load.worker_host_bytes, 100e6);
   // 3 workers a host: halving-doubling's blocks cross hosts; counted as a ring.
-  EXPECT_DOUBLE_EQ(predictTandem(work(), {2, 3, kTenGbit, 0}, flat, {1e6}).load.worker_host_bytes,
+  EXPECT_DOUBLE_EQ(predictTandem(work(), {2, 3, kTenGbit, 0}, flat, hd).load.worker_host_bytes,
                    2.0 * 5 / 6 * 100e6);
   // Latency: one 100 MB model in 1 MB buckets pays 4 latencies a bucket, not the ring's 6.
   const Cluster slow{2, 2, 1e15, 1e-3};
   const Workload tiny_backward{0.05, 1e-6, kModel, 32};
-  EXPECT_NEAR(predictTandem(tiny_backward, slow, flat, {1e6}).step_s, 0.05 + 100 * 4e-3, 1e-6);
+  EXPECT_NEAR(predictTandem(tiny_backward, slow, flat, hd).step_s, 0.05 + 100 * 4e-3, 1e-6);
 }
 
 TEST(CommModel, HierarchicalLayoutsCrossEachHostLinkOncePerHost) {

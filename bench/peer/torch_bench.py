@@ -1,7 +1,7 @@
 """PyTorch side of bench/peer_frameworks.sh: the 256-4096-4096-256 MLP of
 Tandem's `mlp` model (torch.nn.Linear+ReLU, Linear+ReLU, Linear; cross
 entropy over 256 classes; torch.optim.Adam lr 1e-4, eps 1e-8; batch 128 of
-synthetic data), in eager mode on Debian's python3-torch (the LibTorch that
+synthetic data), in eager mode on the project venv's torch (the LibTorch that
 Tandem links).
 
   standalone  one process, torch.set_num_threads(--threads)
@@ -13,8 +13,7 @@ Writes one JSON result (rank 0): aggregate worker steps/s (optimizer updates
 per second summed over the ranks, each of batch 128) over the steps after
 warm-up.
 
-Run it with /usr/bin/python3: the TensorFlow venv brings a NumPy 2 that this
-torch 1.13 cannot use.
+Run it with .venv/bin/python, whose torch is the LibTorch Tandem links.
 """
 import argparse
 import json

@@ -1,7 +1,7 @@
 #pragma once
 // The process's membership in a job, behind the public API's free
 // functions: cluster spec, rendezvous, the communicator and its thread.
-#include <gloo/rendezvous/prefix_store.h>
+#include "cluster/kv_store.hpp"
 
 #include <memory>
 #include <optional>
@@ -22,7 +22,7 @@ struct Job {
   int local_rank = 0;
   int local_size = 1;
   train::ClusterJoin join;
-  std::unique_ptr<gloo::rendezvous::PrefixStore> gloo_store;
+  std::unique_ptr<cluster::PrefixStore> gloo_store;
   std::unique_ptr<collective::Communicator> comm;
   // Declared after comm: destroyed first, so queued jobs never outlive it.
   // Every collective runs here, in submission order, so the optimizer's

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <gloo/rendezvous/prefix_store.h>
+#include "cluster/kv_store.hpp"
 
 #include <cstdlib>
 #include <thread>
@@ -138,7 +138,7 @@ void init(const InitOptions& options) {
                                                 : spec.worker_hosts[spec.index].host;
     comm.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.peer_timeout_s * 1000));
     if (spec.num_workers > 1) {
-      job->gloo_store = std::make_unique<gloo::rendezvous::PrefixStore>("gloo", *job->join.store);
+      job->gloo_store = std::make_unique<cluster::PrefixStore>("gloo", *job->join.store);
       const auto groups = cluster::hostGroupsFor(spec, options.hierarchical, *job->join.store, comm.local_host,
                                                  Deadline::afterSeconds(options.rendezvous_timeout_s));
       job->comm = collective::connectByHost(*job->gloo_store, comm, groups);

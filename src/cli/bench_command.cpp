@@ -2,7 +2,7 @@
 // Gloo all-reduce bandwidth between them, next to loopback TCP's peak.
 // `tandem bench ps-apply`: the parameter server's optimizer kernels per core.
 #include <fmt/format.h>
-#include <gloo/rendezvous/prefix_store.h>
+#include "cluster/kv_store.hpp"
 #include <nlohmann/json.hpp>
 
 #include <fstream>
@@ -23,7 +23,6 @@ struct AllreduceBenchOptions {
   std::string host = "127.0.0.1";
   std::string json_out;
   double timeout_s = 120;
-  double ring_threshold_kb = collective::CommunicatorOptions{}.ring_threshold_bytes / 1024.0;
   // Set by the parent for each worker process.
   int rank = -1;
   std::string coordinator;
@@ -43,19 +42,18 @@ int runWorker(const AllreduceBenchOptions& o, const std::vector<size_t>& sizes) 
   std::unique_ptr<cluster::CoordinatorServer> server;
   if (o.rank == 0) server = std::make_unique<cluster::CoordinatorServer>(coordinator.host, coordinator.port);
   cluster::CoordinatorClient store(coordinator, timeout);
-  gloo::rendezvous::PrefixStore prefixed("bench", store);
+  cluster::PrefixStore prefixed("bench", store);
   collective::CommunicatorOptions options;
   options.rank = o.rank;
   options.size = o.workers;
   options.local_host = o.host;
   options.timeout = timeout;
-  options.ring_threshold_bytes = static_cast<size_t>(o.ring_threshold_kb * 1024);
   auto comm = collective::Communicator::connect(prefixed, options);
   auto rows = bench::runAllreduceBench(*comm, sizes);
   comm->barrier();
   if (o.rank != 0) return 0;
 
-  fmt::print("all-reduce (sum, float32), {} workers on {}, Gloo TCP; loopback TCP single stream: {:.2f} GB/s\n",
+  fmt::print("all-reduce (sum, float32), {} workers on {}, Gloo TCP (LibTorch's, ring); loopback TCP single stream: {:.2f} GB/s\n",
              o.workers, o.host, o.loopback_gbps);
   fmt::print("{:>8} {:>6} {:>12} {:>12} {:>12} {:>11} {:>6}\n", "size", "iters", "time (us)", "algbw GB/s",
              "busbw GB/s", "busbw/peak", "exact");
@@ -96,7 +94,7 @@ int runAllreduceBench(const AllreduceBenchOptions& o) {
     child.name = fmt::format("worker {}", i);
     child.argv = {launch::selfExecutable(), "bench", "allreduce", "--workers", std::to_string(o.workers),
                   "--sizes", o.sizes, "--host", o.host,
-                  "--ring-threshold-kb", fmt::format("{}", o.ring_threshold_kb), "--timeout", fmt::format("{}", o.timeout_s),
+                  "--timeout", fmt::format("{}", o.timeout_s),
                   "--rank", std::to_string(i), "--coordinator", coordinator,
                   "--loopback-gbps", fmt::format("{}", loopback)};
     if (!o.json_out.empty()) {
@@ -135,9 +133,6 @@ Command addBenchCommand(CLI::App& app) {
   allreduce->add_option("--sizes", o->sizes, "sizes: 4K..256M (x4 steps) or a list 64K,1M")->capture_default_str();
   allreduce->add_option("--host", o->host, "address the workers use")->capture_default_str();
   allreduce->add_option("--json", o->json_out, "also write the results as JSON to this file");
-  allreduce->add_option("--ring-threshold-kb", o->ring_threshold_kb,
-                        "buffers from this size up use ring-chunked, smaller ones halving-doubling")
-      ->capture_default_str();
   allreduce->add_option("--timeout", o->timeout_s, "seconds a worker waits for a peer")->capture_default_str();
   const char* internal = "";  // hidden: set by the parent for its workers
   allreduce->add_option("--rank", o->rank)->group(internal);

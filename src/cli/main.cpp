@@ -1,8 +1,9 @@
 // tandem: data-parallel training of LibTorch models.
 #include <CLI/CLI.hpp>
-#include <gloo/config.h>
 #include <torch/torch.h>
 #include <torch/version.h>
+
+#include <functional>
 #include <zmq.h>
 
 #include <unistd.h>
@@ -21,6 +22,7 @@
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "train/blas_check.hpp"
+#include "train/runtime_info.hpp"
 
 #ifndef TANDEM_VERSION
 #define TANDEM_VERSION "unknown"
@@ -31,8 +33,15 @@ namespace {
 std::string versionText() {
   int zmq_major = 0, zmq_minor = 0, zmq_patch = 0;
   zmq_version(&zmq_major, &zmq_minor, &zmq_patch);
-  return fmt::format("tandem {}\nLibTorch {}\nGloo {}.{}.{}\nZeroMQ {}.{}.{}", TANDEM_VERSION, TORCH_VERSION,
-                     GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH, zmq_major, zmq_minor, zmq_patch);
+  const auto runtime = tandem::train::runtimeInfo();
+  const auto blas = tandem::train::checkBlas();
+  return fmt::format("tandem {}\nLibTorch {}\nCUDA {}\nBLAS {}\nGloo: LibTorch's (c10d ProcessGroupGloo)\nZeroMQ {}.{}.{}",
+                     TANDEM_VERSION, runtime.libtorch,
+                     runtime.cuda_build.empty()
+                         ? std::string("none (a CPU-only LibTorch)")
+                         : fmt::format("{} (LibTorch's build), {} GPU(s) visible", runtime.cuda_build,
+                                       runtime.cuda_devices),
+                     blas.library, zmq_major, zmq_minor, zmq_patch);
 }
 
 // tcmalloc hands freed spans back to the kernel a little at a time, so
@@ -58,7 +67,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
-  app.set_version_flag("--version", versionText());
+  app.set_version_flag("--version", std::function<std::string()>(versionText));
 
   const tandem::cli::Command commands[] = {tandem::cli::addTrainCommand(app), tandem::cli::addEvalCommand(app),
                                            tandem::cli::addExportCommand(app),

@@ -348,9 +348,9 @@ std::vector<char> CoordinatorClient::get(const std::string& key) {
   }
 }
 
-void CoordinatorClient::wait(const std::vector<std::string>& keys) { wait(keys, impl_->timeout); }
+std::chrono::milliseconds CoordinatorClient::timeout() const { return impl_->timeout; }
 
-void CoordinatorClient::wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) {
+void CoordinatorClient::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   auto deadline = Deadline::after(timeout);
   auto pause = kFirstRetry;
   while (true) {

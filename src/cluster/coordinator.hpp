@@ -1,9 +1,8 @@
 #pragma once
 // The chief's coordination store, served over ZeroMQ, and the client every
-// task uses to reach it. The client implements gloo::rendezvous::Store, so
-// Gloo contexts rendezvous through it; Tandem's own membership and
-// fingerprint checks use the same keys-and-values vocabulary.
-#include <gloo/rendezvous/store.h>
+// task uses to reach it. The client is a KeyValueStore, so collectives
+// rendezvous through it; Tandem's own membership and fingerprint checks use
+// the same keys-and-values vocabulary.
 
 #include <chrono>
 #include <memory>
@@ -12,6 +11,7 @@
 #include <vector>
 
 #include "cluster/cluster_spec.hpp"
+#include "cluster/kv_store.hpp"
 #include "core/deadline.hpp"
 
 namespace tandem::cluster {
@@ -46,10 +46,10 @@ class CoordinatorServer {
 };
 
 // A connection to the coordinator. Every call is bounded by `timeout`
-// (gloo's wait(keys, timeout) by its own argument); when the coordinator
+// (wait(keys, timeout) by its own argument); when the coordinator
 // does not answer, calls throw PeerError naming it ("coordinator worker 0 at
 // host:port"). Not thread-safe: use one client per thread.
-class CoordinatorClient final : public gloo::rendezvous::Store {
+class CoordinatorClient final : public KeyValueStore {
  public:
   CoordinatorClient(HostPort coordinator, std::chrono::milliseconds timeout);
   ~CoordinatorClient() override;
@@ -57,8 +57,8 @@ class CoordinatorClient final : public gloo::rendezvous::Store {
   void set(const std::string& key, const std::vector<char>& data) override;
   // Blocks until the key exists or the timeout passes (PeerError naming key).
   std::vector<char> get(const std::string& key) override;
-  void wait(const std::vector<std::string>& keys) override;
-  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  std::chrono::milliseconds timeout() const override;
 
   // Non-blocking: the value if present now.
   std::optional<std::vector<char>> tryGet(const std::string& key);

@@ -1,28 +1,24 @@
 #include "collective/communicator.hpp"
 
-#include <fmt/format.h>
-#include <gloo/allgather.h>
-#include <gloo/alltoallv.h>
-#include <gloo/allreduce.h>
-#include <gloo/allreduce_halving_doubling.h>
-#include <gloo/allreduce_ring_chunked.h>
-#include <gloo/barrier.h>
-#include <gloo/broadcast.h>
-#include <gloo/math.h>
-#include <gloo/rendezvous/context.h>
-#include <gloo/transport/tcp/device.h>
+// c10d's Gloo backend: the Gloo compiled into LibTorch. Its header declares
+// Gloo types by name only (shared pointers to a device, a store, contexts),
+// so Debian's Gloo headers stand in for the wheel's, which it does not
+// ship. Nothing here touches a Gloo object's layout, and nothing links
+// Debian's libgloo: every Gloo symbol binds into libtorch_cpu
+// (tests/collective_one_gloo_test.cpp proves it).
+#ifndef USE_C10D_GLOO
+#define USE_C10D_GLOO
+#endif
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
+#include <fmt/format.h>
 #include <signal.h>
 
 #include <algorithm>
 #include <cctype>
-#include <chrono>
-#include <climits>
-#include <cstdint>
 #include <cstring>
 #include <exception>
-#include <map>
-#include <tuple>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -30,42 +26,6 @@
 
 namespace tandem::collective {
 namespace {
-
-// A 16-bit wire value as Gloo's algorithm templates see it: only its size
-// and its sum matter (the specialisations below).
-template <WireDtype D>
-struct Wire16 {
-  uint16_t bits;
-};
-
-}  // namespace
-}  // namespace tandem::collective
-
-// Gloo's algorithms reduce through gloo::sum<T>: for 16-bit values, each
-// addition in float32, rounded back (core/wire_dtype).
-template <>
-void gloo::sum<tandem::collective::Wire16<tandem::WireDtype::kFloat16>>(void* c, const void* a, const void* b,
-                                                                        size_t n) {
-  tandem::sumWire16(tandem::WireDtype::kFloat16, c, a, b, n);
-}
-template <>
-void gloo::sum<tandem::collective::Wire16<tandem::WireDtype::kBfloat16>>(void* c, const void* a, const void* b,
-                                                                         size_t n) {
-  tandem::sumWire16(tandem::WireDtype::kBfloat16, c, a, b, n);
-}
-
-namespace tandem::collective {
-namespace {
-
-// Cached all-reduce algorithms keep their buffers registered with every peer
-// (and ring-chunked keeps two inboxes the size of the buffer), so a benchmark
-// sweeping sizes must not grow the cache without bound. Clearing is
-// deterministic (same sequence of hits and misses on every rank), which keeps
-// Gloo's per-context slot numbering in step across ranks.
-constexpr size_t kMaxCachedAlgorithms = 64;
-constexpr size_t kMaxCachedBytes = size_t{1} << 30;
-// Keeps the closing barrier's messages apart from those of barrier().
-constexpr uint32_t kClosingBarrierTag = 1;
 
 void checkArguments(const CommunicatorOptions& options) {
   TANDEM_ENFORCE(options.size >= 1, "communicator size {}", options.size);
@@ -87,67 +47,64 @@ void checkRoot(int root, int size) {
   TANDEM_ENFORCE(root >= 0 && root < size, "broadcast root {} of size {}", root, size);
 }
 
-// Gloo's TCP errors name a peer only by a socket address ("[10.0.0.2]:41234").
-// At connect each rank publishes the address of its end of every pair
-// (Pair::address()) with one allgather, so an error can name a rank. The
-// address a peer's error shows is not always the published one (a dialled
-// socket gets an ephemeral port), so when no port matches, the host alone
-// names the rank if only one peer lives there.
-std::vector<std::string> exchangePeerAddresses(const std::shared_ptr<gloo::Context>& context,
-                                               std::chrono::milliseconds timeout) {
-  constexpr size_t kWidth = 96;  // fits "[IPv6 address]:port"; longer ones are cut
-  const auto n = static_cast<size_t>(context->size);
-  const auto self = static_cast<size_t>(context->rank);
-  std::vector<char> mine(n * kWidth, '\0');
-  for (size_t k = 0; k < n; ++k) {
-    if (k == self) continue;
-    const std::string address = context->getPair(static_cast<int>(k))->address().str();
-    std::memcpy(&mine[k * kWidth], address.data(), std::min(address.size(), kWidth - 1));
-  }
-  std::vector<char> all(n * n * kWidth);
-  gloo::AllgatherOptions opts(context);
-  opts.setInput(mine.data(), mine.size());
-  opts.setOutput(all.data(), all.size());
-  opts.setTimeout(timeout);
-  gloo::allgather(opts);
-  std::vector<std::string> addresses(n);
-  for (size_t j = 0; j < n; ++j) {
-    if (j == self) continue;
-    const char* entry = &all[(j * n + self) * kWidth];
-    addresses[j] = std::string(entry, strnlen(entry, kWidth));
-  }
-  return addresses;
-}
+// c10d's view of a Tandem store: Gloo's rendezvous needs set, get and wait.
+// Counters, deletion and listing are not part of Tandem's vocabulary, and
+// c10d's Gloo does not call them; a call names itself. Serialised, since
+// c10d may call from its own threads and a CoordinatorClient is not
+// thread-safe.
+class StoreForC10d final : public c10d::Store {
+ public:
+  explicit StoreForC10d(cluster::KeyValueStore& store) : c10d::Store(store.timeout()), store_(store) {}
 
-// True when `text` contains `needle` not followed by another digit, so that
-// "]:1234" does not match inside "]:12345".
-bool containsToken(const std::string& text, const std::string& needle) {
-  for (size_t pos = text.find(needle); pos != std::string::npos; pos = text.find(needle, pos + 1)) {
-    const size_t end = pos + needle.size();
-    if (end == text.size() || !std::isdigit(static_cast<unsigned char>(text[end]))) return true;
+  c10::intrusive_ptr<c10d::Store> clone() override { return c10::make_intrusive<StoreForC10d>(store_); }
+  void set(const std::string& key, const std::vector<uint8_t>& value) override {
+    std::lock_guard lock(mutex_);
+    store_.set(key, std::vector<char>(value.begin(), value.end()));
   }
-  return false;
-}
+  std::vector<uint8_t> get(const std::string& key) override {
+    std::lock_guard lock(mutex_);
+    const auto value = store_.get(key);
+    return {value.begin(), value.end()};
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    std::lock_guard lock(mutex_);
+    store_.wait(keys, timeout);
+  }
+  int64_t add(const std::string& key, int64_t) override { unsupported("add", key); }
+  bool deleteKey(const std::string& key) override { unsupported("deleteKey", key); }
+  bool check(const std::vector<std::string>& keys) override {
+    unsupported("check", keys.empty() ? std::string() : keys.front());
+  }
+  int64_t getNumKeys() override { unsupported("getNumKeys", ""); }
 
-// Appends which rank the peer address in Gloo's message belongs to, when
-// that can be told without guessing.
-std::string namePeers(const std::string& cause, const std::vector<std::string>& addresses) {
-  std::vector<size_t> exact;
-  std::vector<size_t> same_host;
-  for (size_t r = 0; r < addresses.size(); ++r) {
-    const auto& address = addresses[r];
-    if (address.empty()) continue;
-    if (containsToken(cause, address)) exact.push_back(r);
-    // "[host]:" prefix of "[host]:port".
-    if (const auto colon = address.rfind(':'); colon != std::string::npos &&
-                                               cause.find(address.substr(0, colon + 1)) != std::string::npos) {
-      same_host.push_back(r);
+ private:
+  [[noreturn]] static void unsupported(const char* call, const std::string& key) {
+    throw Error(fmt::format("Tandem's store has no '{}' (asked by c10d for key '{}')", call, key));
+  }
+  cluster::KeyValueStore& store_;
+  std::mutex mutex_;
+};
+
+// Gloo's TCP errors name a peer only by a socket address ("[10.0.0.2]:41234"),
+// or not at all (a timed-out receive), and c10d hides the pairs that would
+// map an address to a rank. Each rank publishes the host it listens on; an
+// error naming the only peer on a host names that rank, and with two ranks
+// the peer is the other one.
+std::string namePeers(const std::string& cause, const std::vector<std::string>& hosts, int self) {
+  if (hosts.size() == 2) return fmt::format("{} (its only peer is rank {})", cause, 1 - self);
+  std::vector<size_t> matches;
+  for (size_t r = 0; r < hosts.size(); ++r) {
+    if (static_cast<int>(r) == self || hosts[r].empty()) continue;
+    if (cause.find("[" + hosts[r] + "]:") != std::string::npos) matches.push_back(r);
+  }
+  size_t peers_on_host = 0;
+  if (matches.size() == 1) {
+    for (size_t r = 0; r < hosts.size(); ++r) {
+      if (static_cast<int>(r) != self && hosts[r] == hosts[matches[0]]) ++peers_on_host;
     }
   }
-  if (exact.size() == 1) return fmt::format("{} ({} is rank {})", cause, addresses[exact[0]], exact[0]);
-  if (exact.empty() && same_host.size() == 1) {
-    return fmt::format("{} (the only peer on that host is rank {})", cause, same_host[0]);
-  }
+  if (peers_on_host == 1) return fmt::format("{} (the only peer on that host is rank {})", cause, matches[0]);
   return cause;
 }
 
@@ -163,6 +120,11 @@ void ignoreSigpipe() {
     sigemptyset(&ignore.sa_mask);
     sigaction(SIGPIPE, &ignore, nullptr);
   }
+}
+
+at::Tensor bytesAt(const void* data, size_t bytes) {
+  // c10d only reads an input tensor; from_blob wants a mutable pointer.
+  return at::from_blob(const_cast<void*>(data), {static_cast<int64_t>(bytes)}, at::kByte);
 }
 
 // One process: every collective is the identity (allgather a copy), and no
@@ -188,9 +150,9 @@ class SoloCommunicator final : public Communicator {
 
 class GlooCommunicator final : public Communicator {
  public:
-  GlooCommunicator(std::shared_ptr<gloo::Context> context, const CommunicatorOptions& options,
-                   std::vector<std::string> peer_addresses)
-      : context_(std::move(context)), options_(options), peer_addresses_(std::move(peer_addresses)) {}
+  GlooCommunicator(c10::intrusive_ptr<c10d::ProcessGroupGloo> group, const CommunicatorOptions& options,
+                   std::vector<std::string> peer_hosts)
+      : group_(std::move(group)), options_(options), peer_hosts_(std::move(peer_hosts)) {}
 
   ~GlooCommunicator() override {
     // Gloo treats a peer's EOF as an error for every wait on that pair, even
@@ -201,57 +163,23 @@ class GlooCommunicator final : public Communicator {
     // where peers may never arrive and closing at once tells them sooner.
     if (broken_.empty() && std::uncaught_exceptions() == 0) {
       try {
-        gloo::BarrierOptions opts(context_);
-        opts.setTag(kClosingBarrierTag);
-        opts.setTimeout(options_.timeout);
-        gloo::barrier(opts);
+        run(group_->barrier(barrierOptions()));
       } catch (...) {
         // Closing anyway; a peer that failed here has its own error to report.
       }
     }
-    // Algorithms hold buffers registered on the context's pairs; they must go
-    // before the pairs do.
-    algorithms_.clear();
   }
 
   int rank() const override { return options_.rank; }
   int size() const override { return options_.size; }
 
-  void allreduceSum(float* data, size_t count) override {
-    TANDEM_ENFORCE(count <= static_cast<size_t>(INT_MAX), "allreduce of {} floats exceeds Gloo's int count",
-                   count);
-    guarded([&] { return fmt::format("allreduce of {} floats", count); },
-            [&] {
-              if (count == 0) return;
-              allreduceAlgorithm(data, count).run();
-            });
-  }
-
-  void allreduceSumOnce(float* data, size_t count) override {
-    guarded([&] { return fmt::format("allreduce of {} floats", count); },
-            [&] {
-              if (count == 0) return;
-              gloo::AllreduceOptions opts(context_);
-              opts.setOutput(data, count);
-              opts.setReduceFunction(
-                  static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
-              opts.setTimeout(options_.timeout);
-              gloo::allreduce(opts);
-            });
-  }
+  void allreduceSum(float* data, size_t count) override { sum(data, count, at::kFloat, "floats"); }
+  void allreduceSumOnce(float* data, size_t count) override { sum(data, count, at::kFloat, "floats"); }
 
   void allreduceSum16(void* data, size_t count, WireDtype dtype) override {
     TANDEM_ENFORCE(dtype != WireDtype::kFloat32, "allreduceSum16 of float32 values");
-    TANDEM_ENFORCE(count <= static_cast<size_t>(INT_MAX), "allreduce of {} values exceeds Gloo's int count", count);
-    guarded([&] { return fmt::format("allreduce of {} {} values", count, wireDtypeName(dtype)); },
-            [&] {
-              if (count == 0) return;
-              if (dtype == WireDtype::kFloat16) {
-                allreduceAlgorithm(static_cast<Wire16<WireDtype::kFloat16>*>(data), count).run();
-              } else {
-                allreduceAlgorithm(static_cast<Wire16<WireDtype::kBfloat16>*>(data), count).run();
-              }
-            });
+    const auto type = dtype == WireDtype::kFloat16 ? at::kHalf : at::kBFloat16;
+    sum(data, count, type, fmt::format("{} values", wireDtypeName(dtype)));
   }
 
   void broadcast(void* data, size_t bytes, int root) override {
@@ -259,11 +187,11 @@ class GlooCommunicator final : public Communicator {
     guarded([&] { return fmt::format("broadcast of {} bytes from rank {}", bytes, root); },
             [&] {
               if (bytes == 0) return;
-              gloo::BroadcastOptions opts(context_);
-              opts.setOutput(static_cast<char*>(data), bytes);
-              opts.setRoot(root);
-              opts.setTimeout(options_.timeout);
-              gloo::broadcast(opts);
+              std::vector<at::Tensor> tensors{bytesAt(data, bytes)};
+              c10d::BroadcastOptions opts;
+              opts.rootRank = root;
+              opts.timeout = options_.timeout;
+              run(group_->broadcast(tensors, opts));
             });
   }
 
@@ -271,17 +199,19 @@ class GlooCommunicator final : public Communicator {
     guarded([&] { return fmt::format("allgather of {} bytes per rank", bytes); },
             [&] {
               if (bytes == 0) return;
-              gloo::AllgatherOptions opts(context_);
-              char* out_bytes = static_cast<char*>(out);
-              // Gloo copies `in` into its slot of `out`; when the caller already
-              // put it there, skip the input and let Gloo work in place.
-              if (in != out_bytes + static_cast<size_t>(options_.rank) * bytes) {
-                // Gloo's unbound buffers take a non-const pointer but only read the input.
-                opts.setInput(static_cast<char*>(const_cast<void*>(in)), bytes);
+              auto* out_bytes = static_cast<char*>(out);
+              std::vector<std::vector<at::Tensor>> outputs(1);
+              for (int r = 0; r < options_.size; ++r) {
+                outputs[0].push_back(bytesAt(out_bytes + static_cast<size_t>(r) * bytes, bytes));
               }
-              opts.setOutput(out_bytes, bytes * static_cast<size_t>(options_.size));
-              opts.setTimeout(options_.timeout);
-              gloo::allgather(opts);
+              // In place when the caller put its bytes in its own slot: a
+              // copy of that slot, since Gloo writes every output.
+              at::Tensor input = bytesAt(in, bytes);
+              if (in == out_bytes + static_cast<size_t>(options_.rank) * bytes) input = input.clone();
+              std::vector<at::Tensor> inputs{input};
+              c10d::AllgatherOptions opts;
+              opts.timeout = options_.timeout;
+              run(group_->allgather(outputs, inputs, opts));
             });
   }
 
@@ -299,62 +229,44 @@ class GlooCommunicator final : public Communicator {
               // Every rank runs it, even with nothing to move: peers' (empty)
               // messages must be matched, or a later exchange would take them.
               char empty = 0;
-              gloo::AlltoallvOptions opts(context_);
-              // Gloo's unbound buffers take a non-const pointer but only read the input.
-              opts.setInput(total_in > 0 ? static_cast<char*>(const_cast<void*>(in)) : &empty, counts(send_bytes));
-              opts.setOutput(total_out > 0 ? static_cast<char*>(out) : &empty, counts(recv_bytes));
-              opts.setTimeout(options_.timeout);
-              gloo::alltoallv(opts);
+              at::Tensor input = bytesAt(total_in > 0 ? in : &empty, total_in);
+              at::Tensor output = bytesAt(total_out > 0 ? out : &empty, total_out);
+              std::vector<int64_t> in_splits(send_bytes.begin(), send_bytes.end());
+              std::vector<int64_t> out_splits(recv_bytes.begin(), recv_bytes.end());
+              c10d::AllToAllOptions opts;
+              opts.timeout = options_.timeout;
+              run(group_->alltoall_base(output, input, out_splits, in_splits, opts));
             });
   }
 
   void barrier() override {
-    guarded([] { return std::string("barrier"); },
-            [&] {
-              gloo::BarrierOptions opts(context_);
-              opts.setTimeout(options_.timeout);
-              gloo::barrier(opts);
-            });
+    guarded([] { return std::string("barrier"); }, [&] { run(group_->barrier(barrierOptions())); });
   }
 
  private:
-  // Buffer, count and element type (its size and sum): a float buffer and a
-  // 16-bit one at one address are different algorithms.
-  using Key = std::tuple<const void*, size_t, const void*>;
-  struct Cached {
-    std::unique_ptr<gloo::Algorithm> algorithm;
-    size_t bytes = 0;
-  };
-
-  template <class T>
-  gloo::Algorithm& allreduceAlgorithm(T* data, size_t count) {
-    const Key key{data, count, gloo::ReductionFunction<T>::sum};
-    if (auto it = algorithms_.find(key); it != algorithms_.end()) return *it->second.algorithm;
-
-    const size_t bytes = count * sizeof(T);
-    if (algorithms_.size() >= kMaxCachedAlgorithms || cached_bytes_ + bytes > kMaxCachedBytes) {
-      algorithms_.clear();
-      cached_bytes_ = 0;
-    }
-    const std::vector<T*> ptrs{data};
-    const int n = static_cast<int>(count);
-    std::unique_ptr<gloo::Algorithm> algorithm;
-    // Halving-doubling needs ~2 log2(n) rounds against ring's 2(n-1), which
-    // wins while latency dominates; ring-chunked pipelines big buffers.
-    if (allreduceAlgorithmForBytes(bytes, options_) == AllreduceAlgorithm::kRingChunked) {
-      algorithm = std::make_unique<gloo::AllreduceRingChunked<T>>(context_, ptrs, n);
-    } else {
-      algorithm = std::make_unique<gloo::AllreduceHalvingDoubling<T>>(context_, ptrs, n);
-    }
-    auto& slot = algorithms_[key];
-    slot.algorithm = std::move(algorithm);
-    slot.bytes = bytes;
-    cached_bytes_ += bytes;
-    return *slot.algorithm;
+  void sum(void* data, size_t count, at::ScalarType type, const std::string& what) {
+    guarded([&] { return fmt::format("allreduce of {} {}", count, what); },
+            [&] {
+              if (count == 0) return;
+              std::vector<at::Tensor> tensors{at::from_blob(data, {static_cast<int64_t>(count)}, type)};
+              c10d::AllreduceOptions opts;
+              opts.reduceOp = c10d::ReduceOp::SUM;
+              opts.timeout = options_.timeout;
+              run(group_->allreduce(tensors, opts));
+            });
   }
 
+  c10d::BarrierOptions barrierOptions() const {
+    c10d::BarrierOptions opts;
+    opts.timeout = options_.timeout;
+    return opts;
+  }
+
+  // Gloo's own timeout (the group's) bounds every wait.
+  static void run(const c10::intrusive_ptr<c10d::Work>& work) { work->wait(); }
+
   // Runs one collective. A failure mid-collective leaves peers and Gloo's
-  // slots in an unknown state, so the communicator refuses all later calls
+  // tags in an unknown state, so the communicator refuses all later calls
   // rather than risk mismatched messages. `describe` is only evaluated on
   // failure, keeping formatting off the hot path.
   template <class Describe, class Body>
@@ -367,72 +279,64 @@ class GlooCommunicator final : public Communicator {
     try {
       body();
       return;
-    } catch (const std::exception& e) {  // gloo::IoException, gloo::EnforceNotMet, ...
-      cause = e.what();
+    } catch (const std::exception& e) {  // c10::Error, c10::DistBackendError, ...
+      cause = firstLine(e.what());
     } catch (...) {
       cause = "unknown exception";
     }
     const std::string message = fmt::format("{} failed on rank {} of {} (peer timeout {} ms): {}", describe(),
                                             options_.rank, options_.size, options_.timeout.count(),
-                                            namePeers(cause, peer_addresses_));
+                                            namePeers(cause, peer_hosts_, options_.rank));
     broken_ = message;
-    // Buffers of an aborted algorithm may still be referenced by in-flight
-    // transport work; keep them alive until the communicator itself goes.
     throw PeerError(message);
   }
 
-  static std::vector<int64_t> counts(const std::vector<size_t>& bytes) {
-    return std::vector<int64_t>(bytes.begin(), bytes.end());
-  }
+  // c10::Error appends a C++ backtrace to its message; the cause is the
+  // first line.
+  static std::string firstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
 
-  std::shared_ptr<gloo::Context> context_;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
   CommunicatorOptions options_;
-  std::vector<std::string> peer_addresses_;  // by rank, to name peers in errors
-  std::map<Key, Cached> algorithms_;
-  size_t cached_bytes_ = 0;
-  std::string broken_;  // empty while usable; else the failure that broke it
+  std::vector<std::string> peer_hosts_;  // by rank, to name peers in errors
+  std::string broken_;                   // empty while usable; else the failure that broke it
 };
 
 }  // namespace
 
-AllreduceAlgorithm allreduceAlgorithmFor(size_t count, const CommunicatorOptions& options) {
-  return allreduceAlgorithmForBytes(count * sizeof(float), options);
-}
-
-AllreduceAlgorithm allreduceAlgorithmForBytes(size_t bytes, const CommunicatorOptions& options) {
-  return bytes >= options.ring_threshold_bytes ? AllreduceAlgorithm::kRingChunked
-                                                                : AllreduceAlgorithm::kHalvingDoubling;
-}
-
-std::unique_ptr<Communicator> Communicator::connect(gloo::rendezvous::Store& store,
+std::unique_ptr<Communicator> Communicator::connect(cluster::KeyValueStore& store,
                                                     const CommunicatorOptions& options) {
   checkArguments(options);
   if (options.size == 1) return std::make_unique<SoloCommunicator>();
   ignoreSigpipe();
 
-  std::shared_ptr<gloo::transport::Device> device;
+  auto group_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
   try {
-    gloo::transport::tcp::attr attr;
-    attr.hostname = options.local_host;
-    device = gloo::transport::tcp::CreateDevice(attr);
+    group_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(options.local_host));
   } catch (const std::exception& e) {
     // Binding a local address involves no peer: this is a configuration error.
     throw Error(fmt::format("rank {}: cannot create a TCP device on local host '{}': {}", options.rank,
                             options.local_host, e.what()));
   }
+  // One thread runs the collectives: Tandem issues them one at a time, in
+  // order, from its communication thread.
+  group_options->threads = 1;
 
-  auto context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
-  // Must precede connectFullMesh: pairs copy the timeout when they are created.
-  context->setTimeout(options.timeout);
-  std::vector<std::string> peer_addresses;
+  auto c10d_store = c10::make_intrusive<StoreForC10d>(store);
+  std::vector<std::string> hosts(static_cast<size_t>(options.size));
   try {
-    context->connectFullMesh(store, device);
-    peer_addresses = exchangePeerAddresses(context, options.timeout);
+    store.set(fmt::format("host-of-rank-{}", options.rank),
+              std::vector<char>(options.local_host.begin(), options.local_host.end()));
+    auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(c10d_store, options.rank, options.size, group_options);
+    for (int r = 0; r < options.size; ++r) {
+      const auto host = store.get(fmt::format("host-of-rank-{}", r));
+      hosts[static_cast<size_t>(r)] = std::string(host.begin(), host.end());
+    }
+    return std::make_unique<GlooCommunicator>(std::move(group), options, std::move(hosts));
   } catch (const std::exception& e) {
     throw PeerError(fmt::format("connect (full-mesh rendezvous) failed on rank {} of {} at {} (peer timeout {} ms): {}",
-                                options.rank, options.size, options.local_host, options.timeout.count(), e.what()));
+                                options.rank, options.size, options.local_host, options.timeout.count(),
+                                std::string(e.what()).substr(0, std::string(e.what()).find('\n'))));
   }
-  return std::make_unique<GlooCommunicator>(std::move(context), options, std::move(peer_addresses));
 }
 
 }  // namespace tandem::collective

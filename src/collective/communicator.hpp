@@ -1,19 +1,21 @@
 #pragma once
 // Collectives over raw buffers between the workers of a cluster, on Gloo's
-// TCP transport. Torch-free: callers pass pointers and counts.
+// TCP transport: the Gloo inside LibTorch, through c10d's ProcessGroupGloo,
+// so a process holds one Gloo (docs/architecture.md). The interface is
+// torch-free (callers pass pointers and counts); the implementation links
+// LibTorch.
 //
 // Errors: a peer that dies or stalls past the timeout makes the call throw
 // PeerError naming the operation and, where Gloo tells, the peer; the
 // communicator is then unusable (every later call throws too). Bad arguments
 // (a root out of range) throw Error and leave it usable.
-#include <gloo/rendezvous/store.h>
-
 #include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "cluster/kv_store.hpp"
 #include "core/wire_dtype.hpp"
 
 namespace tandem::collective {
@@ -23,21 +25,7 @@ struct CommunicatorOptions {
   int size = 1;
   std::string local_host = "127.0.0.1";  // address peers reach this process at
   std::chrono::milliseconds timeout{60000};  // per-operation peer timeout
-  // Buffers at least this large use ring-chunked all-reduce; smaller ones
-  // halving-doubling (fewer rounds, latency-bound sizes). Not lower: on
-  // loopback, ring-chunked at 256 KiB (64 KiB chunks for 2 ranks) stalled
-  // for 20-90 ms per call, while halving-doubling took 0.3 ms (docs/results.md).
-  size_t ring_threshold_bytes = size_t{4} << 20;
 };
-
-enum class AllreduceAlgorithm { kHalvingDoubling, kRingChunked };
-
-// The algorithm allreduceSum runs for `count` floats under `options`:
-// ring-chunked from ring_threshold_bytes up (0: always), halving-doubling
-// below (SIZE_MAX: always). Pure; the communicator decides with it.
-AllreduceAlgorithm allreduceAlgorithmFor(size_t count, const CommunicatorOptions& options);
-// The same by the buffer's bytes, whatever its element type.
-AllreduceAlgorithm allreduceAlgorithmForBytes(size_t bytes, const CommunicatorOptions& options);
 
 // Not thread-safe: call from one thread (e.g. a CommThread). Every rank must
 // issue the same collectives in the same order.
@@ -48,7 +36,8 @@ class Communicator {
   // neither the store nor the network. For size > 1 it sets SIGPIPE to
   // ignored if it is still at its default, so a peer dying mid-send becomes a
   // PeerError rather than killing this process.
-  static std::unique_ptr<Communicator> connect(gloo::rendezvous::Store& store, const CommunicatorOptions& options);
+  // `store` must outlive the communicator.
+  static std::unique_ptr<Communicator> connect(cluster::KeyValueStore& store, const CommunicatorOptions& options);
   // Unless the communicator is broken or being destroyed by an exception,
   // first waits (up to the timeout) until every rank has reached its own
   // destructor: closing sockets while a slower peer is still finishing the
@@ -58,20 +47,14 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
-  // In-place elementwise sum across all ranks. Algorithm instances are cached
-  // per (data, count), so repeated calls on a persistent buffer (a gradient
-  // bucket) pay set-up once. Because a cache miss consumes Gloo slots that
-  // must match across ranks, every rank must reuse buffers in the same
-  // pattern: a (data, count) seen before on one rank must be one seen before
-  // on all (persistent buffers, or fresh ones whose count is new, are fine).
+  // In-place elementwise sum across all ranks (Gloo's ring all-reduce).
   virtual void allreduceSum(float* data, size_t count) = 0;
-  // The same sum for a buffer used once (a user's tensor): nothing is cached,
-  // so any buffer is safe, at the price of setting the algorithm up each call.
+  // The same sum for a buffer used once (a user's tensor). With c10d's
+  // Gloo nothing is cached per buffer, so it is allreduceSum.
   virtual void allreduceSumOnce(float* data, size_t count) = 0;
   // The sum of `count` 16-bit values (fp16 or bf16, core/wire_dtype.hpp),
-  // each addition made in float32 and rounded back: half the bytes of a
-  // float sum. Cached and chosen (by bytes) like allreduceSum, with the same
-  // rule for reusing buffers.
+  // each addition made in float32 and rounded back to 16 bits: half the
+  // bytes of a float sum.
   virtual void allreduceSum16(void* data, size_t count, WireDtype dtype) = 0;
   // Copies root's `bytes` at `data` into every rank's `data`.
   virtual void broadcast(void* data, size_t bytes, int root) = 0;

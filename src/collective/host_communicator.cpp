@@ -2,10 +2,8 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <gloo/rendezvous/prefix_store.h>
 
 #include <algorithm>
-#include <bit>
 #include <string>
 #include <utility>
 
@@ -34,26 +32,13 @@ std::string ranksText(const std::vector<int>& members) {
   return fmt::format("{}", fmt::join(pairs, ", "));
 }
 
-bool halvingDoublingFollowsHosts(const std::vector<std::vector<int>>& groups, int size) {
-  if (groups.empty() || size < 1 || !std::has_single_bit(static_cast<unsigned>(size))) return false;
-  const size_t g = groups.front().size();
-  if (!std::has_single_bit(g)) return false;
-  for (size_t h = 0; h < groups.size(); ++h) {
-    if (groups[h].size() != g) return false;
-    for (size_t i = 0; i < g; ++i) {
-      if (groups[h][i] != static_cast<int>(h * g + i)) return false;
-    }
-  }
-  return true;
-}
-
 namespace {
 
 class HostCommunicator final : public Communicator {
  public:
-  HostCommunicator(gloo::rendezvous::Store& store, const CommunicatorOptions& options,
+  HostCommunicator(cluster::KeyValueStore& store, const CommunicatorOptions& options,
                    const std::vector<std::vector<int>>& groups, const std::string& loopback)
-      : options_(options), flat_below_ring_(halvingDoublingFollowsHosts(groups, options.size)) {
+      : options_(options) {
     for (const auto& group : groups) leaders_.push_back(group.front());
     for (size_t g = 0; g < groups.size(); ++g) {
       const auto me = std::find(groups[g].begin(), groups[g].end(), options.rank);
@@ -62,19 +47,19 @@ class HostCommunicator final : public Communicator {
       host_index_ = static_cast<int>(g);
     }
     // Three meshes, each under its own prefix of the store.
-    all_store_ = std::make_unique<gloo::rendezvous::PrefixStore>("all", store);
+    all_store_ = std::make_unique<cluster::PrefixStore>("all", store);
     all_ = Communicator::connect(*all_store_, options);
     CommunicatorOptions local = options;
     local.rank = static_cast<int>(std::find(host_.begin(), host_.end(), options.rank) - host_.begin());
     local.size = static_cast<int>(host_.size());
     local.local_host = loopback;
-    host_store_ = std::make_unique<gloo::rendezvous::PrefixStore>(fmt::format("host-{}", host_.front()), store);
+    host_store_ = std::make_unique<cluster::PrefixStore>(fmt::format("host-{}", host_.front()), store);
     host_comm_ = Communicator::connect(*host_store_, local);
     if (isLeader()) {
       CommunicatorOptions across = options;
       across.rank = host_index_;
       across.size = static_cast<int>(leaders_.size());
-      leaders_store_ = std::make_unique<gloo::rendezvous::PrefixStore>("leaders", store);
+      leaders_store_ = std::make_unique<cluster::PrefixStore>("leaders", store);
       leaders_comm_ = Communicator::connect(*leaders_store_, across);
     }
   }
@@ -110,19 +95,8 @@ class HostCommunicator final : public Communicator {
 
  private:
   bool isLeader() const { return host_.front() == options_.rank; }
-  bool staysFlat(size_t bytes) const {
-    return flat_below_ring_ && allreduceAlgorithmForBytes(bytes, options_) == AllreduceAlgorithm::kHalvingDoubling;
-  }
-
-  // Where the flat algorithm moves the same bytes over the links, it runs
-  // flat: three serial stages a bucket would leave the link idle between
-  // them (measured 4-14% slower, docs/results.md).
   template <class Reduce>
   void sum(Reduce&& reduce, void* data, size_t bytes) {
-    if (staysFlat(bytes)) {
-      reduce(*all_);
-      return;
-    }
     onHost([&] { reduce(*host_comm_); });
     if (leaders_comm_) {
       try {
@@ -144,11 +118,10 @@ class HostCommunicator final : public Communicator {
   }
 
   CommunicatorOptions options_;
-  bool flat_below_ring_ = false;  // halvingDoublingFollowsHosts
   std::vector<int> host_;     // this host's ranks, ascending; the first leads
   int host_index_ = 0;
   std::vector<int> leaders_;  // each host's leader, by host
-  std::unique_ptr<gloo::rendezvous::Store> all_store_, host_store_, leaders_store_;
+  std::unique_ptr<cluster::KeyValueStore> all_store_, host_store_, leaders_store_;
   std::unique_ptr<Communicator> all_;
   std::unique_ptr<Communicator> host_comm_;
   std::unique_ptr<Communicator> leaders_comm_;  // leaders only
@@ -156,7 +129,7 @@ class HostCommunicator final : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Communicator> connectByHost(gloo::rendezvous::Store& store, const CommunicatorOptions& options,
+std::unique_ptr<Communicator> connectByHost(cluster::KeyValueStore& store, const CommunicatorOptions& options,
                                             const std::vector<std::vector<int>>& groups, const std::string& loopback) {
   if (groups.empty()) return Communicator::connect(store, options);
   TANDEM_ENFORCE(options.size >= 1 && options.rank >= 0 && options.rank < options.size, "rank {} of size {}",

@@ -86,9 +86,11 @@ struct TandemPath {
   // next forward starts as the first chunk lands, and the exchange carries
   // on under it.
   bool priority = false;
-  // Flat all-reduce buckets this large go ring-chunked, smaller ones
-  // halving-doubling (collective::CommunicatorOptions).
-  double ring_threshold_bytes = 4 * 1024 * 1024;
+  // Flat all-reduce buckets this large go as a ring, smaller ones
+  // halving-doubling. 0: a ring for every size, which is what LibTorch's
+  // Gloo (c10d) runs for Tandem since the move to LibTorch 2.x; the 1.13
+  // build ran halving-doubling below 4 MiB.
+  double ring_threshold_bytes = 0;
 };
 
 // The step Tandem takes on that layout: backward produces gradient bytes at

@@ -1,7 +1,7 @@
 #include "train/allreduce_strategy.hpp"
 
 #include <fmt/ranges.h>
-#include <gloo/rendezvous/prefix_store.h>
+#include "cluster/kv_store.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -31,7 +31,7 @@ struct AllReduceStrategy::Impl {
   cluster::ClusterSpec spec;
   DistributedConfig config;
   ClusterJoin join;
-  std::unique_ptr<gloo::rendezvous::PrefixStore> gloo_store;
+  std::unique_ptr<cluster::PrefixStore> gloo_store;
   std::unique_ptr<collective::Communicator> comm;
   std::unique_ptr<collective::BucketReducer> reducer;  // uses comm
   // Declared after comm and reducer: destroyed first, so queued jobs never
@@ -79,12 +79,8 @@ struct AllReduceStrategy::Impl {
 
 namespace {
 
-std::string hierarchyText(const std::vector<std::vector<int>>& groups, int workers) {
-  const std::string text = fmt::format(", summed within each of {} hosts first (--hierarchical auto)", groups.size());
-  if (!collective::halvingDoublingFollowsHosts(groups, workers)) return text;
-  return text + fmt::format(" for buckets from {} MiB; smaller ones go halving-doubling, whose first rounds stay on "
-                            "each host",
-                            collective::CommunicatorOptions{}.ring_threshold_bytes >> 20);
+std::string hierarchyText(const std::vector<std::vector<int>>& groups) {
+  return fmt::format(", summed within each of {} hosts first (--hierarchical auto)", groups.size());
 }
 
 }  // namespace
@@ -118,7 +114,7 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(s.config.peer_timeout_s * 1000));
   s.host_groups = cluster::hostGroupsFor(s.spec, s.config.hierarchical, *s.join.store, options.local_host,
                                         Deadline::afterSeconds(cluster::startupSeconds(s.config.rendezvous_timeout_s)));
-  s.gloo_store = std::make_unique<gloo::rendezvous::PrefixStore>("gloo", *s.join.store);
+  s.gloo_store = std::make_unique<cluster::PrefixStore>("gloo", *s.join.store);
   s.comm = collective::connectByHost(*s.gloo_store, options, s.host_groups);
   s.reducer = std::make_unique<collective::BucketReducer>(*s.comm, s.wire, s.config.error_feedback);
   s.comm_thread = std::make_unique<collective::CommThread>();
@@ -139,7 +135,7 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
     for (size_t b = 0; b < s.buckets->size(); ++b) bytes += s.buckets->bucketBytes(b);
     TANDEM_LOG_INFO("{}: joined {} workers via {} in {:.2f}s; {} gradient bucket(s), {:.1f} MB{}{}", s.spec.taskName(),
                     s.n(), s.spec.source, watch.elapsed(), s.buckets->size(), bytes / 1e6,
-                    s.host_groups.empty() ? "" : hierarchyText(s.host_groups, s.n()),
+                    s.host_groups.empty() ? "" : hierarchyText(s.host_groups),
                     s.wire == WireDtype::kFloat32
                         ? ""
                         : fmt::format(", sent as {}{}", wireDtypeName(s.wire),

@@ -2,6 +2,7 @@
 
 #include <cpuid.h>
 #include <dlfcn.h>
+#include <ATen/Version.h>
 #include <torch/torch.h>
 
 #include <cstdlib>
@@ -10,6 +11,7 @@
 
 #include "core/clock.hpp"
 #include "core/error.hpp"
+#include "train/runtime_info.hpp"
 
 namespace tandem::train {
 
@@ -62,15 +64,32 @@ bool selectPreferredOpenBlasCore() {
   return ::setenv("OPENBLAS_CORETYPE", core->c_str(), 0) == 0;
 }
 
+// The line of at::show_config() that starts with `prefix` ("  - Intel(R)
+// oneAPI Math Kernel Library Version 2024.2-Product Build ..."), trimmed.
+std::string configLine(const std::string& config, const std::string& prefix) {
+  const auto at = config.find("- " + prefix);
+  if (at == std::string::npos) return {};
+  return config.substr(at + 2, config.find('\n', at) - at - 2);
+}
+
 BlasReport checkBlas() {
   BlasReport report;
+  // LibTorch says which BLAS its matmuls call: the PyPI wheel's MKL lives
+  // inside libtorch_cpu, where no dlsym of sgemm_ finds it; a torch built
+  // against a system BLAS resolves sgemm_ from that library.
+  const std::string config = at::show_config();
+  const std::string blas = torchBuildSetting("BLAS_INFO");
   const std::string provider = sgemmProvider();
-  auto config = openBlasSymbol<char* (*)()>("openblas_get_config");
+  auto openblas_config = openBlasSymbol<char* (*)()>("openblas_get_config");
   auto corename = openBlasSymbol<char* (*)()>("openblas_get_corename");
   auto parallel = openBlasSymbol<int (*)()>("openblas_get_parallel");
-  // Debian keeps each implementation's libblas.so.3 in a directory named after it.
-  if (provider.find("openblas") != std::string::npos && config != nullptr) {
-    report.library = fmt::format("openblas ({}; kernels {})", config(), corename != nullptr ? corename() : "?");
+  if (blas == "mkl" || at::hasMKL()) {
+    const std::string version = configLine(config, "Intel(R) oneAPI Math Kernel Library Version ");
+    report.library = version.empty() ? "mkl" : fmt::format("mkl ({})", version.substr(version.find("Version ") + 8));
+    report.fast = true;
+  } else if (provider.find("openblas") != std::string::npos && openblas_config != nullptr) {
+    report.library =
+        fmt::format("openblas ({}; kernels {})", openblas_config(), corename != nullptr ? corename() : "?");
     report.fast = true;
     // 1 = pthreads: its own thread pool competes with torch's OpenMP team.
     report.oversubscribed = parallel != nullptr && parallel() == 1;
@@ -78,7 +97,8 @@ BlasReport checkBlas() {
     report.library = fmt::format("blis ({})", provider);
     report.fast = true;
   } else {
-    report.library = provider.empty() ? "unknown BLAS" : fmt::format("reference or unknown BLAS ({})", provider);
+    report.library = fmt::format("{} ({})", blas.empty() ? "unknown BLAS" : blas,
+                                 provider.empty() ? "no sgemm_ in the process" : provider);
   }
   torch::NoGradGuard no_grad;
   auto a = torch::ones({512, 512});
@@ -106,9 +126,8 @@ std::string blasAdvice(const BlasReport& report) {
   }
   if (report.fast) return {};
   return fmt::format(
-      "BLAS is not OpenBLAS ({}: {:.1f} GFLOP/s on sgemm); training will be up to 10x slower. Fix: "
-      "apt-get install libopenblas0-openmp && update-alternatives --set libblas.so.3-x86_64-linux-gnu "
-      "/usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3",
+      "LibTorch's BLAS is not an optimised one ({}: {:.1f} GFLOP/s on sgemm); training will be up to 10x slower. "
+      "Fix: build against the torch wheel scripts/setup.sh installs (MKL inside LibTorch)",
       report.library, report.sgemm_gflops);
 }
 

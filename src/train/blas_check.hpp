@@ -7,7 +7,8 @@
 namespace tandem::train {
 
 struct BlasReport {
-  std::string library;   // the file sgemm_ resolves to, with OpenBLAS's config and kernel set
+  std::string library;   // LibTorch's BLAS and its version ("mkl (2024.2-Product Build ...)"), or the
+                         // file sgemm_ resolves to, with OpenBLAS's config and kernel set
   bool fast = false;     // an optimised BLAS is active
   bool oversubscribed = false;  // pthreads OpenBLAS beside torch's OpenMP pool
   double sgemm_gflops = 0;  // measured on a 512x512 float matmul

@@ -229,9 +229,9 @@ torch::Tensor EmulatedCompute::forward(const ParameterGate& gate) {
   // Created in forward order: autograd runs the later ones first.
   for (auto it = s.backward_order.rbegin(); it != s.backward_order.rend(); ++it) {
     const size_t i = *it;
-    auto node = std::shared_ptr<EmulatedLayerBackward>(new EmulatedLayerBackward(clock, s.begin_at[i], s.done_at[i],
-                                                                                 s.gradients[i], s.names[i]),
-                                                       torch::autograd::deleteNode);
+    // Autograd nodes are intrusive pointers in LibTorch 2.x.
+    auto node = c10::make_intrusive<EmulatedLayerBackward>(clock, s.begin_at[i], s.done_at[i], s.gradients[i],
+                                                           s.names[i]);
     node->set_next_edges(torch::autograd::collect_next_edges(s.params[i]));
     torch::Tensor output = torch::zeros({});
     torch::autograd::create_gradient_edge(output, node);

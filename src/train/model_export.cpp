@@ -1,6 +1,10 @@
 #include "train/model_export.hpp"
 
+#include <caffe2/serialize/inline_container.h>
 #include <fmt/format.h>
+#include <torch/csrc/jit/serialization/export.h>
+#include <torch/csrc/jit/serialization/pickler.h>
+
 #include <sstream>
 
 #include "core/error.hpp"
@@ -14,7 +18,24 @@ void exportStateDict(const models::Model& model, const fs::path& path) {
   c10::Dict<std::string, at::Tensor> state;
   for (const auto& p : model.named_parameters()) state.insert(p.key(), p.value().detach().contiguous());
   for (const auto& b : model.named_buffers()) state.insert(b.key(), b.value().detach().contiguous());
-  const std::vector<char> bytes = torch::pickle_save(state);
+  // torch::pickle_save, but without TorchScript's type tags on the dict:
+  // torch.load in PyTorch 2.6+ defaults to weights_only=True, which refuses
+  // the tag's global (torch.jit._pickle.restore_type_tag). A plain
+  // dict of tensors is what torch.save writes and weights_only accepts.
+  std::vector<char> pickled;
+  torch::jit::Pickler pickler([&](const char* data, size_t size) { pickled.insert(pickled.end(), data, data + size); },
+                              nullptr, nullptr, nullptr, nullptr, /*tag_aggregates=*/false);
+  pickler.protocol();
+  pickler.pushIValue(state);
+  pickler.stop();
+  std::vector<char> bytes;
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) {
+    const char* begin = static_cast<const char*>(data);
+    bytes.insert(bytes.end(), begin, begin + size);
+    return size;
+  });
+  torch::jit::writeArchiveAndTensors("data", pickled.data(), pickled.size(), pickler.tensorData(), writer);
+  writer.writeEndOfFile();
   obs::writeFileAtomically(path, std::string_view(bytes.data(), bytes.size()));
 }
 

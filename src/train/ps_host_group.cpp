@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <gloo/rendezvous/prefix_store.h>
+#include "cluster/kv_store.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -15,13 +15,13 @@
 
 namespace tandem::train {
 
-PsHostGroup::PsHostGroup(gloo::rendezvous::Store& store, std::vector<int> members, int worker, double timeout_s,
+PsHostGroup::PsHostGroup(cluster::KeyValueStore& store, std::vector<int> members, int worker, double timeout_s,
                          std::vector<Range> chunks)
     : members_(std::move(members)), chunks_(std::move(chunks)) {
   const auto me = std::find(members_.begin(), members_.end(), worker);
   TANDEM_ENFORCE(me != members_.end(), "worker {} is not in its own host group", worker);
   rank_ = static_cast<int>(me - members_.begin());
-  prefixed_ = std::make_unique<gloo::rendezvous::PrefixStore>(fmt::format("host-group-{}", members_.front()), store);
+  prefixed_ = std::make_unique<cluster::PrefixStore>(fmt::format("host-group-{}", members_.front()), store);
   collective::CommunicatorOptions options;
   options.rank = rank_;
   options.size = size();

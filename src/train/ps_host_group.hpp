@@ -11,7 +11,7 @@
 // and its share one all-gather. Every worker of the host must hand chunks
 // over in the same order (the capture's in-order mode does) and share them
 // in key order.
-#include <gloo/rendezvous/store.h>
+#include "cluster/kv_store.hpp"
 
 #include <algorithm>
 #include <functional>
@@ -37,7 +37,7 @@ class PsHostGroup {
   // job's coordinator store; keys prefixed by the group's first worker).
   // `chunks`: the layout's, in key order. Throws PeerError naming a
   // host-mate that does not arrive in time.
-  PsHostGroup(gloo::rendezvous::Store& store, std::vector<int> members, int worker, double timeout_s,
+  PsHostGroup(cluster::KeyValueStore& store, std::vector<int> members, int worker, double timeout_s,
               std::vector<Range> chunks);
   ~PsHostGroup();
 
@@ -68,7 +68,7 @@ class PsHostGroup {
   std::vector<int> members_;
   std::vector<Range> chunks_;
   int rank_ = 0;
-  std::unique_ptr<gloo::rendezvous::Store> prefixed_;
+  std::unique_ptr<cluster::KeyValueStore> prefixed_;
   std::unique_ptr<collective::Communicator> comm_;
   std::unique_ptr<collective::CommThread> thread_;  // after comm_: goes first
   std::vector<collective::CommHandle> pending_;

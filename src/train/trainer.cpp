@@ -21,6 +21,7 @@
 #include "obs/progress.hpp"
 #include "obs/step_breakdown.hpp"
 #include "train/blas_check.hpp"
+#include "train/runtime_info.hpp"
 #include "train/checkpoint.hpp"
 #include "obs/timeline.hpp"
 #include "train/emulated_compute.hpp"
@@ -180,6 +181,7 @@ nlohmann::json Trainer::run() {
   torch::set_num_threads(threads);
 
   BlasReport blas = checkBlas();
+  const RuntimeInfo runtime = runtimeInfo();
   if (auto advice = blasAdvice(blas); !advice.empty()) TANDEM_LOG_WARN("{}", advice);
 
   data::DatasetSplits splits = parts_.data ? *parts_.data : data::openDataset(c.dataset);
@@ -535,6 +537,10 @@ nlohmann::json Trainer::run() {
       {"threads", threads},
       {"local_processes", c.local_processes},
       {"seed", c.seed},
+      {"libtorch", runtime.libtorch},
+      {"cuda", runtime.cuda_build.empty() ? nlohmann::json(nullptr)
+                                          : nlohmann::json({{"build", runtime.cuda_build},
+                                                            {"devices_visible", runtime.cuda_devices}})},
       {"blas", blas.library},
       {"blas_sgemm_gflops", blas.sgemm_gflops},
       {"resumed_from", plan.resume_from.empty() ? nlohmann::json(nullptr) : nlohmann::json(plan.resume_from)},

@@ -5,17 +5,24 @@
 # equals a plain PyTorch loop; with parameter servers, 1 PS-sync worker
 # equals plain PyTorch's Adam under an LR scheduler, 2 PS x 2 workers equal
 # one process, async and SSP workers learn; mistakes are Python exceptions
-# naming the culprit.
+# naming the culprit; tandem.torch and torch.distributed (gloo) share a process.
 set -euo pipefail
 BUILD_DIR=$1
 SOURCE_DIR=$2
+# The Python whose torch this build links (the venv's, from CMake).
+PY=$3
 export PYTHONPATH="$BUILD_DIR/python${PYTHONPATH:+:$PYTHONPATH}"
-PY=/usr/bin/python3
 SCRIPT="$SOURCE_DIR/tests/python/train_mlp.py"
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
 "$BUILD_DIR/tandem" launch --workers 2 -- "$PY" "$SCRIPT" --out "$WORK/two"
+# torchrun from the same venv starts the script itself (no tandem launch).
+"$(dirname "$PY")/torchrun" --nproc-per-node 2 --master-addr 127.0.0.1 \
+  --master-port "$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')" \
+  "$SCRIPT" --out "$WORK/torchrun" > "$WORK/torchrun.log" 2>&1 || { echo "FAIL: torchrun"; cat "$WORK/torchrun.log"; exit 1; }
+# One Gloo: tandem.torch beside torch.distributed's gloo backend, one process a worker.
+"$BUILD_DIR/tandem" launch --workers 2 -- "$PY" "$SOURCE_DIR/tests/python/one_gloo.py" "$WORK"
 "$PY" "$SCRIPT" --out "$WORK/one"
 "$PY" "$SCRIPT" --out "$WORK/plain" --plain
 "$BUILD_DIR/tandem" launch --workers 2 -- "$PY" "$SCRIPT" --out "$WORK/two-passes" --passes 2
@@ -60,13 +67,15 @@ for run in ("two-bf16", "ps-fp16"):
 print("near: bf16 all-reduce and fp16 PS-sync ~ 1 float32 process (within 2e-2, not equal)")
 r0, r1 = (torch.load(f"{work}/two/rank{r}.pt") for r in (0, 1))
 one, plain = torch.load(f"{work}/one/rank0.pt"), torch.load(f"{work}/plain/rank0.pt")
+t0, t1 = (torch.load(f"{work}/torchrun/rank{r}.pt") for r in (0, 1))
 for name in r0:
     assert torch.equal(r0[name], r1[name]), f"{name}: the two workers' replicas differ"
+    assert torch.equal(t0[name], r0[name]) and torch.equal(t1[name], r0[name]), f"{name}: torchrun differs from launch"
     rel = ((r0[name] - one[name]).norm() / one[name].norm()).item()
     assert rel < 1e-5, f"{name}: 2 workers vs one process on the combined batch: relative difference {rel:.2e}"
     assert torch.equal(one[name], plain[name]), f"{name}: one tandem process differs from plain PyTorch"
 start = torch.nn.Sequential(torch.nn.Linear(20, 64), torch.nn.ReLU(), torch.nn.Linear(64, 2))
-print("equal: 2 workers ~ 1 process (1e-5), 1 process == plain PyTorch")
+print("equal: 2 workers ~ 1 process (1e-5), under torchrun == under tandem launch, 1 process == plain PyTorch")
 PY
 
 # Mistakes are exceptions that name the culprit.

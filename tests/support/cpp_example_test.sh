@@ -12,8 +12,12 @@ SOURCE_DIR=$2
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 cmake --install "$BUILD_DIR" --prefix "$WORK/prefix" > "$WORK/install.log"
+# The user's torch: the venv's, the one Tandem was built against.
+TANDEM_VENV=${TANDEM_VENV:-$SOURCE_DIR/.venv}
+source "$SOURCE_DIR/scripts/torch_env.sh"
 cmake -S "$SOURCE_DIR/examples/cpp" -B "$WORK/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$WORK/prefix" > "$WORK/configure.log" || { cat "$WORK/configure.log"; exit 1; }
+  -DTANDEM_PYTHON="$TANDEM_PYTHON" -DCMAKE_PREFIX_PATH="$WORK/prefix" \
+  > "$WORK/configure.log" || { cat "$WORK/configure.log"; exit 1; }
 cmake --build "$WORK/build" -j 2 > "$WORK/build.log" || { cat "$WORK/build.log"; exit 1; }
 TANDEM="$WORK/prefix/bin/tandem"
 TRAINER="$WORK/build/my_trainer"

@@ -22,7 +22,14 @@ import weakref
 
 import torch
 
-from tandem import _C
+from tandem import _build
+
+if torch.__version__.split("+")[0] != _build.torch_version:
+    raise ImportError(f"tandem was built against torch {_build.torch_version}, but this Python has torch "
+                      f"{torch.__version__}: reinstall tandem in this environment (pip install "
+                      f"--force-reinstall --no-deps /path/to/tandem)")
+
+from tandem import _C  # noqa: E402  (after the version check: a mismatched LibTorch fails to load it)
 
 Average = "average"
 Sum = "sum"

@@ -1,0 +1,21 @@
+#pragma once
+// Which LibTorch, CUDA and BLAS this process runs: `tandem --version` and
+// every summary.json say it, so a result names what produced it.
+#include <string>
+
+namespace tandem::train {
+
+struct RuntimeInfo {
+  std::string libtorch;       // "2.15.0"
+  std::string cuda_build;     // the CUDA LibTorch was built with ("13.2"), or "" for a CPU-only LibTorch
+  int cuda_devices = 0;       // GPUs this process can see (0 without a driver)
+  std::string blas;           // LibTorch's BLAS as its build settings name it ("mkl")
+};
+
+RuntimeInfo runtimeInfo();
+
+// The value of `key=` in LibTorch's build settings (at::show_config()), or
+// "" when absent.
+std::string torchBuildSetting(const std::string& key);
+
+}  // namespace tandem::train

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# pip install, as a PyTorch user does it: into VENV, a venv that already has
+# torch (and nothing of Tandem's), `pip install SOURCE_DIR` builds the
+# package against that torch; then the venv's own `tandem` launcher runs a
+# Horovod-style script with the venv's python on 2 workers, and they end
+# with equal parameters. Slow (it compiles Tandem, about 20 minutes on 2
+# cores), so not part of ctest by default: -DTANDEM_TEST_PIP_INSTALL=ON.
+set -euo pipefail
+SOURCE_DIR=$1
+VENV=$2
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+"$VENV/bin/python" -c "import torch" || { echo "FAIL: $VENV has no torch to build against"; exit 1; }
+if "$VENV/bin/python" -c "import tandem" 2>/dev/null; then "$VENV/bin/pip" uninstall -y -q tandem; fi
+start=$(date +%s)
+"$VENV/bin/pip" install --progress-bar off "$SOURCE_DIR" > "$WORK/pip.log" 2>&1 || { tail -60 "$WORK/pip.log"; exit 1; }
+echo "pip install: $(( $(date +%s) - start )) s"
+[[ -x "$VENV/bin/tandem" ]] || { echo "FAIL: pip install put no tandem launcher in $VENV/bin"; exit 1; }
+# The launcher and the package come from the venv alone: no build tree on
+# any path, and the launcher runs the venv's python by name.
+cd "$WORK"
+env -u PYTHONPATH PATH="$VENV/bin:/usr/bin:/bin" tandem --version | head -3
+env -u PYTHONPATH PATH="$VENV/bin:/usr/bin:/bin" tandem launch --workers 2 -- \
+  python "$SOURCE_DIR/tests/python/train_mlp.py" --out "$WORK/two" > "$WORK/launch.log" 2>&1 \
+  || { cat "$WORK/launch.log"; exit 1; }
+"$VENV/bin/python" - "$WORK" <<'PY'
+import sys
+import torch
+work = sys.argv[1]
+a, b = torch.load(f"{work}/two/rank0.pt"), torch.load(f"{work}/two/rank1.pt")
+assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), "the two workers' parameters differ"
+print(f"ok: pip-installed tandem trained on 2 workers, {len(a)} tensors equal on both")
+PY
