@@ -63,7 +63,7 @@ setup_tf() {
   fi
   local log=$LOGS/tf-install.log
   echo "installing tensorflow-cpu into $VENV (once; log: $log)"
-  if ! { [ -x "$VENV/bin/python" ] || "$SYS_PYTHON" -m venv --system-site-packages "$VENV"; } >"$log" 2>&1; then
+  if ! { [ -x "$VENV/bin/python" ] || /usr/bin/python3 -m venv "$VENV"; } >"$log" 2>&1; then
     TF_SKIP="could not create the venv $VENV: $(grep -v '^\s*$' "$log" | tail -1)"; return
   fi
   if ! timeout 1800 "$VENV/bin/pip" install --disable-pip-version-check tensorflow-cpu >>"$log" 2>&1; then

@@ -37,7 +37,7 @@ if(NOT TANDEM_TORCH_DIR)
     ERROR_VARIABLE tandem_torch_error)
   if(NOT tandem_torch_found EQUAL 0)
     message(FATAL_ERROR "${TANDEM_PYTHON} cannot import torch (${tandem_torch_error}). Tandem builds against the "
-                        "LibTorch of a torch 2.x installation: install torch there, or set TANDEM_PYTHON to a Python "
+                        "LibTorch of the torch in that environment: install it there first (pip install torch), or set TANDEM_PYTHON to a Python "
                         "that has it (scripts/setup.sh makes .venv).")
   endif()
   string(REPLACE "\n" ";" tandem_torch_probe "${tandem_torch_probe}")

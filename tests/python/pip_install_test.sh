@@ -13,7 +13,8 @@ trap 'rm -rf "$WORK"' EXIT
 "$VENV/bin/python" -c "import torch" || { echo "FAIL: $VENV has no torch to build against"; exit 1; }
 if "$VENV/bin/python" -c "import tandem" 2>/dev/null; then "$VENV/bin/pip" uninstall -y -q tandem; fi
 start=$(date +%s)
-"$VENV/bin/pip" install --progress-bar off "$SOURCE_DIR" > "$WORK/pip.log" 2>&1 || { tail -60 "$WORK/pip.log"; exit 1; }
+# At most 2 compile jobs, as every build here (ninja would take cores + 2).
+CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2} "$VENV/bin/pip" install --progress-bar off "$SOURCE_DIR" > "$WORK/pip.log" 2>&1 || { tail -60 "$WORK/pip.log"; exit 1; }
 echo "pip install: $(( $(date +%s) - start )) s"
 [[ -x "$VENV/bin/tandem" ]] || { echo "FAIL: pip install put no tandem launcher in $VENV/bin"; exit 1; }
 # The launcher and the package come from the venv alone: no build tree on
