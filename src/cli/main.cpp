@@ -2,11 +2,11 @@
 #include <CLI/CLI.hpp>
 #include <torch/torch.h>
 #include <torch/version.h>
-
-#include <functional>
 #include <zmq.h>
 
 #include <unistd.h>
+
+#include <functional>
 
 #ifdef TANDEM_WITH_TCMALLOC
 #include <gperftools/malloc_extension.h>
@@ -34,7 +34,7 @@ std::string versionText() {
   int zmq_major = 0, zmq_minor = 0, zmq_patch = 0;
   zmq_version(&zmq_major, &zmq_minor, &zmq_patch);
   const auto runtime = tandem::train::runtimeInfo();
-  const auto blas = tandem::train::checkBlas();
+  const auto blas = tandem::train::describeBlas(runtime);
   return fmt::format("tandem {}\nLibTorch {}\nCUDA {}\nBLAS {}\nGloo: LibTorch's (c10d ProcessGroupGloo)\nZeroMQ {}.{}.{}",
                      TANDEM_VERSION, runtime.libtorch,
                      runtime.cuda_build.empty()

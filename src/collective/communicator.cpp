@@ -6,9 +6,7 @@
 // ship. Nothing here touches a Gloo object's layout, and nothing links
 // Debian's libgloo: every Gloo symbol binds into libtorch_cpu
 // (tests/collective_one_gloo_test.cpp proves it).
-#ifndef USE_C10D_GLOO
-#define USE_C10D_GLOO
-#endif
+// USE_C10D_GLOO, which the header needs, comes with the torch target.
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include <fmt/format.h>
@@ -121,6 +119,10 @@ void ignoreSigpipe() {
     sigaction(SIGPIPE, &ignore, nullptr);
   }
 }
+
+// c10::Error appends a C++ backtrace to its message; the cause is the first
+// line.
+std::string firstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 at::Tensor bytesAt(const void* data, size_t bytes) {
   // c10d only reads an input tensor; from_blob wants a mutable pointer.
@@ -291,10 +293,6 @@ class GlooCommunicator final : public Communicator {
     throw PeerError(message);
   }
 
-  // c10::Error appends a C++ backtrace to its message; the cause is the
-  // first line.
-  static std::string firstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
-
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
   CommunicatorOptions options_;
   std::vector<std::string> peer_hosts_;  // by rank, to name peers in errors
@@ -335,7 +333,7 @@ std::unique_ptr<Communicator> Communicator::connect(cluster::KeyValueStore& stor
   } catch (const std::exception& e) {
     throw PeerError(fmt::format("connect (full-mesh rendezvous) failed on rank {} of {} at {} (peer timeout {} ms): {}",
                                 options.rank, options.size, options.local_host, options.timeout.count(),
-                                std::string(e.what()).substr(0, std::string(e.what()).find('\n'))));
+                                firstLine(e.what())));
   }
 }
 

@@ -2,7 +2,6 @@
 
 #include <cpuid.h>
 #include <dlfcn.h>
-#include <ATen/Version.h>
 #include <torch/torch.h>
 
 #include <cstdlib>
@@ -64,28 +63,18 @@ bool selectPreferredOpenBlasCore() {
   return ::setenv("OPENBLAS_CORETYPE", core->c_str(), 0) == 0;
 }
 
-// The line of at::show_config() that starts with `prefix` ("  - Intel(R)
-// oneAPI Math Kernel Library Version 2024.2-Product Build ..."), trimmed.
-std::string configLine(const std::string& config, const std::string& prefix) {
-  const auto at = config.find("- " + prefix);
-  if (at == std::string::npos) return {};
-  return config.substr(at + 2, config.find('\n', at) - at - 2);
-}
-
-BlasReport checkBlas() {
+BlasReport describeBlas(const RuntimeInfo& runtime) {
   BlasReport report;
   // LibTorch says which BLAS its matmuls call: the PyPI wheel's MKL lives
   // inside libtorch_cpu, where no dlsym of sgemm_ finds it; a torch built
   // against a system BLAS resolves sgemm_ from that library.
-  const std::string config = at::show_config();
-  const std::string blas = torchBuildSetting("BLAS_INFO");
+  const std::string& blas = runtime.blas;
   const std::string provider = sgemmProvider();
   auto openblas_config = openBlasSymbol<char* (*)()>("openblas_get_config");
   auto corename = openBlasSymbol<char* (*)()>("openblas_get_corename");
   auto parallel = openBlasSymbol<int (*)()>("openblas_get_parallel");
-  if (blas == "mkl" || at::hasMKL()) {
-    const std::string version = configLine(config, "Intel(R) oneAPI Math Kernel Library Version ");
-    report.library = version.empty() ? "mkl" : fmt::format("mkl ({})", version.substr(version.find("Version ") + 8));
+  if (blas == "mkl") {
+    report.library = runtime.blas_version.empty() ? "mkl" : fmt::format("mkl ({})", runtime.blas_version);
     report.fast = true;
   } else if (provider.find("openblas") != std::string::npos && openblas_config != nullptr) {
     report.library =
@@ -100,6 +89,11 @@ BlasReport checkBlas() {
     report.library = fmt::format("{} ({})", blas.empty() ? "unknown BLAS" : blas,
                                  provider.empty() ? "no sgemm_ in the process" : provider);
   }
+  return report;
+}
+
+BlasReport checkBlas(const RuntimeInfo& runtime) {
+  BlasReport report = describeBlas(runtime);
   torch::NoGradGuard no_grad;
   auto a = torch::ones({512, 512});
   auto b = torch::ones({512, 512});

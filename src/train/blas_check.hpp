@@ -4,6 +4,8 @@
 #include <optional>
 #include <string>
 
+#include "train/runtime_info.hpp"
+
 namespace tandem::train {
 
 struct BlasReport {
@@ -14,8 +16,11 @@ struct BlasReport {
   double sgemm_gflops = 0;  // measured on a 512x512 float matmul
 };
 
-// Detects which BLAS the process resolved and measures it briefly (~10 ms).
-BlasReport checkBlas();
+// Which BLAS LibTorch's matmuls reach, from `runtime` and the process's
+// symbols; no measurement (sgemm_gflops stays 0).
+BlasReport describeBlas(const RuntimeInfo& runtime);
+// describeBlas, then a brief measurement (~10 ms).
+BlasReport checkBlas(const RuntimeInfo& runtime);
 
 // One-line advice shown when the BLAS is slow; empty when it is fine.
 std::string blasAdvice(const BlasReport& report);

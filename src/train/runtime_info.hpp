@@ -10,12 +10,10 @@ struct RuntimeInfo {
   std::string cuda_build;     // the CUDA LibTorch was built with ("13.2"), or "" for a CPU-only LibTorch
   int cuda_devices = 0;       // GPUs this process can see (0 without a driver)
   std::string blas;           // LibTorch's BLAS as its build settings name it ("mkl")
+  std::string blas_version;   // its version line where LibTorch gives one ("2024.2-Product Build ..."), or ""
 };
 
+// Read from LibTorch's build settings (at::show_config()), once a call.
 RuntimeInfo runtimeInfo();
-
-// The value of `key=` in LibTorch's build settings (at::show_config()), or
-// "" when absent.
-std::string torchBuildSetting(const std::string& key);
 
 }  // namespace tandem::train

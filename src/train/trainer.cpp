@@ -180,8 +180,8 @@ nlohmann::json Trainer::run() {
   if (!c.emulate_compute.empty()) threads = 1;
   torch::set_num_threads(threads);
 
-  BlasReport blas = checkBlas();
   const RuntimeInfo runtime = runtimeInfo();
+  BlasReport blas = checkBlas(runtime);
   if (auto advice = blasAdvice(blas); !advice.empty()) TANDEM_LOG_WARN("{}", advice);
 
   data::DatasetSplits splits = parts_.data ? *parts_.data : data::openDataset(c.dataset);
