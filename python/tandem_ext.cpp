@@ -36,13 +36,17 @@ class ParameterHolder : public torch::nn::Module {
 // GradientAverager over a Python model's named parameters.
 class PyGradientAverager {
  public:
-  PyGradientAverager(const std::vector<std::pair<std::string, torch::Tensor>>& named, int passes)
-      : holder_(std::make_shared<ParameterHolder>(named)), averager_(*holder_, passes) {}
+  PyGradientAverager(const std::vector<std::pair<std::string, torch::Tensor>>& named, int passes, bool sum,
+                     double predivide, const std::string& wire_dtype, double bucket_mb)
+      : holder_(std::make_shared<ParameterHolder>(named)),
+        averager_(*holder_, tandem::AveragerOptions{passes, sum ? tandem::ReduceOp::Sum : tandem::ReduceOp::Average,
+                                                    predivide, wire_dtype, bucket_mb}) {}
   void synchronize() {
     py::gil_scoped_release release;
     averager_.synchronize();
   }
   void zeroGrad() { averager_.zero_grad(); }
+  bool pending() const { return averager_.pending(); }
 
  private:
   std::shared_ptr<ParameterHolder> holder_;
@@ -121,13 +125,52 @@ PYBIND11_MODULE(_C, m) {
   m.def("size", &tandem::size);
   m.def("local_rank", &tandem::local_rank);
   m.def("local_size", &tandem::local_size);
-  m.def(
-      "allreduce_",
-      [](torch::Tensor tensor, bool average) {
+  m.def("cross_rank", &tandem::cross_rank);
+  m.def("cross_size", &tandem::cross_size);
+  py::class_<tandem::Work>(m, "Work")
+      .def("poll", &tandem::Work::poll)
+      .def("wait", [](tandem::Work& work) {
         py::gil_scoped_release release;
-        tandem::allreduce(tensor, average ? tandem::ReduceOp::Average : tandem::ReduceOp::Sum);
+        return work.wait();
+      });
+  // op: 0 Sum, 1 Average, 2 Min, 3 Max, 4 Product, 5 Adasum (tandem::ReduceOp).
+  m.def(
+      "allreduce_async_",
+      [](std::vector<torch::Tensor> tensors, int op, double prescale, double postscale, std::string name) {
+        py::gil_scoped_release release;
+        return tandem::allreduce_async(std::move(tensors),
+                                       {static_cast<tandem::ReduceOp>(op), prescale, postscale, std::move(name)});
       },
-      py::arg("tensor"), py::arg("average"));
+      py::arg("tensors"), py::arg("op"), py::arg("prescale"), py::arg("postscale"), py::arg("name"));
+  m.def(
+      "allgather_async",
+      [](torch::Tensor tensor, std::string name) {
+        py::gil_scoped_release release;
+        return tandem::allgather_async(std::move(tensor), name);
+      },
+      py::arg("tensor"), py::arg("name"));
+  m.def(
+      "broadcast_async_",
+      [](std::vector<torch::Tensor> tensors, int root_rank, std::string name) {
+        py::gil_scoped_release release;
+        return tandem::broadcast_async(std::move(tensors), root_rank, name);
+      },
+      py::arg("tensors"), py::arg("root_rank"), py::arg("name"));
+  m.def(
+      "alltoall_async",
+      [](torch::Tensor tensor, std::vector<int64_t> splits, std::string name) {
+        py::gil_scoped_release release;
+        return tandem::alltoall_async(std::move(tensor), std::move(splits), name);
+      },
+      py::arg("tensor"), py::arg("splits"), py::arg("name"));
+  m.def("barrier", [] {
+    py::gil_scoped_release release;
+    tandem::barrier();
+  });
+  m.def("join", [] {
+    py::gil_scoped_release release;
+    return tandem::join();
+  });
   m.def(
       "broadcast_",
       [](const std::vector<torch::Tensor>& tensors, int root_rank) {
@@ -136,10 +179,13 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("tensors"), py::arg("root_rank"));
   py::class_<PyGradientAverager>(m, "GradientAverager")
-      .def(py::init<const std::vector<std::pair<std::string, torch::Tensor>>&, int>(), py::arg("named_parameters"),
-           py::arg("backward_passes_per_step") = 1)
+      .def(py::init<const std::vector<std::pair<std::string, torch::Tensor>>&, int, bool, double, const std::string&,
+                    double>(),
+           py::arg("named_parameters"), py::arg("backward_passes_per_step") = 1, py::arg("sum") = false,
+           py::arg("gradient_predivide_factor") = 1.0, py::arg("wire_dtype") = "", py::arg("bucket_mb") = -1.0)
       .def("synchronize", &PyGradientAverager::synchronize)
-      .def("zero_grad", &PyGradientAverager::zeroGrad);
+      .def("zero_grad", &PyGradientAverager::zeroGrad)
+      .def("pending", &PyGradientAverager::pending);
   py::class_<PyPsOptimizer>(m, "PsOptimizer")
       .def(py::init<const std::vector<std::pair<std::string, torch::Tensor>>&, const std::string&, int, int, double,
                     const py::dict&>(),

@@ -49,6 +49,7 @@ class CorruptingCommunicator final : public collective::Communicator {
   }
   void allreduceSumOnce(float* data, size_t count) override { allreduceSum(data, count); }
   void allreduceSum16(void*, size_t, WireDtype) override {}
+  void allreduce(void*, size_t, collective::ElementType, collective::Reduction) override {}
   void broadcast(void*, size_t, int) override {}
   void allgather(const void* in, void* out, size_t bytes) override { std::memmove(out, in, bytes); }
   void alltoallv(const void* in, const std::vector<size_t>& send, void* out, const std::vector<size_t>&) override {

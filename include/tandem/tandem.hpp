@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "tandem/collectives.hpp"
+
 namespace tandem {
 
 struct InitOptions {
@@ -57,12 +59,6 @@ int size();
 int local_rank();  // rank among this host's workers
 int local_size();
 
-enum class ReduceOp { Sum, Average };
-
-// Reduces a float32 tensor in place across all ranks (the same shape on
-// every rank, called in the same order everywhere).
-void allreduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::Average);
-
 // Copies every parameter and buffer of `module` from `root_rank` to all.
 void broadcast_parameters(torch::nn::Module& module, int root_rank = 0);
 // The same for any tensors (every rank passes the same shapes, in order).
@@ -72,6 +68,17 @@ void broadcast_parameters(const std::vector<torch::Tensor>& tensors, int root_ra
 // their own way (or an optimizer that lives elsewhere, as in the Python
 // package): hooks on `module`'s parameters average each gradient over all
 // ranks, in buckets, while backward still runs.
+struct AveragerOptions {
+  int backward_passes_per_step = 1;
+  // Average or Sum. Average divides by size() before the sum, or, with a
+  // gradient_predivide_factor f other than 1, by f before the sum and by
+  // size()/f after it (Horovod's).
+  ReduceOp op = ReduceOp::Average;
+  double gradient_predivide_factor = 1.0;
+  std::string wire_dtype;  // empty: InitOptions::wire_dtype
+  double bucket_mb = -1;   // negative: InitOptions::bucket_mb
+};
+
 class GradientAverager {
  public:
   // Every rank's module must have the same parameter names and shapes, in
@@ -79,6 +86,7 @@ class GradientAverager {
   // `backward_passes_per_step` backward passes add up before each
   // synchronize(), as in Horovod (divide the loss for their mean).
   explicit GradientAverager(torch::nn::Module& module, int backward_passes_per_step = 1);
+  GradientAverager(torch::nn::Module& module, const AveragerOptions& options);
   ~GradientAverager();
   GradientAverager(GradientAverager&&) noexcept = default;
   GradientAverager(const GradientAverager&) = delete;
@@ -88,8 +96,11 @@ class GradientAverager {
   // all ranks (parameters without a gradient this step count as zero).
   void synchronize();
   // Unsets every gradient (a reduced gradient must not be added into) and
-  // readies the hooks for the next backward.
+  // readies the hooks for the next backward. Throws InputError between a
+  // backward pass and synchronize(), while its gradients are on the wire.
   void zero_grad();
+  // Whether a backward pass ran since the last synchronize() or zero_grad().
+  bool pending() const;
 
  private:
   struct Impl;

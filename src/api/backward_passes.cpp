@@ -11,6 +11,7 @@ struct BackwardPasses::State {
   int per_step = 1;
   int done = 0;          // passes finished in this update
   bool in_pass = false;  // a hook of the running pass has fired
+  bool synchronized = false;
   std::function<void(int, bool)> arm;
 };
 
@@ -51,6 +52,7 @@ BackwardPasses::~BackwardPasses() {
 void BackwardPasses::startUpdate() {
   state_->done = 0;
   state_->in_pass = false;
+  state_->synchronized = false;
   state_->arm(0, state_->per_step == 1);
 }
 
@@ -63,5 +65,8 @@ void BackwardPasses::requireComplete(const char* call) const {
 }
 
 int BackwardPasses::perStep() const { return state_->per_step; }
+int BackwardPasses::passes() const { return state_->done + (state_->in_pass ? 1 : 0); }
+bool BackwardPasses::synchronized() const { return state_->synchronized; }
+void BackwardPasses::markSynchronized() { state_->synchronized = true; }
 
 }  // namespace tandem::api

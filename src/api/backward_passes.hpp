@@ -26,6 +26,11 @@ class BackwardPasses {
   // Throws InputError naming `call` unless exactly per_step passes ran.
   void requireComplete(const char* call) const;
   int perStep() const;
+  // Passes finished (or running) in this update, and whether the exchange
+  // of their gradients has been waited for.
+  int passes() const;
+  bool synchronized() const;
+  void markSynchronized();
 
  private:
   struct State;

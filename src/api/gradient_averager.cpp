@@ -37,35 +37,86 @@ struct GradientAverager::Impl {
   // Shared with the queued sums, which may outlive this averager.
   std::shared_ptr<collective::BucketReducer> reducer;
   double scale = 1.0;
+  api::Job* job = nullptr;
+  uint64_t signature = 0;  // what join()ed ranks serve this averager's steps by
+
+  ~Impl() {
+    if (job && api::current().get() == job) {
+      std::lock_guard<std::mutex> lock(job->servers_mutex);
+      job->zero_gradients.erase(signature);
+    }
+  }
 };
 
 GradientAverager::GradientAverager(torch::nn::Module& module, int backward_passes_per_step)
+    : GradientAverager(module, AveragerOptions{backward_passes_per_step}) {}
+
+GradientAverager::GradientAverager(torch::nn::Module& module, const AveragerOptions& options)
     : impl_(std::make_unique<Impl>()) {
   api::Job& job = api::requireJob("GradientAverager");
   Impl& s = *impl_;
+  if (options.op != ReduceOp::Average && options.op != ReduceOp::Sum) {
+    throw InputError("tandem GradientAverager: op must be Average or Sum (Horovod's DistributedOptimizer ops; "
+                     "Adasum is not supported)");
+  }
+  const double predivide = options.gradient_predivide_factor;
+  if (!(predivide > 0)) throw InputError("tandem GradientAverager: gradient_predivide_factor must be positive");
+  if (predivide != 1.0 && options.op != ReduceOp::Average) {
+    throw InputError("tandem GradientAverager: gradient_predivide_factor applies to op Average only");
+  }
   s.parameters = module.parameters();
   // Before the buckets' hooks: a pass too many is refused before any send.
-  s.passes = std::make_unique<api::BackwardPasses>(s.parameters, backward_passes_per_step, [&s](int pass, bool last) {
-    if (s.buckets) s.buckets->beginMicroStep(pass, last, s.scale);
-  });
+  s.passes = std::make_unique<api::BackwardPasses>(s.parameters, options.backward_passes_per_step,
+                                                   [&s](int pass, bool last) {
+                                                     if (s.buckets) s.buckets->beginMicroStep(pass, last, s.scale);
+                                                   });
   if (job.size() > 1) {
     api::requireAgreement(job, parameterLayout(module), "parameter names or shapes");
-    const WireDtype wire = parseWireDtype(job.options.wire_dtype, "tandem::init: wire_dtype");
-    const std::string wire_text = wireDtypeName(wire) + (job.options.error_feedback ? "+feedback" : "");
-    Fnv1a wire_hash;
-    wire_hash.add(wire_text.data(), wire_text.size());
-    api::requireAgreement(job, wire_hash.value(), "wire_dtype and error_feedback");
-    s.reducer = std::make_shared<collective::BucketReducer>(*job.comm, wire, job.options.error_feedback);
+    const std::string wire_name = options.wire_dtype.empty() ? job.options.wire_dtype : options.wire_dtype;
+    const WireDtype wire = parseWireDtype(wire_name, "wire_dtype");
+    const bool feedback = job.options.error_feedback && wire != WireDtype::kFloat32;
+    const size_t cap = train::bucketCapBytes(module, options.bucket_mb >= 0 ? options.bucket_mb : job.options.bucket_mb);
+    // Averages divide before the sum (by the workers, or by the predivide
+    // factor) and, with a predivide factor, the rest after it.
+    const bool average = options.op == ReduceOp::Average;
+    s.scale = !average ? 1.0 : predivide == 1.0 ? 1.0 / job.size() : 1.0 / predivide;
+    const double post = average && predivide != 1.0 ? predivide / job.size() : 1.0;
+    Fnv1a settings;
+    const std::string text = fmt::format("{}{} cap {} scale {} post {}", wireDtypeName(wire),
+                                         feedback ? "+feedback" : "", cap, s.scale, post);
+    settings.add(text.data(), text.size());
+    api::requireAgreement(job, settings.value(), "wire_dtype, error_feedback, bucket size, op or predivide factor");
+    s.reducer = std::make_shared<collective::BucketReducer>(*job.comm, wire, feedback);
+    s.job = &job;
+    s.signature = parameterLayout(module) ^ settings.value();
+    api::Announcement step;
+    step.kind = api::CallKind::kGradients;
+    step.signature = s.signature;
     s.buckets = std::make_unique<train::GradientBuckets>(
-        module, train::bucketCapBytes(module, job.options.bucket_mb), 0,
-        [&s, &job](size_t bucket, torch::Tensor flat) {
-          s.handles[bucket] = job.comm_thread->submit([reducer = s.reducer, flat, bucket] {
+        module, cap, 0,
+        [&s, &job, step, post](size_t bucket, torch::Tensor flat) {
+          s.handles[bucket] = job.comm_thread->submit([reducer = s.reducer, flat, bucket, &job, step, post] {
+            // Once a step: every rank is in this exchange, or has joined.
+            if (bucket == 0) {
+              const api::Agreement agreement = api::negotiate(job, step);
+              if (!agreement.error.empty()) throw InputError("tandem: " + agreement.error);
+            }
             reducer->reduce(bucket, flat.data_ptr<float>(), static_cast<size_t>(flat.numel()));
+            if (post != 1.0) flat.mul_(post);
           });
         },
         [] {});
     s.handles.resize(s.buckets->size());
-    s.scale = 1.0 / job.size();  // passes add up; workers average
+    // A rank in join() contributes zeros to each bucket, in order.
+    std::vector<int64_t> counts;
+    for (size_t b = 0; b < s.buckets->size(); ++b) counts.push_back(static_cast<int64_t>(s.buckets->bucketBytes(b) / 4));
+    std::lock_guard<std::mutex> lock(job.servers_mutex);
+    job.zero_gradients[s.signature] = [reducer = s.reducer, counts] {
+      for (size_t b = 0; b < counts.size(); ++b) {
+        torch::Tensor zeros = torch::zeros({counts[b]});
+        reducer->reduce(b, zeros.data_ptr<float>(), static_cast<size_t>(counts[b]));
+      }
+    };
   }
   s.passes->startUpdate();
 }
@@ -75,17 +126,24 @@ GradientAverager::~GradientAverager() = default;
 void GradientAverager::synchronize() {
   Impl& s = *impl_;
   s.passes->requireComplete("GradientAverager::synchronize");
-  if (!s.buckets) return;
+  if (!s.buckets) return s.passes->markSynchronized();
   api::Job& job = api::requireJob("GradientAverager::synchronize");
   s.buckets->flush();
   for (size_t b = 0; b < s.handles.size(); ++b) {
     s.handles[b].wait(job.deadline(), fmt::format("all-reduce of gradient bucket {}", b));
   }
   s.buckets->exposeGradients();
+  s.passes->markSynchronized();
 }
+
+bool GradientAverager::pending() const { return impl_->passes->passes() > 0 && !impl_->passes->synchronized(); }
 
 void GradientAverager::zero_grad() {
   Impl& s = *impl_;
+  if (pending()) {
+    throw InputError("tandem: zero_grad() after backward() but before step() or synchronize(): the gradients are "
+                     "being averaged with the other ranks' (Horovod refuses this too)");
+  }
   for (auto& p : s.parameters) p.mutable_grad().reset();
   s.passes->startUpdate();
 }

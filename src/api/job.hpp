@@ -3,10 +3,14 @@
 // functions: cluster spec, rendezvous, the communicator and its thread.
 #include "cluster/kv_store.hpp"
 
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
+#include "api/negotiation.hpp"
 #include "cluster/cluster_spec.hpp"
 #include "collective/comm_thread.hpp"
 #include "collective/communicator.hpp"
@@ -21,6 +25,8 @@ struct Job {
   std::optional<cluster::ClusterSpec> spec;  // nullopt: alone
   int local_rank = 0;
   int local_size = 1;
+  int cross_rank = 0;  // among the ranks with this local_rank
+  int cross_size = 1;
   train::ClusterJoin join;
   std::unique_ptr<cluster::PrefixStore> gloo_store;
   std::unique_ptr<collective::Communicator> comm;
@@ -28,6 +34,11 @@ struct Job {
   // Every collective runs here, in submission order, so the optimizer's
   // buckets and the user's own calls never race on the communicator.
   std::unique_ptr<collective::CommThread> comm_thread;
+
+  // What a rank in join() runs for a GradientAverager's step, by the
+  // averager's signature: its buckets' sums with zeros.
+  std::mutex servers_mutex;
+  std::map<uint64_t, std::function<void()>> zero_gradients;
 
   int size() const { return spec ? spec->num_workers : 1; }
   int rank() const { return spec ? spec->index : 0; }
@@ -39,6 +50,11 @@ struct Job {
 
 // The job init() made; null before init() and after shutdown().
 std::unique_ptr<Job>& current();
+// Runs on the communication thread, before a collective: every rank's
+// announcement is exchanged and agree()d; throws InputError with the
+// agreement's error. Ranks in join() are then serving this call.
+Agreement negotiate(Job& job, const Announcement& mine);
+
 // current(), or an Error naming `call` that asks for init() first.
 Job& requireJob(const char* call);
 // Compares `mine` (a hash of what this rank is about to exchange) across

@@ -8,11 +8,13 @@
 #include <fmt/ranges.h>
 #include "cluster/kv_store.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <thread>
 
 #include "cluster/cluster_spec.hpp"
 #include "cluster/host_groups.hpp"
+#include "cluster/job_start.hpp"
 #include "cluster/local_address.hpp"
 #include "cluster/local_share.hpp"
 #include "collective/comm_thread.hpp"
@@ -143,6 +145,12 @@ void init(const InitOptions& options) {
                                                  Deadline::afterSeconds(options.rendezvous_timeout_s));
       job->comm = collective::connectByHost(*job->gloo_store, comm, groups);
       job->comm_thread = std::make_unique<collective::CommThread>();
+      // Horovod's cross ranks: the ranks that share this local_rank.
+      std::vector<int32_t> locals(static_cast<size_t>(spec.num_workers));
+      const int32_t mine = job->local_rank;
+      job->runNow([&] { job->comm->allgather(&mine, locals.data(), sizeof(mine)); }, "exchange of local ranks");
+      job->cross_size = static_cast<int>(std::count(locals.begin(), locals.end(), mine));
+      job->cross_rank = static_cast<int>(std::count(locals.begin(), locals.begin() + spec.index, mine));
     }
   }
   current() = std::move(job);
@@ -157,29 +165,16 @@ void shutdown() {
   std::unique_ptr<Job> job = std::move(current());
   // Nobody leaves while a peer may still be in a collective with it.
   if (job->comm) job->runNow([&] { job->comm->barrier(); }, "final barrier");
+  // An init() after this one must not join the chief's store of this start,
+  // which is about to close: it waits for the chief's next start.
+  auto& start = cluster::jobStart();
+  if (job->spec && !job->spec->isChief()) start.replaces = start.generation;
 }
 
 int rank() { return requireJob("rank").rank(); }
 int size() { return requireJob("size").size(); }
 int local_rank() { return requireJob("local_rank").local_rank; }
 int local_size() { return requireJob("local_size").local_size; }
-
-void allreduce(torch::Tensor& tensor, ReduceOp op) {
-  Job& job = requireJob("allreduce");
-  if (tensor.scalar_type() != torch::kFloat32) {
-    throw InputError(fmt::format("tandem::allreduce: float32 tensors only, got {}", c10::toString(tensor.scalar_type())));
-  }
-  if (job.size() == 1) return;
-  torch::NoGradGuard no_grad;
-  // Reduced where it lies when it can be; otherwise through a host copy.
-  const bool in_place = tensor.device().is_cpu() && tensor.is_contiguous();
-  torch::Tensor host = in_place ? tensor.detach() : tensor.detach().to(torch::kCPU).contiguous();
-  // A user's tensor is no persistent bucket: the uncached path.
-  job.runNow([&] { job.comm->allreduceSumOnce(host.data_ptr<float>(), static_cast<size_t>(host.numel())); },
-             fmt::format("all-reduce of a tensor of {} floats", host.numel()));
-  if (op == ReduceOp::Average) host.div_(job.size());
-  if (!in_place) tensor.detach().copy_(host);
-}
 
 void broadcast_parameters(torch::nn::Module& module, int root_rank) {
   std::vector<torch::Tensor> tensors = module.parameters();

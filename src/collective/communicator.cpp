@@ -25,6 +25,30 @@
 namespace tandem::collective {
 namespace {
 
+at::ScalarType scalarTypeOf(ElementType type) {
+  switch (type) {
+    case ElementType::kUint8: return at::kByte;
+    case ElementType::kInt8: return at::kChar;
+    case ElementType::kInt32: return at::kInt;
+    case ElementType::kInt64: return at::kLong;
+    case ElementType::kFloat16: return at::kHalf;
+    case ElementType::kBfloat16: return at::kBFloat16;
+    case ElementType::kFloat32: return at::kFloat;
+    case ElementType::kFloat64: return at::kDouble;
+  }
+  throw Error("unknown element type");
+}
+
+c10d::ReduceOp reduceOpOf(Reduction op) {
+  switch (op) {
+    case Reduction::kSum: return c10d::ReduceOp::SUM;
+    case Reduction::kProduct: return c10d::ReduceOp::PRODUCT;
+    case Reduction::kMin: return c10d::ReduceOp::MIN;
+    case Reduction::kMax: return c10d::ReduceOp::MAX;
+  }
+  throw Error("unknown reduction");
+}
+
 void checkArguments(const CommunicatorOptions& options) {
   TANDEM_ENFORCE(options.size >= 1, "communicator size {}", options.size);
   TANDEM_ENFORCE(options.rank >= 0 && options.rank < options.size, "rank {} of size {}", options.rank,
@@ -138,6 +162,7 @@ class SoloCommunicator final : public Communicator {
   void allreduceSum(float*, size_t) override {}
   void allreduceSumOnce(float*, size_t) override {}
   void allreduceSum16(void*, size_t, WireDtype) override {}
+  void allreduce(void*, size_t, ElementType, Reduction) override {}
   void broadcast(void*, size_t, int root) override { checkRoot(root, 1); }
   void allgather(const void* in, void* out, size_t bytes) override {
     if (bytes > 0 && in != out) std::memmove(out, in, bytes);
@@ -177,6 +202,9 @@ class GlooCommunicator final : public Communicator {
 
   void allreduceSum(float* data, size_t count) override { sum(data, count, at::kFloat, "floats"); }
   void allreduceSumOnce(float* data, size_t count) override { sum(data, count, at::kFloat, "floats"); }
+  void allreduce(void* data, size_t count, ElementType type, Reduction op) override {
+    reduce(data, count, scalarTypeOf(type), reduceOpOf(op), fmt::format("{} values", c10::toString(scalarTypeOf(type))));
+  }
 
   void allreduceSum16(void* data, size_t count, WireDtype dtype) override {
     TANDEM_ENFORCE(dtype != WireDtype::kFloat32, "allreduceSum16 of float32 values");
@@ -247,12 +275,16 @@ class GlooCommunicator final : public Communicator {
 
  private:
   void sum(void* data, size_t count, at::ScalarType type, const std::string& what) {
+    reduce(data, count, type, c10d::ReduceOp::SUM, what);
+  }
+
+  void reduce(void* data, size_t count, at::ScalarType type, c10d::ReduceOp op, const std::string& what) {
     guarded([&] { return fmt::format("allreduce of {} {}", count, what); },
             [&] {
               if (count == 0) return;
               std::vector<at::Tensor> tensors{at::from_blob(data, {static_cast<int64_t>(count)}, type)};
               c10d::AllreduceOptions opts;
-              opts.reduceOp = c10d::ReduceOp::SUM;
+              opts.reduceOp = op;
               opts.timeout = options_.timeout;
               run(group_->allreduce(tensors, opts));
             });
@@ -336,5 +368,7 @@ std::unique_ptr<Communicator> Communicator::connect(cluster::KeyValueStore& stor
                                 firstLine(e.what())));
   }
 }
+
+size_t elementBytes(ElementType type) { return c10::elementSize(scalarTypeOf(type)); }
 
 }  // namespace tandem::collective

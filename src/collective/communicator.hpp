@@ -20,6 +20,11 @@
 
 namespace tandem::collective {
 
+// What a user's tensor holds, for reductions beyond float32 sums.
+enum class ElementType { kUint8, kInt8, kInt32, kInt64, kFloat16, kBfloat16, kFloat32, kFloat64 };
+enum class Reduction { kSum, kProduct, kMin, kMax };
+size_t elementBytes(ElementType type);
+
 struct CommunicatorOptions {
   int rank = 0;
   int size = 1;
@@ -56,6 +61,9 @@ class Communicator {
   // each addition made in float32 and rounded back to 16 bits: half the
   // bytes of a float sum.
   virtual void allreduceSum16(void* data, size_t count, WireDtype dtype) = 0;
+  // In-place elementwise `op` of `count` values of `type` across all ranks
+  // (Gloo's own reduction for that type; 16-bit sums add in float32).
+  virtual void allreduce(void* data, size_t count, ElementType type, Reduction op) = 0;
   // Copies root's `bytes` at `data` into every rank's `data`.
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
   // out holds size() * bytes; rank r's `in` lands at out + r * bytes.

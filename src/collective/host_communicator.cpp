@@ -85,6 +85,10 @@ class HostCommunicator final : public Communicator {
     sum([&](Communicator& c) { c.allreduceSum16(data, count, dtype); }, data, count * wireBytes(dtype));
   }
 
+  // A user's reduction (rare, any type or op): flat over every rank.
+  void allreduce(void* data, size_t count, ElementType type, Reduction op) override {
+    all_->allreduce(data, count, type, op);
+  }
   void broadcast(void* data, size_t bytes, int root) override { all_->broadcast(data, bytes, root); }
   void allgather(const void* in, void* out, size_t bytes) override { all_->allgather(in, out, bytes); }
   void alltoallv(const void* in, const std::vector<size_t>& send_bytes, void* out,

@@ -43,8 +43,10 @@ struct GradientCapture::State {
     }
   }
 
-  void onGradient(size_t index, const torch::Tensor& grad) {
+  void onGradient(size_t index, const torch::Tensor& sent) {
     torch::NoGradGuard no_grad;
+    // Sparse gradients (an embedding's) travel dense, as Horovod's sparse_as_dense.
+    const torch::Tensor grad = sent.is_sparse() ? sent.to_dense() : sent;
     Slot& slot = slots[index];
     if (!slot.touched) {
       at::mul_out(slot.view, grad, scale);

@@ -52,12 +52,13 @@ def main():
         optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
     else:
         optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=args.lr_drop or 10**9, gamma=0.5)
     if not args.plain:
         td.broadcast_parameters(model.state_dict(), root_rank=0)
         td.broadcast_optimizer_state(optimizer, root_rank=0)
         optimizer = td.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(), mode=args.mode,
                                             backward_passes_per_step=args.passes)
+    # After wrapping, as with Horovod: the scheduler counts the wrapper's steps.
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=args.lr_drop or 10**9, gamma=0.5)
 
     local = args.global_batch // size
     for step in range(1, args.steps + 1):

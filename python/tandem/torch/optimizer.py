@@ -1,0 +1,235 @@
+"""Horovod's DistributedOptimizer and the parameter and optimizer-state
+broadcasts, over Tandem's C++ gradient buckets and parameter servers."""
+import warnings
+import weakref
+from contextlib import contextmanager
+
+import torch
+
+from tandem import _C
+from tandem.torch.compression import Compression, wire_dtype_of
+from tandem.torch.ops import Average, Sum, broadcast_object, global_process_set, _check_process_set, _OPS
+
+_MODES = ("allreduce", "ps-sync", "ps-async", "ssp")
+_live_servers = weakref.WeakSet()  # PS-mode optimizers to finish at shutdown
+
+
+def broadcast_parameters(params, root_rank=0, prefix=None):
+    """Copies ``params`` (a state_dict, or (name, tensor) pairs) from root_rank
+    to every rank, in place. Every rank must pass the same names and shapes."""
+    items = sorted(params.items()) if isinstance(params, dict) else list(params)
+    tensors = [t for _, t in items if isinstance(t, torch.Tensor)]
+    with torch.no_grad():
+        _C.broadcast_([t.data for t in tensors], int(root_rank))
+
+
+def broadcast_optimizer_state(optimizer, root_rank=0, prefix="Parameter.", model=None):
+    """Makes every rank's optimizer state (hyper-parameters and tensors such
+    as momentum buffers and Adam moments) root_rank's, whatever state the
+    other ranks held (none yet, or another checkpoint's)."""
+    state = broadcast_object(optimizer.state_dict(), root_rank)
+    if _C.rank() != root_rank:
+        optimizer.load_state_dict(state)
+
+
+def _server_settings(optimizer):
+    """What the parameter servers run for a torch.optim optimizer, read from
+    its first parameter group (every group must agree)."""
+    kinds = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw",
+             torch.optim.RMSprop: "rmsprop"}
+    base = next((c for c in type(optimizer).__mro__ if c in kinds), None)
+    if base is None:
+        raise ValueError(f"DistributedOptimizer: the parameter servers run torch.optim.SGD, Adam, AdamW or RMSprop, "
+                         f"not {type(optimizer).__name__}; use mode='allreduce' for other optimizers")
+    name = kinds[base]
+    g = optimizer.param_groups[0]
+    for i, other in enumerate(optimizer.param_groups[1:], 1):
+        if {k: v for k, v in other.items() if k != "params"} != {k: v for k, v in g.items() if k != "params"}:
+            raise ValueError(f"DistributedOptimizer: parameter group {i} has options other than group 0's; the "
+                             "parameter servers run one optimizer over every parameter")
+    if g.get("maximize", False):
+        raise ValueError("DistributedOptimizer: the parameter servers do not run maximize=True")
+    if name == "sgd" and g.get("dampening", 0) != 0:
+        raise ValueError("DistributedOptimizer: the parameter servers run SGD without dampening")
+    if name in ("adam", "adamw") and g.get("amsgrad", False):
+        raise ValueError(f"DistributedOptimizer: the parameter servers run {name} without amsgrad")
+    betas = g.get("betas", (0.9, 0.999))
+    return {"name": name, "lr": float(g["lr"]), "momentum": float(g.get("momentum", 0.0)),
+            "nesterov": bool(g.get("nesterov", False)), "weight_decay": float(g.get("weight_decay", 0.0)),
+            "beta1": float(betas[0]), "beta2": float(betas[1]), "eps": float(g.get("eps", 1e-8)),
+            "alpha": float(g.get("alpha", 0.99)), "centered": bool(g.get("centered", False))}
+
+
+def _named(optimizer, named_parameters):
+    """(name, parameter) for every parameter the optimizer updates, in the
+    model's order when named_parameters is given (Horovod's checks)."""
+    ours = [p for g in optimizer.param_groups for p in g["params"]]
+    if named_parameters is None:
+        return [(f"allreduce.noname.{i}", p) for i, p in enumerate(ours) if p.requires_grad]
+    named = list(named_parameters)
+    if any(not isinstance(item, tuple) or len(item) != 2 for item in named):
+        raise ValueError("DistributedOptimizer: named_parameters should be a sequence of (name, parameter) tuples, "
+                         "usually model.named_parameters()")
+    names = [n for n, _ in named]
+    if len(set(names)) != len(names):
+        raise ValueError("DistributedOptimizer: parameter names in named_parameters must be unique; duplicates: "
+                         f"{sorted({n for n in names if names.count(n) > 1})}")
+    by_id = {id(p) for _, p in named}
+    if any(id(p) not in by_id for p in ours):
+        raise ValueError("DistributedOptimizer: named_parameters was given, but one or more of the optimizer's "
+                         "parameters are not in it")
+    in_optimizer = {id(p) for p in ours}
+    return [(n, p) for n, p in named if id(p) in in_optimizer and p.requires_grad]
+
+
+class _DistributedOptimizer(torch.optim.Optimizer):
+    """The methods DistributedOptimizer adds to the user's optimizer class."""
+
+    def __init__(self, params, named, mode, averager_args, server_args):
+        super(self.__class__, self).__init__(params)
+        self._mode = mode
+        self._named = named
+        self._averager_args = averager_args
+        self._averager = None
+        self._servers = None
+        self._should_synchronize = True
+        self._synchronized = False
+        if mode == "allreduce":
+            self._averager = _C.GradientAverager(named, *averager_args)
+        else:
+            self._servers = _C.PsOptimizer(named, mode, *server_args, _server_settings(self))
+            _live_servers.add(self)
+
+    def set_backward_passes_per_step(self, passes):
+        """A new number of backward passes per step (every rank must call it)."""
+        if self._averager is None:
+            raise ValueError("set_backward_passes_per_step: parameter-server modes take it at construction")
+        self._averager = None  # its hooks go before the new one's
+        self._averager_args = (int(passes),) + tuple(self._averager_args[1:])
+        self._averager = _C.GradientAverager(self._named, *self._averager_args)
+
+    def _send_lr(self):
+        self._servers.set_lr(float(self.param_groups[0]["lr"]))
+
+    def synchronize(self):
+        """Waits until every .grad holds the reduction over all ranks (for
+        gradient clipping or AMP unscaling before step(); then step inside
+        skip_synchronize())."""
+        if self._averager is None:
+            raise ValueError("DistributedOptimizer.synchronize: parameter-server modes update in step()")
+        self._averager.synchronize()
+        self._synchronized = True
+
+    @contextmanager
+    def skip_synchronize(self):
+        """step() inside it uses the gradients synchronize() already reduced."""
+        self._should_synchronize = False
+        try:
+            yield
+        finally:
+            self._should_synchronize = True
+
+    def step(self, closure=None):
+        if closure is not None:
+            raise ValueError("DistributedOptimizer.step: closures are not supported by Tandem")
+        if self._servers is not None:
+            self._servers.step()
+            self._send_lr()
+            return None
+        if self._should_synchronize:
+            if self._synchronized:
+                warnings.warn("optimizer.step() called without optimizer.skip_synchronize() after "
+                              "optimizer.synchronize(); the gradients are waited for twice")
+            self.synchronize()
+        elif not self._synchronized:
+            raise ValueError("DistributedOptimizer.step inside skip_synchronize() needs optimizer.synchronize() "
+                             "first: the gradients are still being reduced")
+        self._synchronized = False
+        result = super(self.__class__, self).step()
+        # The reduced .grad tensors are views of the exchange buffers: the
+        # next backward must not add into them.
+        self._averager.zero_grad()
+        return result
+
+    def zero_grad(self, set_to_none=True):
+        """Unsets every gradient: a reduced gradient must not be added into."""
+        if self._servers is not None:
+            self._send_lr()  # a scheduler's new rate applies from this update on
+            self._servers.zero_grad()
+            return
+        if self._averager.pending():
+            raise AssertionError("optimizer.zero_grad() was called after loss.backward() but before "
+                                 "optimizer.step() or optimizer.synchronize(); the gradients are being reduced")
+        self._averager.zero_grad()
+        self._synchronized = False
+
+    def finish(self):
+        """Parameter-server modes, after the last step: the chief waits for
+        the other workers' last updates (async, SSP) and pulls the final
+        parameters; then the servers are told this worker is done.
+        shutdown() and interpreter exit call it too."""
+        if self._servers is not None:
+            self._servers.finish()
+            _live_servers.discard(self)
+
+
+def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none, backward_passes_per_step=1,
+                         op=Average, gradient_predivide_factor=1.0, num_groups=0, groups=None,
+                         sparse_as_dense=False, process_set=global_process_set, mode="allreduce", staleness=None,
+                         ps_chunk_mb=4.0, bucket_mb=None):
+    """Wraps a torch.optim optimizer, as Horovod's does: the result is an
+    instance of the optimizer's own class over the same parameter groups.
+
+    mode="allreduce": gradients are reduced (op Average or Sum) in buckets
+    from backward hooks, overlapped with the rest of backward; step() waits
+    for them, then steps. ``compression`` Compression.fp16 or bf16 sends
+    them in 16 bits. ``groups`` (an int) sets the number of buckets;
+    ``bucket_mb`` their size (a Tandem extension). Sparse gradients are
+    reduced dense (sparse_as_dense), and .grad is dense after the exchange.
+
+    mode="ps-sync", "ps-async" or "ssp" (a Tandem extension, run under
+    ``tandem launch --ps K``): each chunk of gradients is pushed to its
+    parameter server from backward hooks; the servers run the optimizer
+    (SGD, Adam, AdamW or RMSprop with this optimizer's settings, at the
+    learning rate its first group holds at each zero_grad() and step(), so LR
+    schedulers work), and step() installs the parameters pulled back.
+
+    ``backward_passes_per_step`` passes add up before each step(), as in
+    Horovod (divide the loss by it for their mean).
+    """
+    _check_process_set(process_set, "DistributedOptimizer")
+    if mode not in _MODES:
+        raise ValueError(f"DistributedOptimizer: mode must be one of {', '.join(_MODES)}, got {mode!r}")
+    if staleness is not None and mode != "ssp":
+        raise ValueError(f"DistributedOptimizer: staleness applies to mode='ssp', not {mode!r}")
+    if op not in (Average, Sum):
+        raise ValueError(f"DistributedOptimizer: op must be Average or Sum, got {_OPS.get(op, op)}"
+                         + (" (Adasum is not supported by Tandem)" if _OPS.get(op) == "Adasum" else ""))
+    if gradient_predivide_factor != 1.0 and op != Average:
+        raise ValueError("DistributedOptimizer: gradient_predivide_factor applies to op=Average only")
+    if int(backward_passes_per_step) < 1:
+        raise ValueError("DistributedOptimizer: backward_passes_per_step must be > 0")
+    named = _named(optimizer, named_parameters)
+    wire = wire_dtype_of(compression, "DistributedOptimizer")
+    if num_groups and groups is None:
+        warnings.warn("num_groups is replaced by groups", DeprecationWarning)
+        groups = num_groups
+    if groups is not None and not isinstance(groups, int):
+        raise ValueError("DistributedOptimizer: groups as lists of parameters are not supported by Tandem, which "
+                         "fuses gradients into buckets by size; pass groups=N (N buckets) or bucket_mb")
+    cap_mb = -1.0 if bucket_mb is None else float(bucket_mb)
+    if groups:
+        total = sum(p.numel() * 4 for _, p in named)
+        cap_mb = max(total / groups, 4.0) / (1 << 20)
+    if mode != "allreduce" and (wire or op != Average or gradient_predivide_factor != 1.0 or groups):
+        raise ValueError("DistributedOptimizer: compression, op, gradient_predivide_factor and groups apply to "
+                         "mode='allreduce'; parameter servers take init(wire_dtype=...)")
+    averager_args = (int(backward_passes_per_step), op == Sum, float(gradient_predivide_factor), wire, cap_mb)
+    server_args = (1 if staleness is None else int(staleness), int(backward_passes_per_step), float(ps_chunk_mb))
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(_DistributedOptimizer.__dict__))
+    return cls(optimizer.param_groups, named, mode, averager_args, server_args)
+
+
+def finish_servers():
+    for opt in list(_live_servers):
+        opt.finish()

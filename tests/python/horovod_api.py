@@ -1,0 +1,268 @@
+"""Each call of tandem.torch against Horovod's semantics, on every rank of a
+job (run under tandem launch --workers N, N >= 2). Every rank computes the
+expected result from what every rank sends, and asserts its own."""
+import sys
+import warnings
+
+import torch
+
+import tandem.torch as hvd
+
+hvd.init()
+hvd.init()  # a second call is a no-op, as in Horovod
+n, me = hvd.size(), hvd.rank()
+assert n >= 2, "run with 2 or more workers"
+assert hvd.local_size() == n and hvd.local_rank() == me, "one host: local ranks are the ranks"
+assert hvd.cross_size() == 1 and hvd.cross_rank() == 0, "one host: one rank per local_rank"
+assert hvd.gloo_built() and hvd.gloo_enabled() and not hvd.mpi_built() and not hvd.mpi_enabled()
+assert not (hvd.nccl_built() or hvd.ccl_built() or hvd.ddl_built() or hvd.rocm_built() or hvd.cuda_built())
+
+
+def sent(rank, dtype):
+    """What rank `rank` contributes: distinct per rank, exact in every dtype."""
+    return (torch.arange(6) % 4 + rank + 1).to(dtype).reshape(2, 3)
+
+
+def expect(a, b, what, exact=True):
+    ok = torch.equal(a, b) if exact else torch.allclose(a.double(), b.double(), rtol=1e-2, atol=1e-2)
+    assert ok and a.dtype == b.dtype, f"rank {me}: {what}: got {a}, expected {b}"
+
+
+# -- allreduce: every dtype and op; average=, prescale/postscale, compression
+for dtype in (torch.uint8, torch.int8, torch.int32, torch.int64, torch.float16, torch.bfloat16, torch.float32,
+              torch.float64):
+    every = torch.stack([sent(r, dtype).double() for r in range(n)])
+    floating = dtype.is_floating_point
+    wanted = {hvd.Sum: every.sum(0), hvd.Min: every.min(0).values, hvd.Max: every.max(0).values,
+              hvd.Product: every.prod(0),
+              hvd.Average: every.sum(0) / n if floating else torch.div(every.sum(0), n, rounding_mode="trunc")}
+    for op, value in wanted.items():
+        got = hvd.allreduce(sent(me, dtype), op=op, name=f"t.{dtype}.{op}")
+        expect(got, value.to(dtype), f"allreduce {dtype} op {op}", exact=not floating or dtype == torch.float64)
+expect(hvd.allreduce(sent(me, torch.int64), average=False), sum(sent(r, torch.int64) for r in range(n)), "average=False")
+try:
+    hvd.allreduce(torch.ones(2), average=True, op=hvd.Sum)
+    raise SystemExit("op and average together did not raise")
+except ValueError as e:
+    assert "supersedes average" in str(e), e
+try:
+    hvd.allreduce(torch.ones(2), op=hvd.Adasum)
+    raise SystemExit("Adasum did not raise")
+except ValueError as e:
+    assert "Adasum" in str(e), e
+total = sum(sent(r, torch.float64) for r in range(n))
+expect(hvd.allreduce(sent(me, torch.float64), op=hvd.Sum, prescale_factor=2.0, postscale_factor=0.25), total * 0.5,
+       "prescale 2, postscale 0.25")
+expect(hvd.allreduce(sent(me, torch.float32), compression=hvd.Compression.fp16), (total / n).float(),
+       "fp16 compression", exact=False)
+expect(hvd.allreduce(sent(me, torch.float32), compression=hvd.Compression.bf16), (total / n).float(),
+       "bf16 compression", exact=False)
+inplace = sent(me, torch.float64)
+assert hvd.allreduce_(inplace, op=hvd.Sum) is inplace
+expect(inplace, total, "allreduce_ in place")
+strided = sent(me, torch.float64).t()  # not contiguous
+hvd.allreduce_(strided, op=hvd.Sum)
+expect(strided, total.t(), "allreduce_ of a transposed tensor")
+handles = [hvd.allreduce_async(sent(me, torch.float64), op=hvd.Sum, name=f"async.{i}") for i in range(3)]
+target = sent(me, torch.float64)
+in_place = hvd.allreduce_async_(target, op=hvd.Max)
+for h in handles:
+    expect(hvd.synchronize(h), total, "allreduce_async")
+hvd.synchronize(in_place)
+assert hvd.poll(in_place)
+expect(target, torch.stack([sent(r, torch.float64) for r in range(n)]).max(0).values, "allreduce_async_ in place")
+x = sent(me, torch.float64).requires_grad_()
+(hvd.allreduce(x, op=hvd.Average) * (me + 1)).sum().backward()
+expect(x.grad, torch.full((2, 3), sum(r + 1 for r in range(n)) / n, dtype=torch.float64), "allreduce's gradient")
+
+# -- grouped allreduce: one message, each tensor its reduction
+group = [sent(me, torch.float64), sent(me, torch.float64)[0] * 3]
+out = hvd.grouped_allreduce(group, op=hvd.Sum)
+expect(out[0], total, "grouped_allreduce [0]")
+expect(out[1], total[0] * 3, "grouped_allreduce [1]")
+hvd.grouped_allreduce_(group, op=hvd.Sum)
+expect(group[0], total, "grouped_allreduce_ in place")
+expect(hvd.synchronize(hvd.grouped_allreduce_async([sent(me, torch.float64)], op=hvd.Sum))[0], total,
+       "grouped_allreduce_async")
+
+# -- allgather: uneven first dimension, rank order; objects
+rows = torch.full((me + 1, 3), float(me))
+gathered = hvd.allgather(rows)
+expect(gathered, torch.cat([torch.full((r + 1, 3), float(r)) for r in range(n)]), "allgather, uneven rows")
+expect(hvd.synchronize(hvd.allgather_async(torch.tensor([me]))), torch.arange(n), "allgather_async")
+g = torch.full((me + 1, 2), 1.0, requires_grad=True)
+(hvd.allgather(g) * 2).sum().backward()
+expect(g.grad, torch.full((me + 1, 2), 2.0 * n), "allgather's gradient: the sum over ranks of this rank's rows")
+assert hvd.allgather_object({"rank": me, "name": "x" * me}) == [{"rank": r, "name": "x" * r} for r in range(n)]
+
+# -- broadcast: tensors, in place, objects, parameters, optimizer state
+root = n - 1
+expect(hvd.broadcast(sent(me, torch.int32), root_rank=root), sent(root, torch.int32), "broadcast")
+b = sent(me, torch.bfloat16)
+hvd.broadcast_(b, root)
+expect(b, sent(root, torch.bfloat16), "broadcast_ in place")
+expect(hvd.synchronize(hvd.broadcast_async(sent(me, torch.float64), 0)), sent(0, torch.float64), "broadcast_async")
+assert hvd.broadcast_object({"from": me}, root_rank=root) == {"from": root}
+model = torch.nn.Linear(3, 2)
+torch.nn.init.constant_(model.weight, float(me))
+hvd.broadcast_parameters(model.state_dict(), root_rank=root)
+expect(model.weight.detach(), torch.full((2, 3), float(root)), "broadcast_parameters")
+opt = torch.optim.Adam(model.parameters(), lr=0.1)
+if me == root:  # only the root has state (as after loading a checkpoint)
+    model(torch.ones(1, 3)).sum().backward()
+    opt.step()
+hvd.broadcast_optimizer_state(opt, root_rank=root)
+assert len(opt.state) == 2, f"rank {me}: broadcast_optimizer_state left {len(opt.state)} states"
+expect(opt.state[model.weight]["exp_avg"], torch.full((2, 3), 0.1), "broadcast Adam moment", exact=False)
+
+# -- alltoall: splits[d] rows to rank d; received in rank order, with splits
+splits = [d + 1 for d in range(n)]
+send = torch.cat([torch.full((d + 1, 2), 100 * me + d) for d in range(n)])
+received, received_splits = hvd.alltoall(send, splits=splits)
+expect(received, torch.cat([torch.full((me + 1, 2), 100 * r + me) for r in range(n)]), "alltoall rows")
+expect(received_splits, torch.full((n,), me + 1, dtype=torch.int32), "alltoall received splits")
+even, _ = hvd.alltoall(torch.arange(n) + 10 * me)
+expect(even, torch.arange(n) * 10 + me, "alltoall, even splits")
+
+# -- reducescatter: this rank's share of the reduction
+rs = hvd.reducescatter(torch.ones(n + 1, 2) * (me + 1), op=hvd.Sum)
+expect(rs, torch.full((2 if me == 0 else 1, 2), float(sum(range(1, n + 1)))), "reducescatter")
+
+hvd.barrier()
+
+# -- mistakes: calls that differ across ranks, bad arguments on one rank
+try:
+    hvd.allreduce(torch.ones(3 if me == 0 else 4))
+    raise SystemExit("different shapes did not raise")
+except ValueError as e:
+    assert "rank 0 called allreduce (sum) of 3 float32 values, but rank(s) " in str(e), e
+try:
+    hvd.alltoall(torch.ones(n, 2), splits=[n + 5] * n if me == 1 else None)
+    raise SystemExit("bad splits did not raise")
+except ValueError as e:
+    wanted = "splits must be" if me == 1 else "rank(s) 1 refused their own arguments to alltoall"
+    assert wanted in str(e), e
+expect(hvd.allreduce(torch.tensor([1.0]), op=hvd.Sum), torch.tensor([float(n)]), "usable after the mistakes")
+
+# -- DistributedOptimizer: an instance of the optimizer's own class
+data = torch.arange(4 * n * 3, dtype=torch.float32).reshape(4 * n, 3) / 10
+
+
+def run(steps=2, **kwargs):
+    torch.manual_seed(1)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+    dopt = hvd.DistributedOptimizer(torch.optim.SGD(net.parameters(), lr=0.1), named_parameters=net.named_parameters(),
+                                    **kwargs)
+    assert isinstance(dopt, torch.optim.SGD)
+    for _ in range(steps):
+        dopt.zero_grad()
+        net(data[me * 4:(me + 1) * 4]).pow(2).mean().backward()
+        dopt.step()
+    return torch.cat([p.detach().reshape(-1) for p in net.parameters()])
+
+
+def single(steps=2, scale=1.0):
+    """One process on the combined batch (the mean of the ranks' means)."""
+    torch.manual_seed(1)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+    sgd = torch.optim.SGD(net.parameters(), lr=0.1)
+    for _ in range(steps):
+        sgd.zero_grad()
+        (sum(net(data[r * 4:(r + 1) * 4]).pow(2).mean() for r in range(n)) * scale / n).backward()
+        sgd.step()
+    return torch.cat([p.detach().reshape(-1) for p in net.parameters()])
+
+
+base = single()
+expect(run(), base, "Average == one process on the combined batch", exact=False)
+assert torch.allclose(run(), base, rtol=1e-5, atol=1e-6)
+assert torch.allclose(run(gradient_predivide_factor=2.0), base, rtol=1e-5, atol=1e-6), "predivide"
+assert torch.allclose(run(op=hvd.Sum), single(scale=n), rtol=1e-5, atol=1e-6), "op=Sum"
+fp16 = run(compression=hvd.Compression.fp16)
+assert torch.allclose(fp16, base, rtol=1e-2, atol=1e-3) and not torch.equal(fp16, run()), "fp16: near, not equal"
+assert torch.allclose(run(groups=3), base, rtol=1e-5, atol=1e-6), "groups=3"
+for bad, message in (({"op": hvd.Adasum}, "Adasum"), ({"groups": [[]]}, "groups as lists"),
+                     ({"op": hvd.Sum, "gradient_predivide_factor": 2.0}, "op=Average only")):
+    try:
+        run(**bad)
+        raise SystemExit(f"{bad} did not raise")
+    except ValueError as e:
+        assert message in str(e), e
+
+# synchronize(), then clipping, then step() inside skip_synchronize(); zero_grad mid-exchange refused
+torch.manual_seed(1)
+net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+dopt = hvd.DistributedOptimizer(torch.optim.SGD(net.parameters(), lr=0.1), named_parameters=net.named_parameters())
+net(data[me * 4:(me + 1) * 4]).pow(2).mean().backward()
+try:
+    dopt.zero_grad()
+    raise SystemExit("zero_grad between backward and step did not raise")
+except AssertionError as e:
+    assert "before optimizer.step() or optimizer.synchronize()" in str(e), e
+dopt.synchronize()
+torch.nn.utils.clip_grad_norm_(net.parameters(), 1e9)
+with dopt.skip_synchronize():
+    dopt.step()
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    dopt.zero_grad()
+    net(data[me * 4:(me + 1) * 4]).pow(2).mean().backward()
+    dopt.synchronize()
+    dopt.step()
+    assert any("skip_synchronize" in str(w.message) for w in caught), "no warning for a second synchronize"
+expect(torch.cat([p.detach().reshape(-1) for p in net.parameters()]), base, "synchronize loop", exact=False)
+
+# -- join: rank 0 has more data; joined ranks add zeros (Average divides by size)
+if me == 0:
+    expect(hvd.allreduce(torch.tensor([6.0]), op=hvd.Average), torch.tensor([6.0 / n]), "allreduce after joins")
+    expect(hvd.allreduce(torch.tensor([5], dtype=torch.int32), op=hvd.Min), torch.tensor([5], dtype=torch.int32),
+           "Min after joins: joined ranks send the identity")
+    dopt.zero_grad()
+    before = [p.detach().clone() for p in net.parameters()]
+    net(data[:4]).pow(2).mean().backward()
+    local = [p.grad.detach().clone() for p in net.parameters()]
+    dopt.step()  # a DistributedOptimizer step, served by the joined ranks
+    for p, b0, g0 in zip(net.parameters(), before, local):
+        assert torch.allclose(p.detach(), b0 - 0.1 * g0 / n, rtol=1e-5, atol=1e-7), "step after joins"
+last = hvd.join()
+assert last == 0, f"rank {me}: join() says rank {last} joined last, not rank 0"
+hvd.barrier()
+
+# -- elastic state: commit, restore, sync
+state = hvd.elastic.TorchState(model=model, optimizer=opt, epoch=me)
+state.epoch = 99
+state.restore()
+assert state.epoch == me
+state.sync()
+assert state.epoch == 0, f"rank {me}: sync() left epoch {state.epoch}"
+
+# -- shutdown, then init again
+hvd.shutdown()
+assert not hvd.is_initialized()
+hvd.init()
+expect(hvd.allreduce(torch.tensor([float(me)]), op=hvd.Sum), torch.tensor([float(sum(range(n)))]), "after re-init")
+
+# -- DistributedSampler from size() and rank(): disjoint shards that cover the data
+sampler = torch.utils.data.distributed.DistributedSampler(range(10 * n + 1), num_replicas=hvd.size(),
+                                                          rank=hvd.rank(), shuffle=True, seed=3)
+mine = torch.tensor(list(sampler))
+every = hvd.allgather(mine)
+assert len(mine) == 11 and set(every.tolist()) == set(range(10 * n + 1)), f"rank {me}: shards {every.tolist()}"
+
+# -- SyncBatchNorm: the global batch's statistics, forward and backward
+torch.manual_seed(5)
+batch = torch.randn(4 * n, 3, 5, 5)
+reference = torch.nn.BatchNorm2d(3)
+with torch.no_grad():
+    reference.weight.uniform_()
+    reference.bias.uniform_()
+synced = hvd.SyncBatchNorm.convert_sync_batchnorm(torch.nn.Sequential(reference)).train()
+whole = batch.clone().requires_grad_()
+(reference(whole) * torch.arange(4 * n).view(-1, 1, 1, 1)).sum().backward()
+part = batch[me * 4:(me + 1) * 4].clone().requires_grad_()
+(synced(part) * torch.arange(me * 4, (me + 1) * 4).view(-1, 1, 1, 1)).sum().backward()
+assert torch.allclose(part.grad, whole.grad[me * 4:(me + 1) * 4], atol=1e-5), "SyncBatchNorm input gradient"
+assert torch.allclose(synced[0].running_var, reference.running_var, atol=1e-5), "SyncBatchNorm running_var"
+summed = hvd.allreduce(synced[0].weight.grad, op=hvd.Sum)
+assert torch.allclose(summed, reference.weight.grad, atol=1e-4), "SyncBatchNorm weight gradient"
+print(f"rank {me} of {n}: every call as Horovod's", file=sys.stderr)
