@@ -95,8 +95,13 @@ int main(int argc, char** argv) {
     for (int r = 0; r < repeats; ++r) {
       double b = bareSamplesPerSec(c, splits.train, steps);
       tandem::train::Trainer trainer(c, std::make_unique<tandem::train::StandaloneStrategy>());
-      double t = trainer.run().at("samples_per_sec").get<double>();
-      fmt::print(stderr, "  {} repeat {}: bare {:.0f} tandem {:.0f}\n", name, r, b, t);
+      const auto summary = trainer.run();
+      const double t = summary.at("samples_per_sec").get<double>();
+      const auto& phases = summary.at("step_breakdown");
+      fmt::print(stderr, "  {} repeat {}: bare {:.0f} tandem {:.0f} (tandem step {:.1f} ms: forward+backward {:.1f}, "
+                 "update {:.1f}, input wait {:.2f})\n",
+                 name, r, b, t, 1e3 * phases.at("step").get<double>(), 1e3 * phases.at("forward_backward").get<double>(),
+                 1e3 * phases.at("update").get<double>(), 1e3 * phases.at("input_wait").get<double>());
       bare += b;
       ours += t;
     }

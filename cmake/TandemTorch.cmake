@@ -83,6 +83,23 @@ if(EXISTS ${tandem_torch_lib}/libc10_cuda.so)
 endif()
 target_link_libraries(torch INTERFACE ${tandem_torch_libs})
 
+# at::parallel_for is a template: its "#pragma omp parallel" is compiled in
+# our own sources, and without -fopenmp it silently runs on one thread
+# (Tandem's fused optimizer step did, on 2.15). Torch's CMake config adds
+# the flag; importing the wheel by hand, we add it, and bind the OpenMP
+# calls to the libgomp the wheel carries (the one libtorch_cpu loads), so a
+# process holds one OpenMP runtime.
+file(STRINGS ${TANDEM_TORCH_DIR}/include/ATen/Config.h tandem_torch_openmp REGEX "define AT_PARALLEL_OPENMP 1")
+if(tandem_torch_openmp)
+  file(GLOB tandem_torch_gomp ${tandem_torch_lib}/libgomp*.so*)
+  if(NOT tandem_torch_gomp)
+    message(FATAL_ERROR "torch at ${TANDEM_TORCH_DIR} parallelises with OpenMP but carries no libgomp in ${tandem_torch_lib}")
+  endif()
+  list(GET tandem_torch_gomp 0 tandem_torch_gomp)
+  target_compile_options(torch INTERFACE -fopenmp)
+  target_link_libraries(torch INTERFACE ${tandem_torch_gomp})
+endif()
+
 # The wheel finds its CUDA libraries (NCCL, cuDNN, cuBLAS, ...) at run time
 # through its RPATH, $ORIGIN/../../nvidia/*/lib. The linker does not expand
 # $ORIGIN, and took the CUDA toolkit's older libnccl from /usr/lib instead

@@ -1,5 +1,9 @@
 #include "data/prefetcher.hpp"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include <utility>
 
 #include "core/error.hpp"
@@ -56,9 +60,13 @@ void Prefetcher::run() {
   // Without this each prefetch thread gets its own OpenMP team for its small
   // tensor ops, whose spinning threads steal the cores the training
   // thread's team is using (measured: tandem/bare 0.75 -> see docs/results.md).
-  // The setting is per thread for threads that already ran torch ops, so
-  // the training thread keeps its count.
-  at::set_num_threads(1);
+  // Only this thread's OpenMP setting: at::set_num_threads(1) also stores the
+  // process-wide count, which a thread's first at::parallel_for in our own
+  // code (inline, with its own once-per-thread flag) then copied into the
+  // training thread, leaving MKL and the optimizer on one core.
+#ifdef _OPENMP
+  omp_set_num_threads(1);
+#endif
   for (;;) {
     int64_t step;
     {
