@@ -184,7 +184,7 @@ Command addTrainCommand(CLI::App& app) {
                         "else cores / processes on this host)"))
       ->capture_default_str();
   field("/prefetch_threads",
-        cmd->add_option("--prefetch-threads", c.prefetch_threads, "input pipeline threads (0: build batches inline)"))
+        cmd->add_option("--prefetch-threads", c.prefetch_threads, "input pipeline threads (0: build batches inline; -1: 1, or 0 when the compute threads take every core)"))
       ->capture_default_str();
   field("/prefetch_depth",
         cmd->add_option("--prefetch-depth", c.prefetch_depth, "batches the input pipeline may run ahead"))

@@ -53,7 +53,7 @@ void validate(const TrainConfig& c, SuppliedParts supplied) {
   if (c.max_steps <= 0) requirePositive(c.epochs, "--epochs");
   if (c.max_steps < 0) throw InputError(fmt::format("--max-steps: must be >= 0, got {}", c.max_steps));
   if (c.threads < 0) throw InputError(fmt::format("--threads: must be >= 0, got {}", c.threads));
-  if (c.prefetch_threads < 0) throw InputError("--prefetch-threads: must be >= 0");
+  if (c.prefetch_threads < -1) throw InputError("--prefetch-threads: must be >= 0, or -1 (auto)");
   requirePositive(c.prefetch_depth, "--prefetch-depth");
   requirePositive(c.eval_batch_size, "--eval-batch-size");
   requirePositive(c.log_every_steps, "--log-every");

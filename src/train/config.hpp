@@ -86,7 +86,9 @@ struct TrainConfig {
   uint64_t seed = 42;
   int threads = 0;        // torch intra-op threads; 0 = all cores (the CLI resolves its own default)
   int local_processes = 1;  // this job's processes on this host, as the CLI counted them; reported only
-  int prefetch_threads = 1;
+  // -1: one thread, or none (batches built inline) when the compute
+  // threads take every core, where a prefetch thread only slows them.
+  int prefetch_threads = -1;
   int prefetch_depth = 4;
   int64_t eval_every_steps = 0;  // 0: at every epoch end
   int64_t eval_batch_size = 500;

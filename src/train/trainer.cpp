@@ -292,8 +292,14 @@ nlohmann::json Trainer::run() {
   int64_t local_start = shared_steps ? data_start / world : data_start;
   if (takeover) local_start += takeover->clock - takeover->job_start_step;
   const int64_t local_end = local_start + std::max<int64_t>(0, total_steps - start_step);
+  // On a machine whose cores the compute threads already fill, a prefetch
+  // thread preempts one of them and the whole OpenMP team waits for it: the
+  // cnn ran 4-14% slower with one (docs/results.md).
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int prefetch_threads =
+      c.prefetch_threads >= 0 ? c.prefetch_threads : (threads * std::max(1, c.local_processes) >= cores ? 0 : 1);
   data::Prefetcher prefetcher(splits.train, sampler, local_start * accumulate, local_end * accumulate,
-                              {c.prefetch_threads, c.prefetch_depth, c.seed});
+                              {prefetch_threads, c.prefetch_depth, c.seed});
   obs::Progress progress(start_step, total_steps, c.progress);
   // A failing worker still tells its launcher the last step it finished
   // (launch --max-restarts counts the updates a restart loses from it).
