@@ -167,6 +167,21 @@ std::string typeProblem(const char* call, const torch::Tensor& t) {
                      call, c10::toString(t.scalar_type()));
 }
 
+// An allgather's or alltoall's announcement: rows may differ across ranks,
+// the rest of the shape may not.
+Announcement rowsAnnouncement(CallKind kind, const torch::Tensor& tensor, const std::string& problem,
+                              const std::string& name) {
+  Announcement mine;
+  mine.kind = kind;
+  mine.invalid = !problem.empty();
+  if (problem.empty()) {
+    mine.dtype = static_cast<int32_t>(*elementTypeOf(tensor.scalar_type()));
+    mine.count = tensor.size(0);
+    mine.signature = signatureOf(kind, {tensor}, true, 0, name);
+  }
+  return mine;
+}
+
 void throwIfRefused(const std::string& problem, const Agreement& agreement) {
   if (!problem.empty()) throw InputError(problem);
   if (!agreement.error.empty()) throw InputError("tandem: " + agreement.error);
@@ -279,14 +294,7 @@ Work allgather_async(torch::Tensor tensor, const std::string& name) {
   Job& job = api::requireJob("allgather");
   std::string problem = api::typeProblem("allgather", tensor);
   if (problem.empty() && tensor.dim() == 0) problem = "tandem allgather: a 0-dimensional tensor has no rows to gather";
-  Announcement mine;
-  mine.kind = CallKind::kAllgather;
-  mine.invalid = !problem.empty();
-  if (problem.empty()) {
-    mine.dtype = static_cast<int32_t>(*api::elementTypeOf(tensor.scalar_type()));
-    mine.count = tensor.size(0);
-    mine.signature = api::signatureOf(mine.kind, {tensor}, true, 0, name);
-  }
+  const Announcement mine = api::rowsAnnouncement(CallKind::kAllgather, tensor, problem, name);
   return api::launch(job, "allgather", [&job, tensor, mine, problem]() -> std::vector<torch::Tensor> {
     const api::Agreement agreement = api::negotiate(job, mine);
     api::throwIfRefused(problem, agreement);
@@ -375,14 +383,7 @@ Work alltoall_async(torch::Tensor tensor, std::vector<int64_t> splits, const std
                             ranks, tensor.size(0), fmt::join(splits, ", "));
     }
   }
-  Announcement mine;
-  mine.kind = CallKind::kAlltoall;
-  mine.invalid = !problem.empty();
-  if (problem.empty()) {
-    mine.dtype = static_cast<int32_t>(*api::elementTypeOf(tensor.scalar_type()));
-    mine.count = tensor.size(0);
-    mine.signature = api::signatureOf(mine.kind, {tensor}, true, 0, name);
-  }
+  const Announcement mine = api::rowsAnnouncement(CallKind::kAlltoall, tensor, problem, name);
   return api::launch(job, "alltoall", [&job, tensor, splits, mine, problem]() -> std::vector<torch::Tensor> {
     api::throwIfRefused(problem, api::negotiate(job, mine));
     collective::Communicator& comm = api::commOf(job);
