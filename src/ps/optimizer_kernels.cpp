@@ -11,7 +11,21 @@
 // (CMakeLists), so every version computes each element with the same IEEE
 // operations, in the same order, and returns the same bits: the PS and the
 // trainer stay bit-identical on any machine.
+// Not under a sanitizer: the loader runs the version resolvers before the
+// sanitizer's runtime is up, and the TSan build crashed at start-up.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define TANDEM_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define TANDEM_SANITIZED 1
+#endif
+#ifdef TANDEM_SANITIZED
+#define TANDEM_SIMD_CLONES
+#else
 #define TANDEM_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 
 namespace tandem::ps {
 
