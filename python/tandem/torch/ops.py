@@ -16,6 +16,13 @@ import torch
 from tandem import _C
 from tandem.torch.compression import Compression
 
+__all__ = ["Sum", "Average", "Min", "Max", "Product", "Adasum", "ProcessSet", "global_process_set",
+           "add_process_set", "remove_process_set", "poll", "synchronize", "allreduce", "allreduce_",
+           "allreduce_async", "allreduce_async_", "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async",
+           "grouped_allreduce_async_", "allgather", "allgather_async", "grouped_allgather", "grouped_allgather_async",
+           "broadcast", "broadcast_", "broadcast_async", "broadcast_async_", "alltoall", "alltoall_async",
+           "reducescatter", "grouped_reducescatter", "broadcast_object", "allgather_object", "barrier", "join"]
+
 # Reduction ops, numbered as tandem::ReduceOp.
 Sum, Average, Min, Max, Product, Adasum = range(6)
 _OPS = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product: "Product", Adasum: "Adasum"}
