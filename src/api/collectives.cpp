@@ -29,7 +29,6 @@ struct Work::State {
   std::vector<torch::Tensor> outputs;  // written by the job before it ends
   std::string what;
   double timeout_s = 0;
-  bool ran_inline = false;  // no peers: it ran in the call
 };
 
 Work::Work() = default;
@@ -37,11 +36,12 @@ Work::~Work() = default;
 Work::Work(const Work&) = default;
 Work& Work::operator=(const Work&) = default;
 
-bool Work::poll() const { return !state_ || state_->ran_inline || state_->handle.done(); }
+// Without peers the work ran in the call and its handle is a default one,
+// which is done and waits for nothing.
+bool Work::poll() const { return !state_ || state_->handle.done(); }
 
 std::vector<torch::Tensor> Work::wait() {
   if (!state_) return {};
-  if (state_->ran_inline) return state_->outputs;
   state_->handle.wait(Deadline::afterSeconds(state_->timeout_s), state_->what);
   return state_->outputs;
 }
@@ -141,9 +141,14 @@ uint64_t signatureOf(CallKind kind, const std::vector<torch::Tensor>& tensors, b
   return hash.value();
 }
 
+// One contiguous host tensor: reduced where it lies, without a copy.
+bool reducedInPlace(const std::vector<torch::Tensor>& tensors) {
+  return tensors.size() == 1 && tensors[0].device().is_cpu() && tensors[0].is_contiguous();
+}
+
 // The tensors' values, contiguous on the host: the tensor itself when it can be.
 torch::Tensor hostFlat(const std::vector<torch::Tensor>& tensors) {
-  if (tensors.size() == 1 && tensors[0].device().is_cpu() && tensors[0].is_contiguous()) {
+  if (reducedInPlace(tensors)) {
     return tensors[0].detach().view({-1});
   }
   std::vector<torch::Tensor> flat;
@@ -152,7 +157,7 @@ torch::Tensor hostFlat(const std::vector<torch::Tensor>& tensors) {
 }
 
 void copyBack(const torch::Tensor& flat, std::vector<torch::Tensor>& tensors) {
-  if (tensors.size() == 1 && tensors[0].device().is_cpu() && tensors[0].is_contiguous()) return;
+  if (reducedInPlace(tensors)) return;
   int64_t offset = 0;
   for (auto& t : tensors) {
     t.detach().copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
@@ -218,7 +223,6 @@ Work launch(Job& job, const std::string& what, std::function<std::vector<torch::
   state->timeout_s = timeout_s > 0 ? timeout_s : job.options.peer_timeout_s + 5.0;
   if (!job.comm_thread) {
     state->outputs = body();
-    state->ran_inline = true;
     return submitWork(state);
   }
   state->handle = job.comm_thread->submit([state, body = std::move(body)] { state->outputs = body(); });

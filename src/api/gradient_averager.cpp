@@ -71,7 +71,8 @@ GradientAverager::GradientAverager(torch::nn::Module& module, const AveragerOpti
                                                      if (s.buckets) s.buckets->beginMicroStep(pass, last, s.scale);
                                                    });
   if (job.size() > 1) {
-    api::requireAgreement(job, parameterLayout(module), "parameter names or shapes");
+    const uint64_t layout = parameterLayout(module);
+    api::requireAgreement(job, layout, "parameter names or shapes");
     const std::string wire_name = options.wire_dtype.empty() ? job.options.wire_dtype : options.wire_dtype;
     const WireDtype wire = parseWireDtype(wire_name, "wire_dtype");
     const bool feedback = job.options.error_feedback && wire != WireDtype::kFloat32;
@@ -88,7 +89,7 @@ GradientAverager::GradientAverager(torch::nn::Module& module, const AveragerOpti
     api::requireAgreement(job, settings.value(), "wire_dtype, error_feedback, bucket size, op or predivide factor");
     s.reducer = std::make_shared<collective::BucketReducer>(*job.comm, wire, feedback);
     s.job = &job;
-    s.signature = parameterLayout(module) ^ settings.value();
+    s.signature = layout ^ settings.value();
     api::Announcement step;
     step.kind = api::CallKind::kGradients;
     step.signature = s.signature;
