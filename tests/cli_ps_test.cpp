@@ -76,6 +76,30 @@ TEST_F(PsTraining, OnePsOneWorkerSyncIsBitIdenticalToStandaloneOnCnn) {
   EXPECT_LT(a.back(), a.front());  // it trained
   EXPECT_EQ(a, b);
   testing::expectSameParameters(dir_.str("ps/checkpoint.ckpt"), dir_.str("alone/checkpoint.ckpt"));
+  // By way of the worker's shared memory: its server is on this host.
+  EXPECT_EQ(summaryOf(dir_.str("ps"))["strategy"]["shared_memory_servers"], 1);
+}
+
+// Shared memory changes where the bytes travel, never what they are: two
+// servers and two sync workers end bit-identical with it on and off, and
+// the servers say which way the bytes went.
+TEST_F(PsTraining, SharedMemoryOnAndOffTrainBitIdentically) {
+  const std::string args = "--max-steps 12 --optimizer adam --lr 0.002 --ps-chunk-mb 0.01 --seed 5";
+  for (const std::string mode : {"on", "off"}) {
+    auto run = runTandem("launch --ps 2 --workers 2 -- " + syntheticTrainArgs("mlp", 16, dir_.str(mode), args) +
+                         " --ps-shared-memory " + mode);
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    EXPECT_EQ(summaryOf(dir_.str(mode))["strategy"]["shared_memory_servers"], mode == "on" ? 2 : 0);
+    for (const char* ps : {"ps-0", "ps-1"}) {
+      const auto server = summaryOf(dir_.path() / mode / "ps" / ps);
+      // 12 steps x 2 workers, each pushing and pulling every chunk once a step.
+      EXPECT_EQ(server["shared_memory_bytes_in"] == server["bytes_in"], mode == "on") << ps << " " << server.dump();
+      EXPECT_EQ(server["shared_memory_bytes_out"] == 0, mode == "off") << ps << " " << server.dump();
+      EXPECT_GT(server["bytes_in"].get<uint64_t>(), 0u);
+    }
+  }
+  EXPECT_EQ(testing::trainLosses(dir_.str("on")), testing::trainLosses(dir_.str("off")));
+  testing::expectSameParameters(dir_.str("on/checkpoint.ckpt"), dir_.str("off/checkpoint.ckpt"));
 }
 
 TEST_F(PsTraining, OnePsOneWorkerSyncReproducesStandaloneAdam) {

@@ -307,6 +307,12 @@ Command addTrainCommand(CLI::App& app) {
                         "PS: on sends queued pushes first layers first (two chunks in flight per server) and starts "
                         "the next forward as its first layers' parameters arrive; off sends in backward's order"))
       ->capture_default_str()->group(ps_group);
+  field("/distributed/shared_memory",
+        cmd->add_option("--ps-shared-memory", c.distributed.shared_memory,
+                        "PS: on lets servers on a worker's host read its pushes from, and write its pulls into, the "
+                        "worker's shared memory, skipping the socket's copies; off sends every byte through the socket")
+            ->check(CLI::IsMember({"on", "off"})))
+      ->capture_default_str()->group(ps_group);
   field("/distributed/ps_threads",
         cmd->add_option("--ps-threads", c.distributed.ps_threads, "optimizer apply threads per server (0: all cores)"))
       ->capture_default_str()->group(ps_group);

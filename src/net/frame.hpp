@@ -119,9 +119,14 @@ constexpr bool isKnownMessageType(uint16_t raw) {
 // "store-get", or "type 77" for an unknown value.
 std::string messageTypeName(MessageType type);
 
-// No flags are defined yet; unknown bits are rejected so that a future flag
-// cannot be silently ignored by an old peer.
-inline constexpr uint32_t kKnownFrameFlags = 0;
+// The payload is an ArenaRef (net/shared_arena.hpp): the bytes themselves
+// lie in the sending worker's shared memory (a push, or a pull's reply), or
+// the ref says where a pull's reply is to be written. Only between a worker
+// and a server on its host that mapped its arena (ps-hello).
+inline constexpr uint32_t kFlagInArena = 1u << 0;
+// Unknown bits are rejected so that a future flag cannot be silently
+// ignored by an old peer.
+inline constexpr uint32_t kKnownFrameFlags = kFlagInArena;
 
 struct FrameHeader {
   MessageType type = MessageType::kOk;

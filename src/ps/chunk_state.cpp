@@ -131,6 +131,13 @@ zmq::message_t pullPayload(const ChunkState& c, const PendingPull& pull, bool sy
   return net::copyPayload(c.param.data(), paramBytes(c));
 }
 
+zmq::message_t pullIntoArena(const ChunkState& c, const ArenaDestination& into, WireDtype wire) {
+  const void* values = wire == WireDtype::kFloat32 ? static_cast<const void*>(c.param.data())
+                                                   : static_cast<const void*>(c.wire_param->data());
+  std::memcpy(into.bytes.data(), values, into.bytes.size());  // its size was checked against the chunk's
+  return net::copyPayload(net::encode(into.ref));
+}
+
 std::vector<PendingPull> takeExpiredPulls(ChunkState& c, Clock::duration timeout, Clock::time_point now) {
   if (c.pulls.empty()) return {};
   return takePulls(c, [&](const PendingPull& p) { return now - p.since >= timeout; });

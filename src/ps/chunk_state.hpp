@@ -11,13 +11,22 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "core/clock.hpp"
+#include "net/shared_arena.hpp"
 #include "ps/protocol.hpp"
 
 namespace tandem::ps {
+
+// Where a same-host worker wants a pull's values: its own shared memory.
+struct ArenaDestination {
+  std::shared_ptr<net::SharedArena> arena;  // keeps `bytes` mapped
+  std::span<std::byte> bytes;               // checked against the arena
+  net::ArenaRef ref;                        // what the reply names
+};
 
 struct PendingPull {
   std::string routing;
@@ -30,6 +39,7 @@ struct PendingPull {
   // A snapshot's ps-state (async, SSP): answered once every worker's pushes
   // up to its clock here are applied, and nothing else is; empty otherwise.
   std::vector<uint32_t> snapshot;
+  std::optional<ArenaDestination> into;  // values go there; the reply carries its ref
 };
 
 struct QueuedPush {
@@ -116,6 +126,9 @@ std::vector<PendingPull> takeReadyPulls(ChunkState& c);
 // next step before receiving it, so the values cannot change while ZeroMQ
 // still reads them); anything else is a snapshot, so the next apply may start.
 zmq::message_t pullPayload(const ChunkState& c, const PendingPull& pull, bool sync, WireDtype wire);
+// A pull into shared memory: writes the values there (in the wire dtype)
+// and returns the reference the reply carries.
+zmq::message_t pullIntoArena(const ChunkState& c, const ArenaDestination& into, WireDtype wire);
 
 // Takes the pulls that have waited `timeout` or longer by `now`.
 std::vector<PendingPull> takeExpiredPulls(ChunkState& c, Clock::duration timeout, Clock::time_point now);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 
 #include "core/error.hpp"
 #include "net/wire.hpp"
@@ -155,6 +156,12 @@ std::vector<char> encode(const Hello& hello) {
   w.putU32(hello.worker);
   w.putU64(hello.layout_fingerprint);
   w.putU64(hello.generation);
+  if (hello.arena) {
+    w.putU32(hello.arena->pid);
+    w.putU32(static_cast<uint32_t>(hello.arena->fd));
+    w.putU64(hello.arena->bytes);
+    w.putRaw(hello.arena->token.data(), hello.arena->token.size());
+  }
   return w.take();
 }
 
@@ -183,6 +190,7 @@ std::vector<char> encode(const HelloAnswer& answer) {
   net::PayloadWriter w;
   w.putU32(answer.clock);
   w.putU32(answer.start_step);
+  w.putU32(answer.arena_mapped ? 1 : 0);
   return w.take();
 }
 
@@ -191,6 +199,9 @@ HelloAnswer decodeHelloAnswer(std::span<const std::byte> bytes, std::string_view
   HelloAnswer a;
   a.clock = r.u32("clock");
   a.start_step = r.u32("start step");
+  const uint32_t mapped = r.u32("shared memory");
+  if (mapped > 1) throw InputError(fmt::format("{}: hello answer: shared-memory flag {} is neither 0 nor 1", peer, mapped));
+  a.arena_mapped = mapped == 1;
   r.expectEnd();
   if (a.clock < a.start_step) {
     throw InputError(fmt::format("{}: hello answer: clock {} is before the start step {}", peer, a.clock, a.start_step));
@@ -204,6 +215,19 @@ Hello decodeHello(std::span<const std::byte> bytes, std::string_view peer) {
   h.worker = r.u32("worker");
   h.layout_fingerprint = r.u64("layout fingerprint");
   h.generation = r.u64("generation");
+  if (r.remaining() > 0) {
+    net::ArenaHandle arena;
+    arena.pid = r.u32("shared-memory pid");
+    arena.fd = static_cast<int32_t>(r.u32("shared-memory fd"));
+    arena.bytes = r.u64("shared-memory size");
+    const auto token = r.rest();
+    if (token.size() != arena.token.size()) {
+      throw InputError(fmt::format("{}: ps-hello payload: shared-memory token of {} bytes, expected {}", peer,
+                                   token.size(), arena.token.size()));
+    }
+    std::memcpy(arena.token.data(), token.data(), token.size());
+    h.arena = arena;
+  }
   r.expectEnd();
   return h;
 }

@@ -7,12 +7,14 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "net/frame.hpp"
+#include "net/shared_arena.hpp"
 #include "core/wire_dtype.hpp"
 #include "ps/optimizer_kernels.hpp"
 
@@ -81,6 +83,9 @@ struct Hello {
   // The chief's start the worker joined: a server answers it once the
   // init of that start has arrived (ServerConfig::generation).
   uint64_t generation = 0;
+  // A worker on the server's host offers its shared memory (pushes and
+  // pulls then cross without socket copies); absent over the network.
+  std::optional<net::ArenaHandle> arena;
 };
 std::vector<char> encode(const Hello& hello);
 Hello decodeHello(std::span<const std::byte> bytes, std::string_view peer);
@@ -91,6 +96,7 @@ Hello decodeHello(std::span<const std::byte> bytes, std::string_view peer);
 struct HelloAnswer {
   uint32_t clock = 0;       // steps this worker index has finished, from 0
   uint32_t start_step = 0;  // the step the servers' job started (or resumed) at
+  bool arena_mapped = false;  // this server mapped the hello's arena: use it
 };
 std::vector<char> encode(const HelloAnswer& answer);
 HelloAnswer decodeHelloAnswer(std::span<const std::byte> bytes, std::string_view peer);

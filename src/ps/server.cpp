@@ -178,6 +178,7 @@ void ParameterServer::Impl::registerWorker(const std::string& routing, uint64_t 
     if (replaced) clocks->rejoin(static_cast<int>(h.worker));
     answer = {clocks->clockOf(static_cast<int>(h.worker)), config->start_step};
   }
+  answer.arena_mapped = mapArena(routing, static_cast<int>(h.worker), h);
   if (replaced) {
     ++stats.rejoins;
     TANDEM_LOG_WARN("{}: worker {} rejoined from a new connection (a replacement){}; its old connection is dropped",
@@ -187,14 +188,64 @@ void ParameterServer::Impl::registerWorker(const std::string& routing, uint64_t 
   if (replaced && options.index == 0) answerClocks();
 }
 
+bool ParameterServer::Impl::mapArena(const std::string& routing, int worker, const Hello& h) {
+  arenas.erase(worker);  // a replacement's hello replaces its predecessor's
+  // Only over the same-host socket: a remote member's handle would name a
+  // process here that is not its own.
+  if (!h.arena || !reply_socket.contains(routing)) return false;
+  try {
+    arenas[worker] = net::SharedArena::open(*h.arena, fmt::format("worker {}", worker));
+    return true;
+  } catch (const InputError& e) {
+    TANDEM_LOG_WARN("{}: worker {} sends its bytes through the socket: {}", name, worker, e.what());
+    return false;
+  }
+}
+
+const std::shared_ptr<net::SharedArena>& ParameterServer::Impl::arenaOf(int w, MessageType type) {
+  const auto it = arenas.find(w);
+  if (it == arenas.end()) {
+    throw Refusal{fmt::format("worker {} sent a {} naming shared memory, but none of its is mapped here", w,
+                              net::messageTypeName(type))};
+  }
+  return it->second;
+}
+
+namespace {
+
+// A message over bytes of a worker's arena, keeping the mapping alive.
+zmq::message_t arenaMessage(std::shared_ptr<net::SharedArena> arena, std::span<std::byte> bytes) {
+  auto* keep = new std::shared_ptr<net::SharedArena>(std::move(arena));
+  return zmq::message_t(
+      bytes.data(), bytes.size(), [](void*, void* hint) { delete static_cast<std::shared_ptr<net::SharedArena>*>(hint); },
+      keep);
+}
+
+}  // namespace
+
 void ParameterServer::Impl::onPush(const std::string& routing, net::Frame& f) {
   const int w = workerOf(routing, f.header.type);
   const size_t index = chunkIndexFor(f.header);
   ChunkState& c = chunks[index];
+  const bool shared = (f.header.flags & net::kFlagInArena) != 0;
+  if (shared) {
+    // The bytes stay in the worker's memory until the apply reads them: it
+    // rewrites them only after this chunk's next pull is answered, which
+    // waits for this push to be applied.
+    const auto& arena = arenaOf(w, f.header.type);
+    const std::string peer = fmt::format("worker {}", w);
+    try {
+      const net::ArenaRef ref = net::decodeArenaRef(f.bytes(), peer);
+      f.payload = arenaMessage(arena, arena->slice(ref, options.max_payload_bytes, peer));
+    } catch (const InputError& e) {
+      throw Refusal{e.what()};
+    }
+  }
   requireChunkPayload(c, f, config->wire);
   if (!ready) throw Refusal{"ps-push before every chunk was initialised"};
   ++stats.pushes;
   stats.bytes_in += f.payload.size();
+  if (shared) stats.shared_bytes_in += f.payload.size();
   if (config->mode == Mode::kSync) {
     if (f.header.clock != c.applied) {
       throw Refusal{fmt::format("worker {} pushed chunk {} for step {} but the chunk is at step {}", w, c.key,
@@ -229,7 +280,23 @@ void ParameterServer::Impl::onPull(const std::string& routing, net::Frame& f) {
   ChunkState& c = chunkFor(f.header);
   const std::string what = net::messageTypeName(f.header.type);
   std::vector<uint32_t> snapshot;
-  if (f.header.type == MessageType::kPsState && f.payload.size() != 0 && config && config->mode != Mode::kSync) {
+  std::optional<ArenaDestination> into;
+  if ((f.header.flags & net::kFlagInArena) != 0) {
+    if (f.header.type != MessageType::kPsPull) throw Refusal{what + " cannot name shared memory"};
+    const std::string peer = fmt::format("worker {}", w);
+    try {
+      const net::ArenaRef ref = net::decodeArenaRef(f.bytes(), peer);
+      const auto& arena = arenaOf(w, f.header.type);
+      const size_t bytes = wirePayloadBytes(c, config ? config->wire : WireDtype::kFloat32);
+      if (ref.bytes != bytes) {
+        throw Refusal{fmt::format("worker {} offered {} bytes of shared memory for chunk {}'s {} bytes", w, ref.bytes,
+                                  c.key, bytes)};
+      }
+      into = ArenaDestination{arena, arena->slice(ref, bytes, peer), ref};
+    } catch (const InputError& e) {
+      throw Refusal{e.what()};
+    }
+  } else if (f.header.type == MessageType::kPsState && f.payload.size() != 0 && config && config->mode != Mode::kSync) {
     try {
       snapshot = decodeSnapshotPoint(f.bytes(), workers.size(), fmt::format("worker {}", w)).clocks;
     } catch (const InputError& e) {
@@ -244,7 +311,7 @@ void ParameterServer::Impl::onPull(const std::string& routing, net::Frame& f) {
   // received so far, so a worker always sees its own last push.
   const uint64_t needed = config->mode == Mode::kSync ? f.header.clock : c.received;
   c.pulls.push_back({routing, f.header.request_id, needed, f.header.type == MessageType::kPsState, Clock::now(), w,
-                     timelineNow(), std::move(snapshot)});
+                     timelineNow(), std::move(snapshot), std::move(into)});
   answerPulls(c);
 }
 
@@ -327,6 +394,10 @@ void ParameterServer::Impl::handle(std::vector<zmq::message_t>& parts, size_t to
     if (parts.size() >= 2) request_id = net::salvageRequestId(parts[1].data(), parts[1].size());
     net::Frame f = net::decodeFrame(std::span(parts).subspan(1), total - 1, options.max_payload_bytes, peer);
     request_id = f.header.request_id;
+    if ((f.header.flags & net::kFlagInArena) != 0 && f.header.type != MessageType::kPsPush &&
+        f.header.type != MessageType::kPsPull) {
+      throw Refusal{fmt::format("{} cannot name shared memory", net::messageTypeName(f.header.type))};
+    }
     switch (f.header.type) {
       case MessageType::kPsHello: onHello(routing, f); break;
       case MessageType::kPsInit: onInit(routing, f); break;

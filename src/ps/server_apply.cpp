@@ -135,9 +135,14 @@ void ParameterServer::Impl::answerPulls(ChunkState& c) {
       options.timeline->span(fmt::format("pull chunk {} for worker {}", c.key, p.worker), kPullLane, p.received_us,
                              obs::Timeline::nowUs(), {{"version", c.applied}});
     }
-    reply(p.routing, {.type = MessageType::kPsValues, .clock = static_cast<uint32_t>(c.applied),
-                      .request_id = p.request_id, .key_begin = c.key, .key_end = c.key + 1},
-          pullPayload(c, p, config->mode == Mode::kSync, config->wire));
+    net::FrameHeader header{.type = MessageType::kPsValues, .clock = static_cast<uint32_t>(c.applied),
+                            .request_id = p.request_id, .key_begin = c.key, .key_end = c.key + 1};
+    if (p.into) {
+      header.flags = net::kFlagInArena;
+      reply(p.routing, header, pullIntoArena(c, *p.into, config->wire), p.into->bytes.size());
+    } else {
+      reply(p.routing, header, pullPayload(c, p, config->mode == Mode::kSync, config->wire));
+    }
   }
 }
 

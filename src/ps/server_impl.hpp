@@ -20,6 +20,7 @@
 #include "net/connection_watch.hpp"
 #include "net/job_security.hpp"
 #include "net/frame.hpp"
+#include "net/shared_arena.hpp"
 #include "ps/apply_pool.hpp"
 #include "ps/chunk_state.hpp"
 #include "ps/protocol.hpp"
@@ -99,6 +100,9 @@ struct ParameterServer::Impl {
   // one worker a host, so at other servers the rest may say nothing
   // between their hello and their goodbye.
   std::vector<char> heard_every_step;
+  // By worker: the shared memory of a worker on this host (ps-hello), which
+  // its pushes and pulls may then name instead of carrying bytes.
+  std::unordered_map<int, std::shared_ptr<net::SharedArena>> arenas;
   std::optional<Clock::time_point> stepping_done_at;  // when none of those was at work any more
 
   ServerStats stats;
@@ -110,12 +114,15 @@ struct ParameterServer::Impl {
   static constexpr auto kPullLane = obs::Lane::kBackward;
   int64_t timelineNow() const { return options.timeline != nullptr ? obs::Timeline::nowUs() : 0; }
 
-  void reply(const std::string& routing, net::FrameHeader header, zmq::message_t payload) {
+  // `shared_bytes`: values written into the worker's shared memory, whose
+  // reference `payload` is; they count as the payload's bytes.
+  void reply(const std::string& routing, net::FrameHeader header, zmq::message_t payload, uint64_t shared_bytes = 0) {
     // A worker's silence counts from the last exchange, not its last request:
     // time it spent waiting on us is not silence.
     workers.touch(routing, false);
     zmq::message_t id(routing.data(), routing.size());
-    stats.bytes_out += payload.size();
+    stats.bytes_out += shared_bytes > 0 ? shared_bytes : payload.size();
+    stats.shared_bytes_out += shared_bytes;
     const auto local = reply_socket.find(routing);
     net::sendFrame(local == reply_socket.end() ? router : *local->second, header, std::move(payload), &id);
   }
@@ -148,6 +155,11 @@ struct ParameterServer::Impl {
   // Binds the hello's worker to `routing` and answers it: on ps 0 with the
   // steps that worker has finished (a replacement continues from there).
   void registerWorker(const std::string& routing, uint64_t request_id, const Hello& h);
+  // Maps a same-host worker's offered shared memory; false when it has none
+  // or it cannot be mapped here (the worker then sends bytes).
+  bool mapArena(const std::string& routing, int worker, const Hello& h);
+  // The shared memory worker `w` named in a frame flagged kFlagInArena.
+  const std::shared_ptr<net::SharedArena>& arenaOf(int w, MessageType type);
   void onPush(const std::string& routing, net::Frame& f);
   void onPull(const std::string& routing, net::Frame& f);
   void onClock(const std::string& routing, net::Frame& f);

@@ -10,6 +10,9 @@ namespace tandem::ps {
 
 struct ServerStats {
   uint64_t pushes = 0, pulls = 0, bytes_in = 0, bytes_out = 0, bad_frames = 0;
+  // Of bytes_in and bytes_out, what crossed in same-host workers' shared
+  // memory (a payload there counts its values, not its reference).
+  uint64_t shared_bytes_in = 0, shared_bytes_out = 0;
   uint64_t chunk_updates = 0;  // one chunk's optimizer step each
   uint64_t rejoins = 0;        // replacement workers taken in (async and SSP)
   uint64_t started_over = 0;   // times the chief's next start re-initialised this server
@@ -26,6 +29,8 @@ struct ServerStats {
             {"pulls", pulls},
             {"bytes_in", bytes_in},
             {"bytes_out", bytes_out},
+            {"shared_memory_bytes_in", shared_bytes_in},
+            {"shared_memory_bytes_out", shared_bytes_out},
             {"bad_frames", bad_frames},
             {"rejoined_workers", rejoins},
             {"started_over", started_over},

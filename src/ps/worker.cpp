@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "core/logging.hpp"
 #include "core/patient_wait.hpp"
 #include "obs/timeline.hpp"
 
@@ -46,6 +47,41 @@ Worker::Worker(WorkerOptions options)
   pending_.resize(chunks);
   waiting_.resize(options_.servers.size());
   in_flight_bytes_.assign(options_.servers.size(), 0);
+  const bool same_host = std::any_of(options_.servers.begin(), options_.servers.end(),
+                                     [](const ServerAddress& a) { return net::isSameHostEndpoint(a.endpoint); });
+  if (options_.shared_memory && same_host) {
+    const auto floats = static_cast<size_t>(options_.layout.total_floats);
+    try {
+      arena_ = net::SharedArena::create(floats * sizeof(float) + floats * wireBytes(options_.wire));
+    } catch (const Error& e) {
+      TANDEM_LOG_WARN("worker {}: pushes and pulls go through sockets: {}", options_.index, e.what());
+    }
+  }
+}
+
+int Worker::serversSharingMemory() const {
+  return static_cast<int>(std::count(arena_mapped_.begin(), arena_mapped_.end(), true));
+}
+
+net::ArenaRef Worker::pullRef(size_t c) const {
+  const auto floats = static_cast<uint64_t>(options_.layout.total_floats);
+  return {floats * sizeof(float) + static_cast<uint64_t>(options_.layout.chunks[c].begin) * wireBytes(options_.wire),
+          chunkWireBytes(c)};
+}
+
+zmq::message_t Worker::pushPayload(size_t c, const void* data, net::FrameHeader& header) const {
+  const size_t bytes = chunkWireBytes(c);
+  if (sharesWith(c) && arena_->contains(data, bytes)) {
+    header.flags |= net::kFlagInArena;
+    return net::copyPayload(net::encode(net::ArenaRef{arena_->offsetOf(data), bytes}));
+  }
+  return net::sharedPayload(std::shared_ptr<const void>(data, [](const void*) {}), data, bytes);
+}
+
+zmq::message_t Worker::pullPayload(size_t c, net::FrameHeader& header) const {
+  if (!sharesWith(c)) return zmq::message_t();
+  header.flags |= net::kFlagInArena;
+  return net::copyPayload(net::encode(pullRef(c)));
 }
 
 // The client's I/O thread may be inside pushTaken until it stops: stop it
@@ -79,17 +115,25 @@ void Worker::initServers(const std::vector<ServerConfig>& configs, const ChunkVa
 }
 
 HelloAnswer Worker::hello(Deadline deadline) {
-  const auto hello = encode(Hello{options_.index, options_.layout.fingerprint(), options_.generation});
   std::vector<Ticket> tickets;
   for (int i = 0; i < servers(); ++i) {
-    tickets.push_back(client_->send(i, {.type = MessageType::kPsHello}, net::copyPayload(hello)));
+    Hello hello{options_.index, options_.layout.fingerprint(), options_.generation};
+    if (arena_ && net::isSameHostEndpoint(options_.servers[static_cast<size_t>(i)].endpoint)) {
+      hello.arena = arena_->handle();
+    }
+    tickets.push_back(client_->send(i, {.type = MessageType::kPsHello}, net::copyPayload(encode(hello))));
   }
-  HelloAnswer answer;
+  HelloAnswer first;
+  std::vector<bool> mapped(tickets.size(), false);
   for (size_t i = 0; i < tickets.size(); ++i) {
     const net::Frame reply = tickets[i].wait(deadline, "hello (is the chief up and the server initialised?)");
-    if (i == 0) answer = decodeHelloAnswer(reply.bytes(), options_.servers[0].name);
+    const HelloAnswer answer = decodeHelloAnswer(reply.bytes(), options_.servers[i].name);
+    mapped[i] = arena_ != nullptr && answer.arena_mapped;
+    if (i == 0) first = answer;
   }
-  return answer;
+  std::lock_guard lock(window_mutex_);
+  arena_mapped_ = std::move(mapped);
+  return first;
 }
 
 void Worker::push(size_t c, const void* data, int64_t step) {
@@ -114,16 +158,18 @@ void Worker::sendPush(size_t c) {
   Pending& p = pending_[c];
   const int server = serverOf(c);
   const size_t bytes = chunkWireBytes(c);
-  auto payload = net::sharedPayload(std::shared_ptr<const void>(p.data, [](const void*) {}), p.data, bytes);
+  net::FrameHeader header = chunkHeader(MessageType::kPsPush, c, p.step);
+  zmq::message_t payload = pushPayload(c, p.data, header);
   std::function<void()> taken;
   if (options_.push_window_bytes > 0) {
     in_flight_bytes_[static_cast<size_t>(server)] += bytes;
     taken = [this, server, bytes] { pushTaken(server, bytes); };
   }
-  push_tickets_[c] =
-      client_->send(server, chunkHeader(MessageType::kPsPush, c, p.step), std::move(payload), std::move(taken));
+  push_tickets_[c] = client_->send(server, header, std::move(payload), std::move(taken));
   if (p.pull_needed) {
-    pull_tickets_[c] = client_->send(server, chunkHeader(MessageType::kPsPull, c, *p.pull_needed), zmq::message_t());
+    net::FrameHeader pull_header = chunkHeader(MessageType::kPsPull, c, *p.pull_needed);
+    zmq::message_t request = pullPayload(c, pull_header);
+    pull_tickets_[c] = client_->send(server, pull_header, std::move(request));
   }
   p = Pending();
   window_cv_.notify_all();
@@ -151,7 +197,9 @@ void Worker::pull(size_t c, int64_t needed) {
     pending_[c].pull_needed = needed;
     return;
   }
-  pull_tickets_[c] = client_->send(serverOf(c), chunkHeader(MessageType::kPsPull, c, needed), zmq::message_t());
+  net::FrameHeader header = chunkHeader(MessageType::kPsPull, c, needed);
+  zmq::message_t request = pullPayload(c, header);
+  pull_tickets_[c] = client_->send(serverOf(c), header, std::move(request));
 }
 
 void Worker::pullAll(int64_t needed) {
@@ -199,6 +247,22 @@ void Worker::receivePulls(Deadline deadline, int64_t step, const std::function<v
       pull_expected_[c] = false;
     }
     const size_t expected = chunkWireBytes(c);
+    if ((frame.header.flags & net::kFlagInArena) != 0) {
+      // The server wrote the values where this pull asked; nothing else may
+      // be named.
+      const std::string& name = options_.servers[static_cast<size_t>(serverOf(c))].name;
+      std::optional<net::ArenaRef> ref;
+      try {
+        ref = net::decodeArenaRef(frame.bytes(), name);
+      } catch (const InputError& e) {
+        throw PeerError(e.what());
+      }
+      if (!sharesWith(c) || *ref != pullRef(c)) {
+        throw PeerError(fmt::format("{} answered the pull of chunk {} with shared memory it was not offered", name, c));
+      }
+      std::byte* values = arena_->data() + pullRef(c).offset;
+      frame.payload = zmq::message_t(values, expected, [](void*, void*) {}, nullptr);
+    }
     if (frame.payload.size() != expected) {
       throw PeerError(fmt::format("ps {} sent {} bytes for chunk {} ({} expected)", serverOf(c), frame.payload.size(),
                                   c, expected));

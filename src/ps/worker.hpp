@@ -19,6 +19,7 @@
 
 #include "core/deadline.hpp"
 #include "net/frame.hpp"
+#include "net/shared_arena.hpp"
 #include "ps/client.hpp"
 #include "ps/key_layout.hpp"
 #include "ps/protocol.hpp"
@@ -38,6 +39,10 @@ struct WorkerOptions {
   size_t push_window_bytes = 0;
   Liveness liveness;  // how a dead server is told from a slow one
   uint64_t generation = 0;  // the chief's start this worker joined (cluster/job_start.hpp)
+  // Servers on this host (same-host endpoints) may map this worker's shared
+  // memory: pushes from sharedArena() and every pull then cross without
+  // socket copies. Servers that cannot map it get bytes as before.
+  bool shared_memory = false;
 };
 
 // The window priority scheduling uses by default: two of the largest chunks
@@ -62,6 +67,12 @@ class Worker {
   Worker& operator=(const Worker&) = delete;
 
   const KeyLayout& layout() const { return options_.layout; }
+  // With shared_memory and a server on this host: the arena whose first
+  // layout().total_floats floats are where gradients should be written, so
+  // that their pushes go by reference (data inside it). Else null.
+  const std::shared_ptr<net::SharedArena>& sharedArena() const { return arena_; }
+  // Servers that mapped the arena (known after hello()).
+  int serversSharingMemory() const;
   Mode mode() const { return options_.mode; }
   int servers() const { return static_cast<int>(options_.servers.size()); }
 
@@ -148,8 +159,17 @@ class Worker {
   size_t chunkWireBytes(size_t c) const {
     return static_cast<size_t>(options_.layout.chunks[c].length) * wireBytes(options_.wire);
   }
+  // Chunk c's pull lands here in the arena, after the gradients.
+  net::ArenaRef pullRef(size_t c) const;
+  // The payload of a request for chunk c: a reference into the arena when
+  // its server mapped it and `data` lies there, else the bytes (zero-copy).
+  zmq::message_t pushPayload(size_t c, const void* data, net::FrameHeader& header) const;
+  zmq::message_t pullPayload(size_t c, net::FrameHeader& header) const;
+  bool sharesWith(size_t c) const { return !arena_mapped_.empty() && arena_mapped_[static_cast<size_t>(serverOf(c))]; }
 
   WorkerOptions options_;
+  std::shared_ptr<net::SharedArena> arena_;  // [gradients: float32][pulls: wire dtype]
+  std::vector<bool> arena_mapped_;           // by server, from its hello answer
   std::unique_ptr<PsClient> client_;
   // Pushes and pulls are sent by the capture thread or, behind the window,
   // by the client's I/O thread: their tickets are guarded by window_mutex_.

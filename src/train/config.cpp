@@ -4,6 +4,7 @@
 #include "core/wire_dtype.hpp"
 #include "data/dataset.hpp"
 #include "models/registry.hpp"
+#include "ps/protocol.hpp"
 #include "train/loss.hpp"
 
 
@@ -27,7 +28,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LrScheduleConfig, kind, unit, bo
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DistributedConfig, bucket_mb, peer_timeout_s, rendezvous_timeout_s, heartbeat_timeout_s,
                                                 restart_wait_s,
                                                 verify_replicas_every, ps_mode, staleness, ps_chunk_mb, ps_threads,
-                                                wire_dtype, error_feedback, hierarchical, priority, bind)
+                                                wire_dtype, error_feedback, hierarchical, priority, shared_memory, bind)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, model, loss, model_options, dataset, batch_size, accumulate, epochs,
                                                 max_steps, seed, threads, prefetch_threads, prefetch_depth,
                                                 eval_every_steps, eval_batch_size, log_every_steps,
@@ -108,6 +109,9 @@ void validate(const TrainConfig& c, SuppliedParts supplied) {
   if (c.distributed.hierarchical != "auto" && c.distributed.hierarchical != "off") {
     throw InputError(fmt::format("--hierarchical: expected auto or off, got '{}'", c.distributed.hierarchical));
   }
+  if (c.distributed.shared_memory != "on" && c.distributed.shared_memory != "off") {
+    throw InputError(fmt::format("--ps-shared-memory: expected on or off, got '{}'", c.distributed.shared_memory));
+  }
   if (c.distributed.priority != "on" && c.distributed.priority != "off") {
     throw InputError(fmt::format("--priority: expected on or off, got '{}'", c.distributed.priority));
   }
@@ -123,6 +127,13 @@ std::string effectivePsMode(const DistributedConfig& config) {
   if (config.staleness == 0) return "sync";
   if (config.staleness > 0) return "ssp";
   return config.ps_mode;
+}
+
+ps::Mode psModeOf(const DistributedConfig& config) {
+  const std::string mode = effectivePsMode(config);
+  if (mode == "sync") return ps::Mode::kSync;
+  if (mode == "ssp") return ps::Mode::kBounded;
+  return ps::Mode::kAsync;
 }
 
 nlohmann::json toJson(const TrainConfig& config) { return config; }

@@ -13,6 +13,10 @@
 #include "obs/progress.hpp"
 #include "ps/optimizer_kernels.hpp"
 
+namespace tandem::ps {
+enum class Mode;  // ps/protocol.hpp
+}  // namespace tandem::ps
+
 namespace tandem::train {
 
 // The optimizer exactly as the kernels take it (every mode runs the same
@@ -64,6 +68,9 @@ struct DistributedConfig {
   // soon as its first layers' parameters are in (P3); "off": every push goes
   // out as backward completes it, and every pull is in before the step ends.
   std::string priority = "on";
+  // PS: workers and servers on one host exchange pushes and pulls through
+  // the worker's shared memory (on) or through the socket only (off).
+  std::string shared_memory = "on";
   // The address this task's listening ports (the coordinator, a PS) bind:
   // empty: the address its own host name in the cluster resolves to here;
   // 0.0.0.0: every interface, only when asked for.
@@ -73,6 +80,7 @@ struct DistributedConfig {
 // The consistency a PS run uses, from --ps-mode and --staleness:
 // "sync", "async" or "ssp".
 std::string effectivePsMode(const DistributedConfig& config);
+ps::Mode psModeOf(const DistributedConfig& config);  // the same, as the servers' type
 
 struct TrainConfig {
   std::string model = "cnn";    // a registered name, or a TorchScript file

@@ -59,12 +59,19 @@ struct GradientCapture::State {
 };
 
 GradientCapture::GradientCapture(std::vector<torch::Tensor> params, const std::vector<int64_t>& offsets,
-                                 int64_t total, const std::vector<Range>& groups, bool in_order, ReadyFn ready)
+                                 int64_t total, const std::vector<Range>& groups, bool in_order, ReadyFn ready,
+                                 torch::Tensor buffer)
     : state_(std::make_shared<State>()) {
   State& s = *state_;
   enforceEq(params.size(), offsets.size(), "gradient capture: offsets per parameter");
   TANDEM_ENFORCE(!params.empty(), "model has no trainable parameters");
-  s.flat = torch::zeros({total}, torch::kFloat32);
+  if (buffer.defined()) {
+    TANDEM_ENFORCE(buffer.scalar_type() == torch::kFloat32 && buffer.is_contiguous() && buffer.numel() == total,
+                   "gradient capture: the given buffer is not {} contiguous float32 values", total);
+    s.flat = buffer.zero_();
+  } else {
+    s.flat = torch::zeros({total}, torch::kFloat32);
+  }
   s.in_order = in_order;
   s.ready = std::move(ready);
   for (const Range& r : groups) {

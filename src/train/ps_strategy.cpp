@@ -32,13 +32,6 @@ struct Piece {
   int64_t param_offset = 0, chunk_offset = 0, count = 0;
 };
 
-ps::Mode psMode(const DistributedConfig& c) {
-  const std::string mode = effectivePsMode(c);
-  if (mode == "sync") return ps::Mode::kSync;
-  if (mode == "ssp") return ps::Mode::kBounded;
-  return ps::Mode::kAsync;
-}
-
 }  // namespace
 
 struct PsStrategy::Impl {
@@ -55,6 +48,7 @@ struct PsStrategy::Impl {
   std::vector<std::vector<int>> push_groups;  // sync, hierarchical: workers by host; empty: flat
   std::unique_ptr<PsHostGroup> host;          // this worker's host-mates, when hierarchical
   size_t push_window = 0;                     // bytes per server (priority scheduling)
+  int sharing_servers = 0;                    // servers that read and write this worker's shared memory
   std::vector<float> pulled;                  // hierarchical: the model as pulled, in key order
   std::vector<std::vector<uint16_t>> wire_grads;  // by chunk: a 16-bit wire's pushes
   std::vector<std::vector<float>> residuals;      // by chunk, with --error-feedback
@@ -264,7 +258,7 @@ PsStrategy::PsStrategy(cluster::ClusterSpec spec, TrainConfig config, bool joine
   impl_->joined = joined;
   impl_->spec = std::move(spec);
   impl_->config = std::move(config);
-  impl_->mode = psMode(impl_->config.distributed);
+  impl_->mode = psModeOf(impl_->config.distributed);
   impl_->wire = parseWireDtype(impl_->config.distributed.wire_dtype);
 }
 
@@ -314,6 +308,7 @@ nlohmann::json PsStrategy::summary() const {
           {"hierarchical", !impl_->push_groups.empty()},
           {"priority", impl_->gated},  // the next forward waits per stage
           {"push_window_bytes", impl_->push_window},  // per server; 0: none
+          {"shared_memory_servers", impl_->sharing_servers},
           {"max_lead_steps", impl_->max_lead}};
 }
 
@@ -398,9 +393,9 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
   liveness.heartbeat_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(s.config.distributed.heartbeat_timeout_s * 1000));
   liveness.heartbeat_interval = std::min(liveness.heartbeat_interval, liveness.heartbeat_timeout / 4);
-  s.worker = std::make_unique<ps::Worker>(ps::WorkerOptions{servers, s.layout, s.mode,
-                                                            static_cast<uint32_t>(s.spec.index), s.wire, s.push_window,
-                                                            liveness, cluster::jobStart().generation});
+  s.worker = std::make_unique<ps::Worker>(ps::WorkerOptions{
+      servers, s.layout, s.mode, static_cast<uint32_t>(s.spec.index), s.wire, s.push_window, liveness,
+      cluster::jobStart().generation, s.config.distributed.shared_memory == "on"});
   s.mapChunksThrough();
   s.wire_grads.resize(s.layout.chunks.size());
   s.residuals.resize(s.layout.chunks.size());
@@ -443,15 +438,20 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
   if (grouped) std::reverse(chunk_ranges.begin(), chunk_ranges.end());
   const size_t last_chunk = chunk_ranges.size() - 1;
   Impl* self = &s;
+  torch::Tensor shared_grads;  // where servers on this host read pushes: they carry a reference only
+  if (const auto& arena = s.worker->sharedArena(); (s.sharing_servers = s.worker->serversSharingMemory()) > 0) {
+    shared_grads = torch::from_blob(arena->data(), {s.layout.total_floats}, [arena](void*) {}, torch::kFloat32);
+  }
   s.capture = std::make_unique<GradientCapture>(
       s.params, s.layout.tensor_offsets, s.layout.total_floats, chunk_ranges, /*in_order=*/grouped,
-      [self, grouped, last_chunk](size_t group) { self->chunkReady(grouped ? last_chunk - group : group); });
-  TANDEM_LOG_INFO("{}: {} mode with {} server(s), {} chunk(s) of up to {:.1f} MB, {:.1f} MB of parameters{}; ready in "
-                  "{:.2f}s",
-                  s.spec.taskName(), ps::modeName(s.mode), s.spec.numServers(), s.layout.chunks.size(),
+      [self, grouped, last_chunk](size_t group) { self->chunkReady(grouped ? last_chunk - group : group); },
+      shared_grads);
+  TANDEM_LOG_INFO("{}: {} mode with {} server(s), {} chunk(s) of up to {:.1f} MB, {:.1f} MB of parameters{}{}; ready "
+                  "in {:.2f}s", s.spec.taskName(), ps::modeName(s.mode), s.spec.numServers(), s.layout.chunks.size(),
                   chunk_floats * 4 / 1e6, s.layout.total_floats * 4 / 1e6,
                   s.host ? fmt::format(", summed with {} host-mate(s) first (--hierarchical auto)", s.host->size() - 1)
                          : "",
+                  s.sharing_servers > 0 ? fmt::format(", shared memory with {} server(s) here", s.sharing_servers) : "",
                   watch.elapsed());
   s.cycle_start = Clock::now();
 }

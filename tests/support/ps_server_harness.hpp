@@ -64,6 +64,7 @@ class RunningServer {
   }
 
   std::string endpoint() const { return net::tcpEndpoint("127.0.0.1", server_.port()); }
+  int port() const { return server_.port(); }
 
   // Whether serve() has returned (or thrown) within `budget`.
   bool finishes(Ms budget) { return result_.wait_for(budget) == std::future_status::ready; }
