@@ -221,8 +221,11 @@ TEST(FrameHeader, EveryBitFlipIsRejectedOrDecodedConsistently) {
       bytes[byte] ^= static_cast<std::byte>(1 << bit);
       try {
         FrameHeader got = validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "p");
-        // Accepted flips may only touch free-form fields (clock, ids, keys, size) or the type.
-        EXPECT_TRUE((byte >= 12 && byte < 48) || byte == 6 || byte == 7) << "byte " << byte;
+        // Accepted flips may only touch free-form fields (clock, ids, keys,
+        // size), the type, or a known flag (kFlagInArena: byte 8, bit 0).
+        const bool known_flag = byte == 8 && bit == 0;
+        EXPECT_TRUE((byte >= 12 && byte < 48) || byte == 6 || byte == 7 || known_flag) << "byte " << byte;
+        EXPECT_EQ(got.flags, known_flag ? kFlagInArena : 0u) << "byte " << byte << " bit " << bit;
         EXPECT_FALSE(got == h);
       } catch (const InputError&) {
       }
