@@ -116,18 +116,7 @@ struct SameHostJob {
       addresses.push_back({net::sameHostEndpoint(servers.back()->port()), "ps " + std::to_string(i)});
     }
   }
-  std::vector<ServerConfig> configs(int workers) const {
-    std::vector<ServerConfig> out;
-    for (int i = 0; i < 2; ++i) {
-      ServerConfig c = makeConfig(mode, workers, {});
-      c.layout_fingerprint = layout.fingerprint();
-      c.total_steps = 2;
-      c.wire = wire;
-      for (const auto& chunk : layout.chunksOf(i)) c.chunks.push_back({chunk.key, chunk.length});
-      out.push_back(c);
-    }
-    return out;
-  }
+  std::vector<ServerConfig> configs(int workers) const { return configsFor(layout, mode, wire, workers, 2); }
   Worker worker(uint32_t index, bool shared) const {
     return Worker({.servers = addresses, .layout = layout, .mode = mode, .index = index, .wire = wire,
                    .shared_memory = shared});
@@ -228,7 +217,8 @@ TEST(PsSharedMemory, OnlySameHostWorkersThatOfferedAnArenaMayNameOne) {
   RunningServer server(ServerOptions{.bind_host = "127.0.0.1", .index = 0});
   const KeyLayout layout = buildKeyLayout({{"w", 4}}, 1, 16);
   const Deadline deadline = Deadline::afterSeconds(5);
-  Worker tcp({.servers = {{server.endpoint(), "ps 0"}}, .layout = layout, .mode = Mode::kAsync, .shared_memory = true});
+  Worker tcp({.servers = {{server.endpoint(), "ps 0"}}, .layout = layout, .mode = Mode::kAsync,
+              .shared_memory = true});
   EXPECT_EQ(tcp.sharedArena(), nullptr) << "no server on this host's socket: nothing to share";
   ServerConfig config = makeConfig(Mode::kAsync, 2, {{layout.chunks[0].key, 4}});
   config.layout_fingerprint = layout.fingerprint();

@@ -31,18 +31,7 @@ struct Job {
   Mode mode;
   WireDtype wire;
 
-  std::vector<ServerConfig> configs(int workers) const {
-    std::vector<ServerConfig> out;
-    for (int i = 0; i < 2; ++i) {
-      ServerConfig c = makeConfig(mode, workers, {});
-      c.layout_fingerprint = layout.fingerprint();
-      c.total_steps = 10;
-      c.wire = wire;
-      for (const auto& chunk : layout.chunksOf(i)) c.chunks.push_back({chunk.key, chunk.length});
-      out.push_back(c);
-    }
-    return out;
-  }
+  std::vector<ServerConfig> configs(int workers) const { return configsFor(layout, mode, wire, workers, 10); }
   Worker worker(uint32_t index) const { return Worker({addresses, layout, mode, index, wire}); }
 };
 

@@ -85,7 +85,7 @@ struct Hello {
   uint64_t generation = 0;
   // A worker on the server's host offers its shared memory (pushes and
   // pulls then cross without socket copies); absent over the network.
-  std::optional<net::ArenaHandle> arena;
+  std::optional<net::ArenaHandle> arena = std::nullopt;
 };
 std::vector<char> encode(const Hello& hello);
 Hello decodeHello(std::span<const std::byte> bytes, std::string_view peer);

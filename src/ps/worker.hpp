@@ -37,7 +37,7 @@ struct WorkerOptions {
   // first, i.e. in the order the next forward needs them. 0: every push goes
   // out at once, in the order backward completes them.
   size_t push_window_bytes = 0;
-  Liveness liveness;  // how a dead server is told from a slow one
+  Liveness liveness = {};  // how a dead server is told from a slow one
   uint64_t generation = 0;  // the chief's start this worker joined (cluster/job_start.hpp)
   // Servers on this host (same-host endpoints) may map this worker's shared
   // memory: pushes from sharedArena() and every pull then cross without

@@ -26,6 +26,7 @@
 #include "core/error.hpp"
 #include "net/frame.hpp"
 #include "net/request_client.hpp"
+#include "ps/key_layout.hpp"
 #include "ps/optimizer_kernels.hpp"
 #include "ps/protocol.hpp"
 #include "ps/server.hpp"
@@ -235,6 +236,22 @@ inline ServerConfig makeConfig(Mode mode, int workers, std::vector<ChunkRange> c
   c.chunks = std::move(chunks);
   c.peer_timeout_s = 5;
   return c;
+}
+
+// What the chief sends each server of `layout`: its chunks, `mode` among
+// `workers`, SGD at 0.5, and the layout's fingerprint.
+inline std::vector<ServerConfig> configsFor(const KeyLayout& layout, Mode mode, WireDtype wire, int workers,
+                                            uint64_t total_steps) {
+  std::vector<ServerConfig> out;
+  for (size_t i = 0; i < layout.server_floats.size(); ++i) {
+    ServerConfig c = makeConfig(mode, workers, {});
+    c.layout_fingerprint = layout.fingerprint();
+    c.total_steps = total_steps;
+    c.wire = wire;
+    for (const auto& chunk : layout.chunksOf(static_cast<int>(i))) c.chunks.push_back({chunk.key, chunk.length});
+    out.push_back(c);
+  }
+  return out;
 }
 
 class PsServer : public ::testing::Test {
