@@ -21,7 +21,8 @@
 
 namespace tandem::ps {
 
-// Where a same-host worker wants a pull's values: its own shared memory.
+// Bytes a same-host worker named in its own shared memory: a push's
+// gradient, or where it wants a pull's values.
 struct ArenaDestination {
   std::shared_ptr<net::SharedArena> arena;  // keeps `bytes` mapped
   std::span<std::byte> bytes;               // checked against the arena

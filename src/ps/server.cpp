@@ -202,13 +202,19 @@ bool ParameterServer::Impl::mapArena(const std::string& routing, int worker, con
   }
 }
 
-const std::shared_ptr<net::SharedArena>& ParameterServer::Impl::arenaOf(int w, MessageType type) {
+ArenaDestination ParameterServer::Impl::namedArenaBytes(int w, const net::Frame& f, size_t most) {
   const auto it = arenas.find(w);
   if (it == arenas.end()) {
     throw Refusal{fmt::format("worker {} sent a {} naming shared memory, but none of its is mapped here", w,
-                              net::messageTypeName(type))};
+                              net::messageTypeName(f.header.type))};
   }
-  return it->second;
+  const std::string peer = fmt::format("worker {}", w);
+  try {
+    const net::ArenaRef ref = net::decodeArenaRef(f.bytes(), peer);
+    return {it->second, it->second->slice(ref, most, peer), ref};
+  } catch (const InputError& e) {
+    throw Refusal{e.what()};
+  }
 }
 
 namespace {
@@ -232,14 +238,8 @@ void ParameterServer::Impl::onPush(const std::string& routing, net::Frame& f) {
     // The bytes stay in the worker's memory until the apply reads them: it
     // rewrites them only after this chunk's next pull is answered, which
     // waits for this push to be applied.
-    const auto& arena = arenaOf(w, f.header.type);
-    const std::string peer = fmt::format("worker {}", w);
-    try {
-      const net::ArenaRef ref = net::decodeArenaRef(f.bytes(), peer);
-      f.payload = arenaMessage(arena, arena->slice(ref, options.max_payload_bytes, peer));
-    } catch (const InputError& e) {
-      throw Refusal{e.what()};
-    }
+    const ArenaDestination named = namedArenaBytes(w, f, options.max_payload_bytes);
+    f.payload = arenaMessage(named.arena, named.bytes);
   }
   requireChunkPayload(c, f, config->wire);
   if (!ready) throw Refusal{"ps-push before every chunk was initialised"};
@@ -281,20 +281,12 @@ void ParameterServer::Impl::onPull(const std::string& routing, net::Frame& f) {
   const std::string what = net::messageTypeName(f.header.type);
   std::vector<uint32_t> snapshot;
   std::optional<ArenaDestination> into;
-  if ((f.header.flags & net::kFlagInArena) != 0) {
-    if (f.header.type != MessageType::kPsPull) throw Refusal{what + " cannot name shared memory"};
-    const std::string peer = fmt::format("worker {}", w);
-    try {
-      const net::ArenaRef ref = net::decodeArenaRef(f.bytes(), peer);
-      const auto& arena = arenaOf(w, f.header.type);
-      const size_t bytes = wirePayloadBytes(c, config ? config->wire : WireDtype::kFloat32);
-      if (ref.bytes != bytes) {
-        throw Refusal{fmt::format("worker {} offered {} bytes of shared memory for chunk {}'s {} bytes", w, ref.bytes,
-                                  c.key, bytes)};
-      }
-      into = ArenaDestination{arena, arena->slice(ref, bytes, peer), ref};
-    } catch (const InputError& e) {
-      throw Refusal{e.what()};
+  if ((f.header.flags & net::kFlagInArena) != 0) {  // a ps-pull: handle() refuses the flag on ps-state
+    into = namedArenaBytes(w, f, SIZE_MAX);
+    const size_t bytes = wirePayloadBytes(c, config ? config->wire : WireDtype::kFloat32);
+    if (into->ref.bytes != bytes) {
+      throw Refusal{fmt::format("worker {} offered {} bytes of shared memory for chunk {}'s {} bytes", w,
+                                into->ref.bytes, c.key, bytes)};
     }
   } else if (f.header.type == MessageType::kPsState && f.payload.size() != 0 && config && config->mode != Mode::kSync) {
     try {

@@ -158,8 +158,9 @@ struct ParameterServer::Impl {
   // Maps a same-host worker's offered shared memory; false when it has none
   // or it cannot be mapped here (the worker then sends bytes).
   bool mapArena(const std::string& routing, int worker, const Hello& h);
-  // The shared memory worker `w` named in a frame flagged kFlagInArena.
-  const std::shared_ptr<net::SharedArena>& arenaOf(int w, MessageType type);
+  // The bytes of worker `w`'s shared memory that `f` (flagged
+  // kFlagInArena) names, at most `most` of them; a Refusal names the worker.
+  ArenaDestination namedArenaBytes(int w, const net::Frame& f, size_t most);
   void onPush(const std::string& routing, net::Frame& f);
   void onPull(const std::string& routing, net::Frame& f);
   void onClock(const std::string& routing, net::Frame& f);

@@ -251,16 +251,16 @@ void Worker::receivePulls(Deadline deadline, int64_t step, const std::function<v
       // The server wrote the values where this pull asked; nothing else may
       // be named.
       const std::string& name = options_.servers[static_cast<size_t>(serverOf(c))].name;
-      std::optional<net::ArenaRef> ref;
+      net::ArenaRef ref;
       try {
         ref = net::decodeArenaRef(frame.bytes(), name);
       } catch (const InputError& e) {
         throw PeerError(e.what());
       }
-      if (!sharesWith(c) || *ref != pullRef(c)) {
+      if (!sharesWith(c) || ref != pullRef(c)) {
         throw PeerError(fmt::format("{} answered the pull of chunk {} with shared memory it was not offered", name, c));
       }
-      std::byte* values = arena_->data() + pullRef(c).offset;
+      std::byte* values = arena_->data() + ref.offset;
       frame.payload = zmq::message_t(values, expected, [](void*, void*) {}, nullptr);
     }
     if (frame.payload.size() != expected) {
