@@ -90,6 +90,9 @@ TEST_F(PsTraining, SharedMemoryOnAndOffTrainBitIdentically) {
                          " --ps-shared-memory " + mode);
     ASSERT_EQ(run.exit_code, 0) << run.output;
     EXPECT_EQ(summaryOf(dir_.str(mode))["strategy"]["shared_memory_servers"], mode == "on" ? 2 : 0);
+    // On: the servers write pulls straight into the model, which the
+    // bit-identity below then checks.
+    EXPECT_EQ(summaryOf(dir_.str(mode))["strategy"]["parameters_in_shared_memory"], mode == "on");
     for (const char* ps : {"ps-0", "ps-1"}) {
       const auto server = summaryOf(dir_.path() / mode / "ps" / ps);
       // 12 steps x 2 workers, each pushing and pulling every chunk once a step.

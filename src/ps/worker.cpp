@@ -63,6 +63,10 @@ int Worker::serversSharingMemory() const {
   return static_cast<int>(std::count(arena_mapped_.begin(), arena_mapped_.end(), true));
 }
 
+std::byte* Worker::pullLanding() const {
+  return arena_ ? arena_->data() + static_cast<size_t>(options_.layout.total_floats) * sizeof(float) : nullptr;
+}
+
 net::ArenaRef Worker::pullRef(size_t c) const {
   const auto floats = static_cast<uint64_t>(options_.layout.total_floats);
   return {floats * sizeof(float) + static_cast<uint64_t>(options_.layout.chunks[c].begin) * wireBytes(options_.wire),

@@ -73,6 +73,9 @@ class Worker {
   const std::shared_ptr<net::SharedArena>& sharedArena() const { return arena_; }
   // Servers that mapped the arena (known after hello()).
   int serversSharingMemory() const;
+  // Where those servers write pulled values: the whole model in key order,
+  // in the wire dtype, after the gradients. Null without an arena.
+  std::byte* pullLanding() const;
   Mode mode() const { return options_.mode; }
   int servers() const { return static_cast<int>(options_.servers.size()); }
 

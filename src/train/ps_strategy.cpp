@@ -17,6 +17,7 @@
 #include "ps/key_layout.hpp"
 #include "ps/protocol.hpp"
 #include "ps/worker.hpp"
+#include "train/chunked_parameters.hpp"
 #include "train/cluster_join.hpp"
 #include "train/lr_schedule.hpp"
 #include "train/gradient_capture.hpp"
@@ -24,24 +25,13 @@
 #include "train/ps_host_group.hpp"
 
 namespace tandem::train {
-namespace {
-
-// Where a chunk's floats live in one parameter.
-struct Piece {
-  size_t param = 0;
-  int64_t param_offset = 0, chunk_offset = 0, count = 0;
-};
-
-}  // namespace
-
 struct PsStrategy::Impl {
   cluster::ClusterSpec spec;
   TrainConfig config;
   ps::Mode mode = ps::Mode::kSync;
   ClusterJoin join;
   ps::KeyLayout layout;
-  std::vector<torch::Tensor> params;          // trainable, registration order
-  std::vector<std::vector<Piece>> pieces;     // by chunk
+  ChunkedParameters model;                    // trainable, registration order, by chunk
   std::unique_ptr<GradientCapture> capture;   // flat gradients in key order; groups are the chunks
   std::unique_ptr<ps::Worker> worker;         // the protocol; null before initialize and after finish
   WireDtype wire = WireDtype::kFloat32;
@@ -49,13 +39,13 @@ struct PsStrategy::Impl {
   std::unique_ptr<PsHostGroup> host;          // this worker's host-mates, when hierarchical
   size_t push_window = 0;                     // bytes per server (priority scheduling)
   int sharing_servers = 0;                    // servers that read and write this worker's shared memory
+  bool parameters_in_arena = false;           // the model is those servers' pull landing area
   std::vector<float> pulled;                  // hierarchical: the model as pulled, in key order
   std::vector<std::vector<uint16_t>> wire_grads;  // by chunk: a 16-bit wire's pushes
   std::vector<std::vector<float>> residuals;      // by chunk, with --error-feedback
   // Priority scheduling: pulls may still be arriving when a step ends; the
   // trainer's awaitParameters takes them in, first chunks first.
   bool gated = false;
-  std::vector<size_t> chunks_through;  // by parameter count: the chunks holding the first that many parameters
   SyncTimes parameter_waits;           // awaitParameters since the trainer last asked
   double gated_this_step = 0;          // seconds awaitParameters took since the step began
   int64_t pushes_pending_for = -1;     // gated: the step whose pushes nobody has awaited yet
@@ -69,39 +59,7 @@ struct PsStrategy::Impl {
   int n() const { return spec.num_workers; }
   Deadline peerDeadline() const { return Deadline::afterSeconds(config.distributed.peer_timeout_s + 5.0); }
 
-  void mapPieces() {
-    pieces.assign(layout.chunks.size(), {});
-    for (size_t c = 0; c < layout.chunks.size(); ++c) {
-      const auto& chunk = layout.chunks[c];
-      for (size_t p = 0; p < params.size(); ++p) {
-        const int64_t begin = std::max(chunk.begin, layout.tensor_offsets[p]);
-        const int64_t end = std::min(chunk.begin + chunk.length, layout.tensor_offsets[p] + params[p].numel());
-        if (begin >= end) continue;
-        pieces[c].push_back({p, begin - layout.tensor_offsets[p], begin - chunk.begin, end - begin});
-      }
-    }
-  }
-
   int serverOf(size_t chunk) const { return layout.chunks[chunk].server; }
-
-  std::vector<float> gatherChunk(size_t chunk) const {
-    std::vector<float> values(static_cast<size_t>(layout.chunks[chunk].length));
-    for (const auto& p : pieces[chunk]) {
-      std::memcpy(values.data() + p.chunk_offset, params[p.param].data_ptr<float>() + p.param_offset,
-                  static_cast<size_t>(p.count) * sizeof(float));
-    }
-    return values;
-  }
-
-  // Copies chunk `chunk`'s values, `length` of them in `format` at
-  // `values`, into the model's parameters.
-  void scatterChunk(size_t chunk, const void* values, WireDtype format) {
-    const auto* source = static_cast<const char*>(values);
-    for (const auto& p : pieces[chunk]) {
-      decodeWire(format, source + static_cast<size_t>(p.chunk_offset) * wireBytes(format),
-                 params[p.param].data_ptr<float>() + p.param_offset, static_cast<size_t>(p.count));
-    }
-  }
 
   ps::ServerConfig serverConfig(int server, const StepPlan& plan) const {
     ps::ServerConfig c;
@@ -169,7 +127,7 @@ struct PsStrategy::Impl {
         deadline, pulled_for,
         [&](size_t c, const net::Frame& frame) {
           Stopwatch copy;
-          scatterChunk(c, frame.payload.data(), wire);  // the worker checked its size
+          model.scatter(c, frame.payload.data(), wire);  // the worker checked its size
           copying += copy.elapsed();
         },
         end);
@@ -187,16 +145,17 @@ struct PsStrategy::Impl {
     gated_this_step += watch.elapsed();
   }
 
-  // Chunks are contiguous in key order: the first that many parameters end
-  // in the chunk holding their last float.
-  void mapChunksThrough() {
-    chunks_through.assign(params.size() + 1, 0);
-    for (size_t p = 0; p < params.size(); ++p) {
-      const int64_t last = layout.tensor_offsets[p] + params[p].numel() - 1;
-      const auto after = std::upper_bound(layout.chunks.begin(), layout.chunks.end(), last,
-                                          [](int64_t f, const ps::Chunk& c) { return f < c.begin; });
-      chunks_through[p + 1] = std::max(chunks_through[p], static_cast<size_t>(after - layout.chunks.begin()));
-    }
+  // Same-host servers then write pulls straight into the model: each
+  // parameter becomes a view of its place in the arena's landing area.
+  // Safe because nothing reads a chunk's parameters between its pull's
+  // request and its receipt: backward is done with them once their
+  // gradients are pushed, and the next forward awaits them (receiveUpTo).
+  void placeParametersInArena() {
+    std::byte* landing = worker->pullLanding();
+    if (sharing_servers == 0 || wire != WireDtype::kFloat32 || host || landing == nullptr) return;
+    const auto arena = worker->sharedArena();
+    model.placeIn(torch::from_blob(landing, {layout.total_floats}, [arena](void*) {}, torch::kFloat32));
+    parameters_in_arena = true;
   }
 
   // Copies the last step's pulled chunks from received_upto to `end` into
@@ -221,7 +180,7 @@ struct PsStrategy::Impl {
     host->share(pulled.data(), from, received_upto, deadline);
     Stopwatch copy;
     for (size_t c = from; c < received_upto; ++c) {
-      scatterChunk(c, pulled.data() + layout.chunks[c].begin, WireDtype::kFloat32);
+      model.scatter(c, pulled.data() + layout.chunks[c].begin, WireDtype::kFloat32);
     }
     return copy.elapsed();
   }
@@ -237,8 +196,8 @@ struct PsStrategy::Impl {
     // Sync: one update per step; async: one per global step (the step is
     // global); SSP: one per worker per step.
     int64_t applied = start_step * (mode == ps::Mode::kBounded ? n() : 1);
-    for (const auto& piece : pieces[c]) {
-      const auto state = readKernelState(optimizer, params[piece.param], config.optimizer);
+    for (const auto& piece : model.pieces(c)) {
+      const auto state = readKernelState(optimizer, model.params()[piece.param], config.optimizer);
       if (!state) continue;  // never updated: zero slots
       if (state->updates >= 0) applied = state->updates;
       const auto& sources = state->slots;
@@ -309,12 +268,14 @@ nlohmann::json PsStrategy::summary() const {
           {"priority", impl_->gated},  // the next forward waits per stage
           {"push_window_bytes", impl_->push_window},  // per server; 0: none
           {"shared_memory_servers", impl_->sharing_servers},
+          {"parameters_in_shared_memory", impl_->parameters_in_arena},  // pulls land in the model
           {"max_lead_steps", impl_->max_lead}};
 }
 
 void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fingerprint, const StepPlan& plan) {
   Impl& s = *impl_;
   std::vector<ps::TensorSpec> specs;
+  std::vector<torch::Tensor> params;
   for (const auto& item : model.named_parameters()) {
     const torch::Tensor& p = item.value();
     if (!p.requires_grad()) continue;
@@ -322,7 +283,7 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
       throw Error(fmt::format("parameter {} is not a contiguous float32 tensor; the parameter server holds those only",
                               item.key()));
     }
-    s.params.push_back(p);
+    params.push_back(p);
     specs.push_back({item.key(), p.numel()});
   }
   // A model smaller than one chunk per server gets smaller chunks, so that
@@ -343,7 +304,7 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
     TANDEM_LOG_WARN("ps {} hold(s) no parameters: the model has fewer floats ({}) than there are servers",
                     fmt::join(idle, ", "), total_floats);
   }
-  s.mapPieces();
+  s.model = ChunkedParameters(std::move(params), s.layout);
 
   nlohmann::json fp = fingerprint;
   // Async and SSP jobs are elastic: a replacement for a lost worker joins
@@ -396,7 +357,6 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
   s.worker = std::make_unique<ps::Worker>(ps::WorkerOptions{
       servers, s.layout, s.mode, static_cast<uint32_t>(s.spec.index), s.wire, s.push_window, liveness,
       cluster::jobStart().generation, s.config.distributed.shared_memory == "on"});
-  s.mapChunksThrough();
   s.wire_grads.resize(s.layout.chunks.size());
   s.residuals.resize(s.layout.chunks.size());
   const Deadline startup = Deadline::afterSeconds(cluster::startupSeconds(s.config.distributed.rendezvous_timeout_s));
@@ -406,7 +366,7 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
     s.worker->initServers(
         configs,
         [&](size_t c, int64_t& applied) {
-          std::vector<float> values = s.gatherChunk(c);
+          std::vector<float> values = s.model.gather(c);
           if (plan.start_step > 0 && plan.optimizer != nullptr) {
             applied = s.appendOptimizerState(c, *plan.optimizer, values, plan.start_step);
           }
@@ -415,6 +375,8 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
         startup);
   }
   const ps::HelloAnswer answer = s.worker->hello(startup);
+  s.sharing_servers = s.worker->serversSharingMemory();
+  s.placeParametersInArena();
   s.step = plan.start_step;
   if (s.mode != ps::Mode::kSync && (answer.clock != plan.start_step || answer.start_step != plan.start_step)) {
     s.takeover = Takeover{answer.start_step, answer.clock};
@@ -439,11 +401,11 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
   const size_t last_chunk = chunk_ranges.size() - 1;
   Impl* self = &s;
   torch::Tensor shared_grads;  // where servers on this host read pushes: they carry a reference only
-  if (const auto& arena = s.worker->sharedArena(); (s.sharing_servers = s.worker->serversSharingMemory()) > 0) {
+  if (const auto& arena = s.worker->sharedArena(); s.sharing_servers > 0) {
     shared_grads = torch::from_blob(arena->data(), {s.layout.total_floats}, [arena](void*) {}, torch::kFloat32);
   }
   s.capture = std::make_unique<GradientCapture>(
-      s.params, s.layout.tensor_offsets, s.layout.total_floats, chunk_ranges, /*in_order=*/grouped,
+      s.model.params(), s.layout.tensor_offsets, s.layout.total_floats, chunk_ranges, /*in_order=*/grouped,
       [self, grouped, last_chunk](size_t group) { self->chunkReady(grouped ? last_chunk - group : group); },
       shared_grads);
   TANDEM_LOG_INFO("{}: {} mode with {} server(s), {} chunk(s) of up to {:.1f} MB, {:.1f} MB of parameters{}{}; ready "
@@ -521,8 +483,8 @@ void PsStrategy::allowGatedParameters() {
 void PsStrategy::awaitParameters(size_t count) {
   Impl& s = *impl_;
   if (!s.worker) return;
-  if (count >= s.params.size()) s.awaitGatedPushes();  // everything the step sent is in
-  const size_t end = s.chunks_through.at(std::min(count, s.params.size()));
+  if (count >= s.model.params().size()) s.awaitGatedPushes();  // everything the step sent is in
+  const size_t end = s.model.chunksThrough(count);
   if (end <= s.received_upto) return;  // in already (always when ungated)
   Stopwatch watch;
   const double copying = s.receiveUpTo(s.peerDeadline(), s.step - 1, end);
@@ -546,10 +508,10 @@ std::optional<int64_t> PsStrategy::prepareCheckpoint(torch::optim::Optimizer& op
   if (point) s.worker->releaseSnapshot(s.peerDeadline());
   const int slots = ps::slotCount(s.config.optimizer);
   // Torch tensors for every parameter's slots, filled chunk by chunk.
-  std::vector<std::vector<torch::Tensor>> state(s.params.size());
-  std::vector<int64_t> applied(s.params.size(), 0);
-  for (size_t p = 0; p < s.params.size(); ++p) {
-    for (int k = 0; k < slots; ++k) state[p].push_back(torch::zeros_like(s.params[p]));
+  std::vector<std::vector<torch::Tensor>> state(s.model.params().size());
+  std::vector<int64_t> applied(s.model.params().size(), 0);
+  for (size_t p = 0; p < s.model.params().size(); ++p) {
+    for (int k = 0; k < slots; ++k) state[p].push_back(torch::zeros_like(s.model.params()[p]));
   }
   for (size_t c = 0; c < s.layout.chunks.size(); ++c) {
     const net::Frame& frame = frames[c];
@@ -561,8 +523,8 @@ std::optional<int64_t> PsStrategy::prepareCheckpoint(torch::optim::Optimizer& op
     // The worker computes with the wire's rounding of the servers' float32
     // values; the checkpoint keeps the float32 ones. A snapshot's values
     // replace this worker's last pull too, so the checkpoint is all of one step.
-    if (s.wire != WireDtype::kFloat32 || point) s.scatterChunk(c, floats, WireDtype::kFloat32);
-    for (const auto& piece : s.pieces[c]) {
+    if (s.wire != WireDtype::kFloat32 || point) s.model.scatter(c, floats, WireDtype::kFloat32);
+    for (const auto& piece : s.model.pieces(c)) {
       applied[piece.param] = std::max<int64_t>(applied[piece.param], frame.header.clock);
       for (int k = 0; k < slots; ++k) {
         std::memcpy(state[piece.param][static_cast<size_t>(k)].data_ptr<float>() + piece.param_offset,
@@ -574,9 +536,9 @@ std::optional<int64_t> PsStrategy::prepareCheckpoint(torch::optim::Optimizer& op
   const std::optional<int64_t> step =
       point && s.mode == ps::Mode::kAsync ? std::optional<int64_t>(point->global_step) : std::nullopt;
   if (slots == 0) return step;
-  for (size_t p = 0; p < s.params.size(); ++p) {
+  for (size_t p = 0; p < s.model.params().size(); ++p) {
     if (applied[p] == 0) continue;  // torch has no state before a parameter's first update
-    writeKernelState(optimizer, s.params[p], s.config.optimizer, {std::move(state[p]), applied[p]});
+    writeKernelState(optimizer, s.model.params()[p], s.config.optimizer, {std::move(state[p]), applied[p]});
   }
   return step;
 }
