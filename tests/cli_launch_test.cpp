@@ -83,7 +83,7 @@ TEST_F(Launch, OneWorkerReproducesStandaloneExactly) {
   auto a = checkpointParameters(dir_.str("launched/checkpoint.ckpt"));
   auto b = checkpointParameters(dir_.str("standalone/checkpoint.ckpt"));
   ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "parameter " << i;
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << "parameter " << i;
   EXPECT_NE(launched.output.find("[worker 0]"), std::string::npos) << launched.output;
 }
 
@@ -104,7 +104,7 @@ TEST_F(Launch, DistributedResumeContinuesTheExactTrajectory) {
     auto a = checkpointParameters(full_dir + "/checkpoint.ckpt");
     auto b = checkpointParameters(resumed_dir + "/checkpoint.ckpt");
     ASSERT_EQ(a.size(), b.size());
-    for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << optimizers[k] << " parameter " << i;
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << optimizers[k] << " parameter " << i;
   }
 }
 

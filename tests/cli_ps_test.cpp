@@ -271,8 +271,7 @@ TEST_F(PsTraining, AsyncMaxStepsCountsTheJobsUpdatesAndTheCheckpointHasThemAll) 
   EXPECT_EQ(server["global_step"], 300);
   EXPECT_EQ(server["model_updates"], 300);
   EXPECT_FALSE(chief["interrupted"].get<bool>());
-  train::LoadedCheckpoint checkpoint(dir_.str("run/checkpoint.ckpt"));
-  EXPECT_EQ(checkpoint.meta().global_step, 300);
+  EXPECT_EQ(testing::checkpointGlobalStep(dir_.str("run/checkpoint.ckpt")), 300);
   // The job's rate is the sum of the workers' own rates, not the chief's times two.
   const double job = chief["samples_per_sec"].get<double>();
   const double sum = chief["worker_samples_per_sec"].get<double>() + slow["worker_samples_per_sec"].get<double>();
@@ -434,7 +433,7 @@ void expectPsResumeContinuesExactly(const TempDir& dir, const std::string& optim
   auto a = checkpointParameters(dir.str("full/checkpoint.ckpt"));
   auto b = checkpointParameters(dir.str("resumed/checkpoint.ckpt"));
   ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << optimizer << " tensor " << i;
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << optimizer << " tensor " << i;
 }
 
 TEST(PsResume, AdamContinuesTheExactTrajectory) {

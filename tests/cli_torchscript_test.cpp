@@ -206,18 +206,14 @@ TEST_F(TorchScript, BuiltInModelsExportAStateDict) {
                                      TANDEM_SOURCE_DIR, dir_.str("cnn.pt")));
   ASSERT_EQ(read.exit_code, 0) << read.output;
   const auto seen = nlohmann::json::parse(read.output);
-  train::LoadedCheckpoint checkpoint(ckpt);
-  auto model = models::createModel("cnn", {1, 28, 28, 10});
-  checkpoint.restore(*model, nullptr, false);
   size_t tensors = 0;
-  for (const auto& group : {model->named_parameters(), model->named_buffers()}) {
-    for (const auto& item : group) {
-      ASSERT_TRUE(seen.contains(item.key())) << item.key();
-      EXPECT_EQ(seen[item.key()][0].get<std::vector<int64_t>>(), item.value().sizes().vec()) << item.key();
-      const double sum = item.value().to(torch::kFloat64).sum().item<double>();
-      EXPECT_NEAR(seen[item.key()][1].get<double>(), sum, 1e-9 * (1 + std::abs(sum))) << item.key();
-      ++tensors;
-    }
+  for (const auto& t : testing::checkpointTensors(ckpt, "cnn")) {
+    ASSERT_TRUE(seen.contains(t.name)) << t.name;
+    EXPECT_EQ(seen[t.name][0].get<std::vector<int64_t>>(), t.shape) << t.name;
+    double sum = 0;
+    for (float v : t.values) sum += v;
+    EXPECT_NEAR(seen[t.name][1].get<double>(), sum, 1e-9 * (1 + std::abs(sum))) << t.name;
+    ++tensors;
   }
   EXPECT_EQ(seen.size(), tensors);
   auto refused = runTandem("export --checkpoint " + ckpt + " --format torchscript --out " + dir_.str("x.pt"));

@@ -36,12 +36,11 @@ int64_t allreduceBytes(const std::filesystem::path& run) {
   return bytes;
 }
 
-int64_t countRoundedTo16Bits(const std::vector<torch::Tensor>& params, WireDtype dtype) {
+int64_t countRoundedTo16Bits(const testing::StoredParameters& params, WireDtype dtype) {
   int64_t same = 0, total = 0;
   for (const auto& p : params) {
-    auto flat = p.contiguous();
-    const float* v = flat.data_ptr<float>();
-    for (int64_t i = 0; i < flat.numel(); ++i, ++total) {
+    const float* v = p.values.data();
+    for (size_t i = 0; i < p.values.size(); ++i, ++total) {
       uint16_t bits = 0;
       encodeWire(dtype, v + i, &bits, 1);
       float back = 0;
@@ -96,7 +95,7 @@ TEST(CliWireDtype, ParameterServersTakeHalfTheBytesAndCheckpointTheirFloat32Valu
   // each step moves the run further from float32's than rounding gradients.
   const auto params = checkpointParameters(dir.str("fp16/checkpoint.ckpt"));
   int64_t total = 0;
-  for (const auto& p : params) total += p.numel();
+  for (const auto& p : params) total += static_cast<int64_t>(p.values.size());
   EXPECT_GT(countRoundedTo16Bits(params, WireDtype::kFloat16), total / 2);
   const double apart = maxAbsoluteDifference(checkpointParameters(dir.str("fp32/checkpoint.ckpt")), params);
   EXPECT_GT(apart, 0.0);

@@ -1,17 +1,16 @@
 #pragma once
 // Reads what a `tandem train` run left behind: metrics and checkpoints.
+// Torch-free, so that process tests compile without torch's headers; the
+// checkpoint readers are in run_artifacts.cpp (tandem_test_support).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
+#include <cstdint>
 #include <fstream>
+#include <ostream>
 #include <string>
 #include <vector>
-
-#include "models/registry.hpp"
-#include "train/checkpoint.hpp"
-#include "train/config.hpp"
 
 namespace tandem::testing {
 
@@ -27,45 +26,44 @@ inline std::vector<double> trainLosses(const std::string& run_dir) {
   return losses;
 }
 
-// Parameters of the model stored in a checkpoint of a run on `input`
-// (default: 1x28x28, 10 classes).
-inline std::vector<torch::Tensor> checkpointParameters(const std::string& path,
-                                                       const models::InputSpec& input = {1, 28, 28, 10}) {
-  train::LoadedCheckpoint checkpoint(path);
-  auto config = train::trainConfigFromJson(checkpoint.meta().config);
-  auto model = models::createModel(config.model, input, config.model_options);
-  checkpoint.restore(*model, nullptr, false);
-  return model->parameters();
+// One tensor of a checkpoint, as float32 values in row-major order.
+struct StoredTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float> values;
+  bool operator==(const StoredTensor&) const = default;
+};
+inline void PrintTo(const StoredTensor& t, std::ostream* os) {
+  *os << t.name << " " << fmt::format("{}", fmt::join(t.shape, "x"));
 }
+using StoredParameters = std::vector<StoredTensor>;
+
+// The input the run's model was built for (default: 1x28x28, 10 classes).
+struct ModelInput {
+  int64_t channels = 1, height = 28, width = 28, classes = 10;
+};
+
+// Parameters of the model stored in a checkpoint of a run on `input`.
+StoredParameters checkpointParameters(const std::string& path, const ModelInput& input = {});
+// Parameters and buffers, by name, of a checkpoint of the built-in `model`.
+StoredParameters checkpointTensors(const std::string& path, const std::string& model, const ModelInput& input = {});
+// The global step the checkpoint was taken at.
+int64_t checkpointGlobalStep(const std::string& path);
+// Every parameter's Adam step count in the checkpoint: the updates it had
+// when the checkpoint was taken (-1: no state yet).
+std::vector<int64_t> checkpointAdamSteps(const std::string& path, const ModelInput& input = {});
 
 // Largest per-tensor relative difference ||a - b|| / ||b||.
-inline double maxRelativeDifference(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    double norm = b[i].norm().item<double>();
-    double diff = (a[i] - b[i]).norm().item<double>();
-    worst = std::max(worst, norm > 0 ? diff / norm : diff);
-  }
-  return worst;
-}
+double maxRelativeDifference(const StoredParameters& a, const StoredParameters& b);
+// Largest element-wise |a - b| over every tensor.
+double maxAbsoluteDifference(const StoredParameters& a, const StoredParameters& b);
 
 // Both checkpoints hold bit-identical parameters.
 inline void expectSameParameters(const std::string& a, const std::string& b) {
-  auto x = checkpointParameters(a);
-  auto y = checkpointParameters(b);
+  const auto x = checkpointParameters(a);
+  const auto y = checkpointParameters(b);
   ASSERT_EQ(x.size(), y.size());
-  for (size_t i = 0; i < x.size(); ++i) EXPECT_TRUE(torch::equal(x[i], y[i])) << a << " vs " << b << ", tensor " << i;
-}
-
-// Largest element-wise |a - b| over every tensor.
-inline double maxAbsoluteDifference(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>());
-  }
-  return worst;
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(x[i], y[i]) << a << " vs " << b << ", tensor " << i;
 }
 
 // `tandem train` arguments for a small run on synthetic 1x28x28 data, which

@@ -1,0 +1,94 @@
+// The checkpoint readers of run_artifacts.hpp: the one place tests that
+// only run `tandem` processes touch torch.
+#include "support/run_artifacts.hpp"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "models/registry.hpp"
+#include "train/checkpoint.hpp"
+#include "train/config.hpp"
+#include "train/optimizer_state.hpp"
+
+namespace tandem::testing {
+namespace {
+
+StoredTensor stored(const std::string& name, const torch::Tensor& t) {
+  const torch::Tensor flat = t.detach().to(torch::kFloat32).contiguous().view(-1);
+  return {name, t.sizes().vec(), std::vector<float>(flat.data_ptr<float>(), flat.data_ptr<float>() + flat.numel())};
+}
+
+models::InputSpec spec(const ModelInput& input) {
+  return {input.channels, input.height, input.width, input.classes};
+}
+
+}  // namespace
+
+StoredParameters checkpointParameters(const std::string& path, const ModelInput& input) {
+  train::LoadedCheckpoint checkpoint(path);
+  const auto config = train::trainConfigFromJson(checkpoint.meta().config);
+  auto model = models::createModel(config.model, spec(input), config.model_options);
+  checkpoint.restore(*model, nullptr, false);
+  StoredParameters out;
+  for (const auto& item : model->named_parameters()) out.push_back(stored(item.key(), item.value()));
+  return out;
+}
+
+StoredParameters checkpointTensors(const std::string& path, const std::string& model_name, const ModelInput& input) {
+  train::LoadedCheckpoint checkpoint(path);
+  auto model = models::createModel(model_name, spec(input));
+  checkpoint.restore(*model, nullptr, false);
+  StoredParameters out;
+  for (const auto& group : {model->named_parameters(), model->named_buffers()}) {
+    for (const auto& item : group) out.push_back(stored(item.key(), item.value()));
+  }
+  return out;
+}
+
+int64_t checkpointGlobalStep(const std::string& path) { return train::LoadedCheckpoint(path).meta().global_step; }
+
+std::vector<int64_t> checkpointAdamSteps(const std::string& path, const ModelInput& input) {
+  train::LoadedCheckpoint checkpoint(path);
+  const auto config = train::trainConfigFromJson(checkpoint.meta().config);
+  auto model = models::createModel(config.model, spec(input), config.model_options);
+  torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(1e-3));
+  checkpoint.restore(*model, &adam, false);
+  std::vector<int64_t> steps;
+  for (const auto& p : model->parameters()) {
+    const auto it = adam.state().find(train::optimizerStateKey(p));
+    steps.push_back(it == adam.state().end() ? -1 : static_cast<torch::optim::AdamParamState&>(*it->second).step());
+  }
+  return steps;
+}
+
+double maxRelativeDifference(const StoredParameters& a, const StoredParameters& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    EXPECT_EQ(a[i].values.size(), b[i].values.size()) << "tensor " << i;
+    double norm = 0, diff = 0;
+    for (size_t k = 0; k < std::min(a[i].values.size(), b[i].values.size()); ++k) {
+      norm += static_cast<double>(b[i].values[k]) * b[i].values[k];
+      const double d = static_cast<double>(a[i].values[k]) - b[i].values[k];
+      diff += d * d;
+    }
+    worst = std::max(worst, norm > 0 ? std::sqrt(diff) / std::sqrt(norm) : std::sqrt(diff));
+  }
+  return worst;
+}
+
+double maxAbsoluteDifference(const StoredParameters& a, const StoredParameters& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    EXPECT_EQ(a[i].values.size(), b[i].values.size()) << "tensor " << i;
+    for (size_t k = 0; k < std::min(a[i].values.size(), b[i].values.size()); ++k) {
+      worst = std::max(worst, std::abs(static_cast<double>(a[i].values[k]) - b[i].values[k]));
+    }
+  }
+  return worst;
+}
+
+}  // namespace tandem::testing
