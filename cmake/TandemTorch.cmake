@@ -70,16 +70,14 @@ target_include_directories(torch SYSTEM INTERFACE ${TANDEM_TORCH_DIR}/include
 # the headers of the distributed package differ without them.
 target_compile_definitions(torch INTERFACE _GLIBCXX_USE_CXX11_ABI=${tandem_torch_abi} USE_DISTRIBUTED USE_C10D_GLOO
                                            USE_RPC USE_TENSORPIPE)
-# libtorch_cuda registers LibTorch's CUDA hooks when loaded, though nothing
-# names its symbols: keep it (and torch_cpu) with --no-as-needed.
-set(tandem_torch_libs ${tandem_torch_lib}/libtorch.so -Wl,--no-as-needed ${tandem_torch_lib}/libtorch_cpu.so)
+# The CPU half only. libtorch.so and libtorch_cuda.so (which pulls in every
+# CUDA library of the wheel) are loaded at run time where a GPU driver is
+# (src/train/cuda_library.hpp): linked in, they cost each process about
+# 0.8 s and 370 MB on a machine without a GPU.
+set(tandem_torch_libs -Wl,--no-as-needed ${tandem_torch_lib}/libtorch_cpu.so -Wl,--as-needed
+                      ${tandem_torch_lib}/libc10.so)
 if(EXISTS ${tandem_torch_lib}/libtorch_cuda.so)
-  list(APPEND tandem_torch_libs ${tandem_torch_lib}/libtorch_cuda.so)
-  target_compile_definitions(torch INTERFACE USE_C10D_NCCL)
-endif()
-list(APPEND tandem_torch_libs -Wl,--as-needed ${tandem_torch_lib}/libc10.so)
-if(EXISTS ${tandem_torch_lib}/libc10_cuda.so)
-  list(APPEND tandem_torch_libs ${tandem_torch_lib}/libc10_cuda.so)
+  target_compile_definitions(torch INTERFACE USE_C10D_NCCL)  # as torch_cuda declares it
 endif()
 target_link_libraries(torch INTERFACE ${tandem_torch_libs})
 

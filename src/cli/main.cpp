@@ -39,8 +39,8 @@ std::string versionText() {
                      TANDEM_VERSION, runtime.libtorch,
                      runtime.cuda_build.empty()
                          ? std::string("none (a CPU-only LibTorch)")
-                         : fmt::format("{} (LibTorch's build), {} GPU(s) visible", runtime.cuda_build,
-                                       runtime.cuda_devices),
+                         : fmt::format("{} (LibTorch's build), {} GPU(s) visible, CUDA library {}", runtime.cuda_build,
+                                       runtime.cuda_devices, runtime.cuda_library),
                      blas.library, zmq_major, zmq_minor, zmq_patch);
 }
 

@@ -4,6 +4,8 @@
 #include <torch/cuda.h>
 #include <torch/version.h>
 
+#include "train/cuda_library.hpp"
+
 namespace tandem::train {
 namespace {
 
@@ -27,11 +29,13 @@ std::string lineAfter(const std::string& config, const std::string& prefix) {
 }  // namespace
 
 RuntimeInfo runtimeInfo() {
+  const CudaLibrary& cuda = loadLibTorchCuda();
   const std::string config = at::show_config();
   RuntimeInfo info;
   info.libtorch = TORCH_VERSION;
   const std::string use_cuda = buildSetting(config, "USE_CUDA");
   if (use_cuda == "1" || use_cuda == "ON") info.cuda_build = buildSetting(config, "CUDA_VERSION");
+  info.cuda_library = describe(cuda);
   info.cuda_devices = static_cast<int>(torch::cuda::device_count());
   info.blas = buildSetting(config, "BLAS_INFO");
   if (info.blas == "mkl") info.blas_version = lineAfter(config, "Intel(R) oneAPI Math Kernel Library Version ");

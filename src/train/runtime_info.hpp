@@ -8,12 +8,14 @@ namespace tandem::train {
 struct RuntimeInfo {
   std::string libtorch;       // "2.15.0"
   std::string cuda_build;     // the CUDA LibTorch was built with ("13.2"), or "" for a CPU-only LibTorch
-  int cuda_devices = 0;       // GPUs this process can see (0 without a driver)
+  std::string cuda_library;   // whether LibTorch's CUDA half is loaded here, and if not why (cuda_library.hpp)
+  int cuda_devices = 0;       // GPUs this process can see (0 without a driver or the CUDA half)
   std::string blas;           // LibTorch's BLAS as its build settings name it ("mkl")
   std::string blas_version;   // its version line where LibTorch gives one ("2024.2-Product Build ..."), or ""
 };
 
-// Read from LibTorch's build settings (at::show_config()), once a call.
+// Read from LibTorch's build settings (at::show_config()), once a call;
+// loads LibTorch's CUDA half first where it should (loadLibTorchCuda).
 RuntimeInfo runtimeInfo();
 
 }  // namespace tandem::train

@@ -546,7 +546,8 @@ nlohmann::json Trainer::run() {
       {"libtorch", runtime.libtorch},
       {"cuda", runtime.cuda_build.empty() ? nlohmann::json(nullptr)
                                           : nlohmann::json({{"build", runtime.cuda_build},
-                                                            {"devices_visible", runtime.cuda_devices}})},
+                                                            {"devices_visible", runtime.cuda_devices},
+                                                            {"library", runtime.cuda_library}})},
       {"blas", blas.library},
       {"blas_sgemm_gflops", blas.sgemm_gflops},
       {"resumed_from", plan.resume_from.empty() ? nlohmann::json(nullptr) : nlohmann::json(plan.resume_from)},
