@@ -26,6 +26,7 @@ struct GradientCapture::State {
   size_t next_in_order = 0;
   bool last_micro = true;
   double scale = 1.0;
+  torch::Tensor scale_tensor = torch::scalar_tensor(1.0, torch::kFloat64);  // `scale`, for mul_out
   ReadyFn ready;
 
   void markReady(size_t g) {
@@ -49,7 +50,13 @@ struct GradientCapture::State {
     const torch::Tensor grad = sent.is_sparse() ? sent.to_dense() : sent;
     Slot& slot = slots[index];
     if (!slot.touched) {
-      at::mul_out(slot.view, grad, scale);
+      // One pass: mul_out with a Scalar computes into a temporary and then
+      // copies it into the slot (two passes over every gradient).
+      if (scale == 1.0) {
+        slot.view.copy_(grad);
+      } else {
+        at::mul_out(slot.view, grad, scale_tensor);
+      }
       slot.touched = true;
     } else {
       slot.view.add_(grad, scale);
@@ -131,6 +138,7 @@ void GradientCapture::beginMicroStep(int micro_step, bool last, double scale) {
     for (auto& g : s.groups) g.pending = g.params;
   }
   s.last_micro = last;
+  if (scale != s.scale) s.scale_tensor.fill_(scale);
   s.scale = scale;
 }
 
