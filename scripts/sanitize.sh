@@ -4,13 +4,14 @@
 #   1. every torch-free test under AddressSanitizer + UndefinedBehaviorSanitizer
 #      (build-asan/);
 #   2. the parameter-server and client tests under ThreadSanitizer (build-tsan/);
-#   3. each libFuzzer target (fuzz/) for TANDEM_FUZZ_SECONDS (default 45) on
+#   3. each libFuzzer target (fuzz/) for TANDEM_FUZZ_SECONDS (default 20) on
 #      a copy of its committed corpus, after replaying fuzz/regressions/.
 # Any finding fails the run. At most 2 build jobs, as everywhere.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${TANDEM_JOBS:-2}
-FUZZ_SECONDS=${TANDEM_FUZZ_SECONDS:-45}
+# 20 s gives each target 0.3-1.6 million inputs here; set more for a long hunt.
+FUZZ_SECONDS=${TANDEM_FUZZ_SECONDS:-20}
 
 configure() {  # dir, sanitizers, extra cmake args...
   local dir=$1 sanitizers=$2; shift 2

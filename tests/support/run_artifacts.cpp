@@ -63,31 +63,39 @@ std::vector<int64_t> checkpointAdamSteps(const std::string& path, const ModelInp
   return steps;
 }
 
-double maxRelativeDifference(const StoredParameters& a, const StoredParameters& b) {
+namespace {
+
+// Calls `each(x, y, n)` for same-numbered tensors' values (n of each);
+// their counts and sizes must agree.
+template <typename Each>
+void forEachTensorPair(const StoredParameters& a, const StoredParameters& b, Each each) {
   EXPECT_EQ(a.size(), b.size());
-  double worst = 0;
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
     EXPECT_EQ(a[i].values.size(), b[i].values.size()) << "tensor " << i;
-    double norm = 0, diff = 0;
-    for (size_t k = 0; k < std::min(a[i].values.size(), b[i].values.size()); ++k) {
-      norm += static_cast<double>(b[i].values[k]) * b[i].values[k];
-      const double d = static_cast<double>(a[i].values[k]) - b[i].values[k];
-      diff += d * d;
-    }
-    worst = std::max(worst, norm > 0 ? std::sqrt(diff) / std::sqrt(norm) : std::sqrt(diff));
+    each(a[i].values.data(), b[i].values.data(), std::min(a[i].values.size(), b[i].values.size()));
   }
+}
+
+}  // namespace
+
+double maxRelativeDifference(const StoredParameters& a, const StoredParameters& b) {
+  double worst = 0;
+  forEachTensorPair(a, b, [&](const float* x, const float* y, size_t n) {
+    double norm = 0, diff = 0;
+    for (size_t k = 0; k < n; ++k) {
+      norm += static_cast<double>(y[k]) * y[k];
+      diff += (static_cast<double>(x[k]) - y[k]) * (static_cast<double>(x[k]) - y[k]);
+    }
+    worst = std::max(worst, norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff));
+  });
   return worst;
 }
 
 double maxAbsoluteDifference(const StoredParameters& a, const StoredParameters& b) {
-  EXPECT_EQ(a.size(), b.size());
   double worst = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    EXPECT_EQ(a[i].values.size(), b[i].values.size()) << "tensor " << i;
-    for (size_t k = 0; k < std::min(a[i].values.size(), b[i].values.size()); ++k) {
-      worst = std::max(worst, std::abs(static_cast<double>(a[i].values[k]) - b[i].values[k]));
-    }
-  }
+  forEachTensorPair(a, b, [&](const float* x, const float* y, size_t n) {
+    for (size_t k = 0; k < n; ++k) worst = std::max(worst, std::abs(static_cast<double>(x[k]) - y[k]));
+  });
   return worst;
 }
 
