@@ -63,13 +63,13 @@ int Worker::serversSharingMemory() const {
   return static_cast<int>(std::count(arena_mapped_.begin(), arena_mapped_.end(), true));
 }
 
-std::byte* Worker::pullLanding() const {
-  return arena_ ? arena_->data() + static_cast<size_t>(options_.layout.total_floats) * sizeof(float) : nullptr;
-}
+// The landing area starts after the float32 gradients.
+uint64_t Worker::landingOffset() const { return static_cast<uint64_t>(options_.layout.total_floats) * sizeof(float); }
+
+std::byte* Worker::pullLanding() const { return arena_ ? arena_->data() + landingOffset() : nullptr; }
 
 net::ArenaRef Worker::pullRef(size_t c) const {
-  const auto floats = static_cast<uint64_t>(options_.layout.total_floats);
-  return {floats * sizeof(float) + static_cast<uint64_t>(options_.layout.chunks[c].begin) * wireBytes(options_.wire),
+  return {landingOffset() + static_cast<uint64_t>(options_.layout.chunks[c].begin) * wireBytes(options_.wire),
           chunkWireBytes(c)};
 }
 

@@ -164,6 +164,7 @@ class Worker {
   }
   // Chunk c's pull lands here in the arena, after the gradients.
   net::ArenaRef pullRef(size_t c) const;
+  uint64_t landingOffset() const;
   // The payload of a request for chunk c: a reference into the arena when
   // its server mapped it and `data` lies there, else the bytes (zero-copy).
   zmq::message_t pushPayload(size_t c, const void* data, net::FrameHeader& header) const;

@@ -151,11 +151,15 @@ struct PsStrategy::Impl {
   // request and its receipt: backward is done with them once their
   // gradients are pushed, and the next forward awaits them (receiveUpTo).
   void placeParametersInArena() {
-    std::byte* landing = worker->pullLanding();
-    if (sharing_servers == 0 || wire != WireDtype::kFloat32 || host || landing == nullptr) return;
-    const auto arena = worker->sharedArena();
-    model.placeIn(torch::from_blob(landing, {layout.total_floats}, [arena](void*) {}, torch::kFloat32));
+    if (sharing_servers == 0 || wire != WireDtype::kFloat32 || host) return;
+    model.placeIn(arenaFloats(worker->pullLanding()));
     parameters_in_arena = true;
+  }
+
+  // The model's worth of float32 at `at` inside the worker's arena, as a
+  // tensor that keeps the arena mapped.
+  torch::Tensor arenaFloats(std::byte* at) const {
+    return torch::from_blob(at, {layout.total_floats}, [arena = worker->sharedArena()](void*) {}, torch::kFloat32);
   }
 
   // Copies the last step's pulled chunks from received_upto to `end` into
@@ -401,9 +405,7 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
   const size_t last_chunk = chunk_ranges.size() - 1;
   Impl* self = &s;
   torch::Tensor shared_grads;  // where servers on this host read pushes: they carry a reference only
-  if (const auto& arena = s.worker->sharedArena(); s.sharing_servers > 0) {
-    shared_grads = torch::from_blob(arena->data(), {s.layout.total_floats}, [arena](void*) {}, torch::kFloat32);
-  }
+  if (s.sharing_servers > 0) shared_grads = s.arenaFloats(s.worker->sharedArena()->data());
   s.capture = std::make_unique<GradientCapture>(
       s.model.params(), s.layout.tensor_offsets, s.layout.total_floats, chunk_ranges, /*in_order=*/grouped,
       [self, grouped, last_chunk](size_t group) { self->chunkReady(grouped ? last_chunk - group : group); },
