@@ -20,19 +20,16 @@
 #include "collective/communicator.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"
+#include "support/exact_sums.hpp"
 
 namespace tandem::collective {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::contribution;
+using testing::expectedSum;
+using testing::optionsFor;
 
-CommunicatorOptions optionsFor(int rank, int size, std::chrono::milliseconds timeout = 10s) {
-  CommunicatorOptions options;
-  options.rank = rank;
-  options.size = size;
-  options.timeout = timeout;
-  return options;
-}
 
 // Runs `body` on `size` ranks, one thread each, rendezvousing through an
 // in-process store. Exceptions escaping a rank fail the test with its message.
@@ -57,13 +54,6 @@ void runRanks(int size, const std::function<void(Communicator&)>& body,
   for (int r = 0; r < size; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
-// Small integers, so every partial sum is exact in float whatever order the
-// algorithm adds in; varies with the index so misplaced chunks show.
-float contribution(int rank, size_t i) { return static_cast<float>(static_cast<int>(i % 13) + 3 * rank); }
-
-float expectedSum(int size, size_t i) {
-  return static_cast<float>(size * static_cast<int>(i % 13) + 3 * size * (size - 1) / 2);
-}
 
 void expectAllreduceExact(int size, size_t count) {
   runRanks(size, [count](Communicator& comm) {

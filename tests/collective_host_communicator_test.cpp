@@ -14,20 +14,17 @@
 #include "collective/host_communicator.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"
+#include "support/exact_sums.hpp"
 
 namespace tandem::collective {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::contribution;
+using testing::expectedSum;
+using testing::optionsFor;
 using Groups = std::vector<std::vector<int>>;
 
-CommunicatorOptions optionsFor(int rank, int size, std::chrono::milliseconds timeout = 10s) {
-  CommunicatorOptions options;
-  options.rank = rank;
-  options.size = size;
-  options.timeout = timeout;
-  return options;
-}
 
 int sizeOf(const Groups& groups) {
   int n = 0;
@@ -57,10 +54,6 @@ std::vector<std::string> runHosts(const Groups& groups, const std::function<void
   return errors;
 }
 
-// Small integers: every partial sum is exact in float (and in fp16 and
-// bf16 below 256), whatever order the hosts add in.
-float contribution(int rank, size_t i) { return static_cast<float>(static_cast<int>(i % 7) + 2 * rank); }
-float expectedSum(int size, size_t i) { return static_cast<float>(size * static_cast<int>(i % 7) + size * (size - 1)); }
 
 void expectExactSums(const Groups& groups, size_t count) {
   const int size = sizeOf(groups);

@@ -14,6 +14,7 @@
 #include "data/dataset.hpp"
 #include "support/expect_input_error.hpp"
 #include "support/process.hpp"
+#include "support/byte_files.hpp"
 
 namespace tandem::data {
 namespace {
@@ -40,16 +41,11 @@ Bytes records(int f, int n, int label_offset) {
   return out;
 }
 
-void writeRaw(const fs::path& path, const Bytes& bytes) {
-  std::ofstream f(path, std::ios::binary);
-  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-}
-
 // Train batch b (1..5) has b+1 records; the test batch has 3.
 void writeCifarSet(const fs::path& dir) {
   fs::create_directories(dir);
-  for (int b = 1; b <= 5; ++b) writeRaw(dir / ("data_batch_" + std::to_string(b) + ".bin"), records(b, b + 1, b));
-  writeRaw(dir / "test_batch.bin", records(0, 3, 0));
+  for (int b = 1; b <= 5; ++b) testing::writeBytes(dir / ("data_batch_" + std::to_string(b) + ".bin"), records(b, b + 1, b));
+  testing::writeBytes(dir / "test_batch.bin", records(0, 3, 0));
 }
 
 DatasetSplits openCifarDir(const fs::path& dir) {
@@ -134,9 +130,9 @@ TEST(DataCifar, SizeNotAMultipleOfRecord) {
   writeCifarSet(tmp.path());
   auto bytes = records(4, 4, 0);
   bytes.pop_back();
-  writeRaw(tmp.path() / "data_batch_4.bin", bytes);
+  testing::writeBytes(tmp.path() / "data_batch_4.bin", bytes);
   expectInputError([&] { openCifarDir(tmp.path()); }, {"data_batch_4.bin", "3073"});
-  writeRaw(tmp.path() / "data_batch_4.bin", {});
+  testing::writeBytes(tmp.path() / "data_batch_4.bin", {});
   expectInputError([&] { openCifarDir(tmp.path()); }, {"data_batch_4.bin", "3073"});
 }
 
@@ -145,13 +141,13 @@ TEST(DataCifar, ClassCountFromTrainingLabelsAndTestLabelsChecked) {
   writeCifarSet(tmp.path());
   auto bytes = records(5, 6, 5);
   bytes[3 * kCifar10.record_bytes()] = 41;  // a 42-class CIFAR-format set
-  writeRaw(tmp.path() / "data_batch_5.bin", bytes);
+  testing::writeBytes(tmp.path() / "data_batch_5.bin", bytes);
   EXPECT_EQ(openCifarDir(tmp.path()).train->numClasses(), 42);
 
   writeCifarSet(tmp.path());  // labels 0..9 again
   bytes = records(0, 3, 0);
   bytes[2 * kCifar10.record_bytes()] = 10;
-  writeRaw(tmp.path() / "test_batch.bin", bytes);
+  testing::writeBytes(tmp.path() / "test_batch.bin", bytes);
   expectInputError([&] { openCifarDir(tmp.path()); }, {"test_batch.bin", "label 10", "index 2", "10 classes"});
 }
 
@@ -172,8 +168,8 @@ TEST(DataCifar, Cifar100ReadsFineLabelsWith100Classes) {
   TempDir tmp;
   const fs::path dir = tmp.path() / "cifar-100-binary";
   fs::create_directories(dir);
-  writeRaw(dir / "train.bin", records100(1, 7));
-  writeRaw(dir / "test.bin", records100(2, 3));
+  testing::writeBytes(dir / "train.bin", records100(1, 7));
+  testing::writeBytes(dir / "test.bin", records100(2, 3));
   DatasetOptions o;
   o.name = "cifar100";
   o.data_dir = tmp.str();
@@ -193,10 +189,10 @@ TEST(DataCifar, Cifar100ReadsFineLabelsWith100Classes) {
 
   auto bad = records100(2, 3);
   bad[1 * kCifar100.record_bytes() + 1] = 100;
-  writeRaw(dir / "test.bin", bad);
+  testing::writeBytes(dir / "test.bin", bad);
   expectInputError([&] { openDataset(o); }, {"test.bin", "label 100", "index 1", "100 classes"});
   // A CIFAR-10 file is not a whole number of CIFAR-100 records.
-  writeRaw(dir / "train.bin", records(1, 2, 0));
+  testing::writeBytes(dir / "train.bin", records(1, 2, 0));
   expectInputError([&] { openDataset(o); }, {"train.bin", "3074", "CIFAR-100"});
 }
 

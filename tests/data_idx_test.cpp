@@ -17,6 +17,7 @@
 #include "support/expect_input_error.hpp"
 #include "support/process.hpp"
 #include "data/idx_reader.hpp"
+#include "support/byte_files.hpp"
 
 namespace tandem::data {
 namespace {
@@ -48,11 +49,6 @@ Bytes idxLabels(const std::vector<uint8_t>& labels) {
   return out;
 }
 
-void writeRaw(const fs::path& path, const Bytes& bytes) {
-  std::ofstream f(path, std::ios::binary);
-  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-}
-
 void writeGz(const fs::path& path, const Bytes& bytes) {
   gzFile f = gzopen(path.c_str(), "wb");
   ASSERT_NE(f, nullptr);
@@ -72,7 +68,7 @@ void writeValidSet(const fs::path& dir, bool gz) {
     if (gz) {
       writeGz(dir / (base + ".gz"), b);
     } else {
-      writeRaw(dir / base, b);
+      testing::writeBytes(dir / base, b);
     }
   };
   write("train-images-idx3-ubyte", idxImages(6, 3, 2));
@@ -157,7 +153,7 @@ TEST(DataIdx, WrongMagicShowsExpectedAndFound) {
   expectInputError([&] { readIdxImages(path); },
                    {"imgs.gz", "magic", "0x00000801", "0x00000803"});
   auto labels = tmp.path() / "labels";
-  writeRaw(labels, idxImages(2, 2, 2));
+  testing::writeBytes(labels, idxImages(2, 2, 2));
   expectInputError([&] { readIdxLabels(labels); }, {"labels", "magic", "0x00000803"});
 }
 
@@ -166,7 +162,7 @@ TEST(DataIdx, TruncatedPayload) {
   auto bytes = idxImages(5, 4, 4);
   bytes.resize(bytes.size() - 3);
   auto path = tmp.path() / "short-images";
-  writeRaw(path, bytes);
+  testing::writeBytes(path, bytes);
   expectInputError([&] { readIdxImages(path); }, {"short-images", "truncated", "5 images"});
   writeGz(tmp.path() / "short.gz", bytes);
   expectInputError([&] { readIdxImages(tmp.path() / "short.gz"); }, {"short.gz", "truncated"});
@@ -176,9 +172,9 @@ TEST(DataIdx, TruncatedHeader) {
   TempDir tmp;
   auto bytes = idxImages(1, 2, 2);
   bytes.resize(10);
-  writeRaw(tmp.path() / "hdr", bytes);
+  testing::writeBytes(tmp.path() / "hdr", bytes);
   expectInputError([&] { readIdxImages(tmp.path() / "hdr"); }, {"hdr", "truncated", "header"});
-  writeRaw(tmp.path() / "tiny", {0, 0});
+  testing::writeBytes(tmp.path() / "tiny", {0, 0});
   expectInputError([&] { readIdxImages(tmp.path() / "tiny"); }, {"tiny", "truncated", "magic"});
 }
 
@@ -189,7 +185,7 @@ TEST(DataIdx, CutGzipStream) {
   auto compressed = readAll(full);
   compressed.resize(compressed.size() / 2);
   auto cut = tmp.path() / "cut.gz";
-  writeRaw(cut, compressed);
+  testing::writeBytes(cut, compressed);
   expectInputError([&] { readIdxImages(cut); }, {"cut.gz", "truncated"});
 }
 
@@ -218,13 +214,13 @@ TEST(DataIdx, HugeHeaderIsRejectedWithoutAllocating) {
   putBigEndian(absurd, 10);
   putBigEndian(absurd, 0xffffffffu);
   putBigEndian(absurd, 2);
-  writeRaw(tmp.path() / "absurd", absurd);
+  testing::writeBytes(tmp.path() / "absurd", absurd);
   expectInputError([&] { readIdxImages(tmp.path() / "absurd"); }, {"absurd", "dimension"});
 
   Bytes empty;
   putBigEndian(empty, kIdxLabelsMagic);
   putBigEndian(empty, 0);
-  writeRaw(tmp.path() / "empty", empty);
+  testing::writeBytes(tmp.path() / "empty", empty);
   expectInputError([&] { readIdxLabels(tmp.path() / "empty"); }, {"empty", "0 items"});
 }
 
@@ -288,9 +284,9 @@ TEST(DataIdx, CountMismatchGivesBothCounts) {
 
 TEST(DataIdx, FindIdxFilePrefersGzipAndFallsBackToRaw) {
   TempDir tmp;
-  writeRaw(tmp.path() / "a", {1});
+  testing::writeBytes(tmp.path() / "a", {1});
   EXPECT_EQ(findIdxFile(tmp.path(), "a"), tmp.path() / "a");
-  writeRaw(tmp.path() / "a.gz", {1});
+  testing::writeBytes(tmp.path() / "a.gz", {1});
   EXPECT_EQ(findIdxFile(tmp.path(), "a"), tmp.path() / "a.gz");
   expectInputError([&] { findIdxFile(tmp.path(), "b"); }, {"b.gz", "missing"});
 }

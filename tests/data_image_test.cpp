@@ -16,6 +16,7 @@
 #include "data/image_decode.hpp"
 #include "data/image_transform.hpp"
 #include "support/process.hpp"
+#include "support/byte_files.hpp"
 
 namespace tandem::data {
 namespace {
@@ -76,11 +77,6 @@ Bytes encodeJpeg(const Bytes& samples, int width, int height, int components, in
   jpeg_destroy_compress(&c);
   std::free(buffer);
   return out;
-}
-
-void writeFile(const fs::path& path, const Bytes& bytes) {
-  std::ofstream f(path, std::ios::binary);
-  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
 }
 
 uint8_t rgbAt(int x, int y, int c) { return static_cast<uint8_t>((x * 31 + y * 17 + c * 80) % 256); }
@@ -166,9 +162,9 @@ TEST(DataImage, ProbeReadsHeadersAndNamesWhatIsWrong) {
   TempDir tmp;
   auto jpeg = encodeJpeg(rgbPattern(40, 30), 40, 30, 3, 90);
   auto png = encodePng(rgbPattern(9, 4), 9, 4, PNG_COLOR_TYPE_RGB);
-  writeFile(tmp.path() / "a.jpg", jpeg);
-  writeFile(tmp.path() / "b.png", png);
-  writeFile(tmp.path() / "png-named.jpg", png);  // the signature decides, not the name
+  testing::writeBytes(tmp.path() / "a.jpg", jpeg);
+  testing::writeBytes(tmp.path() / "b.png", png);
+  testing::writeBytes(tmp.path() / "png-named.jpg", png);  // the signature decides, not the name
   ImageInfo info;
   std::string error;
   ASSERT_TRUE(probeImageFile(tmp.path() / "a.jpg", info, error)) << error;
@@ -179,7 +175,7 @@ TEST(DataImage, ProbeReadsHeadersAndNamesWhatIsWrong) {
   EXPECT_EQ(info.height, 4);
 
   auto expectBad = [&](const std::string& name, const Bytes& bytes, const std::string& needle) {
-    writeFile(tmp.path() / name, bytes);
+    testing::writeBytes(tmp.path() / name, bytes);
     std::string why;
     ImageInfo unused;
     EXPECT_FALSE(probeImageFile(tmp.path() / name, unused, why)) << name;

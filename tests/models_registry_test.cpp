@@ -10,7 +10,7 @@
 namespace tandem::models {
 namespace {
 
-constexpr InputSpec kCifar{3, 32, 32, 10};
+constexpr InputSpec kCifarInput{3, 32, 32, 10};
 
 // Returns the InputError message, or fails the test when none is thrown.
 std::string inputErrorOf(const std::string& name, const InputSpec& input) {
@@ -53,7 +53,7 @@ TEST(ModelsRegistry, DefaultInputs) {
 }
 
 TEST(ModelsRegistry, UnknownNameListsKnownModels) {
-  const std::string message = inputErrorOf("resnet21", kCifar);
+  const std::string message = inputErrorOf("resnet21", kCifarInput);
   EXPECT_NE(message.find("unknown model 'resnet21'"), std::string::npos) << message;
   EXPECT_NE(message.find("alexnet, cnn, cnn_nobn, inception_v3"), std::string::npos) << message;
   EXPECT_NE(message.find("resnet56"), std::string::npos) << message;
@@ -102,7 +102,7 @@ bool sameState(const torch::nn::Module& a, const torch::nn::Module& b) {
 
 TEST(ModelsRegistry, SameSeedGivesIdenticalParameters) {
   for (const auto& [name, input] : std::vector<std::pair<std::string, InputSpec>>{
-           {"resnet20", kCifar},
+           {"resnet20", kCifarInput},
            {"cnn", {1, 28, 28, 10}},
            {"mlp", {1, 28, 28, 10}},
            {"resnet50", {3, 64, 64, 100}},
@@ -133,21 +133,21 @@ TEST(ModelsRegistry, StableTorchvisionStyleNames) {
   auto alexnet = createModel("alexnet", {3, 64, 64, 10});
   EXPECT_TRUE(has(*alexnet, "features.10.weight"));
   EXPECT_TRUE(has(*alexnet, "classifier.6.weight"));
-  auto cifar = createModel("resnet20", kCifar);
+  auto cifar = createModel("resnet20", kCifarInput);
   EXPECT_TRUE(has(*cifar, "layer3.2.conv2.weight"));
   EXPECT_FALSE(has(*cifar, "layer2.0.downsample.0.weight"));  // option A has no projection
 }
 
 TEST(ModelsRegistry, ArchiveRoundTripRestoresEveryTensor) {
   torch::manual_seed(1);
-  auto saved = createModel("resnet20", kCifar);
+  auto saved = createModel("resnet20", kCifarInput);
   // Move BN running statistics off their initial values so buffers are covered.
   saved->forward(torch::randn({4, 3, 32, 32}));
   std::stringstream stream;
   torch::save(std::static_pointer_cast<torch::nn::Module>(saved), stream);
 
   torch::manual_seed(2);
-  auto loaded = createModel("resnet20", kCifar);
+  auto loaded = createModel("resnet20", kCifarInput);
   ASSERT_FALSE(sameState(*saved, *loaded));
   std::shared_ptr<torch::nn::Module> target = loaded;
   torch::load(target, stream);

@@ -15,6 +15,7 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 
@@ -36,8 +37,10 @@ struct TrainerOptions {
   int64_t epochs = 1;
   std::string optimizer = "sgd";    // sgd | adam | adamw | rmsprop
   double lr = 0.05;
-  double momentum = 0.9;            // sgd, rmsprop
-  double weight_decay = 0;
+  // Unset: the optimizer's own default, as `tandem train` takes it:
+  // momentum 0.9 for sgd and 0 for rmsprop; weight decay 0.01 for adamw, else 0.
+  std::optional<double> momentum;      // sgd, rmsprop
+  std::optional<double> weight_decay;
   uint64_t seed = 42;               // data order
   std::string out_dir = "runs/default";
   bool overwrite = false;           // start again in a used out_dir instead of resuming from it

@@ -42,8 +42,7 @@ train::TrainConfig configFrom(const TrainerOptions& o) {
   c.epochs = o.epochs;
   c.optimizer.name = o.optimizer;
   c.optimizer.lr = o.lr;
-  c.optimizer.momentum = o.momentum;  // read by sgd and rmsprop only
-  c.optimizer.weight_decay = o.weight_decay;
+  train::applyOptimizerDefaults(c.optimizer, o.momentum, o.weight_decay);
   c.seed = o.seed;
   c.out_dir = o.out_dir;
   c.overwrite = o.overwrite;

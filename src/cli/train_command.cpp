@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <optional>
 #include <thread>
 
 #include "cli/commands.hpp"
@@ -366,9 +367,11 @@ Command addTrainCommand(CLI::App& app) {
     if (spec) cluster::requireResolvableHosts(*spec);
     if (spec) net::setJobSecurity(net::resolveJobSecurity(*secret_file, *insecure));
     rejectIgnoredFlags(*cmd, spec, *config);
-    // torch::optim's per-optimizer defaults for the flags shared by several.
-    if (cmd->count("--momentum") == 0 && config->optimizer.name == "rmsprop") config->optimizer.momentum = 0;
-    if (cmd->count("--weight-decay") == 0 && config->optimizer.name == "adamw") config->optimizer.weight_decay = 0.01;
+    const auto given = [&cmd](const char* flag, double value) {
+      return cmd->count(flag) > 0 ? std::optional<double>(value) : std::nullopt;
+    };
+    train::applyOptimizerDefaults(config->optimizer, given("--momentum", config->optimizer.momentum),
+                                  given("--weight-decay", config->optimizer.weight_decay));
     if (!config->resume_from.empty() && !(spec && spec->role == cluster::Role::kPs)) {
       applyResumeDefaults(*config, *fields);
     }

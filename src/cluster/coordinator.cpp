@@ -34,11 +34,8 @@ constexpr std::chrono::milliseconds kServerPollInterval{20};
 constexpr std::chrono::milliseconds kFirstRetry{5};
 constexpr std::chrono::milliseconds kMaxRetry{20};
 
-// A poll that starts just before its deadline still gets a fair chance at
-// a round trip, so an absent key is reported as absent, not as a silent
-// coordinator.
+// A poll that starts just before its deadline still gets a round trip.
 constexpr std::chrono::milliseconds kMinRoundTrip{100};
-Deadline withFloor(Deadline deadline) { return Deadline(std::max(deadline.at(), Clock::now() + kMinRoundTrip)); }
 
 void checkKey(const std::string& key) {
   if (key.empty()) throw InputError("store key is empty");
@@ -338,7 +335,7 @@ std::vector<char> CoordinatorClient::get(const std::string& key) {
   auto deadline = Deadline::after(impl_->timeout);
   auto pause = kFirstRetry;
   while (true) {
-    if (auto value = impl_->tryGet(key, withFloor(deadline), impl_->timeout)) return std::move(*value);
+    if (auto value = impl_->tryGet(key, deadline.atLeast(kMinRoundTrip), impl_->timeout)) return std::move(*value);
     if (deadline.expired()) {
       throw PeerError(fmt::format("{}: key '{}' did not appear within {}", impl_->name, key,
                                   formatDuration(impl_->timeout)));
@@ -354,7 +351,7 @@ void CoordinatorClient::wait(const std::vector<std::string>& keys, std::chrono::
   auto deadline = Deadline::after(timeout);
   auto pause = kFirstRetry;
   while (true) {
-    auto missing = impl_->missingKeys(keys, withFloor(deadline), timeout);
+    auto missing = impl_->missingKeys(keys, deadline.atLeast(kMinRoundTrip), timeout);
     if (missing.empty()) return;
     if (deadline.expired()) {
       throw PeerError(fmt::format("{}: {} {} did not appear within {}", impl_->name,

@@ -15,10 +15,9 @@ namespace {
 
 constexpr std::chrono::milliseconds kFirstPoll{5};
 constexpr std::chrono::milliseconds kMaxPoll{50};
-// As in the store client: a check that starts just before the deadline
-// still gets time for its round trip, so a late task is reported as
-// missing rather than the coordinator as silent.
-constexpr std::chrono::milliseconds kMinRoundTrip{100};
+// As in the store client: a late task is reported as missing rather than
+// the coordinator as silent.
+constexpr std::chrono::milliseconds kCheckRoundTrip{100};
 // Fingerprint values can be long (shape lists); errors show a prefix.
 constexpr size_t kMaxShownValue = 80;
 
@@ -39,8 +38,6 @@ std::string joinNames(const std::vector<const Task*>& tasks) {
   }
   return out.empty() ? "none" : out;
 }
-
-Deadline withFloor(Deadline deadline) { return Deadline(std::max(deadline.at(), Clock::now() + kMinRoundTrip)); }
 
 std::string show(const nlohmann::json& value) {
   std::string text = value.dump();
@@ -113,7 +110,7 @@ std::string describeFingerprintDifference(const nlohmann::json& ours, const nloh
 std::vector<std::string> awaitKeys(CoordinatorClient& store, const std::vector<std::string>& keys, Deadline deadline) {
   auto pause = kFirstPoll;
   while (true) {
-    auto missing = store.missingKeys(keys, withFloor(deadline));
+    auto missing = store.missingKeys(keys, deadline.atLeast(kCheckRoundTrip));
     if (missing.empty() || deadline.expired() || stopRequested()) return missing;
     std::this_thread::sleep_for(std::min(pause, deadline.remaining()));
     pause = std::min(pause * 2, kMaxPoll);
@@ -137,7 +134,7 @@ void joinCluster(CoordinatorClient& store, const ClusterSpec& spec, const nlohma
 
   std::string mine = fingerprint.dump();
   store.set(joinKey(generation, spec.role, spec.index), std::vector<char>(mine.begin(), mine.end()),
-            withFloor(deadline));
+            deadline.atLeast(kCheckRoundTrip));
 
   if (const auto missing = awaitKeys(store, keys, deadline); !missing.empty()) {
     std::set<std::string> absent(missing.begin(), missing.end());

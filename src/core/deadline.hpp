@@ -16,6 +16,11 @@ class Deadline {
     return after(std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0)));
   }
 
+  // This deadline, or `floor` from now if that is later: a request that
+  // starts just before its deadline still gets time for one round trip, so
+  // an absent answer is reported as absent, not as a silent peer.
+  Deadline atLeast(std::chrono::milliseconds floor) const { return Deadline(std::max(at_, Clock::now() + floor)); }
+
   Clock::time_point at() const { return at_; }
   bool expired() const { return Clock::now() >= at_; }
   // Time left, never negative.

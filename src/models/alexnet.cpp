@@ -51,7 +51,7 @@ class AlexNet final : public Model {
   torch::nn::Sequential classifier_{nullptr};
 };
 
-int64_t finalSide(int64_t side) {
+int64_t alexnetFinalSide(int64_t side) {
   side = windowOut(windowOut(side, 11, 4, 2), 3, 2);
   side = windowOut(windowOut(side, 5, 1, 2), 3, 2);
   return windowOut(side, 3, 2);  // the 3x3 convs in between keep the side
@@ -60,7 +60,7 @@ int64_t finalSide(int64_t side) {
 }  // namespace
 
 ModelPtr makeAlexNet(const InputSpec& input) {
-  checkInput("alexnet", input, finalSide);
+  checkInput("alexnet", input, alexnetFinalSide);
   return std::make_shared<AlexNet>(input);
 }
 

@@ -26,7 +26,7 @@ constexpr int64_t kConv2 = 16;
 constexpr int64_t kHidden = 128;
 
 // conv1 halves the side (rounding up), the pool after conv2 halves it again.
-int64_t finalSide(int64_t side) { return windowOut(windowOut(side, 3, 2, 1), 2, 2); }
+int64_t cnnFinalSide(int64_t side) { return windowOut(windowOut(side, 3, 2, 1), 2, 2); }
 
 torch::nn::Conv2d conv3x3(int64_t in, int64_t out, int64_t stride, bool bias) {
   return torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(bias));
@@ -45,7 +45,7 @@ class Cnn final : public Model {
         conv2_(register_module("conv2", conv3x3(kConv1, kConv2, 1, !batch_norm))),
         bn2_(maybeBatchNorm(batch_norm, kConv2)),
         fc1_(register_module(
-            "fc1", torch::nn::Linear(kConv2 * finalSide(input.height) * finalSide(input.width), kHidden))),
+            "fc1", torch::nn::Linear(kConv2 * cnnFinalSide(input.height) * cnnFinalSide(input.width), kHidden))),
         fc2_(register_module("fc2", torch::nn::Linear(kHidden, input.num_classes))) {
     if (batch_norm) {
       register_module("bn1", bn1_);
@@ -89,7 +89,7 @@ class Cnn final : public Model {
 }  // namespace
 
 ModelPtr makeCnn(const InputSpec& input, bool batch_norm) {
-  checkInput(batch_norm ? "cnn" : "cnn_nobn", input, finalSide);
+  checkInput(batch_norm ? "cnn" : "cnn_nobn", input, cnnFinalSide);
   return std::make_shared<Cnn>(input, batch_norm);
 }
 

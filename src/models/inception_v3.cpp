@@ -59,7 +59,7 @@ class InceptionV3 final : public Model {
   torch::nn::Linear fc_{nullptr};
 };
 
-int64_t finalSide(int64_t side) {
+int64_t inceptionFinalSide(int64_t side) {
   side = windowOut(windowOut(side, 3, 2), 3);  // Conv2d_1a, Conv2d_2a (2b keeps the side)
   side = windowOut(side, 3, 2);                 // maxpool1
   side = windowOut(windowOut(side, 3), 3, 2);   // Conv2d_4a, maxpool2
@@ -70,7 +70,7 @@ int64_t finalSide(int64_t side) {
 }  // namespace
 
 ModelPtr makeInceptionV3(const InputSpec& input) {
-  checkInput("inception_v3", input, finalSide);
+  checkInput("inception_v3", input, inceptionFinalSide);
   return std::make_shared<InceptionV3>(input);
 }
 

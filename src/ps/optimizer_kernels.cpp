@@ -205,6 +205,14 @@ bool knownOptimizer(std::string_view name) {
   return name == "sgd" || name == "adam" || name == "adamw" || name == "rmsprop";
 }
 
+OptimizerSettings optimizerDefaults(std::string_view name) {
+  OptimizerSettings s;
+  s.name = std::string(name);
+  s.momentum = name == "sgd" ? 0.9 : 0.0;
+  s.weight_decay = name == "adamw" ? 0.01 : 0.0;
+  return s;
+}
+
 int slotCount(const OptimizerSettings& s) {
   if (s.name == "adam" || s.name == "adamw") return 2;
   if (s.name == "rmsprop") return 1 + (s.momentum > 0 ? 1 : 0) + (s.centered ? 1 : 0);

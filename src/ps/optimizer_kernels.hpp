@@ -70,6 +70,13 @@ struct OptimizerSettings {
 
 bool knownOptimizer(std::string_view name);
 
+// `name`'s settings where the caller gives none: torch::optim's defaults,
+// except SGD's momentum, which is 0.9 (Tandem's default). Of the settings
+// several optimizers share, momentum (sgd 0.9, rmsprop 0) and weight decay
+// (adamw 0.01, others 0) differ by optimizer. `tandem train`, tandem::fit
+// and the checkpoints' flags all start from these.
+OptimizerSettings optimizerDefaults(std::string_view name);
+
 // The most slots any optimizer keeps (centered RMSprop with momentum), so
 // callers can hold a step's slot spans on the stack.
 inline constexpr int kMaxOptimizerSlots = 3;

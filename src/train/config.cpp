@@ -45,6 +45,12 @@ void requireNonNegative(double value, const char* flag) {
 }
 }  // namespace
 
+void applyOptimizerDefaults(OptimizerConfig& c, std::optional<double> momentum, std::optional<double> weight_decay) {
+  const ps::OptimizerSettings defaults = ps::optimizerDefaults(c.name);
+  c.momentum = momentum.value_or(defaults.momentum);
+  c.weight_decay = weight_decay.value_or(defaults.weight_decay);
+}
+
 void validate(const TrainConfig& c, SuppliedParts supplied) {
   // Names first, so a typo fails before any data is loaded.
   if (!supplied.model) models::requireKnownModel(c.model);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,9 +23,14 @@ namespace tandem::train {
 // The optimizer exactly as the kernels take it (every mode runs the same
 // ps/optimizer_kernels), plus the base learning rate the schedule scales.
 struct OptimizerConfig : ps::OptimizerSettings {
-  OptimizerConfig() { momentum = 0.9; }  // SGD's default; the CLI gives rmsprop 0 and adamw decay 0.01
+  OptimizerConfig() : ps::OptimizerSettings(ps::optimizerDefaults("sgd")) {}
   double lr = 0.05;
 };
+
+// Sets `c.name`'s default momentum and weight decay (ps::optimizerDefaults)
+// where the caller gave none: the one place `tandem train` and tandem::fit
+// resolve them.
+void applyOptimizerDefaults(OptimizerConfig& c, std::optional<double> momentum, std::optional<double> weight_decay);
 
 struct LrScheduleConfig {
   std::string kind = "constant";  // constant | piecewise | cosine
