@@ -26,13 +26,9 @@ constexpr int64_t kScriptedMlpParameters = 784 * 64 + 64 + 64 * 32 + 32 + 32 * 1
 
 class TorchScript : public ::testing::Test {
  protected:
-  void SetUp() override {
-    // The venv's torch: the same version as the LibTorch tandem links.
-    auto made = runCommand(fmt::format("{} {}/tests/support/make_torchscript.py {}", TANDEM_PYTHON, TANDEM_SOURCE_DIR,
-                                       dir_.str("modules")));
-    ASSERT_EQ(made.exit_code, 0) << made.output;
-  }
-  std::string module(const std::string& name) const { return dir_.str("modules/" + name); }
+  // Written at build time by the venv's torch, the version tandem links
+  // (tests/support/make_torchscript.py); read only.
+  static std::string module(const std::string& name) { return std::string(TANDEM_TORCHSCRIPT_MODULES) + "/" + name; }
   std::string args(const std::string& model, int64_t batch, const std::string& out, const std::string& extra) const {
     const std::string lr = extra.find("--lr ") == std::string::npos ? "--lr 0.05 " : "";
     return syntheticTrainArgs(model, batch, dir_.str(out), "--optimizer sgd --momentum 0.9 " + lr + extra);

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include "support/expect_input_error.hpp"
 
 namespace tandem::cluster {
@@ -60,6 +63,35 @@ TEST(ThreadPlanTest, SharesTheCoresAmongLocalProcesses) {
   EXPECT_EQ(planThreads(0, {}, {3, "flags"}, 16).threads, 5);
   EXPECT_EQ(planThreads(0, {}, {4, "flags"}, 2).threads, 1);  // never zero
   EXPECT_TRUE(planThreads(0, {}, {4, "flags"}, 2).oversubscribed());
+}
+
+TEST(ThreadPlanTest, CoresOtherProcessesHoldAreLeftToThem) {
+  auto busy = planThreads(0, {}, {1, "standalone"}, 2, 0.97);
+  EXPECT_EQ(busy.threads, 1);
+  EXPECT_EQ(busy.busy_cores, 1);
+  EXPECT_EQ(busy.source, "free cores / local processes");
+  EXPECT_EQ(planThreads(0, {}, {1, "standalone"}, 2, 0.3).threads, 2);  // a flicker is no busy core
+  EXPECT_EQ(planThreads(0, {}, {1, "standalone"}, 2, 0.3).source, "cores / local processes");
+  EXPECT_EQ(planThreads(0, {}, {1, "standalone"}, 2, 2.0).threads, 1);  // never zero
+  EXPECT_EQ(planThreads(0, {}, {2, "flags"}, 8, 2.2).threads, 3);       // (8 - 2) / 2
+  // A choice made explicitly stands, busy or not.
+  EXPECT_EQ(planThreads(2, {}, {1, "standalone"}, 2, 1.0).threads, 2);
+  EXPECT_EQ(planThreads(0, {{"OMP_NUM_THREADS", "2"}}, {1, ""}, 2, 1.0).threads, 2);
+}
+
+TEST(ThreadPlanTest, BusyCoresAreMeasuredFromTheHostsCpuTime) {
+  std::atomic<bool> stop{false};
+  std::thread spinner([&stop] {
+    while (!stop.load(std::memory_order_relaxed)) {
+    }
+  });
+  const auto busy = measureBusyCores(std::chrono::milliseconds(200));
+  stop = true;
+  spinner.join();
+  ASSERT_TRUE(busy.has_value()) << "/proc/stat could not be read";
+  // The spinner alone keeps one core's worth busy, whatever else runs.
+  EXPECT_GE(*busy, 0.5);
+  EXPECT_LE(*busy, static_cast<double>(std::thread::hardware_concurrency()) + 1e-9);
 }
 
 TEST(ThreadPlanTest, ExplicitChoicesWinAndOversubscriptionIsNamed) {

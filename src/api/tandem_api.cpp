@@ -117,9 +117,8 @@ void init(const InitOptions& options) {
   const auto local = cluster::countLocalProcesses(job->spec, env);
   job->local_size = local.count;
   job->local_rank = localRank(job->spec, env);
-  // Each local worker takes its share of the cores, as `tandem train` does.
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  torch::set_num_threads(cluster::planThreads(0, env, local, cores).threads);
+  // Each local worker takes its share of the free cores, as `tandem train` does.
+  torch::set_num_threads(cluster::planHostThreads(0, env, local).threads);
 
   // Joined once a job has peers or servers; the communicator links workers.
   if (job->spec && (job->spec->num_workers > 1 || job->spec->numServers() > 0)) {

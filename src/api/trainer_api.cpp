@@ -73,9 +73,7 @@ std::string fit(std::shared_ptr<torch::nn::Module> module,
                                  "tasks (tandem launch --ps starts them)",
                                  spec->taskName(), spec->source));
   }
-  const auto plan = cluster::planThreads(0, env, cluster::countLocalProcesses(spec, env),
-                                         static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  if (plan.oversubscribed()) TANDEM_LOG_WARN("{}", plan.warning());
+  const auto plan = cluster::planHostThreads(0, env, cluster::countLocalProcesses(spec, env));
   config.threads = plan.threads;
   config.local_processes = plan.local_processes;
 

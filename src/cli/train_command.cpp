@@ -375,9 +375,7 @@ Command addTrainCommand(CLI::App& app) {
     if (!config->resume_from.empty() && !(spec && spec->role == cluster::Role::kPs)) {
       applyResumeDefaults(*config, *fields);
     }
-    const auto plan = cluster::planThreads(config->threads, env, cluster::countLocalProcesses(spec, env),
-                                           static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-    if (plan.oversubscribed()) TANDEM_LOG_WARN("{}", plan.warning());
+    const auto plan = cluster::planHostThreads(config->threads, env, cluster::countLocalProcesses(spec, env));
     if (const std::string& bind = config->distributed.bind; bind == "0.0.0.0" || bind == "::" || bind == "*") {
       TANDEM_LOG_WARN("--bind {}: this task's ports listen on every interface, reachable from any network this "
                       "machine is on",

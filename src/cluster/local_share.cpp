@@ -2,11 +2,16 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+#include <fstream>
 #include <limits>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/logging.hpp"
 
 namespace tandem::cluster {
 namespace {
@@ -86,7 +91,8 @@ std::string ThreadPlan::warning() const {
       local_processes, threads, local_processes * threads, cores, source, std::max(1, cores / local_processes));
 }
 
-ThreadPlan planThreads(int requested, const Environment& env, const LocalProcesses& local, int cores) {
+ThreadPlan planThreads(int requested, const Environment& env, const LocalProcesses& local, int cores,
+                       double busy_cores) {
   ThreadPlan plan;
   plan.local_processes = std::max(1, local.count);
   plan.cores = std::max(1, cores);
@@ -98,8 +104,51 @@ ThreadPlan planThreads(int requested, const Environment& env, const LocalProcess
     plan.threads = positiveInt(std::string_view(it->second).substr(0, it->second.find(',')), "OMP_NUM_THREADS");
     plan.source = "OMP_NUM_THREADS";
   } else {
-    plan.threads = std::max(1, plan.cores / plan.local_processes);
-    plan.source = "cores / local processes";
+    plan.busy_cores = std::clamp(static_cast<int>(std::lround(busy_cores)), 0, plan.cores - 1);
+    plan.threads = std::max(1, (plan.cores - plan.busy_cores) / plan.local_processes);
+    plan.source = plan.busy_cores > 0 ? "free cores / local processes" : "cores / local processes";
+  }
+  return plan;
+}
+
+std::optional<double> measureBusyCores(std::chrono::milliseconds window) {
+  // The first line of /proc/stat sums every CPU: user nice system idle
+  // iowait irq softirq steal ..., in clock ticks. Steal counts as busy: the
+  // hypervisor gave that time to someone else.
+  const auto sample = []() -> std::optional<std::pair<uint64_t, uint64_t>> {  // (idle, total)
+    std::ifstream in("/proc/stat");
+    std::string cpu;
+    in >> cpu;
+    if (cpu != "cpu") return std::nullopt;
+    uint64_t idle = 0, total = 0, value = 0;
+    for (int field = 0; field < 8 && in >> value; ++field) {
+      total += value;
+      if (field == 3 || field == 4) idle += value;
+    }
+    if (!in) return std::nullopt;
+    return std::make_pair(idle, total);
+  };
+  const auto before = sample();
+  std::this_thread::sleep_for(window);
+  const auto after = sample();
+  if (!before || !after || after->second <= before->second) return std::nullopt;
+  const double total = static_cast<double>(after->second - before->second);
+  const double idle = static_cast<double>(after->first - before->first);
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::clamp((total - idle) / total, 0.0, 1.0) * cores;
+}
+
+ThreadPlan planHostThreads(int requested, const Environment& env, const LocalProcesses& local) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const auto omp = env.find("OMP_NUM_THREADS");
+  const bool share = requested <= 0 && (omp == env.end() || omp->second.empty());
+  double busy = 0;
+  if (share && local.count <= 1 && cores > 1) busy = measureBusyCores(std::chrono::milliseconds(100)).value_or(0);
+  ThreadPlan plan = planThreads(requested, env, local, cores, busy);
+  if (plan.oversubscribed()) TANDEM_LOG_WARN("{}", plan.warning());
+  if (plan.busy_cores > 0) {
+    TANDEM_LOG_INFO("{} of {} cores busy with other processes: {} thread(s) (--threads to choose)", plan.busy_cores,
+                    plan.cores, plan.threads);
   }
   return plan;
 }

@@ -3,6 +3,7 @@
 // each should run. Four workers that each take every core run far slower
 // than one, so the default is an equal share of the cores. Torch-free; the
 // environment is passed in, as for ClusterSpec.
+#include <chrono>
 #include <optional>
 #include <string>
 
@@ -25,9 +26,12 @@ LocalProcesses countLocalProcesses(const std::optional<ClusterSpec>& spec, const
 
 struct ThreadPlan {
   int threads = 1;
-  std::string source;  // "--threads", "OMP_NUM_THREADS" or "cores / local processes"
+  // "--threads", "OMP_NUM_THREADS", "cores / local processes" or
+  // "free cores / local processes"
+  std::string source;
   int local_processes = 1;
   int cores = 1;
+  int busy_cores = 0;  // cores other processes held when the plan was made
   // The job's threads on this host, assuming every local process runs as many.
   bool oversubscribed() const { return threads * local_processes > cores; }
   // One line naming the numbers; empty when the host is not oversubscribed.
@@ -35,8 +39,24 @@ struct ThreadPlan {
 };
 
 // `requested` > 0 (--threads) wins, then a positive OMP_NUM_THREADS, then
-// max(1, cores / local processes). Throws InputError for a malformed
-// OMP_NUM_THREADS.
-ThreadPlan planThreads(int requested, const Environment& env, const LocalProcesses& local, int cores);
+// max(1, free cores / local processes), where `busy_cores` (rounded) of the
+// cores are taken by other processes: an OpenMP team with a member that
+// shares its core with another process waits at every barrier for that
+// member's time slice (the cnn on 2 cores with one busy: 2 threads 7,500
+// samples/s, 1 thread 12,000; bench/busy_core.sh). Throws InputError for a
+// malformed OMP_NUM_THREADS.
+ThreadPlan planThreads(int requested, const Environment& env, const LocalProcesses& local, int cores,
+                       double busy_cores = 0);
+
+// The fraction of this host's CPU time, in cores, that was not idle over
+// `window` (/proc/stat); nullopt where that cannot be read.
+std::optional<double> measureBusyCores(std::chrono::milliseconds window);
+
+// planThreads for this process: this host's cores, and, when the plan is
+// an equal share for a lone local process, the cores busy over 100 ms.
+// (With several local processes, the job's own siblings starting up would
+// read as busy, so their share stays cores / local processes.) Logs an
+// oversubscribed host, and cores found busy.
+ThreadPlan planHostThreads(int requested, const Environment& env, const LocalProcesses& local);
 
 }  // namespace tandem::cluster

@@ -1,83 +1,107 @@
 #!/usr/bin/env bash
-# The Python package under `tandem launch`, as a Horovod user would run it:
-# 2 all-reduce workers end with the parameters of one process on the
-# combined batch (also with 2 backward passes per step), one tandem process
-# equals a plain PyTorch loop; with parameter servers, 1 PS-sync worker
-# equals plain PyTorch's Adam under an LR scheduler, 2 PS x 2 workers equal
-# one process, async and SSP workers learn; mistakes are Python exceptions
-# naming the culprit; tandem.torch and torch.distributed (gloo) share a process.
+# The Python package under `tandem launch`, as a Horovod user would run it,
+# in three parts that ctest runs side by side (PART):
+#   allreduce: 2 workers end with the parameters of one process on the
+#     combined batch (also with 2 backward passes per step, and near it with
+#     bf16 on the wire), under torchrun as under tandem launch; one tandem
+#     process equals a plain PyTorch loop; tandem.torch and
+#     torch.distributed (gloo) share a process;
+#   ps: 1 PS-sync worker equals plain PyTorch's Adam under an LR scheduler,
+#     2 PS x 2 workers equal one process (fp16 on the wire: near it), async
+#     and SSP workers learn;
+#   errors: mistakes are Python exceptions naming the culprit, and the
+#     shipped example learns.
 set -euo pipefail
 BUILD_DIR=$1
 SOURCE_DIR=$2
 # The Python whose torch this build links (the venv's, from CMake).
 PY=$3
+PART=$4
 export PYTHONPATH="$BUILD_DIR/python${PYTHONPATH:+:$PYTHONPATH}"
 SCRIPT="$SOURCE_DIR/tests/python/train_mlp.py"
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
-"$BUILD_DIR/tandem" launch --workers 2 -- "$PY" "$SCRIPT" --out "$WORK/two"
-# torchrun from the same venv starts the script itself (no tandem launch).
-"$(dirname "$PY")/torchrun" --nproc-per-node 2 --master-addr 127.0.0.1 \
-  --master-port "$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')" \
-  "$SCRIPT" --out "$WORK/torchrun" > "$WORK/torchrun.log" 2>&1 || { echo "FAIL: torchrun"; cat "$WORK/torchrun.log"; exit 1; }
-# One Gloo: tandem.torch beside torch.distributed's gloo backend, one process a worker.
-"$BUILD_DIR/tandem" launch --workers 2 -- "$PY" "$SOURCE_DIR/tests/python/one_gloo.py" "$WORK"
-"$PY" "$SCRIPT" --out "$WORK/one"
-"$PY" "$SCRIPT" --out "$WORK/plain" --plain
-"$BUILD_DIR/tandem" launch --workers 2 -- "$PY" "$SCRIPT" --out "$WORK/two-passes" --passes 2
-"$BUILD_DIR/tandem" launch --workers 2 -- "$PY" "$SCRIPT" --out "$WORK/two-bf16" --wire-dtype bf16
-"$BUILD_DIR/tandem" launch --ps 1 --workers 2 -- "$PY" "$SCRIPT" --out "$WORK/ps-fp16" --mode ps-sync --wire-dtype fp16
-"$BUILD_DIR/tandem" launch --ps 2 --workers 2 -- "$PY" "$SCRIPT" --out "$WORK/ps-two" --mode ps-sync --passes 2
-"$BUILD_DIR/tandem" launch --ps 1 --workers 1 -- "$PY" "$SCRIPT" --out "$WORK/ps-adam" --mode ps-sync \
-  --optimizer adam --lr-drop 10
-"$PY" "$SCRIPT" --out "$WORK/plain-adam" --plain --optimizer adam --lr-drop 10
-for mode in ps-async ssp; do
-  "$BUILD_DIR/tandem" launch --ps 1 --workers 2 -- "$PY" "$SCRIPT" --out "$WORK/$mode" --mode $mode --steps 40 \
-    > "$WORK/$mode.log" 2>&1 || { echo "FAIL: $mode"; cat "$WORK/$mode.log"; exit 1; }
-done
-"$PY" - "$WORK" <<'PY'
+# Compares the saved parameters of the runs under $WORK as PART asks.
+check() {
+  "$PY" - "$WORK" "$PART" <<'PY'
 import re
 import sys
 import torch
-work = sys.argv[1]
+work, part = sys.argv[1], sys.argv[2]
+
+
+def load(run, rank=0):
+    return torch.load(f"{work}/{run}/rank{rank}.pt")
 
 
 def relative(a, b):
     return max(((a[k] - b[k]).norm() / b[k].norm()).item() for k in b)
 
 
-plain, plain_adam = torch.load(f"{work}/plain/rank0.pt"), torch.load(f"{work}/plain-adam/rank0.pt")
-for run in ("two-passes", "ps-two"):
+plain = load("plain")
+if part == "allreduce":
+    r0, r1, one = load("two", 0), load("two", 1), load("one")
+    t0, t1 = load("torchrun", 0), load("torchrun", 1)
+    for name in r0:
+        assert torch.equal(r0[name], r1[name]), f"{name}: the two workers' replicas differ"
+        assert torch.equal(t0[name], r0[name]) and torch.equal(t1[name], r0[name]), f"{name}: torchrun differs from launch"
+        rel = ((r0[name] - one[name]).norm() / one[name].norm()).item()
+        assert rel < 1e-5, f"{name}: 2 workers vs one process on the combined batch: relative difference {rel:.2e}"
+        assert torch.equal(one[name], plain[name]), f"{name}: one tandem process differs from plain PyTorch"
+    print("equal: 2 workers ~ 1 process (1e-5), under torchrun == under tandem launch, 1 process == plain PyTorch")
+    exact, near = ("two-passes",), ("two-bf16",)
+else:
+    rel = relative(load("ps-adam"), load("plain-adam"))
+    assert rel < 1e-6, f"1 PS-sync worker vs a plain PyTorch Adam loop: relative difference {rel:.2e}"
+    for mode in ("ps-async", "ssp"):
+        log = open(f"{work}/{mode}.log").read()
+        losses = [float(v) for v in re.findall(r"\[worker 0\] step \d+ loss ([0-9.]+)", log)]
+        assert len(losses) == 5 and losses[-1] < 0.5 * losses[0], f"{mode}: worker 0's loss did not fall: {losses}"
+    print("equal: 1 PS-sync worker ~ plain Adam (1e-6); async and SSP learn")
+    exact, near = ("ps-two",), ("ps-fp16",)
+for run in exact:
     for r in (0, 1):
-        rel = relative(torch.load(f"{work}/{run}/rank{r}.pt"), plain)
+        rel = relative(load(run, r), plain)
         assert rel < 1e-5, f"{run} rank {r} vs one process on the combined batch: relative difference {rel:.2e}"
-rel = relative(torch.load(f"{work}/ps-adam/rank0.pt"), plain_adam)
-assert rel < 1e-6, f"1 PS-sync worker vs a plain PyTorch Adam loop: relative difference {rel:.2e}"
-for mode in ("ps-async", "ssp"):
-    log = open(f"{work}/{mode}.log").read()
-    losses = [float(v) for v in re.findall(r"\[worker 0\] step \d+ loss ([0-9.]+)", log)]
-    assert len(losses) == 5 and losses[-1] < 0.5 * losses[0], f"{mode}: worker 0's loss did not fall: {losses}"
-print("equal: passes and PS-sync ~ 1 process (1e-5), 1 PS-sync worker ~ plain Adam (1e-6); async and SSP learn")
 # 16 bits on the wire: near, not equal, to float32 on the combined batch.
-for run in ("two-bf16", "ps-fp16"):
+for run in near:
     for r in (0, 1):
-        rel = relative(torch.load(f"{work}/{run}/rank{r}.pt"), plain)
+        rel = relative(load(run, r), plain)
         assert 0 < rel < 2e-2, f"{run} rank {r} vs one float32 process: relative difference {rel:.2e}"
-print("near: bf16 all-reduce and fp16 PS-sync ~ 1 float32 process (within 2e-2, not equal)")
-r0, r1 = (torch.load(f"{work}/two/rank{r}.pt") for r in (0, 1))
-one, plain = torch.load(f"{work}/one/rank0.pt"), torch.load(f"{work}/plain/rank0.pt")
-t0, t1 = (torch.load(f"{work}/torchrun/rank{r}.pt") for r in (0, 1))
-for name in r0:
-    assert torch.equal(r0[name], r1[name]), f"{name}: the two workers' replicas differ"
-    assert torch.equal(t0[name], r0[name]) and torch.equal(t1[name], r0[name]), f"{name}: torchrun differs from launch"
-    rel = ((r0[name] - one[name]).norm() / one[name].norm()).item()
-    assert rel < 1e-5, f"{name}: 2 workers vs one process on the combined batch: relative difference {rel:.2e}"
-    assert torch.equal(one[name], plain[name]), f"{name}: one tandem process differs from plain PyTorch"
-start = torch.nn.Sequential(torch.nn.Linear(20, 64), torch.nn.ReLU(), torch.nn.Linear(64, 2))
-print("equal: 2 workers ~ 1 process (1e-5), under torchrun == under tandem launch, 1 process == plain PyTorch")
+print(f"equal: {', '.join(exact)} ~ 1 process (1e-5); near: {', '.join(near)} (within 2e-2, not equal)")
 PY
+}
 
+case "$PART" in
+allreduce)
+  "$PY" "$SCRIPT" --out "$WORK/plain" --plain
+  "$BUILD_DIR/tandem" launch --workers 2 -- "$PY" "$SCRIPT" --out "$WORK/two"
+  # torchrun from the same venv starts the script itself (no tandem launch).
+  "$(dirname "$PY")/torchrun" --nproc-per-node 2 --master-addr 127.0.0.1 \
+    --master-port "$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')" \
+    "$SCRIPT" --out "$WORK/torchrun" > "$WORK/torchrun.log" 2>&1 || { echo "FAIL: torchrun"; cat "$WORK/torchrun.log"; exit 1; }
+  # One Gloo: tandem.torch beside torch.distributed's gloo backend, one process a worker.
+  "$BUILD_DIR/tandem" launch --workers 2 -- "$PY" "$SOURCE_DIR/tests/python/one_gloo.py" "$WORK"
+  "$PY" "$SCRIPT" --out "$WORK/one"
+  "$BUILD_DIR/tandem" launch --workers 2 -- "$PY" "$SCRIPT" --out "$WORK/two-passes" --passes 2
+  "$BUILD_DIR/tandem" launch --workers 2 -- "$PY" "$SCRIPT" --out "$WORK/two-bf16" --wire-dtype bf16
+  check
+  ;;
+ps)
+  "$PY" "$SCRIPT" --out "$WORK/plain" --plain
+  "$BUILD_DIR/tandem" launch --ps 1 --workers 2 -- "$PY" "$SCRIPT" --out "$WORK/ps-fp16" --mode ps-sync --wire-dtype fp16
+  "$BUILD_DIR/tandem" launch --ps 2 --workers 2 -- "$PY" "$SCRIPT" --out "$WORK/ps-two" --mode ps-sync --passes 2
+  "$BUILD_DIR/tandem" launch --ps 1 --workers 1 -- "$PY" "$SCRIPT" --out "$WORK/ps-adam" --mode ps-sync \
+    --optimizer adam --lr-drop 10
+  "$PY" "$SCRIPT" --out "$WORK/plain-adam" --plain --optimizer adam --lr-drop 10
+  for mode in ps-async ssp; do
+    "$BUILD_DIR/tandem" launch --ps 1 --workers 2 -- "$PY" "$SCRIPT" --out "$WORK/$mode" --mode $mode --steps 40 \
+      > "$WORK/$mode.log" 2>&1 || { echo "FAIL: $mode"; cat "$WORK/$mode.log"; exit 1; }
+  done
+  check
+  ;;
+errors)
 # Mistakes are exceptions that name the culprit.
 "$PY" - <<'PY'
 import tandem.torch as td
@@ -135,4 +159,10 @@ accuracy = float(re.search(r"test accuracy ([0-9.]+)", sys.argv[1]).group(1))
 assert accuracy > 0.7, f"examples/python/mnist.py reached only {accuracy} after 150 steps (chance is 0.1)"
 PY
 fi
+;;
+*)
+  echo "python_package_test.sh: PART must be allreduce, ps or errors, got '$PART'" >&2
+  exit 2
+  ;;
+esac
 echo "PASS"
