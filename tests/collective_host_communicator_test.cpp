@@ -139,10 +139,11 @@ TEST(HostCommunicator, AFailedHostMateIsNamedAsItsWorker) {
       },
       2s);
   EXPECT_LT(Clock::now() - start, 15s);
-  EXPECT_NE(errors[1].find("summing with this host's workers (rank 0 is worker 1, rank 1 is worker 3)"),
-            std::string::npos)
+  // Worker 3 may fail while its host-mate still connects (under load) or
+  // sums: either way the error names the group and which rank is which worker.
+  EXPECT_NE(errors[1].find("this host's workers (rank 0 is worker 1, rank 1 is worker 3)"), std::string::npos)
       << errors[1];
-  EXPECT_NE(errors[0].find("summing across hosts, one worker each (rank 0 is worker 0, rank 1 is worker 1)"),
+  EXPECT_NE(errors[0].find("across hosts, one worker each (rank 0 is worker 0, rank 1 is worker 1)"),
             std::string::npos)
       << errors[0];
   EXPECT_NE(errors[2], "");

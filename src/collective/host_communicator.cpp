@@ -54,13 +54,15 @@ class HostCommunicator final : public Communicator {
     local.size = static_cast<int>(host_.size());
     local.local_host = loopback;
     host_store_ = std::make_unique<cluster::PrefixStore>(fmt::format("host-{}", host_.front()), store);
-    host_comm_ = Communicator::connect(*host_store_, local);
+    // A host-mate that fails while the meshes still connect is named as
+    // its worker too, as in a sum.
+    onHost("connecting with", [&] { host_comm_ = Communicator::connect(*host_store_, local); });
     if (isLeader()) {
       CommunicatorOptions across = options;
       across.rank = host_index_;
       across.size = static_cast<int>(leaders_.size());
       leaders_store_ = std::make_unique<cluster::PrefixStore>("leaders", store);
-      leaders_comm_ = Communicator::connect(*leaders_store_, across);
+      acrossHosts("connecting", [&] { leaders_comm_ = Communicator::connect(*leaders_store_, across); });
     }
   }
 
@@ -101,23 +103,26 @@ class HostCommunicator final : public Communicator {
   bool isLeader() const { return host_.front() == options_.rank; }
   template <class Reduce>
   void sum(Reduce&& reduce, void* data, size_t bytes) {
-    onHost([&] { reduce(*host_comm_); });
-    if (leaders_comm_) {
-      try {
-        reduce(*leaders_comm_);
-      } catch (const PeerError& e) {
-        throw PeerError(fmt::format("summing across hosts, one worker each ({}): {}", ranksText(leaders_), e.what()));
-      }
-    }
-    onHost([&] { host_comm_->broadcast(data, bytes, 0); });
+    onHost("summing with", [&] { reduce(*host_comm_); });
+    if (leaders_comm_) acrossHosts("summing", [&] { reduce(*leaders_comm_); });
+    onHost("summing with", [&] { host_comm_->broadcast(data, bytes, 0); });
   }
 
+  // Runs `body`; a PeerError from it names the phase and which rank is which worker.
   template <class Body>
-  void onHost(Body&& body) {
+  void onHost(const char* doing, Body&& body) {
     try {
       body();
     } catch (const PeerError& e) {
-      throw PeerError(fmt::format("summing with this host's workers ({}): {}", ranksText(host_), e.what()));
+      throw PeerError(fmt::format("{} this host's workers ({}): {}", doing, ranksText(host_), e.what()));
+    }
+  }
+  template <class Body>
+  void acrossHosts(const char* doing, Body&& body) {
+    try {
+      body();
+    } catch (const PeerError& e) {
+      throw PeerError(fmt::format("{} across hosts, one worker each ({}): {}", doing, ranksText(leaders_), e.what()));
     }
   }
 

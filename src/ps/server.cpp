@@ -80,7 +80,7 @@ void ParameterServer::Impl::onInit(const std::string& routing, net::Frame& f) {
   chunks.clear();
   chunk_index = std::move(index);
   heard_every_step.assign(static_cast<size_t>(c.workers), options.index == 0 ? 1 : 0);
-  stepping_done_at.reset();
+  liveness.emplace(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(c.peer_timeout_s)));
   for (const auto& r : c.chunks) {
     const std::vector<int> pushers = pushersOf(c, r.key);
     for (int w : pushers) heard_every_step[static_cast<size_t>(w)] = 1;

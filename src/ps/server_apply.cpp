@@ -225,40 +225,25 @@ bool ParameterServer::Impl::isWaiting(int w) const {
 }
 
 bool ParameterServer::Impl::everyoneGone() {
-  if (!config) return false;
-  const auto timeout = std::chrono::duration<double>(config->peer_timeout_s);
-  const auto active = [&](int w) { return !clocks->done(w) && !workers.at(w).lost; };
-  const auto stepper = [&](int w) { return heard_every_step[static_cast<size_t>(w)] != 0; };
-  // A worker with nothing to say here each step (hierarchical) is silent
-  // by design: its silence counts only from when no worker that has is at
-  // work, so that one that died still goes, a timeout after they finish.
-  bool stepping = false;
-  for (int w = 0; w < static_cast<int>(workers.size()); ++w) stepping |= stepper(w) && active(w);
-  if (stepping) {
-    stepping_done_at.reset();
-  } else if (!stepping_done_at) {
-    stepping_done_at = Clock::now();
-  }
-  bool all = true;
+  if (!config || !liveness) return false;
+  std::vector<WorkerSighting> sightings(workers.size());
   for (int w = 0; w < static_cast<int>(workers.size()); ++w) {
-    WorkerState& ws = workers.at(w);
-    if (!active(w)) continue;
-    if (!stepper(w) && stepping) {
-      all = false;
-      continue;
-    }
-    const auto heard = stepper(w) ? ws.last_seen : std::max(ws.last_seen, *stepping_done_at);
-    if (Clock::now() - heard > timeout && !isWaiting(w)) {
-      ws.lost = true;
-      clocks->lose(w);
-      answerClocks();  // its granted step goes to the others; nobody awaits it
-      TANDEM_LOG_WARN("{}: worker {} has been silent for {} (--peer-timeout) after {} step(s); giving up on it",
-                      name, w, timeoutText(), clocks->clockOf(w));
-      continue;
-    }
-    all = false;
+    const WorkerState& ws = workers.at(w);
+    WorkerSighting& s = sightings[static_cast<size_t>(w)];
+    s.last_seen = ws.last_seen;
+    s.active = !clocks->done(w) && !ws.lost;
+    s.steps_here = heard_every_step[static_cast<size_t>(w)] != 0;
+    s.waiting = s.active && isWaiting(w);
   }
-  return all;
+  const LivenessVerdict verdict = liveness->check(sightings, Clock::now());
+  for (int w : verdict.lost) {
+    workers.at(w).lost = true;
+    clocks->lose(w);
+    answerClocks();  // its granted step goes to the others; nobody awaits it
+    TANDEM_LOG_WARN("{}: worker {} has been silent for {} (--peer-timeout) after {} step(s); giving up on it", name,
+                    w, timeoutText(), clocks->clockOf(w));
+  }
+  return verdict.everyone_gone;
 }
 
 void ParameterServer::Impl::reportProgress(Clock::time_point& last, std::chrono::seconds interval) {

@@ -27,6 +27,7 @@
 #include "ps/server.hpp"
 #include "ps/server_stats.hpp"
 #include "ps/step_clocks.hpp"
+#include "ps/worker_liveness.hpp"
 #include "ps/worker_registry.hpp"
 
 namespace tandem::ps {
@@ -103,7 +104,8 @@ struct ParameterServer::Impl {
   // By worker: the shared memory of a worker on this host (ps-hello), which
   // its pushes and pulls may then name instead of carrying bytes.
   std::unordered_map<int, std::shared_ptr<net::SharedArena>> arenas;
-  std::optional<Clock::time_point> stepping_done_at;  // when none of those was at work any more
+  // When to give up on a silent worker (from init: the peer timeout).
+  std::optional<WorkerLiveness> liveness;
 
   ServerStats stats;
 
@@ -206,8 +208,8 @@ struct ParameterServer::Impl {
   // Whether a worker is blocked on us (a step wait or a pull): silence then
   // is not death.
   bool isWaiting(int w) const;
-  // Marks workers silent for longer than the peer timeout as lost; true when
-  // every worker is done or lost.
+  // Gives up on the workers `liveness` finds lost; true when every worker
+  // is done or lost.
   bool everyoneGone();
 
   // --- the loop (server.cpp) ------------------------------------------------
