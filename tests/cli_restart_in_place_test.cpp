@@ -116,7 +116,11 @@ TEST(RestartInPlace, SyncJobComesBackFromAServerRestartedByHandAndEndsWhereAnUni
   EXPECT_FALSE(std::getline(records, line)) << "a second restart: " << line;
   const int resumed = record["resume_step"].get<int>();
   EXPECT_TRUE(resumed == 20 || resumed == 40 || resumed == 60) << record;
+  // The steps trained after that checkpoint and before the restart: known
+  // (not null), and no more than the run had left.
+  ASSERT_TRUE(record["lost_updates"].is_number_integer()) << record;
   EXPECT_GE(record["lost_updates"].get<int>(), 0) << record;
+  EXPECT_LE(record["lost_updates"].get<int>(), 90 - resumed) << record;
   // The surviving server started over at the checkpoint; the restarted one
   // began there. Each made exactly the updates after it.
   const auto survivor = nlohmann::json::parse(readFile(fs::path(run) / "ps" / "ps-0" / "summary.json"));

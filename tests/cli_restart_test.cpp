@@ -57,7 +57,11 @@ TEST(LaunchRestart, SyncJobSurvivesAKilledServerAndEndsWhereAnUninterruptedRunDo
   const int resumed = records[0]["resume_step"].get<int>();
   EXPECT_TRUE(records[0]["from_checkpoint"].get<bool>()) << records[0];
   EXPECT_TRUE(resumed == 20 || resumed == 40 || resumed == 60) << records[0];
+  // The steps trained after that checkpoint and before the kill: known (not
+  // null), and no more than the run had left.
+  ASSERT_TRUE(records[0]["lost_updates"].is_number_integer()) << records[0];
   EXPECT_GE(records[0]["lost_updates"].get<int>(), 0) << records[0];
+  EXPECT_LE(records[0]["lost_updates"].get<int>(), 90 - resumed) << records[0];
   // The restarted server got its shard and slots back at that step and made
   // exactly the updates after it.
   const auto server = nlohmann::json::parse(readFile(fs::path(run) / "ps" / "ps-0" / "summary.json"));
