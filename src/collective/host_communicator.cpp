@@ -56,13 +56,15 @@ class HostCommunicator final : public Communicator {
     host_store_ = std::make_unique<cluster::PrefixStore>(fmt::format("host-{}", host_.front()), store);
     // A host-mate that fails while the meshes still connect is named as
     // its worker too, as in a sum.
-    onHost("connecting with", [&] { host_comm_ = Communicator::connect(*host_store_, local); });
+    naming("connecting with this host's workers", host_,
+           [&] { host_comm_ = Communicator::connect(*host_store_, local); });
     if (isLeader()) {
       CommunicatorOptions across = options;
       across.rank = host_index_;
       across.size = static_cast<int>(leaders_.size());
       leaders_store_ = std::make_unique<cluster::PrefixStore>("leaders", store);
-      acrossHosts("connecting", [&] { leaders_comm_ = Communicator::connect(*leaders_store_, across); });
+      naming("connecting across hosts, one worker each", leaders_,
+             [&] { leaders_comm_ = Communicator::connect(*leaders_store_, across); });
     }
   }
 
@@ -103,26 +105,19 @@ class HostCommunicator final : public Communicator {
   bool isLeader() const { return host_.front() == options_.rank; }
   template <class Reduce>
   void sum(Reduce&& reduce, void* data, size_t bytes) {
-    onHost("summing with", [&] { reduce(*host_comm_); });
-    if (leaders_comm_) acrossHosts("summing", [&] { reduce(*leaders_comm_); });
-    onHost("summing with", [&] { host_comm_->broadcast(data, bytes, 0); });
+    naming("summing with this host's workers", host_, [&] { reduce(*host_comm_); });
+    if (leaders_comm_) naming("summing across hosts, one worker each", leaders_, [&] { reduce(*leaders_comm_); });
+    naming("summing with this host's workers", host_, [&] { host_comm_->broadcast(data, bytes, 0); });
   }
 
-  // Runs `body`; a PeerError from it names the phase and which rank is which worker.
+  // Runs `body`; a PeerError from it names what `members` were doing and
+  // which rank is which worker.
   template <class Body>
-  void onHost(const char* doing, Body&& body) {
+  void naming(const char* doing, const std::vector<int>& members, Body&& body) {
     try {
       body();
     } catch (const PeerError& e) {
-      throw PeerError(fmt::format("{} this host's workers ({}): {}", doing, ranksText(host_), e.what()));
-    }
-  }
-  template <class Body>
-  void acrossHosts(const char* doing, Body&& body) {
-    try {
-      body();
-    } catch (const PeerError& e) {
-      throw PeerError(fmt::format("{} across hosts, one worker each ({}): {}", doing, ranksText(leaders_), e.what()));
+      throw PeerError(fmt::format("{} ({}): {}", doing, ranksText(members), e.what()));
     }
   }
 
