@@ -1,10 +1,10 @@
 // LibTorch's CUDA half is loaded at run time, only where a GPU driver is
 // (src/train/cuda_library.hpp); `tandem --version` says what happened.
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <string>
 
+#include "support/gpu_driver.hpp"
 #include "support/process.hpp"
 
 namespace tandem {
@@ -18,16 +18,10 @@ std::string cudaLine(const std::string& env) {
   return run.output.substr(at + 1, run.output.find('\n', at + 1) - at - 1);
 }
 
-bool driverHere() {
-  void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
-  if (driver != nullptr) dlclose(driver);
-  return driver != nullptr;
-}
-
 TEST(CudaLibrary, LoadsWhereADriverIsAndWhenAskedButNotOtherwise) {
   const std::string by_default = cudaLine("");
   if (by_default.find("(LibTorch's build)") == std::string::npos) GTEST_SKIP() << "a CPU-only LibTorch: " << by_default;
-  if (driverHere()) {
+  if (testing::gpuDriverHere()) {
     EXPECT_NE(by_default.find("CUDA library loaded"), std::string::npos) << by_default;
   } else {
     EXPECT_NE(by_default.find("CUDA library not loaded: no GPU driver"), std::string::npos) << by_default;

@@ -8,6 +8,7 @@
 #include "cli/commands.hpp"
 #include "cluster/cluster_spec.hpp"
 #include "cluster/local_address.hpp"
+#include "cluster/device_placement.hpp"
 #include "cluster/local_share.hpp"
 #include "core/logging.hpp"
 #include "core/error.hpp"
@@ -183,6 +184,11 @@ Command addTrainCommand(CLI::App& app) {
   field("/threads",
         cmd->add_option("--threads", c.threads, "torch intra-op threads (0: OMP_NUM_THREADS if set, "
                         "else cores / processes on this host)"))
+      ->capture_default_str();
+  field("/device",
+        cmd->add_option("--device", c.device, "where a worker trains: auto (its local rank's GPU when any is "
+                        "visible, else the CPU), cpu, cuda (its local rank's GPU) or cuda:N (that GPU, shared on "
+                        "purpose); parameter servers stay on CPU"))
       ->capture_default_str();
   field("/prefetch_threads",
         cmd->add_option("--prefetch-threads", c.prefetch_threads, "input pipeline threads (0: build batches inline; -1: 1, or 0 when the compute threads take every core)"))
@@ -383,6 +389,7 @@ Command addTrainCommand(CLI::App& app) {
     }
     config->threads = plan.threads;
     config->local_processes = plan.local_processes;
+    config->local_rank = cluster::findLocalRank(spec, env).rank;
     if (spec && spec->role == cluster::Role::kPs) {
       // A stop signal reaches the workers too; the server keeps serving
       // until they have finished their last step.

@@ -14,12 +14,17 @@ namespace {
 
 // Each epoch gets fresh augmentation while staying a pure function of the
 // options and the step.
-Batch buildStep(const Dataset& dataset, const ShardSampler& sampler, uint64_t augment_seed,
+Batch buildStep(const Dataset& dataset, const ShardSampler& sampler, const PrefetchOptions& options,
                 int64_t step) {
   torch::NoGradGuard no_grad;
   const auto epoch = static_cast<uint64_t>(step / sampler.stepsPerEpoch());
   auto indices = sampler.batchIndices(step);
-  return dataset.getBatch(indices, mixSeed(augment_seed, epoch));
+  Batch batch = dataset.getBatch(indices, mixSeed(options.augment_seed, epoch));
+  if (options.pin_memory) {
+    batch.inputs = batch.inputs.pin_memory();
+    batch.targets = batch.targets.pin_memory();
+  }
+  return batch;
 }
 
 }  // namespace
@@ -83,7 +88,7 @@ void Prefetcher::run() {
     Batch batch;
     std::exception_ptr failure;
     try {
-      batch = buildStep(*dataset_, sampler_, options_.augment_seed, step);
+      batch = buildStep(*dataset_, sampler_, options_, step);
     } catch (...) {
       failure = std::current_exception();
     }
@@ -111,7 +116,7 @@ Batch Prefetcher::next() {
   const int64_t step = next_to_return_;
   if (threads_.empty()) {
     lock.unlock();
-    Batch batch = buildStep(*dataset_, sampler_, options_.augment_seed, step);
+    Batch batch = buildStep(*dataset_, sampler_, options_, step);
     lock.lock();
     ++next_to_return_;
     return batch;

@@ -19,6 +19,9 @@ struct PrefetchOptions {
   int threads = 2;
   int depth = 4;
   uint64_t augment_seed = 0;
+  // Batches in page-locked memory, which a GPU copies from without the
+  // host waiting (needs LibTorch's CUDA half loaded).
+  bool pin_memory = false;
 };
 
 class Prefetcher {

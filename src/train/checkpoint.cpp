@@ -75,7 +75,9 @@ void LoadedCheckpoint::restore(torch::nn::Module& model, torch::optim::Optimizer
   }
   try {
     torch::serialize::InputArchive archive;
-    archive.load_from(payload_.data(), payload_.size());
+    // Onto the CPU whatever device saved it: a GPU run's checkpoint resumes
+    // or evaluates anywhere (the trainer moves the state after restoring).
+    archive.load_from(payload_.data(), payload_.size(), torch::Device(torch::kCPU));
     torch::serialize::InputArchive model_archive;
     archive.read("model", model_archive);
     model.load(model_archive);

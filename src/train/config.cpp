@@ -1,5 +1,6 @@
 #include "train/config.hpp"
 
+#include "cluster/device_placement.hpp"
 #include "core/error.hpp"
 #include "core/wire_dtype.hpp"
 #include "data/dataset.hpp"
@@ -34,7 +35,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, model, loss, model_
                                                 eval_every_steps, eval_batch_size, log_every_steps,
                                                 checkpoint_every_steps, checkpoint_secs, keep_checkpoints, out_dir,
                                                 optimizer, lr, distributed, emulate_compute,
-                                                timeline)
+                                                timeline, device)
 
 namespace {
 void requirePositive(int64_t value, const char* flag) {
@@ -60,6 +61,7 @@ void validate(const TrainConfig& c, SuppliedParts supplied) {
   if (c.max_steps <= 0) requirePositive(c.epochs, "--epochs");
   if (c.max_steps < 0) throw InputError(fmt::format("--max-steps: must be >= 0, got {}", c.max_steps));
   if (c.threads < 0) throw InputError(fmt::format("--threads: must be >= 0, got {}", c.threads));
+  cluster::parseDeviceRequest(c.device);  // names --device when malformed
   if (c.prefetch_threads < -1) throw InputError("--prefetch-threads: must be >= 0, or -1 (auto)");
   requirePositive(c.prefetch_depth, "--prefetch-depth");
   requirePositive(c.eval_batch_size, "--eval-batch-size");

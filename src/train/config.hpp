@@ -100,6 +100,10 @@ struct TrainConfig {
   uint64_t seed = 42;
   int threads = 0;        // torch intra-op threads; 0 = all cores (the CLI resolves its own default)
   int local_processes = 1;  // this job's processes on this host, as the CLI counted them; reported only
+  int local_rank = 0;       // this worker's index among them (which GPU is its own)
+  // auto | cpu | cuda | cuda:N (cluster/device_placement.hpp). Not part of
+  // the run's identity: a run may resume on another device.
+  std::string device = "auto";
   // -1: one thread, or none (batches built inline) when the compute
   // threads take every core, where a prefetch thread only slows them.
   int prefetch_threads = -1;

@@ -32,6 +32,18 @@ struct BackwardClock {
 
 // One parameter's backward: waits until its cumulative share of the
 // backward time has passed, then hands over its fixed gradient.
+// Autograd holds nodes by intrusive pointer from LibTorch 2.15, by
+// shared_ptr before (2.11, the GPU machines' image): make them its way.
+using NodePtr = decltype(torch::autograd::Edge{}.function);
+template <class T, class... Args>
+NodePtr makeNode(Args&&... args) {
+  if constexpr (std::is_same_v<NodePtr, std::shared_ptr<Node>>) {
+    return std::make_shared<T>(std::forward<Args>(args)...);
+  } else {
+    return c10::make_intrusive<T>(std::forward<Args>(args)...);
+  }
+}
+
 class EmulatedLayerBackward final : public Node {
  public:
   EmulatedLayerBackward(std::shared_ptr<BackwardClock> clock, Clock::duration begin_at, Clock::duration done_at,
@@ -229,9 +241,7 @@ torch::Tensor EmulatedCompute::forward(const ParameterGate& gate) {
   // Created in forward order: autograd runs the later ones first.
   for (auto it = s.backward_order.rbegin(); it != s.backward_order.rend(); ++it) {
     const size_t i = *it;
-    // Autograd nodes are intrusive pointers in LibTorch 2.x.
-    auto node = c10::make_intrusive<EmulatedLayerBackward>(clock, s.begin_at[i], s.done_at[i], s.gradients[i],
-                                                           s.names[i]);
+    auto node = makeNode<EmulatedLayerBackward>(clock, s.begin_at[i], s.done_at[i], s.gradients[i], s.names[i]);
     node->set_next_edges(torch::autograd::collect_next_edges(s.params[i]));
     torch::Tensor output = torch::zeros({});
     torch::autograd::create_gradient_edge(output, node);

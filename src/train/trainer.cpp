@@ -23,6 +23,8 @@
 #include "train/blas_check.hpp"
 #include "train/runtime_info.hpp"
 #include "train/checkpoint.hpp"
+#include "train/device.hpp"
+#include "train/device_feeder.hpp"
 #include "obs/timeline.hpp"
 #include "train/emulated_compute.hpp"
 #include "train/evaluator.hpp"
@@ -118,6 +120,25 @@ nlohmann::json finishedRunSummary(const fs::path& out, int rank, int64_t step, i
           {"trained_steps", 0}};
 }
 
+// Where this worker trains. A model the caller brings (the C++ API) stays
+// on its own device; emulated compute runs no real forward, so it stays on
+// the CPU.
+TrainingDevice placeTraining(const TrainConfig& c, const models::Model& model, bool supplied, bool emulated,
+                             const std::string& mode) {
+  if (emulated) return {torch::kCPU, "--emulate-compute times no real forward"};
+  const auto params = model.parameters();
+  const TrainingDevice device =
+      supplied ? TrainingDevice{params.empty() ? torch::Device(torch::kCPU) : params.front().device(),
+                                "the model's own device"}
+               : chooseTrainingDevice(c.device, {c.local_rank, c.local_processes, "this host's workers"});
+  if (device.device.is_cuda() && mode != "standalone") {
+    throw InputError(fmt::format("--device {} ({}): {} training does not run on GPUs yet, only standalone "
+                                 "training does; use --device cpu",
+                                 c.device, device.device.str(), mode));
+  }
+  return device;
+}
+
 }  // namespace
 
 nlohmann::json runFingerprint(const TrainConfig& c, const torch::nn::Module& model, int64_t dataset_size,
@@ -195,6 +216,7 @@ nlohmann::json Trainer::run() {
                                                  std::vector<int64_t>{shape.channels, shape.height, shape.width});
   }
   model->train();
+  const TrainingDevice device = placeTraining(c, *model, parts_.model != nullptr, emulated != nullptr, strategy_->mode());
 
   // The sampler counts micro-batches; an update consumes `accumulate` of them.
   const int64_t accumulate = c.accumulate;
@@ -240,6 +262,12 @@ nlohmann::json Trainer::run() {
     }
     if (!nothing_to_do) TANDEM_LOG_INFO("resumed from {} at step {}", plan.resume_from, start_step);
   }
+  // Restored on the CPU, then moved: parameters keep their identity, so the
+  // optimizer (made above, keyed by them) follows.
+  if (!device.device.is_cpu()) {
+    model->to(device.device);
+    if (!plan.resume_from.empty()) moveOptimizerState(*optimizer, device.device);
+  }
   if (chief) {
     // Checkpoints past the restart point belong to an abandoned trajectory.
     pruneCheckpoints(out_dir, start_step, 0);
@@ -279,9 +307,10 @@ nlohmann::json Trainer::run() {
   if (start_step > 0) writer.append({{"type", "resume"}, {"step", start_step}, {"checkpoint", plan.resume_from}});
   const int64_t param_count = models::countParameters(*model);
   TANDEM_LOG_INFO("training {} ({} parameters) on {} ({} samples), {} mode, {} worker(s), {} steps of {} per worker, "
-                  "{} threads, BLAS {}",
+                  "on {} ({}), {} threads, BLAS {}",
                   c.model, param_count, c.dataset.name, splits.train->size(), strategy_->mode(),
-                  strategy_->worldSize(), total_steps - start_step, c.batch_size, threads, blas.library);
+                  strategy_->worldSize(), total_steps - start_step, c.batch_size, device.device.str(), device.reason,
+                  threads, blas.library);
 
   // This worker's own steps index its data: with shared steps it starts at
   // its share of the job's and may, at most, do all that remain.
@@ -296,10 +325,17 @@ nlohmann::json Trainer::run() {
   // thread preempts one of them and the whole OpenMP team waits for it: the
   // cnn ran 4-14% slower with one (docs/results.md).
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // On a GPU the cores only build batches: one thread does it ahead.
+  const bool on_gpu = device.device.is_cuda();
   const int prefetch_threads =
-      c.prefetch_threads >= 0 ? c.prefetch_threads : (threads * std::max(1, c.local_processes) >= cores ? 0 : 1);
+      c.prefetch_threads >= 0 ? c.prefetch_threads
+                              : (!on_gpu && threads * std::max(1, c.local_processes) >= cores ? 0 : 1);
+  data::PrefetchOptions prefetch_options{prefetch_threads, c.prefetch_depth, c.seed};
+  prefetch_options.pin_memory = on_gpu;
   data::Prefetcher prefetcher(splits.train, sampler, local_start * accumulate, local_end * accumulate,
-                              {prefetch_threads, c.prefetch_depth, c.seed});
+                              prefetch_options);
+  DeviceFeeder feeder([&prefetcher] { return prefetcher.next(); }, (local_end - local_start) * accumulate,
+                      on_gpu ? makeStreamCopier(device.device) : nullptr);
   obs::Progress progress(start_step, total_steps, c.progress);
   // A failing worker still tells its launcher the last step it finished
   // (launch --max-restarts counts the updates a restart loses from it).
@@ -387,7 +423,7 @@ nlohmann::json Trainer::run() {
     LocalStep step_input;
     step_input.micro_steps = static_cast<int>(accumulate);
     for (int micro = 0; micro < step_input.micro_steps; ++micro) {
-      data::Batch batch = prefetcher.next();
+      data::Batch batch = feeder.next();
       breakdown.add(obs::Phase::kInputWait, phase.lap());
       spanTo("input wait");
       // Priority scheduling: an emulated layer or a built-in model's stage
@@ -541,6 +577,8 @@ nlohmann::json Trainer::run() {
       {"wall_seconds", wall.elapsed()},
       {"step_breakdown", breakdown.toJson()},
       {"threads", threads},
+      {"device", device.device.str()},
+      {"device_reason", device.reason},
       {"local_processes", c.local_processes},
       {"seed", c.seed},
       {"libtorch", runtime.libtorch},

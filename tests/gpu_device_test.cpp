@@ -1,0 +1,69 @@
+// Tests that need a GPU (ctest -L gpu); each skips, naming why, without one.
+#include <gtest/gtest.h>
+
+#include "core/error.hpp"
+#include "train/device.hpp"
+#include "train/device_feeder.hpp"
+
+namespace tandem::train {
+namespace {
+
+data::Batch numbered(int64_t n) { return {torch::full({1, 1, 2, 2}, static_cast<float>(n)), torch::full({1}, n)}; }
+int64_t numberOf(const data::Batch& b) { return b.targets.item<int64_t>(); }
+
+// The device worker 0 of this host takes under --device auto; a test that
+// needs a GPU skips, saying why, where that is the CPU.
+#define TANDEM_NEED_GPU(name)                                                   \
+  const TrainingDevice name##_choice = chooseTrainingDevice("auto", {});        \
+  if (!name##_choice.device.is_cuda()) GTEST_SKIP() << "no GPU here: " << name##_choice.reason; \
+  const torch::Device name = name##_choice.device
+
+// Where a GPU is visible: batches arrive on it with their values, through
+// the copy stream and its events.
+TEST(DeviceFeederTest, StreamCopierDeliversBatchesOnTheGpu) {
+  TANDEM_NEED_GPU(device);
+  int64_t taken = 0;
+  auto pinned = [&] {
+    data::Batch b = numbered(taken++);
+    return data::Batch{b.inputs.pin_memory(), b.targets.pin_memory()};
+  };
+  DeviceFeeder feeder(pinned, 50, makeStreamCopier(device));
+  for (int64_t i = 0; i < 50; ++i) {
+    const data::Batch b = feeder.next();
+    ASSERT_TRUE(b.inputs.is_cuda());
+    // Read on the compute stream, which waited on the copy's event.
+    EXPECT_EQ(b.inputs.sum().item<float>(), 4.0F * static_cast<float>(i));
+    EXPECT_EQ(numberOf(b), i);
+  }
+}
+
+TEST(GpuDeviceTest, EachLocalRankGetsItsOwnGpuAndTooManyAreRefused) {
+  TANDEM_NEED_GPU(first);
+  EXPECT_EQ(first.index(), 0);
+  const int visible = static_cast<int>(torch::cuda::device_count());
+  for (int rank = 0; rank < visible; ++rank) {
+    EXPECT_EQ(chooseTrainingDevice("cuda", {rank, visible, "test"}).device.index(), rank);
+  }
+  EXPECT_THROW(chooseTrainingDevice("cuda", {visible, visible + 1, "test"}), InputError);
+}
+
+TEST(GpuDeviceTest, OptimizerStateMovesToTheGpuAndStepsThere) {
+  TANDEM_NEED_GPU(device);
+  torch::nn::Linear layer(4, 2);
+  torch::optim::Adam adam(layer->parameters(), torch::optim::AdamOptions(0.1));
+  layer(torch::ones({3, 4})).sum().backward();
+  adam.step();  // state on the CPU, as a restored checkpoint's is
+  layer->to(device);
+  moveOptimizerState(adam, device);
+  adam.zero_grad();
+  layer(torch::ones({3, 4}, device)).sum().backward();
+  adam.step();
+  for (const auto& [key, state] : adam.state()) {
+    const auto& s = static_cast<const torch::optim::AdamParamState&>(*state);
+    EXPECT_TRUE(s.exp_avg().is_cuda());
+    EXPECT_EQ(s.step(), 2);
+  }
+}
+
+}  // namespace
+}  // namespace tandem::train
