@@ -89,9 +89,14 @@ TEST(PlaceDeviceTest, TwoWorkersNeverShareAGpuUnlessNamed) {
   // Four workers, two GPUs: the third has none of its own, under auto too.
   for (const char* request : {"auto", "cuda"}) {
     expectInputError([&] { placeDevice(parseDeviceRequest(request), 2, {2, 4, "flags"}, ""); },
-                     {"local rank 2 has none of its own"});
+                     {"local rank 2 has none of its own", "--allow-shared-gpu"});
   }
-  // Named, a GPU is shared on purpose.
+  // Asked for, ranks wrap around the GPUs.
+  for (int rank = 0; rank < 4; ++rank) {
+    const DevicePlacement p = placeDevice(parseDeviceRequest("cuda"), 2, {rank, 4, "flags"}, "", true);
+    EXPECT_EQ(p.index, rank % 2);
+  }
+  // Named, a GPU is chosen on purpose.
   EXPECT_EQ(placeDevice(parseDeviceRequest("cuda:1"), 2, {3, 4, "flags"}, "").index, 1);
   expectInputError([] { placeDevice(parseDeviceRequest("cuda:2"), 2, {}, ""); }, {"cuda:0 to cuda:1"});
 }

@@ -4,6 +4,7 @@
 #include "core/error.hpp"
 #include "train/device.hpp"
 #include "train/device_feeder.hpp"
+#include "support/optimizer_gap.hpp"
 
 namespace tandem::train {
 namespace {
@@ -63,6 +64,14 @@ TEST(GpuDeviceTest, OptimizerStateMovesToTheGpuAndStepsThere) {
     EXPECT_TRUE(s.exp_avg().is_cuda());
     EXPECT_EQ(s.step(), 2);
   }
+}
+
+TEST(GpuDeviceTest, MultiTensorStepOnTheGpuMatchesTheCpuKernels) {
+  TANDEM_NEED_GPU(device);
+  using testing::configFor;
+  EXPECT_LT(testing::gapAfter(device, configFor("sgd", 0.9, true, 1e-4), 4), 1e-6);
+  EXPECT_LT(testing::gapAfter(device, configFor("adam", 0.0, false, 1e-2), 4), 1e-6);
+  EXPECT_LT(testing::gapAfter(device, configFor("adamw", 0.0, false, 1e-2), 4), 1e-6);
 }
 
 }  // namespace

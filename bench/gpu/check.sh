@@ -75,21 +75,45 @@ PY
 echo "== resnet20 on Fashion-MNIST, $R20_STEPS steps of batch 128"
 train r20-cuda "${DATA[@]}" --model resnet20 --device "$GPU" --max-steps "$R20_STEPS" --batch-size 128 --log-every 50
 train r20-cpu "${DATA[@]}" --model resnet20 --device cpu --threads "$CPU_THREADS" --max-steps "$R20_STEPS" --batch-size 128 --log-every 50
-for d in cuda cpu; do
-  echo "| resnet20, Fashion-MNIST, $R20_STEPS steps, batch 128 | $d | $(rate r20-$d) samples/s | ms per step: $(phases r20-$d) |" >> "$TABLE"
+r20row() {  # r20row RUN LABEL
+  echo "| resnet20, Fashion-MNIST, $R20_STEPS steps, batch 128 | $2 | $(rate "$1") samples/s | test accuracy $(field "$R/$1" "['test_accuracy']"); ms per step: $(phases "$1") |" >> "$TABLE"
+}
+r20row r20-cuda "$GPU"
+r20row r20-cpu "cpu, $CPU_THREADS threads"
+
+echo "== resnet20 on the GPU: mixed precision and channels-last"
+for variant in "bf16:--amp bf16" "fp16:--amp fp16" "cl:--channels-last" "bf16-cl:--amp bf16 --channels-last"; do
+  name=${variant%%:*}
+  # shellcheck disable=SC2086  # the variant's flags split on purpose
+  train "r20-$name" "${DATA[@]}" --model resnet20 --device "$GPU" --max-steps "$R20_STEPS" --batch-size 128 \
+    --log-every 50 ${variant#*:} && r20row "r20-$name" "$GPU ${variant#*:}"
 done
+python3 - "$R" <<'PY' && pass "resnet20 in bf16, fp16 and channels-last reaches float32's accuracy within 3 points" ||
+import json, sys
+r = sys.argv[1]
+base = json.load(open(f"{r}/r20-cuda/summary.json"))["test_accuracy"]
+for name in ("bf16", "fp16", "cl", "bf16-cl"):
+    s = json.load(open(f"{r}/r20-{name}/summary.json"))
+    print(name, s["test_accuracy"], "float32", base, "amp", s["amp"])
+    assert abs(s["test_accuracy"] - base) < 0.03, name
+PY
+  fail "resnet20 mixed precision accuracy"
 
 echo "== MLP 256-4096-4096-256, Adam, batch 128: Tandem against PyTorch eager on this GPU"
 train mlp-cuda "${MLP[@]}" --device "$GPU" --max-steps "$MLP_STEPS" --log-every 100
 python3 bench/peer/report.py tandem-rate "$R/mlp-cuda" "$R/mlp-tandem.json" || fail "tandem rate"
 python3 bench/peer/torch_bench.py standalone --device "$GPU" --warmup 100 --steps $((MLP_STEPS - 100)) --out "$R/mlp-torch.json" ||
   fail "PyTorch eager MLP"
+python3 bench/peer/torch_bench.py standalone --device "$GPU" --fused --warmup 100 --steps $((MLP_STEPS - 100)) \
+  --out "$R/mlp-torch-fused.json" || fail "PyTorch eager MLP, fused Adam"
 python3 - "$R" "$TABLE" <<'PY' || fail "MLP table"
 import json, sys
 r, table = sys.argv[1:]
 t = json.load(open(f"{r}/mlp-tandem.json")); p = json.load(open(f"{r}/mlp-torch.json"))
-line = (f"| MLP 256-4096-4096-256, Adam, batch 128 | cuda | Tandem {t['updates_per_s']:.0f} updates/s, "
-        f"PyTorch {p['torch_version']} eager {p['updates_per_s']:.0f} | Tandem/PyTorch {t['updates_per_s'] / p['updates_per_s']:.2f} |")
+f = json.load(open(f"{r}/mlp-torch-fused.json"))
+line = (f"| MLP 256-4096-4096-256, Adam, batch 128 | cuda | Tandem {t['updates_per_s']:.0f} updates/s; "
+        f"PyTorch {p['torch_version']} eager {p['updates_per_s']:.0f}, with fused=True Adam {f['updates_per_s']:.0f} | "
+        f"Tandem/PyTorch {t['updates_per_s'] / p['updates_per_s']:.2f}, against fused=True {t['updates_per_s'] / f['updates_per_s']:.2f} |")
 print(line); open(table, "a").write(line + "\n")
 PY
 
@@ -109,6 +133,24 @@ assert b["resumed_from"] and b["steps"] == 200
 assert abs(a["test_loss"] - b["test_loss"]) < 0.01 * a["test_loss"]
 PY
 
+LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 train shared "${DATA[@]}" --model cnn --device "$GPU" --allow-shared-gpu --max-steps 20 &&
+  { [[ $(field "$R/shared" "['device']") == "$ON" ]] && pass "local rank 1 of 2 shares cuda:0 with --allow-shared-gpu" ||
+    fail "shared device"; }
+
+echo "== --deterministic: the same seed twice gives the same bits on the GPU"
+for run in det-a det-b; do
+  train "$run" "${DATA[@]}" --model resnet20 --device "$GPU" --max-steps 100 --batch-size 128 --deterministic
+done
+python3 - "$R" <<'PY' && pass "resnet20 with --deterministic: two runs' final and test losses are equal to the bit" ||
+import json, sys
+r = sys.argv[1]
+a, b = (json.load(open(f"{r}/{n}/summary.json")) for n in ("det-a", "det-b"))
+print("det-a", a["final_loss"], a["test_loss"], "det-b", b["final_loss"], b["test_loss"], "deterministic", a["deterministic"])
+assert a["deterministic"] and a["final_loss"] == b["final_loss"] and a["test_loss"] == b["test_loss"]
+PY
+  fail "deterministic resnet20 runs differ"
+echo "| resnet20, Fashion-MNIST, 100 steps, batch 128, --deterministic | $GPU | $(rate det-a) samples/s | ms per step: $(phases det-a) |" >> "$TABLE"
+
 echo "== bad input is named, exit code 2"
 expect2() {  # expect2 NEEDLE ARGS...
   local needle=$1; shift
@@ -119,6 +161,7 @@ expect2() {  # expect2 NEEDLE ARGS...
 }
 expect2 "cuda:0 to cuda:0" train "${DATA[@]}" --device cuda:1 --max-steps 5 --out "$R/bad1" --overwrite
 expect2 "none of its own" launch --workers 2 -- "${DATA[@]}" --device "$GPU" --max-steps 5 --out "$R/bad2" --overwrite
+expect2 "--amp fp16 on the CPU" train "${DATA[@]}" --device cpu --amp fp16 --max-steps 5 --out "$R/bad4" --overwrite
 expect2 "does not run on GPUs yet" launch --ps 1 --workers 1 -- "${DATA[@]}" --device "$GPU" --max-steps 5 \
   --out "$R/bad3" --overwrite
 

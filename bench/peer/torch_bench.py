@@ -40,14 +40,14 @@ def mlp():
     return nn.Sequential(*layers)
 
 
-def train(model, seed, warmup, steps, barrier=None, device="cpu"):
+def train(model, seed, warmup, steps, barrier=None, device="cpu", fused=None):
     gen = torch.Generator().manual_seed(seed)
     pool = [(torch.randn(BATCH, WIDTHS[0], generator=gen), torch.randint(0, CLASSES, (BATCH,), generator=gen))
             for _ in range(POOL_BATCHES)]
     on_gpu = device != "cpu"
     if on_gpu:  # as a DataLoader with pin_memory feeds a GPU
         pool = [(x.pin_memory(), y.pin_memory()) for x, y in pool]
-    optimizer = torch.optim.Adam(model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8)
+    optimizer = torch.optim.Adam(model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8, fused=fused)
 
     def step(i):
         x, y = pool[i % POOL_BATCHES]
@@ -78,6 +78,7 @@ def main():
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--out", required=True, help="result JSON (written by rank 0)")
     p.add_argument("--device", default="cpu", help="standalone: cpu or cuda (the model, its batches and Adam there)")
+    p.add_argument("--fused", action="store_true", help="torch.optim.Adam(fused=True): one kernel for the update")
     a = p.parse_args()
 
     rank, world = 0, 1
@@ -97,11 +98,11 @@ def main():
         dist.barrier()
         dist.destroy_process_group()
     else:
-        seconds, loss = train(model.to(a.device), a.seed, a.warmup, a.steps, device=a.device)
+        seconds, loss = train(model.to(a.device), a.seed, a.warmup, a.steps, device=a.device, fused=a.fused or None)
     if rank == 0:
         with open(a.out, "w") as f:
             json.dump({"updates_per_s": world * a.steps / seconds, "steps": a.steps, "seconds": seconds,
-                       "threads": threads, "workers": world, "device": a.device, "final_loss": loss, "torch_version": torch.__version__,
+                       "threads": threads, "workers": world, "device": a.device, "fused": a.fused, "final_loss": loss, "torch_version": torch.__version__,
                        "api": "eager" if a.mode == "standalone" else "DistributedDataParallel, gloo, torchrun"}, f)
 
 

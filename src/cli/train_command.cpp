@@ -190,6 +190,22 @@ Command addTrainCommand(CLI::App& app) {
                         "visible, else the CPU), cpu, cuda (its local rank's GPU) or cuda:N (that GPU, shared on "
                         "purpose); parameter servers stay on CPU"))
       ->capture_default_str();
+  field("/allow_shared_gpu",
+        cmd->add_flag("--allow-shared-gpu", c.allow_shared_gpu, "with more workers on a host than GPUs, let local "
+                      "rank r share GPU r mod GPUs instead of failing"));
+  field("/amp",
+        cmd->add_option("--amp", c.amp, "mixed precision: off, bf16 (autocast forward in bfloat16), or fp16 "
+                        "(float16 with a dynamic loss scale that skips overflowing steps); weights, gradients and "
+                        "optimizer state stay float32"))
+      ->capture_default_str();
+  field("/channels_last",
+        cmd->add_flag("--channels-last", c.channels_last, "convolutional models: keep 4-d parameters and batches in "
+                      "channels-last (NHWC) layout, which GPU convolutions run faster in (standalone)"));
+  field("/deterministic",
+        cmd->add_flag("--deterministic", c.deterministic, "GPU: deterministic kernels only (cuDNN without "
+                      "benchmarking, cuBLAS with a fixed workspace), so that the same seed gives the same bits; an "
+                      "operation without a deterministic kernel is an error naming it. The CPU path is "
+                      "deterministic already"));
   field("/prefetch_threads",
         cmd->add_option("--prefetch-threads", c.prefetch_threads, "input pipeline threads (0: build batches inline; -1: 1, or 0 when the compute threads take every core)"))
       ->capture_default_str();

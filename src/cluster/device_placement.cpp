@@ -67,7 +67,7 @@ LocalRank findLocalRank(const std::optional<ClusterSpec>& spec, const Environmen
 std::string DevicePlacement::text() const { return cuda ? fmt::format("cuda:{}", index) : "cpu"; }
 
 DevicePlacement placeDevice(const DeviceRequest& request, int visible_gpus, const LocalRank& local,
-                            std::string_view no_gpu_detail) {
+                            std::string_view no_gpu_detail, bool allow_shared) {
   using Kind = DeviceRequest::Kind;
   if (request.kind == Kind::kCpu) return {false, 0, "--device cpu"};
   if (visible_gpus <= 0) {
@@ -83,10 +83,16 @@ DevicePlacement placeDevice(const DeviceRequest& request, int visible_gpus, cons
     return {true, *request.index, fmt::format("--device {}", request.text)};
   }
   if (local.rank >= visible_gpus) {
+    if (allow_shared) {
+      const int shared = local.rank % visible_gpus;
+      return {true, shared,
+              fmt::format("--device {} --allow-shared-gpu: local rank {} of {} shares GPU {} ({} GPU(s) visible)",
+                          request.text, local.rank, local.count, shared, visible_gpus)};
+    }
     throw InputError(fmt::format(
         "--device {}: this host runs {} workers (counted from {}) and this process sees {} GPU(s), so the worker of "
-        "local rank {} has none of its own; run at most {} worker(s) per host, or name one with --device cuda:N to "
-        "share a GPU on purpose",
+        "local rank {} has none of its own; run at most {} worker(s) per host, or pass --allow-shared-gpu to share "
+        "GPUs on purpose",
         request.text, local.count, local.source, visible_gpus, local.rank, visible_gpus));
   }
   return {true, local.rank,

@@ -42,10 +42,12 @@ struct DevicePlacement {
 // `visible_gpus`: what this process can use (CUDA_VISIBLE_DEVICES applied);
 // `no_gpu_detail` says why none is, when none is. auto takes the GPU of the
 // worker's local rank when any GPU is visible, else the CPU; cuda the same,
-// and with none visible it is an error; cuda:N that GPU, shared on purpose.
-// Two workers of a host never get one GPU unless cuda:N asked for it:
-// a local rank without a GPU of its own is an InputError naming the counts.
+// and with none visible it is an error; cuda:N that GPU, named on purpose.
+// Two workers of a host never get one GPU by the rank mapping unless
+// `allow_shared` (--allow-shared-gpu): then local rank r takes GPU
+// r mod visible; without it a local rank with no GPU of its own is an
+// InputError naming the counts.
 DevicePlacement placeDevice(const DeviceRequest& request, int visible_gpus, const LocalRank& local,
-                            std::string_view no_gpu_detail);
+                            std::string_view no_gpu_detail, bool allow_shared = false);
 
 }  // namespace tandem::cluster

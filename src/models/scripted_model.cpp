@@ -81,7 +81,8 @@ std::string modelFileDigest(const std::string& path) {
 ScriptedModel::ScriptedModel(const std::string& path) : path_(path) {
   requireModelFile(path);
   try {
-    module_ = torch::jit::load(path);
+    // Onto the CPU whatever device saved it; the trainer moves it to its own.
+    module_ = torch::jit::load(path, torch::Device(torch::kCPU));
   } catch (const c10::Error& e) {
     throw InputError(fmt::format("--model {}: not a TorchScript module: {}", path, firstLine(e)));
   }

@@ -7,6 +7,7 @@
 #include "models/registry.hpp"
 #include "ps/protocol.hpp"
 #include "train/loss.hpp"
+#include "train/mixed_precision.hpp"
 
 
 namespace tandem::models {
@@ -35,7 +36,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, model, loss, model_
                                                 eval_every_steps, eval_batch_size, log_every_steps,
                                                 checkpoint_every_steps, checkpoint_secs, keep_checkpoints, out_dir,
                                                 optimizer, lr, distributed, emulate_compute,
-                                                timeline, device)
+                                                timeline, device, allow_shared_gpu, amp, channels_last,
+                                                deterministic)
 
 namespace {
 void requirePositive(int64_t value, const char* flag) {
@@ -62,6 +64,7 @@ void validate(const TrainConfig& c, SuppliedParts supplied) {
   if (c.max_steps < 0) throw InputError(fmt::format("--max-steps: must be >= 0, got {}", c.max_steps));
   if (c.threads < 0) throw InputError(fmt::format("--threads: must be >= 0, got {}", c.threads));
   cluster::parseDeviceRequest(c.device);  // names --device when malformed
+  parseAmp(c.amp);
   if (c.prefetch_threads < -1) throw InputError("--prefetch-threads: must be >= 0, or -1 (auto)");
   requirePositive(c.prefetch_depth, "--prefetch-depth");
   requirePositive(c.eval_batch_size, "--eval-batch-size");

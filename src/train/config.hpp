@@ -104,6 +104,10 @@ struct TrainConfig {
   // auto | cpu | cuda | cuda:N (cluster/device_placement.hpp). Not part of
   // the run's identity: a run may resume on another device.
   std::string device = "auto";
+  bool allow_shared_gpu = false;  // local ranks beyond the GPUs wrap around instead of failing
+  std::string amp = "off";      // off | bf16 | fp16 (train/mixed_precision.hpp)
+  bool channels_last = false;   // convolutional models: NHWC parameters and batches
+  bool deterministic = false;   // deterministic kernels only (GPU): same seed, same bits
   // -1: one thread, or none (batches built inline) when the compute
   // threads take every core, where a prefetch thread only slows them.
   int prefetch_threads = -1;

@@ -11,7 +11,7 @@
 
 namespace tandem::train {
 
-TrainingDevice chooseTrainingDevice(const std::string& request, const cluster::LocalRank& local) {
+TrainingDevice chooseTrainingDevice(const std::string& request, const cluster::LocalRank& local, bool allow_shared) {
   const cluster::DeviceRequest parsed = cluster::parseDeviceRequest(request);
   if (parsed.kind == cluster::DeviceRequest::Kind::kCpu) return {torch::kCPU, "--device cpu"};
   const CudaLibrary& cuda = loadLibTorchCuda();
@@ -20,9 +20,16 @@ TrainingDevice chooseTrainingDevice(const std::string& request, const cluster::L
   if (const char* mask = std::getenv("CUDA_VISIBLE_DEVICES"); mask != nullptr) {
     why += fmt::format("; CUDA_VISIBLE_DEVICES={}", mask);
   }
-  const cluster::DevicePlacement placed = cluster::placeDevice(parsed, visible, local, why);
+  const cluster::DevicePlacement placed = cluster::placeDevice(parsed, visible, local, why, allow_shared);
   if (!placed.cuda) return {torch::kCPU, placed.reason};
   return {torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(placed.index)), placed.reason};
+}
+
+void requireDeterministicKernels() {
+  ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+  at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+  at::globalContext().setDeterministicCuDNN(true);
+  at::globalContext().setBenchmarkCuDNN(false);
 }
 
 void moveOptimizerState(torch::optim::Optimizer& optimizer, const torch::Device& device) {

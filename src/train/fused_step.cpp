@@ -9,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "ps/optimizer_kernels.hpp"
+#include "train/multi_tensor_step.hpp"
 #include "train/optimizer_state.hpp"
 
 namespace tandem::train {
@@ -41,7 +42,9 @@ void fusedOptimizerStep(torch::optim::Optimizer& optimizer, const OptimizerConfi
   for (auto& group : optimizer.param_groups()) {
     for (auto& p : group.params()) {
       if (p.grad().defined() && (!kernelReady(p) || !kernelReady(p.grad()))) {
-        optimizer.step();  // a CUDA or non-contiguous model: torch's own step and state
+        // A GPU model: one multi-tensor kernel where torch has one;
+        // otherwise (and for non-contiguous CPU tensors) torch's own step.
+        if (p.is_cpu() || !multiTensorStep(optimizer, config, lr)) optimizer.step();
         return;
       }
     }

@@ -13,8 +13,9 @@ namespace tandem::train {
 
 // One step of `config`'s optimizer (sgd, adam, adamw or rmsprop) at rate `lr` on every
 // parameter of `optimizer` that has a gradient, reading and writing the
-// state torch::optim keeps for it. Parameters that are not contiguous
-// float32 CPU tensors (a CUDA model) take torch::optim's own step.
+// state torch::optim keeps for it. A GPU model takes one multi-tensor
+// kernel (multi_tensor_step.hpp) where torch has one; other parameters that
+// are not contiguous float32 CPU tensors take torch::optim's own step.
 // Not thread-safe; uses torch's intra-op thread pool.
 void fusedOptimizerStep(torch::optim::Optimizer& optimizer, const OptimizerConfig& config, double lr);
 

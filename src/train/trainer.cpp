@@ -23,7 +23,6 @@
 #include "train/blas_check.hpp"
 #include "train/runtime_info.hpp"
 #include "train/checkpoint.hpp"
-#include "train/device.hpp"
 #include "train/device_feeder.hpp"
 #include "obs/timeline.hpp"
 #include "train/emulated_compute.hpp"
@@ -31,6 +30,9 @@
 #include "train/fused_step.hpp"
 #include "train/loss.hpp"
 #include "train/lr_schedule.hpp"
+#include "train/loss_scale.hpp"
+#include "train/mixed_precision.hpp"
+#include "train/run_placement.hpp"
 #include "train/model_for_dataset.hpp"
 #include "train/run_directory.hpp"
 #include "train/optimizer.hpp"
@@ -120,25 +122,6 @@ nlohmann::json finishedRunSummary(const fs::path& out, int rank, int64_t step, i
           {"trained_steps", 0}};
 }
 
-// Where this worker trains. A model the caller brings (the C++ API) stays
-// on its own device; emulated compute runs no real forward, so it stays on
-// the CPU.
-TrainingDevice placeTraining(const TrainConfig& c, const models::Model& model, bool supplied, bool emulated,
-                             const std::string& mode) {
-  if (emulated) return {torch::kCPU, "--emulate-compute times no real forward"};
-  const auto params = model.parameters();
-  const TrainingDevice device =
-      supplied ? TrainingDevice{params.empty() ? torch::Device(torch::kCPU) : params.front().device(),
-                                "the model's own device"}
-               : chooseTrainingDevice(c.device, {c.local_rank, c.local_processes, "this host's workers"});
-  if (device.device.is_cuda() && mode != "standalone") {
-    throw InputError(fmt::format("--device {} ({}): {} training does not run on GPUs yet, only standalone "
-                                 "training does; use --device cpu",
-                                 c.device, device.device.str(), mode));
-  }
-  return device;
-}
-
 }  // namespace
 
 nlohmann::json runFingerprint(const TrainConfig& c, const torch::nn::Module& model, int64_t dataset_size,
@@ -201,6 +184,9 @@ nlohmann::json Trainer::run() {
   if (!c.emulate_compute.empty()) threads = 1;
   torch::set_num_threads(threads);
 
+  // Before anything runs on a GPU: cuBLAS reads its workspace setting when
+  // it makes its first handle.
+  if (c.deterministic) requireDeterministicKernels();
   const RuntimeInfo runtime = runtimeInfo();
   BlasReport blas = checkBlas(runtime);
   if (auto advice = blasAdvice(blas); !advice.empty()) TANDEM_LOG_WARN("{}", advice);
@@ -216,7 +202,10 @@ nlohmann::json Trainer::run() {
                                                  std::vector<int64_t>{shape.channels, shape.height, shape.width});
   }
   model->train();
-  const TrainingDevice device = placeTraining(c, *model, parts_.model != nullptr, emulated != nullptr, strategy_->mode());
+  const RunPlacement placement =
+      placeRun(c, *model, parts_.model != nullptr, emulated != nullptr, strategy_->mode(), strategy_->appliesUpdate());
+  const TrainingDevice& device = placement.device;
+  const Amp amp = placement.amp;
 
   // The sampler counts micro-batches; an update consumes `accumulate` of them.
   const int64_t accumulate = c.accumulate;
@@ -262,12 +251,13 @@ nlohmann::json Trainer::run() {
     }
     if (!nothing_to_do) TANDEM_LOG_INFO("resumed from {} at step {}", plan.resume_from, start_step);
   }
-  // Restored on the CPU, then moved: parameters keep their identity, so the
-  // optimizer (made above, keyed by them) follows.
+  // Restored on the CPU, then moved: the optimizer's parameters keep their identity.
   if (!device.device.is_cpu()) {
     model->to(device.device);
     if (!plan.resume_from.empty()) moveOptimizerState(*optimizer, device.device);
   }
+  if (c.channels_last) toChannelsLast(*model);
+  LossScale loss_scale;  // fp16 only
   if (chief) {
     // Checkpoints past the restart point belong to an abandoned trajectory.
     pruneCheckpoints(out_dir, start_step, 0);
@@ -433,12 +423,18 @@ nlohmann::json Trainer::run() {
         loss = emulated->forward([&](size_t count) { strategy_->awaitParameters(count); });
       } else {
         if (!model->gatesStages()) strategy_->awaitParameters();
+        if (c.channels_last) batch.inputs = batch.inputs.contiguous(at::MemoryFormat::ChannelsLast);
+        AutocastScope autocast(device.device, amp);
         loss = loss_fn(model->forward(batch.inputs), batch.targets);
       }
       step_input.loss_sum += loss.item<double>();
       step_input.stop_requested = stopRequested();
       strategy_->beforeBackward(step_input, micro);
-      loss.backward();
+      if (amp == Amp::kFp16) {
+        (loss * loss_scale.scale()).backward();
+      } else {
+        loss.backward();
+      }
       if (c.debug_step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(c.debug_step_delay_ms));
       // Waiting for the last step's parameters is communication, not compute.
       const SyncTimes awaited = strategy_->takeParameterWaits();
@@ -459,7 +455,10 @@ nlohmann::json Trainer::run() {
     if (strategy_->appliesUpdate()) {
       breakdown.add(obs::Phase::kUpdate, agreed.times.update);
     } else {
-      fusedOptimizerStep(*optimizer, c.optimizer, lr);
+      // fp16: every worker checks the same averaged gradients, so all of
+      // them skip an overflowing step together.
+      const bool apply = amp != Amp::kFp16 || loss_scale.update(unscaleGradients(parameters, loss_scale.scale()));
+      if (apply) fusedOptimizerStep(*optimizer, c.optimizer, lr);
       breakdown.add(obs::Phase::kUpdate, phase.lap());
     }
     spanTo("update");
@@ -579,6 +578,9 @@ nlohmann::json Trainer::run() {
       {"threads", threads},
       {"device", device.device.str()},
       {"device_reason", device.reason},
+      {"amp", ampSummary(amp, loss_scale)},
+      {"channels_last", c.channels_last},
+      {"deterministic", c.deterministic},
       {"local_processes", c.local_processes},
       {"seed", c.seed},
       {"libtorch", runtime.libtorch},

@@ -1,0 +1,46 @@
+#include "train/run_placement.hpp"
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+
+namespace tandem::train {
+namespace {
+
+TrainingDevice placeDeviceOf(const TrainConfig& c, const models::Model& model, bool supplied, bool emulated) {
+  if (emulated) return {torch::kCPU, "--emulate-compute times no real forward"};
+  if (supplied) {
+    const auto params = model.parameters();
+    return {params.empty() ? torch::Device(torch::kCPU) : params.front().device(), "the model's own device"};
+  }
+  return chooseTrainingDevice(c.device, {c.local_rank, c.local_processes, "this host's workers"}, c.allow_shared_gpu);
+}
+
+}  // namespace
+
+RunPlacement placeRun(const TrainConfig& c, const models::Model& model, bool supplied, bool emulated,
+                      const std::string& mode, bool strategy_applies_update) {
+  RunPlacement placement{placeDeviceOf(c, model, supplied, emulated), parseAmp(c.amp)};
+  const torch::Device& device = placement.device.device;
+  if (c.channels_last && mode != "standalone") {
+    throw InputError(fmt::format("--channels-last: standalone training only for now ({} mode moves gradients as "
+                                 "contiguous tensors)",
+                                 mode));
+  }
+  if (device.is_cuda() && mode != "standalone") {
+    throw InputError(fmt::format("--device {} ({}): {} training does not run on GPUs yet, only standalone "
+                                 "training does; use --device cpu",
+                                 c.device, device.str(), mode));
+  }
+  if (placement.amp == Amp::kFp16 && strategy_applies_update) {
+    throw InputError("--amp fp16: its loss scale skips steps on the worker, but parameter servers apply the update; "
+                     "use --amp bf16, which needs no loss scale");
+  }
+  if (placement.amp == Amp::kFp16 && device.is_cpu()) {
+    throw InputError("--amp fp16 on the CPU: few CPUs compute in float16, so it runs far slower than float32 (resnet20 "
+                     "over 40x here); use --amp bf16, the CPU's mixed precision, or train on a GPU");
+  }
+  return placement;
+}
+
+}  // namespace tandem::train
