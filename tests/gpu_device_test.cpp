@@ -4,6 +4,7 @@
 #include "core/error.hpp"
 #include "train/device.hpp"
 #include "train/device_feeder.hpp"
+#include "train/gradient_capture.hpp"
 #include "support/optimizer_gap.hpp"
 
 namespace tandem::train {
@@ -72,6 +73,12 @@ TEST(GpuDeviceTest, MultiTensorStepOnTheGpuMatchesTheCpuKernels) {
   EXPECT_LT(testing::gapAfter(device, configFor("sgd", 0.9, true, 1e-4), 4), 1e-6);
   EXPECT_LT(testing::gapAfter(device, configFor("adam", 0.0, false, 1e-2), 4), 1e-6);
   EXPECT_LT(testing::gapAfter(device, configFor("adamw", 0.0, false, 1e-2), 4), 1e-6);
+}
+
+TEST(GpuDeviceTest, DistributedGradientsRefuseGpuParameters) {
+  TANDEM_NEED_GPU(device);
+  const torch::Tensor p = torch::zeros({3}, torch::TensorOptions().device(device).requires_grad(true));
+  EXPECT_THROW(GradientCapture({p}, {0}, 3, {{0, 3}}, true, [](size_t) {}), InputError);
 }
 
 }  // namespace

@@ -88,5 +88,18 @@ TEST(GradientCapture, RefusesLayoutsOutsideTheBuffer) {
   EXPECT_THROW(GradientCapture({ints}, {0}, 3, {{0, 3}}, true, [](size_t) {}), Error);
 }
 
+// Gradients are gathered in host memory: a parameter elsewhere (a GPU, or
+// here the meta device, which any machine has) is refused by name rather
+// than failing later inside the optimizer.
+TEST(GradientCapture, RefusesParametersOffTheCpuNamingTheDevice) {
+  const torch::Tensor elsewhere = torch::zeros({3}, torch::TensorOptions().device(torch::kMeta).requires_grad(true));
+  try {
+    GradientCapture capture({elsewhere}, {0}, 3, {{0, 3}}, true, [](size_t) {});
+    ADD_FAILURE() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("parameter 0 is on meta"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace tandem::train

@@ -93,6 +93,14 @@ GradientCapture::GradientCapture(std::vector<torch::Tensor> params, const std::v
       throw Error(fmt::format("parameter {} is {}, but distributed gradients are dense float32", p,
                               std::string(c10::toString(param.scalar_type()))));
     }
+    // Gradients are gathered in host memory and handed back there: a GPU
+    // model would get CPU gradients and fail inside its optimizer instead.
+    if (!param.is_cpu()) {
+      throw InputError(fmt::format("parameter {} is on {}: distributed training of GPU parameters (all-reduce, "
+                                   "parameter servers, DistributedOptimizer) is not built yet; train on the CPU, or "
+                                   "standalone on the GPU",
+                                   p, param.device().str()));
+    }
     const int64_t begin = offsets[p], end = offsets[p] + param.numel();
     TANDEM_ENFORCE(begin >= 0 && end <= total, "parameter {} at [{}, {}) outside {}", p, begin, end, total);
     State::Slot& slot = s.slots[p];

@@ -29,7 +29,8 @@ class GradientCapture {
   // With `in_order`, groups are handed over strictly in index order (every
   // all-reduce worker must issue its collectives in one sequence); without,
   // each as soon as it is complete. Throws Error if a parameter is not a
-  // dense float32 tensor or lies outside the buffer. `buffer`, when given,
+  // dense float32 tensor or lies outside the buffer, InputError if it is
+  // not on the CPU. `buffer`, when given,
   // is that buffer (float32, `total` contiguous values, e.g. in memory
   // shared with a server); otherwise the capture allocates it.
   GradientCapture(std::vector<torch::Tensor> params, const std::vector<int64_t>& offsets, int64_t total,
