@@ -4,14 +4,14 @@
 #include "core/error.hpp"
 #include "train/device.hpp"
 #include "train/device_feeder.hpp"
+#include "support/numbered_batches.hpp"
 #include "train/gradient_capture.hpp"
 #include "support/optimizer_gap.hpp"
 
 namespace tandem::train {
 namespace {
 
-data::Batch numbered(int64_t n) { return {torch::full({1, 1, 2, 2}, static_cast<float>(n)), torch::full({1}, n)}; }
-int64_t numberOf(const data::Batch& b) { return b.targets.item<int64_t>(); }
+using testing::numberOf;
 
 // The device worker 0 of this host takes under --device auto; a test that
 // needs a GPU skips, saying why, where that is the CPU.
@@ -26,7 +26,7 @@ TEST(DeviceFeederTest, StreamCopierDeliversBatchesOnTheGpu) {
   TANDEM_NEED_GPU(device);
   int64_t taken = 0;
   auto pinned = [&] {
-    data::Batch b = numbered(taken++);
+    data::Batch b = testing::numberedBatch(taken++);
     return data::Batch{b.inputs.pin_memory(), b.targets.pin_memory()};
   };
   DeviceFeeder feeder(pinned, 50, makeStreamCopier(device));

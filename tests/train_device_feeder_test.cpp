@@ -1,4 +1,5 @@
 #include "train/device_feeder.hpp"
+#include "support/numbered_batches.hpp"
 
 #include <gtest/gtest.h>
 
@@ -9,8 +10,7 @@
 namespace tandem::train {
 namespace {
 
-data::Batch numbered(int64_t n) { return {torch::full({1, 1, 2, 2}, static_cast<float>(n)), torch::full({1}, n)}; }
-int64_t numberOf(const data::Batch& b) { return b.targets.item<int64_t>(); }
+using testing::numberOf;
 
 // Records the order of copies and waits, as the CUDA copier would issue them.
 class RecordingCopier final : public BatchCopier {
@@ -34,7 +34,7 @@ class RecordingCopier final : public BatchCopier {
 TEST(DeviceFeederTest, EachCopyIsIssuedAStepBeforeItsBatchIsUsed) {
   std::vector<std::string> log;
   int64_t taken = 0;
-  DeviceFeeder feeder([&] { return numbered(taken++); }, 3, std::make_unique<RecordingCopier>(log));
+  DeviceFeeder feeder([&] { return testing::numberedBatch(taken++); }, 3, std::make_unique<RecordingCopier>(log));
   for (int64_t i = 0; i < 3; ++i) {
     EXPECT_EQ(numberOf(feeder.next()), i);
     log.push_back("use " + std::to_string(i));
@@ -49,7 +49,7 @@ TEST(DeviceFeederTest, EachCopyIsIssuedAStepBeforeItsBatchIsUsed) {
 
 TEST(DeviceFeederTest, OnTheCpuBatchesPassThroughInOrder) {
   int64_t taken = 0;
-  DeviceFeeder feeder([&] { return numbered(taken++); }, 2, nullptr);
+  DeviceFeeder feeder([&] { return testing::numberedBatch(taken++); }, 2, nullptr);
   EXPECT_EQ(numberOf(feeder.next()), 0);
   EXPECT_EQ(taken, 1);  // nothing is read ahead where nothing is copied
   EXPECT_EQ(numberOf(feeder.next()), 1);
@@ -58,7 +58,7 @@ TEST(DeviceFeederTest, OnTheCpuBatchesPassThroughInOrder) {
 TEST(DeviceFeederTest, ASingleBatchIsFedWithoutReadingAhead) {
   std::vector<std::string> log;
   int64_t taken = 0;
-  DeviceFeeder feeder([&] { return numbered(taken++); }, 1, std::make_unique<RecordingCopier>(log));
+  DeviceFeeder feeder([&] { return testing::numberedBatch(taken++); }, 1, std::make_unique<RecordingCopier>(log));
   EXPECT_EQ(numberOf(feeder.next()), 0);
   EXPECT_EQ(log, (std::vector<std::string>{"copy 0", "wait 0"}));
   EXPECT_EQ(taken, 1);

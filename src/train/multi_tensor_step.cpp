@@ -48,7 +48,9 @@ bool multiTensorStep(torch::optim::Optimizer& optimizer, const OptimizerConfig& 
     }
     if (keeps_slots) slots0.push_back(state.slots[0]);
     if (!sgd) slots1.push_back(state.slots[1]);
-    writeKernelState(optimizer, params[i], config, state);
+    // SGD's existing state holds the buffers the kernel updates in place:
+    // nothing to store again.
+    if (!sgd || !states[i]) writeKernelState(optimizer, params[i], config, state);
   }
   torch::NoGradGuard no_grad;
   if (sgd) {
