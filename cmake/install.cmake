@@ -4,7 +4,7 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(TANDEM_EXPORTED tandem_flags tandem_core tandem_obs tandem_run_files tandem_net tandem_cluster tandem_collective tandem_ps
+set(TANDEM_EXPORTED tandem_flags tandem_core tandem_obs tandem_run_files tandem_net tandem_cluster tandem_collective tandem_optim tandem_ps
     tandem_data tandem_models tandem_train tandem_api)
 set_target_properties(tandem_api PROPERTIES EXPORT_NAME tandem)
 install(TARGETS ${TANDEM_EXPORTED} EXPORT TandemTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})

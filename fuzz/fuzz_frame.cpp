@@ -9,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "net/frame.hpp"
+#include "ps/messages.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tandem;
@@ -27,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   (void)net::salvageRequestId(parts[0].data(), parts[0].size());
   try {
-    net::Frame frame = net::decodeFrame(parts, parts.size(), 1 << 20, "the fuzzer");
+    net::Frame frame = net::decodeFrame(parts, parts.size(), 1 << 20, "the fuzzer", ps::kMessages);
     (void)frame.text();
     (void)frame.bytes();
   } catch (const InputError&) {

@@ -62,7 +62,7 @@ class PyPsOptimizer {
                 int staleness, int passes, double chunk_mb, const py::dict& settings)
       : holder_(std::make_shared<ParameterHolder>(named)) {
     tandem::api::PsOptimizerOptions o;
-    o.mode = mode;
+    o.mode = tandem::parseServerMode(mode, "DistributedOptimizer: mode");
     o.staleness = staleness;
     o.backward_passes_per_step = passes;
     o.chunk_mb = chunk_mb;

@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "ps/optimizer_kernels.hpp"
+#include "optim/kernels.hpp"
 #include "tandem/trainer.hpp"
 #include "train/checkpoint.hpp"
 #include "train/config.hpp"
@@ -66,7 +66,7 @@ TEST(OptimizerDefaults, EachOptimizerHasTorchOptimsSharedDefaultsAndTandemsSgdMo
 TEST(Fit, RunsEachOptimizerWithTheDefaultsTandemTrainGivesIt) {
   for (const char* name : kOptimizers) {
     const nlohmann::json stored = fitOptimizer(name, std::nullopt, std::nullopt);
-    const ps::OptimizerSettings defaults = ps::optimizerDefaults(name);
+    const optim::OptimizerSettings defaults = optim::optimizerDefaults(name);
     EXPECT_EQ(stored.value("name", ""), name);
     EXPECT_EQ(stored.value("momentum", -1.0), defaults.momentum) << name;
     EXPECT_EQ(stored.value("weight_decay", -1.0), defaults.weight_decay) << name;

@@ -180,7 +180,7 @@ TEST_F(PsTraining, BoundedStalenessIsNeverExceeded) {
   }
   EXPECT_EQ(testing::waitForExit(cluster.ps, std::chrono::seconds(60)), 0) << readFile(dir_.path() / "ps.log");
   auto server = summaryOf(dir_.path() / "run" / "ps" / "ps-0");
-  EXPECT_EQ(server["mode"], "ssp");
+  EXPECT_EQ(server["mode"], "ps-ssp");  // one spelling: the worker's and the server's
   // The fast workers were held at the bound, and never beyond it.
   EXPECT_EQ(server["max_staleness"], 2) << server;
   auto chief = summaryOf(dir_.path() / "run");

@@ -15,10 +15,12 @@
 #include <thread>
 #include <vector>
 
+#include "cluster/store_messages.hpp"
 #include "core/deadline.hpp"
 #include "net/frame.hpp"
 #include "net/job_security.hpp"
 #include "net/wire.hpp"
+#include "ps/messages.hpp"
 #include "ps/protocol.hpp"
 #include "support/process.hpp"
 #include "support/run_artifacts.hpp"
@@ -48,11 +50,11 @@ int repliesToOutsider(const std::string& endpoint, const std::optional<net::JobS
     (void)net::sendFrame(socket, {.type = type, .request_id = id++, .key_begin = key, .key_end = key + 1},
                          std::move(payload));
   };
-  send(net::MessageType::kPsHello, net::copyPayload(ps::encode(ps::Hello{1, 0})));
-  send(net::MessageType::kPsPull, zmq::message_t());
-  send(net::MessageType::kPsInit, net::copyPayload(std::string_view("{}")));
-  send(net::MessageType::kStoreGet, net::copyPayload(std::string_view("train/join/worker/0")));
-  send(net::MessageType::kStoreSet, net::copyPayload(claim.bytes()));
+  send(ps::msg::kHello, net::copyPayload(ps::encode(ps::Hello{1, 0})));
+  send(ps::msg::kPull, zmq::message_t());
+  send(ps::msg::kInit, net::copyPayload(std::string_view("{}")));
+  send(cluster::store_msg::kGet, net::copyPayload(std::string_view("train/join/worker/0")));
+  send(cluster::store_msg::kSet, net::copyPayload(claim.bytes()));
   int replies = 0;
   std::vector<zmq::message_t> parts;
   const Deadline deadline = Deadline::after(budget);
@@ -197,7 +199,7 @@ TEST_F(Security, AnOutsidersFloodCostsTheJobNeitherMemoryNorLog) {
         if (with_curve) net::secureClient(socket, other_job);
         socket.connect(fmt::format("tcp://127.0.0.1:{}", port));
         for (int i = 0; i < 500; ++i) {
-          (void)net::sendFrame(socket, {.type = net::MessageType::kPsPull, .request_id = uint64_t(i + 1)},
+          (void)net::sendFrame(socket, {.type = ps::msg::kPull, .request_id = uint64_t(i + 1)},
                                zmq::message_t());
         }
         std::this_thread::sleep_for(5ms);

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "cluster/coordinator.hpp"
+#include "cluster/store_messages.hpp"
 #include "core/error.hpp"
 #include "net/job_security.hpp"
 #include "net/frame.hpp"
@@ -264,7 +265,7 @@ TEST(Coordinator, GarbageFramesGetErrorRepliesAndServingContinues) {
     std::vector<zmq::message_t> reply;
     size_t total = net::receiveParts(raw, reply, 2);
     EXPECT_EQ(total, 2u);
-    return net::decodeFrame(reply, total, net::kMaxPayloadBytes, "coordinator");
+    return net::decodeFrame(reply, total, net::kMaxPayloadBytes, "coordinator", cluster::kStoreMessages);
   };
 
   std::vector<zmq::message_t> junk;
@@ -276,7 +277,7 @@ TEST(Coordinator, GarbageFramesGetErrorRepliesAndServingContinues) {
   // A well-formed header from a newer build: the error names the version
   // and is addressed to the request that caused it.
   net::FrameHeader h;
-  h.type = net::MessageType::kStoreGet;
+  h.type = cluster::store_msg::kGet;
   h.request_id = 77;
   h.payload_bytes = 1;
   auto head = net::encodeHeader(h);
@@ -290,7 +291,7 @@ TEST(Coordinator, GarbageFramesGetErrorRepliesAndServingContinues) {
   EXPECT_NE(r2.text().find("unsupported version 9"), std::string_view::npos) << r2.text();
 
   // Lying inner length in a set.
-  h.type = net::MessageType::kStoreSet;
+  h.type = cluster::store_msg::kSet;
   h.request_id = 78;
   h.payload_bytes = 6;
   head = net::encodeHeader(h);
@@ -303,7 +304,7 @@ TEST(Coordinator, GarbageFramesGetErrorRepliesAndServingContinues) {
   EXPECT_NE(r3.text().find("truncated at key: needs 65535 bytes, 2 left"), std::string_view::npos) << r3.text();
 
   // A reply type sent as a request.
-  h.type = net::MessageType::kStoreValue;
+  h.type = cluster::store_msg::kValue;
   h.payload_bytes = 0;
   head = net::encodeHeader(h);
   std::vector<zmq::message_t> wrong;
@@ -313,7 +314,7 @@ TEST(Coordinator, GarbageFramesGetErrorRepliesAndServingContinues) {
   EXPECT_NE(r4.text().find("not a request the coordinator serves"), std::string_view::npos) << r4.text();
 
   // Three parts.
-  h.type = net::MessageType::kStoreGet;
+  h.type = cluster::store_msg::kGet;
   h.payload_bytes = 1;
   head = net::encodeHeader(h);
   std::vector<zmq::message_t> extra;
@@ -343,8 +344,8 @@ TEST(Coordinator, OutsidersCanNeitherReadNorWriteTheStore) {
     if (with_curve) net::secureClient(outsider, other_job);
     outsider.connect(endpoint);
     // A set that would claim worker 1's place, then a get of the chief's record.
-    net::FrameHeader set{.type = net::MessageType::kStoreSet, .request_id = 1};
-    net::FrameHeader get{.type = net::MessageType::kStoreGet, .request_id = 2};
+    net::FrameHeader set{.type = cluster::store_msg::kSet, .request_id = 1};
+    net::FrameHeader get{.type = cluster::store_msg::kGet, .request_id = 2};
     net::PayloadWriter claim;
     claim.putString("train/join/worker/1");
     claim.putRaw("x", 1);

@@ -145,6 +145,41 @@ TEST(Membership, MismatchFailsEveryTaskNamingFieldAndValues) {
   }
 }
 
+// The chief hosts the store in a real job, and its failure ends the store:
+// it fails only once every other task has compared the fingerprints, so
+// that they too name the mismatch instead of a vanished coordinator.
+TEST(Membership, TheChiefFailsAMismatchOnlyAfterEveryOtherTaskCompared) {
+  CoordinatorServer server("127.0.0.1", 0);
+  const int port = server.port();
+  std::vector<std::string> missing_when_chief_failed;
+  std::thread chief([&] {
+    CoordinatorClient client({"127.0.0.1", port}, 5000ms);
+    try {
+      joinCluster(client, specFor(port, 3, 0, Role::kWorker, 0), baseFingerprint(), Deadline::after(5000ms));
+    } catch (const InputError&) {
+      CoordinatorClient look({"127.0.0.1", port}, 5000ms);
+      missing_when_chief_failed = look.missingKeys(
+          {comparedKey(joinKey("train", Role::kWorker, 1)), comparedKey(joinKey("train", Role::kWorker, 2))},
+          Deadline::after(2000ms));
+      return;
+    }
+    ADD_FAILURE() << "the chief joined despite the mismatch";
+  });
+  auto others = joinAll(port, 3, 0, false, {{Role::kWorker, 1}, {Role::kWorker, 2}},
+                        [](Role, int index) {
+                          json fp = baseFingerprint();
+                          if (index == 2) fp["batch_size"] = 32;
+                          return fp;
+                        },
+                        5000ms);
+  chief.join();
+  EXPECT_TRUE(missing_when_chief_failed.empty()) << "not yet compared: " << missing_when_chief_failed.size();
+  for (auto& o : others) {
+    ASSERT_TRUE(o.error);
+    EXPECT_EQ(messageOf(o.error), "fingerprint mismatch: worker 2 differs from worker 0 in batch_size: 32 vs 64");
+  }
+}
+
 TEST(Membership, NestedMismatchNamesTheFieldPath) {
   CoordinatorServer server("127.0.0.1", 0);
   auto outcomes = joinAll(server.port(), 2, 0, false, {{Role::kWorker, 0}, {Role::kWorker, 1}},

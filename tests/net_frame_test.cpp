@@ -18,6 +18,7 @@
 #include "net/request_client.hpp"
 #include "net/wire.hpp"
 #include "support/expect_input_error.hpp"
+#include "support/test_messages.hpp"
 
 // Records the largest single allocation while armed, to show that a header
 // announcing a huge payload is rejected before anything of that size is
@@ -48,7 +49,7 @@ using testing::expectInputError;
 
 FrameHeader sampleHeader() {
   FrameHeader h;
-  h.type = MessageType::kStoreSet;
+  h.type = testing::kAsk;
   h.flags = 0;
   h.request_id = 0x0102030405060708ULL;
   h.key_begin = 7;
@@ -67,12 +68,12 @@ TEST(FrameHeader, RoundTripsEveryField) {
   HeaderBytes bytes = encodeHeader(h);
   EXPECT_EQ(bytes.size(), kFrameHeaderBytes);
   EXPECT_EQ(std::memcmp(bytes.data(), "TNDM", 4), 0);  // little-endian magic reads as text
-  EXPECT_EQ(validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "test"), h);
+  EXPECT_EQ(validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "test", testing::kTestMessages), h);
 
   FrameHeader zero;
   zero.type = MessageType::kError;
   auto zb = encodeHeader(zero);
-  EXPECT_EQ(validateHeader(zb.data(), zb.size(), kMaxPayloadBytes, "test"), zero);
+  EXPECT_EQ(validateHeader(zb.data(), zb.size(), kMaxPayloadBytes, "test", testing::kTestMessages), zero);
 }
 
 TEST(FrameHeader, IsLittleEndianOnTheWire) {
@@ -84,47 +85,62 @@ TEST(FrameHeader, IsLittleEndianOnTheWire) {
 
 TEST(FrameHeader, RejectsTruncatedHeader) {
   auto bytes = encodeHeader(sampleHeader());
-  expectInputError([&] { validateHeader(bytes.data(), 12, kMaxPayloadBytes, "worker 3"); },
+  expectInputError([&] { validateHeader(bytes.data(), 12, kMaxPayloadBytes, "worker 3", testing::kTestMessages); },
                    {"frame from worker 3", "truncated header: 12 of 48 bytes"});
-  expectInputError([&] { validateHeader(bytes.data(), 0, kMaxPayloadBytes, "p"); }, {"truncated header: 0 of 48"});
+  expectInputError([&] { validateHeader(bytes.data(), 0, kMaxPayloadBytes, "p", testing::kTestMessages); }, {"truncated header: 0 of 48"});
 }
 
 TEST(FrameHeader, RejectsOverlongHeader) {
   std::vector<std::byte> bytes(60);
   auto h = encodeHeader(sampleHeader());
   std::copy(h.begin(), h.end(), bytes.begin());
-  expectInputError([&] { validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "p"); },
+  expectInputError([&] { validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "p", testing::kTestMessages); },
                    {"header of 60 bytes (expected 48)"});
 }
 
 TEST(FrameHeader, RejectsBadMagic) {
   auto bytes = encodeHeader(sampleHeader());
   patch<uint32_t>(bytes, 0, 0x50545448);  // "HTTP"
-  expectInputError([&] { validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "10.0.0.7"); },
+  expectInputError([&] { validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "10.0.0.7", testing::kTestMessages); },
                    {"frame from 10.0.0.7", "bad magic 0x50545448 (expected 0x4d444e54)"});
   // A short message that is not ours is named by its magic, not its length.
-  expectInputError([&] { validateHeader("GET / HTTP/1.1", 14, kMaxPayloadBytes, "p"); }, {"bad magic"});
+  expectInputError([&] { validateHeader("GET / HTTP/1.1", 14, kMaxPayloadBytes, "p", testing::kTestMessages); }, {"bad magic"});
 }
 
 TEST(FrameHeader, RejectsOtherVersions) {
   auto bytes = encodeHeader(sampleHeader());
   patch<uint16_t>(bytes, 4, 3);
-  expectInputError([&] { validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "p"); },
+  expectInputError([&] { validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "p", testing::kTestMessages); },
                    {"unsupported version 3 (this build speaks 2)"});
+}
+
+TEST(MessageCatalog, KnowsTheRepliesAndItsOwnTypesByName) {
+  const MessageCatalog& c = testing::kTestMessages;
+  EXPECT_TRUE(c.knows(MessageType::kOk));
+  EXPECT_TRUE(c.knows(MessageType::kError));
+  EXPECT_TRUE(c.knows(testing::kAnswer));
+  EXPECT_FALSE(c.knows(MessageType{18}));
+  EXPECT_EQ(c.nameOf(testing::kAsk), "ask");
+  EXPECT_EQ(c.nameOf(MessageType::kError), "error");
+  EXPECT_EQ(c.nameOf(MessageType{77}), "type 77");
 }
 
 TEST(FrameHeader, RejectsUnknownTypeAndFlags) {
   auto bytes = encodeHeader(sampleHeader());
   patch<uint16_t>(bytes, 6, 999);
-  expectInputError([&] { validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "p"); },
+  expectInputError([&] { validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "p", testing::kTestMessages); },
                    {"unknown message type 999"});
   patch<uint16_t>(bytes, 6, 0);
-  expectInputError([&] { validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "p"); },
+  expectInputError([&] { validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "p", testing::kTestMessages); },
                    {"unknown message type 0"});
+  // A type another protocol speaks is unknown to this one.
+  patch<uint16_t>(bytes, 6, 35);
+  expectInputError([&] { validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "p", testing::kTestMessages); },
+                   {"unknown message type 35"});
 
   bytes = encodeHeader(sampleHeader());
   patch<uint32_t>(bytes, 8, 0x10);
-  expectInputError([&] { validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "p"); },
+  expectInputError([&] { validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "p", testing::kTestMessages); },
                    {"unknown flags 0x10"});
 }
 
@@ -134,7 +150,7 @@ TEST(FrameHeader, ClockTravelsAtOffset12) {
   auto bytes = encodeHeader(h);
   EXPECT_EQ(std::to_integer<uint8_t>(bytes[12]), 0xD4);
   EXPECT_EQ(std::to_integer<uint8_t>(bytes[15]), 0xA1);
-  EXPECT_EQ(validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "p"), h);
+  EXPECT_EQ(validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "p", testing::kTestMessages), h);
 }
 
 TEST(FrameHeader, RejectsReversedKeyRange) {
@@ -142,11 +158,11 @@ TEST(FrameHeader, RejectsReversedKeyRange) {
   h.key_begin = 10;
   h.key_end = 9;
   auto bytes = encodeHeader(h);
-  expectInputError([&] { validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "p"); },
+  expectInputError([&] { validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "p", testing::kTestMessages); },
                    {"key range [10, 9)"});
   h.key_end = 10;  // empty range is fine
   bytes = encodeHeader(h);
-  EXPECT_NO_THROW(validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "p"));
+  EXPECT_NO_THROW(validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "p", testing::kTestMessages));
 }
 
 TEST(FrameHeader, RejectsOversizedPayloadBeforeAllocating) {
@@ -156,7 +172,7 @@ TEST(FrameHeader, RejectsOversizedPayloadBeforeAllocating) {
   g_largest = 0;
   g_track = true;
   try {
-    validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "ps 1");
+    validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "ps 1", testing::kTestMessages);
     ADD_FAILURE() << "no throw";
   } catch (const InputError& e) {
     std::string what = e.what();
@@ -175,16 +191,16 @@ TEST(FrameHeader, RejectsOversizedPayloadBeforeAllocating) {
 
   h.payload_bytes = kMaxPayloadBytes;  // exactly at the limit passes
   bytes = encodeHeader(h);
-  EXPECT_NO_THROW(validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "p"));
-  expectInputError([&] { validateHeader(bytes.data(), bytes.size(), 1000, "p"); }, {"exceeds the 1000 bytes limit"});
+  EXPECT_NO_THROW(validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "p", testing::kTestMessages));
+  expectInputError([&] { validateHeader(bytes.data(), bytes.size(), 1000, "p", testing::kTestMessages); }, {"exceeds the 1000 bytes limit"});
 }
 
 TEST(FrameHeader, RejectsPayloadSizeMismatch) {
   FrameHeader h = sampleHeader();
   h.payload_bytes = 10;
-  expectInputError([&] { validatePayloadSize(h, 5, "worker 1"); },
+  expectInputError([&] { validatePayloadSize(h, 5, "worker 1", testing::kTestMessages); },
                    {"frame from worker 1", "payload of 10 bytes but 5 arrived"});
-  EXPECT_NO_THROW(validatePayloadSize(h, 10, "p"));
+  EXPECT_NO_THROW(validatePayloadSize(h, 10, "p", testing::kTestMessages));
 }
 
 TEST(FrameHeader, RandomBytesAreRejectedCleanly) {
@@ -202,7 +218,7 @@ TEST(FrameHeader, RandomBytesAreRejectedCleanly) {
       if (trial % 4 == 0) std::memcpy(buf.data() + 6, "\x10\x00", 2);
     }
     try {
-      validateHeader(buf.data(), size, kMaxPayloadBytes, "fuzz");
+      validateHeader(buf.data(), size, kMaxPayloadBytes, "fuzz", testing::kTestMessages);
       ++accepted;
     } catch (const InputError&) {
     }
@@ -220,7 +236,7 @@ TEST(FrameHeader, EveryBitFlipIsRejectedOrDecodedConsistently) {
       auto bytes = good;
       bytes[byte] ^= static_cast<std::byte>(1 << bit);
       try {
-        FrameHeader got = validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "p");
+        FrameHeader got = validateHeader(bytes.data(), bytes.size(), kMaxPayloadBytes, "p", testing::kTestMessages);
         // Accepted flips may only touch free-form fields (clock, ids, keys,
         // size), the type, or a known flag (kFlagInArena: byte 8, bit 0).
         const bool known_flag = byte == 8 && bit == 0;
@@ -241,23 +257,23 @@ TEST(Frame, DecodesTwoPartMessages) {
   std::vector<zmq::message_t> parts;
   parts.emplace_back(head.data(), head.size());
   parts.emplace_back("abc", 3);
-  Frame f = decodeFrame(parts, 2, kMaxPayloadBytes, "p");
+  Frame f = decodeFrame(parts, 2, kMaxPayloadBytes, "p", testing::kTestMessages);
   EXPECT_EQ(f.header, h);
   EXPECT_EQ(f.text(), "abc");
 
   std::vector<zmq::message_t> one;
   one.emplace_back(head.data(), head.size());
-  expectInputError([&] { decodeFrame(one, 1, kMaxPayloadBytes, "worker 2"); },
+  expectInputError([&] { decodeFrame(one, 1, kMaxPayloadBytes, "worker 2", testing::kTestMessages); },
                    {"frame from worker 2", "expected 2 message parts (header, payload), got 1"});
 
   std::vector<zmq::message_t> junk;
   junk.emplace_back("hello", 5);
-  expectInputError([&] { decodeFrame(junk, 1, kMaxPayloadBytes, "p"); }, {"bad magic"});
+  expectInputError([&] { decodeFrame(junk, 1, kMaxPayloadBytes, "p", testing::kTestMessages); }, {"bad magic"});
 
   std::vector<zmq::message_t> short_payload;
   short_payload.emplace_back(head.data(), head.size());
   short_payload.emplace_back("ab", 2);
-  expectInputError([&] { decodeFrame(short_payload, 2, kMaxPayloadBytes, "p"); }, {"3 bytes but 2 arrived"});
+  expectInputError([&] { decodeFrame(short_payload, 2, kMaxPayloadBytes, "p", testing::kTestMessages); }, {"3 bytes but 2 arrived"});
 }
 
 TEST(Frame, SharedPayloadIsZeroCopyAndReleasesItsOwner) {
@@ -273,7 +289,7 @@ TEST(Frame, SharedPayloadIsZeroCopyAndReleasesItsOwner) {
   std::weak_ptr<const std::vector<char>> watch = value;
   const void* original = value->data();
   FrameHeader h;
-  h.type = MessageType::kStoreValue;
+  h.type = testing::kAnswer;
   h.request_id = 9;
   ASSERT_TRUE(sendFrame(a, h, sharedPayload(std::move(value))));
   EXPECT_FALSE(watch.expired());  // ZeroMQ still holds it
@@ -283,7 +299,7 @@ TEST(Frame, SharedPayloadIsZeroCopyAndReleasesItsOwner) {
   size_t total = receiveParts(b, parts, 2);
   ASSERT_EQ(total, 2u);
   {
-    Frame f = decodeFrame(parts, total, kMaxPayloadBytes, "a");
+    Frame f = decodeFrame(parts, total, kMaxPayloadBytes, "a", testing::kTestMessages);
     EXPECT_EQ(f.header.request_id, 9u);
     EXPECT_EQ(f.header.payload_bytes, size_t{1} << 16);
     // inproc hands over the very buffer: no copy anywhere on the way.
@@ -402,18 +418,18 @@ TEST(RequestClient, DiscardsRepliesToOtherRequests) {
       if (!waitReadable(server, std::chrono::milliseconds(10))) continue;
       size_t total = receiveParts(server, parts, 3);
       ASSERT_EQ(total, 3u);
-      Frame req = decodeFrame(std::span(parts).subspan(1), 2, kMaxPayloadBytes, "client");
-      FrameHeader stale{.type = MessageType::kStoreValue, .request_id = req.header.request_id + 100};
+      Frame req = decodeFrame(std::span(parts).subspan(1), 2, kMaxPayloadBytes, "client", testing::kTestMessages);
+      FrameHeader stale{.type = testing::kAnswer, .request_id = req.header.request_id + 100};
       sendFrame(server, stale, copyPayload("stale"), &parts[0]);
-      FrameHeader good{.type = MessageType::kStoreValue, .request_id = req.header.request_id};
+      FrameHeader good{.type = testing::kAnswer, .request_id = req.header.request_id};
       sendFrame(server, good, copyPayload(std::string(req.text()) + "!"), &parts[0]);
     }
   });
   {
     zmq::context_t cctx(1);
-    RequestClient client(cctx, endpoint, "echo");
+    RequestClient client(cctx, endpoint, "echo", testing::kTestMessages);
     for (int i = 0; i < 3; ++i) {
-      auto reply = client.request({MessageType::kStoreGet}, copyPayload("k" + std::to_string(i)),
+      auto reply = client.request({testing::kAsk}, copyPayload("k" + std::to_string(i)),
                                   Deadline::after(std::chrono::milliseconds(2000)));
       ASSERT_TRUE(reply);
       EXPECT_EQ(reply->text(), "k" + std::to_string(i) + "!");
@@ -425,9 +441,9 @@ TEST(RequestClient, DiscardsRepliesToOtherRequests) {
 
 TEST(RequestClient, GivesUpAtTheDeadlineWhenNobodyListens) {
   zmq::context_t ctx(1);
-  RequestClient client(ctx, "tcp://127.0.0.1:9", "nobody");
+  RequestClient client(ctx, "tcp://127.0.0.1:9", "nobody", testing::kTestMessages);
   auto start = std::chrono::steady_clock::now();
-  auto reply = client.request({MessageType::kStoreGet}, copyPayload("k"), Deadline::after(std::chrono::milliseconds(200)));
+  auto reply = client.request({testing::kAsk}, copyPayload("k"), Deadline::after(std::chrono::milliseconds(200)));
   auto took = std::chrono::steady_clock::now() - start;
   EXPECT_FALSE(reply);
   EXPECT_GE(took, std::chrono::milliseconds(190));

@@ -20,6 +20,7 @@
 #include "net/job_security.hpp"
 #include "net/request_client.hpp"
 #include "support/expect_input_error.hpp"
+#include "support/test_messages.hpp"
 
 namespace tandem::net {
 namespace {
@@ -107,9 +108,9 @@ class SecuredServer {
       const size_t total = receiveParts(socket_, parts, 3);
       if (total != 3) continue;
       ++served_;
-      Frame f = decodeFrame(std::span(parts).subspan(1), 2, kMaxPayloadBytes, "the client");
+      Frame f = decodeFrame(std::span(parts).subspan(1), 2, kMaxPayloadBytes, "the client", testing::kTestMessages);
       FrameHeader h = f.header;
-      h.type = MessageType::kStoreValue;
+      h.type = testing::kAnswer;
       sendFrame(socket_, h, copyPayload("value"), &parts[0]);
     }
   }
@@ -123,7 +124,7 @@ class SecuredServer {
   std::thread thread_;
 };
 
-// Sends a store-get from a DEALER secured as `as` (nullopt: no CURVE at
+// Sends an ask from a DEALER secured as `as` (nullopt: no CURVE at
 // all) and returns whether any reply came within `budget`.
 bool answered(const std::string& endpoint, const std::optional<JobSecurity>& as, std::chrono::milliseconds budget) {
   zmq::context_t context(1);
@@ -131,7 +132,7 @@ bool answered(const std::string& endpoint, const std::optional<JobSecurity>& as,
   configureSocket(socket);
   if (as) secureClient(socket, *as);
   socket.connect(endpoint);
-  if (!sendFrame(socket, {.type = MessageType::kStoreGet, .request_id = 1}, copyPayload("key"))) return false;
+  if (!sendFrame(socket, {.type = testing::kAsk, .request_id = 1}, copyPayload("key"))) return false;
   std::vector<zmq::message_t> parts;
   const Deadline deadline = Deadline::after(budget);
   while (!deadline.expired()) {
@@ -164,8 +165,8 @@ TEST(JobSecurity, ARequestClientOfTheJobIsServed) {
   setJobSecurity(JobSecurity::withKeys(generateJobKeys()));
   SecuredServer server;
   zmq::context_t context(1);
-  RequestClient client(context, server.endpoint(), "the secured server");
-  auto reply = client.request({.type = MessageType::kStoreGet}, copyPayload("key"), Deadline::after(5000ms));
+  RequestClient client(context, server.endpoint(), "the secured server", testing::kTestMessages);
+  auto reply = client.request({.type = testing::kAsk}, copyPayload("key"), Deadline::after(5000ms));
   ASSERT_TRUE(reply.has_value());
   EXPECT_EQ(reply->text(), "value");
 }

@@ -17,6 +17,7 @@
 #include "core/error.hpp"
 #include "net/frame.hpp"
 #include "net/request_client.hpp"
+#include "support/test_messages.hpp"
 
 namespace tandem::net {
 namespace {
@@ -24,7 +25,7 @@ namespace {
 using namespace std::chrono_literals;
 
 // Answers every request once on its own thread: echoes the first back
-// unchanged, answers the rest with kStoreValue.
+// unchanged, answers the rest with testing::kAnswer.
 class EchoThenAnswer {
  public:
   EchoThenAnswer() : socket_(context_, zmq::socket_type::router) {
@@ -48,9 +49,9 @@ class EchoThenAnswer {
       if (!waitReadable(socket_, 20ms)) continue;
       const size_t total = receiveParts(socket_, parts, 3);
       if (total != 3) continue;
-      Frame f = decodeFrame(std::span(parts).subspan(1), 2, kMaxPayloadBytes, "the client");
+      Frame f = decodeFrame(std::span(parts).subspan(1), 2, kMaxPayloadBytes, "the client", testing::kTestMessages);
       FrameHeader h = f.header;
-      if (served++ > 0) h.type = MessageType::kStoreValue;
+      if (served++ > 0) h.type = testing::kAnswer;
       sendFrame(socket_, h, copyPayload(f.text()), &parts[0]);
     }
   }
@@ -66,19 +67,19 @@ class EchoThenAnswer {
 TEST(RequestClient, OurOwnRequestReadBackIsRejectedNamingTheAddress) {
   EchoThenAnswer server;
   zmq::context_t context(1);
-  RequestClient client(context, server.endpoint(), "the coordinator");
+  RequestClient client(context, server.endpoint(), "the coordinator", testing::kTestMessages);
   try {
-    client.request({.type = MessageType::kStoreGet}, copyPayload("key"), Deadline::after(2000ms));
-    ADD_FAILURE() << "our own store-get was taken for the answer";
+    client.request({.type = testing::kAsk}, copyPayload("key"), Deadline::after(2000ms));
+    ADD_FAILURE() << "our own ask was taken for the answer";
   } catch (const PeerError& e) {
     const std::string what = e.what();
-    EXPECT_NE(what.find("the coordinator: received our own request back (store-get)"), std::string::npos) << what;
+    EXPECT_NE(what.find("the coordinator: received our own request back (ask)"), std::string::npos) << what;
     EXPECT_NE(what.find("the socket connected to itself at " + server.endpoint()), std::string::npos) << what;
   }
   // The client starts afresh, and a real answer is taken.
-  auto reply = client.request({.type = MessageType::kStoreGet}, copyPayload("key"), Deadline::after(2000ms));
+  auto reply = client.request({.type = testing::kAsk}, copyPayload("key"), Deadline::after(2000ms));
   ASSERT_TRUE(reply.has_value());
-  EXPECT_EQ(reply->header.type, MessageType::kStoreValue);
+  EXPECT_EQ(reply->header.type, testing::kAnswer);
   EXPECT_EQ(reply->text(), "key");
 }
 
@@ -90,9 +91,9 @@ TEST(RequestClient, AServerThatExitsBeforeAnsweringIsNamedAtOnce) {
   server->bind(tcpEndpoint("127.0.0.1", -1));
   const std::string endpoint = server->get(zmq::sockopt::last_endpoint);
   zmq::context_t context(1);
-  RequestClient client(context, endpoint, "the coordinator");
+  RequestClient client(context, endpoint, "the coordinator", testing::kTestMessages);
   auto asked = std::async(std::launch::async, [&] {
-    return client.request({.type = MessageType::kStoreGet}, copyPayload("key"), Deadline::after(60'000ms));
+    return client.request({.type = testing::kAsk}, copyPayload("key"), Deadline::after(60'000ms));
   });
   std::vector<zmq::message_t> parts;
   ASSERT_TRUE(waitReadable(*server, 2000ms));
@@ -104,7 +105,7 @@ TEST(RequestClient, AServerThatExitsBeforeAnsweringIsNamedAtOnce) {
     ADD_FAILURE() << "a request to a server that went away returned";
   } catch (const PeerError& e) {
     const std::string what = e.what();
-    EXPECT_NE(what.find("the coordinator (" + endpoint + ") dropped the connection before answering store-get"),
+    EXPECT_NE(what.find("the coordinator (" + endpoint + ") dropped the connection before answering ask"),
               std::string::npos)
         << what;
   }

@@ -27,6 +27,7 @@
 #include "core/stop_request.hpp"
 #include "net/frame.hpp"
 #include "ps/client.hpp"
+#include "ps/messages.hpp"
 #include "ps/protocol.hpp"
 
 namespace tandem::ps {
@@ -61,7 +62,7 @@ class ScriptedServer {
       const size_t total = net::receiveParts(socket_, parts, 3);
       if (total == 0) continue;
       Request r{std::string(static_cast<const char*>(parts[0].data()), parts[0].size()), {}};
-      r.frame = net::decodeFrame(std::span(parts).subspan(1), total - 1, net::kMaxPayloadBytes, "the client");
+      r.frame = net::decodeFrame(std::span(parts).subspan(1), total - 1, net::kMaxPayloadBytes, "the client", ps::kMessages);
       return r;
     }
     return std::nullopt;
@@ -81,7 +82,7 @@ class ScriptedServer {
 std::vector<ServerAddress> oneServer(const std::string& endpoint) { return {{endpoint, "ps 0"}}; }
 
 net::FrameHeader pullHeader(uint64_t key) {
-  return {.type = MessageType::kPsPull, .key_begin = key, .key_end = key + 1};
+  return {.type = ps::msg::kPull, .key_begin = key, .key_end = key + 1};
 }
 
 bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds budget = 2000ms) {
@@ -117,7 +118,7 @@ TEST(PsClient, ARequestThatCannotBeSentFailsNamingTheServerAndLeavesTheClient) {
   const std::string endpoint = net::tcpEndpoint("127.0.0.1", ntohs(addr.sin_port));
   {
     PsClient client(oneServer(endpoint));
-    Ticket ticket = client.send(0, {.type = MessageType::kPsHello}, net::copyPayload(encode(Hello{0, 1})));
+    Ticket ticket = client.send(0, {.type = ps::msg::kHello}, net::copyPayload(encode(Hello{0, 1})));
     EXPECT_TRUE(eventually([&] { return client.inFlight() == 1; }));
     const std::string what = peerErrorOf(ticket, 150ms, "hello");
     EXPECT_NE(what.find("ps 0 did not answer hello"), std::string::npos) << what;
@@ -137,9 +138,9 @@ TEST(PsClient, ARequestSentBeforeItsServerIsUpIsDeliveredOnceItIs) {
   ScriptedServer server(port);
   auto request = server.receive();
   ASSERT_TRUE(request.has_value()) << "the queued request never reached the server";
-  EXPECT_EQ(request->frame.header.type, MessageType::kPsPull);
-  server.reply(request->routing, {.type = MessageType::kPsValues, .request_id = request->frame.header.request_id});
-  EXPECT_EQ(ticket.wait(Deadline::after(2000ms), "pull").header.type, MessageType::kPsValues);
+  EXPECT_EQ(request->frame.header.type, ps::msg::kPull);
+  server.reply(request->routing, {.type = ps::msg::kValues, .request_id = request->frame.header.request_id});
+  EXPECT_EQ(ticket.wait(Deadline::after(2000ms), "pull").header.type, ps::msg::kValues);
 }
 
 TEST(PsClient, ATimedOutRequestLeavesTheClientAndItsLateReplyIsDropped) {
@@ -154,12 +155,12 @@ TEST(PsClient, ATimedOutRequestLeavesTheClientAndItsLateReplyIsDropped) {
   EXPECT_TRUE(eventually([&] { return client.inFlight() == 0; })) << "the timed-out request stayed in flight";
 
   // Its reply comes after all, then the reply to a new request.
-  server.reply(first->routing, {.type = MessageType::kPsValues, .request_id = first->frame.header.request_id}, "late");
+  server.reply(first->routing, {.type = ps::msg::kValues, .request_id = first->frame.header.request_id}, "late");
   Ticket next = client.send(0, pullHeader(2), zmq::message_t());
   auto second = server.receive();
   ASSERT_TRUE(second.has_value());
   EXPECT_NE(second->frame.header.request_id, first->frame.header.request_id);
-  server.reply(second->routing, {.type = MessageType::kPsValues, .request_id = second->frame.header.request_id},
+  server.reply(second->routing, {.type = ps::msg::kValues, .request_id = second->frame.header.request_id},
                "fresh");
   net::Frame reply = next.wait(Deadline::after(2000ms), "the pull of chunk 2");
   EXPECT_EQ(reply.text(), "fresh");
@@ -169,7 +170,7 @@ TEST(PsClient, ATimedOutRequestLeavesTheClientAndItsLateReplyIsDropped) {
 TEST(PsClient, ASecondWaitOnATicketIsALogicError) {
   ScriptedServer server;
   PsClient client(oneServer(server.endpoint()));
-  Ticket answered = client.send(0, {.type = MessageType::kPsDone}, zmq::message_t());
+  Ticket answered = client.send(0, {.type = ps::msg::kDone}, zmq::message_t());
   auto request = server.receive();
   ASSERT_TRUE(request.has_value());
   server.reply(request->routing, {.type = MessageType::kOk, .request_id = request->frame.header.request_id});
@@ -185,7 +186,7 @@ TEST(PsClient, ASecondWaitOnATicketIsALogicError) {
 TEST(PsClient, OurOwnRequestReadBackIsRejectedNamingTheServerAddress) {
   ScriptedServer echo;
   PsClient client(oneServer(echo.endpoint()));
-  Ticket ticket = client.send(0, {.type = MessageType::kPsClock, .clock = 4},
+  Ticket ticket = client.send(0, {.type = ps::msg::kClock, .clock = 4},
                               net::copyPayload(encode(StepReport{1.5, 0.2, false})));
   auto request = echo.receive();
   ASSERT_TRUE(request.has_value());
@@ -209,9 +210,9 @@ TEST(PsClient, AReplyOfTheWrongTypeIsRejected) {
       << what;
 }
 
-// Answers request `request` of `server` with kPsValues.
+// Answers request `request` of `server` with msg::kValues.
 void answer(ScriptedServer& server, const ScriptedServer::Request& request) {
-  server.reply(request.routing, {.type = MessageType::kPsValues, .request_id = request.frame.header.request_id});
+  server.reply(request.routing, {.type = ps::msg::kValues, .request_id = request.frame.header.request_id});
 }
 
 TEST(PsClient, AServerThatExitsFailsItsRequestsAtOnceAndIsNeverAskedAgain) {
@@ -365,7 +366,7 @@ TEST(PsClient, AServerOfAnotherJobRefusesTheHandshakeAtOnce) {
   ScriptedServer theirs;  // secured with the other job's keys
   net::setJobSecurity(ours);
   PsClient client(oneServer(theirs.endpoint()));
-  Ticket hello = client.send(0, {.type = MessageType::kPsHello}, net::copyPayload(encode(Hello{0, 1})));
+  Ticket hello = client.send(0, {.type = ps::msg::kHello}, net::copyPayload(encode(Hello{0, 1})));
   const auto sent = Clock::now();
   const std::string what = peerErrorOf(hello, 60'000ms, "hello");
   EXPECT_LT(Clock::now() - sent, 2000ms) << "waited for the deadline instead: " << what;
@@ -375,12 +376,12 @@ TEST(PsClient, AServerOfAnotherJobRefusesTheHandshakeAtOnce) {
 }
 
 TEST(PsProtocol, NoRequestIsAnsweredWithItsOwnType) {
-  for (MessageType request : {MessageType::kPsHello, MessageType::kPsInit, MessageType::kPsSet, MessageType::kPsPush,
-                              MessageType::kPsPull, MessageType::kPsClock, MessageType::kPsDone,
-                              MessageType::kPsState}) {
-    EXPECT_NE(replyTypeOf(request), request) << net::messageTypeName(request);
+  for (MessageType request : {ps::msg::kHello, ps::msg::kInit, ps::msg::kSet, ps::msg::kPush,
+                              ps::msg::kPull, ps::msg::kClock, ps::msg::kDone,
+                              ps::msg::kState}) {
+    EXPECT_NE(replyTypeOf(request), request) << ps::kMessages.nameOf(request);
   }
-  EXPECT_EQ(replyTypeOf(MessageType::kPsClock), MessageType::kPsAgreement);
+  EXPECT_EQ(replyTypeOf(ps::msg::kClock), ps::msg::kAgreement);
 }
 
 }  // namespace

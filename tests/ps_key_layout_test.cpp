@@ -130,18 +130,6 @@ TEST(ChunkFloatsFor, BadArgumentsAreNamed) {
 namespace tandem::ps {
 namespace {
 
-// --bucket-mb 0: about 16 buckets, none under 256 KiB nor over 4 MiB.
-TEST(AutoChunkFloats, SixteenChunksWithinTheirBounds) {
-  EXPECT_EQ(autoChunkFloats(269722), 65536);          // resnet20, 1.08 MB: 256 KiB chunks (5)
-  EXPECT_EQ(autoChunkFloats(1727962), 107998);        // resnet110, 6.9 MB: 16 chunks of 432 KB
-  EXPECT_EQ(autoChunkFloats(60192808), 1 << 20);      // resnet152, 241 MB: 4 MiB chunks
-  EXPECT_EQ(autoChunkFloats(1), 65536);
-  for (int64_t floats : {int64_t{1} << 20, int64_t{3} << 20, int64_t{16} << 20}) {
-    const int64_t chunks = (floats + autoChunkFloats(floats) - 1) / autoChunkFloats(floats);
-    EXPECT_EQ(chunks, 16) << floats;
-  }
-}
-
 // --ps-chunk-mb 0: about 16 chunks a server and at least 32, none over 4
 // MiB, none under 32 KiB (16 KiB once there are more than 32).
 TEST(AutoPsChunkFloats, ThirtyTwoChunksWithinTheirBounds) {

@@ -2,6 +2,8 @@
 // ends (every worker done, silent workers lost, no chief).
 #include <gtest/gtest.h>
 
+#include "cluster/store_messages.hpp"
+#include "ps/messages.hpp"
 #include "support/ps_server_harness.hpp"
 
 namespace tandem::ps::testing {
@@ -15,7 +17,7 @@ std::vector<char> headerBytes(FrameHeader h) {
 }
 
 TEST_F(PsServer, MalformedFramesGetAnErrorAndOthersAreStillServed) {
-  ServerConfig c = makeConfig(Mode::kSync, 1, {{0, 4}});
+  ServerConfig c = makeConfig(TrainingMode::kPsSync, 1, {{0, 4}});
   start(c);
   Peer junk = worker();  // never says hello
   Peer w0 = worker(0);
@@ -24,7 +26,7 @@ TEST_F(PsServer, MalformedFramesGetAnErrorAndOthersAreStillServed) {
 
   // Truncated header: no request id can be trusted, so the reply carries 0.
   {
-    auto h = headerBytes({.type = MessageType::kPsPull, .request_id = 901, .key_end = 1});
+    auto h = headerBytes({.type = ps::msg::kPull, .request_id = 901, .key_end = 1});
     h.resize(20);
     junk.sendRaw({h, {}});
     expectError(junk.await(0), "truncated header: 20 of 48 bytes");
@@ -32,7 +34,7 @@ TEST_F(PsServer, MalformedFramesGetAnErrorAndOthersAreStillServed) {
   }
   // Wrong version: the id is salvaged.
   {
-    auto h = headerBytes({.type = MessageType::kPsPull, .request_id = 902, .key_end = 1});
+    auto h = headerBytes({.type = ps::msg::kPull, .request_id = 902, .key_end = 1});
     h[4] = 1;  // version u16 at offset 4
     h[5] = 0;
     junk.sendRaw({h, {}});
@@ -53,47 +55,49 @@ TEST_F(PsServer, MalformedFramesGetAnErrorAndOthersAreStillServed) {
   // A header announcing more than the payload limit; little actually sent.
   {
     auto h = headerBytes(
-        {.type = MessageType::kPsPush, .request_id = 904, .key_end = 1, .payload_bytes = uint64_t{1} << 40});
+        {.type = ps::msg::kPush, .request_id = 904, .key_end = 1, .payload_bytes = uint64_t{1} << 40});
     junk.sendRaw({h, four_floats});
     expectError(junk.await(904), "exceeds the 64 MiB limit");
     ++bad;
   }
   // A header announcing a payload size other than the one that arrived.
   {
-    auto h = headerBytes({.type = MessageType::kPsPush, .request_id = 905, .key_end = 1, .payload_bytes = 16});
+    auto h = headerBytes({.type = ps::msg::kPush, .request_id = 905, .key_end = 1, .payload_bytes = 16});
     junk.sendRaw({h, std::vector<char>(12)});
     expectError(junk.await(905), "announces a payload of 16 bytes but 12 arrived");
     ++bad;
   }
   // Three parts, and one.
   {
-    auto h = headerBytes({.type = MessageType::kPsPull, .request_id = 906, .key_end = 1});
+    auto h = headerBytes({.type = ps::msg::kPull, .request_id = 906, .key_end = 1});
     junk.sendRaw({h, {}, {'x'}});
     expectError(junk.await(906), "expected 2 message parts (header, payload), got 3");
-    h = headerBytes({.type = MessageType::kPsPull, .request_id = 907, .key_end = 1});
+    h = headerBytes({.type = ps::msg::kPull, .request_id = 907, .key_end = 1});
     junk.sendRaw({h});
     expectError(junk.await(907), "got 1");
     bad += 2;
   }
   // Well-formed frames the server must still refuse.
-  expectError(junk.request(header(MessageType::kPsPush, 0, 0), four_floats), "ps-push before ps-hello");
-  expectError(w0.request(header(MessageType::kPsPush, 999, 0), four_floats), "unknown key 999");
-  expectError(w0.request(header(MessageType::kPsPush, 0, 0), std::vector<char>(12)),
+  expectError(junk.request(header(ps::msg::kPush, 0, 0), four_floats), "ps-push before ps-hello");
+  expectError(w0.request(header(ps::msg::kPush, 999, 0), four_floats), "unknown key 999");
+  expectError(w0.request(header(ps::msg::kPush, 0, 0), std::vector<char>(12)),
               "carries 12 bytes; the chunk holds 4 values (16 bytes as fp32)");
-  expectError(w0.request({.type = MessageType::kPsPull, .key_begin = 0, .key_end = 2}), "exactly one chunk");
-  expectError(w0.request({.type = MessageType::kStoreGet}), "is not a parameter-server request");
-  expectError(w0.request({.type = MessageType::kPsSet, .key_end = 1}, four_floats), "after training started");
-  bad += 6;
+  expectError(w0.request({.type = ps::msg::kPull, .key_begin = 0, .key_end = 2}), "exactly one chunk");
+  expectError(w0.request({.type = ps::msg::kValues}), "ps-values is not a parameter-server request");
+  expectError(w0.request({.type = ps::msg::kSet, .key_end = 1}, four_floats), "after training started");
+  // Another protocol's message (the coordinator store's) is unknown here.
+  expectError(w0.request({.type = cluster::store_msg::kGet}), "unknown message type 17");
+  bad += 7;
 
   // The worker is served as if nothing had happened.
   const auto g = pattern(4, 0.25f, -0.1f);
   expectOk(w0.await(push(w0, 0, 0, g)));
   Frame v = w0.await(pull(w0, 0, 1));
-  ASSERT_EQ(v.header.type, MessageType::kPsValues) << v.text();
+  ASSERT_EQ(v.header.type, ps::msg::kValues) << v.text();
   auto param = initial(c.chunks[0]);
   std::vector<float> momentum(param.size());
-  const SgdSettings s{c.lr_by_step[0], c.optimizer.momentum, c.optimizer.weight_decay, c.optimizer.nesterov};
-  sgdUpdate(param, g, momentum, true, s);
+  const optim::SgdSettings s{c.lr_by_step[0], c.optimizer.momentum, c.optimizer.weight_decay, c.optimizer.nesterov};
+  optim::sgdUpdate(param, g, momentum, true, s);
   expectBitEqual(floatsOf(v), param);
 
   junk.hangUp();  // the server closes once every connection it knows of is gone
@@ -107,10 +111,10 @@ TEST_F(PsServer, MalformedFramesGetAnErrorAndOthersAreStillServed) {
 // --- 5. hello and lifecycle -------------------------------------------------
 
 TEST_F(PsServer, HellosWaitForTheChiefAndAreChecked) {
-  start(makeConfig(Mode::kSync, 2, {{0, 3}, {1, 2}}), {}, /*initialize=*/false);
+  start(makeConfig(TrainingMode::kPsSync, 2, {{0, 3}, {1, 2}}), {}, /*initialize=*/false);
   Peer early = worker(), wrong_layout = worker(), no_such = worker();
-  const uint64_t early_hello = early.send({.type = MessageType::kPsHello}, encode(Hello{1, kFingerprint}));
-  const uint64_t wrong_hello = wrong_layout.send({.type = MessageType::kPsHello}, encode(Hello{0, 0xBAD}));
+  const uint64_t early_hello = early.send({.type = ps::msg::kHello}, encode(Hello{1, kFingerprint}));
+  const uint64_t wrong_hello = wrong_layout.send({.type = ps::msg::kHello}, encode(Hello{0, 0xBAD}));
   EXPECT_FALSE(early.answered(early_hello)) << "hello answered before the chief initialised the server";
   EXPECT_FALSE(wrong_layout.answered(wrong_hello));
   init();
@@ -121,25 +125,25 @@ TEST_F(PsServer, HellosWaitForTheChiefAndAreChecked) {
   expectError(hello(no_such, 1), "worker 1 is already connected from another socket; a synchronous job cannot take "
                                  "a replacement worker mid-run");
   // A malformed hello.
-  expectError(no_such.request({.type = MessageType::kPsHello}, std::vector<char>(3)), "ps-hello payload");
+  expectError(no_such.request({.type = ps::msg::kHello}, std::vector<char>(3)), "ps-hello payload");
 }
 
 // Async jobs are elastic: a new socket saying it is worker 1 takes the
 // worker over (the old one died), continuing its clock; the old socket is
 // a stranger from then on.
 TEST_F(PsServer, AnAsyncJobTakesAReplacementForAWorker) {
-  start(makeConfig(Mode::kAsync, 2, {{0, 2}}));
+  start(makeConfig(TrainingMode::kPsAsync, 2, {{0, 2}}));
   Peer w0 = worker(0), old_w1 = worker(1);
-  agreementOf(old_w1.request({.type = MessageType::kPsClock, .clock = 1}, encode(StepReport{0.5, 0.01, false})));
+  agreementOf(old_w1.request({.type = ps::msg::kClock, .clock = 1}, encode(StepReport{0.5, 0.01, false})));
   Peer replacement = worker();
   const Frame answer = hello(replacement, 1);
   expectOk(answer);
   const HelloAnswer where = decodeHelloAnswer(answer.bytes(), "ps 0");
   EXPECT_EQ(where.clock, 1u) << "the replacement continues its predecessor's clock";
   EXPECT_EQ(where.start_step, 0u);
-  expectError(old_w1.request({.type = MessageType::kPsClock, .clock = 2}, encode(StepReport{0.5, 0.01, false})),
+  expectError(old_w1.request({.type = ps::msg::kClock, .clock = 2}, encode(StepReport{0.5, 0.01, false})),
               "before ps-hello");
-  EXPECT_EQ(agreementOf(replacement.request({.type = MessageType::kPsClock, .clock = 2},
+  EXPECT_EQ(agreementOf(replacement.request({.type = ps::msg::kClock, .clock = 2},
                                             encode(StepReport{0.5, 0.01, false})))
                 .global_step,
             2u);
@@ -155,9 +159,9 @@ TEST_F(PsServer, AnAsyncJobTakesAReplacementForAWorker) {
 // An async checkpoint's snapshot: ps-state with a snapshot point waits for
 // every worker's pushes up to its clock there, even one still on the way.
 TEST_F(PsServer, ASnapshotWaitsForThePushesOfTheStepsItIncludes) {
-  start(makeConfig(Mode::kAsync, 2, {{0, 3}}));
+  start(makeConfig(TrainingMode::kPsAsync, 2, {{0, 3}}));
   Peer chief = worker(0), w1 = worker(1);
-  const uint64_t hold = chief.send({.type = MessageType::kPsHold});
+  const uint64_t hold = chief.send({.type = ps::msg::kHold});
   // Not answered while worker 1 is mid-step; and the server has the hold
   // before worker 1's report, which comes on another socket.
   EXPECT_FALSE(chief.answered(hold)) << "a hold answered before worker 1 reached a step boundary";
@@ -165,24 +169,24 @@ TEST_F(PsServer, ASnapshotWaitsForThePushesOfTheStepsItIncludes) {
   const SnapshotPoint point = decodeSnapshotPoint(chief.await(hold).bytes(), 2, "ps 0");
   EXPECT_EQ(point.clocks, (std::vector<uint32_t>{0, 1}));
   EXPECT_FALSE(w1.answered(held)) << "a held report was answered";
-  const uint64_t state = chief.send(header(MessageType::kPsState, 0), encode(point));
+  const uint64_t state = chief.send(header(ps::msg::kState, 0), encode(point));
   EXPECT_FALSE(chief.answered(state)) << "the snapshot left out worker 1's push of step 0";
   const std::vector<float> grad{1.0f, 2.0f, 3.0f};
   expectOk(w1.await(push(w1, 0, 0, grad)));
   const auto values = floatsOf(chief.await(state));
   const auto initial = PsServer::initial({0, 3});
   for (size_t i = 0; i < grad.size(); ++i) EXPECT_FLOAT_EQ(values[i], initial[i] - 0.5f * grad[i]) << i;
-  expectOk(chief.request({.type = MessageType::kPsRelease}));
+  expectOk(chief.request({.type = ps::msg::kRelease}));
   EXPECT_EQ(agreementOf(w1.await(held)).global_step, 1u);
   // A point for the wrong number of workers is refused, naming it.
-  expectError(chief.request(header(MessageType::kPsState, 0), encode(SnapshotPoint{1, {0, 1, 2}})),
+  expectError(chief.request(header(ps::msg::kState, 0), encode(SnapshotPoint{1, {0, 1, 2}})),
               "3 clocks for 2 worker(s)");
   sayGoodbye(chief);
   sayGoodbye(w1);
 }
 
 TEST_F(PsServer, ServeReturnsOnceEveryWorkerIsDone) {
-  start(makeConfig(Mode::kSync, 2, {{0, 2}}));
+  start(makeConfig(TrainingMode::kPsSync, 2, {{0, 2}}));
   Peer w0 = worker(0), w1 = worker(1);
   sayGoodbye(w0);
   EXPECT_FALSE(server_->finishes(kQuiet)) << "serve() returned while worker 1 was still there";
@@ -197,24 +201,24 @@ TEST_F(PsServer, ServeReturnsOnceEveryWorkerIsDone) {
 // keeps the socket open until the workers hung up, so that each goodbye
 // reply is read, and waits at most 2 s for one that never hangs up.
 TEST_F(PsServer, ClosesOnlyAfterTheWorkersHungUpAndAtMostTwoSecondsLater) {
-  start(makeConfig(Mode::kSync, 2, {{0, 2}}));
+  start(makeConfig(TrainingMode::kPsSync, 2, {{0, 2}}));
   Peer w0 = worker(0), w1 = worker(1);
   sayGoodbye(w0);
-  expectOk(w1.request({.type = MessageType::kPsDone}));
+  expectOk(w1.request({.type = ps::msg::kDone}));
   EXPECT_FALSE(server_->finishes(300ms)) << "serve() returned while worker 1 could still be reading its reply";
   w1.hangUp();
   EXPECT_TRUE(server_->finishes(1000ms)) << "serve() went on after every worker hung up";
 
-  start(makeConfig(Mode::kSync, 1, {{0, 2}}));
+  start(makeConfig(TrainingMode::kPsSync, 1, {{0, 2}}));
   Peer stays = worker(0);
-  expectOk(stays.request({.type = MessageType::kPsDone}));
+  expectOk(stays.request({.type = ps::msg::kDone}));
   const auto since = Clock::now();
   EXPECT_NO_THROW(server_->summary(3500ms));
   EXPECT_GE(secondsSince(since), 1.9);
 }
 
 TEST_F(PsServer, ASilentWorkerIsListedAsLost) {
-  ServerConfig c = makeConfig(Mode::kSync, 2, {{0, 2}});
+  ServerConfig c = makeConfig(TrainingMode::kPsSync, 2, {{0, 2}});
   c.peer_timeout_s = 0.5;
   start(c);
   Peer w0 = worker(0), w1 = worker(1);
@@ -230,12 +234,12 @@ TEST_F(PsServer, ASilentWorkerIsListedAsLost) {
 // worker's connection is gone, so it must not leave its place to another
 // that said goodbye and has not hung up yet: serve() waits for that one too.
 TEST_F(PsServer, AKilledWorkerDoesNotLetTheServerCloseUnderAGoodbye) {
-  ServerConfig c = makeConfig(Mode::kSync, 2, {{0, 2}});
+  ServerConfig c = makeConfig(TrainingMode::kPsSync, 2, {{0, 2}});
   c.peer_timeout_s = 0.5;
   start(c);
   Peer w0 = worker(0), w1 = worker(1);
   w1.hangUp();  // killed: no goodbye; lost after 0.5 s of silence
-  expectOk(w0.request({.type = MessageType::kPsDone}));
+  expectOk(w0.request({.type = ps::msg::kDone}));
   EXPECT_FALSE(server_->finishes(1200ms)) << "serve() returned while worker 0 could still be reading its reply";
   w0.hangUp();
   EXPECT_TRUE(server_->finishes(1000ms)) << "serve() went on after every worker hung up";
@@ -248,7 +252,7 @@ void trainAlone(Peer& w0, double seconds) {
   const auto since = Clock::now();
   for (uint32_t step = 0; secondsSince(since) < seconds; ++step) {
     expectOk(w0.await(push(w0, 0, step, g)));
-    EXPECT_EQ(w0.await(pull(w0, 0, step + 1)).header.type, MessageType::kPsValues);
+    EXPECT_EQ(w0.await(pull(w0, 0, step + 1)).header.type, ps::msg::kValues);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }
@@ -259,7 +263,7 @@ void trainAlone(Peer& w0, double seconds) {
 // step's report). That server must not give it up while its pushers are
 // at work, nor fail the job for it at the end.
 TEST_F(PsServer, AWorkerThatPushesNothingHereMayBeSilentWhileItsPushersWork) {
-  ServerConfig c = makeConfig(Mode::kSync, 2, {{0, 2}});
+  ServerConfig c = makeConfig(TrainingMode::kPsSync, 2, {{0, 2}});
   c.push_groups = {{0, 1}};  // one host: chunk 0 goes through worker 0
   c.peer_timeout_s = 0.4;
   start(c, {.index = 1});
@@ -275,7 +279,7 @@ TEST_F(PsServer, AWorkerThatPushesNothingHereMayBeSilentWhileItsPushersWork) {
 
 // ...and one that died is still given up, a timeout after the pushers are done.
 TEST_F(PsServer, AWorkerThatPushesNothingHereIsLostATimeoutAfterItsPushersAreDone) {
-  ServerConfig c = makeConfig(Mode::kSync, 2, {{0, 2}});
+  ServerConfig c = makeConfig(TrainingMode::kPsSync, 2, {{0, 2}});
   c.push_groups = {{0, 1}};
   c.peer_timeout_s = 0.4;
   start(c, {.index = 1});
@@ -293,7 +297,7 @@ TEST_F(PsServer, AWorkerThatPushesNothingHereIsLostATimeoutAfterItsPushersAreDon
 // At ps 0 every worker owes each step's report, so there a silent one is
 // given up after one timeout, pusher or not.
 TEST_F(PsServer, PsZeroGivesUpASilentWorkerThatPushesNothingThereAfterOneTimeout) {
-  ServerConfig c = makeConfig(Mode::kSync, 2, {{0, 2}});
+  ServerConfig c = makeConfig(TrainingMode::kPsSync, 2, {{0, 2}});
   c.push_groups = {{0, 1}};
   c.peer_timeout_s = 0.4;
   start(c);
@@ -311,7 +315,7 @@ TEST_F(PsServer, PsZeroGivesUpASilentWorkerThatPushesNothingThereAfterOneTimeout
 // computes 0.5 s: each gap is within the 0.8 s peer timeout, so worker 0
 // must not be declared lost even though 1 s passed since it last sent.
 TEST_F(PsServer, TimeSpentWaitingOnTheServerIsNotSilence) {
-  ServerConfig c = makeConfig(Mode::kSync, 2, {{0, 2}});
+  ServerConfig c = makeConfig(TrainingMode::kPsSync, 2, {{0, 2}});
   c.peer_timeout_s = 0.8;
   start(c);
   Peer w0 = worker(0), w1 = worker(1);
@@ -320,7 +324,7 @@ TEST_F(PsServer, TimeSpentWaitingOnTheServerIsNotSilence) {
   const uint64_t held = pull(w0, 0, 1);
   EXPECT_FALSE(w0.answered(held, 500ms));  // blocked on worker 1
   expectOk(w1.await(push(w1, 0, 0, g)));
-  EXPECT_EQ(w0.await(held).header.type, MessageType::kPsValues);
+  EXPECT_EQ(w0.await(held).header.type, ps::msg::kValues);
   sayGoodbye(w1);
   // Worker 0 computes for 0.5 s: it must still be served afterwards.
   const bool returned_early = server_->finishes(500ms);
@@ -334,7 +338,7 @@ TEST_F(PsServer, TimeSpentWaitingOnTheServerIsNotSilence) {
 // pushing) expires after the peer timeout, so serve() returns once every
 // worker is gone instead of holding the pull forever.
 TEST_F(PsServer, ServeReturnsWhenEveryWorkerDiedEvenWithAPullHeld) {
-  ServerConfig c = makeConfig(Mode::kSync, 2, {{0, 2}});
+  ServerConfig c = makeConfig(TrainingMode::kPsSync, 2, {{0, 2}});
   c.peer_timeout_s = 0.5;
   start(c);
   {
@@ -353,7 +357,7 @@ TEST_F(PsServer, ServeReturnsWhenEveryWorkerDiedEvenWithAPullHeld) {
 // --peer-timeout (30 s here); so does a later report of that start. An
 // async job takes the worker back when it returns, so nothing fails there.
 TEST_F(PsServer, ASyncWorkerLeavingToStartAgainFailsTheWaitsForItAtOnce) {
-  ServerConfig c = makeConfig(Mode::kSync, 3, {{0, 2}});
+  ServerConfig c = makeConfig(TrainingMode::kPsSync, 3, {{0, 2}});
   c.peer_timeout_s = 30;
   start(c);
   Peer w0 = worker(0), w1 = worker(1), w2 = worker(2);
@@ -363,20 +367,20 @@ TEST_F(PsServer, ASyncWorkerLeavingToStartAgainFailsTheWaitsForItAtOnce) {
   const uint64_t held_step = reportClock(w0, 1, {});
   EXPECT_FALSE(w0.answered(held_step, 300ms)) << "step 1 ended without workers 1 and 2";
   const auto since = Clock::now();
-  expectOk(w1.request({.type = MessageType::kPsLeave}));
+  expectOk(w1.request({.type = ps::msg::kLeave}));
   expectError(w0.await(held_pull), "worker 1 left to start again in place");
   expectError(w0.await(held_step), "step 1 cannot end: worker 1 left");
   expectError(w2.await(reportClock(w2, 1, {})), "worker 1 left to start again in place");
   EXPECT_LT(secondsSince(since), 1.5);
 
-  start(makeConfig(Mode::kAsync, 2, {{0, 2}}));
+  start(makeConfig(TrainingMode::kPsAsync, 2, {{0, 2}}));
   Peer a0 = worker(0), a1 = worker(1);
-  expectOk(a1.request({.type = MessageType::kPsLeave}));
-  EXPECT_EQ(a0.await(pull(a0, 0, 0)).header.type, MessageType::kPsValues);
+  expectOk(a1.request({.type = ps::msg::kLeave}));
+  EXPECT_EQ(a0.await(pull(a0, 0, 0)).header.type, ps::msg::kValues);
 }
 
 TEST_F(PsServer, ThrowsPeerErrorWhenTheChiefNeverInitialises) {
-  start(makeConfig(Mode::kSync, 1, {{0, 2}}), {.startup_timeout_s = 0.3}, /*initialize=*/false);
+  start(makeConfig(TrainingMode::kPsSync, 1, {{0, 2}}), {.startup_timeout_s = 0.3}, /*initialize=*/false);
   try {
     server_->summary(2000ms);
     ADD_FAILURE() << "serve() returned without an init";

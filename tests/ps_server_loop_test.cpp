@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "core/logging.hpp"
+#include "ps/messages.hpp"
 #include "support/ps_server_harness.hpp"
 
 namespace tandem::ps::testing {
@@ -14,7 +15,7 @@ TEST_F(PsServer, AFailedApplyStopsServeNamingTheChunk) {
   options.apply_fault = [](uint64_t key, uint64_t update) {
     if (key == 1) throw std::runtime_error("injected fault in update " + std::to_string(update));
   };
-  start(makeConfig(Mode::kSync, 1, {{0, 4}, {1, 4}}), options);
+  start(makeConfig(TrainingMode::kPsSync, 1, {{0, 4}, {1, 4}}), options);
   Peer w0 = worker(0);
   expectOk(w0.await(push(w0, 0, 0, pattern(4, 0.1f, 0.0f))));
   expectOk(w0.await(push(w0, 1, 0, pattern(4, 0.1f, 0.0f))));
@@ -53,7 +54,7 @@ TEST(PsServerLoop, AFloodOfRequestsDoesNotStarveTimeoutChecks) {
   flood.connect(net::tcpEndpoint("127.0.0.1", server.port()));
   for (int i = 0; i < kFlood; ++i) {
     // Before init every pull is refused: each one costs the server a reply.
-    ASSERT_TRUE(net::sendFrame(flood, header(MessageType::kPsPull, 0, 0), zmq::message_t()));
+    ASSERT_TRUE(net::sendFrame(flood, header(ps::msg::kPull, 0, 0), zmq::message_t()));
   }
   std::this_thread::sleep_for(500ms);  // let ZeroMQ move it all into the server's queue
 

@@ -2,13 +2,14 @@
 // barrier, SSP bound, expiry). Harness: tests/support/ps_server_harness.hpp.
 #include <gtest/gtest.h>
 
+#include "ps/messages.hpp"
 #include "support/ps_server_harness.hpp"
 
 namespace tandem::ps::testing {
 namespace {
 
 TEST_F(PsServer, SyncSumsBothWorkersAndHoldsPullsUntilTheStepIsApplied) {
-  ServerConfig c = makeConfig(Mode::kSync, 2, {{0, 5}, {7, 3}});
+  ServerConfig c = makeConfig(TrainingMode::kPsSync, 2, {{0, 5}, {7, 3}});
   c.optimizer.name = "sgd";
   c.optimizer.momentum = 0.9;
   start(c);
@@ -20,8 +21,8 @@ TEST_F(PsServer, SyncSumsBothWorkersAndHoldsPullsUntilTheStepIsApplied) {
   auto step = [&](const std::vector<float>& g0, const std::vector<float>& g1, uint64_t t) {
     std::vector<float> sum(g0.size());
     for (size_t i = 0; i < sum.size(); ++i) sum[i] = g0[i] + g1[i];  // worker order
-    const SgdSettings s{c.lr_by_step[t], c.optimizer.momentum, c.optimizer.weight_decay, c.optimizer.nesterov};
-    sgdUpdate(param, sum, momentum, t == 0, s);
+    const optim::SgdSettings s{c.lr_by_step[t], c.optimizer.momentum, c.optimizer.weight_decay, c.optimizer.nesterov};
+    optim::sgdUpdate(param, sum, momentum, t == 0, s);
   };
 
   // Step 0, chunk 0: worker 0 pushes and asks for version 1 at once.
@@ -32,18 +33,18 @@ TEST_F(PsServer, SyncSumsBothWorkersAndHoldsPullsUntilTheStepIsApplied) {
   // Worker 1's push of step 0 releases the pull.
   expectOk(w1.await(push(w1, 0, 0, g10)));
   Frame v1 = w0.await(early);
-  ASSERT_EQ(v1.header.type, MessageType::kPsValues) << v1.text();
+  ASSERT_EQ(v1.header.type, ps::msg::kValues) << v1.text();
   EXPECT_EQ(v1.header.clock, 1u);
   EXPECT_EQ(v1.header.key_begin, 0u);
   step(g00, g10, 0);
   expectBitEqual(floatsOf(v1), param);  // param - lr * (g0 + g1): the momentum buffer starts as the gradient
 
   // A second push for a step already applied is refused, naming both steps.
-  expectError(w0.request(header(MessageType::kPsPush, 0, 0), g00), "for step 0 but the chunk is at step 1");
+  expectError(w0.request(header(ps::msg::kPush, 0, 0), g00), "for step 0 but the chunk is at step 1");
   // So is a second push for the same step.
   const auto g01 = pattern(5, 0.02f, 0.005f), g11 = pattern(5, 0.017f, -0.04f);
   expectOk(w0.await(push(w0, 0, 1, g01)));
-  expectError(w0.request(header(MessageType::kPsPush, 0, 1), g01), "twice for step 1");
+  expectError(w0.request(header(ps::msg::kPush, 0, 1), g01), "twice for step 1");
 
   // Step 1 uses the momentum buffer and lr_by_step[1].
   expectOk(w1.await(push(w1, 0, 1, g11)));
@@ -63,7 +64,7 @@ TEST_F(PsServer, SyncSumsBothWorkersAndHoldsPullsUntilTheStepIsApplied) {
 // --- 2. async ---------------------------------------------------------------
 
 TEST_F(PsServer, AsyncAppliesAdamPushesInArrivalOrder) {
-  ServerConfig c = makeConfig(Mode::kAsync, 2, {{3, 6}});
+  ServerConfig c = makeConfig(TrainingMode::kPsAsync, 2, {{3, 6}});
   c.optimizer.name = "adam";
   c.lr_by_step = {0.01, 0.002};
   start(c);
@@ -76,7 +77,7 @@ TEST_F(PsServer, AsyncAppliesAdamPushesInArrivalOrder) {
   expectOk(w1.await(push(w1, 3, 1, g2)));
   // The pull waits for every push received before it.
   Frame v = w0.await(pull(w0, 3, 0));
-  ASSERT_EQ(v.header.type, MessageType::kPsValues) << v.text();
+  ASSERT_EQ(v.header.type, ps::msg::kValues) << v.text();
   EXPECT_EQ(v.header.clock, 3u);
 
   auto param = initial(c.chunks[0]);
@@ -84,9 +85,9 @@ TEST_F(PsServer, AsyncAppliesAdamPushesInArrivalOrder) {
   int64_t update = 0;
   for (const auto* g : {&g0, &g1, &g2}) {
     // Async runs the schedule over the global step: every push is one.
-    const AdamSettings a{c.lrAt(static_cast<uint64_t>(update)), c.optimizer.beta1, c.optimizer.beta2, c.optimizer.eps,
+    const optim::AdamSettings a{c.lrAt(static_cast<uint64_t>(update)), c.optimizer.beta1, c.optimizer.beta2, c.optimizer.eps,
                          c.optimizer.weight_decay};
-    adamUpdate(param, *g, m, s, ++update, a);
+    optim::adamUpdate(param, *g, m, s, ++update, a);
   }
   expectBitEqual(floatsOf(v), param);
 }
@@ -94,7 +95,7 @@ TEST_F(PsServer, AsyncAppliesAdamPushesInArrivalOrder) {
 // --- 3. clocks --------------------------------------------------------------
 
 TEST_F(PsServer, SyncClockIsABarrierWithTheMeanLoss) {
-  start(makeConfig(Mode::kSync, 2, {{0, 2}}));
+  start(makeConfig(TrainingMode::kPsSync, 2, {{0, 2}}));
   Peer w0 = worker(0), w1 = worker(1);
 
   const uint64_t first = reportClock(w0, 1, {.loss = 1.0, .compute_seconds = 0.2});
@@ -112,7 +113,7 @@ TEST_F(PsServer, SyncClockIsABarrierWithTheMeanLoss) {
     EXPECT_EQ(a.slowest_clock, 1u);
   }
   // Clocks count up by one.
-  expectError(w0.request({.type = MessageType::kPsClock, .clock = 3}, encode(StepReport{})),
+  expectError(w0.request({.type = ps::msg::kClock, .clock = 3}, encode(StepReport{})),
               "reported step 3 finished, but its last report was step 1");
   sayGoodbye(w0);
   // A finished worker holds nobody back.
@@ -123,7 +124,7 @@ TEST_F(PsServer, SyncClockIsABarrierWithTheMeanLoss) {
 }
 
 TEST_F(PsServer, SspLetsAWorkerRunOneStepAhead) {
-  ServerConfig c = makeConfig(Mode::kBounded, 2, {{0, 2}});
+  ServerConfig c = makeConfig(TrainingMode::kPsBounded, 2, {{0, 2}});
   c.staleness = 1;
   start(c);
   Peer w0 = worker(0), w1 = worker(1);
@@ -151,11 +152,11 @@ TEST_F(PsServer, SspLetsAWorkerRunOneStepAhead) {
   sayGoodbye(w1);
   const auto summary = server_->summary();
   EXPECT_EQ(summary["max_staleness"], 1);
-  EXPECT_EQ(summary["mode"], "ssp");
+  EXPECT_EQ(summary["mode"], "ps-ssp");
 }
 
 TEST_F(PsServer, AsyncClockNeverWaits) {
-  start(makeConfig(Mode::kAsync, 2, {{0, 2}}));
+  start(makeConfig(TrainingMode::kPsAsync, 2, {{0, 2}}));
   Peer w0 = worker(0);
   worker(1);  // says hello, then never reports
   for (uint32_t step = 1; step <= 4; ++step) {
@@ -166,7 +167,7 @@ TEST_F(PsServer, AsyncClockNeverWaits) {
 }
 
 TEST_F(PsServer, AClockWaitExpiresNamingTheLateWorker) {
-  ServerConfig c = makeConfig(Mode::kSync, 2, {{0, 2}});
+  ServerConfig c = makeConfig(TrainingMode::kPsSync, 2, {{0, 2}});
   c.peer_timeout_s = 0.5;
   start(c);
   Peer w0 = worker(0), w1 = worker(1);
@@ -187,7 +188,7 @@ TEST_F(PsServer, AClockWaitExpiresNamingTheLateWorker) {
 // survived: only an init naming the start that initialised this server is
 // taken, and the server then forgets that start's state entirely.
 TEST_F(PsServer, TheChiefsNextStartAfterAFailureStartsTheServerOverAndNoOtherInitDoes) {
-  ServerConfig c = makeConfig(Mode::kSync, 2, {{0, 4}});
+  ServerConfig c = makeConfig(TrainingMode::kPsSync, 2, {{0, 4}});
   c.optimizer.name = "sgd";
   c.optimizer.momentum = 0.9;
   c.generation = 0xA1;
@@ -207,12 +208,12 @@ TEST_F(PsServer, TheChiefsNextStartAfterAFailureStartsTheServerOverAndNoOtherIni
     const uint64_t held = pull(w0, 0, 2);
     EXPECT_FALSE(w0.answered(held));
   }
-  net::RequestClient chief(context_, server_->endpoint(), "ps 0");
+  net::RequestClient chief(context_, server_->endpoint(), "ps 0", ps::kMessages);
   auto initWith = [&](uint64_t generation, uint64_t replaces) {
     ServerConfig next = c;
     next.generation = generation;
     next.replaces = replaces;
-    auto reply = chief.request({.type = MessageType::kPsInit}, net::copyPayload(toJson(next).dump()),
+    auto reply = chief.request({.type = ps::msg::kInit}, net::copyPayload(toJson(next).dump()),
                                Deadline::after(kReplyBudget));
     if (!reply) throw std::runtime_error("no reply to ps-init");
     return std::move(*reply);
@@ -223,7 +224,7 @@ TEST_F(PsServer, TheChiefsNextStartAfterAFailureStartsTheServerOverAndNoOtherIni
   // A worker of the next start says hello before its chief's init: it is
   // answered once that init has arrived, not refused as a second worker 1.
   Peer early(context_, server_->endpoint());
-  const uint64_t early_hello = early.send({.type = MessageType::kPsHello}, encode(Hello{1, kFingerprint, 0xB2}));
+  const uint64_t early_hello = early.send({.type = ps::msg::kHello}, encode(Hello{1, kFingerprint, 0xB2}));
   EXPECT_FALSE(early.answered(early_hello));
   // A next start with a malformed layout is refused before anything changes.
   {
@@ -231,7 +232,7 @@ TEST_F(PsServer, TheChiefsNextStartAfterAFailureStartsTheServerOverAndNoOtherIni
     bad.generation = 0xB2;
     bad.replaces = 0xA1;
     bad.chunks.push_back(bad.chunks[0]);
-    auto reply = chief.request({.type = MessageType::kPsInit}, net::copyPayload(toJson(bad).dump()),
+    auto reply = chief.request({.type = ps::msg::kInit}, net::copyPayload(toJson(bad).dump()),
                                Deadline::after(kReplyBudget));
     ASSERT_TRUE(reply.has_value());
     expectError(*reply, "lists chunk 0 twice");
@@ -240,7 +241,7 @@ TEST_F(PsServer, TheChiefsNextStartAfterAFailureStartsTheServerOverAndNoOtherIni
   // The next start: values as at the checkpoint, step 0 again.
   expectOk(initWith(0xB2, 0xA1));
   const auto values = initial(c.chunks[0]);
-  auto set = chief.request(header(MessageType::kPsSet, 0), net::copyPayload(values.data(), values.size() * 4),
+  auto set = chief.request(header(ps::msg::kSet, 0), net::copyPayload(values.data(), values.size() * 4),
                            Deadline::after(kReplyBudget));
   ASSERT_TRUE(set.has_value());
   expectOk(*set);
@@ -252,12 +253,12 @@ TEST_F(PsServer, TheChiefsNextStartAfterAFailureStartsTheServerOverAndNoOtherIni
   expectOk(n0.await(push(n0, 0, 0, g0)));
   expectOk(n1.await(push(n1, 0, 0, g1)));
   Frame v = n0.await(pull(n0, 0, 1));
-  ASSERT_EQ(v.header.type, MessageType::kPsValues) << v.text();
+  ASSERT_EQ(v.header.type, ps::msg::kValues) << v.text();
   EXPECT_EQ(v.header.clock, 1u);
   auto param = values;
   std::vector<float> sum(4), momentum(4);
   for (size_t i = 0; i < 4; ++i) sum[i] = g0[i] + g1[i];
-  sgdUpdate(param, sum, momentum, true, {c.lrAt(0), c.optimizer.momentum, c.optimizer.weight_decay, false});
+  optim::sgdUpdate(param, sum, momentum, true, {c.lrAt(0), c.optimizer.momentum, c.optimizer.weight_decay, false});
   expectBitEqual(floatsOf(v), param);
   // The start it replaced cannot be replaced again.
   expectError(initWith(0xD4, 0xA1), "already initialised (by another start of the chief, 00000000000000b2)");

@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "net/job_security.hpp"
 #include "net/shared_arena.hpp"
+#include "ps/messages.hpp"
 #include "ps/worker.hpp"
 #include "support/ps_server_harness.hpp"
 
@@ -107,10 +108,10 @@ struct SameHostJob {
   KeyLayout layout = buildKeyLayout({{"w", 6}, {"b", 4}}, 2, 16);
   std::vector<std::unique_ptr<RunningServer>> servers;
   std::vector<ServerAddress> addresses;
-  Mode mode;
+  TrainingMode mode;
   WireDtype wire;
 
-  SameHostJob(Mode mode, WireDtype wire) : mode(mode), wire(wire) {
+  SameHostJob(TrainingMode mode, WireDtype wire) : mode(mode), wire(wire) {
     for (int i = 0; i < 2; ++i) {
       servers.push_back(std::make_unique<RunningServer>(ServerOptions{.bind_host = "127.0.0.1", .index = i}));
       addresses.push_back({net::sameHostEndpoint(servers.back()->port()), "ps " + std::to_string(i)});
@@ -132,7 +133,7 @@ std::vector<float> initial(const KeyLayout& layout, size_t c) {
 // Worker 0 pushes from its arena and pulls into it; worker 1 sends bytes.
 // Both see the same mean update, and the servers count what crossed where.
 TEST(PsSharedMemory, ASyncStepThroughSharedMemoryMatchesOneThroughTheSocket) {
-  SameHostJob job(Mode::kSync, WireDtype::kFloat32);
+  SameHostJob job(TrainingMode::kPsSync, WireDtype::kFloat32);
   const Deadline deadline = Deadline::afterSeconds(5);
   Worker chief = job.worker(0, true);
   Worker other = job.worker(1, false);
@@ -182,21 +183,17 @@ TEST(PsSharedMemory, ASyncStepThroughSharedMemoryMatchesOneThroughTheSocket) {
   EXPECT_EQ(bytes_in, 40u + 40u) << "both workers' pushes, each counted once";
 }
 
-// Async, 16-bit wire: the pushes are bytes (rounded outside the arena),
-// the pulls land in the arena in the wire's format.
+// Async, 16-bit wire: the pushes are bytes (the worker rounds them outside
+// the arena), the pulls land in the arena in the wire's format.
 TEST(PsSharedMemory, SixteenBitPullsLandInTheArenaInTheWireFormat) {
-  SameHostJob job(Mode::kAsync, WireDtype::kBfloat16);
+  SameHostJob job(TrainingMode::kPsAsync, WireDtype::kBfloat16);
   const Deadline deadline = Deadline::afterSeconds(5);
   Worker w = job.worker(0, true);
   w.initServers(job.configs(1), [&](size_t c, int64_t&) { return initial(job.layout, c); }, deadline);
   w.hello(deadline);
   ASSERT_EQ(w.serversSharingMemory(), 2);
-  std::vector<std::vector<uint16_t>> grads;
-  for (const auto& chunk : job.layout.chunks) {
-    const std::vector<float> g(static_cast<size_t>(chunk.length), 2.0f);
-    grads.emplace_back(g.size());
-    encodeWire(WireDtype::kBfloat16, g.data(), grads.back().data(), g.size());
-  }
+  std::vector<std::vector<float>> grads;
+  for (const auto& chunk : job.layout.chunks) grads.emplace_back(static_cast<size_t>(chunk.length), 2.0f);
   for (size_t c = 0; c < grads.size(); ++c) w.push(c, grads[c].data(), 0);
   w.awaitPushes(deadline, 0);
   w.receivePulls(deadline, 0, [&](size_t c, const net::Frame& f) {
@@ -217,10 +214,10 @@ TEST(PsSharedMemory, OnlySameHostWorkersThatOfferedAnArenaMayNameOne) {
   RunningServer server(ServerOptions{.bind_host = "127.0.0.1", .index = 0});
   const KeyLayout layout = buildKeyLayout({{"w", 4}}, 1, 16);
   const Deadline deadline = Deadline::afterSeconds(5);
-  Worker tcp({.servers = {{server.endpoint(), "ps 0"}}, .layout = layout, .mode = Mode::kAsync,
+  Worker tcp({.servers = {{server.endpoint(), "ps 0"}}, .layout = layout, .mode = TrainingMode::kPsAsync,
               .shared_memory = true});
   EXPECT_EQ(tcp.sharedArena(), nullptr) << "no server on this host's socket: nothing to share";
-  ServerConfig config = makeConfig(Mode::kAsync, 2, {{layout.chunks[0].key, 4}});
+  ServerConfig config = makeConfig(TrainingMode::kPsAsync, 2, {{layout.chunks[0].key, 4}});
   config.layout_fingerprint = layout.fingerprint();
   tcp.initServers({config}, [](size_t, int64_t&) { return std::vector<float>(4, 1.0f); }, deadline);
   tcp.hello(deadline);
@@ -229,16 +226,16 @@ TEST(PsSharedMemory, OnlySameHostWorkersThatOfferedAnArenaMayNameOne) {
   zmq::context_t context(1);
   Peer peer(context, server.endpoint());
   const auto hello = encode(Hello{1, layout.fingerprint(), 0});
-  expectOk(peer.request({.type = MessageType::kPsHello}, hello.data(), hello.size()));
+  expectOk(peer.request({.type = ps::msg::kHello}, hello.data(), hello.size()));
   const std::vector<char> ref = net::encode(ArenaRef{0, 16});
-  const FrameHeader push{.type = MessageType::kPsPush, .flags = net::kFlagInArena, .key_begin = layout.chunks[0].key,
+  const FrameHeader push{.type = ps::msg::kPush, .flags = net::kFlagInArena, .key_begin = layout.chunks[0].key,
                          .key_end = layout.chunks[0].key + 1};
   const Frame refused = peer.request(push, ref.data(), ref.size());
   ASSERT_EQ(refused.header.type, MessageType::kError);
   EXPECT_NE(refused.text().find("worker 1 sent a ps-push naming shared memory, but none of its is mapped here"),
             std::string::npos)
       << refused.text();
-  const Frame set = peer.request({.type = MessageType::kPsLr, .flags = net::kFlagInArena}, ref.data(), ref.size());
+  const Frame set = peer.request({.type = ps::msg::kLr, .flags = net::kFlagInArena}, ref.data(), ref.size());
   EXPECT_NE(set.text().find("ps-lr cannot name shared memory"), std::string::npos) << set.text();
   tcp.sayDone(deadline);
 }

@@ -8,6 +8,7 @@
 
 #include "net/job_security.hpp"
 #include "core/error.hpp"
+#include "ps/messages.hpp"
 #include "ps/worker.hpp"
 #include "support/process.hpp"
 #include "support/ps_server_harness.hpp"
@@ -21,14 +22,14 @@ struct Job {
   std::vector<std::unique_ptr<RunningServer>> servers;
   std::vector<ServerAddress> addresses;
 
-  explicit Job(Mode mode, WireDtype wire = WireDtype::kFloat32) : wire(wire) {
+  explicit Job(TrainingMode mode, WireDtype wire = WireDtype::kFloat32) : wire(wire) {
     for (int i = 0; i < 2; ++i) {
       servers.push_back(std::make_unique<RunningServer>(ServerOptions{.bind_host = "127.0.0.1", .index = i}));
       addresses.push_back({servers.back()->endpoint(), "ps " + std::to_string(i)});
     }
     this->mode = mode;
   }
-  Mode mode;
+  TrainingMode mode;
   WireDtype wire;
 
   std::vector<ServerConfig> configs(int workers) const { return configsFor(layout, mode, wire, workers, 10); }
@@ -43,7 +44,7 @@ std::vector<float> initial(const KeyLayout& layout, size_t c) {
 }
 
 TEST(PsWorker, TwoSyncWorkersPushReportAndPullTheMeanUpdate) {
-  Job job(Mode::kSync);
+  Job job(TrainingMode::kPsSync);
   ASSERT_EQ(job.layout.chunks.size(), 3u);  // 4 + 4 + 2 floats over 2 servers
   const Deadline deadline = Deadline::afterSeconds(5);
   Worker chief = job.worker(0);
@@ -79,12 +80,13 @@ TEST(PsWorker, TwoSyncWorkersPushReportAndPullTheMeanUpdate) {
   for (auto& s : job.servers) EXPECT_EQ(s->summary()["lost_workers"].size(), 0u);
 }
 
-// A 16-bit wire: pushes are rounded, the servers add them in float32 and
-// keep float32 values (ps-state), and pulls carry those values rounded.
+// A 16-bit wire: the worker rounds the float32 pushes, the servers add
+// them in float32 and keep float32 values (ps-state), and pulls carry those
+// values rounded.
 TEST(PsWorker, SixteenBitWireRoundsPushesAndPullsButServersKeepFloat32) {
   for (WireDtype wire : {WireDtype::kFloat16, WireDtype::kBfloat16}) {
     SCOPED_TRACE(wireDtypeName(wire));
-    Job job(Mode::kSync, wire);
+    Job job(TrainingMode::kPsSync, wire);
     const Deadline deadline = Deadline::afterSeconds(5);
     Worker chief = job.worker(0);
     chief.initServers(job.configs(2), [&](size_t c, int64_t&) { return initial(job.layout, c); }, deadline);
@@ -98,12 +100,8 @@ TEST(PsWorker, SixteenBitWireRoundsPushesAndPullsButServersKeepFloat32) {
     std::vector<std::vector<float>> pulled0(3), pulled1(3);
     auto run = [&](Worker& w, float share, std::vector<std::vector<float>>& pulled) {
       w.hello(deadline);
-      std::vector<std::vector<uint16_t>> grads;
-      for (const auto& chunk : job.layout.chunks) {
-        const std::vector<float> g(static_cast<size_t>(chunk.length), share);
-        grads.emplace_back(g.size());
-        encodeWire(wire, g.data(), grads.back().data(), g.size());
-      }
+      std::vector<std::vector<float>> grads;
+      for (const auto& chunk : job.layout.chunks) grads.emplace_back(static_cast<size_t>(chunk.length), share);
       for (size_t c = 0; c < grads.size(); ++c) w.push(c, grads[c].data(), 0);
       w.reportStep(1, {1.0, 0.1, false}, deadline);
       w.awaitPushes(deadline, 0);
@@ -133,13 +131,13 @@ TEST(PsWorker, SixteenBitWireRoundsPushesAndPullsButServersKeepFloat32) {
 }
 
 TEST(PsWorker, AFloat32PushToASixteenBitServerIsRefusedNamingTheFormat) {
-  Job job(Mode::kAsync, WireDtype::kFloat16);
+  Job job(TrainingMode::kPsAsync, WireDtype::kFloat16);
   const Deadline deadline = Deadline::afterSeconds(5);
   Worker chief = job.worker(0);
   chief.initServers(job.configs(2), [&](size_t c, int64_t&) { return initial(job.layout, c); }, deadline);
   chief.hello(deadline);
   // A worker that thinks the wire is float32 sends twice the bytes.
-  Worker wrong({job.addresses, job.layout, Mode::kAsync, 1, WireDtype::kFloat32});
+  Worker wrong({job.addresses, job.layout, TrainingMode::kPsAsync, 1, WireDtype::kFloat32});
   const std::vector<float> g(4, 1.0f);
   wrong.hello(deadline);
   wrong.push(0, g.data(), 0);
@@ -152,7 +150,7 @@ TEST(PsWorker, AFloat32PushToASixteenBitServerIsRefusedNamingTheFormat) {
 }
 
 TEST(PsWorker, FetchStateReturnsEveryChunksValuesAndSlots) {
-  Job job(Mode::kAsync);
+  Job job(TrainingMode::kPsAsync);
   const Deadline deadline = Deadline::afterSeconds(5);
   Worker w = job.worker(0);
   w.initServers(job.configs(1), [&](size_t c, int64_t&) { return initial(job.layout, c); }, deadline);
@@ -169,10 +167,10 @@ TEST(PsWorker, FetchStateReturnsEveryChunksValuesAndSlots) {
 }
 
 TEST(PsWorker, AServerThatIsNotThereIsNamedWhenTheDeadlinePasses) {
-  Job job(Mode::kSync);
+  Job job(TrainingMode::kPsSync);
   auto addresses = job.addresses;
   addresses[1] = {net::tcpEndpoint("127.0.0.1", tandem::testing::freePort()), "ps 1"};  // nobody listens
-  Worker w({addresses, job.layout, Mode::kSync, 0});
+  Worker w({addresses, job.layout, TrainingMode::kPsSync, 0});
   const auto started = Clock::now();
   try {
     w.initServers(job.configs(1), [&](size_t c, int64_t&) { return initial(job.layout, c); },
@@ -203,7 +201,7 @@ struct HandServer {
     const size_t total = net::receiveParts(router, parts, 3);
     zmq::message_t id;
     id.copy(parts[0]);
-    return {std::move(id), net::decodeFrame(std::span(parts).subspan(1), total - 1, net::kMaxPayloadBytes, "worker")};
+    return {std::move(id), net::decodeFrame(std::span(parts).subspan(1), total - 1, net::kMaxPayloadBytes, "worker", ps::kMessages)};
   }
   void ack(const zmq::message_t& id, const net::Frame& f) {
     net::sendFrame(router, {.type = net::MessageType::kOk, .request_id = f.header.request_id}, zmq::message_t(), &id);
@@ -214,7 +212,7 @@ struct HandServer {
     std::vector<uint32_t> keys;
     while (keys.size() < n) {
       auto [id, f] = next();
-      if (f.header.type == net::MessageType::kPsPull) {
+      if (f.header.type == ps::msg::kPull) {
         pulls.push_back(f.header.key_begin);
         continue;
       }
@@ -234,7 +232,7 @@ TEST(PushWindow, QueuedPushesGoOutFirstChunkFirst) {
     HandServer server;
     const KeyLayout layout = buildKeyLayout({{"a", 4}, {"b", 4}, {"c", 4}, {"d", 4}}, 1, 16);
     ASSERT_EQ(layout.chunks.size(), 4u);
-    Worker w({{{server.endpoint, "ps 0"}}, layout, Mode::kSync, 0, WireDtype::kFloat32, window});
+    Worker w({{{server.endpoint, "ps 0"}}, layout, TrainingMode::kPsSync, 0, WireDtype::kFloat32, window});
     std::vector<std::vector<float>> grads(4, std::vector<float>(4, 1.0f));
     for (size_t c = 4; c-- > 0;) w.push(c, grads[c].data(), 0);  // backward's order
     std::vector<uint32_t> pulls;
@@ -284,7 +282,7 @@ TEST(PushWindow, HostMatesPushingToOneServerShareTheDefaultWindow) {
 TEST(PushWindow, AServerThatNeverTakesThePushAheadIsNamed) {
   HandServer server;
   const KeyLayout layout = buildKeyLayout({{"a", 4}, {"b", 4}}, 1, 16);
-  Worker w({{{server.endpoint, "ps 0"}}, layout, Mode::kSync, 0, WireDtype::kFloat32, 16});
+  Worker w({{{server.endpoint, "ps 0"}}, layout, TrainingMode::kPsSync, 0, WireDtype::kFloat32, 16});
   std::vector<float> g(4, 1.0f);
   w.push(1, g.data(), 0);
   w.push(0, g.data(), 0);
@@ -306,7 +304,7 @@ TEST(PushWindow, AServerThatNeverTakesThePushAheadIsNamed) {
 namespace tandem::ps::testing {
 namespace {
 
-ServerConfig groupedConfig(std::vector<std::vector<int>> groups, Mode mode = Mode::kSync) {
+ServerConfig groupedConfig(std::vector<std::vector<int>> groups, TrainingMode mode = TrainingMode::kPsSync) {
   ServerConfig c = makeConfig(mode, 4, {{0, 4}, {1, 4}, {2, 4}});
   c.push_groups = std::move(groups);
   return c;
@@ -324,7 +322,7 @@ TEST(PushGroups, EachHostPushesEachChunkThroughOneWorker) {
 }
 
 TEST(PushGroups, GroupsThatDoNotCoverEveryWorkerOnceAreRefused) {
-  auto refused = [](std::vector<std::vector<int>> groups, Mode mode, const std::string& needle) {
+  auto refused = [](std::vector<std::vector<int>> groups, TrainingMode mode, const std::string& needle) {
     try {
       serverConfigFromJson(toJson(groupedConfig(std::move(groups), mode)), "chief");
       ADD_FAILURE() << "accepted; wanted " << needle;
@@ -332,17 +330,17 @@ TEST(PushGroups, GroupsThatDoNotCoverEveryWorkerOnceAreRefused) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  refused({{0, 1}, {1, 2, 3}}, Mode::kSync, "repeated");
-  refused({{0, 1}, {2}}, Mode::kSync, "leave a worker out");
-  refused({{0, 1}, {2, 7}}, Mode::kSync, "out of range");
-  refused({{0, 1}, {}}, Mode::kSync, "empty group");
-  refused({{0, 1}, {2, 3}}, Mode::kAsync, "need sync mode");
+  refused({{0, 1}, {1, 2, 3}}, TrainingMode::kPsSync, "repeated");
+  refused({{0, 1}, {2}}, TrainingMode::kPsSync, "leave a worker out");
+  refused({{0, 1}, {2, 7}}, TrainingMode::kPsSync, "out of range");
+  refused({{0, 1}, {}}, TrainingMode::kPsSync, "empty group");
+  refused({{0, 1}, {2, 3}}, TrainingMode::kPsAsync, "need sync mode");
 }
 
 // A push from a worker that is not the chunk's pusher is refused, naming
 // who pushes it; the server keeps the step waiting for the right one.
 TEST(PushGroups, AServerRefusesAPushFromAWorkerThatIsNotTheChunksPusher) {
-  Job job(Mode::kSync);
+  Job job(TrainingMode::kPsSync);
   auto configs = job.configs(2);
   for (auto& c : configs) c.push_groups = {{0, 1}};  // one host: chunk k from worker k % 2
   const Deadline deadline = Deadline::afterSeconds(5);

@@ -2,7 +2,7 @@
 // the user's own class, the loop is the user's own, and Tandem averages the
 // gradients over however many workers `tandem launch` (or torchrun, mpirun,
 // srun) started, or parameter servers run the optimizer (--mode ps-sync,
-// ps-async, ssp). With one process it is plain LibTorch training.
+// ps-async, ps-ssp). With one process it is plain LibTorch training.
 //
 //   tandem launch --workers 2 -- ./my_trainer --steps 100 --global-batch 64
 //   tandem launch --ps 1 --workers 2 -- ./my_trainer --mode ps-async
@@ -39,9 +39,9 @@ int main(int argc, char** argv) {
     else if (flag == "--mode" && std::string(argv[i + 1]) == "allreduce") options.mode = tandem::Mode::AllReduce;
     else if (flag == "--mode" && std::string(argv[i + 1]) == "ps-sync") options.mode = tandem::Mode::PsSync;
     else if (flag == "--mode" && std::string(argv[i + 1]) == "ps-async") options.mode = tandem::Mode::PsAsync;
-    else if (flag == "--mode" && std::string(argv[i + 1]) == "ssp") options.mode = tandem::Mode::Ssp;
+    else if (flag == "--mode" && std::string(argv[i + 1]) == "ps-ssp") options.mode = tandem::Mode::Ssp;
     else {
-      std::fprintf(stderr, "usage: my_trainer [--steps N] [--global-batch B] [--mode allreduce|ps-sync|ps-async|ssp]\n");
+      std::fprintf(stderr, "usage: my_trainer [--steps N] [--global-batch B] [--mode allreduce|ps-sync|ps-async|ps-ssp]\n");
       return 2;
     }
   }

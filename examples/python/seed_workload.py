@@ -7,7 +7,7 @@ loss, Adam at lr 1e-4, batch 128 of random inputs, 1 PS + 4 async workers.
 The targets come from a fixed random "teacher" network, so the loss has
 somewhere to go. Each worker prints its loss and steps/s; worker 0 prints
 the job's samples/s at the end. --hidden shrinks the model for a quick try,
---mode picks ps-sync, ssp or allreduce instead."""
+--mode picks ps-sync, ps-ssp or allreduce instead."""
 import argparse
 import time
 
@@ -23,7 +23,7 @@ def main():
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--hidden", type=int, default=4096)
     p.add_argument("--lr", type=float, default=1e-4)
-    p.add_argument("--mode", default="ps-async", choices=("ps-async", "ps-sync", "ssp", "allreduce"))
+    p.add_argument("--mode", default="ps-async", choices=("ps-async", "ps-sync", "ps-ssp", "allreduce"))
     p.add_argument("--log-every", type=int, default=50)
     args = p.parse_args()
     td.init()

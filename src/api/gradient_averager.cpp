@@ -157,12 +157,12 @@ struct DistributedOptimizer::Impl {
 
 namespace {
 
-const char* psModeName(Mode mode) {
+TrainingMode trainingModeOf(Mode mode) {
   switch (mode) {
-    case Mode::PsSync: return "ps-sync";
-    case Mode::PsAsync: return "ps-async";
-    case Mode::Ssp: return "ssp";
-    default: return "allreduce";
+    case Mode::PsSync: return TrainingMode::kPsSync;
+    case Mode::PsAsync: return TrainingMode::kPsAsync;
+    case Mode::Ssp: return TrainingMode::kPsBounded;
+    default: return TrainingMode::kAllReduce;
   }
 }
 
@@ -176,7 +176,7 @@ DistributedOptimizer::DistributedOptimizer(torch::optim::Optimizer& optimizer, t
     return;
   }
   api::PsOptimizerOptions ps;
-  ps.mode = psModeName(options.mode);
+  ps.mode = trainingModeOf(options.mode);
   ps.staleness = options.staleness;
   ps.backward_passes_per_step = options.backward_passes_per_step;
   ps.chunk_mb = options.ps_chunk_mb;

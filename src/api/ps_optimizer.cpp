@@ -14,8 +14,8 @@ namespace {
 
 // The settings of one parameter group, or nullopt for an optimizer the
 // servers do not run.
-std::optional<ps::OptimizerSettings> settingsOf(const torch::optim::OptimizerOptions& options) {
-  ps::OptimizerSettings s;
+std::optional<optim::OptimizerSettings> settingsOf(const torch::optim::OptimizerOptions& options) {
+  optim::OptimizerSettings s;
   if (const auto* o = dynamic_cast<const torch::optim::SGDOptions*>(&options)) {
     if (o->dampening() != 0) throw InputError("tandem: the parameter servers run SGD without dampening");
     s.name = "sgd";
@@ -52,7 +52,7 @@ std::optional<ps::OptimizerSettings> settingsOf(const torch::optim::OptimizerOpt
   return std::nullopt;
 }
 
-bool sameSettings(const ps::OptimizerSettings& a, const ps::OptimizerSettings& b) {
+bool sameSettings(const optim::OptimizerSettings& a, const optim::OptimizerSettings& b) {
   return a.name == b.name && a.momentum == b.momentum && a.nesterov == b.nesterov &&
          a.weight_decay == b.weight_decay && a.beta1 == b.beta1 && a.beta2 == b.beta2 && a.eps == b.eps &&
          a.alpha == b.alpha && a.centered == b.centered;
@@ -60,7 +60,7 @@ bool sameSettings(const ps::OptimizerSettings& a, const ps::OptimizerSettings& b
 
 }  // namespace
 
-ps::OptimizerSettings serverOptimizerOf(torch::optim::Optimizer& optimizer) {
+optim::OptimizerSettings serverOptimizerOf(torch::optim::Optimizer& optimizer) {
   const auto& groups = optimizer.param_groups();
   if (groups.empty()) throw InputError("tandem: the optimizer has no parameter groups");
   const auto first = settingsOf(groups[0].options());
@@ -105,25 +105,25 @@ PsOptimizer::PsOptimizer(torch::nn::Module& module, const PsOptimizerOptions& op
   if (!job.spec || job.spec->numServers() == 0) {
     throw InputError(fmt::format("tandem: mode {} needs parameter servers, and this job has none (launch with "
                                  "`tandem launch --ps K --workers N -- PROGRAM`)",
-                                 options.mode));
+                                 modeName(options.mode)));
   }
-  if (options.mode != "ps-sync" && options.mode != "ps-async" && options.mode != "ssp") {
-    throw InputError(fmt::format("tandem: unknown parameter-server mode '{}'", options.mode));
+  if (!usesServers(options.mode)) {
+    throw InputError(fmt::format("tandem: {} is not a parameter-server mode", modeName(options.mode)));
   }
-  if (options.mode == "ssp" && options.staleness < 1) {
-    throw InputError(fmt::format("tandem: ssp needs a staleness of at least 1, got {}", options.staleness));
+  if (options.mode == TrainingMode::kPsBounded && options.staleness < 1) {
+    throw InputError(fmt::format("tandem: ps-ssp needs a staleness of at least 1, got {}", options.staleness));
   }
   if (!(options.lr >= 0) || !(options.chunk_mb > 0)) {
     throw InputError(fmt::format("tandem: learning rate {} and chunk size {} MB must be positive", options.lr,
                                  options.chunk_mb));
   }
   train::TrainConfig config;
-  static_cast<ps::OptimizerSettings&>(config.optimizer) = options.optimizer;
+  static_cast<optim::OptimizerSettings&>(config.optimizer) = options.optimizer;
   config.optimizer.lr = options.lr;
   config.accumulate = options.backward_passes_per_step;
   auto& d = config.distributed;
-  d.ps_mode = options.mode == "ps-async" ? "async" : "sync";
-  d.staleness = options.mode == "ssp" ? options.staleness : -1;
+  d.ps_mode = options.mode == TrainingMode::kPsAsync ? "async" : "sync";
+  d.staleness = options.mode == TrainingMode::kPsBounded ? options.staleness : -1;
   d.ps_chunk_mb = options.chunk_mb;
   d.wire_dtype = job.options.wire_dtype;
   d.error_feedback = job.options.error_feedback;

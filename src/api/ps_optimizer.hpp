@@ -7,16 +7,17 @@
 #include <memory>
 #include <string>
 
-#include "ps/optimizer_kernels.hpp"
+#include "core/training_mode.hpp"
+#include "optim/kernels.hpp"
 
 namespace tandem::api {
 
 struct PsOptimizerOptions {
-  std::string mode = "ps-sync";  // ps-sync | ps-async | ssp
-  int staleness = 1;             // ssp: steps a worker may run ahead of the slowest
+  TrainingMode mode = TrainingMode::kPsSync;  // a server mode (usesServers)
+  int staleness = 1;  // ps-ssp: steps a worker may run ahead of the slowest
   int backward_passes_per_step = 1;
   double chunk_mb = 4;
-  ps::OptimizerSettings optimizer;  // what the servers run
+  optim::OptimizerSettings optimizer;  // what the servers run
   double lr = 0.01;                 // the rate of the first step
 };
 
@@ -50,7 +51,7 @@ class PsOptimizer {
 // RMSprop), read from its first parameter group; InputError for another
 // optimizer, options the servers cannot run (dampening, amsgrad), or
 // groups whose options differ.
-ps::OptimizerSettings serverOptimizerOf(torch::optim::Optimizer& optimizer);
+optim::OptimizerSettings serverOptimizerOf(torch::optim::Optimizer& optimizer);
 double learningRateOf(torch::optim::Optimizer& optimizer);
 
 }  // namespace tandem::api

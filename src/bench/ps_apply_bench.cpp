@@ -8,7 +8,7 @@
 
 #include "core/clock.hpp"
 #include "core/error.hpp"
-#include "ps/optimizer_kernels.hpp"
+#include "optim/kernels.hpp"
 
 namespace tandem::bench {
 namespace {
@@ -37,11 +37,11 @@ std::vector<ApplyBenchRow> runApplyBench(int64_t floats, double min_seconds) {
   std::vector<ApplyBenchRow> rows;
   auto add = [&](const std::string& kernel, double seconds) { rows.push_back({kernel, seconds, bytes / seconds / 1e9, 0}); };
   add("memcpy", bestPass([&] { std::memcpy(copy.data(), grad.data(), n * sizeof(float)); }, min_seconds));
-  add("sgd-momentum", bestPass([&] { ps::sgdUpdate(param, grad, a, false, {0.01, 0.9, 0.0, false}); }, min_seconds));
-  add("adam", bestPass([&] { ps::adamUpdate(param, grad, a, b, ++step, {0.001, 0.9, 0.999, 1e-8, 0.0}); }, min_seconds));
+  add("sgd-momentum", bestPass([&] { optim::sgdUpdate(param, grad, a, false, {0.01, 0.9, 0.0, false}); }, min_seconds));
+  add("adam", bestPass([&] { optim::adamUpdate(param, grad, a, b, ++step, {0.001, 0.9, 0.999, 1e-8, 0.0}); }, min_seconds));
   // What a sync server does before applying: add up the workers' shares.
   add("sum of 4 gradients", bestPass([&] {
-        for (size_t w = 1; w < worker_grads.size(); ++w) ps::addInto(worker_grads[0], worker_grads[w]);
+        for (size_t w = 1; w < worker_grads.size(); ++w) optim::addInto(worker_grads[0], worker_grads[w]);
       }, min_seconds));
   for (auto& r : rows) r.vs_memcpy = r.gbps / rows[0].gbps;
   return rows;

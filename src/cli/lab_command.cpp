@@ -83,12 +83,6 @@ void replaceFlag(std::vector<std::string>& args, const std::string& flag, const 
   }
 }
 
-std::string modeOf(const LabOptions& o) {
-  if (o.ps == 0) return "allreduce";
-  if (hasFlag(o.train_args, "--staleness")) return "ssp";
-  return flagValue(o.train_args, "--ps-mode").value_or("sync") == "async" ? "ps-async" : "ps-sync";
-}
-
 nlohmann::json readJson(const fs::path& path) {
   std::ifstream in(path);
   auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
@@ -270,7 +264,8 @@ int runLab(LabOptions o) {
   const auto wire_dtype = parseWireDtype(flagValue(o.train_args, "--wire-dtype").value_or("fp32"));
   const double wire = static_cast<double>(wireBytes(wire_dtype)) / 4;
   setup.model_bytes = 4.0 * wire * chief_summary.value("parameters", 0.0);
-  setup.mode = modeOf(o);
+  // As the chief ran it (--staleness 0 is ps-sync, for one).
+  setup.mode = parseTrainingMode(chief_summary.value("mode", std::string()), "the chief's summary.json");
   // The layout as the workers built it (their summary's "strategy"):
   // hierarchical or not, and the PS chunks they cut.
   const nlohmann::json strategy = chief_summary.value("strategy", nlohmann::json::object());

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/commands.hpp"
+#include "collective/bucket_size.hpp"
 #include "core/error.hpp"
 #include "core/wire_dtype.hpp"
 #include "models/registry.hpp"
@@ -119,7 +120,7 @@ int run(PlanFlags f) {
   const auto model_floats = static_cast<int64_t>(work.model_bytes / 4);
   auto groupMb = [&](int servers) {
     if (f.group_mb > 0) return f.group_mb;
-    const int64_t floats = plan::isAllReduce(algorithm) ? ps::autoChunkFloats(model_floats)
+    const int64_t floats = plan::isAllReduce(algorithm) ? collective::autoBucketFloats(model_floats)
                                                         : ps::autoPsChunkFloats(model_floats, servers);
     return static_cast<double>(floats) * 4 / (1024 * 1024);
   };

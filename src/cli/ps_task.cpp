@@ -45,7 +45,8 @@ int runPsTask(const cluster::ClusterSpec& spec, const train::TrainConfig& config
     obs::writeFileAtomically(dir / "summary.json", summary.dump(2) + "\n");
     const auto& lost = summary.at("lost_workers");
     if (lost.empty()) break;
-    const bool async = summary.at("mode") == "async";
+    // The chief's init set the mode (an API job's flags here do not say it).
+    const bool async = summary.at("mode") == std::string(modeName(TrainingMode::kPsAsync));
     // Async training goes on without lost workers; it failed only if none is left.
     const bool failed = !async || lost.size() == summary.at("workers").get<size_t>();
     if (failed && config.distributed.restart_wait_s > 0) {

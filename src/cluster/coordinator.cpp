@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "cluster/local_address.hpp"
+#include "cluster/store_messages.hpp"
 #include "core/error.hpp"
 #include "core/log_limiter.hpp"
 #include "core/logging.hpp"
@@ -153,7 +154,7 @@ void CoordinatorServer::Impl::handle(std::vector<zmq::message_t>& parts, size_t 
   MessageType reply_type;
   zmq::message_t reply;
   try {
-    Frame request = net::decodeFrame(std::span(parts).subspan(1), total - 1, net::kMaxPayloadBytes, peer);
+    Frame request = net::decodeFrame(std::span(parts).subspan(1), total - 1, net::kMaxPayloadBytes, peer, kStoreMessages);
     request_id = request.header.request_id;
     std::tie(reply_type, reply) = apply(request, peer);
   } catch (const std::exception& e) {
@@ -172,10 +173,10 @@ void CoordinatorServer::Impl::handle(std::vector<zmq::message_t>& parts, size_t 
 }
 
 std::pair<MessageType, zmq::message_t> CoordinatorServer::Impl::apply(const Frame& request, const std::string& peer) {
-  std::string what = net::messageTypeName(request.header.type) + " payload";
+  std::string what = kStoreMessages.nameOf(request.header.type) + " payload";
   net::PayloadReader reader(request.bytes(), peer, what);
-  switch (request.header.type) {
-    case MessageType::kStoreSet: {
+  switch (net::code(request.header.type)) {
+    case net::code(store_msg::kSet): {
       std::string key(reader.string("key"));
       checkKey(key);
       auto value = reader.rest();
@@ -198,12 +199,12 @@ std::pair<MessageType, zmq::message_t> CoordinatorServer::Impl::apply(const Fram
                                       reinterpret_cast<const char*>(value.data()) + value.size()));
       return {MessageType::kOk, zmq::message_t()};
     }
-    case MessageType::kStoreGet: {
+    case net::code(store_msg::kGet): {
       auto it = store.find(request.text());
-      if (it == store.end()) return {MessageType::kStoreNotFound, zmq::message_t()};
-      return {MessageType::kStoreValue, net::sharedPayload(it->second)};
+      if (it == store.end()) return {store_msg::kNotFound, zmq::message_t()};
+      return {store_msg::kValue, net::sharedPayload(it->second)};
     }
-    case MessageType::kStoreCheck: {
+    case net::code(store_msg::kCheck): {
       auto keys = reader.strings("keys");
       reader.expectEnd();
       std::vector<std::string> missing;
@@ -214,13 +215,13 @@ std::pair<MessageType, zmq::message_t> CoordinatorServer::Impl::apply(const Fram
       net::PayloadWriter writer;
       writer.putStrings(missing);
       const auto& bytes = writer.bytes();
-      return {MessageType::kStoreNotFound, net::copyPayload(bytes)};
+      return {store_msg::kNotFound, net::copyPayload(bytes)};
     }
     default:
       break;  // replies and parameter-server messages are not store requests
   }
   throw InputError(fmt::format("frame from {}: {} is not a request the coordinator serves", peer,
-                               net::messageTypeName(request.header.type)));
+                               kStoreMessages.nameOf(request.header.type)));
 }
 
 // ---------------------------------------------------------------- client
@@ -236,7 +237,7 @@ struct CoordinatorClient::Impl {
       : address(std::move(addr)),
         name(fmt::format("coordinator (worker 0) at {}", address.str())),
         timeout(t),
-        client(context, net::tcpEndpoint(address.host, address.port), name) {}
+        client(context, net::tcpEndpoint(address.host, address.port), name, kStoreMessages) {}
 
   // One round trip. `budget` is what the caller was given in all, for the
   // message. Throws PeerError if no reply came by `deadline`, Error if the
@@ -248,22 +249,22 @@ struct CoordinatorClient::Impl {
     if (!reply) throw PeerError(fmt::format("{} did not answer within {}", name, formatDuration(budget)));
     if (reply->header.type == MessageType::kError) {
       std::string reason(reply->text().substr(0, 1000));
-      throw Error(fmt::format("{} rejected a {} request: {}", name, net::messageTypeName(type), reason));
+      throw Error(fmt::format("{} rejected a {} request: {}", name, kStoreMessages.nameOf(type), reason));
     }
     return std::move(*reply);
   }
 
   [[noreturn]] void unexpected(const Frame& reply, MessageType request) {
-    throw Error(fmt::format("{} answered a {} request with {}", name, net::messageTypeName(request),
-                            net::messageTypeName(reply.header.type)));
+    throw Error(fmt::format("{} answered a {} request with {}", name, kStoreMessages.nameOf(request),
+                            kStoreMessages.nameOf(reply.header.type)));
   }
 
   std::optional<std::vector<char>> tryGet(const std::string& key, Deadline deadline,
                                           std::chrono::milliseconds budget) {
     checkKey(key);
-    Frame reply = call(MessageType::kStoreGet, net::copyPayload(key), deadline, budget);
-    if (reply.header.type == MessageType::kStoreNotFound) return std::nullopt;
-    if (reply.header.type != MessageType::kStoreValue) unexpected(reply, MessageType::kStoreGet);
+    Frame reply = call(store_msg::kGet, net::copyPayload(key), deadline, budget);
+    if (reply.header.type == store_msg::kNotFound) return std::nullopt;
+    if (reply.header.type != store_msg::kValue) unexpected(reply, store_msg::kGet);
     const char* data = static_cast<const char*>(reply.payload.data());
     return std::vector<char>(data, data + reply.payload.size());
   }
@@ -275,9 +276,9 @@ struct CoordinatorClient::Impl {
     for (const auto& k : keys) checkKey(k);
     writer.putStrings(keys);
     const auto& bytes = writer.bytes();
-    Frame reply = call(MessageType::kStoreCheck, net::copyPayload(bytes), deadline, budget);
+    Frame reply = call(store_msg::kCheck, net::copyPayload(bytes), deadline, budget);
     if (reply.header.type == MessageType::kOk) return {};
-    if (reply.header.type != MessageType::kStoreNotFound) unexpected(reply, MessageType::kStoreCheck);
+    if (reply.header.type != store_msg::kNotFound) unexpected(reply, store_msg::kCheck);
     net::PayloadReader reader(reply.bytes(), name, "store-not-found payload");
     auto missing = reader.strings("keys");
     reader.expectEnd();
@@ -303,8 +304,8 @@ struct CoordinatorClient::Impl {
     writer.putString(key);
     writer.putRaw(data.data(), data.size());
     const auto& bytes = writer.bytes();
-    Frame reply = call(MessageType::kStoreSet, net::copyPayload(bytes), deadline, budget);
-    if (reply.header.type != MessageType::kOk) unexpected(reply, MessageType::kStoreSet);
+    Frame reply = call(store_msg::kSet, net::copyPayload(bytes), deadline, budget);
+    if (reply.header.type != MessageType::kOk) unexpected(reply, store_msg::kSet);
   }
 };
 

@@ -18,6 +18,9 @@ constexpr std::chrono::milliseconds kMaxPoll{50};
 // As in the store client: a late task is reported as missing rather than
 // the coordinator as silent.
 constexpr std::chrono::milliseconds kCheckRoundTrip{100};
+// How long the chief keeps the store up, after a fingerprint mismatch, for
+// the others to compare: a few of their round trips.
+constexpr std::chrono::milliseconds kComparedGrace{3000};
 // Fingerprint values can be long (shape lists); errors show a prefix.
 constexpr size_t kMaxShownValue = 80;
 
@@ -89,6 +92,8 @@ std::string joinKey(const std::string& generation, Role role, int index) {
   return fmt::format("{}/join/{}/{}", generation, roleKey(role), index);
 }
 
+std::string comparedKey(const std::string& join_key) { return join_key + "/compared"; }
+
 std::string describeFingerprintDifference(const nlohmann::json& ours, const nlohmann::json& theirs) {
   // "about" names things (a model file's path) that may differ between
   // hosts; it is shown beside a difference, never compared.
@@ -154,12 +159,28 @@ void joinCluster(CoordinatorClient& store, const ClusterSpec& spec, const nlohma
   if (tasks.empty()) return;
   const Task& reference = tasks.front();
   nlohmann::json expected = parseFingerprint(store.get(reference.key), reference.name);
-  for (size_t i = 1; i < tasks.size(); ++i) {
+  std::string mismatch;
+  for (size_t i = 1; i < tasks.size() && mismatch.empty(); ++i) {
     nlohmann::json theirs = parseFingerprint(store.get(tasks[i].key), tasks[i].name);
     if (auto d = describeFingerprintDifference(theirs, expected); !d.empty()) {
-      throw InputError(fmt::format("fingerprint mismatch: {} differs from {} in {}", tasks[i].name, reference.name, d));
+      mismatch = fmt::format("fingerprint mismatch: {} differs from {} in {}", tasks[i].name, reference.name, d);
     }
   }
+  if (mismatch.empty()) return;
+  // The chief hosts the store, and its exit takes the store away: it fails
+  // once every other task has compared (or after a short grace), so that
+  // all of them name the mismatch rather than a vanished coordinator.
+  const std::string own = joinKey(generation, spec.role, spec.index);
+  if (!spec.isChief()) {
+    store.set(comparedKey(own), {}, deadline.atLeast(kCheckRoundTrip));
+  } else {
+    std::vector<std::string> compared;
+    for (const auto& t : tasks) {
+      if (t.key != own) compared.push_back(comparedKey(t.key));
+    }
+    (void)awaitKeys(store, compared, Deadline::after(std::min(kComparedGrace, deadline.remaining())));
+  }
+  throw InputError(mismatch);
 }
 
 }  // namespace tandem::cluster

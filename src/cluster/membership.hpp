@@ -28,6 +28,10 @@ void joinCluster(CoordinatorClient& store, const ClusterSpec& spec, const nlohma
 
 // The store key under which a task announces itself.
 std::string joinKey(const std::string& generation, Role role, int index);
+// After a fingerprint mismatch: the task at `join_key` has compared every
+// fingerprint (the chief waits for these before it fails, taking the store
+// with it).
+std::string comparedKey(const std::string& join_key);
 
 // Polls `store` until every one of `keys` is there, the deadline passes or
 // a stop is requested (core/stop_request), with a growing pause. Returns

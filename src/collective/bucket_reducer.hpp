@@ -6,10 +6,11 @@
 // and the C++/Python API's. Torch-free; call from one thread (a CommThread).
 #include <cstddef>
 #include <cstdint>
-#include <vector>
+#include <optional>
 
 #include "collective/communicator.hpp"
 #include "core/wire_dtype.hpp"
+#include "core/wire_encoder.hpp"
 
 namespace tandem::collective {
 
@@ -29,9 +30,7 @@ class BucketReducer {
  private:
   Communicator& comm_;
   WireDtype wire_;
-  bool error_feedback_;
-  std::vector<std::vector<uint16_t>> buffers_;  // by bucket
-  std::vector<std::vector<float>> residuals_;   // by bucket, with error feedback
+  std::optional<WireEncoder> encoder_;  // 16-bit wires: a buffer (and residuals) by bucket
 };
 
 }  // namespace tandem::collective

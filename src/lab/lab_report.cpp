@@ -42,11 +42,11 @@ nlohmann::json labReport(const LabSetup& setup, const std::vector<WorkerResult>&
   plan::Cluster cluster{setup.worker_hosts, setup.workers_per_host, setup.link_bits_per_s / 8, 0};
   const plan::Layout layout = layoutOf(setup);
   const plan::Prediction optimum = plan::predict(work, cluster, layout);
-  const bool asynchronous = setup.mode == "ps-async" || setup.mode == "ssp";
+  const bool asynchronous = setup.mode == TrainingMode::kPsAsync || setup.mode == TrainingMode::kPsBounded;
   const plan::Prediction predicted =
       plan::predictTandem(work, cluster, layout,
                           {setup.group_bytes, setup.apply_bytes_per_s, setup.message_s, asynchronous,
-                           setup.priority && setup.mode == "ps-sync"});
+                           setup.priority && setup.mode == TrainingMode::kPsSync});
   // The optimum again, with the next forward overlapping the exchange too.
   const double overlapped_samples_per_s =
       optimum.overlapped_step_s > 0 ? optimum.samples_per_s * optimum.step_s / optimum.overlapped_step_s : 0;
@@ -78,7 +78,7 @@ nlohmann::json labReport(const LabSetup& setup, const std::vector<WorkerResult>&
       {"cluster",
        {{"worker_hosts", setup.worker_hosts}, {"workers_per_host", setup.workers_per_host},
         {"servers", setup.servers}, {"server_placement", setup.dedicated_servers ? "dedicated" : "colocated"},
-        {"link_mbit_per_s", setup.link_bits_per_s / 1e6}, {"dilation", d}, {"mode", setup.mode},
+        {"link_mbit_per_s", setup.link_bits_per_s / 1e6}, {"dilation", d}, {"mode", std::string(modeName(setup.mode))},
         {"layout", plan::algorithmName(layout.algorithm)},
         {"model_bytes", setup.model_bytes}, {"group_bytes", setup.group_bytes},
         {"message_us", setup.message_s * 1e6}, {"apply_gb_per_s", setup.apply_bytes_per_s / 1e9},

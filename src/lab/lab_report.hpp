@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/training_mode.hpp"
 #include "lab/link_sampler.hpp"
 #include "lab/step_window.hpp"
 
@@ -28,7 +29,7 @@ struct LabSetup {
   double group_bytes = 0;        // bucket or chunk cap
   double message_s = 0;          // this machine's fixed cost per bucket or chunk message (undilated)
   double apply_bytes_per_s = 0;  // a server's apply rate (0: free)
-  std::string mode;              // "allreduce", "ps-sync", "ps-async", "ssp"
+  TrainingMode mode = TrainingMode::kAllReduce;
   bool priority = false;         // sync PS whose next forward waits per stage (--priority on)
 };
 

@@ -46,30 +46,16 @@ void releaseOwner(void* /*data*/, void* hint) {
 
 }  // namespace
 
-std::string messageTypeName(MessageType type) {
-  switch (type) {
-    case MessageType::kError: return "error";
-    case MessageType::kOk: return "ok";
-    case MessageType::kStoreSet: return "store-set";
-    case MessageType::kStoreGet: return "store-get";
-    case MessageType::kStoreValue: return "store-value";
-    case MessageType::kStoreNotFound: return "store-not-found";
-    case MessageType::kStoreCheck: return "store-check";
-    case MessageType::kPsHello: return "ps-hello";
-    case MessageType::kPsInit: return "ps-init";
-    case MessageType::kPsSet: return "ps-set";
-    case MessageType::kPsPush: return "ps-push";
-    case MessageType::kPsPull: return "ps-pull";
-    case MessageType::kPsValues: return "ps-values";
-    case MessageType::kPsClock: return "ps-clock";
-    case MessageType::kPsDone: return "ps-done";
-    case MessageType::kPsState: return "ps-state";
-    case MessageType::kPsAgreement: return "ps-agreement";
-    case MessageType::kPsAwaitWorkers: return "ps-await-workers";
-    case MessageType::kPsLr: return "ps-lr";
-    case MessageType::kPsHold: return "ps-hold";
-    case MessageType::kPsRelease: return "ps-release";
-    case MessageType::kPsLeave: return "ps-leave";
+bool MessageCatalog::knows(MessageType type) const {
+  if (type == MessageType::kError || type == MessageType::kOk) return true;
+  return std::any_of(names_.begin(), names_.end(), [&](const MessageName& m) { return m.type == type; });
+}
+
+std::string MessageCatalog::nameOf(MessageType type) const {
+  if (type == MessageType::kError) return "error";
+  if (type == MessageType::kOk) return "ok";
+  for (const MessageName& m : names_) {
+    if (m.type == type) return std::string(m.name);
   }
   return fmt::format("type {}", static_cast<uint16_t>(type));
 }
@@ -95,7 +81,8 @@ HeaderBytes encodeHeader(const FrameHeader& header) {
   return out;
 }
 
-FrameHeader validateHeader(const void* bytes, size_t size, uint64_t max_payload_bytes, std::string_view peer) {
+FrameHeader validateHeader(const void* bytes, size_t size, uint64_t max_payload_bytes, std::string_view peer,
+                           const MessageCatalog& protocol) {
   const auto* in = static_cast<const std::byte*>(bytes);
   // Magic first: a short message that is not ours at all is better reported
   // as "bad magic" than as a truncated header.
@@ -112,13 +99,13 @@ FrameHeader validateHeader(const void* bytes, size_t size, uint64_t max_payload_
     reject(peer, fmt::format("unsupported version {} (this build speaks {})", version, kFrameVersion));
   }
   uint16_t type = loadLe<uint16_t>(in + kTypeOffset);
-  if (!isKnownMessageType(type)) reject(peer, fmt::format("unknown message type {}", type));
   FrameHeader header;
   header.type = static_cast<MessageType>(type);
+  if (!protocol.knows(header.type)) reject(peer, fmt::format("unknown message type {}", type));
   header.flags = loadLe<uint32_t>(in + kFlagsOffset);
   if ((header.flags & ~kKnownFrameFlags) != 0) {
     reject(peer, fmt::format("unknown flags 0x{:x} in a {} frame", header.flags & ~kKnownFrameFlags,
-                             messageTypeName(header.type)));
+                             protocol.nameOf(header.type)));
   }
   header.clock = loadLe<uint32_t>(in + kClockOffset);
   header.request_id = loadLe<uint64_t>(in + kRequestIdOffset);
@@ -135,10 +122,11 @@ FrameHeader validateHeader(const void* bytes, size_t size, uint64_t max_payload_
   return header;
 }
 
-void validatePayloadSize(const FrameHeader& header, size_t received_bytes, std::string_view peer) {
+void validatePayloadSize(const FrameHeader& header, size_t received_bytes, std::string_view peer,
+                         const MessageCatalog& protocol) {
   if (header.payload_bytes != received_bytes) {
     reject(peer, fmt::format("{} header announces a payload of {} bytes but {} arrived",
-                             messageTypeName(header.type), header.payload_bytes, received_bytes));
+                             protocol.nameOf(header.type), header.payload_bytes, received_bytes));
   }
 }
 
@@ -250,17 +238,17 @@ size_t receiveParts(zmq::socket_t& socket, std::vector<zmq::message_t>& parts, s
 }
 
 Frame decodeFrame(std::span<zmq::message_t> parts, size_t total_parts, uint64_t max_payload_bytes,
-                  std::string_view peer) {
+                  std::string_view peer, const MessageCatalog& protocol) {
   if (total_parts != 2 || parts.size() != 2) {
     if (!parts.empty()) {
       // Still name the header problem if there is one: it says more than the count.
-      validateHeader(parts[0].data(), parts[0].size(), max_payload_bytes, peer);
+      validateHeader(parts[0].data(), parts[0].size(), max_payload_bytes, peer, protocol);
     }
     reject(peer, fmt::format("expected 2 message parts (header, payload), got {}", total_parts));
   }
   Frame frame;
-  frame.header = validateHeader(parts[0].data(), parts[0].size(), max_payload_bytes, peer);
-  validatePayloadSize(frame.header, parts[1].size(), peer);
+  frame.header = validateHeader(parts[0].data(), parts[0].size(), max_payload_bytes, peer, protocol);
+  validatePayloadSize(frame.header, parts[1].size(), peer, protocol);
   frame.payload = std::move(parts[1]);
   return frame;
 }

@@ -37,87 +37,41 @@ inline constexpr size_t kFrameHeaderBytes = 48;
 // parameter server chunks tensors well below it).
 inline constexpr uint64_t kMaxPayloadBytes = uint64_t{64} << 20;
 
-// Message types. Requests and replies share one numbering; a request is
-// answered with kOk, a type-specific reply or kError. The parameter server
-// adds its types after the store's. Every enumerator must be listed in
-// isKnownMessageType (the compiler warns when one is missing).
+// The type word. Requests and replies share one numbering; a request is
+// answered with kOk, a type-specific reply or kError. The transport knows
+// only those two replies: each protocol over frames numbers its own types
+// from 16 up (the coordinator's store, 16-31: cluster/store_messages.hpp;
+// the parameter server, 32-63: ps/messages.hpp) and names them in its
+// MessageCatalog.
 enum class MessageType : uint16_t {
   kError = 1,  // reply: the request was rejected; payload is a UTF-8 reason
   kOk = 2,     // reply: done; payload is type-specific (often empty)
-  // Coordinator key-value store.
-  kStoreSet = 16,       // payload: [u32 key size][key][value]
-  kStoreGet = 17,       // payload: key
-  kStoreValue = 18,     // reply to get: payload is the value
-  kStoreNotFound = 19,  // reply to get/check: key(s) not there yet
-  kStoreCheck = 20,     // payload: key list; kOk if all exist, else kStoreNotFound with the missing ones
-  // Parameter server. key range = chunk keys; clock = the sender's step.
-  kPsHello = 32,   // payload: [u32 worker][u64 layout fingerprint]; first message of every worker
-  kPsInit = 33,    // chief only; payload: JSON server config (see ps/protocol.hpp)
-  kPsSet = 34,     // chief only; one chunk's initial floats, optionally followed by its optimizer
-                   // slots (resume); clock = updates the chunk already had
-  kPsPush = 35,    // one chunk's gradient for step `clock`, pre-scaled by the worker
-  kPsPull = 36,    // one chunk; reply kPsValues once the chunk has `clock` updates (sync) or
-                   // has applied every push received before the pull (async)
-  kPsValues = 37,  // reply to pull: the chunk's floats
-  kPsClock = 38,   // "finished step `clock`"; payload: ps::StepReport; reply kPsAgreement
-  kPsDone = 39,    // a worker leaves; no more requests from it
-  kPsState = 40,   // like a pull, but the reply carries [param][optimizer slots] (checkpoints);
-                   // async and SSP may carry a snapshot point: answered once every worker's
-                   // pushes up to its clock there are applied
-  // Reply to ps-clock; payload: ps::StepAgreement. No request is answered
-  // with its own type, so a socket that reads back what it sent (connected
-  // to itself) is told apart from a real answer.
-  kPsAgreement = 41,
-  // The chief's last request before its final checkpoint: reply
-  // kPsAgreement once every other worker is done or lost.
-  kPsAwaitWorkers = 42,
-  // A worker's learning rate from now on (payload: f64), read from its own
-  // optimizer each step (the Python and C++ APIs): its later pushes apply
-  // with it (sync: worker 0's) instead of the init's table.
-  kPsLr = 43,
-  // The chief, before an async or SSP checkpoint: ps 0 holds every other
-  // worker's next step report; reply kOk with a ps::SnapshotPoint once all
-  // of them wait (or are done or lost). kPsRelease (or the chief's next
-  // report, goodbye or loss) lets them go on.
-  kPsHold = 44,
-  kPsRelease = 45,
-  // A sync worker leaves this start to begin again in place (--restart-wait):
-  // steps and pulls that wait for it fail at once instead of after
-  // --peer-timeout, so the other workers start again too.
-  kPsLeave = 46,
 };
 
-constexpr bool isKnownMessageType(uint16_t raw) {
-  switch (static_cast<MessageType>(raw)) {
-    case MessageType::kError:
-    case MessageType::kOk:
-    case MessageType::kStoreSet:
-    case MessageType::kStoreGet:
-    case MessageType::kStoreValue:
-    case MessageType::kStoreNotFound:
-    case MessageType::kStoreCheck:
-    case MessageType::kPsHello:
-    case MessageType::kPsInit:
-    case MessageType::kPsSet:
-    case MessageType::kPsPush:
-    case MessageType::kPsPull:
-    case MessageType::kPsValues:
-    case MessageType::kPsClock:
-    case MessageType::kPsDone:
-    case MessageType::kPsLr:
-    case MessageType::kPsState:
-    case MessageType::kPsAgreement:
-    case MessageType::kPsAwaitWorkers:
-    case MessageType::kPsHold:
-    case MessageType::kPsRelease:
-    case MessageType::kPsLeave:
-      return true;
-  }
-  return false;
-}
+// The raw type word, to switch on: a protocol's types are not enumerators,
+// and GCC warns about case values outside an enum's.
+constexpr uint16_t code(MessageType type) { return static_cast<uint16_t>(type); }
 
-// "store-get", or "type 77" for an unknown value.
-std::string messageTypeName(MessageType type);
+struct MessageName {
+  MessageType type;
+  std::string_view name;
+};
+
+// The types one protocol speaks, with the names errors give them. A
+// receiver validates each frame against its protocol's catalog, so a frame
+// of another protocol, or of none, is refused before its payload is read.
+// Immutable and thread-safe; catalogs are constexpr objects.
+class MessageCatalog {
+ public:
+  constexpr explicit MessageCatalog(std::span<const MessageName> names) : names_(names) {}
+  // Error and ok, and this protocol's own types.
+  bool knows(MessageType type) const;
+  // "ps-push", "ok", or "type 77" for a type it does not know.
+  std::string nameOf(MessageType type) const;
+
+ private:
+  std::span<const MessageName> names_;
+};
 
 // The payload is an ArenaRef (net/shared_arena.hpp): the bytes themselves
 // lie in the sending worker's shared memory (a push, or a pull's reply), or
@@ -147,14 +101,16 @@ HeaderBytes encodeHeader(const FrameHeader& header);
 
 // Decodes and checks a received header before anything is allocated for the
 // payload. Throws InputError "frame from <peer>: ..." naming what is wrong:
-// truncated header, bad magic, unsupported version, unknown type, unknown
-// flags, key_begin > key_end, or a payload larger
-// than `max_payload_bytes`.
-FrameHeader validateHeader(const void* bytes, size_t size, uint64_t max_payload_bytes, std::string_view peer);
+// truncated header, bad magic, unsupported version, a type `protocol` does
+// not know, unknown flags, key_begin > key_end, or a payload larger than
+// `max_payload_bytes`.
+FrameHeader validateHeader(const void* bytes, size_t size, uint64_t max_payload_bytes, std::string_view peer,
+                           const MessageCatalog& protocol);
 
 // Checks that the payload that actually arrived has the size the header
 // announced. Throws InputError naming the peer and both sizes.
-void validatePayloadSize(const FrameHeader& header, size_t received_bytes, std::string_view peer);
+void validatePayloadSize(const FrameHeader& header, size_t received_bytes, std::string_view peer,
+                         const MessageCatalog& protocol);
 
 // A received, validated frame. The payload stays in ZeroMQ's buffer.
 struct Frame {
@@ -220,10 +176,11 @@ bool waitReadable(zmq::socket_t& socket, std::chrono::milliseconds timeout);
 // 0 when no message was waiting. Socket's thread only.
 size_t receiveParts(zmq::socket_t& socket, std::vector<zmq::message_t>& parts, size_t keep);
 
-// Validates [header][payload] parts (exactly two) into a Frame. Throws
-// InputError naming the peer when the part count or the header is wrong.
+// Validates [header][payload] parts (exactly two) into a Frame of
+// `protocol`. Throws InputError naming the peer when the part count or the
+// header is wrong.
 Frame decodeFrame(std::span<zmq::message_t> parts, size_t total_parts, uint64_t max_payload_bytes,
-                  std::string_view peer);
+                  std::string_view peer, const MessageCatalog& protocol);
 
 // The request id of a header that failed validation, if it can be trusted
 // enough to address an error reply (magic matches and the header is whole);

@@ -12,10 +12,11 @@
 namespace tandem::net {
 
 RequestClient::RequestClient(zmq::context_t& context, std::string endpoint, std::string peer_name,
-                             uint64_t max_payload_bytes)
+                             const MessageCatalog& protocol, uint64_t max_payload_bytes)
     : context_(context),
       endpoint_(std::move(endpoint)),
       peer_name_(std::move(peer_name)),
+      protocol_(protocol),
       max_payload_bytes_(max_payload_bytes) {
   connect();
 }
@@ -68,7 +69,7 @@ std::optional<Frame> RequestClient::request(FrameHeader header, zmq::message_t p
         disconnect();
         throw PeerError(fmt::format("{} ({}) dropped the connection before answering {}: it exited, or its host "
                                     "answered no heartbeat for {}",
-                                    peer_name_, endpoint_, messageTypeName(header.type),
+                                    peer_name_, endpoint_, protocol_.nameOf(header.type),
                                     formatDuration(kHeartbeatTimeout)));
       }
       if (deadline.expired()) {
@@ -78,23 +79,24 @@ std::optional<Frame> RequestClient::request(FrameHeader header, zmq::message_t p
       }
       continue;
     }
-    Frame frame = decodeFrame(parts, total, max_payload_bytes_, peer_name_);
+    Frame frame = decodeFrame(parts, total, max_payload_bytes_, peer_name_, protocol_);
     if (frame.header.request_id == id) {
       // A socket connected to itself stays so: the next request starts afresh.
       if (frame.header.type == header.type) disconnect();
-      rejectOwnRequest(header.type, frame, peer_name_, endpoint_);
+      rejectOwnRequest(header.type, frame, peer_name_, endpoint_, protocol_);
       return frame;
     }
     // Otherwise a late reply to a request we gave up on: drop it.
   }
 }
 
-void rejectOwnRequest(MessageType request, const Frame& reply, std::string_view peer, std::string_view endpoint) {
+void rejectOwnRequest(MessageType request, const Frame& reply, std::string_view peer, std::string_view endpoint,
+                      const MessageCatalog& protocol) {
   if (reply.header.type != request) return;
   throw PeerError(fmt::format(
       "{}: received our own request back ({}): the socket connected to itself at {}; nothing listens there "
       "(a loopback reconnect to a port in the ephemeral range can land on its own socket). Is {} running at {}?",
-      peer, messageTypeName(request), endpoint, peer, endpoint));
+      peer, protocol.nameOf(request), endpoint, peer, endpoint));
 }
 
 std::chrono::milliseconds budgetOf(Deadline deadline) {

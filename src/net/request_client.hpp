@@ -30,7 +30,8 @@ namespace tandem::net {
 // port in the ephemeral range, while nothing listens there, can connect to
 // itself (TCP simultaneous open) and read back what it sent. `peer` and
 // `endpoint` name the server it meant to reach.
-void rejectOwnRequest(MessageType request, const Frame& reply, std::string_view peer, std::string_view endpoint);
+void rejectOwnRequest(MessageType request, const Frame& reply, std::string_view peer, std::string_view endpoint,
+                      const MessageCatalog& protocol);
 
 // Not thread-safe: use one RequestClient per thread.
 class RequestClient {
@@ -38,11 +39,11 @@ class RequestClient {
   static constexpr std::chrono::milliseconds kHeartbeatInterval{1'000};
   static constexpr std::chrono::milliseconds kHeartbeatTimeout{5'000};
 
-  // `endpoint` is "tcp://host:port"; `peer_name` names the server in errors.
-  // Connecting never fails, even while nobody listens yet. `context` must
-  // outlive the client.
+  // `endpoint` is "tcp://host:port"; `peer_name` names the server in errors;
+  // replies are frames of `protocol`. Connecting never fails, even while
+  // nobody listens yet. `context` and `protocol` must outlive the client.
   RequestClient(zmq::context_t& context, std::string endpoint, std::string peer_name,
-                uint64_t max_payload_bytes = kMaxPayloadBytes);
+                const MessageCatalog& protocol, uint64_t max_payload_bytes = kMaxPayloadBytes);
 
   // Sends `header` (its request_id is assigned here) with `payload` and
   // waits for the matching reply until `deadline`. Returns nullopt if none
@@ -61,6 +62,7 @@ class RequestClient {
   zmq::context_t& context_;
   std::string endpoint_;
   std::string peer_name_;
+  const MessageCatalog& protocol_;
   uint64_t max_payload_bytes_;
   std::optional<zmq::socket_t> socket_;
   std::optional<LinkWatch> link_;  // follows socket_; closed first

@@ -9,17 +9,17 @@
 #include <span>
 
 #include "net/frame.hpp"
-#include "ps/optimizer_kernels.hpp"
+#include "optim/kernels.hpp"
 
 namespace tandem::ps {
 
-void initChunk(ChunkState& c, const ChunkRange& range, const OptimizerSettings& optimizer, int workers,
+void initChunk(ChunkState& c, const ChunkRange& range, const optim::OptimizerSettings& optimizer, int workers,
                std::vector<int> pushers) {
   c.pushers = std::move(pushers);
   c.key = range.key;
   c.length = range.length;
   c.param.assign(static_cast<size_t>(range.length), 0.0f);
-  c.slots.assign(static_cast<size_t>(slotCount(optimizer)), std::vector<float>(static_cast<size_t>(range.length), 0.0f));
+  c.slots.assign(static_cast<size_t>(optim::slotCount(optimizer)), std::vector<float>(static_cast<size_t>(range.length), 0.0f));
   c.step_grads.resize(static_cast<size_t>(workers));
   c.step_grad_us.assign(static_cast<size_t>(workers), 0);
 }
@@ -81,15 +81,15 @@ float* sumGradients(std::vector<zmq::message_t>& grads, size_t length, WireDtype
     return sum;
   }
   std::vector<float> addend_scratch;
-  for (size_t w = 1; w < grads.size(); ++w) addInto({sum, length}, {floatsOf(grads[w], addend_scratch), length});
+  for (size_t w = 1; w < grads.size(); ++w) optim::addInto({sum, length}, {floatsOf(grads[w], addend_scratch), length});
   return sum;
 }
 
 void applyUpdate(ChunkState& c, const float* grad, uint64_t update_index, double lr,
                  const ServerConfig& config) {
-  std::array<std::span<float>, kMaxOptimizerSlots> slots;  // no allocation on the apply path
+  std::array<std::span<float>, optim::kMaxOptimizerSlots> slots;  // no allocation on the apply path
   std::copy(c.slots.begin(), c.slots.end(), slots.begin());
-  applyOptimizer(config.optimizer, lr, c.param, {grad, static_cast<size_t>(c.length)},
+  optim::applyOptimizer(config.optimizer, lr, c.param, {grad, static_cast<size_t>(c.length)},
                  std::span(slots.data(), c.slots.size()), static_cast<int64_t>(update_index + 1));
   refreshWireCopy(c, config.wire);
 }

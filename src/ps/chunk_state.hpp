@@ -78,7 +78,7 @@ struct ChunkState {
 
 // Zeroed values and slots for `range`, with room for the sync pushes of
 // `pushers` (pushersOf) among `workers`.
-void initChunk(ChunkState& c, const ChunkRange& range, const OptimizerSettings& optimizer, int workers,
+void initChunk(ChunkState& c, const ChunkRange& range, const optim::OptimizerSettings& optimizer, int workers,
                std::vector<int> pushers);
 
 // Bytes of the chunk's values alone, and of values plus optimizer slots

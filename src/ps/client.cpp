@@ -23,6 +23,7 @@
 #include "net/job_security.hpp"
 #include "net/request_client.hpp"
 #include "obs/timeline.hpp"
+#include "ps/messages.hpp"
 #include "ps/protocol.hpp"
 
 namespace tandem::ps {
@@ -123,12 +124,12 @@ net::Frame Ticket::wait(Deadline deadline, const std::string& what) {
   if (frame.header.type == net::MessageType::kError) {
     throw Error(fmt::format("{} refused {}: {}", t.server, what, frame.text()));
   }
-  net::rejectOwnRequest(t.request_type, frame, t.server, t.endpoint);
+  net::rejectOwnRequest(t.request_type, frame, t.server, t.endpoint, kMessages);
   const net::MessageType expected = replyTypeOf(t.request_type);
   if (frame.header.type != expected) {
     throw PeerError(fmt::format("{} answered {} ({}) with {}, expected {}", t.server, what,
-                                net::messageTypeName(t.request_type), net::messageTypeName(frame.header.type),
-                                net::messageTypeName(expected)));
+                                kMessages.nameOf(t.request_type), kMessages.nameOf(frame.header.type),
+                                kMessages.nameOf(expected)));
   }
   return frame;
 }
@@ -269,7 +270,7 @@ void PsClient::ioLoop() {
           requests[s].sent[out.header.request_id] = out.ticket;
         } catch (const zmq::error_t& e) {
           complete(out.ticket, std::nullopt,
-                   fmt::format("could not send {} to {}: {}", net::messageTypeName(out.header.type),
+                   fmt::format("could not send {} to {}: {}", kMessages.nameOf(out.header.type),
                                servers_[s].endpoint, e.what()));
         }
       }
@@ -296,7 +297,7 @@ void PsClient::ioLoop() {
     while (size_t total = net::receiveParts(sockets[s], parts, 2)) {
       auto& pending = requests[s].sent;
       try {
-        net::Frame frame = net::decodeFrame(parts, total, max_payload_bytes_, servers_[s].name);
+        net::Frame frame = net::decodeFrame(parts, total, max_payload_bytes_, servers_[s].name, kMessages);
         auto it = pending.find(frame.header.request_id);
         if (it == pending.end()) {
           // Ids are never reused, so this cannot be taken for another reply.

@@ -58,11 +58,6 @@ KeyLayout buildKeyLayout(const std::vector<TensorSpec>& tensors, int servers, in
   return layout;
 }
 
-int64_t autoChunkFloats(int64_t total_floats) {
-  constexpr int64_t kSmallest = (256 << 10) / 4, kLargest = (4 << 20) / 4;
-  return std::clamp((total_floats + 15) / 16, kSmallest, kLargest);
-}
-
 int64_t autoPsChunkFloats(int64_t total_floats, int servers) {
   constexpr int64_t kLargest = (4 << 20) / 4;
   auto ceilDiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };

@@ -62,13 +62,6 @@ KeyLayout buildKeyLayout(const std::vector<TensorSpec>& tensors, int servers, in
 // requested_chunk_floats < 1 or total_floats < 0. Thread-safe.
 int64_t chunkFloatsFor(int64_t total_floats, int64_t requested_chunk_floats, int servers);
 
-// --bucket-mb 0 (the default): about 16 buckets of the model, each from
-// 256 KiB to 4 MiB. Fine enough that the exchange starts early in backward
-// and the last bucket's after it is short; coarse enough that each
-// message's fixed cost stays small. (Gloo's all-reduce stalled on smaller
-// buckets here: collective/communicator.hpp.)
-int64_t autoChunkFloats(int64_t total_floats);
-
 // --ps-chunk-mb 0 (the default): about 16 chunks a server and at least 32
 // in all, none over 4 MiB, none under 32 KiB (16 KiB beyond 2 servers,
 // where a floor that binds leaves every server as many chunks). Finer than

@@ -1,3 +1,4 @@
+#include "ps/messages.hpp"
 #include "ps/protocol.hpp"
 
 #include <fmt/format.h>
@@ -30,15 +31,6 @@ T field(const nlohmann::json& j, const char* name, std::string_view peer) {
 
 }  // namespace
 
-std::string modeName(Mode mode) {
-  switch (mode) {
-    case Mode::kSync: return "sync";
-    case Mode::kAsync: return "async";
-    case Mode::kBounded: return "ssp";
-  }
-  return "?";
-}
-
 double ServerConfig::lrAt(uint64_t step) const {
   if (lr_by_step.empty()) return 0;
   return lr_by_step[std::min<uint64_t>(step, lr_by_step.size() - 1)];
@@ -48,7 +40,7 @@ nlohmann::json toJson(const ServerConfig& c) {
   nlohmann::json chunks = nlohmann::json::array();
   for (const auto& r : c.chunks) chunks.push_back({r.key, r.length});
   const auto& o = c.optimizer;
-  return {{"mode", modeName(c.mode)},
+  return {{"mode", std::string(modeName(c.mode))},
           {"staleness", c.staleness},
           {"workers", c.workers},
           {"optimizer",
@@ -68,16 +60,7 @@ nlohmann::json toJson(const ServerConfig& c) {
 
 ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer) {
   ServerConfig c;
-  const auto mode = field<std::string>(j, "mode", peer);
-  if (mode == "sync") {
-    c.mode = Mode::kSync;
-  } else if (mode == "async") {
-    c.mode = Mode::kAsync;
-  } else if (mode == "ssp") {
-    c.mode = Mode::kBounded;
-  } else {
-    throw InputError(fmt::format("{}: ps-init: unknown mode '{}'", peer, mode));
-  }
+  c.mode = parseServerMode(field<std::string>(j, "mode", peer), fmt::format("{}: ps-init", peer));
   c.staleness = field<int>(j, "staleness", peer);
   c.workers = field<int>(j, "workers", peer);
   if (c.workers < 1 || c.staleness < 0) {
@@ -85,7 +68,7 @@ ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer
   }
   const auto o = field<nlohmann::json>(j, "optimizer", peer);
   c.optimizer.name = field<std::string>(o, "name", peer);
-  if (!knownOptimizer(c.optimizer.name)) {
+  if (!optim::knownOptimizer(c.optimizer.name)) {
     throw InputError(fmt::format("{}: ps-init: unknown optimizer '{}'", peer, c.optimizer.name));
   }
   c.optimizer.momentum = field<double>(o, "momentum", peer);
@@ -119,7 +102,7 @@ ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer
   if (j.is_object() && j.contains("push_groups")) {
     c.push_groups = field<std::vector<std::vector<int>>>(j, "push_groups", peer);
     if (!c.push_groups.empty()) {
-      if (c.mode != Mode::kSync) throw InputError(fmt::format("{}: ps-init: push_groups need sync mode", peer));
+      if (c.mode != TrainingMode::kPsSync) throw InputError(fmt::format("{}: ps-init: push_groups need sync mode", peer));
       // Bounded before allocating: groups list workers once each.
       if (c.workers > (1 << 16)) throw InputError(fmt::format("{}: ps-init: {} workers is too many", peer, c.workers));
       std::vector<int> seen(static_cast<size_t>(c.workers), 0);
@@ -294,11 +277,11 @@ StepAgreement decodeStepAgreement(std::span<const std::byte> bytes, std::string_
 }
 
 net::MessageType replyTypeOf(net::MessageType request) {
-  switch (request) {
-    case net::MessageType::kPsPull:
-    case net::MessageType::kPsState: return net::MessageType::kPsValues;
-    case net::MessageType::kPsClock:
-    case net::MessageType::kPsAwaitWorkers: return net::MessageType::kPsAgreement;
+  switch (net::code(request)) {
+    case net::code(msg::kPull):
+    case net::code(msg::kState): return msg::kValues;
+    case net::code(msg::kClock):
+    case net::code(msg::kAwaitWorkers): return msg::kAgreement;
     default: return net::MessageType::kOk;
   }
 }

@@ -15,26 +15,23 @@
 
 #include "net/frame.hpp"
 #include "net/shared_arena.hpp"
+#include "core/training_mode.hpp"
 #include "core/wire_dtype.hpp"
-#include "ps/optimizer_kernels.hpp"
+#include "optim/kernels.hpp"
 
 namespace tandem::ps {
-
-enum class Mode { kSync, kAsync, kBounded };  // bounded = SSP with staleness > 0
-
-std::string modeName(Mode mode);  // "sync", "async", "ssp"
 
 struct ChunkRange {
   uint64_t key = 0;
   int64_t length = 0;  // floats
 };
 
-// Everything one server needs to know, sent once by the chief (kPsInit).
+// Everything one server needs to know, sent once by the chief (msg::kInit).
 struct ServerConfig {
-  Mode mode = Mode::kSync;
+  TrainingMode mode = TrainingMode::kPsSync;  // a server mode (usesServers)
   int staleness = 0;  // bounded mode only
   int workers = 1;
-  OptimizerSettings optimizer;
+  optim::OptimizerSettings optimizer;
   // The learning rate for each global step, from the worker's schedule; the
   // server indexes it with the step it holds (the last entry repeats).
   std::vector<double> lr_by_step;
@@ -101,7 +98,7 @@ struct HelloAnswer {
 std::vector<char> encode(const HelloAnswer& answer);
 HelloAnswer decodeHelloAnswer(std::span<const std::byte> bytes, std::string_view peer);
 
-// Where a held job stands (ps 0's answer to kPsHold), and what a snapshot's
+// Where a held job stands (ps 0's answer to msg::kHold), and what a snapshot's
 // ps-state asks for: every worker's clock (0 for a lost worker, whose last
 // pushes may never come) and the job's global step there.
 struct SnapshotPoint {
@@ -113,7 +110,7 @@ std::vector<char> encode(const SnapshotPoint& point);
 // `workers` clocks (any count the payload holds, for `workers` 0).
 SnapshotPoint decodeSnapshotPoint(std::span<const std::byte> bytes, size_t workers, std::string_view peer);
 
-// A worker's report at the end of a step (kPsClock to server 0).
+// A worker's report at the end of a step (msg::kClock to server 0).
 struct StepReport {
   double loss = 0;             // this worker's mean loss for the step
   double compute_seconds = 0;  // its time from the last agreement to this report
@@ -137,7 +134,7 @@ std::vector<char> encode(const StepAgreement& agreement);
 StepAgreement decodeStepAgreement(std::span<const std::byte> bytes, std::string_view peer);
 
 // The type a server answers `request` with when it succeeds (kError aside):
-// kOk, kPsValues or kPsAgreement; never the request's own type.
+// kOk, msg::kValues or msg::kAgreement; never the request's own type.
 net::MessageType replyTypeOf(net::MessageType request);
 
 }  // namespace tandem::ps

@@ -1,3 +1,4 @@
+#include "ps/messages.hpp"
 #include "ps/server.hpp"
 
 #include <sys/eventfd.h>
@@ -30,7 +31,7 @@ size_t ParameterServer::Impl::chunkIndexFor(const net::FrameHeader& h) {
   if (!config) throw Refusal{fmt::format("{} has not been initialised by the chief yet", name)};
   if (h.key_end != h.key_begin + 1) {
     throw Refusal{fmt::format("{} covers keys [{}, {}); requests name exactly one chunk",
-                              net::messageTypeName(h.type), h.key_begin, h.key_end)};
+                              kMessages.nameOf(h.type), h.key_begin, h.key_end)};
   }
   auto it = chunk_index.find(h.key_begin);
   if (it == chunk_index.end()) throw Refusal{fmt::format("unknown key {}: {} does not hold that chunk", h.key_begin, name)};
@@ -41,14 +42,14 @@ void ParameterServer::Impl::requireChunkPayload(const ChunkState& c, const net::
   const size_t expected = wirePayloadBytes(c, wire);
   if (f.payload.size() != expected) {
     throw Refusal{fmt::format("{} of chunk {} carries {} bytes; the chunk holds {} values ({} bytes as {})",
-                              net::messageTypeName(f.header.type), c.key, f.payload.size(), c.length, expected,
+                              kMessages.nameOf(f.header.type), c.key, f.payload.size(), c.length, expected,
                               wireDtypeName(wire))};
   }
 }
 
 int ParameterServer::Impl::workerOf(const std::string& routing, MessageType type) {
   const int w = workers.touch(routing, true);
-  if (w < 0) throw Refusal{fmt::format("{} before ps-hello: say which worker you are first", net::messageTypeName(type))};
+  if (w < 0) throw Refusal{fmt::format("{} before ps-hello: say which worker you are first", kMessages.nameOf(type))};
   return w;
 }
 
@@ -164,7 +165,7 @@ void ParameterServer::Impl::registerWorker(const std::string& routing, uint64_t 
   // Async and SSP jobs are elastic: a worker that died may be replaced by a
   // new process of the same index (only job members get this far). A sync
   // step needs every worker's gradient of that step, so sync refuses.
-  const bool elastic = config->mode != Mode::kSync;
+  const bool elastic = config->mode != TrainingMode::kPsSync;
   bool replaced = false;
   if (std::string why = workers.bind(routing, h.worker, elastic, &replaced); !why.empty()) {
     if (!elastic) {
@@ -206,7 +207,7 @@ ArenaDestination ParameterServer::Impl::namedArenaBytes(int w, const net::Frame&
   const auto it = arenas.find(w);
   if (it == arenas.end()) {
     throw Refusal{fmt::format("worker {} sent a {} naming shared memory, but none of its is mapped here", w,
-                              net::messageTypeName(f.header.type))};
+                              kMessages.nameOf(f.header.type))};
   }
   const std::string peer = fmt::format("worker {}", w);
   try {
@@ -246,7 +247,7 @@ void ParameterServer::Impl::onPush(const std::string& routing, net::Frame& f) {
   ++stats.pushes;
   stats.bytes_in += f.payload.size();
   if (shared) stats.shared_bytes_in += f.payload.size();
-  if (config->mode == Mode::kSync) {
+  if (config->mode == TrainingMode::kPsSync) {
     if (f.header.clock != c.applied) {
       throw Refusal{fmt::format("worker {} pushed chunk {} for step {} but the chunk is at step {}", w, c.key,
                                 f.header.clock, c.applied)};
@@ -266,7 +267,7 @@ void ParameterServer::Impl::onPush(const std::string& routing, net::Frame& f) {
   // Async: the schedule runs over the job's global step, as TensorFlow's
   // does. SSP counts steps per worker: one round of every worker's push is
   // one schedule step. The queue is in order: this push is update `received`.
-  const uint64_t lr_step = config->mode == Mode::kAsync ? c.received : c.received / static_cast<uint64_t>(config->workers);
+  const uint64_t lr_step = config->mode == TrainingMode::kPsAsync ? c.received : c.received / static_cast<uint64_t>(config->workers);
   c.queue.push_back({std::move(f.payload), lrOf(w, lr_step), w, timelineNow()});
   ++c.received;
   auto& through = c.pushed_through[static_cast<size_t>(w)];
@@ -278,7 +279,7 @@ void ParameterServer::Impl::onPush(const std::string& routing, net::Frame& f) {
 void ParameterServer::Impl::onPull(const std::string& routing, net::Frame& f) {
   const int w = workerOf(routing, f.header.type);
   ChunkState& c = chunkFor(f.header);
-  const std::string what = net::messageTypeName(f.header.type);
+  const std::string what = kMessages.nameOf(f.header.type);
   std::vector<uint32_t> snapshot;
   std::optional<ArenaDestination> into;
   if ((f.header.flags & net::kFlagInArena) != 0) {  // a ps-pull: handle() refuses the flag on ps-state
@@ -288,7 +289,7 @@ void ParameterServer::Impl::onPull(const std::string& routing, net::Frame& f) {
       throw Refusal{fmt::format("worker {} offered {} bytes of shared memory for chunk {}'s {} bytes", w,
                                 into->ref.bytes, c.key, bytes)};
     }
-  } else if (f.header.type == MessageType::kPsState && f.payload.size() != 0 && config && config->mode != Mode::kSync) {
+  } else if (f.header.type == msg::kState && f.payload.size() != 0 && config && config->mode != TrainingMode::kPsSync) {
     try {
       snapshot = decodeSnapshotPoint(f.bytes(), workers.size(), fmt::format("worker {}", w)).clocks;
     } catch (const InputError& e) {
@@ -301,8 +302,8 @@ void ParameterServer::Impl::onPull(const std::string& routing, net::Frame& f) {
   ++stats.pulls;
   // Sync: the version the worker's next step needs. Otherwise: everything
   // received so far, so a worker always sees its own last push.
-  const uint64_t needed = config->mode == Mode::kSync ? f.header.clock : c.received;
-  c.pulls.push_back({routing, f.header.request_id, needed, f.header.type == MessageType::kPsState, Clock::now(), w,
+  const uint64_t needed = config->mode == TrainingMode::kPsSync ? f.header.clock : c.received;
+  c.pulls.push_back({routing, f.header.request_id, needed, f.header.type == msg::kState, Clock::now(), w,
                      timelineNow(), std::move(snapshot), std::move(into)});
   answerPulls(c);
 }
@@ -328,9 +329,9 @@ void ParameterServer::Impl::onAwait(const std::string& routing, net::Frame& f) {
 
 void ParameterServer::Impl::onHold(const std::string& routing, net::Frame& f) {
   const int w = workerOf(routing, f.header.type);
-  if (options.index != 0) throw Refusal{fmt::format("{} goes to ps 0, not {}", net::messageTypeName(f.header.type), name)};
+  if (options.index != 0) throw Refusal{fmt::format("{} goes to ps 0, not {}", kMessages.nameOf(f.header.type), name)};
   try {
-    if (f.header.type == MessageType::kPsHold) {
+    if (f.header.type == msg::kHold) {
       clocks->hold(w, routing, f.header.request_id);
     } else {
       clocks->unhold(w);
@@ -353,7 +354,7 @@ void ParameterServer::Impl::onLeave(const std::string& routing, net::Frame& f) {
   const int w = workerOf(routing, f.header.type);
   replyOk(routing, f.header.request_id);
   // Async and SSP take the worker back when it starts again (elastic).
-  if (config->mode != Mode::kSync || departed) return;
+  if (config->mode != TrainingMode::kPsSync || departed) return;
   departed = w;
   TANDEM_LOG_WARN("{}: worker {} left to start again in place; this start's waits for it fail now", name, w);
   expireClockWaits();
@@ -384,28 +385,28 @@ void ParameterServer::Impl::handle(std::vector<zmq::message_t>& parts, size_t to
   uint64_t request_id = 0;
   try {
     if (parts.size() >= 2) request_id = net::salvageRequestId(parts[1].data(), parts[1].size());
-    net::Frame f = net::decodeFrame(std::span(parts).subspan(1), total - 1, options.max_payload_bytes, peer);
+    net::Frame f = net::decodeFrame(std::span(parts).subspan(1), total - 1, options.max_payload_bytes, peer, kMessages);
     request_id = f.header.request_id;
-    if ((f.header.flags & net::kFlagInArena) != 0 && f.header.type != MessageType::kPsPush &&
-        f.header.type != MessageType::kPsPull) {
-      throw Refusal{fmt::format("{} cannot name shared memory", net::messageTypeName(f.header.type))};
+    if ((f.header.flags & net::kFlagInArena) != 0 && f.header.type != msg::kPush &&
+        f.header.type != msg::kPull) {
+      throw Refusal{fmt::format("{} cannot name shared memory", kMessages.nameOf(f.header.type))};
     }
-    switch (f.header.type) {
-      case MessageType::kPsHello: onHello(routing, f); break;
-      case MessageType::kPsInit: onInit(routing, f); break;
-      case MessageType::kPsSet: onSet(routing, f); break;
-      case MessageType::kPsPush: onPush(routing, f); break;
-      case MessageType::kPsPull:
-      case MessageType::kPsState: onPull(routing, f); break;
-      case MessageType::kPsClock: onClock(routing, f); break;
-      case MessageType::kPsDone: onDone(routing, f); break;
-      case MessageType::kPsLeave: onLeave(routing, f); break;
-      case MessageType::kPsAwaitWorkers: onAwait(routing, f); break;
-      case MessageType::kPsLr: onLr(routing, f); break;
-      case MessageType::kPsHold:
-      case MessageType::kPsRelease: onHold(routing, f); break;
+    switch (net::code(f.header.type)) {
+      case net::code(msg::kHello): onHello(routing, f); break;
+      case net::code(msg::kInit): onInit(routing, f); break;
+      case net::code(msg::kSet): onSet(routing, f); break;
+      case net::code(msg::kPush): onPush(routing, f); break;
+      case net::code(msg::kPull):
+      case net::code(msg::kState): onPull(routing, f); break;
+      case net::code(msg::kClock): onClock(routing, f); break;
+      case net::code(msg::kDone): onDone(routing, f); break;
+      case net::code(msg::kLeave): onLeave(routing, f); break;
+      case net::code(msg::kAwaitWorkers): onAwait(routing, f); break;
+      case net::code(msg::kLr): onLr(routing, f); break;
+      case net::code(msg::kHold):
+      case net::code(msg::kRelease): onHold(routing, f); break;
       default:
-        throw Refusal{fmt::format("{} is not a parameter-server request", net::messageTypeName(f.header.type))};
+        throw Refusal{fmt::format("{} is not a parameter-server request", kMessages.nameOf(f.header.type))};
     }
   } catch (const InputError& e) {
     ++stats.bad_frames;

@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "core/logging.hpp"
+#include "ps/messages.hpp"
 #include "ps/server_impl.hpp"
 
 namespace tandem::ps {
@@ -107,7 +108,7 @@ void ParameterServer::Impl::drainCompletions() {
     stats.apply_seconds += d.seconds;
     stats.applied_bytes += static_cast<uint64_t>(c.length) * sizeof(float);
     answerPulls(c);
-    if (config->mode != Mode::kSync) startAsyncApply(d.chunk);
+    if (config->mode != TrainingMode::kPsSync) startAsyncApply(d.chunk);
   }
 }
 
@@ -135,13 +136,13 @@ void ParameterServer::Impl::answerPulls(ChunkState& c) {
       options.timeline->span(fmt::format("pull chunk {} for worker {}", c.key, p.worker), kPullLane, p.received_us,
                              obs::Timeline::nowUs(), {{"version", c.applied}});
     }
-    net::FrameHeader header{.type = MessageType::kPsValues, .clock = static_cast<uint32_t>(c.applied),
+    net::FrameHeader header{.type = msg::kValues, .clock = static_cast<uint32_t>(c.applied),
                             .request_id = p.request_id, .key_begin = c.key, .key_end = c.key + 1};
     if (p.into) {
       header.flags = net::kFlagInArena;
       reply(p.routing, header, pullIntoArena(c, *p.into, config->wire), p.into->bytes.size());
     } else {
-      reply(p.routing, header, pullPayload(c, p, config->mode == Mode::kSync, config->wire));
+      reply(p.routing, header, pullPayload(c, p, config->mode == TrainingMode::kPsSync, config->wire));
     }
   }
 }
@@ -153,7 +154,7 @@ std::string ParameterServer::Impl::timeoutText() const {
 void ParameterServer::Impl::answerClocks() {
   if (!clocks) return;
   for (auto& a : clocks->release()) {
-    reply(a.routing, {.type = MessageType::kPsAgreement, .clock = a.clock, .request_id = a.request_id},
+    reply(a.routing, {.type = msg::kAgreement, .clock = a.clock, .request_id = a.request_id},
           net::copyPayload(encode(a.agreement)));
   }
   if (auto hold = clocks->takeHoldAnswer()) {
@@ -197,7 +198,7 @@ void ParameterServer::Impl::expirePulls() {
     if (expired.empty()) continue;
     std::vector<std::string> missing;
     for (int w : missingPushers(c)) missing.push_back(fmt::format("worker {}", w));
-    const std::string who = config->mode == Mode::kSync && !missing.empty()
+    const std::string who = config->mode == TrainingMode::kPsSync && !missing.empty()
                                 ? fmt::format("; no push of step {} from {}", c.applied, fmt::join(missing, ", "))
                                 : "";
     for (const auto& p : expired) {
@@ -260,7 +261,7 @@ void ParameterServer::Impl::reportProgress(Clock::time_point& last, std::chrono:
 
 nlohmann::json ParameterServer::Impl::summary(double wall_seconds) const {
   nlohmann::json j = {
-      {"role", "ps"}, {"index", options.index}, {"mode", config ? modeName(config->mode) : "uninitialised"},
+      {"role", "ps"}, {"index", options.index}, {"mode", config ? std::string(modeName(config->mode)) : "uninitialised"},
       {"workers", workers.size()}, {"chunks", chunks.size()}, {"floats", totalFloats(chunks)},
       {"apply_threads", apply_threads},
       // Only ps 0 keeps the step clocks.

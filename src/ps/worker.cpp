@@ -1,3 +1,4 @@
+#include "ps/messages.hpp"
 #include "ps/worker.hpp"
 
 #include <fmt/format.h>
@@ -41,6 +42,7 @@ size_t hostPushersPerServer(const KeyLayout& layout, const std::vector<int>& hos
 Worker::Worker(WorkerOptions options)
     : options_(std::move(options)), client_(std::make_unique<PsClient>(options_.servers, net::kMaxPayloadBytes, options_.liveness)) {
   const size_t chunks = options_.layout.chunks.size();
+  if (options_.wire != WireDtype::kFloat32) encoder_.emplace(options_.wire, options_.error_feedback, chunks);
   push_tickets_.resize(chunks);
   pull_tickets_.resize(chunks);
   pull_expected_.assign(chunks, false);
@@ -107,12 +109,12 @@ void Worker::initServers(const std::vector<ServerConfig>& configs, const ChunkVa
   std::vector<Ticket> tickets;
   for (int i = 0; i < servers(); ++i) {
     const std::string json = toJson(configs.at(static_cast<size_t>(i))).dump();
-    tickets.push_back(client_->send(i, {.type = MessageType::kPsInit}, net::copyPayload(json)));
+    tickets.push_back(client_->send(i, {.type = msg::kInit}, net::copyPayload(json)));
   }
   for (size_t c = 0; c < options_.layout.chunks.size(); ++c) {
     int64_t applied = 0;
     const std::vector<float> floats = values(c, applied);
-    tickets.push_back(client_->send(serverOf(c), chunkHeader(MessageType::kPsSet, c, applied),
+    tickets.push_back(client_->send(serverOf(c), chunkHeader(msg::kSet, c, applied),
                                     net::copyPayload(floats.data(), floats.size() * sizeof(float))));
   }
   for (auto& t : tickets) t.wait(deadline, "the initial parameters");
@@ -125,7 +127,7 @@ HelloAnswer Worker::hello(Deadline deadline) {
     if (arena_ && net::isSameHostEndpoint(options_.servers[static_cast<size_t>(i)].endpoint)) {
       hello.arena = arena_->handle();
     }
-    tickets.push_back(client_->send(i, {.type = MessageType::kPsHello}, net::copyPayload(encode(hello))));
+    tickets.push_back(client_->send(i, {.type = msg::kHello}, net::copyPayload(encode(hello))));
   }
   HelloAnswer first;
   std::vector<bool> mapped(tickets.size(), false);
@@ -140,14 +142,18 @@ HelloAnswer Worker::hello(Deadline deadline) {
   return first;
 }
 
-void Worker::push(size_t c, const void* data, int64_t step) {
+void Worker::push(size_t c, const float* grad, int64_t step) {
+  // Encoding needs no lock: each chunk has its own buffer, which the
+  // float32 rule keeps (its last push was awaited before this one).
+  const void* data = grad;
+  if (encoder_) data = encoder_->encode(c, grad, static_cast<size_t>(options_.layout.chunks[c].length));
   std::lock_guard lock(window_mutex_);
   pending_[c].data = data;
   pending_[c].step = step;
   // The pull goes out with the push: the server answers it when the update
   // is applied, so apply and transfer overlap the rest of backward. SSP
   // pulls after reportStep().
-  if (options_.mode != Mode::kBounded) pending_[c].pull_needed = options_.mode == Mode::kSync ? step + 1 : 0;
+  if (options_.mode != TrainingMode::kPsBounded) pending_[c].pull_needed = options_.mode == TrainingMode::kPsSync ? step + 1 : 0;
   if (pending_[c].pull_needed) pull_expected_[c] = true;
   const auto server = static_cast<size_t>(serverOf(c));
   const size_t window = options_.push_window_bytes;
@@ -162,7 +168,7 @@ void Worker::sendPush(size_t c) {
   Pending& p = pending_[c];
   const int server = serverOf(c);
   const size_t bytes = chunkWireBytes(c);
-  net::FrameHeader header = chunkHeader(MessageType::kPsPush, c, p.step);
+  net::FrameHeader header = chunkHeader(msg::kPush, c, p.step);
   zmq::message_t payload = pushPayload(c, p.data, header);
   std::function<void()> taken;
   if (options_.push_window_bytes > 0) {
@@ -171,7 +177,7 @@ void Worker::sendPush(size_t c) {
   }
   push_tickets_[c] = client_->send(server, header, std::move(payload), std::move(taken));
   if (p.pull_needed) {
-    net::FrameHeader pull_header = chunkHeader(MessageType::kPsPull, c, *p.pull_needed);
+    net::FrameHeader pull_header = chunkHeader(msg::kPull, c, *p.pull_needed);
     zmq::message_t request = pullPayload(c, pull_header);
     pull_tickets_[c] = client_->send(server, pull_header, std::move(request));
   }
@@ -201,7 +207,7 @@ void Worker::pull(size_t c, int64_t needed) {
     pending_[c].pull_needed = needed;
     return;
   }
-  net::FrameHeader header = chunkHeader(MessageType::kPsPull, c, needed);
+  net::FrameHeader header = chunkHeader(msg::kPull, c, needed);
   zmq::message_t request = pullPayload(c, header);
   pull_tickets_[c] = client_->send(serverOf(c), header, std::move(request));
 }
@@ -276,7 +282,7 @@ void Worker::receivePulls(Deadline deadline, int64_t step, const std::function<v
 }
 
 StepAgreement Worker::reportStep(int64_t finished, const StepReport& report, Deadline deadline) {
-  Ticket clock = client_->send(0, {.type = MessageType::kPsClock, .clock = static_cast<uint32_t>(finished)},
+  Ticket clock = client_->send(0, {.type = msg::kClock, .clock = static_cast<uint32_t>(finished)},
                                net::copyPayload(encode(report)));
   net::Frame reply = clock.wait(deadline, fmt::format("the end of step {}", finished - 1));
   // --timeline: until every worker reported (ps 0's barrier) and the answer crossed back.
@@ -305,7 +311,7 @@ void Worker::awaitPushes(Deadline deadline, int64_t step) {
 }
 
 StepAgreement Worker::awaitWorkers(int64_t step, Deadline deadline) {
-  Ticket ticket = client_->send(0, {.type = MessageType::kPsAwaitWorkers, .clock = static_cast<uint32_t>(step)},
+  Ticket ticket = client_->send(0, {.type = msg::kAwaitWorkers, .clock = static_cast<uint32_t>(step)},
                                 zmq::message_t());
   net::Frame reply = ticket.wait(deadline, "the other workers' last steps");
   return decodeStepAgreement(reply.bytes(), "ps 0");
@@ -315,7 +321,7 @@ std::vector<net::Frame> Worker::fetchState(int64_t version, Deadline deadline, c
   std::vector<Ticket> tickets;
   const std::vector<char> point = snapshot != nullptr ? encode(*snapshot) : std::vector<char>();
   for (size_t c = 0; c < options_.layout.chunks.size(); ++c) {
-    tickets.push_back(client_->send(serverOf(c), chunkHeader(MessageType::kPsState, c, version),
+    tickets.push_back(client_->send(serverOf(c), chunkHeader(msg::kState, c, version),
                                     point.empty() ? zmq::message_t() : net::copyPayload(point)));
   }
   std::vector<net::Frame> frames;
@@ -326,14 +332,14 @@ std::vector<net::Frame> Worker::fetchState(int64_t version, Deadline deadline, c
 }
 
 SnapshotPoint Worker::holdForSnapshot(Deadline deadline) {
-  Ticket ticket = client_->send(0, {.type = MessageType::kPsHold}, zmq::message_t());
+  Ticket ticket = client_->send(0, {.type = msg::kHold}, zmq::message_t());
   const net::Frame reply = ticket.wait(deadline, "the other workers to pause for a consistent checkpoint");
   // The servers check the clock count against the cluster's when it comes back.
   return decodeSnapshotPoint(reply.bytes(), 0, options_.servers[0].name);
 }
 
 void Worker::releaseSnapshot(Deadline deadline) {
-  client_->send(0, {.type = MessageType::kPsRelease}, zmq::message_t()).wait(deadline, "the end of the hold");
+  client_->send(0, {.type = msg::kRelease}, zmq::message_t()).wait(deadline, "the end of the hold");
 }
 
 void Worker::setLearningRate(double lr) {
@@ -341,15 +347,15 @@ void Worker::setLearningRate(double lr) {
   double value = lr;
   for (int i = 0; i < servers(); ++i) {
     // Sent before this step's pushes on the same connection: they see it.
-    lr_tickets_.push_back(client_->send(i, {.type = MessageType::kPsLr}, net::copyPayload(&value, sizeof(value))));
+    lr_tickets_.push_back(client_->send(i, {.type = msg::kLr}, net::copyPayload(&value, sizeof(value))));
   }
   sent_lr_ = lr;
 }
 
-void Worker::sayDone(Deadline deadline) { sayToEveryServer(MessageType::kPsDone, deadline, "the goodbye", false); }
+void Worker::sayDone(Deadline deadline) { sayToEveryServer(msg::kDone, deadline, "the goodbye", false); }
 
 void Worker::sayLeaving(Deadline deadline) {
-  sayToEveryServer(MessageType::kPsLeave, deadline, "the notice of leaving", true);
+  sayToEveryServer(msg::kLeave, deadline, "the notice of leaving", true);
 }
 
 void Worker::sayToEveryServer(MessageType type, Deadline deadline, const char* what, bool skip_silent) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/deadline.hpp"
+#include "core/wire_encoder.hpp"
 #include "net/frame.hpp"
 #include "net/shared_arena.hpp"
 #include "ps/client.hpp"
@@ -29,7 +30,7 @@ namespace tandem::ps {
 struct WorkerOptions {
   std::vector<ServerAddress> servers;
   KeyLayout layout;
-  Mode mode = Mode::kSync;
+  TrainingMode mode = TrainingMode::kPsSync;
   uint32_t index = 0;  // this worker's index
   WireDtype wire = WireDtype::kFloat32;  // pushes and pulls; the servers' config says the same
   // Priority scheduling (P3): at most this many bytes of pushes (with their
@@ -43,6 +44,9 @@ struct WorkerOptions {
   // memory: pushes from sharedArena() and every pull then cross without
   // socket copies. Servers that cannot map it get bytes as before.
   bool shared_memory = false;
+  // A 16-bit wire carries each push's rounding into the chunk's next push
+  // (--error-feedback).
+  bool error_feedback = false;
 };
 
 // The window priority scheduling uses by default: two of the largest chunks
@@ -76,7 +80,7 @@ class Worker {
   // Where those servers write pulled values: the whole model in key order,
   // in the wire dtype, after the gradients. Null without an arena.
   std::byte* pullLanding() const;
-  Mode mode() const { return options_.mode; }
+  TrainingMode mode() const { return options_.mode; }
   int servers() const { return static_cast<int>(options_.servers.size()); }
 
   // Chief only: each server's config, then every chunk's values. `values`
@@ -92,12 +96,13 @@ class Worker {
   // which it continues from. Throws InputError on a malformed answer.
   HelloAnswer hello(Deadline deadline);
 
-  // Pushes chunk `c`'s gradient for `step`, zero-copy: the `length` values
-  // (in the wire dtype) at `data` must stay unchanged until the next
-  // awaitPushes() returns.
+  // Pushes chunk `c`'s float32 gradient for `step`. Float32 goes zero-copy:
+  // the chunk's floats at `grad` must stay unchanged until the next
+  // awaitPushes() returns. A 16-bit wire rounds them into the chunk's own
+  // buffer here (with error feedback, plus what its last push lost).
   // Sync and async modes also ask for the chunk back at once (the server
   // answers once the update is applied); SSP pulls after reportStep().
-  void push(size_t c, const void* data, int64_t step);
+  void push(size_t c, const float* grad, int64_t step);
 
   // Asks every server for every chunk: the version that step `needed` starts
   // from (sync), or whatever has been received (0, async and SSP).
@@ -172,6 +177,7 @@ class Worker {
   bool sharesWith(size_t c) const { return !arena_mapped_.empty() && arena_mapped_[static_cast<size_t>(serverOf(c))]; }
 
   WorkerOptions options_;
+  std::optional<WireEncoder> encoder_;       // 16-bit wires: a buffer (and residuals) by chunk
   std::shared_ptr<net::SharedArena> arena_;  // [gradients: float32][pulls: wire dtype]
   std::vector<bool> arena_mapped_;           // by server, from its hello answer
   std::unique_ptr<PsClient> client_;

@@ -17,7 +17,7 @@ class AllReduceStrategy final : public Strategy {
   AllReduceStrategy(cluster::ClusterSpec spec, DistributedConfig config);
   ~AllReduceStrategy() override;
 
-  std::string mode() const override { return "allreduce"; }
+  TrainingMode mode() const override { return TrainingMode::kAllReduce; }
   int rank() const override;
   int worldSize() const override;
   // Starts the coordinator (chief), joins the cluster, connects Gloo,

@@ -41,7 +41,7 @@ void awaitNextStart(const cluster::ClusterSpec& spec, uint64_t replaced, std::ch
 // start is failing. Returns the start to wait past, 0 when there is none.
 uint64_t startBeingReplaced(const cluster::ClusterSpec& spec, const DistributedConfig& config,
                             std::chrono::milliseconds timeout) {
-  const bool elastic = spec.numServers() > 0 && effectivePsMode(config) != "sync";
+  const bool elastic = spec.numServers() > 0 && psModeOf(config) != TrainingMode::kPsSync;
   if (config.restart_wait_s <= 0 || elastic) return 0;
   cluster::CoordinatorClient store(spec.coordinator, timeout);
   const auto current = store.tryGet(cluster::kGenerationKey);

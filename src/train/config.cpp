@@ -49,7 +49,7 @@ void requireNonNegative(double value, const char* flag) {
 }  // namespace
 
 void applyOptimizerDefaults(OptimizerConfig& c, std::optional<double> momentum, std::optional<double> weight_decay) {
-  const ps::OptimizerSettings defaults = ps::optimizerDefaults(c.name);
+  const optim::OptimizerSettings defaults = optim::optimizerDefaults(c.name);
   c.momentum = momentum.value_or(defaults.momentum);
   c.weight_decay = weight_decay.value_or(defaults.weight_decay);
 }
@@ -73,7 +73,7 @@ void validate(const TrainConfig& c, SuppliedParts supplied) {
   if (c.checkpoint_every_steps < 0) throw InputError("--checkpoint-every: must be >= 0");
   if (!(c.checkpoint_secs >= 0)) throw InputError(fmt::format("--checkpoint-secs: must be >= 0, got {}", c.checkpoint_secs));
   if (c.keep_checkpoints < 0) throw InputError(fmt::format("--keep-checkpoints: must be >= 0, got {}", c.keep_checkpoints));
-  if (!ps::knownOptimizer(c.optimizer.name)) {
+  if (!optim::knownOptimizer(c.optimizer.name)) {
     throw InputError(
         fmt::format("--optimizer: unknown optimizer '{}' (use sgd, adam, adamw or rmsprop)", c.optimizer.name));
   }
@@ -134,17 +134,10 @@ void validate(const TrainConfig& c, SuppliedParts supplied) {
   for (int64_t w : c.model_options.mlp_widths) requirePositive(w, "--mlp-widths");
 }
 
-std::string effectivePsMode(const DistributedConfig& config) {
-  if (config.staleness == 0) return "sync";
-  if (config.staleness > 0) return "ssp";
-  return config.ps_mode;
-}
-
-ps::Mode psModeOf(const DistributedConfig& config) {
-  const std::string mode = effectivePsMode(config);
-  if (mode == "sync") return ps::Mode::kSync;
-  if (mode == "ssp") return ps::Mode::kBounded;
-  return ps::Mode::kAsync;
+TrainingMode psModeOf(const DistributedConfig& config) {
+  if (config.staleness == 0) return TrainingMode::kPsSync;
+  if (config.staleness > 0) return TrainingMode::kPsBounded;
+  return config.ps_mode == "async" ? TrainingMode::kPsAsync : TrainingMode::kPsSync;
 }
 
 nlohmann::json toJson(const TrainConfig& config) { return config; }

@@ -9,25 +9,22 @@
 #include <string>
 #include <vector>
 
+#include "core/training_mode.hpp"
 #include "data/dataset_options.hpp"
 #include "models/model_options.hpp"
 #include "obs/progress.hpp"
-#include "ps/optimizer_kernels.hpp"
-
-namespace tandem::ps {
-enum class Mode;  // ps/protocol.hpp
-}  // namespace tandem::ps
+#include "optim/kernels.hpp"
 
 namespace tandem::train {
 
 // The optimizer exactly as the kernels take it (every mode runs the same
-// ps/optimizer_kernels), plus the base learning rate the schedule scales.
-struct OptimizerConfig : ps::OptimizerSettings {
-  OptimizerConfig() : ps::OptimizerSettings(ps::optimizerDefaults("sgd")) {}
+// optim/kernels), plus the base learning rate the schedule scales.
+struct OptimizerConfig : optim::OptimizerSettings {
+  OptimizerConfig() : optim::OptimizerSettings(optim::optimizerDefaults("sgd")) {}
   double lr = 0.05;
 };
 
-// Sets `c.name`'s default momentum and weight decay (ps::optimizerDefaults)
+// Sets `c.name`'s default momentum and weight decay (optim::optimizerDefaults)
 // where the caller gave none: the one place `tandem train` and tandem::fit
 // resolve them.
 void applyOptimizerDefaults(OptimizerConfig& c, std::optional<double> momentum, std::optional<double> weight_decay);
@@ -59,7 +56,7 @@ struct DistributedConfig {
   // Parameter-server mode (used when the cluster has PS tasks).
   std::string ps_mode = "sync";          // sync | async
   int staleness = -1;                    // >= 0: bounded staleness (0 is sync), overriding ps_mode
-  double ps_chunk_mb = 0;                // parameter chunk size; 0: from the model (ps::autoChunkFloats)
+  double ps_chunk_mb = 0;                // parameter chunk size; 0: from the model (ps::autoPsChunkFloats)
   int ps_threads = 0;                    // apply threads per server (0: all cores)
   // How gradient buckets and PS chunks travel: fp32, fp16 or bf16
   // (core/wire_dtype.hpp). Master weights and optimizer state stay float32.
@@ -83,10 +80,9 @@ struct DistributedConfig {
   std::string bind;
 };
 
-// The consistency a PS run uses, from --ps-mode and --staleness:
-// "sync", "async" or "ssp".
-std::string effectivePsMode(const DistributedConfig& config);
-ps::Mode psModeOf(const DistributedConfig& config);  // the same, as the servers' type
+// The consistency a PS run uses, from --ps-mode and --staleness (0: sync):
+// ps-sync, ps-async or ps-ssp.
+TrainingMode psModeOf(const DistributedConfig& config);
 
 struct TrainConfig {
   std::string model = "cnn";    // a registered name, or a TorchScript file

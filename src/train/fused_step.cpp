@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "ps/optimizer_kernels.hpp"
+#include "optim/kernels.hpp"
 #include "train/multi_tensor_step.hpp"
 #include "train/optimizer_state.hpp"
 
@@ -49,8 +49,8 @@ void fusedOptimizerStep(torch::optim::Optimizer& optimizer, const OptimizerConfi
       }
     }
   }
-  const auto slot_count = static_cast<size_t>(ps::slotCount(config));
-  TANDEM_ENFORCE(slot_count <= ps::kMaxOptimizerSlots, "optimizer {} keeps {} slots", config.name, slot_count);
+  const auto slot_count = static_cast<size_t>(optim::slotCount(config));
+  TANDEM_ENFORCE(slot_count <= optim::kMaxOptimizerSlots, "optimizer {} keeps {} slots", config.name, slot_count);
   std::vector<Work> work;
   for (auto& group : optimizer.param_groups()) {
     for (auto& p : group.params()) {
@@ -85,9 +85,9 @@ void fusedOptimizerStep(torch::optim::Optimizer& optimizer, const OptimizerConfi
       const Work& w = work[s.work];
       const auto offset = static_cast<size_t>(s.begin);
       const auto count = static_cast<size_t>(s.end - s.begin);
-      std::array<std::span<float>, ps::kMaxOptimizerSlots> slots;
+      std::array<std::span<float>, optim::kMaxOptimizerSlots> slots;
       for (size_t j = 0; j < w.slots.size(); ++j) slots[j] = floats(w.slots[j]).subspan(offset, count);
-      ps::applyOptimizer(config, lr, floats(w.param).subspan(offset, count), floats(w.grad).subspan(offset, count),
+      optim::applyOptimizer(config, lr, floats(w.param).subspan(offset, count), floats(w.grad).subspan(offset, count),
                          std::span(slots.data(), w.slots.size()), w.step);
     }
   });

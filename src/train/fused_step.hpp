@@ -1,6 +1,6 @@
 #pragma once
 // One optimizer implementation everywhere: the standalone and all-reduce
-// update runs the parameter servers' vectorised kernels (ps/optimizer_kernels)
+// update runs the parameter servers' vectorised kernels (optim/kernels)
 // over each parameter's floats, split across torch's intra-op threads,
 // instead of torch::optim's chain of tensor ops. The state stays in
 // torch::optim's own objects and format, so checkpoints are unchanged, and

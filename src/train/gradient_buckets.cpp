@@ -1,7 +1,7 @@
 #include "train/gradient_buckets.hpp"
 
 #include "core/error.hpp"
-#include "ps/key_layout.hpp"
+#include "collective/bucket_size.hpp"
 
 namespace tandem::train {
 
@@ -9,7 +9,7 @@ size_t bucketCapBytes(torch::nn::Module& model, double bucket_mb) {
   if (bucket_mb > 0) return static_cast<size_t>(bucket_mb * 1024 * 1024);
   int64_t floats = 0;
   for (const auto& p : model.parameters()) floats += p.requires_grad() ? p.numel() : 0;
-  return static_cast<size_t>(ps::autoChunkFloats(floats)) * sizeof(float);
+  return static_cast<size_t>(collective::autoBucketFloats(floats)) * sizeof(float);
 }
 
 GradientBuckets::GradientBuckets(torch::nn::Module& model, size_t cap_bytes, size_t extra_tail, LaunchFn launch,

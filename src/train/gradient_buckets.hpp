@@ -18,9 +18,7 @@
 namespace tandem::train {
 
 // The bucket cap for `bucket_mb` MiB; 0 sizes buckets from the model by
-// the rule that sizes PS chunks (ps::autoChunkFloats): about 16 of 0.25-4
-// MiB, so the first leaves early in backward, the last one's exchange
-// after it is short, and each message's fixed cost stays small.
+// collective::autoBucketFloats: about 16 of 0.25-4 MiB.
 size_t bucketCapBytes(torch::nn::Module& model, double bucket_mb);
 
 class GradientBuckets {

@@ -15,7 +15,7 @@ bool multiTensorStep(torch::optim::Optimizer& optimizer, const OptimizerConfig& 
   const std::string& name = config.name;
   if (name != "sgd" && name != "adam" && name != "adamw") return false;
   const bool sgd = name == "sgd";
-  const bool keeps_slots = ps::slotCount(config) > 0;
+  const bool keeps_slots = optim::slotCount(config) > 0;
   std::vector<torch::Tensor> params, grads, slots0, slots1;
   std::vector<std::optional<KernelState>> states;
   std::vector<float> counts;  // Adam: each parameter's updates, this one included
@@ -38,7 +38,7 @@ bool multiTensorStep(torch::optim::Optimizer& optimizer, const OptimizerConfig& 
     KernelState state = states[i].value_or(KernelState{});
     const int64_t before = states[i] ? state.updates : 0;
     if (!states[i]) {
-      for (int k = 0; k < ps::slotCount(config); ++k) {
+      for (int k = 0; k < optim::slotCount(config); ++k) {
         state.slots.push_back(sgd ? torch::empty_like(params[i]) : torch::zeros_like(params[i]));
       }
     }

@@ -5,7 +5,7 @@
 namespace tandem::train {
 
 std::optional<KernelState> readKernelState(torch::optim::Optimizer& optimizer, const torch::Tensor& p,
-                                           const ps::OptimizerSettings& settings) {
+                                           const optim::OptimizerSettings& settings) {
   auto it = optimizer.state().find(optimizerStateKey(p));
   if (it == optimizer.state().end()) return std::nullopt;
   auto& base = *it->second;
@@ -29,8 +29,8 @@ std::optional<KernelState> readKernelState(torch::optim::Optimizer& optimizer, c
 }
 
 void writeKernelState(torch::optim::Optimizer& optimizer, const torch::Tensor& p,
-                      const ps::OptimizerSettings& settings, const KernelState& state) {
-  enforceEq(state.slots.size(), static_cast<size_t>(ps::slotCount(settings)), "optimizer state slots");
+                      const optim::OptimizerSettings& settings, const KernelState& state) {
+  enforceEq(state.slots.size(), static_cast<size_t>(optim::slotCount(settings)), "optimizer state slots");
   const std::string& name = settings.name;
   std::unique_ptr<torch::optim::OptimizerParamState> out;
   if (name == "adam" || name == "adamw") {

@@ -11,7 +11,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "ps/optimizer_kernels.hpp"
+#include "optim/kernels.hpp"
 
 namespace tandem::train {
 
@@ -35,18 +35,18 @@ inline auto optimizerStateKey(const torch::Tensor& p) {
 
 // torch::optim's state of one parameter, seen as the kernels' slots.
 struct KernelState {
-  std::vector<torch::Tensor> slots;  // ps::slotCount(settings) tensors, in the kernels' order
+  std::vector<torch::Tensor> slots;  // optim::slotCount(settings) tensors, in the kernels' order
   int64_t updates = -1;              // updates the parameter has had; -1: torch keeps no count (SGD)
 };
 
 // The state torch::optim holds for `p`, or nothing before its first update
 // (or ever, for SGD without momentum).
 std::optional<KernelState> readKernelState(torch::optim::Optimizer& optimizer, const torch::Tensor& p,
-                                           const ps::OptimizerSettings& settings);
+                                           const optim::OptimizerSettings& settings);
 
 // Stores `state` as torch::optim's own state object for `p`, so that a
 // checkpoint or torch's own step() reads it back. SGD ignores `updates`.
 void writeKernelState(torch::optim::Optimizer& optimizer, const torch::Tensor& p,
-                      const ps::OptimizerSettings& settings, const KernelState& state);
+                      const optim::OptimizerSettings& settings, const KernelState& state);
 
 }  // namespace tandem::train

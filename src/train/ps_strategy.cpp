@@ -28,7 +28,7 @@ namespace tandem::train {
 struct PsStrategy::Impl {
   cluster::ClusterSpec spec;
   TrainConfig config;
-  ps::Mode mode = ps::Mode::kSync;
+  TrainingMode mode = TrainingMode::kPsSync;
   ClusterJoin join;
   ps::KeyLayout layout;
   ChunkedParameters model;                    // trainable, registration order, by chunk
@@ -41,8 +41,6 @@ struct PsStrategy::Impl {
   int sharing_servers = 0;                    // servers that read and write this worker's shared memory
   bool parameters_in_arena = false;           // the model is those servers' pull landing area
   std::vector<float> pulled;                  // hierarchical: the model as pulled, in key order
-  std::vector<std::vector<uint16_t>> wire_grads;  // by chunk: a 16-bit wire's pushes
-  std::vector<std::vector<float>> residuals;      // by chunk, with --error-feedback
   // Priority scheduling: pulls may still be arriving when a step ends; the
   // trainer's awaitParameters takes them in, first chunks first.
   bool gated = false;
@@ -69,7 +67,7 @@ struct PsStrategy::Impl {
     const auto& o = config.optimizer;
     c.optimizer = o;
     // The server holds the global step, so it looks the rate up itself.
-    const double per_update = static_cast<double>(config.accumulate) * (mode == ps::Mode::kSync ? n() : 1);
+    const double per_update = static_cast<double>(config.accumulate) * (mode == TrainingMode::kPsSync ? n() : 1);
     // Open-ended (total_steps 0): one rate; the APIs send theirs with ps-lr.
     const int64_t table_steps = std::max<int64_t>(1, plan.total_steps);
     LrSchedule schedule(config.optimizer, config.lr, plan.steps_per_epoch, table_steps, per_update);
@@ -97,25 +95,10 @@ struct PsStrategy::Impl {
   }
 
   // Zero-copy: the next backward rewrites these floats only after the
-  // server answered a later request on the same connection. A 16-bit wire
-  // first rounds the chunk (plus its carried residual) into its own buffer,
-  // which the same rule keeps until the server answers.
+  // server answered a later request on the same connection. The worker
+  // rounds them for a 16-bit wire.
   void push(size_t chunk) {
-    const float* grad = capture->flat().data_ptr<float>() + layout.chunks[chunk].begin;
-    if (wire == WireDtype::kFloat32) {
-      worker->push(chunk, grad, step);
-      return;
-    }
-    const auto length = static_cast<size_t>(layout.chunks[chunk].length);
-    auto& buffer = wire_grads[chunk];
-    buffer.resize(length);
-    if (config.distributed.error_feedback) {
-      residuals[chunk].resize(length, 0.0f);
-      encodeWireWithFeedback(wire, grad, residuals[chunk].data(), buffer.data(), length);
-    } else {
-      encodeWire(wire, grad, buffer.data(), length);
-    }
-    worker->push(chunk, buffer.data(), step);
+    worker->push(chunk, capture->flat().data_ptr<float>() + layout.chunks[chunk].begin, step);
   }
 
   // Copies the pulled chunks before `end` into the model, first layers
@@ -194,12 +177,12 @@ struct PsStrategy::Impl {
   int64_t appendOptimizerState(size_t c, torch::optim::Optimizer& optimizer, std::vector<float>& values,
                                int64_t start_step) const {
     const auto length = static_cast<size_t>(layout.chunks[c].length);
-    const int slots = ps::slotCount(config.optimizer);
+    const int slots = optim::slotCount(config.optimizer);
     values.resize(length * static_cast<size_t>(1 + slots), 0.0f);
     // Sync applies once per step; async once per push (Adam's count says how many).
     // Sync: one update per step; async: one per global step (the step is
     // global); SSP: one per worker per step.
-    int64_t applied = start_step * (mode == ps::Mode::kBounded ? n() : 1);
+    int64_t applied = start_step * (mode == TrainingMode::kPsBounded ? n() : 1);
     for (const auto& piece : model.pieces(c)) {
       const auto state = readKernelState(optimizer, model.params()[piece.param], config.optimizer);
       if (!state) continue;  // never updated: zero slots
@@ -232,7 +215,7 @@ PsStrategy::~PsStrategy() {
   // place (--restart-wait) rejoins; in sync the others must start again too,
   // so their waits for this start fail at once, not at --peer-timeout.
   const bool rejoins = s.config.distributed.restart_wait_s > 0 && cluster::jobStart().training;
-  if (s.worker && !s.worker->done() && (!rejoins || s.mode == ps::Mode::kSync)) {
+  if (s.worker && !s.worker->done() && (!rejoins || s.mode == TrainingMode::kPsSync)) {
     try {
       rejoins ? s.worker->sayLeaving(Deadline::afterSeconds(1.0)) : s.worker->sayDone(Deadline::afterSeconds(1.0));
     } catch (const std::exception&) {
@@ -240,19 +223,19 @@ PsStrategy::~PsStrategy() {
   }
 }
 
-std::string PsStrategy::mode() const { return "ps-" + ps::modeName(impl_->mode); }
+TrainingMode PsStrategy::mode() const { return impl_->mode; }
 int PsStrategy::rank() const { return impl_->spec.index; }
 int PsStrategy::worldSize() const { return impl_->spec.num_workers; }
 int PsStrategy::serverCount() const { return impl_->spec.numServers(); }
-bool PsStrategy::averagesWorkers() const { return impl_->mode == ps::Mode::kSync; }
-bool PsStrategy::sharesSteps() const { return impl_->mode == ps::Mode::kAsync; }
+bool PsStrategy::averagesWorkers() const { return impl_->mode == TrainingMode::kPsSync; }
+bool PsStrategy::sharesSteps() const { return impl_->mode == TrainingMode::kPsAsync; }
 
 std::optional<Strategy::Takeover> PsStrategy::takeover() const { return impl_->takeover; }
 
 int64_t PsStrategy::awaitJobEnd(int64_t own_step) {
   Impl& s = *impl_;
   awaitParameters();
-  if (s.mode == ps::Mode::kSync) return own_step;
+  if (s.mode == TrainingMode::kPsSync) return own_step;
   // The others have at most one granted step (async) or the staleness
   // bound's worth (SSP) to finish; a dead one is given up on by ps 0 after
   // --peer-timeout of silence.
@@ -314,8 +297,8 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
   // Async and SSP jobs are elastic: a replacement for a lost worker joins
   // with the run directory's newest checkpoint, not the one the job started
   // from, and takes its step from ps 0 instead (hello).
-  if (s.mode != ps::Mode::kSync) fp.erase("start_step");
-  fp["ps"] = {{"mode", ps::modeName(s.mode)},
+  if (s.mode != TrainingMode::kPsSync) fp.erase("start_step");
+  fp["ps"] = {{"mode", std::string(modeName(s.mode))},
               {"staleness", s.config.distributed.staleness},
               {"servers", s.spec.numServers()},
               {"chunk_bytes", chunk_floats * 4},
@@ -324,7 +307,7 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
               {"layout", fmt::format("{:016x}", s.layout.fingerprint())}};
   // Hierarchical aggregation needs the coordinator's store to meet host-mates.
   const auto groups = cluster::workersByHost(s.spec);
-  if (s.mode == ps::Mode::kSync && !s.joined && cluster::useHostGroups(groups, s.config.distributed.hierarchical)) {
+  if (s.mode == TrainingMode::kPsSync && !s.joined && cluster::useHostGroups(groups, s.config.distributed.hierarchical)) {
     s.push_groups = groups;
   }
   fp["ps"]["hierarchical"] = s.push_groups;
@@ -360,9 +343,7 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
   liveness.heartbeat_interval = std::min(liveness.heartbeat_interval, liveness.heartbeat_timeout / 4);
   s.worker = std::make_unique<ps::Worker>(ps::WorkerOptions{
       servers, s.layout, s.mode, static_cast<uint32_t>(s.spec.index), s.wire, s.push_window, liveness,
-      cluster::jobStart().generation, s.config.distributed.shared_memory == "on"});
-  s.wire_grads.resize(s.layout.chunks.size());
-  s.residuals.resize(s.layout.chunks.size());
+      cluster::jobStart().generation, s.config.distributed.shared_memory == "on", s.config.distributed.error_feedback});
   const Deadline startup = Deadline::afterSeconds(cluster::startupSeconds(s.config.distributed.rendezvous_timeout_s));
   if (s.spec.isChief()) {
     std::vector<ps::ServerConfig> configs;
@@ -382,7 +363,7 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
   s.sharing_servers = s.worker->serversSharingMemory();
   s.placeParametersInArena();
   s.step = plan.start_step;
-  if (s.mode != ps::Mode::kSync && (answer.clock != plan.start_step || answer.start_step != plan.start_step)) {
+  if (s.mode != TrainingMode::kPsSync && (answer.clock != plan.start_step || answer.start_step != plan.start_step)) {
     s.takeover = Takeover{answer.start_step, answer.clock};
     s.step = answer.clock;
     TANDEM_LOG_WARN("{}: joined a running job in place of a lost worker {}: continuing its clock at step {} ({} "
@@ -391,7 +372,7 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
                     answer.start_step);
   }
   if (!s.spec.isChief()) {
-    s.worker->pullAll(s.mode == ps::Mode::kSync ? plan.start_step : 0);
+    s.worker->pullAll(s.mode == TrainingMode::kPsSync ? plan.start_step : 0);
     s.receivePulls(startup, plan.start_step);
   }
 
@@ -411,7 +392,7 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
       [self, grouped, last_chunk](size_t group) { self->chunkReady(grouped ? last_chunk - group : group); },
       shared_grads);
   TANDEM_LOG_INFO("{}: {} mode with {} server(s), {} chunk(s) of up to {:.1f} MB, {:.1f} MB of parameters{}{}; ready "
-                  "in {:.2f}s", s.spec.taskName(), ps::modeName(s.mode), s.spec.numServers(), s.layout.chunks.size(),
+                  "in {:.2f}s", s.spec.taskName(), modeName(s.mode), s.spec.numServers(), s.layout.chunks.size(),
                   chunk_floats * 4 / 1e6, s.layout.total_floats * 4 / 1e6,
                   s.host ? fmt::format(", summed with {} host-mate(s) first (--hierarchical auto)", s.host->size() - 1)
                          : "",
@@ -425,7 +406,7 @@ void PsStrategy::beforeBackward(const LocalStep& so_far, int micro_step) {
   awaitParameters();  // backward reads every weight and rewrites the pushed gradients
   const bool last = micro_step + 1 == so_far.micro_steps;
   // Sync: each worker's share of the mean. Otherwise every push is an update.
-  const double workers = s.mode == ps::Mode::kSync ? s.n() : 1;
+  const double workers = s.mode == TrainingMode::kPsSync ? s.n() : 1;
   const double micro_steps = so_far.sum_micro_steps ? 1 : static_cast<double>(so_far.micro_steps);
   s.capture->beginMicroStep(micro_step, last, 1.0 / (micro_steps * workers));
 }
@@ -446,7 +427,7 @@ AgreedStep PsStrategy::synchronizeGradients(torch::nn::Module& model, const Loca
   s.max_lead = std::max<int64_t>(s.max_lead, finished - agreement.slowest_clock);
   // Bounded staleness pulls only once ps 0 lets this worker go on, so that
   // it starts from the freshest values it is allowed.
-  if (s.mode == ps::Mode::kBounded) s.worker->pullAll(0);
+  if (s.mode == TrainingMode::kPsBounded) s.worker->pullAll(0);
   // Gated: the next backward, which rewrites the pushed gradients, waits
   // for the pushes instead, so the next forward may start before them.
   if (s.gated) {
@@ -459,16 +440,16 @@ AgreedStep PsStrategy::synchronizeGradients(torch::nn::Module& model, const Loca
   s.received_upto = 0;
   if (!s.gated) agreed.times.update = s.receiveUpTo(deadline, s.step, s.layout.chunks.size());
   const double total = watch.elapsed();
-  if (s.mode == ps::Mode::kSync) {
+  if (s.mode == TrainingMode::kPsSync) {
     agreed.times.wait_workers = std::clamp(agreement.slowest_compute_seconds - compute, 0.0, clock_wait);
-  } else if (s.mode == ps::Mode::kBounded &&
+  } else if (s.mode == TrainingMode::kPsBounded &&
              finished - static_cast<int64_t>(agreement.slowest_clock) >= s.config.distributed.staleness) {
     agreed.times.wait_workers = clock_wait;  // held at the staleness bound
   }
   agreed.times.exposed_comm = std::max(0.0, total - agreed.times.update - agreed.times.wait_workers);
   agreed.loss = agreement.loss;
   agreed.stop = agreement.stop;
-  if (s.mode == ps::Mode::kAsync) {
+  if (s.mode == TrainingMode::kPsAsync) {
     agreed.global_step = static_cast<int64_t>(agreement.global_step);
     agreed.finished = agreement.finished;
   }
@@ -504,11 +485,11 @@ std::optional<int64_t> PsStrategy::prepareCheckpoint(torch::optim::Optimizer& op
   // Async and SSP: every other worker pauses at its next step boundary, and
   // each chunk is taken with exactly the pushes of the steps before it.
   std::optional<ps::SnapshotPoint> point;
-  if (s.mode != ps::Mode::kSync) point = s.worker->holdForSnapshot(s.peerDeadline());
+  if (s.mode != TrainingMode::kPsSync) point = s.worker->holdForSnapshot(s.peerDeadline());
   const std::vector<net::Frame> frames =
-      s.worker->fetchState(s.mode == ps::Mode::kSync ? s.step : 0, s.peerDeadline(), point ? &*point : nullptr);
+      s.worker->fetchState(s.mode == TrainingMode::kPsSync ? s.step : 0, s.peerDeadline(), point ? &*point : nullptr);
   if (point) s.worker->releaseSnapshot(s.peerDeadline());
-  const int slots = ps::slotCount(s.config.optimizer);
+  const int slots = optim::slotCount(s.config.optimizer);
   // Torch tensors for every parameter's slots, filled chunk by chunk.
   std::vector<std::vector<torch::Tensor>> state(s.model.params().size());
   std::vector<int64_t> applied(s.model.params().size(), 0);
@@ -536,7 +517,7 @@ std::optional<int64_t> PsStrategy::prepareCheckpoint(torch::optim::Optimizer& op
     }
   }
   const std::optional<int64_t> step =
-      point && s.mode == ps::Mode::kAsync ? std::optional<int64_t>(point->global_step) : std::nullopt;
+      point && s.mode == TrainingMode::kPsAsync ? std::optional<int64_t>(point->global_step) : std::nullopt;
   if (slots == 0) return step;
   for (size_t p = 0; p < s.model.params().size(); ++p) {
     if (applied[p] == 0) continue;  // torch has no state before a parameter's first update

@@ -23,7 +23,7 @@ class PsStrategy final : public Strategy {
   PsStrategy(cluster::ClusterSpec spec, TrainConfig config, bool joined = false);
   ~PsStrategy() override;
 
-  std::string mode() const override;  // "ps-sync", "ps-async", "ps-ssp"
+  TrainingMode mode() const override;
   int rank() const override;
   int worldSize() const override;
   int serverCount() const override;

@@ -19,18 +19,18 @@ TrainingDevice placeDeviceOf(const TrainConfig& c, const models::Model& model, b
 }  // namespace
 
 RunPlacement placeRun(const TrainConfig& c, const models::Model& model, bool supplied, bool emulated,
-                      const std::string& mode, bool strategy_applies_update) {
+                      TrainingMode mode, bool strategy_applies_update) {
   RunPlacement placement{placeDeviceOf(c, model, supplied, emulated), parseAmp(c.amp)};
   const torch::Device& device = placement.device.device;
-  if (c.channels_last && mode != "standalone") {
+  if (c.channels_last && mode != TrainingMode::kStandalone) {
     throw InputError(fmt::format("--channels-last: standalone training only for now ({} mode moves gradients as "
                                  "contiguous tensors)",
-                                 mode));
+                                 modeName(mode)));
   }
-  if (device.is_cuda() && mode != "standalone") {
+  if (device.is_cuda() && mode != TrainingMode::kStandalone) {
     throw InputError(fmt::format("--device {} ({}): {} training does not run on GPUs yet, only standalone "
                                  "training does; use --device cpu",
-                                 c.device, device.str(), mode));
+                                 c.device, device.str(), modeName(mode)));
   }
   if (placement.amp == Amp::kFp16 && strategy_applies_update) {
     throw InputError("--amp fp16: its loss scale skips steps on the worker, but parameter servers apply the update; "

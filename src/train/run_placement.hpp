@@ -21,6 +21,6 @@ struct RunPlacement {
 // channels-last outside standalone training, fp16 where parameter servers
 // apply the update or on the CPU.
 RunPlacement placeRun(const TrainConfig& c, const models::Model& model, bool supplied, bool emulated,
-                      const std::string& mode, bool strategy_applies_update);
+                      TrainingMode mode, bool strategy_applies_update);
 
 }  // namespace tandem::train

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "core/training_mode.hpp"
 #include "models/registry.hpp"
 
 namespace tandem::train {
@@ -50,7 +51,7 @@ struct AgreedStep {
 class Strategy {
  public:
   virtual ~Strategy() = default;
-  virtual std::string mode() const = 0;  // "standalone", "allreduce", "ps-sync", ...
+  virtual TrainingMode mode() const = 0;
   virtual int rank() const = 0;
   virtual int worldSize() const = 0;
   virtual int serverCount() const { return 0; }
@@ -120,7 +121,7 @@ AgreedStep averageMicroBatches(torch::nn::Module& model, const LocalStep& local)
 // Averages accumulated micro-batch gradients; no communication.
 class StandaloneStrategy final : public Strategy {
  public:
-  std::string mode() const override { return "standalone"; }
+  TrainingMode mode() const override { return TrainingMode::kStandalone; }
   int rank() const override { return 0; }
   int worldSize() const override { return 1; }
   void initialize(torch::nn::Module&, const nlohmann::json&, const StepPlan&) override {}

@@ -298,7 +298,7 @@ nlohmann::json Trainer::run() {
   const int64_t param_count = models::countParameters(*model);
   TANDEM_LOG_INFO("training {} ({} parameters) on {} ({} samples), {} mode, {} worker(s), {} steps of {} per worker, "
                   "on {} ({}), {} threads, BLAS {}",
-                  c.model, param_count, c.dataset.name, splits.train->size(), strategy_->mode(),
+                  c.model, param_count, c.dataset.name, splits.train->size(), modeName(strategy_->mode()),
                   strategy_->worldSize(), total_steps - start_step, c.batch_size, device.device.str(), device.reason,
                   threads, blas.library);
 
@@ -536,7 +536,7 @@ nlohmann::json Trainer::run() {
       {"model", c.model},
       {"parameters", param_count},
       {"dataset", c.dataset.name},
-      {"mode", strategy_->mode()},
+      {"mode", std::string(modeName(strategy_->mode()))},
       {"workers", world},
       {"rank", strategy_->rank()},
       {"accumulate", accumulate},

@@ -54,7 +54,7 @@ if part == "allreduce":
 else:
     rel = relative(load("ps-adam"), load("plain-adam"))
     assert rel < 1e-6, f"1 PS-sync worker vs a plain PyTorch Adam loop: relative difference {rel:.2e}"
-    for mode in ("ps-async", "ssp"):
+    for mode in ("ps-async", "ps-ssp"):
         log = open(f"{work}/{mode}.log").read()
         losses = [float(v) for v in re.findall(r"\[worker 0\] step \d+ loss ([0-9.]+)", log)]
         assert len(losses) == 5 and losses[-1] < 0.5 * losses[0], f"{mode}: worker 0's loss did not fall: {losses}"
@@ -95,7 +95,7 @@ ps)
   "$BUILD_DIR/tandem" launch --ps 1 --workers 1 -- "$PY" "$SCRIPT" --out "$WORK/ps-adam" --mode ps-sync \
     --optimizer adam --lr-drop 10
   "$PY" "$SCRIPT" --out "$WORK/plain-adam" --plain --optimizer adam --lr-drop 10
-  for mode in ps-async ssp; do
+  for mode in ps-async ps-ssp; do
     "$BUILD_DIR/tandem" launch --ps 1 --workers 2 -- "$PY" "$SCRIPT" --out "$WORK/$mode" --mode $mode --steps 40 \
       > "$WORK/$mode.log" 2>&1 || { echo "FAIL: $mode"; cat "$WORK/$mode.log"; exit 1; }
   done

@@ -17,7 +17,7 @@ namespace tandem::testing {
 
 inline train::OptimizerConfig configFor(const std::string& name, double momentum, bool nesterov, double weight_decay) {
   train::OptimizerConfig c;
-  static_cast<ps::OptimizerSettings&>(c) = ps::optimizerDefaults(name);
+  static_cast<optim::OptimizerSettings&>(c) = optim::optimizerDefaults(name);
   c.name = name;
   c.momentum = momentum;
   c.nesterov = nesterov;

@@ -27,7 +27,8 @@
 #include "net/frame.hpp"
 #include "net/request_client.hpp"
 #include "ps/key_layout.hpp"
-#include "ps/optimizer_kernels.hpp"
+#include "optim/kernels.hpp"
+#include "ps/messages.hpp"
 #include "ps/protocol.hpp"
 #include "ps/server.hpp"
 
@@ -155,7 +156,7 @@ class Peer {
       if (!net::waitReadable(socket_, deadline.remaining())) continue;
       const size_t total = net::receiveParts(socket_, parts, 2);
       if (total == 0) continue;
-      Frame f = net::decodeFrame(parts, total, net::kMaxPayloadBytes, "the server");
+      Frame f = net::decodeFrame(parts, total, net::kMaxPayloadBytes, "the server", ps::kMessages);
       const uint64_t id = f.header.request_id;
       if (stash_.count(id)) throw std::runtime_error("two replies to request " + std::to_string(id));
       stash_.emplace(id, std::move(f));
@@ -178,11 +179,11 @@ inline std::vector<float> floatsOf(const Frame& f) {
 }
 
 inline void expectOk(const Frame& f) {
-  EXPECT_EQ(f.header.type, MessageType::kOk) << "reply: " << net::messageTypeName(f.header.type) << " " << f.text();
+  EXPECT_EQ(f.header.type, MessageType::kOk) << "reply: " << ps::kMessages.nameOf(f.header.type) << " " << f.text();
 }
 
 inline void expectError(const Frame& f, const std::string& phrase) {
-  EXPECT_EQ(f.header.type, MessageType::kError) << net::messageTypeName(f.header.type);
+  EXPECT_EQ(f.header.type, MessageType::kError) << ps::kMessages.nameOf(f.header.type);
   EXPECT_NE(f.text().find(phrase), std::string_view::npos) << "'" << f.text() << "' lacks '" << phrase << "'";
 }
 
@@ -196,12 +197,12 @@ inline void expectBitEqual(const std::vector<float>& got, const std::vector<floa
 
 // A worker's goodbye, then its hang-up, as PsStrategy::finish does.
 inline void sayGoodbye(Peer& worker) {
-  expectOk(worker.request({.type = MessageType::kPsDone}));
+  expectOk(worker.request({.type = ps::msg::kDone}));
   worker.hangUp();
 }
 
 inline StepAgreement agreementOf(const Frame& f) {
-  EXPECT_EQ(f.header.type, MessageType::kPsAgreement) << net::messageTypeName(f.header.type) << " " << f.text();
+  EXPECT_EQ(f.header.type, ps::msg::kAgreement) << ps::kMessages.nameOf(f.header.type) << " " << f.text();
   return decodeStepAgreement(f.bytes(), "the server");
 }
 
@@ -210,14 +211,14 @@ inline FrameHeader header(MessageType type, uint64_t key = 0, uint32_t clock = 0
 }
 
 inline uint64_t push(Peer& p, uint64_t key, uint32_t step, const std::vector<float>& grad) {
-  return p.send(header(MessageType::kPsPush, key, step), grad);
+  return p.send(header(ps::msg::kPush, key, step), grad);
 }
-inline uint64_t pull(Peer& p, uint64_t key, uint32_t clock) { return p.send(header(MessageType::kPsPull, key, clock)); }
+inline uint64_t pull(Peer& p, uint64_t key, uint32_t clock) { return p.send(header(ps::msg::kPull, key, clock)); }
 inline uint64_t reportClock(Peer& p, uint32_t step, const StepReport& report) {
-  return p.send({.type = MessageType::kPsClock, .clock = step}, encode(report));
+  return p.send({.type = ps::msg::kClock, .clock = step}, encode(report));
 }
 inline Frame hello(Peer& p, uint32_t worker, uint64_t fingerprint = kFingerprint, uint64_t generation = 0) {
-  return p.request({.type = MessageType::kPsHello}, encode(Hello{worker, fingerprint, generation}));
+  return p.request({.type = ps::msg::kHello}, encode(Hello{worker, fingerprint, generation}));
 }
 
 // Deterministic, non-round values so that the order of float operations shows.
@@ -227,7 +228,7 @@ inline std::vector<float> pattern(int64_t n, float scale, float offset) {
   return v;
 }
 
-inline ServerConfig makeConfig(Mode mode, int workers, std::vector<ChunkRange> chunks) {
+inline ServerConfig makeConfig(TrainingMode mode, int workers, std::vector<ChunkRange> chunks) {
   ServerConfig c;
   c.mode = mode;
   c.workers = workers;
@@ -240,7 +241,7 @@ inline ServerConfig makeConfig(Mode mode, int workers, std::vector<ChunkRange> c
 
 // What the chief sends each server of `layout`: its chunks, `mode` among
 // `workers`, SGD at 0.5, and the layout's fingerprint.
-inline std::vector<ServerConfig> configsFor(const KeyLayout& layout, Mode mode, WireDtype wire, int workers,
+inline std::vector<ServerConfig> configsFor(const KeyLayout& layout, TrainingMode mode, WireDtype wire, int workers,
                                             uint64_t total_steps) {
   std::vector<ServerConfig> out;
   for (size_t i = 0; i < layout.server_floats.size(); ++i) {
@@ -268,14 +269,14 @@ class PsServer : public ::testing::Test {
   }
 
   void init() {
-    net::RequestClient chief(context_, server_->endpoint(), "ps 0");
+    net::RequestClient chief(context_, server_->endpoint(), "ps 0", ps::kMessages);
     const std::string json = toJson(config_).dump();
-    auto reply = chief.request({.type = MessageType::kPsInit}, net::copyPayload(json), Deadline::after(kReplyBudget));
+    auto reply = chief.request({.type = ps::msg::kInit}, net::copyPayload(json), Deadline::after(kReplyBudget));
     ASSERT_TRUE(reply.has_value()) << "no reply to ps-init";
     expectOk(*reply);
     for (const auto& r : config_.chunks) {
       const auto values = initial(r);
-      reply = chief.request(header(MessageType::kPsSet, r.key), net::copyPayload(values.data(), values.size() * 4),
+      reply = chief.request(header(ps::msg::kSet, r.key), net::copyPayload(values.data(), values.size() * 4),
                             Deadline::after(kReplyBudget));
       ASSERT_TRUE(reply.has_value()) << "no reply to ps-set " << r.key;
       expectOk(*reply);

@@ -14,7 +14,7 @@ by changing ``import horovod.torch as hvd`` to ``import tandem.torch as hvd``.
 Run it under ``tandem launch --workers N -- python train.py`` (or torchrun,
 mpirun, srun). Gradients are reduced in buckets by the same C++ code as
 ``tandem train``, overlapped with backward. With ``mode="ps-sync"``,
-``"ps-async"`` or ``"ssp"`` and ``tandem launch --ps K``, parameter servers
+``"ps-async"`` or ``"ps-ssp"`` and ``tandem launch --ps K``, parameter servers
 run the optimizer instead. docs/python.md lists what differs from Horovod.
 """
 import atexit

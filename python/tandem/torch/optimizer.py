@@ -10,7 +10,7 @@ from tandem import _C
 from tandem.torch.compression import Compression, wire_dtype_of
 from tandem.torch.ops import Average, Sum, broadcast_object, global_process_set, _check_process_set, _OPS
 
-_MODES = ("allreduce", "ps-sync", "ps-async", "ssp")
+_MODES = ("allreduce", "ps-sync", "ps-async", "ps-ssp")
 _live_servers = weakref.WeakSet()  # PS-mode optimizers to finish at shutdown
 
 
@@ -187,7 +187,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     ``bucket_mb`` their size (a Tandem extension). Sparse gradients are
     reduced dense (sparse_as_dense), and .grad is dense after the exchange.
 
-    mode="ps-sync", "ps-async" or "ssp" (a Tandem extension, run under
+    mode="ps-sync", "ps-async" or "ps-ssp" (a Tandem extension, run under
     ``tandem launch --ps K``): each chunk of gradients is pushed to its
     parameter server from backward hooks; the servers run the optimizer
     (SGD, Adam, AdamW or RMSprop with this optimizer's settings, at the
@@ -200,8 +200,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     _check_process_set(process_set, "DistributedOptimizer")
     if mode not in _MODES:
         raise ValueError(f"DistributedOptimizer: mode must be one of {', '.join(_MODES)}, got {mode!r}")
-    if staleness is not None and mode != "ssp":
-        raise ValueError(f"DistributedOptimizer: staleness applies to mode='ssp', not {mode!r}")
+    if staleness is not None and mode != "ps-ssp":
+        raise ValueError(f"DistributedOptimizer: staleness applies to mode='ps-ssp', not {mode!r}")
     if op not in (Average, Sum):
         raise ValueError(f"DistributedOptimizer: op must be Average or Sum, got {_OPS.get(op, op)}"
                          + (" (Adasum is not supported by Tandem)" if _OPS.get(op) == "Adasum" else ""))

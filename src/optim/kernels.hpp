@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace tandem::ps {
+namespace tandem::optim {
 
 struct SgdSettings {
   double lr = 0.01;
@@ -96,4 +96,4 @@ void applyOptimizer(const OptimizerSettings& s, double lr, std::span<float> para
 // sum[i] += addend[i]: how a sync server adds up the workers' shares.
 void addInto(std::span<float> sum, std::span<const float> addend);
 
-}  // namespace tandem::ps
+}  // namespace tandem::optim

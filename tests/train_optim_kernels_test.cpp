@@ -1,4 +1,4 @@
-// The parameter server's float-span optimizers against torch::optim: the
+// The float-span optimizer kernels (every mode's update) against torch::optim: the
 // same updates, step after step, on the same data.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "ps/optimizer_kernels.hpp"
+#include "optim/kernels.hpp"
 
-namespace tandem::ps {
+namespace tandem::optim {
 namespace {
 
 std::span<float> spanOf(torch::Tensor& t) { return {t.data_ptr<float>(), static_cast<size_t>(t.numel())}; }
@@ -139,4 +139,4 @@ TEST(PsKernels, MismatchedLengthsAreRefused) {
 }
 
 }  // namespace
-}  // namespace tandem::ps
+}  // namespace tandem::optim

@@ -1,4 +1,4 @@
-#include "ps/optimizer_kernels.hpp"
+#include "optim/kernels.hpp"
 
 #include <cmath>
 
@@ -27,7 +27,7 @@
 #define TANDEM_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 
-namespace tandem::ps {
+namespace tandem::optim {
 
 namespace {
 void requireSameLength(size_t a, size_t b, const char* what) { enforceEq(a, b, what); }
@@ -248,4 +248,4 @@ void addInto(std::span<float> sum, std::span<const float> addend) {
   for (size_t i = 0; i < sum.size(); ++i) s[i] += a[i];
 }
 
-}  // namespace tandem::ps
+}  // namespace tandem::optim
