@@ -2,6 +2,12 @@
 // How replicas agree on the update. The trainer calls these at fixed points
 // of a step; Standalone only averages accumulated micro-batches, AllReduce
 // and ParameterServer move gradients and parameters.
+//
+// Threads: every call below comes from the training thread. What runs on
+// autograd's thread, during backward, is a strategy's own gradient hooks
+// (GradientBuckets for all-reduce, GradientCapture for the servers): they
+// hand a finished bucket or chunk to a communication thread (a PS push is
+// rounded for a 16-bit wire first) and never call back into the trainer.
 #include <nlohmann/json.hpp>
 
 #include <cstdint>

@@ -1,0 +1,508 @@
+#include "train/training_run.hpp"
+
+#include <sys/resource.h>
+
+#include <fmt/format.h>
+
+#include <exception>
+#include <fstream>
+#include <thread>
+
+#include "cluster/job_start.hpp"
+#include "core/error.hpp"
+#include "core/logging.hpp"
+#include "train/checkpoint.hpp"
+#include "train/fused_step.hpp"
+#include "train/mixed_precision.hpp"
+#include "train/model_for_dataset.hpp"
+#include "train/optimizer.hpp"
+#include "train/run_directory.hpp"
+
+namespace tandem::train {
+namespace fs = std::filesystem;
+
+namespace {
+
+int64_t minorFaults() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
+}
+
+struct RunDirectoryPlan {
+  std::string resume_from;  // "" for a fresh start
+  bool automatic = false;   // found in --out rather than given with --resume
+};
+
+// What --out holds decides where this run starts: --overwrite clears it,
+// the same run continues from its newest checkpoint, another run is refused.
+// Every worker decides alike from the same directory; only worker 0 writes.
+RunDirectoryPlan planRunDirectory(const TrainConfig& c, bool chief) {
+  const fs::path out(c.out_dir);
+  if (c.overwrite) {
+    // Servers clear their own ps/ps-N, which they may be writing already.
+    if (chief) clearRunDirectory(out, "ps");
+    return {c.resume_from, false};
+  }
+  const bool explicit_resume = !c.resume_from.empty();
+  auto refuse = [&](const FieldDifference& d) {
+    throw InputError(fmt::format("--out {}: holds a different run: {} differs: stored {}, this run {}; pass "
+                                 "--overwrite to replace it, or choose another --out",
+                                 c.out_dir, d.field, d.stored, d.current));
+  };
+  std::error_code ec;
+  if (!explicit_resume) {
+    if (auto latest = latestCheckpoint(out)) {
+      const LoadedCheckpoint checkpoint(*latest);
+      if (auto d = firstTrajectoryDifference(checkpoint.meta().config, toJson(c), false)) refuse(*d);
+      return {latest->string(), true};
+    }
+  }
+  if (fs::exists(runRecordPath(out), ec)) {
+    nlohmann::json stored;
+    try {
+      stored = nlohmann::json::parse(std::ifstream(runRecordPath(out)));
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(fmt::format("{}: not a run record ({}); pass --overwrite to replace the run directory",
+                                   runRecordPath(out).string(), e.what()));
+    }
+    if (auto d = firstTrajectoryDifference(stored, toJson(c), explicit_resume)) refuse(*d);
+  }
+  return {c.resume_from, false};
+}
+
+bool crossed(int64_t before, int64_t after, int64_t every) { return every > 0 && before / every != after / every; }
+
+// Page faults from the end of the second step: the first maps the optimizer
+// state and the allocator's pools, and the second may map a second
+// generation of gradients while the first is still held (0 to 16k faults on
+// the MLP, by timing). Neither says anything about a step.
+constexpr int64_t kWarmupSteps = 2;
+
+}  // namespace
+
+TrainingRun::TrainingRun(const TrainConfig& config, Strategy& strategy, const std::atomic<bool>* stop,
+                         const TrainerParts& parts)
+    : c_(config), strategy_(strategy), stop_(stop), uncaught_at_start_(std::uncaught_exceptions()) {
+  const TrainConfig& c = c_;
+  threads_ = c.threads > 0 ? c.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // Emulated compute computes next to nothing, and idle OpenMP threads spin:
+  // 2 threads cost 95 ms of CPU per resnet110 step, 1 thread 6 ms.
+  if (!c.emulate_compute.empty()) threads_ = 1;
+  torch::set_num_threads(threads_);
+
+  // Before anything runs on a GPU: cuBLAS reads its workspace setting when
+  // it makes its first handle.
+  if (c.deterministic) requireDeterministicKernels();
+  runtime_ = runtimeInfo();
+  blas_ = checkBlas(runtime_);
+  if (auto advice = blasAdvice(blas_); !advice.empty()) TANDEM_LOG_WARN("{}", advice);
+
+  splits_ = parts.data ? *parts.data : data::openDataset(c.dataset);
+  torch::manual_seed(static_cast<uint64_t>(c.seed));
+  model_ = parts.model ? parts.model : createModelFor(c, *splits_.train);
+  loss_fn_ = parts.loss ? parts.loss : lossFunction(c.loss);
+  if (!c.emulate_compute.empty()) {
+    const auto shape = splits_.train->shape();
+    emulated_ = std::make_unique<EmulatedCompute>(*model_, loadComputeProfile(c.emulate_compute),
+                                                  std::vector<int64_t>{shape.channels, shape.height, shape.width});
+  }
+  model_->train();
+  placement_ = placeRun(c, *model_, parts.model != nullptr, emulated_ != nullptr, strategy_.mode(),
+                        strategy_.appliesUpdate());
+
+  // The sampler counts micro-batches; an update consumes `accumulate` of them.
+  world_ = strategy_.worldSize();
+  sampler_.emplace(splits_.train->size(), c.batch_size, strategy_.rank(), world_, c.seed);
+  if (sampler_->stepsPerEpoch() < c.accumulate) {
+    throw InputError(fmt::format("--accumulate: {} micro-batches per update exceed the {} an epoch holds",
+                                 c.accumulate, sampler_->stepsPerEpoch()));
+  }
+  // Async PS: every worker's step is one of the job's global steps, so an
+  // epoch (each worker's slice of every global batch) is `world` of them.
+  shared_steps_ = strategy_.sharesSteps();
+  steps_per_epoch_ = sampler_->stepsPerEpoch() / c.accumulate * (shared_steps_ ? world_ : 1);
+  total_steps_ = c.max_steps > 0 ? c.max_steps : c.epochs * steps_per_epoch_;
+  optimizer_ = makeOptimizer(c.optimizer, model_->parameters());
+  // Linear scaling counts the samples one update averages over.
+  const int averaged_workers = strategy_.averagesWorkers() ? world_ : 1;
+  schedule_.emplace(c.optimizer, c.lr, steps_per_epoch_, total_steps_,
+                    static_cast<double>(averaged_workers * c.accumulate));
+
+  // Worker 0 owns the run directory; the others keep their own metrics
+  // beside it, so a straggler's breakdown can be read after the run.
+  chief_ = strategy_.rank() == 0;
+  out_dir_ = c.out_dir;
+  const RunDirectoryPlan plan = planRunDirectory(c, chief_);
+  resume_from_ = plan.resume_from;
+  resume_automatic_ = plan.automatic;
+  if (!resume_from_.empty()) {
+    LoadedCheckpoint checkpoint(resume_from_);
+    checkResumeCompatible(c, trainConfigFromJson(checkpoint.meta().config), resume_from_);
+    checkpoint.restore(*model_, optimizer_.get(), /*restore_rng=*/true);
+    start_step_ = checkpoint.meta().global_step;
+    if (start_step_ >= total_steps_) {
+      if (resume_automatic_) {
+        TANDEM_LOG_INFO("{} already holds this run at step {} of {}: nothing to do (raise --max-steps or --epochs "
+                        "to train on, or pass --overwrite to start again)",
+                        c.out_dir, start_step_, total_steps_);
+        nothing_to_do_ = true;
+      } else {
+        throw InputError(fmt::format("checkpoint {} is at step {}, at or past this run's {} steps: nothing to do",
+                                     resume_from_, start_step_, total_steps_));
+      }
+    }
+    if (!nothing_to_do_) TANDEM_LOG_INFO("resumed from {} at step {}", resume_from_, start_step_);
+  }
+  // Restored on the CPU, then moved: the optimizer's parameters keep their identity.
+  const torch::Device& device = placement_.device.device;
+  if (!device.is_cpu()) {
+    model_->to(device);
+    if (!resume_from_.empty()) moveOptimizerState(*optimizer_, device);
+  }
+  if (c.channels_last) toChannelsLast(*model_);
+  if (chief_) {
+    // Checkpoints past the restart point belong to an abandoned trajectory.
+    pruneCheckpoints(out_dir_, start_step_, 0);
+    if (!resume_automatic_) {
+      std::error_code ec;
+      if (fs::path(resume_from_).lexically_normal() != (out_dir_ / "checkpoint.ckpt").lexically_normal()) {
+        fs::remove(out_dir_ / "checkpoint.ckpt", ec);
+      }
+      fs::remove(out_dir_ / "checkpoints" / "latest", ec);
+    }
+    fs::create_directories(out_dir_);
+    obs::writeFileAtomically(runRecordPath(out_dir_), toJson(c).dump(2) + "\n");
+  }
+}
+
+TrainingRun::~TrainingRun() {
+  // A failing worker still tells its launcher the last step it finished
+  // (launch --max-restarts counts the updates a restart loses from it).
+  if (progress_ && std::uncaught_exceptions() > uncaught_at_start_) progress_->flushRecord();
+  if (gated_) model_->setParameterGate(nullptr);
+}
+
+void TrainingRun::join() {
+  strategy_.initialize(*model_, runFingerprint(c_, *model_, splits_.train->size(), start_step_, world_),
+                       {steps_per_epoch_, total_steps_, start_step_, optimizer_.get()});
+  strategy_.allowGatedParameters();  // every read below awaits them first
+  cluster::jobStart().training = true;  // startup is over: a failure from here on may restart in place
+  // A built-in model's stages each wait for their own parameters.
+  model_->setParameterGate([this](size_t count) { strategy_.awaitParameters(count); });
+  gated_ = true;
+}
+
+nlohmann::json TrainingRun::summaryOfFinishedRun() {
+  // Still joined and said done, so that peers and servers end at once too.
+  strategy_.finish();
+  const int rank = strategy_.rank();
+  std::error_code ec;
+  if (rank == 0 && fs::exists(out_dir_ / "summary.json", ec)) {
+    try {
+      auto summary = nlohmann::json::parse(std::ifstream(out_dir_ / "summary.json"));
+      summary["interrupted"] = false;
+      return summary;
+    } catch (const nlohmann::json::exception&) {
+      // fall through to the minimal summary
+    }
+  }
+  return {{"rank", rank}, {"steps", start_step_}, {"planned_steps", total_steps_}, {"interrupted", false},
+          {"trained_steps", 0}};
+}
+
+void TrainingRun::openInputAndLogs() {
+  const TrainConfig& c = c_;
+  const int rank = strategy_.rank();
+  const fs::path run_dir = chief_ ? out_dir_ : out_dir_ / "workers" / fmt::format("worker-{}", rank);
+  if (c.timeline) {
+    timeline_.emplace(run_dir / fmt::format("timeline-worker-{}.json", rank), fmt::format("worker {}", rank), rank);
+  }
+  writer_.emplace(run_dir);
+  if (start_step_ > 0) writer_->append({{"type", "resume"}, {"step", start_step_}, {"checkpoint", resume_from_}});
+  param_count_ = models::countParameters(*model_);
+  const TrainingDevice& device = placement_.device;
+  TANDEM_LOG_INFO("training {} ({} parameters) on {} ({} samples), {} mode, {} worker(s), {} steps of {} per worker, "
+                  "on {} ({}), {} threads, BLAS {}",
+                  c.model, param_count_, c.dataset.name, splits_.train->size(), modeName(strategy_.mode()), world_,
+                  total_steps_ - start_step_, c.batch_size, device.device.str(), device.reason, threads_,
+                  blas_.library);
+
+  // This worker's own steps index its data: with shared steps it starts at
+  // its share of the job's and may, at most, do all that remain.
+  // A replacement in a running elastic job reads on where its predecessor
+  // stopped, in the same shard.
+  const auto takeover = strategy_.takeover();
+  const int64_t data_start = takeover ? takeover->job_start_step : start_step_;
+  local_ = shared_steps_ ? data_start / world_ : data_start;
+  if (takeover) local_ += takeover->clock - takeover->job_start_step;
+  local_end_ = local_ + std::max<int64_t>(0, total_steps_ - start_step_);
+  // On a machine whose cores the compute threads already fill, a prefetch
+  // thread preempts one of them and the whole OpenMP team waits for it: the
+  // cnn ran 4-14% slower with one (docs/results.md).
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // On a GPU the cores only build batches: one thread does it ahead.
+  const bool on_gpu = device.device.is_cuda();
+  const int prefetch_threads =
+      c.prefetch_threads >= 0 ? c.prefetch_threads
+                              : (!on_gpu && threads_ * std::max(1, c.local_processes) >= cores ? 0 : 1);
+  data::PrefetchOptions prefetch_options{prefetch_threads, c.prefetch_depth, c.seed};
+  prefetch_options.pin_memory = on_gpu;
+  prefetcher_ = std::make_unique<data::Prefetcher>(splits_.train, *sampler_, local_ * c.accumulate,
+                                                   local_end_ * c.accumulate, prefetch_options);
+  feeder_ = std::make_unique<DeviceFeeder>([this] { return prefetcher_->next(); },
+                                           (local_end_ - local_) * c.accumulate,
+                                           on_gpu ? makeStreamCopier(device.device) : nullptr);
+  progress_.emplace(start_step_, total_steps_, c.progress);
+  global_batch_ = c.batch_size * world_ * c.accumulate;
+  samples_per_job_step_ = shared_steps_ ? c.batch_size * c.accumulate : global_batch_;
+  parameters_ = model_->parameters();
+  done_ = takeover && !shared_steps_ ? takeover->clock : start_step_;
+  loop_watch_ = Stopwatch();
+}
+
+bool TrainingRun::stepsLeft() const {
+  return local_ < local_end_ && done_ < total_steps_ && !stop_agreed_ && !budget_spent_;
+}
+
+void TrainingRun::evaluateAt(int64_t done_steps) {
+  if (emulated_) return;  // no real forward to evaluate
+  strategy_.awaitParameters();
+  last_eval_ = evaluate(*model_, *splits_.test, c_.eval_batch_size, loss_fn_);
+  writer_->append({{"type", "eval"}, {"step", done_steps}, {"epoch", done_steps / steps_per_epoch_},
+                   {"test_accuracy", last_eval_.accuracy}, {"test_loss", last_eval_.loss}});
+  progress_->message(fmt::format("eval at step {}: test accuracy {:.4f}, test loss {:.4f}", done_steps,
+                                 last_eval_.accuracy, last_eval_.loss));
+}
+
+// A periodic checkpoint goes to checkpoints/step-N.ckpt, the final one to
+// checkpoint.ckpt. N is the step the state is of: with async parameter
+// servers a snapshot may include steps others made since `done_steps`.
+void TrainingRun::saveAt(bool periodic, int64_t done_steps) {
+  const int64_t step = strategy_.prepareCheckpoint(*optimizer_).value_or(done_steps);
+  const fs::path path =
+      periodic ? out_dir_ / "checkpoints" / fmt::format("step-{}.ckpt", step) : out_dir_ / "checkpoint.ckpt";
+  saveCheckpoint(path, {toJson(c_), step, step / steps_per_epoch_, modelFingerprint(*model_)}, *model_,
+                 optimizer_.get());
+  recordLatest(out_dir_, path);
+  if (periodic) pruneCheckpoints(out_dir_, step, c_.keep_checkpoints);
+  last_checkpoint_at_ = train_seconds_;
+}
+
+void TrainingRun::step() {
+  const TrainConfig& c = c_;
+  const torch::Device& device = placement_.device.device;
+  const Amp amp = placement_.amp;
+  // Parameters awaited between steps (an evaluation, a checkpoint) are not
+  // this step's.
+  strategy_.takeParameterWaits();
+  Stopwatch step_watch;
+  Stopwatch phase;
+  const int64_t step_start_us = obs::Timeline::nowUs();
+  int64_t mark_us = step_start_us;
+  auto spanTo = [&](const char* name, nlohmann::json args = nullptr) {
+    if (!timeline_) return;
+    const int64_t now = obs::Timeline::nowUs();
+    timeline_->span(name, obs::Lane::kLoop, mark_us, now, std::move(args));
+    mark_us = now;
+  };
+  const double lr = schedule_->at(done_);
+  setLearningRate(*optimizer_, lr);
+  // Unset, not zeroed: backward then hands over fresh gradient tensors
+  // instead of adding into buffers a strategy may still be reading.
+  for (auto& p : parameters_) p.mutable_grad().reset();
+
+  LocalStep step_input;
+  step_input.micro_steps = static_cast<int>(c.accumulate);
+  for (int micro = 0; micro < step_input.micro_steps; ++micro) {
+    data::Batch batch = feeder_->next();
+    breakdown_.add(obs::Phase::kInputWait, phase.lap());
+    spanTo("input wait");
+    // Priority scheduling: an emulated layer or a built-in model's stage
+    // waits for its own weights; a TorchScript forward for all of them.
+    torch::Tensor loss;
+    if (emulated_) {
+      loss = emulated_->forward([&](size_t count) { strategy_.awaitParameters(count); });
+    } else {
+      if (!model_->gatesStages()) strategy_.awaitParameters();
+      if (c.channels_last) batch.inputs = batch.inputs.contiguous(at::MemoryFormat::ChannelsLast);
+      AutocastScope autocast(device, amp);
+      loss = loss_fn_(model_->forward(batch.inputs), batch.targets);
+    }
+    step_input.loss_sum += loss.item<double>();
+    step_input.stop_requested = stopRequested();
+    strategy_.beforeBackward(step_input, micro);
+    if (amp == Amp::kFp16) {
+      (loss * loss_scale_.scale()).backward();
+    } else {
+      loss.backward();
+    }
+    if (c.debug_step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(c.debug_step_delay_ms));
+    // Waiting for the last step's parameters is communication, not compute.
+    const SyncTimes awaited = strategy_.takeParameterWaits();
+    breakdown_.add(obs::Phase::kForwardBackward, std::max(0.0, phase.lap() - awaited.exposed_comm - awaited.update));
+    breakdown_.add(obs::Phase::kExposedComm, awaited.exposed_comm);
+    breakdown_.add(obs::Phase::kUpdate, awaited.update);
+    spanTo(emulated_ ? "forward+backward (emulated)" : "forward+backward",
+           {{"awaited_parameters_ms", awaited.exposed_comm * 1e3}});
+  }
+
+  AgreedStep agreed = strategy_.synchronizeGradients(*model_, step_input);
+  spanTo("synchronize", {{"exposed_comm_ms", agreed.times.exposed_comm * 1e3},
+                         {"wait_workers_ms", agreed.times.wait_workers * 1e3}});
+  breakdown_.add(obs::Phase::kExposedComm, agreed.times.exposed_comm);
+  breakdown_.add(obs::Phase::kWaitWorkers, agreed.times.wait_workers);
+  phase.lap();
+  if (strategy_.appliesUpdate()) {
+    breakdown_.add(obs::Phase::kUpdate, agreed.times.update);
+  } else {
+    // fp16: every worker checks the same averaged gradients, so all of
+    // them skip an overflowing step together.
+    const bool apply = amp != Amp::kFp16 || loss_scale_.update(unscaleGradients(parameters_, loss_scale_.scale()));
+    if (apply) fusedOptimizerStep(*optimizer_, c.optimizer, lr);
+    breakdown_.add(obs::Phase::kUpdate, phase.lap());
+  }
+  spanTo("update");
+  breakdown_.endStep();
+  const int64_t before = done_;
+  done_ = agreed.global_step >= 0 ? agreed.global_step : done_ + 1;
+  cluster::jobStart().finished_steps = done_;  // how far a failed start got (train --restart-wait)
+  if (++local_steps_ == kWarmupSteps) faults_after_warmup_ = minorFaults();
+  budget_spent_ = shared_steps_ && agreed.finished;
+  if (timeline_) timeline_->span(fmt::format("step {}", done_), obs::Lane::kLoop, step_start_us, obs::Timeline::nowUs());
+  if (agreed.stop && done_ < total_steps_ && !budget_spent_) {
+    stop_agreed_ = true;
+    progress_->message(fmt::format("stop requested: ending after step {} with a checkpoint", done_));
+  }
+  if (!std::isfinite(agreed.loss)) {
+    throw Error(fmt::format("loss became {} at step {} (lr {}); lower --lr or check the data", agreed.loss, done_, lr));
+  }
+  afterStep(before, lr, agreed.loss, step_watch.elapsed());
+  ++local_;
+}
+
+void TrainingRun::afterStep(int64_t before, double lr, double step_loss, double step_seconds) {
+  const TrainConfig& c = c_;
+  interval_.loss_sum += step_loss;
+  ++interval_.steps;
+  interval_.global_steps += done_ - before;
+  const int64_t epoch = (done_ - 1) / steps_per_epoch_;
+  interval_.seconds += step_seconds;
+  train_seconds_ += step_seconds;
+  // The job's progress over this worker's time: with shared steps not its
+  // own rate times the worker count.
+  const double samples_per_sec =
+      interval_.seconds > 0 ? static_cast<double>(interval_.global_steps * samples_per_job_step_) / interval_.seconds
+                            : 0;
+  const double worker_samples_per_sec =
+      interval_.seconds > 0 ? static_cast<double>(interval_.steps * c.batch_size * c.accumulate) / interval_.seconds
+                            : 0;
+  const double interval_loss = interval_.loss_sum / static_cast<double>(interval_.steps);
+  const bool last = done_ >= total_steps_ || stop_agreed_ || budget_spent_;
+  if (crossed(before, done_, c.log_every_steps) || last) {
+    writer_->append({{"type", "train"}, {"step", done_}, {"worker_step", local_steps_}, {"epoch", epoch},
+                     {"loss", interval_loss}, {"lr", lr},
+                     {"samples_per_sec", samples_per_sec}, {"step_breakdown", breakdown_.toJson()}});
+    final_loss_ = interval_loss;
+    interval_ = IntervalStats{};
+  }
+  progress_->update({done_, epoch, interval_loss, samples_per_sec, lr, worker_samples_per_sec});
+
+  const bool eval_due = c.eval_every_steps > 0 ? crossed(before, done_, c.eval_every_steps)
+                                               : crossed(before, done_, steps_per_epoch_);
+  if (chief_ && eval_due && !last) evaluateAt(done_);
+  if (crossed(before, done_, c.distributed.verify_replicas_every)) strategy_.verifyReplicas(*model_, done_);
+  const bool step_due = crossed(before, done_, c.checkpoint_every_steps);
+  const bool time_due = c.checkpoint_secs > 0 && train_seconds_ - last_checkpoint_at_ >= c.checkpoint_secs;
+  if (chief_ && (step_due || time_due) && !last) saveAt(/*periodic=*/true, done_);
+}
+
+void TrainingRun::end() {
+  progress_->finish();
+  // The chief's checkpoint and evaluation must hold every worker's last
+  // update: with shared steps or bounded staleness others may still be
+  // finishing theirs.
+  end_step_ = done_;
+  if (chief_) end_step_ = strategy_.awaitJobEnd(done_);
+  loop_seconds_ = loop_watch_.elapsed();
+  steady_faults_ = minorFaults() - faults_after_warmup_;
+  // Saved first: with a 16-bit wire, preparing the checkpoint puts the
+  // servers' float32 values into the model, and the evaluation is of those.
+  if (chief_) saveAt(/*periodic=*/false, end_step_);
+  if (chief_ && !stop_agreed_) evaluateAt(end_step_);
+  // Last: parameter servers may leave once every worker has finished, and the
+  // chief's checkpoint still needs their optimizer state.
+  strategy_.finish();
+}
+
+nlohmann::json TrainingRun::summary() {
+  const TrainConfig& c = c_;
+  const int64_t trained_steps = end_step_ - start_step_;
+  const double job_seconds = shared_steps_ ? loop_seconds_ : train_seconds_;
+  const TrainingDevice& device = placement_.device;
+  nlohmann::json summary = {
+      {"model", c.model},
+      {"parameters", param_count_},
+      {"dataset", c.dataset.name},
+      {"mode", std::string(modeName(strategy_.mode()))},
+      {"workers", world_},
+      {"rank", strategy_.rank()},
+      {"accumulate", c.accumulate},
+      {"servers", strategy_.serverCount()},
+      {"batch_size_per_worker", c.batch_size},
+      {"global_batch_size", global_batch_},
+      {"steps", end_step_},
+      {"planned_steps", total_steps_},
+      {"interrupted", stop_agreed_},
+      {"trained_steps", trained_steps},
+      {"epochs", static_cast<double>(end_step_) / static_cast<double>(steps_per_epoch_)},
+      {"global_step", end_step_},
+      {"worker_steps", local_steps_},
+      // The job's samples per second; with shared steps over the training
+      // loop's wall time, since the global count includes others' steps.
+      {"samples_per_sec", job_seconds > 0 ? static_cast<double>(trained_steps * samples_per_job_step_) / job_seconds
+                                          : 0},
+      // The whole process's page faults per step of this worker after the
+      // warm-up: a step that maps and unmaps buffers of its own size shows
+      // here. null when no step followed the warm-up.
+      {"minor_faults_per_step",
+       local_steps_ > kWarmupSteps
+           ? nlohmann::json(static_cast<double>(steady_faults_) / static_cast<double>(local_steps_ - kWarmupSteps))
+           : nlohmann::json()},
+      {"worker_samples_per_sec",
+       train_seconds_ > 0 ? static_cast<double>(local_steps_ * c.batch_size * c.accumulate) / train_seconds_ : 0},
+      {"final_loss", final_loss_},
+      // Emulated compute has no real forward: nothing was evaluated.
+      {"test_accuracy", emulated_ ? nlohmann::json() : nlohmann::json(last_eval_.accuracy)},
+      {"test_loss", emulated_ ? nlohmann::json() : nlohmann::json(last_eval_.loss)},
+      {"emulated_compute", emulated_ ? nlohmann::json({{"profile", emulated_->profile().path},
+                                                       {"device", emulated_->profile().device},
+                                                       {"forward_ms", emulated_->profile().forward_ms},
+                                                       {"backward_ms", emulated_->profile().backward_ms}})
+                                     : nlohmann::json()},
+      {"train_seconds", train_seconds_},
+      {"wall_seconds", wall_.elapsed()},
+      {"step_breakdown", breakdown_.toJson()},
+      {"threads", threads_},
+      {"device", device.device.str()},
+      {"device_reason", device.reason},
+      {"amp", ampSummary(placement_.amp, loss_scale_)},
+      {"channels_last", c.channels_last},
+      {"deterministic", c.deterministic},
+      {"local_processes", c.local_processes},
+      {"seed", c.seed},
+      {"libtorch", runtime_.libtorch},
+      {"cuda", runtime_.cuda_build.empty() ? nlohmann::json(nullptr)
+                                           : nlohmann::json({{"build", runtime_.cuda_build},
+                                                             {"devices_visible", runtime_.cuda_devices},
+                                                             {"library", runtime_.cuda_library}})},
+      {"blas", blas_.library},
+      {"blas_sgemm_gflops", blas_.sgemm_gflops},
+      {"resumed_from", resume_from_.empty() ? nlohmann::json(nullptr) : nlohmann::json(resume_from_)},
+      {"strategy", strategy_.summary()},
+  };
+  writer_->writeSummary(summary);
+  return summary;
+}
+
+}  // namespace tandem::train

@@ -1,0 +1,145 @@
+#pragma once
+// One run of the training loop, in the order it happens (Trainer::run is
+// its outline): set up, join the cluster, open the input and the logs, step
+// until done, end, summarise. Each step: input, forward and backward (the
+// strategy's gradient hooks run on autograd's thread meanwhile), the
+// strategy's synchronisation, the update, then the cadences (log, eval,
+// replica check, checkpoint).
+#include <torch/torch.h>
+
+#include <atomic>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "core/clock.hpp"
+#include "data/dataset.hpp"
+#include "data/prefetcher.hpp"
+#include "data/sampler.hpp"
+#include "obs/metrics_writer.hpp"
+#include "obs/progress.hpp"
+#include "obs/step_breakdown.hpp"
+#include "obs/timeline.hpp"
+#include "train/blas_check.hpp"
+#include "train/config.hpp"
+#include "train/device_feeder.hpp"
+#include "train/emulated_compute.hpp"
+#include "train/evaluator.hpp"
+#include "train/loss.hpp"
+#include "train/loss_scale.hpp"
+#include "train/lr_schedule.hpp"
+#include "train/run_placement.hpp"
+#include "train/runtime_info.hpp"
+#include "train/strategy.hpp"
+#include "train/trainer.hpp"
+
+namespace tandem::train {
+
+class TrainingRun {
+ public:
+  // Sets up: threads, data, model, device, schedule and optimizer; restores
+  // the checkpoint to resume from and, on the chief, prepares the run
+  // directory. Throws InputError for what cannot run.
+  TrainingRun(const TrainConfig& config, Strategy& strategy, const std::atomic<bool>* stop,
+              const TrainerParts& parts);
+  // On an exception, still records the last finished step for the launcher.
+  ~TrainingRun();
+  TrainingRun(const TrainingRun&) = delete;
+  TrainingRun& operator=(const TrainingRun&) = delete;
+
+  // The cluster agrees on the run, and every replica starts from the same
+  // parameters and buffers.
+  void join();
+  // A rerun of a finished run: nothing to train. After join(), so that peers
+  // and servers are told and end at once too.
+  bool finishedBefore() const { return nothing_to_do_; }
+  nlohmann::json summaryOfFinishedRun();
+  // Prefetching from this worker's place in the data, metrics, progress.
+  void openInputAndLogs();
+  bool stepsLeft() const;
+  void step();
+  // The job's last update in, the final checkpoint and evaluation, peers
+  // released.
+  void end();
+  // Also written to summary.json.
+  nlohmann::json summary();
+
+ private:
+  void evaluateAt(int64_t done_steps);
+  void saveAt(bool periodic, int64_t done_steps);
+  bool stopRequested() const { return stop_ != nullptr && stop_->load(); }
+  // The step's cadences after its update: log, eval, replica check, checkpoint.
+  void afterStep(int64_t before, double lr, double step_loss, double step_seconds);
+
+  // Setup.
+  Stopwatch wall_;
+  const TrainConfig& c_;
+  Strategy& strategy_;
+  const std::atomic<bool>* stop_;
+  int threads_ = 1;
+  RuntimeInfo runtime_;
+  BlasReport blas_;
+  data::DatasetSplits splits_;
+  models::ModelPtr model_;
+  LossFunction loss_fn_;
+  std::unique_ptr<EmulatedCompute> emulated_;  // --emulate-compute: timed waits instead of forward and backward
+  RunPlacement placement_;
+  int world_ = 1;
+  std::optional<data::ShardSampler> sampler_;
+  bool shared_steps_ = false;  // async PS: each worker's step is one of the job's
+  int64_t steps_per_epoch_ = 1;
+  int64_t total_steps_ = 1;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::optional<LrSchedule> schedule_;
+  bool chief_ = false;
+  std::filesystem::path out_dir_;
+  std::string resume_from_;       // "" for a fresh start
+  bool resume_automatic_ = false;  // found in --out rather than given with --resume
+  int64_t start_step_ = 0;
+  bool nothing_to_do_ = false;
+  LossScale loss_scale_;  // fp16 only
+  bool gated_ = false;    // the model's stages wait for the strategy's parameters
+
+  // Input and logs (openInputAndLogs).
+  std::optional<obs::Timeline> timeline_;  // --timeline: written when the run ends
+  std::optional<obs::MetricsWriter> writer_;
+  int64_t param_count_ = 0;
+  int64_t local_ = 0, local_end_ = 0;  // this worker's own steps, which index its data
+  std::unique_ptr<data::Prefetcher> prefetcher_;
+  std::unique_ptr<DeviceFeeder> feeder_;  // reads prefetcher_: goes first
+  std::optional<obs::Progress> progress_;
+  int uncaught_at_start_ = 0;
+  obs::StepBreakdown breakdown_;
+  int64_t global_batch_ = 0;
+  int64_t samples_per_job_step_ = 0;  // with shared steps one worker's batch, else every worker's
+  std::vector<torch::Tensor> parameters_;
+
+  // Steps.
+  struct IntervalStats {  // between two log lines
+    double loss_sum = 0;
+    double seconds = 0;        // step time only: evaluation and checkpoints excluded
+    int64_t steps = 0;         // this worker's
+    int64_t global_steps = 0;  // the job's
+  };
+  IntervalStats interval_;
+  double train_seconds_ = 0;
+  double final_loss_ = 0;  // mean loss of the last logged interval
+  EvalResult last_eval_;
+  double last_checkpoint_at_ = 0;  // train_seconds_ at the last checkpoint
+  // The job's global step: the loop's own count, or what ps 0 reports when
+  // steps are shared. Cadences fire when it crosses them.
+  int64_t done_ = 0;
+  int64_t local_steps_ = 0;
+  bool stop_agreed_ = false;   // a stop request: every worker ends after this step
+  bool budget_spent_ = false;  // shared steps: ps 0 granted the last one
+  Stopwatch loop_watch_;
+  int64_t faults_after_warmup_ = 0;
+
+  // End.
+  int64_t end_step_ = 0;
+  double loop_seconds_ = 0;
+  int64_t steady_faults_ = 0;
+};
+
+}  // namespace tandem::train
