@@ -83,5 +83,18 @@ TEST(WorkerLiveness, AKilledStepperIsLostWhileTheOthersCarryOn) {
   EXPECT_FALSE(verdict.everyone_gone);
 }
 
+// A goodbye against a kill: worker 0 says goodbye at t0 + 2s, worker 1 was
+// killed at t0 and says nothing. The goodbye must not end the job while the
+// killed worker is still owed its timeout, and the job ends with it lost.
+TEST(WorkerLiveness, AGoodbyeBesideAKilledWorkerEndsTheJobOnlyOnceTheKilledOneIsLost) {
+  WorkerLiveness liveness(5s);
+  auto after_goodbye = liveness.check({finished(), stepper(t0)}, t0 + 2s);
+  EXPECT_TRUE(after_goodbye.lost.empty());
+  EXPECT_FALSE(after_goodbye.everyone_gone) << "the goodbye closed the server under a killed worker";
+  auto at_timeout = liveness.check({finished(), stepper(t0)}, t0 + 5s + 1ms);
+  EXPECT_EQ(at_timeout.lost, std::vector<int>{1});
+  EXPECT_TRUE(at_timeout.everyone_gone);
+}
+
 }  // namespace
 }  // namespace tandem::ps

@@ -25,27 +25,6 @@ constexpr int kMaxMessagesPerTurn = 64;  // then completions and timeouts get th
 }  // namespace
 
 using MessageType = net::MessageType;
-using detail::Refusal;
-
-size_t ParameterServer::Impl::chunkIndexFor(const net::FrameHeader& h) {
-  if (!config) throw Refusal{fmt::format("{} has not been initialised by the chief yet", name)};
-  if (h.key_end != h.key_begin + 1) {
-    throw Refusal{fmt::format("{} covers keys [{}, {}); requests name exactly one chunk",
-                              kMessages.nameOf(h.type), h.key_begin, h.key_end)};
-  }
-  auto it = chunk_index.find(h.key_begin);
-  if (it == chunk_index.end()) throw Refusal{fmt::format("unknown key {}: {} does not hold that chunk", h.key_begin, name)};
-  return it->second;
-}
-
-void ParameterServer::Impl::requireChunkPayload(const ChunkState& c, const net::Frame& f, WireDtype wire) {
-  const size_t expected = wirePayloadBytes(c, wire);
-  if (f.payload.size() != expected) {
-    throw Refusal{fmt::format("{} of chunk {} carries {} bytes; the chunk holds {} values ({} bytes as {})",
-                              kMessages.nameOf(f.header.type), c.key, f.payload.size(), c.length, expected,
-                              wireDtypeName(wire))};
-  }
-}
 
 int ParameterServer::Impl::workerOf(const std::string& routing, MessageType type) {
   const int w = workers.touch(routing, true);
@@ -61,10 +40,7 @@ void ParameterServer::Impl::onInit(const std::string& routing, net::Frame& f) {
     throw Refusal{e.what()};
   }
   // Checked before anything changes: a refused init leaves the server as it was.
-  std::unordered_map<uint64_t, size_t> index;
-  for (const auto& r : c.chunks) {
-    if (!index.emplace(r.key, index.size()).second) throw Refusal{fmt::format("ps-init lists chunk {} twice", r.key)};
-  }
+  ChunkStore::validate(c);
   if (config) {
     // Only the chief's next start after a failure, naming the start that
     // initialised this server, may begin again here (CURVE has proved it a
@@ -78,23 +54,17 @@ void ParameterServer::Impl::onInit(const std::string& routing, net::Frame& f) {
                     "step {}",
                     name, c.generation, c.replaces, c.start_step);
   }
-  chunks.clear();
-  chunk_index = std::move(index);
+  store.reset(c);
   heard_every_step.assign(static_cast<size_t>(c.workers), options.index == 0 ? 1 : 0);
-  liveness.emplace(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(c.peer_timeout_s)));
-  for (const auto& r : c.chunks) {
-    const std::vector<int> pushers = pushersOf(c, r.key);
-    for (int w : pushers) heard_every_step[static_cast<size_t>(w)] = 1;
-    initChunk(chunks.emplace_back(), r, c.optimizer, c.workers, pushers);
-    chunks.back().pushed_through.assign(static_cast<size_t>(c.workers), c.start_step);
+  for (const auto& chunk : store.chunks()) {
+    for (int w : chunk.pushers) heard_every_step[static_cast<size_t>(w)] = 1;
   }
+  liveness.emplace(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(c.peer_timeout_s)));
   workers.reset(c.workers);
-  departed.reset();
-  worker_lr.assign(static_cast<size_t>(c.workers), std::nullopt);
   clocks.emplace(c.mode, c.staleness, c.workers, c.start_step, c.total_steps);
-  const int64_t floats = totalFloats(chunks);
+  const int64_t floats = totalFloats(store.chunks());
   TANDEM_LOG_INFO("{}: {} mode, {} worker(s), {} chunk(s), {:.1f} MB, optimizer {}, {} apply thread(s), {} on the wire",
-                  name, modeName(c.mode), c.workers, chunks.size(), static_cast<double>(floats) * 4 / 1e6,
+                  name, modeName(c.mode), c.workers, store.chunks().size(), static_cast<double>(floats) * 4 / 1e6,
                   c.optimizer.name, apply_threads, wireDtypeName(c.wire));
   config = std::move(c);
   replyOk(routing, f.header.request_id);
@@ -102,22 +72,15 @@ void ParameterServer::Impl::onInit(const std::string& routing, net::Frame& f) {
 }
 
 void ParameterServer::Impl::onSet(const std::string& routing, net::Frame& f) {
-  ChunkState& c = chunkFor(f.header);
-  if (ready) throw Refusal{fmt::format("ps-set of chunk {} after training started", c.key)};
-  if (!loadChunk(c, f.payload.data(), f.payload.size())) requireChunkPayload(c, f, WireDtype::kFloat32);
-  refreshWireCopy(c, config->wire);
-  c.applied = f.header.clock;
-  c.received = f.header.clock;
-  c.initialized = true;
+  const size_t index = store.indexOf(f.header);
+  if (ready) throw Refusal{fmt::format("ps-set of chunk {} after training started", store.at(index).key)};
+  store.set(index, f);
   replyOk(routing, f.header.request_id);
   checkReady();
 }
 
 void ParameterServer::Impl::checkReady() {
-  if (ready || !config) return;
-  for (const auto& c : chunks) {
-    if (!c.initialized) return;
-  }
+  if (ready || !store.everyChunkSet()) return;
   ready = true;
   std::vector<WaitingHello> later;
   for (auto& waiting : waiting_hellos) {
@@ -232,8 +195,7 @@ zmq::message_t arenaMessage(std::shared_ptr<net::SharedArena> arena, std::span<s
 
 void ParameterServer::Impl::onPush(const std::string& routing, net::Frame& f) {
   const int w = workerOf(routing, f.header.type);
-  const size_t index = chunkIndexFor(f.header);
-  ChunkState& c = chunks[index];
+  const size_t index = store.indexOf(f.header);
   const bool shared = (f.header.flags & net::kFlagInArena) != 0;
   if (shared) {
     // The bytes stay in the worker's memory until the apply reads them: it
@@ -242,43 +204,21 @@ void ParameterServer::Impl::onPush(const std::string& routing, net::Frame& f) {
     const ArenaDestination named = namedArenaBytes(w, f, options.max_payload_bytes);
     f.payload = arenaMessage(named.arena, named.bytes);
   }
-  requireChunkPayload(c, f, config->wire);
+  store.requirePayload(index, f, config->wire);
   if (!ready) throw Refusal{"ps-push before every chunk was initialised"};
+  const size_t bytes = f.payload.size();
+  std::optional<ApplyJob> job = store.push(w, index, f.header.clock, std::move(f.payload), timelineNow());
   ++stats.pushes;
-  stats.bytes_in += f.payload.size();
-  if (shared) stats.shared_bytes_in += f.payload.size();
-  if (config->mode == TrainingMode::kPsSync) {
-    if (f.header.clock != c.applied) {
-      throw Refusal{fmt::format("worker {} pushed chunk {} for step {} but the chunk is at step {}", w, c.key,
-                                f.header.clock, c.applied)};
-    }
-    if (!std::binary_search(c.pushers.begin(), c.pushers.end(), w)) {
-      throw Refusal{fmt::format("worker {} pushed chunk {}, which its host's group pushes through worker(s) {}", w,
-                                c.key, fmt::join(c.pushers, ", "))};
-    }
-    auto& slot = c.step_grads[static_cast<size_t>(w)];
-    if (slot) throw Refusal{fmt::format("worker {} pushed chunk {} twice for step {}", w, c.key, f.header.clock)};
-    slot = std::move(f.payload);
-    c.step_grad_us[static_cast<size_t>(w)] = timelineNow();
-    replyOk(routing, f.header.request_id);
-    if (++c.step_grad_count == static_cast<int>(c.pushers.size())) startSyncApply(index);
-    return;
-  }
-  // Async: the schedule runs over the job's global step, as TensorFlow's
-  // does. SSP counts steps per worker: one round of every worker's push is
-  // one schedule step. The queue is in order: this push is update `received`.
-  const uint64_t lr_step = config->mode == TrainingMode::kPsAsync ? c.received : c.received / static_cast<uint64_t>(config->workers);
-  c.queue.push_back({std::move(f.payload), lrOf(w, lr_step), w, timelineNow()});
-  ++c.received;
-  auto& through = c.pushed_through[static_cast<size_t>(w)];
-  through = std::max(through, f.header.clock + 1);
+  stats.bytes_in += bytes;
+  if (shared) stats.shared_bytes_in += bytes;
   replyOk(routing, f.header.request_id);
-  if (!c.busy) startAsyncApply(index);
+  submit(std::move(job));
 }
 
 void ParameterServer::Impl::onPull(const std::string& routing, net::Frame& f) {
   const int w = workerOf(routing, f.header.type);
-  ChunkState& c = chunkFor(f.header);
+  const size_t index = store.indexOf(f.header);
+  const ChunkState& c = store.at(index);
   const std::string what = kMessages.nameOf(f.header.type);
   std::vector<uint32_t> snapshot;
   std::optional<ArenaDestination> into;
@@ -300,12 +240,10 @@ void ParameterServer::Impl::onPull(const std::string& routing, net::Frame& f) {
   }
   if (!ready) throw Refusal{what + " before every chunk was initialised"};
   ++stats.pulls;
-  // Sync: the version the worker's next step needs. Otherwise: everything
-  // received so far, so a worker always sees its own last push.
-  const uint64_t needed = config->mode == TrainingMode::kPsSync ? f.header.clock : c.received;
-  c.pulls.push_back({routing, f.header.request_id, needed, f.header.type == msg::kState, Clock::now(), w,
-                     timelineNow(), std::move(snapshot), std::move(into)});
-  answerPulls(c);
+  send(store.pull(index,
+                  {routing, f.header.request_id, 0, f.header.type == msg::kState, Clock::now(), w, timelineNow(),
+                   std::move(snapshot), std::move(into)},
+                  f.header.clock));
 }
 
 void ParameterServer::Impl::onClock(const std::string& routing, net::Frame& f) {
@@ -353,12 +291,10 @@ void ParameterServer::Impl::onDone(const std::string& routing, net::Frame& f) {
 void ParameterServer::Impl::onLeave(const std::string& routing, net::Frame& f) {
   const int w = workerOf(routing, f.header.type);
   replyOk(routing, f.header.request_id);
-  // Async and SSP take the worker back when it starts again (elastic).
-  if (config->mode != TrainingMode::kPsSync || departed) return;
-  departed = w;
+  if (!store.depart(w)) return;
   TANDEM_LOG_WARN("{}: worker {} left to start again in place; this start's waits for it fail now", name, w);
   expireClockWaits();
-  expirePulls();
+  send(store.expire(Clock::now()));
 }
 
 void ParameterServer::Impl::onLr(const std::string& routing, net::Frame& f) {
@@ -369,13 +305,8 @@ void ParameterServer::Impl::onLr(const std::string& routing, net::Frame& f) {
   }
   std::memcpy(&lr, f.payload.data(), sizeof(lr));
   if (!std::isfinite(lr) || lr < 0) throw Refusal{fmt::format("worker {} sent learning rate {}", w, lr)};
-  worker_lr[static_cast<size_t>(w)] = lr;
+  store.setLr(w, lr);
   replyOk(routing, f.header.request_id);
-}
-
-double ParameterServer::Impl::lrOf(int w, uint64_t lr_step) const {
-  const auto& sent = worker_lr[static_cast<size_t>(w)];
-  return sent ? *sent : config->lrAt(lr_step);
 }
 
 void ParameterServer::Impl::handle(std::vector<zmq::message_t>& parts, size_t total) {
@@ -430,6 +361,7 @@ ParameterServer::ParameterServer(ServerOptions options) : impl_(std::make_unique
   Impl& s = *impl_;
   s.options = std::move(options);
   s.name = fmt::format("ps {}", s.options.index);
+  s.store = ChunkStore(s.name);
   auto configure = [&s](zmq::socket_t& socket) {
     net::configureSocket(socket, s.options.max_payload_bytes, net::isIpv6(s.options.bind_host));
     socket.set(zmq::sockopt::sndhwm, 0);  // a ROUTER drops at the high-water mark: never do that to a reply
@@ -522,10 +454,10 @@ nlohmann::json ParameterServer::serve(const std::atomic<bool>* abort) {
           formatDuration(std::chrono::milliseconds(static_cast<int64_t>(s.options.startup_timeout_s * 1000)))));
     }
     s.expireClockWaits();
-    s.expirePulls();
+    s.send(s.store.expire(Clock::now()));
     if (s.everyoneGone()) break;
   }
-  s.stopping = true;
+  s.store.stopApplying(true);
   // A goodbye reply still queued at close can be lost, failing its worker:
   // close once every connection is gone, or after 2 s (a lost worker may
   // never hang up). Allowing one open connection per lost worker let a

@@ -39,59 +39,23 @@ void ParameterServer::Impl::finishJob(size_t index, Stopwatch& watch) {
   wake();
 }
 
-void ParameterServer::Impl::startSyncApply(size_t index) {
-  ChunkState& c = chunks[index];
-  c.busy = true;
-  auto grads = std::make_shared<std::vector<zmq::message_t>>();
-  for (auto& g : c.step_grads) {
-    if (g) grads->push_back(*std::exchange(g, std::nullopt));
-  }
-  c.step_grad_count = 0;
-  const uint64_t step = c.applied;
-  const double lr = lrOf(0, step);  // the chief's rate, as its schedule is the table's
-  auto arrived = std::make_shared<std::vector<int64_t>>(c.step_grad_us);
-  pool->submit(fmt::format("{}: sync apply of chunk {} for step {}", name, c.key, step), [this, index, grads, step, lr,
-                                                                                           arrived] {
+void ParameterServer::Impl::submit(std::optional<ApplyJob> job) {
+  if (!job) return;
+  const uint64_t key = store.at(job->chunk).key;
+  const std::string what = config->mode == TrainingMode::kPsSync
+                               ? fmt::format("{}: sync apply of chunk {} for step {}", name, key, job->update)
+                               : fmt::format("{}: apply of chunk {} (update {})", name, key, job->update);
+  pool->submit(what, [this, key, job = std::make_shared<ApplyJob>(std::move(*job))] {
     Stopwatch watch;
     {
       // The span closes before finishJob wakes the pulls the apply releases.
-      ChunkState& chunk = chunks[index];
-      TimelineApply span(*this, chunk.key, step);
-      for (size_t w = 0; w < arrived->size(); ++w) span.queued(static_cast<int>(w), (*arrived)[w]);
-      if (options.apply_fault) options.apply_fault(chunk.key, step);
-      std::vector<float> scratch;
-      // Each worker pre-scaled its gradient by 1/workers: the sum is the mean.
-      applyUpdate(chunk, sumGradients(*grads, static_cast<size_t>(chunk.length), config->wire, scratch), step, lr,
-                  *config);
+      TimelineApply span(*this, key, job->update);
+      for (const auto& [worker, received_us] : job->arrivals) span.queued(worker, received_us);
+      if (options.apply_fault) options.apply_fault(key, job->update);
+      store.apply(*job);
     }
-    finishJob(index, watch);
+    finishJob(job->chunk, watch);
   });
-}
-
-void ParameterServer::Impl::startAsyncApply(size_t index) {
-  ChunkState& c = chunks[index];
-  if (stopping || c.busy || c.queue.empty()) return;
-  c.busy = true;
-  auto grad = std::make_shared<zmq::message_t>(std::move(c.queue.front().grad));
-  const double lr = c.queue.front().lr;
-  const int worker = c.queue.front().worker;
-  const int64_t received_us = c.queue.front().received_us;
-  c.queue.pop_front();
-  const uint64_t update = c.applied;
-  pool->submit(fmt::format("{}: apply of chunk {} (update {})", name, c.key, update),
-               [this, index, grad, update, lr, worker, received_us] {
-                 Stopwatch watch;
-                 {
-                   TimelineApply span(*this, chunks[index].key, update);
-                   span.queued(worker, received_us);
-                   if (options.apply_fault) options.apply_fault(chunks[index].key, update);
-                   std::vector<float> scratch;
-                   ChunkState& chunk = chunks[index];
-                   applyUpdate(chunk, gradientOf(*grad, static_cast<size_t>(chunk.length), config->wire, scratch),
-                               update, lr, *config);
-                 }
-                 finishJob(index, watch);
-               });
 }
 
 void ParameterServer::Impl::drainCompletions() {
@@ -101,50 +65,37 @@ void ParameterServer::Impl::drainCompletions() {
     done.swap(completions);
   }
   for (const auto& d : done) {
-    ChunkState& c = chunks[d.chunk];
-    c.busy = false;
-    ++c.applied;
     ++stats.chunk_updates;
     stats.apply_seconds += d.seconds;
-    stats.applied_bytes += static_cast<uint64_t>(c.length) * sizeof(float);
-    answerPulls(c);
-    if (config->mode != TrainingMode::kPsSync) startAsyncApply(d.chunk);
+    stats.applied_bytes += static_cast<uint64_t>(store.at(d.chunk).length) * sizeof(float);
+    ChunkStore::Applied applied = store.applied(d.chunk);
+    send(std::move(applied.replies));
+    submit(std::move(applied.next));
+  }
+}
+
+void ParameterServer::Impl::send(std::vector<Reply> replies) {
+  for (auto& r : replies) {
+    if (options.timeline != nullptr && r.received_us != 0) {
+      options.timeline->span(fmt::format("pull chunk {} for worker {}", r.header.key_begin, r.worker), kPullLane,
+                             r.received_us, obs::Timeline::nowUs(), {{"version", r.header.clock}});
+    }
+    reply(r.routing, r.header, std::move(r.payload), r.shared_bytes);
   }
 }
 
 void ParameterServer::Impl::startOver() {
-  stopping = true;  // no new async applies while the running ones finish
-  while (std::any_of(chunks.begin(), chunks.end(), [](const ChunkState& c) { return c.busy; })) {
+  store.stopApplying(true);  // no new async applies while the running ones finish
+  while (store.busy()) {
     pool->rethrowFailure();
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     drainCompletions();
   }
-  stopping = false;
-  retired_chunks.push_back(std::move(chunks));
-  chunks.clear();
-  chunk_index.clear();
+  store.stopApplying(false);
   config.reset();
   ready = false;
   clocks.reset();
-  worker_lr.clear();
   stats = ServerStats{.started_over = stats.started_over + 1};
-}
-
-void ParameterServer::Impl::answerPulls(ChunkState& c) {
-  for (const auto& p : takeReadyPulls(c)) {
-    if (options.timeline != nullptr && p.received_us != 0) {
-      options.timeline->span(fmt::format("pull chunk {} for worker {}", c.key, p.worker), kPullLane, p.received_us,
-                             obs::Timeline::nowUs(), {{"version", c.applied}});
-    }
-    net::FrameHeader header{.type = msg::kValues, .clock = static_cast<uint32_t>(c.applied),
-                            .request_id = p.request_id, .key_begin = c.key, .key_end = c.key + 1};
-    if (p.into) {
-      header.flags = net::kFlagInArena;
-      reply(p.routing, header, pullIntoArena(c, *p.into, config->wire), p.into->bytes.size());
-    } else {
-      reply(p.routing, header, pullPayload(c, p, config->mode == TrainingMode::kPsSync, config->wire));
-    }
-  }
 }
 
 std::string ParameterServer::Impl::timeoutText() const {
@@ -174,9 +125,10 @@ void ParameterServer::Impl::expireClockWaits() {
     return fmt::format("{}", fmt::join(late, ", "));
   };
   const double timeout = config->peer_timeout_s;
-  if (departed) {
+  if (store.departed()) {
     for (auto& e : clocks->expire(std::chrono::duration<double>(0))) {
-      replyError(e.routing, e.request_id, fmt::format("{}: step {} cannot end: {}", name, e.clock, departedText()));
+      replyError(e.routing, e.request_id,
+                 fmt::format("{}: step {} cannot end: {}", name, e.clock, store.departedText()));
     }
     return;
   }
@@ -189,40 +141,8 @@ void ParameterServer::Impl::expireClockWaits() {
   }
 }
 
-void ParameterServer::Impl::expirePulls() {
-  if (!config) return;
-  const auto timeout = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config->peer_timeout_s));
-  const auto now = Clock::now();
-  for (auto& c : chunks) {
-    const auto expired = takeExpiredPulls(c, departed ? Clock::duration::zero() : timeout, now);
-    if (expired.empty()) continue;
-    std::vector<std::string> missing;
-    for (int w : missingPushers(c)) missing.push_back(fmt::format("worker {}", w));
-    const std::string who = config->mode == TrainingMode::kPsSync && !missing.empty()
-                                ? fmt::format("; no push of step {} from {}", c.applied, fmt::join(missing, ", "))
-                                : "";
-    for (const auto& p : expired) {
-      replyError(p.routing, p.request_id,
-                 departed ? fmt::format("{}: pull of chunk {} cannot be answered: {}", name, c.key, departedText())
-                          : fmt::format("{}: pull of chunk {} waited {} (--peer-timeout){}", name, c.key,
-                                        timeoutText(), who));
-    }
-  }
-}
-
-std::string ParameterServer::Impl::departedText() const {
-  return fmt::format("worker {} left to start again in place (--restart-wait; its log says why)", *departed);
-}
-
 bool ParameterServer::Impl::isWaiting(int w) const {
-  if (clocks->isWaiting(w)) return true;
-  const std::string& routing = workers.at(w).routing;
-  for (const auto& c : chunks) {
-    for (const auto& p : c.pulls) {
-      if (p.routing == routing) return true;
-    }
-  }
-  return false;
+  return clocks->isWaiting(w) || store.holdsPullOf(workers.at(w).routing);
 }
 
 bool ParameterServer::Impl::everyoneGone() {
@@ -262,7 +182,7 @@ void ParameterServer::Impl::reportProgress(Clock::time_point& last, std::chrono:
 nlohmann::json ParameterServer::Impl::summary(double wall_seconds) const {
   nlohmann::json j = {
       {"role", "ps"}, {"index", options.index}, {"mode", config ? std::string(modeName(config->mode)) : "uninitialised"},
-      {"workers", workers.size()}, {"chunks", chunks.size()}, {"floats", totalFloats(chunks)},
+      {"workers", workers.size()}, {"chunks", store.chunks().size()}, {"floats", totalFloats(store.chunks())},
       {"apply_threads", apply_threads},
       // Only ps 0 keeps the step clocks.
       {"global_step", options.index == 0 && clocks ? nlohmann::json(clocks->globalStep()) : nlohmann::json(nullptr)},
@@ -271,7 +191,7 @@ nlohmann::json ParameterServer::Impl::summary(double wall_seconds) const {
   // ps 0: each worker index's steps; with replacements these add up to the
   // job's updates (async) however often a worker was replaced.
   if (options.index == 0 && clocks) j["steps_by_worker"] = clocks->stepsByWorker();
-  j.update(stats.toJson(chunks.size()));
+  j.update(stats.toJson(store.chunks().size()));
   return j;
 }
 

@@ -22,7 +22,7 @@
 #include "net/frame.hpp"
 #include "net/shared_arena.hpp"
 #include "ps/apply_pool.hpp"
-#include "ps/chunk_state.hpp"
+#include "ps/chunk_store.hpp"
 #include "ps/protocol.hpp"
 #include "ps/server.hpp"
 #include "ps/server_stats.hpp"
@@ -38,26 +38,16 @@ struct Completion {
   double seconds = 0;
 };
 
-// A request that must be refused: carries the reason for the error reply.
-struct Refusal {
-  std::string reason;
-};
-
 }  // namespace detail
 
 struct ParameterServer::Impl {
   using MessageType = net::MessageType;
   using Completion = detail::Completion;
-  using Refusal = detail::Refusal;
 
   ServerOptions options;
   std::string name;
   // Chunk memory outlives the socket: zero-copy replies point into it.
-  std::deque<ChunkState> chunks;  // a deque: chunks never move once made
-  // A previous start's chunks (startOver): replies in flight may still
-  // point into them, so they live as long as the socket.
-  std::vector<std::deque<ChunkState>> retired_chunks;
-  std::unordered_map<uint64_t, size_t> chunk_index;
+  ChunkStore store{""};
   zmq::context_t context{1};
   std::unique_ptr<net::ZapHandler> zap;  // admits the job's members; outlives the router
   // The job's port (CURVE when secure) and, for a loopback server, its
@@ -88,14 +78,8 @@ struct ParameterServer::Impl {
     Hello hello;
   };
   std::vector<WaitingHello> waiting_hellos;  // until ready with the init of their start
-  bool stopping = false;   // no new apply jobs
   int apply_threads = 1;
   std::optional<StepClocks> clocks;  // from init; only ps 0 gets reports
-  // Rates workers sent with ps-lr, by worker; unset ones follow the table.
-  std::vector<std::optional<double>> worker_lr;
-  // Sync: the first worker that left this start to begin again in place
-  // (ps-leave); every wait of the start then fails at once.
-  std::optional<int> departed;
   // By worker: sends this server something every step (a push here, or at
   // ps 0 its step report). Hierarchical sync jobs push each chunk through
   // one worker a host, so at other servers the rest may say nothing
@@ -109,7 +93,6 @@ struct ParameterServer::Impl {
 
   ServerStats stats;
 
-  ChunkState& chunkFor(const net::FrameHeader& h) { return chunks[chunkIndexFor(h)]; }
   // Timeline lanes of a server, and the clock that is 0 without a timeline.
   static constexpr auto kRequestLane = obs::Lane::kLoop;
   static constexpr auto kApplyLane = obs::Lane::kComm;
@@ -137,14 +120,15 @@ struct ParameterServer::Impl {
     reply(routing, {.type = MessageType::kError, .request_id = request_id}, net::copyPayload(reason));
   }
 
+  // Pull answers and the errors that fail held pulls.
+  void send(std::vector<Reply> replies);
+
   void wake() {
     uint64_t one = 1;
     [[maybe_unused]] auto n = ::write(wake_fd, &one, sizeof(one));
   }
 
   // --- requests (server.cpp) ------------------------------------------------
-  size_t chunkIndexFor(const net::FrameHeader& h);
-  void requireChunkPayload(const ChunkState& c, const net::Frame& f, WireDtype wire);
   int workerOf(const std::string& routing, MessageType type);
   void onInit(const std::string& routing, net::Frame& f);
   // Forgets the job's previous start (a chief that failed and started
@@ -171,8 +155,6 @@ struct ParameterServer::Impl {
   void onDone(const std::string& routing, net::Frame& f);
   void onLeave(const std::string& routing, net::Frame& f);
   void onLr(const std::string& routing, net::Frame& f);
-  // The rate of an update at schedule step `lr_step` from worker `w`.
-  double lrOf(int w, uint64_t lr_step) const;
 
   // --- applying, pulls, clocks and timeouts (server_apply.cpp) --------------
   void finishJob(size_t index, Stopwatch& watch);
@@ -190,21 +172,16 @@ struct ParameterServer::Impl {
     uint64_t update_;
     int64_t start_us_;
   };
-  void startSyncApply(size_t index);
-  void startAsyncApply(size_t index);
+  // Runs the store's apply on the pool; its completion comes back through
+  // drainCompletions.
+  void submit(std::optional<ApplyJob> job);
   void drainCompletions();
-  void answerPulls(ChunkState& c);
   std::string timeoutText() const;
   void answerClocks();
   // Names the workers holding up a step wait: first in a warning once the
   // wait runs long, then in the error that fails it at the peer timeout,
   // or at once after a sync worker departed.
   void expireClockWaits();
-  // Fails pulls held longer than the peer timeout (a sync step whose
-  // pushes never all arrived), naming the workers whose push is missing;
-  // every held pull once a sync worker departed.
-  void expirePulls();
-  std::string departedText() const;
   // Whether a worker is blocked on us (a step wait or a pull): silence then
   // is not death.
   bool isWaiting(int w) const;

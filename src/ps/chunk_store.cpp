@@ -1,0 +1,244 @@
+#include "ps/chunk_store.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "core/patient_wait.hpp"
+#include "ps/messages.hpp"
+
+namespace tandem::ps {
+
+namespace {
+
+std::unordered_map<uint64_t, size_t> indexChunks(const ServerConfig& config) {
+  std::unordered_map<uint64_t, size_t> index;
+  for (const auto& r : config.chunks) {
+    if (!index.emplace(r.key, index.size()).second) throw Refusal{fmt::format("ps-init lists chunk {} twice", r.key)};
+  }
+  return index;
+}
+
+}  // namespace
+
+void ChunkStore::validate(const ServerConfig& config) { indexChunks(config); }
+
+void ChunkStore::reset(const ServerConfig& config) {
+  // Checked before anything changes: a refused init leaves the store as it was.
+  std::unordered_map<uint64_t, size_t> index = indexChunks(config);
+  if (!chunks_.empty()) retired_.push_back(std::move(chunks_));
+  chunks_.clear();
+  index_ = std::move(index);
+  for (const auto& r : config.chunks) {
+    initChunk(chunks_.emplace_back(), r, config.optimizer, config.workers, pushersOf(config, r.key));
+    chunks_.back().pushed_through.assign(static_cast<size_t>(config.workers), config.start_step);
+  }
+  worker_lr_.assign(static_cast<size_t>(config.workers), std::nullopt);
+  departed_.reset();
+  config_ = config;
+}
+
+size_t ChunkStore::indexOf(const net::FrameHeader& h) const {
+  if (!config_) throw Refusal{fmt::format("{} has not been initialised by the chief yet", name_)};
+  if (h.key_end != h.key_begin + 1) {
+    throw Refusal{fmt::format("{} covers keys [{}, {}); requests name exactly one chunk", kMessages.nameOf(h.type),
+                              h.key_begin, h.key_end)};
+  }
+  const auto it = index_.find(h.key_begin);
+  if (it == index_.end()) throw Refusal{fmt::format("unknown key {}: {} does not hold that chunk", h.key_begin, name_)};
+  return it->second;
+}
+
+void ChunkStore::requirePayload(size_t index, const net::Frame& f, WireDtype wire) const {
+  const ChunkState& c = chunks_[index];
+  const size_t expected = wirePayloadBytes(c, wire);
+  if (f.payload.size() != expected) {
+    throw Refusal{fmt::format("{} of chunk {} carries {} bytes; the chunk holds {} values ({} bytes as {})",
+                              kMessages.nameOf(f.header.type), c.key, f.payload.size(), c.length, expected,
+                              wireDtypeName(wire))};
+  }
+}
+
+void ChunkStore::set(size_t index, const net::Frame& f) {
+  ChunkState& c = chunks_[index];
+  if (!loadChunk(c, f.payload.data(), f.payload.size())) requirePayload(index, f, WireDtype::kFloat32);
+  refreshWireCopy(c, config_->wire);
+  c.applied = f.header.clock;
+  c.received = f.header.clock;
+  c.initialized = true;
+}
+
+bool ChunkStore::everyChunkSet() const {
+  return config_ && std::all_of(chunks_.begin(), chunks_.end(), [](const ChunkState& c) { return c.initialized; });
+}
+
+void ChunkStore::setLr(int worker, double lr) { worker_lr_.at(static_cast<size_t>(worker)) = lr; }
+
+double ChunkStore::lrOf(int worker, uint64_t lr_step) const {
+  const auto& sent = worker_lr_[static_cast<size_t>(worker)];
+  return sent ? *sent : config_->lrAt(lr_step);
+}
+
+std::optional<ApplyJob> ChunkStore::push(int w, size_t index, uint32_t clock, zmq::message_t grad,
+                                         int64_t received_us) {
+  ChunkState& c = chunks_[index];
+  if (sync()) {
+    if (clock != c.applied) {
+      throw Refusal{fmt::format("worker {} pushed chunk {} for step {} but the chunk is at step {}", w, c.key, clock,
+                                c.applied)};
+    }
+    if (!std::binary_search(c.pushers.begin(), c.pushers.end(), w)) {
+      throw Refusal{fmt::format("worker {} pushed chunk {}, which its host's group pushes through worker(s) {}", w,
+                                c.key, fmt::join(c.pushers, ", "))};
+    }
+    auto& slot = c.step_grads[static_cast<size_t>(w)];
+    if (slot) throw Refusal{fmt::format("worker {} pushed chunk {} twice for step {}", w, c.key, clock)};
+    slot = std::move(grad);
+    c.step_grad_us[static_cast<size_t>(w)] = received_us;
+    if (++c.step_grad_count < static_cast<int>(c.pushers.size())) return std::nullopt;
+    // The step is complete: hand its gradients to one apply.
+    c.busy = true;
+    ApplyJob job{.chunk = index, .update = c.applied, .lr = lrOf(0, c.applied)};  // the chief's schedule is the table's
+    for (size_t p = 0; p < c.step_grads.size(); ++p) {
+      if (!c.step_grads[p]) continue;
+      job.grads.push_back(*std::exchange(c.step_grads[p], std::nullopt));
+      job.arrivals.emplace_back(static_cast<int>(p), c.step_grad_us[p]);
+    }
+    c.step_grad_count = 0;
+    return job;
+  }
+  // Async: the schedule runs over the job's global step, as TensorFlow's
+  // does. SSP counts steps per worker: one round of every worker's push is
+  // one schedule step. The queue is in order: this push is update `received`.
+  const uint64_t lr_step = config_->mode == TrainingMode::kPsAsync
+                               ? c.received
+                               : c.received / static_cast<uint64_t>(config_->workers);
+  c.queue.push_back({std::move(grad), lrOf(w, lr_step), w, received_us});
+  ++c.received;
+  auto& through = c.pushed_through[static_cast<size_t>(w)];
+  through = std::max(through, clock + 1);
+  return startAsync(index);
+}
+
+std::optional<ApplyJob> ChunkStore::startAsync(size_t index) {
+  ChunkState& c = chunks_[index];
+  if (stopping_ || c.busy || c.queue.empty()) return std::nullopt;
+  c.busy = true;
+  QueuedPush next = std::move(c.queue.front());
+  c.queue.pop_front();
+  ApplyJob job{.chunk = index, .update = c.applied, .lr = next.lr};
+  job.grads.push_back(std::move(next.grad));
+  job.arrivals.emplace_back(next.worker, next.received_us);
+  return job;
+}
+
+void ChunkStore::apply(ApplyJob& job) {
+  ChunkState& c = chunks_[job.chunk];
+  std::vector<float> scratch;
+  // Each sync worker pre-scaled its gradient by 1/workers: the sum is the
+  // mean. An async job's one gradient is its own sum.
+  applyUpdate(c, sumGradients(job.grads, static_cast<size_t>(c.length), config_->wire, scratch), job.update, job.lr,
+              *config_);
+}
+
+ChunkStore::Applied ChunkStore::applied(size_t index) {
+  ChunkState& c = chunks_[index];
+  c.busy = false;
+  ++c.applied;
+  Applied result{.replies = answer(c)};
+  if (!sync()) result.next = startAsync(index);
+  return result;
+}
+
+std::vector<Reply> ChunkStore::pull(size_t index, PendingPull p, uint32_t clock) {
+  ChunkState& c = chunks_[index];
+  p.needed = sync() ? clock : c.received;
+  c.pulls.push_back(std::move(p));
+  std::vector<Reply> replies = answer(c);
+  // After a departure nothing held will be answered: fail it now.
+  if (departed_) {
+    for (auto& held : takeExpiredPulls(c, Clock::duration::zero(), Clock::now())) {
+      replies.push_back(error(held, fmt::format("{}: pull of chunk {} cannot be answered: {}", name_, c.key,
+                                                departedText())));
+    }
+  }
+  return replies;
+}
+
+std::vector<Reply> ChunkStore::answer(ChunkState& c) {
+  std::vector<Reply> replies;
+  for (auto& p : takeReadyPulls(c)) {
+    Reply r{.routing = p.routing,
+            .header = {.type = msg::kValues, .clock = static_cast<uint32_t>(c.applied), .request_id = p.request_id,
+                       .key_begin = c.key, .key_end = c.key + 1},
+            .worker = p.worker,
+            .received_us = p.received_us};
+    if (p.into) {
+      r.header.flags = net::kFlagInArena;
+      r.payload = pullIntoArena(c, *p.into, config_->wire);
+      r.shared_bytes = p.into->bytes.size();
+    } else {
+      r.payload = pullPayload(c, p, sync(), config_->wire);
+    }
+    replies.push_back(std::move(r));
+  }
+  return replies;
+}
+
+Reply ChunkStore::error(const PendingPull& p, const std::string& reason) const {
+  return {.routing = p.routing,
+          .header = {.type = net::MessageType::kError, .request_id = p.request_id},
+          .payload = net::copyPayload(reason)};
+}
+
+std::string ChunkStore::timeoutText() const {
+  return formatDuration(std::chrono::milliseconds(static_cast<int64_t>(config_->peer_timeout_s * 1000)));
+}
+
+std::vector<Reply> ChunkStore::expire(Clock::time_point now) {
+  std::vector<Reply> replies;
+  if (!config_) return replies;
+  const auto timeout = departed_ ? Clock::duration::zero()
+                                 : std::chrono::duration_cast<Clock::duration>(
+                                       std::chrono::duration<double>(config_->peer_timeout_s));
+  for (auto& c : chunks_) {
+    const auto expired = takeExpiredPulls(c, timeout, now);
+    if (expired.empty()) continue;
+    std::vector<std::string> missing;
+    for (int w : missingPushers(c)) missing.push_back(fmt::format("worker {}", w));
+    const std::string who = sync() && !missing.empty()
+                                ? fmt::format("; no push of step {} from {}", c.applied, fmt::join(missing, ", "))
+                                : "";
+    for (const auto& p : expired) {
+      replies.push_back(error(
+          p, departed_ ? fmt::format("{}: pull of chunk {} cannot be answered: {}", name_, c.key, departedText())
+                       : fmt::format("{}: pull of chunk {} waited {} (--peer-timeout){}", name_, c.key, timeoutText(),
+                                     who)));
+    }
+  }
+  return replies;
+}
+
+bool ChunkStore::depart(int worker) {
+  // Async and SSP take the worker back when it starts again (elastic).
+  if (!config_ || !sync() || departed_) return false;
+  departed_ = worker;
+  return true;
+}
+
+std::string ChunkStore::departedText() const {
+  return fmt::format("worker {} left to start again in place (--restart-wait; its log says why)", *departed_);
+}
+
+bool ChunkStore::holdsPullOf(const std::string& routing) const {
+  return std::any_of(chunks_.begin(), chunks_.end(), [&](const ChunkState& c) {
+    return std::any_of(c.pulls.begin(), c.pulls.end(), [&](const PendingPull& p) { return p.routing == routing; });
+  });
+}
+
+bool ChunkStore::busy() const {
+  return std::any_of(chunks_.begin(), chunks_.end(), [](const ChunkState& c) { return c.busy; });
+}
+
+}  // namespace tandem::ps

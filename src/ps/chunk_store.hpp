@@ -1,0 +1,141 @@
+#pragma once
+// The chunks one parameter server holds, and the policy over them: which
+// push starts an apply, which pulls an apply releases, when a held pull
+// fails and whom it names. It takes decoded requests and `now`, and returns
+// the replies to send and the applies to run; no sockets, no threads, so a
+// test can replay any ordering in microseconds.
+// The server's I/O thread owns it. An ApplyJob runs elsewhere (the apply
+// pool) and touches only its own chunk, which is `busy` meanwhile.
+#include <zmq.hpp>
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "core/clock.hpp"
+#include "net/frame.hpp"
+#include "ps/chunk_state.hpp"
+#include "ps/protocol.hpp"
+
+namespace tandem::ps {
+
+// A request that must be refused: the reason goes back in the error reply.
+struct Refusal {
+  std::string reason;
+};
+
+// A frame for one requester: an answered pull, or the error that fails it.
+struct Reply {
+  std::string routing;
+  net::FrameHeader header;
+  zmq::message_t payload;
+  uint64_t shared_bytes = 0;  // values written into the requester's shared memory (a pull into its arena)
+  int worker = -1;            // for the timeline's pull span
+  int64_t received_us = 0;    // when the pull arrived (0: no timeline)
+};
+
+// One update of one chunk, for the apply pool.
+struct ApplyJob {
+  size_t chunk = 0;
+  uint64_t update = 0;  // the chunk's updates before this one (a sync job's step)
+  double lr = 0;
+  // Sync: every pusher's gradient of the step, in worker order, to be summed.
+  // Async and SSP: one push.
+  std::vector<zmq::message_t> grads;
+  std::vector<std::pair<int, int64_t>> arrivals;  // (worker, received_us): the timeline's queued spans
+};
+
+class ChunkStore {
+ public:
+  // `name` ("ps 0") starts the errors it writes.
+  explicit ChunkStore(std::string name) : name_(std::move(name)) {}
+
+  // An init: `config`'s chunks, zeroed and not yet set. Throws Refusal,
+  // changing nothing, when it lists a chunk twice. Chunks of a previous
+  // init are retired, not freed: replies in flight may still point into them.
+  void reset(const ServerConfig& config);
+  // Throws the Refusal `reset` would, changing nothing.
+  static void validate(const ServerConfig& config);
+  bool initialized() const { return config_.has_value(); }
+  const std::deque<ChunkState>& chunks() const { return chunks_; }
+  const ChunkState& at(size_t index) const { return chunks_[index]; }
+
+  // The chunk a request names; Refusal when it names none of ours.
+  size_t indexOf(const net::FrameHeader& header) const;
+  // Refusal unless `bytes` is one chunk's values on `wire`.
+  void requirePayload(size_t index, const net::Frame& f, WireDtype wire) const;
+
+  // ps-set: a chunk's starting values (and optimizer slots, resuming) at
+  // update `clock`. Refusal when the payload is neither.
+  void set(size_t index, const net::Frame& f);
+  bool everyChunkSet() const;
+
+  // A worker's learning rate (ps-lr), used for its pushes from now on in
+  // place of the table's.
+  void setLr(int worker, double lr);
+
+  // Stores worker `worker`'s gradient for the chunk (the caller then
+  // acknowledges it) and returns the apply it completes or starts, if any.
+  // Sync: `clock` must be the chunk's step, from one of its pushers, once.
+  std::optional<ApplyJob> push(int worker, size_t index, uint32_t clock, zmq::message_t grad, int64_t received_us);
+
+  // Holds `pull` until the chunk can answer it: sync, once step `clock` is
+  // applied; otherwise once everything received is (a worker always sees
+  // its own last push), and for a snapshot, once the steps it includes are.
+  // Returns the replies ready now: this pull's, or its error when a sync
+  // worker has departed.
+  std::vector<Reply> pull(size_t index, PendingPull pull, uint32_t clock);
+
+  // Runs `job` on its chunk: any thread, while the chunk is busy. The sum
+  // may be written into the first gradient's buffer.
+  void apply(ApplyJob& job);
+
+  // An apply finished (back on the I/O thread): the pulls it releases, and
+  // the next queued push's apply (async and SSP).
+  struct Applied {
+    std::vector<Reply> replies;
+    std::optional<ApplyJob> next;
+  };
+  Applied applied(size_t index);
+
+  // Fails the pulls held past the peer timeout by `now` (every held pull,
+  // once a sync worker departed), naming the pushes still missing.
+  std::vector<Reply> expire(Clock::time_point now);
+
+  // A sync worker left to start again in place: from now on every pull that
+  // must wait fails at once, naming it. False when nothing changes (not
+  // sync, or someone already departed).
+  bool depart(int worker);
+  std::optional<int> departed() const { return departed_; }
+  std::string departedText() const;
+
+  // Whether the worker on `routing` has a pull held here (its silence is
+  // then not death).
+  bool holdsPullOf(const std::string& routing) const;
+  // Whether any apply is running; `stopApplying` starts no more queued ones.
+  bool busy() const;
+  void stopApplying(bool stop) { stopping_ = stop; }
+
+ private:
+  bool sync() const { return config_->mode == TrainingMode::kPsSync; }
+  double lrOf(int worker, uint64_t lr_step) const;
+  std::optional<ApplyJob> startAsync(size_t index);
+  std::vector<Reply> answer(ChunkState& c);
+  Reply error(const PendingPull& p, const std::string& reason) const;
+  std::string timeoutText() const;
+
+  std::string name_;
+  std::optional<ServerConfig> config_;
+  std::deque<ChunkState> chunks_;  // a deque: chunks never move once made
+  std::vector<std::deque<ChunkState>> retired_;
+  std::unordered_map<uint64_t, size_t> index_;
+  std::vector<std::optional<double>> worker_lr_;  // rates sent with ps-lr; unset ones follow the table
+  std::optional<int> departed_;
+  bool stopping_ = false;
+};
+
+}  // namespace tandem::ps

@@ -1,0 +1,299 @@
+// The parameter server's chunk policy, replayed in chosen orders: pushes,
+// pulls, applies and timeouts with no socket, no thread and no sleep.
+#include "ps/chunk_store.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "ps/messages.hpp"
+#include "ps/step_clocks.hpp"
+
+namespace tandem::ps {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr uint64_t kKey = 7;
+const std::vector<float> kInitial{1.0f, 2.0f, 3.0f};
+
+// Plain SGD, rate 0.5 at schedule step 0 and 0.25 after; one chunk.
+ServerConfig configFor(TrainingMode mode, int workers) {
+  ServerConfig c;
+  c.mode = mode;
+  c.workers = workers;
+  c.lr_by_step = {0.5, 0.25};
+  c.chunks = {{kKey, static_cast<int64_t>(kInitial.size())}};
+  c.peer_timeout_s = 5;
+  return c;
+}
+
+net::Frame frame(net::MessageType type, const std::vector<float>& values = {}, uint32_t clock = 0) {
+  return {.header = {.type = type, .clock = clock, .key_begin = kKey, .key_end = kKey + 1},
+          .payload = zmq::message_t(values.data(), values.size() * sizeof(float))};
+}
+
+// A store initialised by `config` whose one chunk holds kInitial.
+ChunkStore storeFor(const ServerConfig& config) {
+  ChunkStore store("ps 0");
+  store.reset(config);
+  store.set(0, frame(msg::kSet, kInitial));
+  EXPECT_TRUE(store.everyChunkSet());
+  return store;
+}
+
+zmq::message_t gradient(const std::vector<float>& values) { return {values.data(), values.size() * sizeof(float)}; }
+
+PendingPull pullFrom(int worker, uint64_t request_id, Clock::time_point since = Clock::now(),
+                     std::vector<uint32_t> snapshot = {}) {
+  PendingPull p;
+  p.routing = "w" + std::to_string(worker);
+  p.request_id = request_id;
+  p.since = since;
+  p.worker = worker;
+  p.with_state = !snapshot.empty();
+  p.snapshot = std::move(snapshot);
+  return p;
+}
+
+std::vector<float> floatsIn(const Reply& r) {
+  std::vector<float> out(r.payload.size() / sizeof(float));
+  std::memcpy(out.data(), r.payload.data(), r.payload.size());
+  return out;
+}
+
+std::string textOf(const Reply& r) { return {static_cast<const char*>(r.payload.data()), r.payload.size()}; }
+
+// Runs the job as the pool would, then returns what its completion releases.
+ChunkStore::Applied runApply(ChunkStore& store, std::optional<ApplyJob> job) {
+  EXPECT_TRUE(job.has_value());
+  if (!job) return {};
+  EXPECT_TRUE(store.busy());
+  store.apply(*job);
+  return store.applied(job->chunk);
+}
+
+std::string refusalOf(const std::function<void()>& request) {
+  try {
+    request();
+  } catch (const Refusal& r) {
+    return r.reason;
+  }
+  return "(not refused)";
+}
+
+void expectValues(const Reply& r, const std::vector<float>& expected) {
+  EXPECT_EQ(r.header.type, msg::kValues);
+  const auto got = floatsIn(r);
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_FLOAT_EQ(got[i], expected[i]) << i;
+}
+
+TEST(ChunkStoreSync, HoldsAPullUntilEveryPushersGradientOfTheStepIsApplied) {
+  ChunkStore store = storeFor(configFor(TrainingMode::kPsSync, 2));
+  EXPECT_TRUE(store.pull(0, pullFrom(0, 1), 1).empty()) << "step 1's values before step 0 was applied";
+  EXPECT_FALSE(store.push(0, 0, 0, gradient({1, 1, 1}), 0)) << "an apply started with worker 1's push missing";
+  EXPECT_TRUE(store.holdsPullOf("w0"));
+  auto job = store.push(1, 0, 0, gradient({2, 4, 6}), 0);
+  ASSERT_TRUE(job);
+  EXPECT_EQ(job->grads.size(), 2u);
+  EXPECT_DOUBLE_EQ(job->lr, 0.5);
+  EXPECT_TRUE(store.pull(0, pullFrom(1, 2), 1).empty()) << "answered while the apply runs";
+  const auto applied = runApply(store, std::move(job));
+  ASSERT_EQ(applied.replies.size(), 2u);
+  EXPECT_FALSE(applied.next);
+  for (const auto& r : applied.replies) {
+    EXPECT_EQ(r.header.clock, 1u);
+    EXPECT_EQ(r.header.key_begin, kKey);
+    expectValues(r, {1 - 0.5f * 3, 2 - 0.5f * 5, 3 - 0.5f * 7});  // the sum of the pre-scaled gradients
+  }
+  EXPECT_FALSE(store.holdsPullOf("w0"));
+  // Step 1 runs at the table's second rate.
+  EXPECT_FALSE(store.push(0, 0, 1, gradient({0, 0, 4}), 0));
+  EXPECT_DOUBLE_EQ(store.push(1, 0, 1, gradient({0, 0, 0}), 0)->lr, 0.25);
+}
+
+TEST(ChunkStoreSync, RefusesAPushOfAnotherStepATwiceAndANonPusherNamingThem) {
+  ChunkStore store = storeFor(configFor(TrainingMode::kPsSync, 2));
+  EXPECT_EQ(refusalOf([&] { store.push(1, 0, 1, gradient({0, 0, 0}), 0); }),
+            "worker 1 pushed chunk 7 for step 1 but the chunk is at step 0");
+  store.push(1, 0, 0, gradient({0, 0, 0}), 0);
+  EXPECT_EQ(refusalOf([&] { store.push(1, 0, 0, gradient({0, 0, 0}), 0); }),
+            "worker 1 pushed chunk 7 twice for step 0");
+  // Hierarchical: one host of two workers pushes chunk 7 through worker 7 % 2.
+  ServerConfig grouped = configFor(TrainingMode::kPsSync, 2);
+  grouped.push_groups = {{0, 1}};
+  ChunkStore hierarchical = storeFor(grouped);
+  EXPECT_EQ(refusalOf([&] { hierarchical.push(0, 0, 0, gradient({0, 0, 0}), 0); }),
+            "worker 0 pushed chunk 7, which its host's group pushes through worker(s) 1");
+  EXPECT_TRUE(hierarchical.push(1, 0, 0, gradient({0, 0, 0}), 0)) << "the host's one push completes the step";
+}
+
+TEST(ChunkStore, RefusesRequestsForChunksItDoesNotHold) {
+  ChunkStore store("ps 1");
+  EXPECT_EQ(refusalOf([&] { store.indexOf(frame(msg::kPull).header); }),
+            "ps 1 has not been initialised by the chief yet");
+  ServerConfig twice = configFor(TrainingMode::kPsSync, 1);
+  twice.chunks.push_back(twice.chunks[0]);
+  EXPECT_EQ(refusalOf([&] { ChunkStore::validate(twice); }), "ps-init lists chunk 7 twice");
+  EXPECT_EQ(refusalOf([&] { store.reset(twice); }), "ps-init lists chunk 7 twice");
+  EXPECT_FALSE(store.initialized()) << "a refused init changed the store";
+  store.reset(configFor(TrainingMode::kPsSync, 1));
+  net::Frame other = frame(msg::kPull);
+  other.header.key_begin = other.header.key_end = 8;
+  ++other.header.key_end;
+  EXPECT_EQ(refusalOf([&] { store.indexOf(other.header); }), "unknown key 8: ps 1 does not hold that chunk");
+  other.header.key_begin = kKey;
+  EXPECT_EQ(refusalOf([&] { store.indexOf(other.header); }), "ps-pull covers keys [7, 9); requests name exactly one chunk");
+  EXPECT_EQ(refusalOf([&] { store.requirePayload(0, frame(msg::kPush, {1, 2}), WireDtype::kBfloat16); }),
+            "ps-push of chunk 7 carries 8 bytes; the chunk holds 3 values (6 bytes as bf16)");
+  EXPECT_EQ(refusalOf([&] { store.set(0, frame(msg::kSet, {1, 2})); }),
+            "ps-set of chunk 7 carries 8 bytes; the chunk holds 3 values (12 bytes as fp32)");
+  EXPECT_FALSE(store.everyChunkSet());
+}
+
+TEST(ChunkStoreAsync, AppliesOnePushAtATimeInArrivalOrderAndAWorkerSeesItsOwnPush) {
+  ChunkStore store = storeFor(configFor(TrainingMode::kPsAsync, 2));
+  auto first = store.push(0, 0, 0, gradient({2, 2, 2}), 11);
+  ASSERT_TRUE(first);
+  EXPECT_DOUBLE_EQ(first->lr, 0.5);  // the job's global step 0
+  EXPECT_FALSE(store.push(1, 0, 0, gradient({4, 0, 0}), 12)) << "two applies of one chunk at once";
+  EXPECT_TRUE(store.pull(0, pullFrom(1, 5), 0).empty()) << "worker 1 was answered before its own push was applied";
+  auto after_first = runApply(store, std::move(first));
+  EXPECT_TRUE(after_first.replies.empty());
+  ASSERT_TRUE(after_first.next) << "the queued push did not start once the chunk was free";
+  EXPECT_DOUBLE_EQ(after_first.next->lr, 0.25);  // global step 1
+  ASSERT_EQ(after_first.next->arrivals.size(), 1u);
+  EXPECT_EQ(after_first.next->arrivals[0], (std::pair<int, int64_t>{1, 12}));
+  const auto after_second = runApply(store, std::move(after_first.next));
+  ASSERT_EQ(after_second.replies.size(), 1u);
+  EXPECT_EQ(after_second.replies[0].header.request_id, 5u);
+  EXPECT_EQ(after_second.replies[0].header.clock, 2u);
+  expectValues(after_second.replies[0], {1 - 0.5f * 2 - 0.25f * 4, 2 - 0.5f * 2, 3 - 0.5f * 2});
+  EXPECT_FALSE(store.busy());
+}
+
+// ps 0's hold (an async checkpoint) against worker 1's step report, which
+// comes on another socket and so may arrive first or second. Either way the
+// snapshot is answered only once the pushes of every step it includes are
+// applied, and includes nothing later.
+class SnapshotOrder : public ::testing::TestWithParam<bool> {};
+
+TEST_P(SnapshotOrder, ASnapshotHoldsExactlyThePushesOfTheStepsItIncludes) {
+  const bool report_first = GetParam();
+  const ServerConfig config = configFor(TrainingMode::kPsAsync, 2);
+  ChunkStore store = storeFor(config);
+  StepClocks clocks(config.mode, 0, 2, 0, 100);
+  const StepReport report{0.5, 0.01, false};
+  // Worker 1 pushes step 0 (held up on the wire: not applied yet), then reports it.
+  auto push0 = store.push(1, 0, 0, gradient({2, 0, 0}), 0);
+  if (report_first) {
+    clocks.report(1, 1, report, "w1", 20);
+    EXPECT_EQ(clocks.release().size(), 1u) << "no hold yet: worker 1 goes on to step 1";
+    clocks.hold(0, "chief", 30);
+    EXPECT_FALSE(clocks.takeHoldAnswer()) << "answered while worker 1 is inside step 1";
+    EXPECT_FALSE(store.push(1, 0, 1, gradient({0, 4, 0}), 0)) << "step 1's push queues behind step 0's";
+    clocks.report(1, 2, report, "w1", 21);
+  } else {
+    clocks.hold(0, "chief", 30);
+    EXPECT_FALSE(clocks.takeHoldAnswer()) << "answered while worker 1 is inside step 0";
+    clocks.report(1, 1, report, "w1", 20);
+  }
+  EXPECT_TRUE(clocks.release().empty()) << "a report answered under the hold";
+  const auto hold = clocks.takeHoldAnswer();
+  ASSERT_TRUE(hold);
+  const std::vector<uint32_t> expected_point = {0, report_first ? 2u : 1u};
+  EXPECT_EQ(hold->point.clocks, expected_point);
+  EXPECT_TRUE(store.pull(0, pullFrom(0, 40, Clock::now(), hold->point.clocks), 0).empty())
+      << "the snapshot was answered with worker 1's step 0 unapplied";
+  auto after0 = runApply(store, std::move(push0));
+  std::vector<float> expected = {1 - 0.5f * 2, 2, 3};
+  if (report_first) {
+    EXPECT_TRUE(after0.replies.empty()) << "the snapshot was answered without worker 1's step 1";
+    after0 = runApply(store, std::move(after0.next));
+    expected[1] -= 0.25f * 4;
+  }
+  ASSERT_EQ(after0.replies.size(), 1u);
+  EXPECT_EQ(after0.replies[0].header.request_id, 40u);
+  expectValues(after0.replies[0], expected);  // SGD keeps no slots: the state is the values
+  // Ending the hold answers worker 1's held report.
+  clocks.unhold(0);
+  const auto released = clocks.release();
+  ASSERT_EQ(released.size(), 1u);
+  EXPECT_EQ(released[0].request_id, report_first ? 21u : 20u);
+}
+
+INSTANTIATE_TEST_SUITE_P(ReportBeforeOrAfterTheHold, SnapshotOrder, ::testing::Bool());
+
+// A restart in place: a sync worker says it leaves (ps-leave). Every pull
+// held for the start fails at once naming it, and so does every later one
+// that would have to wait; a pull that can be answered still is.
+TEST(ChunkStoreSync, AWorkerThatLeavesToStartAgainFailsEveryWaitingPullAtOnce) {
+  ChunkStore store = storeFor(configFor(TrainingMode::kPsSync, 2));
+  store.push(0, 0, 0, gradient({1, 1, 1}), 0);
+  const auto t0 = Clock::now();
+  EXPECT_TRUE(store.pull(0, pullFrom(0, 1, t0), 1).empty());
+  EXPECT_TRUE(store.expire(t0 + 1s).empty()) << "failed before the peer timeout without a departure";
+  ASSERT_TRUE(store.depart(1));
+  EXPECT_FALSE(store.depart(0)) << "the first departure is the one the errors name";
+  const auto failed = store.expire(t0 + 1s);
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_EQ(failed[0].routing, "w0");
+  EXPECT_EQ(failed[0].header.type, net::MessageType::kError);
+  EXPECT_EQ(textOf(failed[0]), "ps 0: pull of chunk 7 cannot be answered: worker 1 left to start again in place "
+                               "(--restart-wait; its log says why)");
+  const auto answered = store.pull(0, pullFrom(0, 2), 0);
+  ASSERT_EQ(answered.size(), 1u) << "step 0's values are there to give";
+  EXPECT_EQ(answered[0].header.type, msg::kValues);
+  const auto later = store.pull(0, pullFrom(0, 3), 1);
+  ASSERT_EQ(later.size(), 1u);
+  EXPECT_NE(textOf(later[0]).find("worker 1 left to start again in place"), std::string::npos);
+  EXPECT_FALSE(store.holdsPullOf("w0"));
+  // Async and SSP jobs take the worker back instead (elastic).
+  ChunkStore async = storeFor(configFor(TrainingMode::kPsAsync, 2));
+  EXPECT_FALSE(async.depart(1));
+}
+
+TEST(ChunkStoreSync, AHeldPullFailsAtThePeerTimeoutNamingTheMissingPushes) {
+  ChunkStore store = storeFor(configFor(TrainingMode::kPsSync, 3));
+  store.push(1, 0, 0, gradient({1, 1, 1}), 0);
+  const auto t0 = Clock::now();
+  store.pull(0, pullFrom(1, 9, t0), 1);
+  EXPECT_TRUE(store.expire(t0 + 4999ms).empty());
+  const auto failed = store.expire(t0 + 5s);
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_EQ(failed[0].header.request_id, 9u);
+  const std::string text = textOf(failed[0]);
+  EXPECT_NE(text.find("ps 0: pull of chunk 7 waited "), std::string::npos) << text;
+  EXPECT_NE(text.find("(--peer-timeout); no push of step 0 from worker 0, worker 2"), std::string::npos) << text;
+  EXPECT_TRUE(store.expire(t0 + 10s).empty()) << "a pull failed twice";
+}
+
+// A sync pull of the current version is sent without a copy; the chief's
+// next start re-initialises the store while that send may still be in
+// flight, so the old values must outlive the reset.
+TEST(ChunkStore, ValuesSentWithoutACopyOutliveTheNextInit) {
+  ChunkStore store = storeFor(configFor(TrainingMode::kPsSync, 1));
+  auto replies = store.pull(0, pullFrom(0, 1), 0);
+  ASSERT_EQ(replies.size(), 1u);
+  store.reset(configFor(TrainingMode::kPsSync, 1));
+  EXPECT_FALSE(store.everyChunkSet()) << "the new start's chunk must be set again";
+  expectValues(replies[0], kInitial);
+}
+
+TEST(ChunkStoreAsync, StoppedApplyingStartsNoQueuedPush) {
+  ChunkStore store = storeFor(configFor(TrainingMode::kPsBounded, 2));
+  auto first = store.push(0, 0, 0, gradient({1, 1, 1}), 0);
+  store.push(1, 0, 0, gradient({1, 1, 1}), 0);
+  store.stopApplying(true);
+  EXPECT_FALSE(runApply(store, std::move(first)).next) << "a queued push started while stopping";
+  EXPECT_FALSE(store.busy());
+  store.stopApplying(false);
+  EXPECT_TRUE(store.push(0, 0, 1, gradient({1, 1, 1}), 0)) << "the queue did not resume";
+}
+
+}  // namespace
+}  // namespace tandem::ps
