@@ -94,7 +94,8 @@ int main(int argc, char** argv) {
     double bare = 0, ours = 0;
     for (int r = 0; r < repeats; ++r) {
       double b = bareSamplesPerSec(c, splits.train, steps);
-      tandem::train::Trainer trainer(c, std::make_unique<tandem::train::StandaloneStrategy>());
+      tandem::cluster::JobContext context;
+      tandem::train::Trainer trainer(c, std::make_unique<tandem::train::StandaloneStrategy>(), context);
       const auto summary = trainer.run();
       const double t = summary.at("samples_per_sec").get<double>();
       const auto& phases = summary.at("step_breakdown");

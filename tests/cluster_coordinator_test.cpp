@@ -10,6 +10,7 @@
 #include "net/job_security.hpp"
 #include "net/frame.hpp"
 #include "net/wire.hpp"
+#include "support/test_security.hpp"
 
 namespace tandem::cluster {
 namespace {
@@ -24,7 +25,7 @@ HostPort local(int port) { return {"127.0.0.1", port}; }
 
 // A port nobody listens on right now: bound and released by a server.
 int freePort() {
-  CoordinatorServer probe("127.0.0.1", 0);
+  CoordinatorServer probe("127.0.0.1", 0, tandem::testing::testSecurity());
   return probe.port();
 }
 
@@ -36,9 +37,9 @@ Ms timeOf(F&& f) {
 }
 
 TEST(Coordinator, PicksAPortAndServesSetAndGet) {
-  CoordinatorServer server("127.0.0.1", 0);
+  CoordinatorServer server("127.0.0.1", 0, tandem::testing::testSecurity());
   ASSERT_GT(server.port(), 0);
-  CoordinatorClient client(local(server.port()), 2000ms);
+  CoordinatorClient client(local(server.port()), 2000ms, tandem::testing::testSecurity());
   client.set("alpha", bytes("one"));
   EXPECT_EQ(text(client.get("alpha")), "one");
   client.set("alpha", bytes("two"));  // overwrite
@@ -54,8 +55,8 @@ TEST(Coordinator, PicksAPortAndServesSetAndGet) {
 
 TEST(Coordinator, ReachableByHostName) {
   // "localhost" must reach an IPv4 listener even where it also resolves to ::1.
-  CoordinatorServer server("127.0.0.1", 0);
-  CoordinatorClient client({"localhost", server.port()}, 2000ms);
+  CoordinatorServer server("127.0.0.1", 0, tandem::testing::testSecurity());
+  CoordinatorClient client({"localhost", server.port()}, 2000ms, tandem::testing::testSecurity());
   client.set("k", bytes("v"));
   EXPECT_EQ(text(client.get("k")), "v");
 }
@@ -63,18 +64,18 @@ TEST(Coordinator, ReachableByHostName) {
 TEST(Coordinator, ServesOverIpv6) {
   std::unique_ptr<CoordinatorServer> server;
   try {
-    server = std::make_unique<CoordinatorServer>("::1", 0);
+    server = std::make_unique<CoordinatorServer>("::1", 0, tandem::testing::testSecurity());
   } catch (const Error& e) {
     GTEST_SKIP() << "no IPv6 loopback here: " << e.what();
   }
-  CoordinatorClient client({"::1", server->port()}, 2000ms);
+  CoordinatorClient client({"::1", server->port()}, 2000ms, tandem::testing::testSecurity());
   client.set("k", bytes("v6"));
   EXPECT_EQ(text(client.get("k")), "v6");
 }
 
 TEST(Coordinator, CarriesLargeBinaryValues) {
-  CoordinatorServer server("127.0.0.1", 0);
-  CoordinatorClient client(local(server.port()), 5000ms);
+  CoordinatorServer server("127.0.0.1", 0, tandem::testing::testSecurity());
+  CoordinatorClient client(local(server.port()), 5000ms, tandem::testing::testSecurity());
   std::vector<char> value(3 << 20);
   for (size_t i = 0; i < value.size(); ++i) value[i] = static_cast<char>(i * 31 + 7);
   value[5] = '\0';
@@ -85,8 +86,8 @@ TEST(Coordinator, CarriesLargeBinaryValues) {
 // A member cannot grow the chief without bound: values over the per-value
 // cap are refused before sending, and the total is capped by the server.
 TEST(Coordinator, TheStoreIsBounded) {
-  CoordinatorServer server("127.0.0.1", 0);
-  CoordinatorClient client(local(server.port()), 5000ms);
+  CoordinatorServer server("127.0.0.1", 0, tandem::testing::testSecurity());
+  CoordinatorClient client(local(server.port()), 5000ms, tandem::testing::testSecurity());
   EXPECT_THROW(client.set("huge", std::vector<char>(kMaxStoreValueBytes + 1)), InputError);
   const std::vector<char> value(kMaxStoreValueBytes);
   const size_t fits = kMaxStoreBytes / (value.size() + 8);
@@ -103,14 +104,14 @@ TEST(Coordinator, TheStoreIsBounded) {
 }
 
 TEST(Coordinator, RejectsBadKeysLocally) {
-  CoordinatorServer server("127.0.0.1", 0);
-  CoordinatorClient client(local(server.port()), 1000ms);
+  CoordinatorServer server("127.0.0.1", 0, tandem::testing::testSecurity());
+  CoordinatorClient client(local(server.port()), 1000ms, tandem::testing::testSecurity());
   EXPECT_THROW(client.set("", bytes("x")), InputError);
   EXPECT_THROW(client.set(std::string(5000, 'k'), bytes("x")), InputError);
 }
 
 TEST(Coordinator, ServesClientsOnManyThreads) {
-  CoordinatorServer server("127.0.0.1", 0);
+  CoordinatorServer server("127.0.0.1", 0, tandem::testing::testSecurity());
   constexpr int kThreads = 6;
   std::vector<std::thread> threads;
   std::vector<std::exception_ptr> errors(kThreads);
@@ -118,7 +119,7 @@ TEST(Coordinator, ServesClientsOnManyThreads) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       try {
-        CoordinatorClient client(local(server.port()), 5000ms);
+        CoordinatorClient client(local(server.port()), 5000ms, tandem::testing::testSecurity());
         for (int i = 0; i < 20; ++i) client.set(fmt::format("t{}/k{}", t, i), bytes(fmt::format("{}:{}", t, i)));
         // Reads block until the other threads' writes land.
         for (int other = 0; other < kThreads; ++other) {
@@ -139,10 +140,10 @@ TEST(Coordinator, ServesClientsOnManyThreads) {
 }
 
 TEST(Coordinator, WaitReturnsOnceKeysAppear) {
-  CoordinatorServer server("127.0.0.1", 0);
-  CoordinatorClient waiter(local(server.port()), 3000ms);
+  CoordinatorServer server("127.0.0.1", 0, tandem::testing::testSecurity());
+  CoordinatorClient waiter(local(server.port()), 3000ms, tandem::testing::testSecurity());
   std::thread writer([&] {
-    CoordinatorClient client(local(server.port()), 3000ms);
+    CoordinatorClient client(local(server.port()), 3000ms, tandem::testing::testSecurity());
     std::this_thread::sleep_for(100ms);
     client.set("a", bytes("1"));
     std::this_thread::sleep_for(50ms);
@@ -156,8 +157,8 @@ TEST(Coordinator, WaitReturnsOnceKeysAppear) {
 }
 
 TEST(Coordinator, GetOfMissingKeyTimesOutNamingTheKey) {
-  CoordinatorServer server("127.0.0.1", 0);
-  CoordinatorClient client(local(server.port()), 300ms);
+  CoordinatorServer server("127.0.0.1", 0, tandem::testing::testSecurity());
+  CoordinatorClient client(local(server.port()), 300ms, tandem::testing::testSecurity());
   auto start = Clock::now();
   try {
     client.get("never/set");
@@ -173,8 +174,8 @@ TEST(Coordinator, GetOfMissingKeyTimesOutNamingTheKey) {
 }
 
 TEST(Coordinator, WaitWithTimeoutNamesEveryMissingKey) {
-  CoordinatorServer server("127.0.0.1", 0);
-  CoordinatorClient client(local(server.port()), 10000ms);
+  CoordinatorServer server("127.0.0.1", 0, tandem::testing::testSecurity());
+  CoordinatorClient client(local(server.port()), 10000ms, tandem::testing::testSecurity());
   client.set("here", bytes("x"));
   auto start = Clock::now();
   try {
@@ -190,7 +191,7 @@ TEST(Coordinator, WaitWithTimeoutNamesEveryMissingKey) {
 
 TEST(Coordinator, ClientWithoutServerTimesOutNamingTheAddress) {
   int port = freePort();
-  CoordinatorClient client(local(port), 300ms);  // connecting itself never fails
+  CoordinatorClient client(local(port), 300ms, tandem::testing::testSecurity());  // connecting itself never fails
   auto start = Clock::now();
   try {
     client.set("k", bytes("v"));
@@ -210,15 +211,15 @@ TEST(Coordinator, ClientWithoutServerTimesOutNamingTheAddress) {
 
 TEST(Coordinator, ClientMayStartBeforeTheServer) {
   int port = freePort();
-  CoordinatorClient client(local(port), 3000ms);
+  CoordinatorClient client(local(port), 3000ms, tandem::testing::testSecurity());
   // The first attempt is abandoned; a late server must not answer a new
   // request with the stale reply.
-  CoordinatorClient impatient(local(port), 100ms);
+  CoordinatorClient impatient(local(port), 100ms, tandem::testing::testSecurity());
   EXPECT_THROW(impatient.set("early", bytes("x")), PeerError);
   std::unique_ptr<CoordinatorServer> server;
   std::thread starter([&] {
     std::this_thread::sleep_for(200ms);
-    server = std::make_unique<CoordinatorServer>("127.0.0.1", port);
+    server = std::make_unique<CoordinatorServer>("127.0.0.1", port, tandem::testing::testSecurity());
   });
   client.set("k", bytes("v"));  // queued until the server is up
   starter.join();
@@ -229,9 +230,9 @@ TEST(Coordinator, ClientMayStartBeforeTheServer) {
 }
 
 TEST(Coordinator, BindConflictNamesTheAddress) {
-  CoordinatorServer server("127.0.0.1", 0);
+  CoordinatorServer server("127.0.0.1", 0, tandem::testing::testSecurity());
   try {
-    CoordinatorServer second("127.0.0.1", server.port());
+    CoordinatorServer second("127.0.0.1", server.port(), tandem::testing::testSecurity());
     FAIL() << "no throw";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(fmt::format("tcp://127.0.0.1:{}", server.port())), std::string::npos)
@@ -240,8 +241,8 @@ TEST(Coordinator, BindConflictNamesTheAddress) {
 }
 
 TEST(Coordinator, DestructionIsPrompt) {
-  auto server = std::make_unique<CoordinatorServer>("127.0.0.1", 0);
-  CoordinatorClient client(local(server->port()), 1000ms);
+  auto server = std::make_unique<CoordinatorServer>("127.0.0.1", 0, tandem::testing::testSecurity());
+  CoordinatorClient client(local(server->port()), 1000ms, tandem::testing::testSecurity());
   client.set("k", bytes("v"));
   auto took = timeOf([&] { server.reset(); });
   EXPECT_LT(took, 300ms);
@@ -250,11 +251,11 @@ TEST(Coordinator, DestructionIsPrompt) {
 // A raw DEALER speaking garbage gets an error reply; the server keeps
 // serving well-behaved clients.
 TEST(Coordinator, GarbageFramesGetErrorRepliesAndServingContinues) {
-  CoordinatorServer server("127.0.0.1", 0);
+  CoordinatorServer server("127.0.0.1", 0, tandem::testing::testSecurity());
   zmq::context_t ctx(1);
   zmq::socket_t raw(ctx, zmq::socket_type::dealer);
   net::configureSocket(raw);
-  net::secureClient(raw);  // a member of the job sending garbage
+  net::secureClient(raw, tandem::testing::testSecurity());  // a member of the job sending garbage
   raw.connect(fmt::format("tcp://127.0.0.1:{}", server.port()));
 
   auto exchange = [&](std::vector<zmq::message_t> parts) {
@@ -324,7 +325,7 @@ TEST(Coordinator, GarbageFramesGetErrorRepliesAndServingContinues) {
   net::Frame r5 = exchange(std::move(extra));
   EXPECT_NE(r5.text().find("expected 2 message parts"), std::string_view::npos) << r5.text();
 
-  CoordinatorClient client(local(server.port()), 2000ms);
+  CoordinatorClient client(local(server.port()), 2000ms, tandem::testing::testSecurity());
   client.set("still", bytes("serving"));
   EXPECT_EQ(text(client.get("still")), "serving");
 }
@@ -332,8 +333,8 @@ TEST(Coordinator, GarbageFramesGetErrorRepliesAndServingContinues) {
 // Outsiders with the coordinator's address but not the job secret (none at
 // all, or another job's) can neither read nor write the store.
 TEST(Coordinator, OutsidersCanNeitherReadNorWriteTheStore) {
-  CoordinatorServer server("127.0.0.1", 0);
-  CoordinatorClient member(local(server.port()), 2000ms);
+  CoordinatorServer server("127.0.0.1", 0, tandem::testing::testSecurity());
+  CoordinatorClient member(local(server.port()), 2000ms, tandem::testing::testSecurity());
   member.set("train/join/worker/0", bytes("chief"));
   const std::string endpoint = fmt::format("tcp://127.0.0.1:{}", server.port());
   const net::JobSecurity other_job = net::JobSecurity::withKeys(net::generateJobKeys());

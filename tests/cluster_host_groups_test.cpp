@@ -12,6 +12,7 @@
 #include "cluster/host_groups.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"
+#include "support/test_security.hpp"
 
 namespace tandem::cluster {
 namespace {
@@ -30,14 +31,14 @@ TEST(HostGroups, WorkersSharingAnAddressShareAGroup) {
 }
 
 TEST(HostGroups, WorkersPublishTheirAddressesAndEveryoneReadsTheSameGroups) {
-  CoordinatorServer server("127.0.0.1", 0);
+  CoordinatorServer server("127.0.0.1", 0, tandem::testing::testSecurity());
   const std::vector<std::string> mine = {"10.0.0.1", "10.0.0.2", "10.0.0.1", "10.0.0.2"};
   std::vector<std::vector<std::string>> seen(mine.size());
   std::vector<std::thread> workers;
   for (int w = 0; w < 4; ++w) {
     workers.emplace_back([&, w] {
       std::this_thread::sleep_for(std::chrono::milliseconds(20 * w));  // arriving one by one
-      CoordinatorClient client({"127.0.0.1", server.port()}, 5000ms);
+      CoordinatorClient client({"127.0.0.1", server.port()}, 5000ms, tandem::testing::testSecurity());
       seen[static_cast<size_t>(w)] = exchangeWorkerAddresses(client, w, 4, mine[static_cast<size_t>(w)],
                                                              Deadline::after(5000ms));
     });
@@ -48,8 +49,8 @@ TEST(HostGroups, WorkersPublishTheirAddressesAndEveryoneReadsTheSameGroups) {
 }
 
 TEST(HostGroups, AWorkerThatNeverPublishesIsNamedAtTheDeadline) {
-  CoordinatorServer server("127.0.0.1", 0);
-  CoordinatorClient client({"127.0.0.1", server.port()}, 5000ms);
+  CoordinatorServer server("127.0.0.1", 0, tandem::testing::testSecurity());
+  CoordinatorClient client({"127.0.0.1", server.port()}, 5000ms, tandem::testing::testSecurity());
   const auto start = Clock::now();
   try {
     exchangeWorkerAddresses(client, 0, 3, "10.0.0.1", Deadline::after(300ms));

@@ -6,6 +6,7 @@
 
 #include "cluster/membership.hpp"
 #include "core/error.hpp"
+#include "support/test_security.hpp"
 
 namespace tandem::cluster {
 namespace {
@@ -49,7 +50,7 @@ std::vector<Outcome> joinAll(int port, int workers, int servers, bool include_ps
     threads.emplace_back([&, t] {
       auto [role, index] = tasks[t];
       try {
-        CoordinatorClient client({"127.0.0.1", port}, 5000ms);
+        CoordinatorClient client({"127.0.0.1", port}, 5000ms, tandem::testing::testSecurity());
         joinCluster(client, specFor(port, workers, servers, role, index), fingerprint(role, index), deadline,
                     include_ps, generation);
       } catch (...) {
@@ -82,7 +83,7 @@ bool isA(const std::exception_ptr& e) {
 }
 
 TEST(Membership, AllTasksJoin) {
-  CoordinatorServer server("127.0.0.1", 0);
+  CoordinatorServer server("127.0.0.1", 0, tandem::testing::testSecurity());
   auto outcomes = joinAll(server.port(), 3, 0, false, {{Role::kWorker, 0}, {Role::kWorker, 1}, {Role::kWorker, 2}},
                           [](Role, int) { return baseFingerprint(); }, 3000ms);
   for (auto& o : outcomes) {
@@ -91,7 +92,7 @@ TEST(Membership, AllTasksJoin) {
 }
 
 TEST(Membership, WorkersAndServersJoin) {
-  CoordinatorServer server("127.0.0.1", 0);
+  CoordinatorServer server("127.0.0.1", 0, tandem::testing::testSecurity());
   auto outcomes = joinAll(server.port(), 2, 2, true,
                           {{Role::kPs, 1}, {Role::kWorker, 0}, {Role::kPs, 0}, {Role::kWorker, 1}},
                           [](Role, int) { return baseFingerprint(); }, 3000ms);
@@ -101,7 +102,7 @@ TEST(Membership, WorkersAndServersJoin) {
 }
 
 TEST(Membership, MissingTaskFailsEveryPresentTaskNamingIt) {
-  CoordinatorServer server("127.0.0.1", 0);
+  CoordinatorServer server("127.0.0.1", 0, tandem::testing::testSecurity());
   auto outcomes = joinAll(server.port(), 3, 0, false, {{Role::kWorker, 0}, {Role::kWorker, 1}},
                           [](Role, int) { return baseFingerprint(); }, 400ms);
   for (auto& o : outcomes) {
@@ -118,7 +119,7 @@ TEST(Membership, MissingTaskFailsEveryPresentTaskNamingIt) {
 }
 
 TEST(Membership, MissingServersAreNamedToo) {
-  CoordinatorServer server("127.0.0.1", 0);
+  CoordinatorServer server("127.0.0.1", 0, tandem::testing::testSecurity());
   auto outcomes = joinAll(server.port(), 3, 2, true, {{Role::kWorker, 0}, {Role::kWorker, 1}, {Role::kPs, 1}},
                           [](Role, int) { return baseFingerprint(); }, 300ms);
   for (auto& o : outcomes) {
@@ -130,7 +131,7 @@ TEST(Membership, MissingServersAreNamedToo) {
 }
 
 TEST(Membership, MismatchFailsEveryTaskNamingFieldAndValues) {
-  CoordinatorServer server("127.0.0.1", 0);
+  CoordinatorServer server("127.0.0.1", 0, tandem::testing::testSecurity());
   auto outcomes = joinAll(server.port(), 3, 0, false, {{Role::kWorker, 0}, {Role::kWorker, 1}, {Role::kWorker, 2}},
                           [](Role, int index) {
                             json fp = baseFingerprint();
@@ -149,15 +150,15 @@ TEST(Membership, MismatchFailsEveryTaskNamingFieldAndValues) {
 // it fails only once every other task has compared the fingerprints, so
 // that they too name the mismatch instead of a vanished coordinator.
 TEST(Membership, TheChiefFailsAMismatchOnlyAfterEveryOtherTaskCompared) {
-  CoordinatorServer server("127.0.0.1", 0);
+  CoordinatorServer server("127.0.0.1", 0, tandem::testing::testSecurity());
   const int port = server.port();
   std::vector<std::string> missing_when_chief_failed;
   std::thread chief([&] {
-    CoordinatorClient client({"127.0.0.1", port}, 5000ms);
+    CoordinatorClient client({"127.0.0.1", port}, 5000ms, tandem::testing::testSecurity());
     try {
       joinCluster(client, specFor(port, 3, 0, Role::kWorker, 0), baseFingerprint(), Deadline::after(5000ms));
     } catch (const InputError&) {
-      CoordinatorClient look({"127.0.0.1", port}, 5000ms);
+      CoordinatorClient look({"127.0.0.1", port}, 5000ms, tandem::testing::testSecurity());
       missing_when_chief_failed = look.missingKeys(
           {comparedKey(joinKey("train", Role::kWorker, 1)), comparedKey(joinKey("train", Role::kWorker, 2))},
           Deadline::after(2000ms));
@@ -181,7 +182,7 @@ TEST(Membership, TheChiefFailsAMismatchOnlyAfterEveryOtherTaskCompared) {
 }
 
 TEST(Membership, NestedMismatchNamesTheFieldPath) {
-  CoordinatorServer server("127.0.0.1", 0);
+  CoordinatorServer server("127.0.0.1", 0, tandem::testing::testSecurity());
   auto outcomes = joinAll(server.port(), 2, 0, false, {{Role::kWorker, 0}, {Role::kWorker, 1}},
                           [](Role, int index) {
                             json fp = baseFingerprint();
@@ -198,7 +199,7 @@ TEST(Membership, NestedMismatchNamesTheFieldPath) {
 }
 
 TEST(Membership, GenerationsAreSeparate) {
-  CoordinatorServer server("127.0.0.1", 0);
+  CoordinatorServer server("127.0.0.1", 0, tandem::testing::testSecurity());
   auto first = joinAll(server.port(), 2, 0, false, {{Role::kWorker, 0}, {Role::kWorker, 1}},
                        [](Role, int) { return baseFingerprint(); }, 3000ms, "gen1");
   for (auto& o : first) EXPECT_FALSE(o.error);
@@ -213,10 +214,10 @@ TEST(Membership, GenerationsAreSeparate) {
 TEST(Membership, UnreachableCoordinatorIsNamed) {
   int port;
   {
-    CoordinatorServer probe("127.0.0.1", 0);
+    CoordinatorServer probe("127.0.0.1", 0, tandem::testing::testSecurity());
     port = probe.port();
   }
-  CoordinatorClient client({"127.0.0.1", port}, 5000ms);
+  CoordinatorClient client({"127.0.0.1", port}, 5000ms, tandem::testing::testSecurity());
   auto start = Clock::now();
   try {
     joinCluster(client, specFor(port, 2, 0, Role::kWorker, 1), baseFingerprint(), Deadline::after(300ms));

@@ -21,6 +21,7 @@
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "support/exact_sums.hpp"
+#include "support/test_security.hpp"
 
 namespace tandem::collective {
 namespace {
@@ -364,7 +365,7 @@ TEST(CommunicatorConnect, RejectsInvalidRankAndSize) {
 // The chief's coordinator is the rendezvous of every real job: three ranks
 // connect through it, sum, and pass a barrier.
 TEST(CommunicatorConnect, RendezvousThroughTheCoordinatorStore) {
-  cluster::CoordinatorServer server("127.0.0.1", 0);
+  cluster::CoordinatorServer server("127.0.0.1", 0, tandem::testing::testSecurity());
   constexpr int kSize = 3;
   std::vector<std::string> errors(kSize);
   std::vector<std::vector<float>> results(kSize);
@@ -372,7 +373,7 @@ TEST(CommunicatorConnect, RendezvousThroughTheCoordinatorStore) {
   for (int rank = 0; rank < kSize; ++rank) {
     threads.emplace_back([&, rank] {
       try {
-        cluster::CoordinatorClient client(cluster::HostPort{"127.0.0.1", server.port()}, 10s);
+        cluster::CoordinatorClient client(cluster::HostPort{"127.0.0.1", server.port()}, 10s, tandem::testing::testSecurity());
         auto comm = Communicator::connect(client, optionsFor(rank, kSize));
         std::vector<float> data(1000);
         for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>((rank + 1) * i);

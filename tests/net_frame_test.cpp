@@ -19,6 +19,7 @@
 #include "net/wire.hpp"
 #include "support/expect_input_error.hpp"
 #include "support/test_messages.hpp"
+#include "support/test_security.hpp"
 
 // Records the largest single allocation while armed, to show that a header
 // announcing a huge payload is rejected before anything of that size is
@@ -408,7 +409,7 @@ TEST(RequestClient, DiscardsRepliesToOtherRequests) {
   zmq::context_t ctx(1);
   zmq::socket_t server(ctx, zmq::socket_type::router);
   configureSocket(server);
-  const auto zap = secureServer(ctx, server, "the test server");
+  const auto zap = secureServer(ctx, server, "the test server", tandem::testing::testSecurity());
   server.bind("tcp://127.0.0.1:*");
   std::string endpoint = server.get(zmq::sockopt::last_endpoint);
   std::atomic<bool> stop{false};
@@ -427,7 +428,7 @@ TEST(RequestClient, DiscardsRepliesToOtherRequests) {
   });
   {
     zmq::context_t cctx(1);
-    RequestClient client(cctx, endpoint, "echo", testing::kTestMessages);
+    RequestClient client(cctx, endpoint, "echo", testing::kTestMessages, tandem::testing::testSecurity());
     for (int i = 0; i < 3; ++i) {
       auto reply = client.request({testing::kAsk}, copyPayload("k" + std::to_string(i)),
                                   Deadline::after(std::chrono::milliseconds(2000)));
@@ -441,7 +442,7 @@ TEST(RequestClient, DiscardsRepliesToOtherRequests) {
 
 TEST(RequestClient, GivesUpAtTheDeadlineWhenNobodyListens) {
   zmq::context_t ctx(1);
-  RequestClient client(ctx, "tcp://127.0.0.1:9", "nobody", testing::kTestMessages);
+  RequestClient client(ctx, "tcp://127.0.0.1:9", "nobody", testing::kTestMessages, tandem::testing::testSecurity());
   auto start = std::chrono::steady_clock::now();
   auto reply = client.request({testing::kAsk}, copyPayload("k"), Deadline::after(std::chrono::milliseconds(200)));
   auto took = std::chrono::steady_clock::now() - start;

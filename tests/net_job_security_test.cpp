@@ -21,6 +21,7 @@
 #include "net/request_client.hpp"
 #include "support/expect_input_error.hpp"
 #include "support/test_messages.hpp"
+#include "support/test_security.hpp"
 
 namespace tandem::net {
 namespace {
@@ -81,13 +82,13 @@ TEST(JobSecret, AFileOthersCanReadOrAMalformedOneIsRefusedNamingIt) {
   testing::expectInputError([&] { readSecretFile(dir / "missing"); }, {"missing", "tandem secret new"});
 }
 
-// A ROUTER secured with this process's job security that answers every
-// request it reads with kStoreValue.
+// A ROUTER secured with `security` that answers every request it reads
+// with kStoreValue.
 class SecuredServer {
  public:
-  SecuredServer() : socket_(context_, zmq::socket_type::router) {
+  explicit SecuredServer(const JobSecurity& security) : socket_(context_, zmq::socket_type::router) {
     configureSocket(socket_);
-    zap_ = secureServer(context_, socket_, "the secured server");
+    zap_ = secureServer(context_, socket_, "the secured server", security);
     socket_.bind(tcpEndpoint("127.0.0.1", -1));
     endpoint_ = socket_.get(zmq::sockopt::last_endpoint);
     thread_ = std::thread([this] { serve(); });
@@ -142,9 +143,9 @@ bool answered(const std::string& endpoint, const std::optional<JobSecurity>& as,
 }
 
 TEST(JobSecurity, OnlyMembersOfTheJobAreAnswered) {
-  setJobSecurity(JobSecurity::withKeys(generateJobKeys()));
-  SecuredServer server;
-  EXPECT_TRUE(answered(server.endpoint(), jobSecurity(), 5000ms)) << "a member was not answered";
+  const JobSecurity job = JobSecurity::withKeys(generateJobKeys());
+  SecuredServer server(job);
+  EXPECT_TRUE(answered(server.endpoint(), job, 5000ms)) << "a member was not answered";
   EXPECT_EQ(server.served(), 1);
 
   EXPECT_FALSE(answered(server.endpoint(), std::nullopt, 700ms)) << "a peer without CURVE was answered";
@@ -153,19 +154,19 @@ TEST(JobSecurity, OnlyMembersOfTheJobAreAnswered) {
   // Another job's client key, presented to this job's server key: the
   // handshake completes only as far as the ZAP check, which refuses it.
   JobKeys stolen_server_key = generateJobKeys();
-  stolen_server_key.server_public = jobSecurity().keys().server_public;
+  stolen_server_key.server_public = job.keys().server_public;
   EXPECT_FALSE(answered(server.endpoint(), JobSecurity::withKeys(stolen_server_key), 700ms))
       << "a client that knows only the server's public key was answered";
   EXPECT_EQ(server.served(), 1) << "an outsider's request reached the server";
   EXPECT_GE(server.refused(), 1u);
-  EXPECT_TRUE(answered(server.endpoint(), jobSecurity(), 5000ms)) << "the server stopped serving members";
+  EXPECT_TRUE(answered(server.endpoint(), job, 5000ms)) << "the server stopped serving members";
 }
 
 TEST(JobSecurity, ARequestClientOfTheJobIsServed) {
-  setJobSecurity(JobSecurity::withKeys(generateJobKeys()));
-  SecuredServer server;
+  const JobSecurity job = JobSecurity::withKeys(generateJobKeys());
+  SecuredServer server(job);
   zmq::context_t context(1);
-  RequestClient client(context, server.endpoint(), "the secured server", testing::kTestMessages);
+  RequestClient client(context, server.endpoint(), "the secured server", testing::kTestMessages, job);
   auto reply = client.request({.type = testing::kAsk}, copyPayload("key"), Deadline::after(5000ms));
   ASSERT_TRUE(reply.has_value());
   EXPECT_EQ(reply->text(), "value");

@@ -18,6 +18,7 @@
 #include "net/frame.hpp"
 #include "net/request_client.hpp"
 #include "support/test_messages.hpp"
+#include "support/test_security.hpp"
 
 namespace tandem::net {
 namespace {
@@ -30,7 +31,7 @@ class EchoThenAnswer {
  public:
   EchoThenAnswer() : socket_(context_, zmq::socket_type::router) {
     configureSocket(socket_);
-    zap_ = secureServer(context_, socket_, "the echo server");
+    zap_ = secureServer(context_, socket_, "the echo server", tandem::testing::testSecurity());
     socket_.bind(tcpEndpoint("127.0.0.1", -1));
     endpoint_ = socket_.get(zmq::sockopt::last_endpoint);
     thread_ = std::thread([this] { serve(); });
@@ -67,7 +68,7 @@ class EchoThenAnswer {
 TEST(RequestClient, OurOwnRequestReadBackIsRejectedNamingTheAddress) {
   EchoThenAnswer server;
   zmq::context_t context(1);
-  RequestClient client(context, server.endpoint(), "the coordinator", testing::kTestMessages);
+  RequestClient client(context, server.endpoint(), "the coordinator", testing::kTestMessages, tandem::testing::testSecurity());
   try {
     client.request({.type = testing::kAsk}, copyPayload("key"), Deadline::after(2000ms));
     ADD_FAILURE() << "our own ask was taken for the answer";
@@ -87,11 +88,11 @@ TEST(RequestClient, AServerThatExitsBeforeAnsweringIsNamedAtOnce) {
   zmq::context_t server_context(1);
   std::optional<zmq::socket_t> server(std::in_place, server_context, zmq::socket_type::router);
   configureSocket(*server);
-  auto zap = secureServer(server_context, *server, "the test server");
+  auto zap = secureServer(server_context, *server, "the test server", tandem::testing::testSecurity());
   server->bind(tcpEndpoint("127.0.0.1", -1));
   const std::string endpoint = server->get(zmq::sockopt::last_endpoint);
   zmq::context_t context(1);
-  RequestClient client(context, endpoint, "the coordinator", testing::kTestMessages);
+  RequestClient client(context, endpoint, "the coordinator", testing::kTestMessages, tandem::testing::testSecurity());
   auto asked = std::async(std::launch::async, [&] {
     return client.request({.type = testing::kAsk}, copyPayload("key"), Deadline::after(60'000ms));
   });

@@ -29,6 +29,7 @@
 #include "ps/client.hpp"
 #include "ps/messages.hpp"
 #include "ps/protocol.hpp"
+#include "support/test_security.hpp"
 
 namespace tandem::ps {
 namespace {
@@ -39,9 +40,10 @@ using net::MessageType;
 // A ROUTER that the test drives by hand.
 class ScriptedServer {
  public:
-  explicit ScriptedServer(int port = -1) : socket_(context_, zmq::socket_type::router) {
+  explicit ScriptedServer(int port = -1, const net::JobSecurity& security = tandem::testing::testSecurity())
+      : socket_(context_, zmq::socket_type::router) {
     net::configureSocket(socket_);
-    zap_ = net::secureServer(context_, socket_, "the scripted server");
+    zap_ = net::secureServer(context_, socket_, "the scripted server", security);
     socket_.bind(net::tcpEndpoint("127.0.0.1", port));
     const std::string bound = socket_.get(zmq::sockopt::last_endpoint);
     port_ = std::stoi(bound.substr(bound.rfind(':') + 1));
@@ -117,7 +119,7 @@ TEST(PsClient, ARequestThatCannotBeSentFailsNamingTheServerAndLeavesTheClient) {
   ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
   const std::string endpoint = net::tcpEndpoint("127.0.0.1", ntohs(addr.sin_port));
   {
-    PsClient client(oneServer(endpoint));
+    PsClient client(oneServer(endpoint), tandem::testing::testSecurity());
     Ticket ticket = client.send(0, {.type = ps::msg::kHello}, net::copyPayload(encode(Hello{0, 1})));
     EXPECT_TRUE(eventually([&] { return client.inFlight() == 1; }));
     const std::string what = peerErrorOf(ticket, 150ms, "hello");
@@ -132,7 +134,7 @@ TEST(PsClient, ARequestThatCannotBeSentFailsNamingTheServerAndLeavesTheClient) {
 TEST(PsClient, ARequestSentBeforeItsServerIsUpIsDeliveredOnceItIs) {
   int port = 0;
   { port = ScriptedServer().port(); }  // a port that was free a moment ago
-  PsClient client(oneServer(net::tcpEndpoint("127.0.0.1", port)));
+  PsClient client(oneServer(net::tcpEndpoint("127.0.0.1", port)), tandem::testing::testSecurity());
   Ticket ticket = client.send(0, pullHeader(3), zmq::message_t());
   std::this_thread::sleep_for(100ms);
   ScriptedServer server(port);
@@ -145,7 +147,7 @@ TEST(PsClient, ARequestSentBeforeItsServerIsUpIsDeliveredOnceItIs) {
 
 TEST(PsClient, ATimedOutRequestLeavesTheClientAndItsLateReplyIsDropped) {
   ScriptedServer server;
-  PsClient client(oneServer(server.endpoint()));
+  PsClient client(oneServer(server.endpoint()), tandem::testing::testSecurity());
   Ticket slow = client.send(0, pullHeader(1), zmq::message_t());
   auto first = server.receive();
   ASSERT_TRUE(first.has_value());
@@ -169,7 +171,7 @@ TEST(PsClient, ATimedOutRequestLeavesTheClientAndItsLateReplyIsDropped) {
 
 TEST(PsClient, ASecondWaitOnATicketIsALogicError) {
   ScriptedServer server;
-  PsClient client(oneServer(server.endpoint()));
+  PsClient client(oneServer(server.endpoint()), tandem::testing::testSecurity());
   Ticket answered = client.send(0, {.type = ps::msg::kDone}, zmq::message_t());
   auto request = server.receive();
   ASSERT_TRUE(request.has_value());
@@ -185,7 +187,7 @@ TEST(PsClient, ASecondWaitOnATicketIsALogicError) {
 // What a DEALER connected to itself reads: its own request, id and all.
 TEST(PsClient, OurOwnRequestReadBackIsRejectedNamingTheServerAddress) {
   ScriptedServer echo;
-  PsClient client(oneServer(echo.endpoint()));
+  PsClient client(oneServer(echo.endpoint()), tandem::testing::testSecurity());
   Ticket ticket = client.send(0, {.type = ps::msg::kClock, .clock = 4},
                               net::copyPayload(encode(StepReport{1.5, 0.2, false})));
   auto request = echo.receive();
@@ -200,7 +202,7 @@ TEST(PsClient, OurOwnRequestReadBackIsRejectedNamingTheServerAddress) {
 
 TEST(PsClient, AReplyOfTheWrongTypeIsRejected) {
   ScriptedServer server;
-  PsClient client(oneServer(server.endpoint()));
+  PsClient client(oneServer(server.endpoint()), tandem::testing::testSecurity());
   Ticket ticket = client.send(0, pullHeader(5), zmq::message_t());
   auto request = server.receive();
   ASSERT_TRUE(request.has_value());
@@ -219,7 +221,7 @@ TEST(PsClient, AServerThatExitsFailsItsRequestsAtOnceAndIsNeverAskedAgain) {
   std::optional<ScriptedServer> server(std::in_place);
   const int port = server->port();
   const std::string endpoint = server->endpoint();
-  PsClient client(oneServer(endpoint));
+  PsClient client(oneServer(endpoint), tandem::testing::testSecurity());
   Ticket first = client.send(0, pullHeader(0), zmq::message_t());
   auto request = server->receive();
   ASSERT_TRUE(request.has_value());
@@ -311,7 +313,7 @@ class FreezableProxy {
 TEST(PsClient, AServerWhoseHostFallsSilentIsNamedAfterTheHeartbeatTimeout) {
   ScriptedServer server;
   FreezableProxy proxy(server.port());
-  PsClient client(oneServer(proxy.endpoint()), net::kMaxPayloadBytes, Liveness{100ms, 500ms});
+  PsClient client(oneServer(proxy.endpoint()), tandem::testing::testSecurity(), net::kMaxPayloadBytes, Liveness{100ms, 500ms});
   Ticket first = client.send(0, pullHeader(0), zmq::message_t());
   auto request = server.receive();
   ASSERT_TRUE(request.has_value());
@@ -339,7 +341,7 @@ TEST(PsClient, AServerWhoseHostFallsSilentIsNamedAfterTheHeartbeatTimeout) {
 
 TEST(PsClient, AStopRequestEndsAWaitOnASilentServerAfterTheGrace) {
   ScriptedServer server;
-  PsClient client(oneServer(server.endpoint()));
+  PsClient client(oneServer(server.endpoint()), tandem::testing::testSecurity());
   Ticket ticket = client.send(0, pullHeader(0), zmq::message_t());
   ASSERT_TRUE(server.receive().has_value());
   struct ClearStop {
@@ -361,11 +363,8 @@ TEST(PsClient, AStopRequestEndsAWaitOnASilentServerAfterTheGrace) {
 }
 
 TEST(PsClient, AServerOfAnotherJobRefusesTheHandshakeAtOnce) {
-  const net::JobSecurity ours = net::jobSecurity();
-  net::setJobSecurity(net::JobSecurity::withKeys(net::generateJobKeys()));
-  ScriptedServer theirs;  // secured with the other job's keys
-  net::setJobSecurity(ours);
-  PsClient client(oneServer(theirs.endpoint()));
+  ScriptedServer theirs(-1, net::JobSecurity::withKeys(net::generateJobKeys()));  // another job's
+  PsClient client(oneServer(theirs.endpoint()), tandem::testing::testSecurity());
   Ticket hello = client.send(0, {.type = ps::msg::kHello}, net::copyPayload(encode(Hello{0, 1})));
   const auto sent = Clock::now();
   const std::string what = peerErrorOf(hello, 60'000ms, "hello");

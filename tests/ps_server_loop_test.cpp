@@ -6,6 +6,7 @@
 #include "core/logging.hpp"
 #include "ps/messages.hpp"
 #include "support/ps_server_harness.hpp"
+#include "support/test_security.hpp"
 
 namespace tandem::ps::testing {
 namespace {
@@ -44,11 +45,11 @@ TEST(PsServerLoop, AFloodOfRequestsDoesNotStarveTimeoutChecks) {
     ~Restore() { spdlog::set_level(level); }
   } restore{level};
 
-  ParameterServer server({.bind_host = "127.0.0.1", .startup_timeout_s = 0});
+  ParameterServer server({.bind_host = "127.0.0.1", .startup_timeout_s = 0}, tandem::testing::testSecurity());
   zmq::context_t context(1);
   zmq::socket_t flood(context, zmq::socket_type::dealer);
   net::configureSocket(flood);
-  net::secureClient(flood);
+  net::secureClient(flood, tandem::testing::testSecurity());
   flood.set(zmq::sockopt::sndhwm, 0);
   flood.set(zmq::sockopt::rcvhwm, 0);
   flood.connect(net::tcpEndpoint("127.0.0.1", server.port()));

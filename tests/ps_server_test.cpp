@@ -4,6 +4,7 @@
 
 #include "ps/messages.hpp"
 #include "support/ps_server_harness.hpp"
+#include "support/test_security.hpp"
 
 namespace tandem::ps::testing {
 namespace {
@@ -208,7 +209,7 @@ TEST_F(PsServer, TheChiefsNextStartAfterAFailureStartsTheServerOverAndNoOtherIni
     const uint64_t held = pull(w0, 0, 2);
     EXPECT_FALSE(w0.answered(held));
   }
-  net::RequestClient chief(context_, server_->endpoint(), "ps 0", ps::kMessages);
+  net::RequestClient chief(context_, server_->endpoint(), "ps 0", ps::kMessages, tandem::testing::testSecurity());
   auto initWith = [&](uint64_t generation, uint64_t replaces) {
     ServerConfig next = c;
     next.generation = generation;

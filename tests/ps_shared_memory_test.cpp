@@ -15,6 +15,7 @@
 #include "ps/messages.hpp"
 #include "ps/worker.hpp"
 #include "support/ps_server_harness.hpp"
+#include "support/test_security.hpp"
 
 namespace tandem::ps::testing {
 namespace {
@@ -114,13 +115,14 @@ struct SameHostJob {
   SameHostJob(TrainingMode mode, WireDtype wire) : mode(mode), wire(wire) {
     for (int i = 0; i < 2; ++i) {
       servers.push_back(std::make_unique<RunningServer>(ServerOptions{.bind_host = "127.0.0.1", .index = i}));
-      addresses.push_back({net::sameHostEndpoint(servers.back()->port()), "ps " + std::to_string(i)});
+      addresses.push_back({net::sameHostEndpoint(servers.back()->port(), tandem::testing::testSecurity()), "ps " + std::to_string(i)});
     }
   }
   std::vector<ServerConfig> configs(int workers) const { return configsFor(layout, mode, wire, workers, 2); }
   Worker worker(uint32_t index, bool shared) const {
     return Worker({.servers = addresses, .layout = layout, .mode = mode, .index = index, .wire = wire,
-                   .shared_memory = shared});
+                   .shared_memory = shared},
+                  tandem::testing::testSecurity());
   }
 };
 
@@ -215,7 +217,8 @@ TEST(PsSharedMemory, OnlySameHostWorkersThatOfferedAnArenaMayNameOne) {
   const KeyLayout layout = buildKeyLayout({{"w", 4}}, 1, 16);
   const Deadline deadline = Deadline::afterSeconds(5);
   Worker tcp({.servers = {{server.endpoint(), "ps 0"}}, .layout = layout, .mode = TrainingMode::kPsAsync,
-              .shared_memory = true});
+              .shared_memory = true},
+             tandem::testing::testSecurity());
   EXPECT_EQ(tcp.sharedArena(), nullptr) << "no server on this host's socket: nothing to share";
   ServerConfig config = makeConfig(TrainingMode::kPsAsync, 2, {{layout.chunks[0].key, 4}});
   config.layout_fingerprint = layout.fingerprint();

@@ -12,6 +12,7 @@
 #include "ps/worker.hpp"
 #include "support/process.hpp"
 #include "support/ps_server_harness.hpp"
+#include "support/test_security.hpp"
 
 namespace tandem::ps::testing {
 namespace {
@@ -33,7 +34,7 @@ struct Job {
   WireDtype wire;
 
   std::vector<ServerConfig> configs(int workers) const { return configsFor(layout, mode, wire, workers, 10); }
-  Worker worker(uint32_t index) const { return Worker({addresses, layout, mode, index, wire}); }
+  Worker worker(uint32_t index) const { return Worker({addresses, layout, mode, index, wire}, tandem::testing::testSecurity()); }
 };
 
 // Chunk c's initial values: 10 c + i.
@@ -137,7 +138,7 @@ TEST(PsWorker, AFloat32PushToASixteenBitServerIsRefusedNamingTheFormat) {
   chief.initServers(job.configs(2), [&](size_t c, int64_t&) { return initial(job.layout, c); }, deadline);
   chief.hello(deadline);
   // A worker that thinks the wire is float32 sends twice the bytes.
-  Worker wrong({job.addresses, job.layout, TrainingMode::kPsAsync, 1, WireDtype::kFloat32});
+  Worker wrong({job.addresses, job.layout, TrainingMode::kPsAsync, 1, WireDtype::kFloat32}, tandem::testing::testSecurity());
   const std::vector<float> g(4, 1.0f);
   wrong.hello(deadline);
   wrong.push(0, g.data(), 0);
@@ -170,7 +171,7 @@ TEST(PsWorker, AServerThatIsNotThereIsNamedWhenTheDeadlinePasses) {
   Job job(TrainingMode::kPsSync);
   auto addresses = job.addresses;
   addresses[1] = {net::tcpEndpoint("127.0.0.1", tandem::testing::freePort()), "ps 1"};  // nobody listens
-  Worker w({addresses, job.layout, TrainingMode::kPsSync, 0});
+  Worker w({addresses, job.layout, TrainingMode::kPsSync, 0}, tandem::testing::testSecurity());
   const auto started = Clock::now();
   try {
     w.initServers(job.configs(1), [&](size_t c, int64_t&) { return initial(job.layout, c); },
@@ -187,7 +188,7 @@ TEST(PsWorker, AServerThatIsNotThereIsNamedWhenTheDeadlinePasses) {
 struct HandServer {
   zmq::context_t context{1};
   zmq::socket_t router{context, zmq::socket_type::router};
-  std::unique_ptr<net::ZapHandler> zap = net::secureServer(context, router, "the hand server");
+  std::unique_ptr<net::ZapHandler> zap = net::secureServer(context, router, "the hand server", tandem::testing::testSecurity());
   std::string endpoint;
   std::vector<zmq::message_t> parts;
 
@@ -232,7 +233,7 @@ TEST(PushWindow, QueuedPushesGoOutFirstChunkFirst) {
     HandServer server;
     const KeyLayout layout = buildKeyLayout({{"a", 4}, {"b", 4}, {"c", 4}, {"d", 4}}, 1, 16);
     ASSERT_EQ(layout.chunks.size(), 4u);
-    Worker w({{{server.endpoint, "ps 0"}}, layout, TrainingMode::kPsSync, 0, WireDtype::kFloat32, window});
+    Worker w({{{server.endpoint, "ps 0"}}, layout, TrainingMode::kPsSync, 0, WireDtype::kFloat32, window}, tandem::testing::testSecurity());
     std::vector<std::vector<float>> grads(4, std::vector<float>(4, 1.0f));
     for (size_t c = 4; c-- > 0;) w.push(c, grads[c].data(), 0);  // backward's order
     std::vector<uint32_t> pulls;
@@ -282,7 +283,7 @@ TEST(PushWindow, HostMatesPushingToOneServerShareTheDefaultWindow) {
 TEST(PushWindow, AServerThatNeverTakesThePushAheadIsNamed) {
   HandServer server;
   const KeyLayout layout = buildKeyLayout({{"a", 4}, {"b", 4}}, 1, 16);
-  Worker w({{{server.endpoint, "ps 0"}}, layout, TrainingMode::kPsSync, 0, WireDtype::kFloat32, 16});
+  Worker w({{{server.endpoint, "ps 0"}}, layout, TrainingMode::kPsSync, 0, WireDtype::kFloat32, 16}, tandem::testing::testSecurity());
   std::vector<float> g(4, 1.0f);
   w.push(1, g.data(), 0);
   w.push(0, g.data(), 0);

@@ -49,7 +49,11 @@ struct GradientAverager::Impl {
 };
 
 GradientAverager::GradientAverager(torch::nn::Module& module, int backward_passes_per_step)
-    : GradientAverager(module, AveragerOptions{backward_passes_per_step}) {}
+    : GradientAverager(module, [&] {
+        AveragerOptions options;
+        options.backward_passes_per_step = backward_passes_per_step;
+        return options;
+      }()) {}
 
 GradientAverager::GradientAverager(torch::nn::Module& module, const AveragerOptions& options)
     : impl_(std::make_unique<Impl>()) {

@@ -50,6 +50,11 @@ struct Job {
 
 // The job init() made; null before init() and after shutdown().
 std::unique_ptr<Job>& current();
+// The API's context: one per process, built on first use, because a task's
+// starts outlive its init()s (an init() after shutdown() must wait for the
+// job's next start, not rejoin the one it left). init() and fit() pass it
+// down; nothing below them reads it.
+cluster::JobContext& processContext();
 // Runs on the communication thread, before a collective: every rank's
 // announcement is exchanged and agree()d; throws InputError with the
 // agreement's error. Ranks in join() are then serving this call.

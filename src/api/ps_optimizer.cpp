@@ -134,7 +134,7 @@ PsOptimizer::PsOptimizer(torch::nn::Module& module, const PsOptimizerOptions& op
   s.passes = std::make_unique<BackwardPasses>(s.params, options.backward_passes_per_step, [&s](int pass, bool) {
     s.strategy->beforeBackward(s.localStep(), pass);
   });
-  s.strategy = std::make_unique<train::PsStrategy>(*job.spec, config, /*joined=*/true);
+  s.strategy = std::make_unique<train::PsStrategy>(*job.spec, config, processContext(), /*joined=*/true);
   s.strategy->initialize(module, nlohmann::json::object(), {1, 0, 0, nullptr});
   s.passes->startUpdate();
 }

@@ -16,7 +16,7 @@
 #include "cluster/host_groups.hpp"
 #include "cluster/job_start.hpp"
 #include "cluster/local_address.hpp"
-#include "cluster/local_share.hpp"
+#include "cluster/process_setup.hpp"
 #include "collective/comm_thread.hpp"
 #include "collective/communicator.hpp"
 #include "collective/host_communicator.hpp"
@@ -34,6 +34,11 @@ namespace api {
 std::unique_ptr<Job>& current() {
   static std::unique_ptr<Job> job;
   return job;
+}
+
+cluster::JobContext& processContext() {
+  static cluster::JobContext context;
+  return context;
 }
 
 Job& requireJob(const char* call) {
@@ -63,27 +68,6 @@ using api::requireJob;
 
 namespace {
 
-
-
-int envInt(const cluster::Environment& env, const char* name, int fallback) {
-  auto it = env.find(name);
-  if (it == env.end()) return fallback;
-  auto value = cluster::parseInteger(it->second);
-  if (!value || *value < 0) throw InputError(fmt::format("{}: '{}' is not a non-negative integer", name, it->second));
-  return static_cast<int>(*value);
-}
-
-// This worker's index among the workers on its host.
-int localRank(const std::optional<cluster::ClusterSpec>& spec, const cluster::Environment& env) {
-  for (const char* name : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
-    if (env.count(name)) return envInt(env, name, 0);
-  }
-  if (!spec || spec->worker_hosts.empty()) return spec ? spec->index : 0;
-  int before = 0;
-  for (int i = 0; i < spec->index; ++i) before += spec->worker_hosts[i].host == spec->worker_hosts[spec->index].host;
-  return before;
-}
-
 void shutdownAtExit() {
   try {
     shutdown();
@@ -107,22 +91,17 @@ void init(const InitOptions& options) {
   }
   auto job = std::make_unique<Job>();
   job->options = options;
-  const cluster::Environment env = cluster::captureEnvironment();
-  job->spec = cluster::resolveClusterSpec({}, env);
-  if (job->spec && job->spec->role == cluster::Role::kPs) {
-    throw InputError(fmt::format("tandem::init: this process is {} in {}; parameter servers run as `tandem train` "
-                                 "tasks (tandem launch --ps starts them)",
-                                 job->spec->taskName(), job->spec->source));
-  }
-  const auto local = cluster::countLocalProcesses(job->spec, env);
-  job->local_size = local.count;
-  job->local_rank = localRank(job->spec, env);
+  const cluster::ProcessSetup process = cluster::setUpProcess({}, 0, cluster::captureEnvironment());
+  cluster::requireWorkerTask(process, "tandem::init");
+  job->spec = process.spec;
+  job->local_size = process.local.count;
+  job->local_rank = process.local.rank;
   // Each local worker takes its share of the free cores, as `tandem train` does.
-  torch::set_num_threads(cluster::planHostThreads(0, env, local).threads);
+  torch::set_num_threads(process.threads.threads);
 
   // Joined once a job has peers or servers; the communicator links workers.
   if (job->spec && (job->spec->num_workers > 1 || job->spec->numServers() > 0)) {
-    net::setJobSecurity(net::resolveJobSecurity(options.secret_file, options.insecure));
+    api::processContext().setSecurity(net::resolveJobSecurity(options.secret_file, options.insecure));
     const cluster::ClusterSpec& spec = *job->spec;
     train::DistributedConfig config;
     config.rendezvous_timeout_s = options.rendezvous_timeout_s;
@@ -131,7 +110,8 @@ void init(const InitOptions& options) {
                                     {{"api", "tandem C++"},
                                      {"workers", spec.num_workers},
                                      {"servers", spec.numServers()},
-                                     {"hierarchical", options.hierarchical}});
+                                     {"hierarchical", options.hierarchical}},
+                                    api::processContext());
     collective::CommunicatorOptions comm;
     comm.rank = spec.index;
     comm.size = spec.num_workers;
@@ -166,7 +146,7 @@ void shutdown() {
   if (job->comm) job->runNow([&] { job->comm->barrier(); }, "final barrier");
   // An init() after this one must not join the chief's store of this start,
   // which is about to close: it waits for the chief's next start.
-  auto& start = cluster::jobStart();
+  cluster::JobStart& start = api::processContext().start();
   if (job->spec && !job->spec->isChief()) start.replaces = start.generation;
 }
 

@@ -8,7 +8,7 @@
 
 #include "api/job.hpp"
 #include "cluster/cluster_spec.hpp"
-#include "cluster/local_share.hpp"
+#include "cluster/process_setup.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "data/tensor_dataset.hpp"
@@ -66,16 +66,12 @@ std::string fit(std::shared_ptr<torch::nn::Module> module,
   }
   if (!module || !forward || !loss) throw InputError("tandem::fit: module, forward and loss must all be given");
   train::TrainConfig config = configFrom(options);
-  const cluster::Environment env = cluster::captureEnvironment();
-  const auto spec = cluster::resolveClusterSpec({}, env);
-  if (spec && spec->role == cluster::Role::kPs) {
-    throw InputError(fmt::format("tandem::fit: this process is {} in {}; parameter servers run as `tandem train` "
-                                 "tasks (tandem launch --ps starts them)",
-                                 spec->taskName(), spec->source));
-  }
-  const auto plan = cluster::planHostThreads(0, env, cluster::countLocalProcesses(spec, env));
-  config.threads = plan.threads;
-  config.local_processes = plan.local_processes;
+  const cluster::ProcessSetup process = cluster::setUpProcess({}, 0, cluster::captureEnvironment());
+  cluster::requireWorkerTask(process, "tandem::fit");
+  const std::optional<cluster::ClusterSpec>& spec = process.spec;
+  config.threads = process.threads.threads;
+  config.local_processes = process.threads.local_processes;
+  config.local_rank = process.local.rank;  // under a launcher, the GPU of this rank
 
   train::TrainerParts parts;
   parts.model = std::make_shared<UserModel>(std::move(module), std::move(forward));
@@ -83,7 +79,10 @@ std::string fit(std::shared_ptr<torch::nn::Module> module,
       std::make_shared<data::TensorDataset>("training data", train_data.inputs, train_data.targets),
       std::make_shared<data::TensorDataset>("test data", test_data.inputs, test_data.targets)};
   parts.loss = std::move(loss);  // the same signature as the trainer's LossFunction
-  train::Trainer trainer(config, train::makeStrategy(spec, config), nullptr, std::move(parts));
+  cluster::JobContext& context = api::processContext();
+  // The default secret ($TANDEM_SECRET_FILE, else the user's), as init()'s.
+  if (spec) context.setSecurity(net::resolveJobSecurity("", false));
+  train::Trainer trainer(config, train::makeStrategy(spec, config, context), context, nullptr, std::move(parts));
   return trainer.run().dump(2);
 }
 

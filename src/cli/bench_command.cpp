@@ -39,9 +39,11 @@ std::string humanBytes(size_t bytes) {
 int runWorker(const AllreduceBenchOptions& o, const std::vector<size_t>& sizes) {
   cluster::HostPort coordinator = cluster::parseHostPort(o.coordinator, "--coordinator");
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
+  // The user's secret (or $TANDEM_SECRET_FILE), as a job's tasks default to.
+  const net::JobSecurity security = net::resolveJobSecurity("", false);
   std::unique_ptr<cluster::CoordinatorServer> server;
-  if (o.rank == 0) server = std::make_unique<cluster::CoordinatorServer>(coordinator.host, coordinator.port);
-  cluster::CoordinatorClient store(coordinator, timeout);
+  if (o.rank == 0) server = std::make_unique<cluster::CoordinatorServer>(coordinator.host, coordinator.port, security);
+  cluster::CoordinatorClient store(coordinator, timeout, security);
   cluster::PrefixStore prefixed("bench", store);
   collective::CommunicatorOptions options;
   options.rank = o.rank;

@@ -14,7 +14,7 @@
 
 namespace tandem::cli {
 
-int runPsTask(const cluster::ClusterSpec& spec, const train::TrainConfig& config) {
+int runPsTask(const cluster::ClusterSpec& spec, const train::TrainConfig& config, const net::JobSecurity& security) {
   const auto& address = spec.ps_hosts.at(static_cast<size_t>(spec.index));
   ps::ServerOptions options;
   options.bind_host = cluster::bindableAddress(config.distributed.bind.empty() ? address.host : config.distributed.bind);
@@ -37,7 +37,7 @@ int runPsTask(const cluster::ClusterSpec& spec, const train::TrainConfig& config
   }
   nlohmann::json summary;
   while (true) {
-    ps::ParameterServer server(options);
+    ps::ParameterServer server(options, security);
     TANDEM_LOG_INFO("{}: listening on {} for {} worker(s) ({})", spec.taskName(), address.str(), spec.num_workers,
                     spec.source);
     summary = server.serve();

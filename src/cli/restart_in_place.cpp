@@ -39,13 +39,14 @@ void closeOnExec() {
 
 void rememberCommandLine(int argc, char** argv) { commandLine().assign(argv, argv + argc); }
 
-bool mayRestartInPlace(const cluster::ClusterSpec* spec, const train::TrainConfig& config) {
+bool mayRestartInPlace(const cluster::ClusterSpec* spec, const train::TrainConfig& config,
+                       const cluster::JobStart& start) {
   return spec != nullptr && spec->role == cluster::Role::kWorker && config.distributed.restart_wait_s > 0 &&
-         cluster::jobStart().training && !stopRequested() && !commandLine().empty();
+         start.training && !stopRequested() && !commandLine().empty();
 }
 
-void restartInPlace(const cluster::ClusterSpec& spec, const train::TrainConfig& config, const std::string& failure) {
-  auto& start = cluster::jobStart();
+void restartInPlace(const cluster::ClusterSpec& spec, const train::TrainConfig& config,
+                    const cluster::JobStart& start, const std::string& failure) {
   const auto checkpoint = train::latestCheckpoint(config.out_dir);
   launch::RestartRecord record;
   record.restart = start.restarts + 1;

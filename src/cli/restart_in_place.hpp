@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cluster/cluster_spec.hpp"
+#include "cluster/job_start.hpp"
 #include "train/config.hpp"
 
 namespace tandem::cli {
@@ -16,12 +17,15 @@ namespace tandem::cli {
 void rememberCommandLine(int argc, char** argv);
 
 // Whether this task restarts on a failure now: a worker of a distributed
-// job run with --restart-wait > 0, past its startup, and not asked to stop.
-bool mayRestartInPlace(const cluster::ClusterSpec* spec, const train::TrainConfig& config);
+// job run with --restart-wait > 0, past its startup (`start`), and not
+// asked to stop.
+bool mayRestartInPlace(const cluster::ClusterSpec* spec, const train::TrainConfig& config,
+                       const cluster::JobStart& start);
 
 // Says what failed and where the job continues (the chief also appends it
 // to OUT/restarts.jsonl), then re-executes this process. Returns only if
-// the re-execution failed, having said why.
-void restartInPlace(const cluster::ClusterSpec& spec, const train::TrainConfig& config, const std::string& failure);
+// the re-execution failed, having said why. `start`: the one that failed.
+void restartInPlace(const cluster::ClusterSpec& spec, const train::TrainConfig& config,
+                    const cluster::JobStart& start, const std::string& failure);
 
 }  // namespace tandem::cli

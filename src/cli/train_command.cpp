@@ -10,6 +10,7 @@
 #include "cluster/local_address.hpp"
 #include "cluster/device_placement.hpp"
 #include "cluster/local_share.hpp"
+#include "cluster/process_setup.hpp"
 #include "core/logging.hpp"
 #include "core/error.hpp"
 #include "data/dataset.hpp"
@@ -384,10 +385,13 @@ Command addTrainCommand(CLI::App& app) {
                            : obs::ProgressStyle::kPlain;
     std::signal(SIGINT, onStopSignal);
     std::signal(SIGTERM, onStopSignal);
-    const auto env = cluster::captureEnvironment();
-    const auto spec = cluster::resolveClusterSpec(*cluster_flags, env);
-    if (spec) cluster::requireResolvableHosts(*spec);
-    if (spec) net::setJobSecurity(net::resolveJobSecurity(*secret_file, *insecure));
+    // Where this process sits, its start (a restart in place says which)
+    // and, in a cluster, its security: worked out once here, passed down.
+    const cluster::ProcessSetup process =
+        cluster::setUpProcess(*cluster_flags, config->threads, cluster::captureEnvironment());
+    const std::optional<cluster::ClusterSpec>& spec = process.spec;
+    cluster::JobContext context;
+    if (spec) context.setSecurity(net::resolveJobSecurity(*secret_file, *insecure));
     rejectIgnoredFlags(*cmd, spec, *config);
     const auto given = [&cmd](const char* flag, double value) {
       return cmd->count(flag) > 0 ? std::optional<double>(value) : std::nullopt;
@@ -397,24 +401,23 @@ Command addTrainCommand(CLI::App& app) {
     if (!config->resume_from.empty() && !(spec && spec->role == cluster::Role::kPs)) {
       applyResumeDefaults(*config, *fields);
     }
-    const auto plan = cluster::planHostThreads(config->threads, env, cluster::countLocalProcesses(spec, env));
     if (const std::string& bind = config->distributed.bind; bind == "0.0.0.0" || bind == "::" || bind == "*") {
       TANDEM_LOG_WARN("--bind {}: this task's ports listen on every interface, reachable from any network this "
                       "machine is on",
                       bind);
     }
-    config->threads = plan.threads;
-    config->local_processes = plan.local_processes;
-    config->local_rank = cluster::findLocalRank(spec, env).rank;
+    config->threads = process.threads.threads;
+    config->local_processes = process.threads.local_processes;
+    config->local_rank = process.local.rank;
     if (spec && spec->role == cluster::Role::kPs) {
       // A stop signal reaches the workers too; the server keeps serving
       // until they have finished their last step.
       train::validate(*config);
-      return runPsTask(*spec, *config);
+      return runPsTask(*spec, *config, context.security());
     }
     nlohmann::json summary;
     try {
-      train::Trainer trainer(*config, train::makeStrategy(spec, *config), &stopFlag());
+      train::Trainer trainer(*config, train::makeStrategy(spec, *config, context), context, &stopFlag());
       summary = trainer.run();
     } catch (const InputError&) {
       throw;
@@ -422,7 +425,9 @@ Command addTrainCommand(CLI::App& app) {
       throw;
     } catch (const Error& e) {
       // The trainer is gone, and with it this task's ports and connections.
-      if (mayRestartInPlace(spec ? &*spec : nullptr, *config)) restartInPlace(*spec, *config, e.what());
+      if (mayRestartInPlace(spec ? &*spec : nullptr, *config, context.start())) {
+        restartInPlace(*spec, *config, context.start(), e.what());
+      }
       throw;
     }
     // fputs, not fmt::print: a closed stdout (`| head`) is no failure of the run.

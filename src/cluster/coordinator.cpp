@@ -92,7 +92,8 @@ struct CoordinatorServer::Impl {
   std::pair<MessageType, zmq::message_t> apply(const Frame& request, const std::string& peer);
 };
 
-CoordinatorServer::CoordinatorServer(const std::string& bind_host, int port) : impl_(std::make_unique<Impl>()) {
+CoordinatorServer::CoordinatorServer(const std::string& bind_host, int port, const net::JobSecurity& security)
+    : impl_(std::make_unique<Impl>()) {
   if (port < 0 || port > 65535) {
     throw InputError(fmt::format("coordinator port {} is out of range 0..65535", port));
   }
@@ -101,7 +102,7 @@ CoordinatorServer::CoordinatorServer(const std::string& bind_host, int port) : i
   std::string endpoint = net::tcpEndpoint(address, port == 0 ? -1 : port);
   // A message larger than any value the store takes is dropped unread.
   net::configureSocket(impl_->socket, kMaxStoreValueBytes + (64 << 10), net::isIpv6(address));
-  impl_->zap = net::secureServer(impl_->context, impl_->socket, "the coordinator");
+  impl_->zap = net::secureServer(impl_->context, impl_->socket, "the coordinator", security);
   try {
     impl_->socket.bind(endpoint);
   } catch (const zmq::error_t& e) {
@@ -233,11 +234,11 @@ struct CoordinatorClient::Impl {
   zmq::context_t context{1};
   net::RequestClient client;
 
-  Impl(HostPort addr, std::chrono::milliseconds t)
+  Impl(HostPort addr, std::chrono::milliseconds t, const net::JobSecurity& security)
       : address(std::move(addr)),
         name(fmt::format("coordinator (worker 0) at {}", address.str())),
         timeout(t),
-        client(context, net::tcpEndpoint(address.host, address.port), name, kStoreMessages) {}
+        client(context, net::tcpEndpoint(address.host, address.port), name, kStoreMessages, security) {}
 
   // One round trip. `budget` is what the caller was given in all, for the
   // message. Throws PeerError if no reply came by `deadline`, Error if the
@@ -309,8 +310,9 @@ struct CoordinatorClient::Impl {
   }
 };
 
-CoordinatorClient::CoordinatorClient(HostPort coordinator, std::chrono::milliseconds timeout)
-    : impl_(std::make_unique<Impl>(std::move(coordinator), timeout)) {}
+CoordinatorClient::CoordinatorClient(HostPort coordinator, std::chrono::milliseconds timeout,
+                                     const net::JobSecurity& security)
+    : impl_(std::make_unique<Impl>(std::move(coordinator), timeout, security)) {}
 
 CoordinatorClient::~CoordinatorClient() = default;
 

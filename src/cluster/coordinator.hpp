@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "net/job_security.hpp"
 #include "cluster/cluster_spec.hpp"
 #include "cluster/kv_store.hpp"
 #include "core/deadline.hpp"
@@ -32,8 +33,9 @@ class CoordinatorServer {
  public:
   // Binds tcp://<address>:<port>, the address bindableAddress(bind_host)
   // gives; port 0 picks a free port. Throws Error naming the address if it
-  // cannot bind, InputError for a name that is not this machine's.
-  CoordinatorServer(const std::string& bind_host, int port);
+  // cannot bind, InputError for a name that is not this machine's. Admits
+  // the members of the job `security` belongs to.
+  CoordinatorServer(const std::string& bind_host, int port, const net::JobSecurity& security);
   ~CoordinatorServer();
   CoordinatorServer(const CoordinatorServer&) = delete;
   CoordinatorServer& operator=(const CoordinatorServer&) = delete;
@@ -51,7 +53,7 @@ class CoordinatorServer {
 // host:port"). Not thread-safe: use one client per thread.
 class CoordinatorClient final : public KeyValueStore {
  public:
-  CoordinatorClient(HostPort coordinator, std::chrono::milliseconds timeout);
+  CoordinatorClient(HostPort coordinator, std::chrono::milliseconds timeout, const net::JobSecurity& security);
   ~CoordinatorClient() override;
 
   void set(const std::string& key, const std::vector<char>& data) override;

@@ -44,13 +44,8 @@ void parseRestartEnvironment(std::string_view text, JobStart& start) {
   }
 }
 
-JobStart& jobStart() {
-  static JobStart* start = [] {
-    auto* s = new JobStart();  // never destroyed: read until exit
-    if (const char* text = std::getenv(kVariable); text != nullptr) parseRestartEnvironment(text, *s);
-    return s;
-  }();
-  return *start;
+void readRestartEnvironment(JobStart& start) {
+  if (const char* text = std::getenv(kVariable); text != nullptr) parseRestartEnvironment(text, start);
 }
 
 uint64_t newGeneration() {
@@ -68,8 +63,8 @@ std::string restartEnvironment(const JobStart& start, double wait_s) {
                      until_ms, start.restarts + 1);
 }
 
-double startupSeconds(double configured) {
-  const auto& until = jobStart().wait_until;
+double startupSeconds(const JobStart& start, double configured) {
+  const auto& until = start.wait_until;
   if (!until) return configured;
   const double left = std::chrono::duration<double>(*until - std::chrono::system_clock::now()).count();
   return std::max(1.0, left);

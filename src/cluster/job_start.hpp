@@ -25,9 +25,10 @@ struct JobStart {
   std::atomic<int64_t> finished_steps{-1};
 };
 
-// This process's, read from TANDEM_RESTART at first use. Throws InputError
+// This process's start, from TANDEM_RESTART when set (a restarted task);
+// its entry point reads it once, into its JobContext. Throws InputError
 // naming the variable when it is malformed.
-JobStart& jobStart();
+void readRestartEnvironment(JobStart& start);
 
 // Reads a TANDEM_RESTART value ("replaces=HEX;until_ms=N;restarts=N",
 // as restartEnvironment writes it) into `start`. Throws InputError naming
@@ -43,7 +44,7 @@ std::string restartEnvironment(const JobStart& start, double wait_s);
 
 // What a startup wait (--rendezvous-timeout) becomes in a restarted task:
 // what is left of its wait for the job's next start (at least 1 s).
-double startupSeconds(double configured);
+double startupSeconds(const JobStart& start, double configured);
 
 // The coordinator store key that holds the chief's generation, in hex.
 inline constexpr const char* kGenerationKey = "tandem/generation";

@@ -157,24 +157,6 @@ JobSecurity resolveJobSecurity(const std::string& secret_file, bool insecure) {
   return security;
 }
 
-namespace {
-
-std::mutex g_security_mutex;
-std::optional<JobSecurity> g_security;
-
-}  // namespace
-
-void setJobSecurity(JobSecurity security) {
-  std::lock_guard lock(g_security_mutex);
-  g_security = std::move(security);
-}
-
-const JobSecurity& jobSecurity() {
-  std::lock_guard lock(g_security_mutex);
-  if (!g_security) g_security = resolveJobSecurity("", false);
-  return *g_security;
-}
-
 ZapHandler::ZapHandler(zmq::context_t& context, std::string client_public, std::string server_name)
     : socket_(context, zmq::socket_type::rep),
       client_public_(std::move(client_public)),
@@ -232,8 +214,7 @@ void ZapHandler::serve() {
 }
 
 std::unique_ptr<ZapHandler> secureServer(zmq::context_t& context, zmq::socket_t& socket,
-                                         const std::string& server_name) {
-  const JobSecurity& security = jobSecurity();
+                                         const std::string& server_name, const JobSecurity& security) {
   if (!security.secure()) return nullptr;
   auto handler = std::make_unique<ZapHandler>(context, security.keys().client_public, server_name);
   socket.set(zmq::sockopt::curve_server, true);

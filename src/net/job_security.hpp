@@ -60,11 +60,6 @@ class JobSecurity {
 // else the user's secret; none with `insecure` (which logs a warning).
 JobSecurity resolveJobSecurity(const std::string& secret_file, bool insecure);
 
-// What every server and client in this process uses. Until set, it is
-// resolved from the environment on first use (secure by default).
-void setJobSecurity(JobSecurity security);
-const JobSecurity& jobSecurity();
-
 // Answers ZeroMQ's authentication requests (ZAP, RFC 27) for the server
 // sockets of one context: a CURVE peer with the job's client key is let in,
 // anyone else is refused before any of its messages is read. Refusals are
@@ -88,11 +83,11 @@ class ZapHandler {
   std::thread thread_;
 };
 
-// Before bind: makes `socket` a CURVE server of this process's job and
-// returns the handler that admits members (null when insecure). Keep it
-// alive as long as the socket, and destroy it before the context.
+// Before bind: makes `socket` a CURVE server of the job `security` belongs
+// to and returns the handler that admits members (null when insecure). Keep
+// it alive as long as the socket, and destroy it before the context.
 std::unique_ptr<ZapHandler> secureServer(zmq::context_t& context, zmq::socket_t& socket,
-                                         const std::string& server_name);
+                                         const std::string& server_name, const JobSecurity& security);
 // Same-host parameter servers also listen on a Unix socket, named by their
 // TCP port and the job's server key, in a directory only this user can
 // enter (TMPDIR/tandem-UID, mode 0700; refused if anyone else owns or can
@@ -101,11 +96,11 @@ std::unique_ptr<ZapHandler> secureServer(zmq::context_t& context, zmq::socket_t&
 // encrypting a 140 MB model's pushes and pulls made a same-host step 2.4x
 // slower. Unix sockets also skip the TCP stack (the 1 PS + 1 worker MLP
 // spent ~40 ms a step in exposed transfer over loopback TCP).
-std::string sameHostEndpoint(int port, const JobSecurity& security = jobSecurity());
+std::string sameHostEndpoint(int port, const JobSecurity& security);
 bool isSameHostEndpoint(const std::string& endpoint);
 
 // Before connect: makes `socket` a CURVE client of the job `security`
-// belongs to (a thread that must not resolve it passes its own copy).
-void secureClient(zmq::socket_t& socket, const JobSecurity& security = jobSecurity());
+// belongs to.
+void secureClient(zmq::socket_t& socket, const JobSecurity& security);
 
 }  // namespace tandem::net

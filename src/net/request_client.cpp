@@ -12,11 +12,12 @@
 namespace tandem::net {
 
 RequestClient::RequestClient(zmq::context_t& context, std::string endpoint, std::string peer_name,
-                             const MessageCatalog& protocol, uint64_t max_payload_bytes)
+                             const MessageCatalog& protocol, JobSecurity security, uint64_t max_payload_bytes)
     : context_(context),
       endpoint_(std::move(endpoint)),
       peer_name_(std::move(peer_name)),
       protocol_(protocol),
+      security_(std::move(security)),
       max_payload_bytes_(max_payload_bytes) {
   connect();
 }
@@ -28,7 +29,7 @@ void RequestClient::connect() {
   configureSocket(*socket_, max_payload_bytes_, isIpv6(endpoint_));
   socket_->set(zmq::sockopt::heartbeat_ivl, static_cast<int>(kHeartbeatInterval.count()));
   socket_->set(zmq::sockopt::heartbeat_timeout, static_cast<int>(kHeartbeatTimeout.count()));
-  secureClient(*socket_);
+  secureClient(*socket_, security_);
   link_.emplace(context_, *socket_);
   socket_->connect(endpoint_);
 }

@@ -22,6 +22,7 @@
 #include "core/patient_wait.hpp"
 #include "net/connection_watch.hpp"
 #include "net/frame.hpp"
+#include "net/job_security.hpp"
 
 namespace tandem::net {
 
@@ -40,10 +41,11 @@ class RequestClient {
   static constexpr std::chrono::milliseconds kHeartbeatTimeout{5'000};
 
   // `endpoint` is "tcp://host:port"; `peer_name` names the server in errors;
-  // replies are frames of `protocol`. Connecting never fails, even while
-  // nobody listens yet. `context` and `protocol` must outlive the client.
+  // replies are frames of `protocol`; `security` is the job's. Connecting
+  // never fails, even while nobody listens yet. `context` and `protocol`
+  // must outlive the client.
   RequestClient(zmq::context_t& context, std::string endpoint, std::string peer_name,
-                const MessageCatalog& protocol, uint64_t max_payload_bytes = kMaxPayloadBytes);
+                const MessageCatalog& protocol, JobSecurity security, uint64_t max_payload_bytes = kMaxPayloadBytes);
 
   // Sends `header` (its request_id is assigned here) with `payload` and
   // waits for the matching reply until `deadline`. Returns nullopt if none
@@ -63,6 +65,7 @@ class RequestClient {
   std::string endpoint_;
   std::string peer_name_;
   const MessageCatalog& protocol_;
+  JobSecurity security_;
   uint64_t max_payload_bytes_;
   std::optional<zmq::socket_t> socket_;
   std::optional<LinkWatch> link_;  // follows socket_; closed first

@@ -12,8 +12,6 @@
 namespace tandem::obs {
 namespace {
 
-std::atomic<Timeline*> g_current{nullptr};
-
 nlohmann::json metadata(const char* kind, int pid, int tid, const std::string& name) {
   return {{"ph", "M"}, {"name", kind}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}};
 }
@@ -28,12 +26,9 @@ Timeline::Timeline(std::filesystem::path path, std::string task, int task_id, co
     : path_(std::move(path)), task_id_(task_id) {
   events_.push_back(metadata("process_name", task_id_, 0, task));
   for (int lane = 0; lane < 3; ++lane) events_.push_back(metadata("thread_name", task_id_, lane, lanes[static_cast<size_t>(lane)]));
-  g_current = this;
 }
 
 Timeline::~Timeline() {
-  Timeline* self = this;
-  g_current.compare_exchange_strong(self, nullptr);
   try {
     write();
   } catch (const std::exception&) {
@@ -61,7 +56,6 @@ void Timeline::write() {
   writeEvents(path_, events_);
 }
 
-Timeline* Timeline::current() { return g_current.load(); }
 
 namespace {
 

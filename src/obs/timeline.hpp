@@ -33,10 +33,6 @@ class Timeline {
   void span(std::string_view name, Lane lane, int64_t start_us, int64_t end_us, nlohmann::json args = nullptr);
   void write();
 
-  // The process's timeline while one is open, for code far from the trainer
-  // (the communication thread, emulated layers); null otherwise.
-  static Timeline* current();
-
  private:
   std::filesystem::path path_;
   int task_id_;

@@ -134,11 +134,12 @@ net::Frame Ticket::wait(Deadline deadline, const std::string& what) {
   return frame;
 }
 
-PsClient::PsClient(std::vector<ServerAddress> servers, uint64_t max_payload_bytes, Liveness liveness)
+PsClient::PsClient(std::vector<ServerAddress> servers, net::JobSecurity security, uint64_t max_payload_bytes,
+                   Liveness liveness)
     : servers_(std::move(servers)),
       max_payload_bytes_(max_payload_bytes),
       liveness_(liveness),
-      security_(net::jobSecurity()),
+      security_(std::move(security)),
       mailbox_(std::make_shared<detail::ClientMailbox>()) {
   io_ = std::thread([this] { ioLoop(); });
 }

@@ -80,8 +80,9 @@ struct Liveness {
 
 class PsClient {
  public:
-  explicit PsClient(std::vector<ServerAddress> servers, uint64_t max_payload_bytes = net::kMaxPayloadBytes,
-                    Liveness liveness = {});
+  // `security`: the job's, for its connections to the servers.
+  PsClient(std::vector<ServerAddress> servers, net::JobSecurity security,
+           uint64_t max_payload_bytes = net::kMaxPayloadBytes, Liveness liveness = {});
   // Stops the I/O thread; tickets still open fail with "client closed".
   ~PsClient();
   PsClient(const PsClient&) = delete;
@@ -107,7 +108,7 @@ class PsClient {
   std::vector<ServerAddress> servers_;
   uint64_t max_payload_bytes_;
   Liveness liveness_;
-  net::JobSecurity security_;  // resolved by the constructor, used by the I/O thread
+  net::JobSecurity security_;  // used by the I/O thread
   std::shared_ptr<detail::ClientMailbox> mailbox_;
   std::atomic<size_t> in_flight_{0};
   std::thread io_;

@@ -357,7 +357,8 @@ void ParameterServer::Impl::handle(std::vector<zmq::message_t>& parts, size_t to
   }
 }
 
-ParameterServer::ParameterServer(ServerOptions options) : impl_(std::make_unique<Impl>()) {
+ParameterServer::ParameterServer(ServerOptions options, const net::JobSecurity& security)
+    : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   s.options = std::move(options);
   s.name = fmt::format("ps {}", s.options.index);
@@ -379,7 +380,7 @@ ParameterServer::ParameterServer(ServerOptions options) : impl_(std::make_unique
   };
   configure(s.router);
   s.connections = std::make_unique<net::ConnectionWatch>(s.context, s.router);
-  s.zap = net::secureServer(s.context, s.router, s.name);
+  s.zap = net::secureServer(s.context, s.router, s.name, security);
   listen(s.router, net::tcpEndpoint(s.options.bind_host, s.options.port == 0 ? -1 : s.options.port));
   const std::string bound = s.router.get(zmq::sockopt::last_endpoint);
   s.port = std::stoi(bound.substr(bound.rfind(':') + 1));
@@ -387,7 +388,7 @@ ParameterServer::ParameterServer(ServerOptions options) : impl_(std::make_unique
     s.local_router.emplace(s.context, zmq::socket_type::router);
     configure(*s.local_router);
     s.local_connections = std::make_unique<net::ConnectionWatch>(s.context, *s.local_router);
-    s.local_endpoint = net::sameHostEndpoint(s.port);
+    s.local_endpoint = net::sameHostEndpoint(s.port, security);
     listen(*s.local_router, s.local_endpoint);
   }
   s.wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

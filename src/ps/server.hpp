@@ -18,6 +18,7 @@
 #include <string>
 
 #include "net/frame.hpp"
+#include "net/job_security.hpp"
 #include "obs/timeline.hpp"
 
 namespace tandem::ps {
@@ -44,8 +45,9 @@ struct ServerOptions {
 
 class ParameterServer {
  public:
-  // Binds. Throws Error naming the address when it cannot.
-  explicit ParameterServer(ServerOptions options);
+  // Binds, admitting the members of the job `security` belongs to. Throws
+  // Error naming the address when it cannot.
+  ParameterServer(ServerOptions options, const net::JobSecurity& security);
   ~ParameterServer();
   ParameterServer(const ParameterServer&) = delete;
   ParameterServer& operator=(const ParameterServer&) = delete;

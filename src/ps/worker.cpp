@@ -39,8 +39,10 @@ size_t hostPushersPerServer(const KeyLayout& layout, const std::vector<int>& hos
   return most;
 }
 
-Worker::Worker(WorkerOptions options)
-    : options_(std::move(options)), client_(std::make_unique<PsClient>(options_.servers, net::kMaxPayloadBytes, options_.liveness)) {
+Worker::Worker(WorkerOptions options, net::JobSecurity security)
+    : options_(std::move(options)),
+      client_(std::make_unique<PsClient>(options_.servers, std::move(security), net::kMaxPayloadBytes,
+                                         options_.liveness)) {
   const size_t chunks = options_.layout.chunks.size();
   if (options_.wire != WireDtype::kFloat32) encoder_.emplace(options_.wire, options_.error_feedback, chunks);
   push_tickets_.resize(chunks);
@@ -231,7 +233,7 @@ Ticket Worker::waitSent(size_t c, Deadline deadline, bool pull_ticket, const std
 // --timeline: a push (queued until the server took it) or a pull (queued
 // until its version arrived) on the communication lane.
 void Worker::trace(const char* what, size_t c, const Ticket& ticket, int64_t step) const {
-  auto* timeline = obs::Timeline::current();
+  obs::Timeline* timeline = options_.timeline;
   if (timeline == nullptr) return;
   const Ticket::Times t = ticket.times();
   if (t.replied_us == 0) return;
@@ -286,7 +288,7 @@ StepAgreement Worker::reportStep(int64_t finished, const StepReport& report, Dea
                                net::copyPayload(encode(report)));
   net::Frame reply = clock.wait(deadline, fmt::format("the end of step {}", finished - 1));
   // --timeline: until every worker reported (ps 0's barrier) and the answer crossed back.
-  if (auto* timeline = obs::Timeline::current()) {
+  if (obs::Timeline* timeline = options_.timeline) {
     const Ticket::Times t = clock.times();
     if (t.replied_us != 0) {
       timeline->span("end-of-step agreement at ps 0", obs::Lane::kComm, t.queued_us, t.replied_us,

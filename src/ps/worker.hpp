@@ -21,6 +21,7 @@
 #include "core/wire_encoder.hpp"
 #include "net/frame.hpp"
 #include "net/shared_arena.hpp"
+#include "obs/timeline.hpp"
 #include "ps/client.hpp"
 #include "ps/key_layout.hpp"
 #include "ps/protocol.hpp"
@@ -47,6 +48,7 @@ struct WorkerOptions {
   // A 16-bit wire carries each push's rounding into the chunk's next push
   // (--error-feedback).
   bool error_feedback = false;
+  obs::Timeline* timeline = nullptr;  // --timeline: pushes, pulls and step ends on the communication lane
 };
 
 // The window priority scheduling uses by default: two of the largest chunks
@@ -65,7 +67,8 @@ size_t hostPushersPerServer(const KeyLayout& layout, const std::vector<int>& hos
 
 class Worker {
  public:
-  explicit Worker(WorkerOptions options);
+  // `security`: the job's, for its connections to the servers.
+  Worker(WorkerOptions options, net::JobSecurity security);
   ~Worker();  // hangs up; see sayDone for leaving politely
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;

@@ -28,6 +28,9 @@
 namespace tandem::train {
 
 struct AllReduceStrategy::Impl {
+  explicit Impl(cluster::JobContext& c) : context(c) {}
+  cluster::JobContext& context;
+  obs::Timeline* timeline = nullptr;  // the plan's
   cluster::ClusterSpec spec;
   DistributedConfig config;
   ClusterJoin join;
@@ -60,7 +63,7 @@ struct AllReduceStrategy::Impl {
     const int64_t start = obs::Timeline::nowUs();
     const size_t tail = bucket + 1 == buckets->size() ? static_cast<size_t>(buckets->tail().numel()) : 0;
     const size_t bytes = reducer->reduce(bucket, flat.data_ptr<float>(), static_cast<size_t>(flat.numel()), tail);
-    if (auto* timeline = obs::Timeline::current()) {
+    if (timeline != nullptr) {
       timeline->span(fmt::format("all-reduce bucket {}", bucket), obs::Lane::kComm, start, obs::Timeline::nowUs(),
                      {{"bytes", bytes}, {"wire", wireDtypeName(reducer->wire())}});
     }
@@ -85,8 +88,8 @@ std::string hierarchyText(const std::vector<std::vector<int>>& groups) {
 
 }  // namespace
 
-AllReduceStrategy::AllReduceStrategy(cluster::ClusterSpec spec, DistributedConfig config)
-    : impl_(std::make_unique<Impl>()) {
+AllReduceStrategy::AllReduceStrategy(cluster::ClusterSpec spec, DistributedConfig config, cluster::JobContext& context)
+    : impl_(std::make_unique<Impl>(context)) {
   impl_->spec = std::move(spec);
   impl_->config = config;
 }
@@ -96,15 +99,16 @@ AllReduceStrategy::~AllReduceStrategy() = default;
 int AllReduceStrategy::rank() const { return impl_->spec.index; }
 int AllReduceStrategy::worldSize() const { return impl_->spec.num_workers; }
 
-void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fingerprint, const StepPlan&) {
+void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fingerprint, const StepPlan& plan) {
   Impl& s = *impl_;
+  s.timeline = plan.timeline;
   Stopwatch watch;
   s.wire = parseWireDtype(s.config.wire_dtype);
   nlohmann::json fp = fingerprint;
   // Workers must cut and encode the same buckets, or the sums mix values.
   fp["allreduce"] = {{"bucket_mb", s.config.bucket_mb}, {"wire_dtype", wireDtypeName(s.wire)},
                      {"error_feedback", s.config.error_feedback}, {"hierarchical", s.config.hierarchical}};
-  s.join = joinAsWorker(s.spec, s.config, fp);
+  s.join = joinAsWorker(s.spec, s.config, fp, s.context);
 
   collective::CommunicatorOptions options;
   options.rank = s.spec.index;
@@ -113,7 +117,7 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
                                                    : s.spec.worker_hosts[s.spec.index].host;
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(s.config.peer_timeout_s * 1000));
   s.host_groups = cluster::hostGroupsFor(s.spec, s.config.hierarchical, *s.join.store, options.local_host,
-                                        Deadline::afterSeconds(cluster::startupSeconds(s.config.rendezvous_timeout_s)));
+                                        Deadline::afterSeconds(cluster::startupSeconds(s.context.start(), s.config.rendezvous_timeout_s)));
   s.gloo_store = std::make_unique<cluster::PrefixStore>("gloo", *s.join.store);
   s.comm = collective::connectByHost(*s.gloo_store, options, s.host_groups);
   s.reducer = std::make_unique<collective::BucketReducer>(*s.comm, s.wire, s.config.error_feedback);

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cluster/cluster_spec.hpp"
+#include "cluster/job_context.hpp"
 #include "train/config.hpp"
 #include "train/strategy.hpp"
 
@@ -14,7 +15,8 @@ namespace tandem::train {
 class AllReduceStrategy final : public Strategy {
  public:
   // Nothing touches the network until initialize().
-  AllReduceStrategy(cluster::ClusterSpec spec, DistributedConfig config);
+  // `context` (the job's start and security) must outlive the strategy.
+  AllReduceStrategy(cluster::ClusterSpec spec, DistributedConfig config, cluster::JobContext& context);
   ~AllReduceStrategy() override;
 
   TrainingMode mode() const override { return TrainingMode::kAllReduce; }

@@ -4,7 +4,7 @@
 
 #include <thread>
 
-#include "cluster/job_start.hpp"
+#include "cluster/job_context.hpp"
 #include "cluster/membership.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
@@ -17,13 +17,14 @@ std::string text(const std::vector<char>& bytes) { return {bytes.begin(), bytes.
 
 // A restarted task: waits until the coordinator serves a start other than
 // the one that failed, so that it never joins a store about to vanish.
-void awaitNextStart(const cluster::ClusterSpec& spec, uint64_t replaced, std::chrono::milliseconds timeout) {
+void awaitNextStart(const cluster::ClusterSpec& spec, const net::JobSecurity& security, uint64_t replaced,
+                    std::chrono::milliseconds timeout) {
   const Deadline deadline = Deadline::after(timeout);
   const std::string failed = cluster::generationText(replaced);
   std::string last = "no answer";
   while (!deadline.expired()) {
     try {
-      cluster::CoordinatorClient probe(spec.coordinator, std::chrono::seconds(1));
+      cluster::CoordinatorClient probe(spec.coordinator, std::chrono::seconds(1), security);
       const auto value = probe.tryGet(cluster::kGenerationKey);
       if (value && text(*value) != failed) return;
       last = value ? "it still serves the start that failed" : "it has not started the job yet";
@@ -40,10 +41,10 @@ void awaitNextStart(const cluster::ClusterSpec& spec, uint64_t replaced, std::ch
 // counts it as joined: unless the job is elastic (async or SSP PS), that
 // start is failing. Returns the start to wait past, 0 when there is none.
 uint64_t startBeingReplaced(const cluster::ClusterSpec& spec, const DistributedConfig& config,
-                            std::chrono::milliseconds timeout) {
+                            const net::JobSecurity& security, std::chrono::milliseconds timeout) {
   const bool elastic = spec.numServers() > 0 && psModeOf(config) != TrainingMode::kPsSync;
   if (config.restart_wait_s <= 0 || elastic) return 0;
-  cluster::CoordinatorClient store(spec.coordinator, timeout);
+  cluster::CoordinatorClient store(spec.coordinator, timeout, security);
   const auto current = store.tryGet(cluster::kGenerationKey);
   if (!current || !store.tryGet(cluster::joinKey("train", spec.role, spec.index))) return 0;
   TANDEM_LOG_WARN("{}: the job's running start already has a {}, so this one was started again after a failure; "
@@ -55,25 +56,27 @@ uint64_t startBeingReplaced(const cluster::ClusterSpec& spec, const DistributedC
 }  // namespace
 
 ClusterJoin joinAsWorker(const cluster::ClusterSpec& spec, const DistributedConfig& config,
-                         const nlohmann::json& fingerprint) {
-  auto& start = cluster::jobStart();
-  const auto timeout =
-      std::chrono::milliseconds(static_cast<int64_t>(cluster::startupSeconds(config.rendezvous_timeout_s) * 1000));
+                         const nlohmann::json& fingerprint, cluster::JobContext& context) {
+  cluster::JobStart& start = context.start();
+  const net::JobSecurity& security = context.security();
+  const auto timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(cluster::startupSeconds(start, config.rendezvous_timeout_s) * 1000));
   ClusterJoin join;
   if (spec.isChief()) {
     join.server = std::make_unique<cluster::CoordinatorServer>(config.bind.empty() ? spec.coordinator.host : config.bind,
-                                                               spec.coordinator.port);
+                                                               spec.coordinator.port, security);
     start.generation = cluster::newGeneration();
   } else if (start.replaces != 0) {
-    awaitNextStart(spec, start.replaces, timeout);
+    awaitNextStart(spec, security, start.replaces, timeout);
   } else {
-    start.replaces = startBeingReplaced(spec, config, timeout);
+    start.replaces = startBeingReplaced(spec, config, security, timeout);
     if (start.replaces != 0) {
-      awaitNextStart(spec, start.replaces, std::chrono::milliseconds(static_cast<int64_t>(config.restart_wait_s * 1000)));
+      awaitNextStart(spec, security, start.replaces,
+                     std::chrono::milliseconds(static_cast<int64_t>(config.restart_wait_s * 1000)));
     }
   }
   const Deadline deadline = Deadline::after(timeout);
-  join.store = std::make_unique<cluster::CoordinatorClient>(spec.coordinator, timeout);
+  join.store = std::make_unique<cluster::CoordinatorClient>(spec.coordinator, timeout, security);
   if (spec.isChief()) {
     const std::string g = cluster::generationText(start.generation);
     join.store->set(cluster::kGenerationKey, std::vector<char>(g.begin(), g.end()), deadline);

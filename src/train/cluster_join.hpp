@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cluster/cluster_spec.hpp"
+#include "cluster/job_context.hpp"
 #include "cluster/coordinator.hpp"
 #include "train/config.hpp"
 
@@ -18,7 +19,8 @@ struct ClusterJoin {
 
 // Throws PeerError naming tasks that never arrived within
 // --rendezvous-timeout, InputError naming a fingerprint difference.
+// Records in `context` the start it joined.
 ClusterJoin joinAsWorker(const cluster::ClusterSpec& spec, const DistributedConfig& config,
-                         const nlohmann::json& fingerprint);
+                         const nlohmann::json& fingerprint, cluster::JobContext& context);
 
 }  // namespace tandem::train

@@ -28,6 +28,7 @@ struct BackwardClock {
   bool started = false;
   Clock::time_point start;
   int64_t start_us = 0;  // the same instant on the timeline's clock
+  obs::Timeline* timeline = nullptr;  // where each layer's backward is a span, if anywhere
 };
 
 // One parameter's backward: waits until its cumulative share of the
@@ -57,7 +58,7 @@ class EmulatedLayerBackward final : public Node {
       clock_->start_us = obs::Timeline::nowUs();
     }
     std::this_thread::sleep_until(clock_->start + done_at_);
-    if (auto* timeline = obs::Timeline::current()) {
+    if (obs::Timeline* timeline = clock_->timeline) {
       auto us = [](Clock::duration d) { return std::chrono::duration_cast<std::chrono::microseconds>(d).count(); };
       timeline->span(param_, obs::Lane::kBackward, clock_->start_us + us(begin_at_), obs::Timeline::nowUs());
     }
@@ -214,7 +215,7 @@ EmulatedCompute::EmulatedCompute(models::Model& model, ComputeProfile profile, t
 
 EmulatedCompute::~EmulatedCompute() = default;
 
-torch::Tensor EmulatedCompute::forward(const ParameterGate& gate) {
+torch::Tensor EmulatedCompute::forward(const ParameterGate& gate, obs::Timeline* timeline) {
   Impl& s = *impl_;
   const int64_t start_us = obs::Timeline::nowUs();
   // An absolute schedule, so that sleeps' overshoots do not add up; a gate
@@ -233,10 +234,9 @@ torch::Tensor EmulatedCompute::forward(const ParameterGate& gate) {
         std::chrono::duration<double, std::milli>(s.shares[*it] * s.profile.forward_ms));
   }
   std::this_thread::sleep_until(due);
-  if (auto* timeline = obs::Timeline::current()) {
-    timeline->span("forward (emulated)", obs::Lane::kBackward, start_us, obs::Timeline::nowUs());
-  }
+  if (timeline != nullptr) timeline->span("forward (emulated)", obs::Lane::kBackward, start_us, obs::Timeline::nowUs());
   auto clock = std::make_shared<BackwardClock>();
+  clock->timeline = timeline;
   std::vector<torch::Tensor> outputs;
   // Created in forward order: autograd runs the later ones first.
   for (auto it = s.backward_order.rbegin(); it != s.backward_order.rend(); ++it) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "models/registry.hpp"
+#include "obs/timeline.hpp"
 
 namespace tandem::train {
 
@@ -48,7 +49,8 @@ class EmulatedCompute {
   // (each its share of the FLOPs), and returns a loss of 0 whose backward is
   // the emulated one. `gate`, when set, is asked before each layer that
   // needs a parameter not yet asked for, so a layer waits for its weights.
-  torch::Tensor forward(const ParameterGate& gate = {});
+  // With a `timeline`, the forward and each layer's backward are spans on it.
+  torch::Tensor forward(const ParameterGate& gate = {}, obs::Timeline* timeline = nullptr);
 
   const ComputeProfile& profile() const;
   // Each trainable parameter's share of the backward time, in registration

@@ -16,8 +16,8 @@
 namespace tandem::train {
 
 PsHostGroup::PsHostGroup(cluster::KeyValueStore& store, std::vector<int> members, int worker, double timeout_s,
-                         std::vector<Range> chunks)
-    : members_(std::move(members)), chunks_(std::move(chunks)) {
+                         std::vector<Range> chunks, obs::Timeline* timeline)
+    : members_(std::move(members)), chunks_(std::move(chunks)), timeline_(timeline) {
   const auto me = std::find(members_.begin(), members_.end(), worker);
   TANDEM_ENFORCE(me != members_.end(), "worker {} is not in its own host group", worker);
   rank_ = static_cast<int>(me - members_.begin());
@@ -67,8 +67,8 @@ void PsHostGroup::reduce(float* flat, size_t c, std::function<void(size_t)> push
         for (size_t i = 0; i < length; ++i) sum[i] += part[i];
       }
     }
-    if (auto* timeline = obs::Timeline::current()) {
-      timeline->span("host sum", obs::Lane::kComm, start, obs::Timeline::nowUs(),
+    if (timeline_ != nullptr) {
+      timeline_->span("host sum", obs::Lane::kComm, start, obs::Timeline::nowUs(),
                      {{"chunks", fmt::format("{}-{}", first, end - 1)}});
     }
     if (length > 0) push(own);
@@ -117,8 +117,8 @@ void PsHostGroup::share(float* flat, size_t first, size_t end, Deadline deadline
               std::memcpy(flat + chunks_[c].begin, packed_.data() + (c - g) * block,
                           static_cast<size_t>(chunks_[c].length) * sizeof(float));
             }
-            if (auto* timeline = obs::Timeline::current()) {
-              timeline->span("host share", obs::Lane::kComm, start, obs::Timeline::nowUs(),
+            if (timeline_ != nullptr) {
+              timeline_->span("host share", obs::Lane::kComm, start, obs::Timeline::nowUs(),
                              {{"chunks", fmt::format("{}-{}", g, last - 1)}});
             }
           }

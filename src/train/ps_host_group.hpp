@@ -23,6 +23,7 @@
 #include "collective/comm_thread.hpp"
 #include "collective/communicator.hpp"
 #include "core/deadline.hpp"
+#include "obs/timeline.hpp"
 #include "ps/protocol.hpp"
 
 namespace tandem::train {
@@ -36,9 +37,10 @@ class PsHostGroup {
   // Connects this worker to the others of its host through `store` (the
   // job's coordinator store; keys prefixed by the group's first worker).
   // `chunks`: the layout's, in key order. Throws PeerError naming a
-  // host-mate that does not arrive in time.
+  // host-mate that does not arrive in time. With a `timeline`, the sums and
+  // shares are spans on it.
   PsHostGroup(cluster::KeyValueStore& store, std::vector<int> members, int worker, double timeout_s,
-              std::vector<Range> chunks);
+              std::vector<Range> chunks, obs::Timeline* timeline = nullptr);
   ~PsHostGroup();
 
   int rank() const { return rank_; }
@@ -67,6 +69,7 @@ class PsHostGroup {
 
   std::vector<int> members_;
   std::vector<Range> chunks_;
+  obs::Timeline* timeline_;
   int rank_ = 0;
   std::unique_ptr<cluster::KeyValueStore> prefixed_;
   std::unique_ptr<collective::Communicator> comm_;

@@ -26,6 +26,8 @@
 
 namespace tandem::train {
 struct PsStrategy::Impl {
+  explicit Impl(cluster::JobContext& c) : context(c) {}
+  cluster::JobContext& context;
   cluster::ClusterSpec spec;
   TrainConfig config;
   TrainingMode mode = TrainingMode::kPsSync;
@@ -81,7 +83,7 @@ struct PsStrategy::Impl {
                                          : std::numeric_limits<uint32_t>::max();
     c.wire = wire;
     c.push_groups = push_groups;
-    c.generation = cluster::jobStart().generation, c.replaces = cluster::jobStart().replaces;
+    c.generation = context.start().generation, c.replaces = context.start().replaces;
     return c;
   }
 
@@ -200,7 +202,8 @@ struct PsStrategy::Impl {
 
 };
 
-PsStrategy::PsStrategy(cluster::ClusterSpec spec, TrainConfig config, bool joined) : impl_(std::make_unique<Impl>()) {
+PsStrategy::PsStrategy(cluster::ClusterSpec spec, TrainConfig config, cluster::JobContext& context, bool joined)
+    : impl_(std::make_unique<Impl>(context)) {
   impl_->joined = joined;
   impl_->spec = std::move(spec);
   impl_->config = std::move(config);
@@ -214,7 +217,7 @@ PsStrategy::~PsStrategy() {
   // Failing out: tell the servers, briefly. A task that starts again in
   // place (--restart-wait) rejoins; in sync the others must start again too,
   // so their waits for this start fail at once, not at --peer-timeout.
-  const bool rejoins = s.config.distributed.restart_wait_s > 0 && cluster::jobStart().training;
+  const bool rejoins = s.config.distributed.restart_wait_s > 0 && s.context.start().training;
   if (s.worker && !s.worker->done() && (!rejoins || s.mode == TrainingMode::kPsSync)) {
     try {
       rejoins ? s.worker->sayLeaving(Deadline::afterSeconds(1.0)) : s.worker->sayDone(Deadline::afterSeconds(1.0));
@@ -312,7 +315,7 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
   }
   fp["ps"]["hierarchical"] = s.push_groups;
   Stopwatch watch;
-  if (!s.joined) s.join = joinAsWorker(s.spec, s.config.distributed, fp);
+  if (!s.joined) s.join = joinAsWorker(s.spec, s.config.distributed, fp, s.context);
   const auto mine = std::find_if(groups.begin(), groups.end(), [&](const std::vector<int>& g) {
     return std::find(g.begin(), g.end(), s.spec.index) != g.end();
   });
@@ -321,7 +324,7 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
     std::vector<PsHostGroup::Range> ranges;
     for (const auto& chunk : s.layout.chunks) ranges.push_back({chunk.begin, chunk.length});
     s.host = std::make_unique<PsHostGroup>(*s.join.store, *mine, s.spec.index, s.config.distributed.peer_timeout_s,
-                                           std::move(ranges));
+                                           std::move(ranges), plan.timeline);
     s.pulled.assign(static_cast<size_t>(s.layout.total_floats), 0.0f);
   }
 
@@ -330,7 +333,8 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
     const auto& host = s.spec.ps_hosts[static_cast<size_t>(i)];
     // A server on loopback is on this host: its Unix socket skips TCP.
     const std::string endpoint =
-        net::isLoopbackHost(host.host) ? net::sameHostEndpoint(host.port) : net::tcpEndpoint(host.host, host.port);
+        net::isLoopbackHost(host.host) ? net::sameHostEndpoint(host.port, s.context.security())
+                                       : net::tcpEndpoint(host.host, host.port);
     servers.push_back({endpoint, cluster::taskName(cluster::Role::kPs, i)});
   }
   // Host-mates share this worker's link to a server, and so its window.
@@ -341,10 +345,13 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
   liveness.heartbeat_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(s.config.distributed.heartbeat_timeout_s * 1000));
   liveness.heartbeat_interval = std::min(liveness.heartbeat_interval, liveness.heartbeat_timeout / 4);
-  s.worker = std::make_unique<ps::Worker>(ps::WorkerOptions{
-      servers, s.layout, s.mode, static_cast<uint32_t>(s.spec.index), s.wire, s.push_window, liveness,
-      cluster::jobStart().generation, s.config.distributed.shared_memory == "on", s.config.distributed.error_feedback});
-  const Deadline startup = Deadline::afterSeconds(cluster::startupSeconds(s.config.distributed.rendezvous_timeout_s));
+  s.worker = std::make_unique<ps::Worker>(
+      ps::WorkerOptions{servers, s.layout, s.mode, static_cast<uint32_t>(s.spec.index), s.wire, s.push_window,
+                        liveness, s.context.start().generation, s.config.distributed.shared_memory == "on",
+                        s.config.distributed.error_feedback, plan.timeline},
+      s.context.security());
+  const Deadline startup =
+      Deadline::afterSeconds(cluster::startupSeconds(s.context.start(), s.config.distributed.rendezvous_timeout_s));
   if (s.spec.isChief()) {
     std::vector<ps::ServerConfig> configs;
     for (int i = 0; i < s.spec.numServers(); ++i) configs.push_back(s.serverConfig(i, plan));

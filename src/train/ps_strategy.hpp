@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "cluster/cluster_spec.hpp"
+#include "cluster/job_context.hpp"
 #include "train/config.hpp"
 #include "train/strategy.hpp"
 
@@ -20,7 +21,8 @@ class PsStrategy final : public Strategy {
   // optimizer, schedule and distributed settings. `joined`: the process is
   // already a member of the job (the APIs' init()), so initialize() skips
   // the rendezvous; the servers still check every worker's layout.
-  PsStrategy(cluster::ClusterSpec spec, TrainConfig config, bool joined = false);
+  // `context` (the job's start and security) must outlive the strategy.
+  PsStrategy(cluster::ClusterSpec spec, TrainConfig config, cluster::JobContext& context, bool joined = false);
   ~PsStrategy() override;
 
   TrainingMode mode() const override;

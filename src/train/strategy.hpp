@@ -16,6 +16,7 @@
 
 #include "core/training_mode.hpp"
 #include "models/registry.hpp"
+#include "obs/timeline.hpp"
 
 namespace tandem::train {
 
@@ -33,6 +34,7 @@ struct StepPlan {
   int64_t start_step = 0;
   // The run's optimizer, holding a resumed checkpoint's state if any.
   torch::optim::Optimizer* optimizer = nullptr;
+  obs::Timeline* timeline = nullptr;  // --timeline: where the strategy's own work (transfers, sums) goes
 };
 
 // What the trainer knows about a step when it hands it to the strategy.

@@ -5,10 +5,11 @@
 
 namespace tandem::train {
 
-std::unique_ptr<Strategy> makeStrategy(const std::optional<cluster::ClusterSpec>& spec, const TrainConfig& config) {
+std::unique_ptr<Strategy> makeStrategy(const std::optional<cluster::ClusterSpec>& spec, const TrainConfig& config,
+                                       cluster::JobContext& context) {
   if (!spec) return std::make_unique<StandaloneStrategy>();
-  if (spec->numServers() > 0) return std::make_unique<PsStrategy>(*spec, config);
-  return std::make_unique<AllReduceStrategy>(*spec, config.distributed);
+  if (spec->numServers() > 0) return std::make_unique<PsStrategy>(*spec, config, context);
+  return std::make_unique<AllReduceStrategy>(*spec, config.distributed, context);
 }
 
 }  // namespace tandem::train

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "cluster/cluster_spec.hpp"
+#include "cluster/job_context.hpp"
 #include "train/config.hpp"
 #include "train/strategy.hpp"
 
@@ -12,7 +13,8 @@ namespace tandem::train {
 
 // Standalone without a cluster spec (flags, TF_CONFIG or a launcher's
 // environment); parameter server when the spec has PS tasks; all-reduce
-// otherwise.
-std::unique_ptr<Strategy> makeStrategy(const std::optional<cluster::ClusterSpec>& spec, const TrainConfig& config);
+// otherwise. `context` must outlive the strategy.
+std::unique_ptr<Strategy> makeStrategy(const std::optional<cluster::ClusterSpec>& spec, const TrainConfig& config,
+                                       cluster::JobContext& context);
 
 }  // namespace tandem::train

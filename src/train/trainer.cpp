@@ -66,16 +66,20 @@ void checkResumeCompatible(const TrainConfig& current, const TrainConfig& saved,
   }
 }
 
-Trainer::Trainer(TrainConfig config, std::unique_ptr<Strategy> strategy, const std::atomic<bool>* stop,
-                 TrainerParts parts)
-    : config_(std::move(config)), strategy_(std::move(strategy)), stop_(stop), parts_(std::move(parts)) {
+Trainer::Trainer(TrainConfig config, std::unique_ptr<Strategy> strategy, cluster::JobContext& context,
+                 const std::atomic<bool>* stop, TrainerParts parts)
+    : config_(std::move(config)),
+      strategy_(std::move(strategy)),
+      context_(context),
+      stop_(stop),
+      parts_(std::move(parts)) {
   validate(config_, {parts_.model != nullptr, parts_.data.has_value(), static_cast<bool>(parts_.loss)});
   TANDEM_ENFORCE(strategy_ != nullptr);
 }
 
 // The run's outline; each part is TrainingRun's (train/training_run.hpp).
 nlohmann::json Trainer::run() {
-  TrainingRun run(config_, *strategy_, stop_, parts_);  // threads, data, model, device, schedule; a resume
+  TrainingRun run(config_, *strategy_, context_.start(), stop_, parts_);  // threads, data, model, device, schedule; a resume
   run.join();  // the cluster agrees on the run; every replica starts from the same parameters
   if (run.finishedBefore()) return run.summaryOfFinishedRun();
   run.openInputAndLogs();

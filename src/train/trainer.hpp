@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 
+#include "cluster/job_context.hpp"
 #include "data/dataset.hpp"
 #include "models/registry.hpp"
 #include "train/config.hpp"
@@ -30,8 +31,10 @@ class Trainer {
   // Throws InputError for a bad config (checked here, before any work).
   // `stop` (optional, may be set from a signal handler) asks the run to end
   // after the current step with a checkpoint, as if it had been planned.
-  Trainer(TrainConfig config, std::unique_ptr<Strategy> strategy, const std::atomic<bool>* stop = nullptr,
-          TrainerParts parts = {});
+  // `context`: the job's, built by the entry point; the run records in its
+  // start how far it got (a failure may then restart in place).
+  Trainer(TrainConfig config, std::unique_ptr<Strategy> strategy, cluster::JobContext& context,
+          const std::atomic<bool>* stop = nullptr, TrainerParts parts = {});
 
   // Runs to completion (or until stopped) and returns the summary that was
   // also written to <out>/summary.json; "interrupted" tells which.
@@ -41,6 +44,7 @@ class Trainer {
  private:
   TrainConfig config_;
   std::unique_ptr<Strategy> strategy_;
+  cluster::JobContext& context_;
   const std::atomic<bool>* stop_;
   TrainerParts parts_;
 };

@@ -81,9 +81,9 @@ constexpr int64_t kWarmupSteps = 2;
 
 }  // namespace
 
-TrainingRun::TrainingRun(const TrainConfig& config, Strategy& strategy, const std::atomic<bool>* stop,
-                         const TrainerParts& parts)
-    : c_(config), strategy_(strategy), stop_(stop), uncaught_at_start_(std::uncaught_exceptions()) {
+TrainingRun::TrainingRun(const TrainConfig& config, Strategy& strategy, cluster::JobStart& start,
+                         const std::atomic<bool>* stop, const TrainerParts& parts)
+    : c_(config), strategy_(strategy), start_(start), stop_(stop), uncaught_at_start_(std::uncaught_exceptions()) {
   const TrainConfig& c = c_;
   threads_ = c.threads > 0 ? c.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   // Emulated compute computes next to nothing, and idle OpenMP threads spin:
@@ -184,10 +184,17 @@ TrainingRun::~TrainingRun() {
 }
 
 void TrainingRun::join() {
+  if (c_.timeline) {
+    // Open before the strategy joins: its transfers and sums are spans too.
+    const int rank = strategy_.rank();
+    const fs::path run_dir = chief_ ? out_dir_ : out_dir_ / "workers" / fmt::format("worker-{}", rank);
+    timeline_.emplace(run_dir / fmt::format("timeline-worker-{}.json", rank), fmt::format("worker {}", rank), rank);
+  }
+  obs::Timeline* timeline = timeline_ ? &*timeline_ : nullptr;
   strategy_.initialize(*model_, runFingerprint(c_, *model_, splits_.train->size(), start_step_, world_),
-                       {steps_per_epoch_, total_steps_, start_step_, optimizer_.get()});
+                       {steps_per_epoch_, total_steps_, start_step_, optimizer_.get(), timeline});
   strategy_.allowGatedParameters();  // every read below awaits them first
-  cluster::jobStart().training = true;  // startup is over: a failure from here on may restart in place
+  start_.training = true;  // startup is over: a failure from here on may restart in place
   // A built-in model's stages each wait for their own parameters.
   model_->setParameterGate([this](size_t count) { strategy_.awaitParameters(count); });
   gated_ = true;
@@ -215,9 +222,6 @@ void TrainingRun::openInputAndLogs() {
   const TrainConfig& c = c_;
   const int rank = strategy_.rank();
   const fs::path run_dir = chief_ ? out_dir_ : out_dir_ / "workers" / fmt::format("worker-{}", rank);
-  if (c.timeline) {
-    timeline_.emplace(run_dir / fmt::format("timeline-worker-{}.json", rank), fmt::format("worker {}", rank), rank);
-  }
   writer_.emplace(run_dir);
   if (start_step_ > 0) writer_->append({{"type", "resume"}, {"step", start_step_}, {"checkpoint", resume_from_}});
   param_count_ = models::countParameters(*model_);
@@ -322,7 +326,8 @@ void TrainingRun::step() {
     // waits for its own weights; a TorchScript forward for all of them.
     torch::Tensor loss;
     if (emulated_) {
-      loss = emulated_->forward([&](size_t count) { strategy_.awaitParameters(count); });
+      loss = emulated_->forward([&](size_t count) { strategy_.awaitParameters(count); },
+                                timeline_ ? &*timeline_ : nullptr);
     } else {
       if (!model_->gatesStages()) strategy_.awaitParameters();
       if (c.channels_last) batch.inputs = batch.inputs.contiguous(at::MemoryFormat::ChannelsLast);
@@ -366,7 +371,7 @@ void TrainingRun::step() {
   breakdown_.endStep();
   const int64_t before = done_;
   done_ = agreed.global_step >= 0 ? agreed.global_step : done_ + 1;
-  cluster::jobStart().finished_steps = done_;  // how far a failed start got (train --restart-wait)
+  start_.finished_steps = done_;  // how far a failed start got (train --restart-wait)
   if (++local_steps_ == kWarmupSteps) faults_after_warmup_ = minorFaults();
   budget_spent_ = shared_steps_ && agreed.finished;
   if (timeline_) timeline_->span(fmt::format("step {}", done_), obs::Lane::kLoop, step_start_us, obs::Timeline::nowUs());

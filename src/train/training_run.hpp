@@ -40,8 +40,9 @@ class TrainingRun {
  public:
   // Sets up: threads, data, model, device, schedule and optimizer; restores
   // the checkpoint to resume from and, on the chief, prepares the run
-  // directory. Throws InputError for what cannot run.
-  TrainingRun(const TrainConfig& config, Strategy& strategy, const std::atomic<bool>* stop,
+  // directory. Throws InputError for what cannot run. `start`: the job's
+  // start, where the run records that startup is over and how far it got.
+  TrainingRun(const TrainConfig& config, Strategy& strategy, cluster::JobStart& start, const std::atomic<bool>* stop,
               const TrainerParts& parts);
   // On an exception, still records the last finished step for the launcher.
   ~TrainingRun();
@@ -76,6 +77,7 @@ class TrainingRun {
   Stopwatch wall_;
   const TrainConfig& c_;
   Strategy& strategy_;
+  cluster::JobStart& start_;
   const std::atomic<bool>* stop_;
   int threads_ = 1;
   RuntimeInfo runtime_;
@@ -101,8 +103,9 @@ class TrainingRun {
   LossScale loss_scale_;  // fp16 only
   bool gated_ = false;    // the model's stages wait for the strategy's parameters
 
+  std::optional<obs::Timeline> timeline_;  // --timeline (from join on): written when the run ends
+
   // Input and logs (openInputAndLogs).
-  std::optional<obs::Timeline> timeline_;  // --timeline: written when the run ends
   std::optional<obs::MetricsWriter> writer_;
   int64_t param_count_ = 0;
   int64_t local_ = 0, local_end_ = 0;  // this worker's own steps, which index its data

@@ -31,6 +31,7 @@
 #include "ps/messages.hpp"
 #include "ps/protocol.hpp"
 #include "ps/server.hpp"
+#include "support/test_security.hpp"
 
 namespace tandem::ps::testing {
 
@@ -50,7 +51,7 @@ constexpr uint64_t kFingerprint = 0xF00DCAFE12345678ULL;
 // failing test never leaves the thread behind.
 class RunningServer {
  public:
-  explicit RunningServer(ServerOptions options) : server_(std::move(options)) {
+  explicit RunningServer(ServerOptions options) : server_(std::move(options), tandem::testing::testSecurity()) {
     result_ = promise_.get_future();
     thread_ = std::thread([this] {
       try {
@@ -92,7 +93,7 @@ class Peer {
  public:
   Peer(zmq::context_t& context, const std::string& endpoint) : socket_(context, zmq::socket_type::dealer) {
     net::configureSocket(socket_);
-    net::secureClient(socket_);
+    net::secureClient(socket_, tandem::testing::testSecurity());
     socket_.connect(endpoint);
   }
 
@@ -269,7 +270,7 @@ class PsServer : public ::testing::Test {
   }
 
   void init() {
-    net::RequestClient chief(context_, server_->endpoint(), "ps 0", ps::kMessages);
+    net::RequestClient chief(context_, server_->endpoint(), "ps 0", ps::kMessages, tandem::testing::testSecurity());
     const std::string json = toJson(config_).dump();
     auto reply = chief.request({.type = ps::msg::kInit}, net::copyPayload(json), Deadline::after(kReplyBudget));
     ASSERT_TRUE(reply.has_value()) << "no reply to ps-init";
