@@ -24,10 +24,10 @@ TEST(HostGroups, WorkersSharingAnAddressShareAGroup) {
   EXPECT_EQ(groupByAddress({"10.0.0.1", "10.0.0.2", "10.0.0.1", "10.0.0.3", "10.0.0.2"}),
             (Groups{{0, 2}, {1, 4}, {3}}));
   EXPECT_EQ(groupByAddress({}), Groups{});
-  EXPECT_TRUE(useHostGroups({{0, 2}, {1}}, "auto"));
-  EXPECT_FALSE(useHostGroups({{0, 2}, {1}}, "off"));
-  EXPECT_FALSE(useHostGroups({{0, 1, 2}}, "auto"));     // one host: no link to spare
-  EXPECT_FALSE(useHostGroups({{0}, {1}, {2}}, "auto"));  // one worker a host: nothing to sum first
+  EXPECT_TRUE(useHostGroups({{0, 2}, {1}}, HostAggregation::kAuto));
+  EXPECT_FALSE(useHostGroups({{0, 2}, {1}}, HostAggregation::kOff));
+  EXPECT_FALSE(useHostGroups({{0, 1, 2}}, HostAggregation::kAuto));     // one host: no link to spare
+  EXPECT_FALSE(useHostGroups({{0}, {1}, {2}}, HostAggregation::kAuto));  // one worker a host: nothing to sum first
 }
 
 TEST(HostGroups, WorkersPublishTheirAddressesAndEveryoneReadsTheSameGroups) {

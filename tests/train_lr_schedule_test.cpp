@@ -87,7 +87,7 @@ TEST(LrSchedule, LinearScalingWarmsUpFromTheUnscaledRate) {
   // Goyal et al.: k workers -> k x the rate, reached by a linear ramp that
   // starts at the single-worker rate.
   LrScheduleConfig c;
-  c.scaling = "linear";
+  c.scaling = LrScaling::kLinear;
   c.warmup_steps = 10;
   LrSchedule s(withLr(0.1), c, 100, 1000, 4.0);
   EXPECT_DOUBLE_EQ(s.at(0), 0.4 * (0.25 + 0.75 * 0.1));
@@ -110,8 +110,8 @@ TEST(LrSchedule, ScaleIsIgnoredWithoutLinearScaling) {
   LrSchedule s(withLr(0.1), c, 100, 1000, 8.0);
   EXPECT_DOUBLE_EQ(s.at(0), 0.1 * 0.25);  // ramps from 0 as before
   EXPECT_DOUBLE_EQ(s.at(10), 0.1);
-  c.scaling = "square-root";
-  EXPECT_THROW(LrSchedule(withLr(0.1), c, 100, 1000, 2.0), InputError);
+  // An unknown rule cannot reach a schedule: a run config naming one is refused.
+  EXPECT_THROW(nlohmann::json("square-root").get<LrScaling>(), InputError);
 }
 
 }  // namespace

@@ -57,14 +57,14 @@ std::vector<std::string> exchangeWorkerAddresses(CoordinatorClient& store, int r
   return addresses;
 }
 
-bool useHostGroups(const std::vector<std::vector<int>>& groups, const std::string& setting) {
-  if (setting != "auto" || groups.size() < 2) return false;
+bool useHostGroups(const std::vector<std::vector<int>>& groups, HostAggregation setting) {
+  if (setting != HostAggregation::kAuto || groups.size() < 2) return false;
   return std::any_of(groups.begin(), groups.end(), [](const auto& g) { return g.size() > 1; });
 }
 
-std::vector<std::vector<int>> hostGroupsFor(const ClusterSpec& spec, const std::string& setting,
+std::vector<std::vector<int>> hostGroupsFor(const ClusterSpec& spec, HostAggregation setting,
                                             CoordinatorClient& store, const std::string& address, Deadline deadline) {
-  if (setting != "auto" || spec.num_workers < 2) return {};
+  if (setting != HostAggregation::kAuto || spec.num_workers < 2) return {};
   const auto groups =
       spec.worker_hosts.empty()
           ? groupByAddress(exchangeWorkerAddresses(store, spec.index, spec.num_workers, address, deadline))

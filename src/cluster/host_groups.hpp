@@ -5,11 +5,24 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "cluster/cluster_spec.hpp"
+#include "core/enum_names.hpp"
 #include "cluster/coordinator.hpp"
 #include "core/deadline.hpp"
 
 namespace tandem::cluster {
+
+// --hierarchical: sum each host's workers first where that spares a link
+// (auto), or never (off).
+enum class HostAggregation { kAuto, kOff };
+inline constexpr EnumNames<HostAggregation, 2> kHostAggregationNames = {
+    {{HostAggregation::kAuto, "auto"}, {HostAggregation::kOff, "off"}}};
+inline void to_json(nlohmann::json& j, HostAggregation a) { j = enumName(kHostAggregationNames, a); }
+inline void from_json(const nlohmann::json& j, HostAggregation& a) {
+  a = parseEnum(kHostAggregationNames, j.get<std::string>(), "hierarchical");
+}
 
 // Workers grouped by their address, each group ascending, groups in order
 // of their first worker.
@@ -31,13 +44,13 @@ std::vector<std::string> exchangeWorkerAddresses(CoordinatorClient& store, int r
 // Whether a job aggregates per host: asked for ("auto"), more than one
 // host, and some host with more than one worker. On one host every worker
 // already shares the machine, so there is no link to spare.
-bool useHostGroups(const std::vector<std::vector<int>>& groups, const std::string& setting);
+bool useHostGroups(const std::vector<std::vector<int>>& groups, HostAggregation setting);
 
 // The groups a job with `setting` (--hierarchical auto|off) sums by host
 // in, or none: from the spec's worker addresses, or, when it lists none,
 // by exchanging `address` (this worker's, as its peers reach it) through
 // `store` within `deadline`. Every worker must call it, after joining.
-std::vector<std::vector<int>> hostGroupsFor(const ClusterSpec& spec, const std::string& setting,
+std::vector<std::vector<int>> hostGroupsFor(const ClusterSpec& spec, HostAggregation setting,
                                             CoordinatorClient& store, const std::string& address, Deadline deadline);
 
 }  // namespace tandem::cluster

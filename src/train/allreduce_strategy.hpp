@@ -12,7 +12,7 @@
 
 namespace tandem::train {
 
-class AllReduceStrategy final : public Strategy {
+class AllReduceStrategy final : public Strategy, public ReplicaCheck {
  public:
   // Nothing touches the network until initialize().
   // `context` (the job's start and security) must outlive the strategy.
@@ -29,6 +29,7 @@ class AllReduceStrategy final : public Strategy {
   void initialize(torch::nn::Module& model, const nlohmann::json& fingerprint, const StepPlan& plan) override;
   void beforeBackward(const LocalStep& so_far, int micro_step) override;
   AgreedStep synchronizeGradients(torch::nn::Module& model, const LocalStep& local) override;
+  ReplicaCheck* replicaCheck() override { return this; }
   void verifyReplicas(torch::nn::Module& model, int64_t step) override;
   void finish() override;
   nlohmann::json summary() const override;

@@ -23,6 +23,13 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DatasetOptions, name, data_dir, 
 
 namespace tandem::train {
 
+void to_json(nlohmann::json& j, Switch s) { j = enumName(kSwitchNames, s); }
+void from_json(const nlohmann::json& j, Switch& s) { s = parseEnum(kSwitchNames, j.get<std::string>(), "on/off setting"); }
+void to_json(nlohmann::json& j, LrScaling s) { j = enumName(kLrScalingNames, s); }
+void from_json(const nlohmann::json& j, LrScaling& s) {
+  s = parseEnum(kLrScalingNames, j.get<std::string>(), "lr scaling");
+}
+
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OptimizerConfig, name, lr, momentum, nesterov, weight_decay, beta1,
                                                 beta2, eps, alpha, centered)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LrScheduleConfig, kind, unit, boundaries, values, min_lr,
@@ -37,7 +44,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, model, loss, model_
                                                 checkpoint_every_steps, checkpoint_secs, keep_checkpoints, out_dir,
                                                 optimizer, lr, distributed, emulate_compute,
                                                 timeline, device, allow_shared_gpu, amp, channels_last,
-                                                deterministic)
+                                                deterministic, debug_step_delay_ms)
 
 namespace {
 void requirePositive(int64_t value, const char* flag) {
@@ -94,9 +101,6 @@ void validate(const TrainConfig& c, SuppliedParts supplied) {
     throw InputError("--nesterov: needs --optimizer sgd with --momentum > 0");
   }
   requirePositive(c.accumulate, "--accumulate");
-  if (c.lr.scaling != "none" && c.lr.scaling != "linear") {
-    throw InputError(fmt::format("--lr-scaling: unknown rule '{}' (use none or linear)", c.lr.scaling));
-  }
   if (!(c.distributed.bucket_mb >= 0)) throw InputError("--bucket-mb: must be >= 0 (0: sized from the model)");
   if (!(c.distributed.peer_timeout_s > 0)) throw InputError("--peer-timeout: must be > 0 seconds");
   if (!(c.distributed.rendezvous_timeout_s > 0)) throw InputError("--rendezvous-timeout: must be > 0 seconds");
@@ -117,15 +121,6 @@ void validate(const TrainConfig& c, SuppliedParts supplied) {
                                  c.distributed.ps_chunk_mb));
   }
   if (c.distributed.ps_threads < 0) throw InputError("--ps-threads: must be >= 0");
-  if (c.distributed.hierarchical != "auto" && c.distributed.hierarchical != "off") {
-    throw InputError(fmt::format("--hierarchical: expected auto or off, got '{}'", c.distributed.hierarchical));
-  }
-  if (c.distributed.shared_memory != "on" && c.distributed.shared_memory != "off") {
-    throw InputError(fmt::format("--ps-shared-memory: expected on or off, got '{}'", c.distributed.shared_memory));
-  }
-  if (c.distributed.priority != "on" && c.distributed.priority != "off") {
-    throw InputError(fmt::format("--priority: expected on or off, got '{}'", c.distributed.priority));
-  }
   if (parseWireDtype(c.distributed.wire_dtype) == WireDtype::kFloat32 && c.distributed.error_feedback) {
     throw InputError("--error-feedback: needs --wire-dtype fp16 or bf16 (float32 loses nothing to carry)");
   }

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "cluster/host_groups.hpp"
+#include "core/enum_names.hpp"
 #include "core/training_mode.hpp"
 #include "data/dataset_options.hpp"
 #include "models/model_options.hpp"
@@ -16,6 +18,17 @@
 #include "optim/kernels.hpp"
 
 namespace tandem::train {
+
+// An on/off setting (--priority, --ps-shared-memory).
+enum class Switch { kOff, kOn };
+inline constexpr EnumNames<Switch, 2> kSwitchNames = {{{Switch::kOn, "on"}, {Switch::kOff, "off"}}};
+// --lr-scaling: rates as given, or times the samples an update averages.
+enum class LrScaling { kNone, kLinear };
+inline constexpr EnumNames<LrScaling, 2> kLrScalingNames = {{{LrScaling::kNone, "none"}, {LrScaling::kLinear, "linear"}}};
+void to_json(nlohmann::json& j, Switch s);
+void from_json(const nlohmann::json& j, Switch& s);
+void to_json(nlohmann::json& j, LrScaling s);
+void from_json(const nlohmann::json& j, LrScaling& s);
 
 // The optimizer exactly as the kernels take it (every mode runs the same
 // optim/kernels), plus the base learning rate the schedule scales.
@@ -36,10 +49,10 @@ struct LrScheduleConfig {
   std::vector<double> values;     // piecewise: boundaries.size() + 1 learning rates
   double min_lr = 0.0;            // cosine floor
   int64_t warmup_steps = 0;       // linear warmup in front of any schedule
-  // "none" or "linear": multiply rates by the number of samples an update
-  // averages over relative to one micro-batch (workers x accumulate), and
-  // warm up from the unscaled rate (Goyal et al. 2017) instead of from 0.
-  std::string scaling = "none";
+  // kLinear: multiply rates by the number of samples an update averages
+  // over relative to one micro-batch (workers x accumulate), and warm up
+  // from the unscaled rate (Goyal et al. 2017) instead of from 0.
+  LrScaling scaling = LrScaling::kNone;
 };
 
 // How the tasks of a distributed run talk; ignored standalone.
@@ -62,18 +75,18 @@ struct DistributedConfig {
   // (core/wire_dtype.hpp). Master weights and optimizer state stay float32.
   std::string wire_dtype = "fp32";
   bool error_feedback = false;  // carry each value's rounding into its next send
-  // All-reduce and sync PS: "auto" sums each host's workers' gradients
+  // All-reduce and sync PS: auto sums each host's workers' gradients
   // locally before one of them sends the host's sum (when the job spans
-  // hosts and a host has several workers); "off" has every worker send alone.
-  std::string hierarchical = "auto";
-  // PS: "on" sends queued pushes (and their pulls) first layers first within
+  // hosts and a host has several workers); off has every worker send alone.
+  cluster::HostAggregation hierarchical = cluster::HostAggregation::kAuto;
+  // PS: on sends queued pushes (and their pulls) first layers first within
   // a window of two chunks per server, and lets the next forward start as
-  // soon as its first layers' parameters are in (P3); "off": every push goes
+  // soon as its first layers' parameters are in (P3); off: every push goes
   // out as backward completes it, and every pull is in before the step ends.
-  std::string priority = "on";
+  Switch priority = Switch::kOn;
   // PS: workers and servers on one host exchange pushes and pulls through
   // the worker's shared memory (on) or through the socket only (off).
-  std::string shared_memory = "on";
+  Switch shared_memory = Switch::kOn;
   // The address this task's listening ports (the coordinator, a PS) bind:
   // empty: the address its own host name in the cluster resolves to here;
   // 0.0.0.0: every interface, only when asked for.

@@ -11,12 +11,10 @@ namespace tandem::train {
 LrSchedule::LrSchedule(OptimizerConfig optimizer, LrScheduleConfig config, int64_t steps_per_epoch,
                        int64_t total_steps, double scale)
     : base_lr_(optimizer.lr), config_(std::move(config)), steps_per_epoch_(steps_per_epoch), total_steps_(total_steps) {
-  if (config_.scaling == "linear") {
+  if (config_.scaling == LrScaling::kLinear) {
     if (!(scale >= 1.0)) throw InputError(fmt::format("--lr-scaling: scale factor must be >= 1, got {}", scale));
     scale_ = scale;
     warmup_start_ = 1.0 / scale;
-  } else if (config_.scaling != "none") {
-    throw InputError(fmt::format("--lr-scaling: unknown rule '{}' (use none or linear)", config_.scaling));
   }
   if (config_.kind != "constant" && config_.kind != "piecewise" && config_.kind != "cosine") {
     throw InputError(fmt::format("--lr-schedule: unknown schedule '{}' (use constant, piecewise, cosine)", config_.kind));

@@ -51,7 +51,7 @@ struct PsStrategy::Impl {
   int64_t pushes_pending_for = -1;     // gated: the step whose pushes nobody has awaited yet
   size_t received_upto = SIZE_MAX;     // gated: the last step's chunks before this one are in the model
   int64_t step = 0;
-  std::optional<Strategy::Takeover> takeover;  // a replacement in a running elastic job
+  std::optional<RemoteParameters::Takeover> takeover;  // a replacement in a running elastic job
   int64_t max_lead = 0;
   bool joined = false;
   Clock::time_point cycle_start = Clock::now();
@@ -230,10 +230,7 @@ TrainingMode PsStrategy::mode() const { return impl_->mode; }
 int PsStrategy::rank() const { return impl_->spec.index; }
 int PsStrategy::worldSize() const { return impl_->spec.num_workers; }
 int PsStrategy::serverCount() const { return impl_->spec.numServers(); }
-bool PsStrategy::averagesWorkers() const { return impl_->mode == TrainingMode::kPsSync; }
-bool PsStrategy::sharesSteps() const { return impl_->mode == TrainingMode::kPsAsync; }
-
-std::optional<Strategy::Takeover> PsStrategy::takeover() const { return impl_->takeover; }
+std::optional<RemoteParameters::Takeover> PsStrategy::takeover() const { return impl_->takeover; }
 
 int64_t PsStrategy::awaitJobEnd(int64_t own_step) {
   Impl& s = *impl_;
@@ -340,14 +337,14 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
   // Host-mates share this worker's link to a server, and so its window.
   const size_t pushers =
       mine == groups.end() ? 1 : ps::hostPushersPerServer(s.layout, *mine, s.spec.index, s.host != nullptr);
-  s.push_window = s.config.distributed.priority == "on" ? ps::defaultPushWindow(s.layout, s.wire, pushers) : 0;
+  s.push_window = s.config.distributed.priority == Switch::kOn ? ps::defaultPushWindow(s.layout, s.wire, pushers) : 0;
   ps::Liveness liveness;
   liveness.heartbeat_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(s.config.distributed.heartbeat_timeout_s * 1000));
   liveness.heartbeat_interval = std::min(liveness.heartbeat_interval, liveness.heartbeat_timeout / 4);
   s.worker = std::make_unique<ps::Worker>(
       ps::WorkerOptions{servers, s.layout, s.mode, static_cast<uint32_t>(s.spec.index), s.wire, s.push_window,
-                        liveness, s.context.start().generation, s.config.distributed.shared_memory == "on",
+                        liveness, s.context.start().generation, s.config.distributed.shared_memory == Switch::kOn,
                         s.config.distributed.error_feedback, plan.timeline},
       s.context.security());
   const Deadline startup =
@@ -467,7 +464,7 @@ AgreedStep PsStrategy::synchronizeGradients(torch::nn::Module& model, const Loca
 
 void PsStrategy::allowGatedParameters() {
   Impl& s = *impl_;
-  s.gated = s.config.distributed.priority == "on";
+  s.gated = s.config.distributed.priority == Switch::kOn;
 }
 
 void PsStrategy::awaitParameters(size_t count) {

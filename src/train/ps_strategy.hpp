@@ -15,7 +15,7 @@
 
 namespace tandem::train {
 
-class PsStrategy final : public Strategy {
+class PsStrategy final : public Strategy, public RemoteParameters {
  public:
   // Nothing touches the network until initialize(). Uses the config's
   // optimizer, schedule and distributed settings. `joined`: the process is
@@ -34,9 +34,7 @@ class PsStrategy final : public Strategy {
   // parameters. When resuming, the chief sends the checkpoint's optimizer
   // state along. Throws PeerError naming a server that never answers.
   void initialize(torch::nn::Module& model, const nlohmann::json& fingerprint, const StepPlan& plan) override;
-  bool appliesUpdate() const override { return true; }
-  bool averagesWorkers() const override;
-  bool sharesSteps() const override;  // async
+  RemoteParameters* remoteParameters() override { return this; }
   std::optional<Takeover> takeover() const override;
   // Async and SSP: asks ps 0 to answer once every other worker is done or
   // lost, then pulls the final parameters. Sync: every worker already ended

@@ -56,6 +56,63 @@ struct AgreedStep {
   bool finished = false;     // shared steps: the job's last step is granted; end here
 };
 
+// What a strategy whose parameters live on servers adds to a run: the
+// values arrive after the step (with priority scheduling, while the next
+// forward runs), the job's end and a checkpoint's state come from the
+// servers, and an elastic job's replacement worker takes over a clock.
+class RemoteParameters {
+ public:
+  virtual ~RemoteParameters() = default;
+  // After initialize(): set when this worker replaced one that died in a
+  // running elastic job (async and SSP). It continues its predecessor's
+  // clock and data shard from there.
+  struct Takeover {
+    int64_t job_start_step = 0;  // where the servers' job started
+    int64_t clock = 0;           // the predecessor's clock: that start plus the steps it finished
+  };
+  virtual std::optional<Takeover> takeover() const = 0;
+  // Priority scheduling. The caller promises to call awaitParameters before
+  // anything reads the parameters after synchronizeGradients: from then on,
+  // synchronizeGradients may return while the next step's values are still
+  // arriving, first layers first.
+  virtual void allowGatedParameters() = 0;
+  // Waits until the first `count` trainable parameters (registration order)
+  // hold the update; by default all of them.
+  virtual void awaitParameters(size_t count = SIZE_MAX) = 0;
+  // The time awaitParameters spent since the last call: waiting
+  // (exposed_comm) and copying values in (update), to count in the step
+  // whose forward it delayed.
+  virtual SyncTimes takeParameterWaits() = 0;
+  // Worker 0, after its last step and before its final evaluation and
+  // checkpoint: waits until every other worker's last update is in, and
+  // brings the final parameters into the model. Returns the job's step.
+  virtual int64_t awaitJobEnd(int64_t own_step) = 0;
+  // Before worker 0 saves a checkpoint: brings the parameters and optimizer
+  // state into the model and `optimizer`. Returns the job's step they are of
+  // when it is not the caller's own count (async: a consistent snapshot of
+  // every chunk at one global step, taken while the other workers pause).
+  virtual std::optional<int64_t> prepareCheckpoint(torch::optim::Optimizer& optimizer) = 0;
+};
+
+// Replicas that must stay equal, and can be compared (all-reduce).
+class ReplicaCheck {
+ public:
+  virtual ~ReplicaCheck() = default;
+  // Throws Error naming the workers whose parameters differ from worker 0's.
+  virtual void verifyReplicas(torch::nn::Module& model, int64_t step) = 0;
+};
+
+// Whether the mode's servers apply the update (the trainer then runs no
+// optimizer), whether one update averages every worker's batch (the linear
+// LR scaling then counts workers), and whether each worker's step is one of
+// the job's shared global steps (async: --max-steps and epochs count the
+// job's steps, and synchronizeGradients reports the global step).
+inline bool serversApplyUpdates(TrainingMode mode) { return usesServers(mode); }
+inline bool averagesWorkers(TrainingMode mode) {
+  return mode != TrainingMode::kPsAsync && mode != TrainingMode::kPsBounded;
+}
+inline bool sharesSteps(TrainingMode mode) { return mode == TrainingMode::kPsAsync; }
+
 class Strategy {
  public:
   virtual ~Strategy() = default;
@@ -66,24 +123,6 @@ class Strategy {
   // Joins the cluster (checking that every task's `fingerprint` agrees) and
   // makes every replica start from the same parameters and buffers.
   virtual void initialize(torch::nn::Module& model, const nlohmann::json& fingerprint, const StepPlan& plan) = 0;
-  // True when synchronizeGradients already leaves the updated parameters in
-  // the model (parameter server): the trainer then runs no optimizer.
-  virtual bool appliesUpdate() const { return false; }
-  // True when one update averages every worker's batch (the linear LR
-  // scaling factor then counts workers); false for async updates.
-  virtual bool averagesWorkers() const { return true; }
-  // True when each worker's step is one of the job's global steps (async
-  // PS): --max-steps and epochs then count the job's steps, shared by the
-  // workers, and synchronizeGradients reports the global step.
-  virtual bool sharesSteps() const { return false; }
-  // After initialize(): set when this worker replaced one that died in a
-  // running elastic job (async and SSP parameter servers). It continues
-  // its predecessor's clock and data shard from there.
-  struct Takeover {
-    int64_t job_start_step = 0;  // where the servers' job started
-    int64_t clock = 0;           // the predecessor's clock: that start plus the steps it finished
-  };
-  virtual std::optional<Takeover> takeover() const { return std::nullopt; }
   // Called before each micro-batch's backward (after its forward): `so_far`
   // counts this micro-batch's loss; `micro_step` is its index, and the
   // last one (so_far.micro_steps - 1) completes the update's gradient.
@@ -91,35 +130,14 @@ class Strategy {
   // Called after the last backward of an update. On return every parameter's
   // .grad holds the mean gradient the update must use.
   virtual AgreedStep synchronizeGradients(torch::nn::Module& model, const LocalStep& local) = 0;
-  // Called after the update every `every` steps when replica checks are on:
-  // throws Error naming the workers whose parameters differ from worker 0's.
-  virtual void verifyReplicas(torch::nn::Module& model, int64_t step) {}
-  // Worker 0, after its last step and before its final evaluation and
-  // checkpoint: waits until every other worker's last update is in, and
-  // brings the final parameters into the model. Returns the job's step.
-  virtual int64_t awaitJobEnd(int64_t own_step) { return own_step; }
   // After the last step: waits for peers so nobody leaves mid-collective.
   virtual void finish() {}
-  // Before worker 0 saves a checkpoint: brings the parameters and optimizer
-  // state into the model and `optimizer` when they live elsewhere
-  // (parameter servers). Returns the job's step they are of when it is not
-  // the caller's own count (async: a consistent snapshot of every chunk at
-  // one global step, taken while the other workers pause).
-  virtual std::optional<int64_t> prepareCheckpoint(torch::optim::Optimizer& optimizer) { return std::nullopt; }
-  // Priority scheduling. The caller promises to call awaitParameters before
-  // anything reads the parameters after synchronizeGradients: from then on,
-  // synchronizeGradients may return while the next step's values are still
-  // arriving, first layers first.
-  virtual void allowGatedParameters() {}
-  // Waits until the first `count` trainable parameters (registration order)
-  // hold the update; by default all of them.
-  virtual void awaitParameters(size_t count = SIZE_MAX) {}
-  // The time awaitParameters spent since the last call: waiting
-  // (exposed_comm) and copying values in (update), to count in the step
-  // whose forward it delayed.
-  virtual SyncTimes takeParameterWaits() { return {}; }
   // Strategy-specific figures for the run summary.
   virtual nlohmann::json summary() const { return nlohmann::json::object(); }
+  // What the mode adds to a run, if anything: parameters that live on
+  // servers, or replicas that can be compared. Null when it adds nothing.
+  virtual RemoteParameters* remoteParameters() { return nullptr; }
+  virtual ReplicaCheck* replicaCheck() { return nullptr; }
 };
 
 // Turns summed micro-batch gradients into their mean and reports the mean

@@ -109,7 +109,7 @@ TrainingRun::TrainingRun(const TrainConfig& config, Strategy& strategy, cluster:
   }
   model_->train();
   placement_ = placeRun(c, *model_, parts.model != nullptr, emulated_ != nullptr, strategy_.mode(),
-                        strategy_.appliesUpdate());
+                        serversApplyUpdates(strategy_.mode()));
 
   // The sampler counts micro-batches; an update consumes `accumulate` of them.
   world_ = strategy_.worldSize();
@@ -120,12 +120,12 @@ TrainingRun::TrainingRun(const TrainConfig& config, Strategy& strategy, cluster:
   }
   // Async PS: every worker's step is one of the job's global steps, so an
   // epoch (each worker's slice of every global batch) is `world` of them.
-  shared_steps_ = strategy_.sharesSteps();
+  shared_steps_ = sharesSteps(strategy_.mode());
   steps_per_epoch_ = sampler_->stepsPerEpoch() / c.accumulate * (shared_steps_ ? world_ : 1);
   total_steps_ = c.max_steps > 0 ? c.max_steps : c.epochs * steps_per_epoch_;
   optimizer_ = makeOptimizer(c.optimizer, model_->parameters());
   // Linear scaling counts the samples one update averages over.
-  const int averaged_workers = strategy_.averagesWorkers() ? world_ : 1;
+  const int averaged_workers = averagesWorkers(strategy_.mode()) ? world_ : 1;
   schedule_.emplace(c.optimizer, c.lr, steps_per_epoch_, total_steps_,
                     static_cast<double>(averaged_workers * c.accumulate));
 
@@ -193,10 +193,12 @@ void TrainingRun::join() {
   obs::Timeline* timeline = timeline_ ? &*timeline_ : nullptr;
   strategy_.initialize(*model_, runFingerprint(c_, *model_, splits_.train->size(), start_step_, world_),
                        {steps_per_epoch_, total_steps_, start_step_, optimizer_.get(), timeline});
-  strategy_.allowGatedParameters();  // every read below awaits them first
   start_.training = true;  // startup is over: a failure from here on may restart in place
+  remote_ = strategy_.remoteParameters();
+  if (!remote_) return;
+  remote_->allowGatedParameters();  // every read below awaits them first
   // A built-in model's stages each wait for their own parameters.
-  model_->setParameterGate([this](size_t count) { strategy_.awaitParameters(count); });
+  model_->setParameterGate([this](size_t count) { remote_->awaitParameters(count); });
   gated_ = true;
 }
 
@@ -236,7 +238,7 @@ void TrainingRun::openInputAndLogs() {
   // its share of the job's and may, at most, do all that remain.
   // A replacement in a running elastic job reads on where its predecessor
   // stopped, in the same shard.
-  const auto takeover = strategy_.takeover();
+  const auto takeover = remote_ ? remote_->takeover() : std::nullopt;
   const int64_t data_start = takeover ? takeover->job_start_step : start_step_;
   local_ = shared_steps_ ? data_start / world_ : data_start;
   if (takeover) local_ += takeover->clock - takeover->job_start_step;
@@ -271,7 +273,7 @@ bool TrainingRun::stepsLeft() const {
 
 void TrainingRun::evaluateAt(int64_t done_steps) {
   if (emulated_) return;  // no real forward to evaluate
-  strategy_.awaitParameters();
+  awaitParameters();
   last_eval_ = evaluate(*model_, *splits_.test, c_.eval_batch_size, loss_fn_);
   writer_->append({{"type", "eval"}, {"step", done_steps}, {"epoch", done_steps / steps_per_epoch_},
                    {"test_accuracy", last_eval_.accuracy}, {"test_loss", last_eval_.loss}});
@@ -283,7 +285,7 @@ void TrainingRun::evaluateAt(int64_t done_steps) {
 // checkpoint.ckpt. N is the step the state is of: with async parameter
 // servers a snapshot may include steps others made since `done_steps`.
 void TrainingRun::saveAt(bool periodic, int64_t done_steps) {
-  const int64_t step = strategy_.prepareCheckpoint(*optimizer_).value_or(done_steps);
+  const int64_t step = (remote_ ? remote_->prepareCheckpoint(*optimizer_) : std::nullopt).value_or(done_steps);
   const fs::path path =
       periodic ? out_dir_ / "checkpoints" / fmt::format("step-{}.ckpt", step) : out_dir_ / "checkpoint.ckpt";
   saveCheckpoint(path, {toJson(c_), step, step / steps_per_epoch_, modelFingerprint(*model_)}, *model_,
@@ -299,7 +301,7 @@ void TrainingRun::step() {
   const Amp amp = placement_.amp;
   // Parameters awaited between steps (an evaluation, a checkpoint) are not
   // this step's.
-  strategy_.takeParameterWaits();
+  takeParameterWaits();
   Stopwatch step_watch;
   Stopwatch phase;
   const int64_t step_start_us = obs::Timeline::nowUs();
@@ -326,10 +328,10 @@ void TrainingRun::step() {
     // waits for its own weights; a TorchScript forward for all of them.
     torch::Tensor loss;
     if (emulated_) {
-      loss = emulated_->forward([&](size_t count) { strategy_.awaitParameters(count); },
+      loss = emulated_->forward([&](size_t count) { awaitParameters(count); },
                                 timeline_ ? &*timeline_ : nullptr);
     } else {
-      if (!model_->gatesStages()) strategy_.awaitParameters();
+      if (!model_->gatesStages()) awaitParameters();
       if (c.channels_last) batch.inputs = batch.inputs.contiguous(at::MemoryFormat::ChannelsLast);
       AutocastScope autocast(device, amp);
       loss = loss_fn_(model_->forward(batch.inputs), batch.targets);
@@ -344,7 +346,7 @@ void TrainingRun::step() {
     }
     if (c.debug_step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(c.debug_step_delay_ms));
     // Waiting for the last step's parameters is communication, not compute.
-    const SyncTimes awaited = strategy_.takeParameterWaits();
+    const SyncTimes awaited = takeParameterWaits();
     breakdown_.add(obs::Phase::kForwardBackward, std::max(0.0, phase.lap() - awaited.exposed_comm - awaited.update));
     breakdown_.add(obs::Phase::kExposedComm, awaited.exposed_comm);
     breakdown_.add(obs::Phase::kUpdate, awaited.update);
@@ -358,7 +360,7 @@ void TrainingRun::step() {
   breakdown_.add(obs::Phase::kExposedComm, agreed.times.exposed_comm);
   breakdown_.add(obs::Phase::kWaitWorkers, agreed.times.wait_workers);
   phase.lap();
-  if (strategy_.appliesUpdate()) {
+  if (serversApplyUpdates(strategy_.mode())) {
     breakdown_.add(obs::Phase::kUpdate, agreed.times.update);
   } else {
     // fp16: every worker checks the same averaged gradients, so all of
@@ -416,7 +418,9 @@ void TrainingRun::afterStep(int64_t before, double lr, double step_loss, double 
   const bool eval_due = c.eval_every_steps > 0 ? crossed(before, done_, c.eval_every_steps)
                                                : crossed(before, done_, steps_per_epoch_);
   if (chief_ && eval_due && !last) evaluateAt(done_);
-  if (crossed(before, done_, c.distributed.verify_replicas_every)) strategy_.verifyReplicas(*model_, done_);
+  if (ReplicaCheck* check = strategy_.replicaCheck(); check && crossed(before, done_, c.distributed.verify_replicas_every)) {
+    check->verifyReplicas(*model_, done_);
+  }
   const bool step_due = crossed(before, done_, c.checkpoint_every_steps);
   const bool time_due = c.checkpoint_secs > 0 && train_seconds_ - last_checkpoint_at_ >= c.checkpoint_secs;
   if (chief_ && (step_due || time_due) && !last) saveAt(/*periodic=*/true, done_);
@@ -428,7 +432,7 @@ void TrainingRun::end() {
   // update: with shared steps or bounded staleness others may still be
   // finishing theirs.
   end_step_ = done_;
-  if (chief_) end_step_ = strategy_.awaitJobEnd(done_);
+  if (chief_ && remote_) end_step_ = remote_->awaitJobEnd(done_);
   loop_seconds_ = loop_watch_.elapsed();
   steady_faults_ = minorFaults() - faults_after_warmup_;
   // Saved first: with a 16-bit wire, preparing the checkpoint puts the

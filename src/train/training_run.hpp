@@ -102,6 +102,12 @@ class TrainingRun {
   bool nothing_to_do_ = false;
   LossScale loss_scale_;  // fp16 only
   bool gated_ = false;    // the model's stages wait for the strategy's parameters
+  RemoteParameters* remote_ = nullptr;  // the strategy's, when its parameters live on servers (from join)
+  // Parameters that live in the model are always there: these wait only for remote ones.
+  void awaitParameters(size_t count = SIZE_MAX) {
+    if (remote_) remote_->awaitParameters(count);
+  }
+  SyncTimes takeParameterWaits() { return remote_ ? remote_->takeParameterWaits() : SyncTimes{}; }
 
   std::optional<obs::Timeline> timeline_;  // --timeline (from join on): written when the run ends
 

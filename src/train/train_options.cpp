@@ -1,0 +1,276 @@
+#include "train/train_options.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cstdio>
+
+#include "cluster/host_groups.hpp"
+#include "core/error.hpp"
+#include "train/config.hpp"
+
+namespace tandem::train {
+namespace {
+
+using List = TrainOption::List;
+
+constexpr ModeSet kAllReduceOnly = modeBit(TrainingMode::kAllReduce);
+constexpr ModeSet kHostSums = modeBit(TrainingMode::kAllReduce) | modeBit(TrainingMode::kPsSync);
+
+const char* const kCluster = "Cluster";
+const char* const kServers = "Parameter server";
+const char* const kWire = "Wire format";
+const char* const kLab = "Scale-out lab";
+
+// "3x32x32" -> {"channels": 3, "height": 32, "width": 32}
+nlohmann::json parseShape(std::string_view text) {
+  long long c = 0, h = 0, w = 0;
+  char x1 = 0, x2 = 0;
+  const std::string s(text);
+  if (std::sscanf(s.c_str(), "%lld%c%lld%c%lld", &c, &x1, &h, &x2, &w) != 5 || x1 != 'x' || x2 != 'x' || c <= 0 ||
+      h <= 0 || w <= 0) {
+    throw InputError(fmt::format("--synthetic-shape: '{}' is not CxHxW with positive sizes (e.g. 3x32x32)", text));
+  }
+  return {{"channels", c}, {"height", h}, {"width", w}};
+}
+
+std::vector<TrainOption> declare() {
+  const auto on_off = enumChoices(kSwitchNames);
+  return {
+      {.flags = "--model", .field = "/model", .help = "model name (see `tandem models`), or a TorchScript file saved with torch.jit.save"},
+      {.flags = "--loss", .field = "/loss", .help = "cross_entropy, mse, bce_with_logits (one-hot class targets) or nll (the model returns log-probabilities)"},
+      {.flags = "--mlp-widths", .field = "/model_options/mlp_widths", .help = "hidden widths of the mlp model",
+       .list = List::kIntegers},
+      {.flags = "--dataset", .field = "/dataset/name", .help = "fashion-mnist, mnist-idx, cifar10, cifar100, imagefolder (--data-dir with train/<class>/ and val/<class>/ "
+       "images) or synthetic"},
+      {.flags = "--data-dir", .field = "/dataset/data_dir",
+       .help = "dataset directory (default: the dataset's standard location)", .show_default = false},
+      {.flags = "--augment", .field = "/dataset/augment", .help = "pad-4 random crop and horizontal flip on training images"},
+      {.flags = "--image-size", .field = "/dataset/image_size", .help = "imagefolder: side of the square crop the model sees (the data opens before the model, so the default is "
+       "ImageNet's 224)"},
+      {.flags = "--normalize-mean", .field = "/dataset/normalize_mean",
+       .help = "per-channel mean of pixel/255, comma-separated (default: computed from the training set; "
+               "imagefolder: ImageNet's)",
+       .show_default = false, .list = List::kNumbers},
+      {.flags = "--normalize-std", .field = "/dataset/normalize_std",
+       .help = "per-channel std of pixel/255, comma-separated (default: computed from the training set; "
+               "imagefolder: ImageNet's)",
+       .show_default = false, .list = List::kNumbers},
+      {.flags = "--strict-data", .field = "/dataset/strict_data", .help = "a corrupt or non-image file is an error (default: skipped with one warning naming it)"},
+      {.flags = "--synthetic-shape", .field = "/dataset/synthetic_shape", .help = "synthetic sample shape CxHxW",
+       .parse = parseShape},
+      {.flags = "--synthetic-classes", .field = "/dataset/synthetic_classes", .help = "synthetic class count"},
+      {.flags = "--synthetic-size", .field = "/dataset/synthetic_train_size", .help = "synthetic training samples"},
+      {.flags = "--batch-size", .field = "/batch_size", .help = "samples per micro-batch per worker"},
+      {.flags = "--accumulate", .field = "/accumulate", .help = "micro-batches per update; gradients sync on the last"},
+      {.flags = "--epochs", .field = "/epochs", .help = "passes over the training set"},
+      {.flags = "--max-steps", .field = "/max_steps",
+       .help = "stop after this many global steps (overrides --epochs)", .show_default = false},
+      {.flags = "--seed", .field = "/seed", .help = "seed for initialisation, shuffling and augmentation"},
+      {.flags = "--threads", .field = "/threads", .help = "torch intra-op threads (0: OMP_NUM_THREADS if set, else cores / processes on this host)"},
+      {.flags = "--device", .field = "/device", .help = "where a worker trains: auto (its local rank's GPU when any is visible, else the CPU), cpu, cuda (its local "
+       "rank's GPU) or cuda:N (that GPU, shared on purpose); parameter servers stay on CPU"},
+      {.flags = "--allow-shared-gpu", .field = "/allow_shared_gpu", .help = "with more workers on a host than GPUs, let local rank r share GPU r mod GPUs instead of failing"},
+      {.flags = "--amp", .field = "/amp", .help = "mixed precision: off, bf16 (autocast forward in bfloat16), or fp16 (float16 with a dynamic loss scale that "
+       "skips overflowing steps); weights, gradients and optimizer state stay float32"},
+      {.flags = "--channels-last", .field = "/channels_last", .help = "convolutional models: keep 4-d parameters and batches in channels-last (NHWC) layout, which GPU "
+       "convolutions run faster in (standalone)"},
+      {.flags = "--deterministic", .field = "/deterministic", .help = "GPU: deterministic kernels only (cuDNN without benchmarking, cuBLAS with a fixed workspace), so that the "
+       "same seed gives the same bits; an operation without a deterministic kernel is an error naming it. The CPU "
+       "path is deterministic already"},
+      {.flags = "--prefetch-threads", .field = "/prefetch_threads", .help = "input pipeline threads (0: build batches inline; -1: 1, or 0 when the compute threads take every core)"},
+      {.flags = "--prefetch-depth", .field = "/prefetch_depth", .help = "batches the input pipeline may run ahead"},
+      {.flags = "--optimizer", .field = "/optimizer/name", .help = "sgd, adam, adamw or rmsprop"},
+      {.flags = "--lr", .field = "/optimizer/lr", .help = "base learning rate"},
+      {.flags = "--momentum", .field = "/optimizer/momentum",
+       .help = "momentum of sgd (default 0.9) or rmsprop (default 0)", .show_default = false},
+      {.flags = "--nesterov", .field = "/optimizer/nesterov", .help = "Nesterov momentum (SGD)"},
+      {.flags = "--weight-decay", .field = "/optimizer/weight_decay",
+       .help = "L2 weight decay (adamw: decoupled decay, default 0.01; others default 0)", .show_default = false},
+      {.flags = "--adam-beta1", .field = "/optimizer/beta1", .help = "beta1 of adam and adamw"},
+      {.flags = "--adam-beta2", .field = "/optimizer/beta2", .help = "beta2 of adam and adamw"},
+      {.flags = "--eps,--adam-eps", .field = "/optimizer/eps", .help = "epsilon of adam, adamw and rmsprop"},
+      {.flags = "--rmsprop-alpha", .field = "/optimizer/alpha", .help = "smoothing constant of rmsprop"},
+      {.flags = "--rmsprop-centered", .field = "/optimizer/centered", .help = "rmsprop normalised by the gradient's variance"},
+      {.flags = "--lr-schedule", .field = "/lr/kind", .help = "constant, piecewise or cosine"},
+      {.flags = "--lr-boundaries", .field = "/lr/boundaries", .help = "piecewise boundaries (comma-separated)",
+       .show_default = false, .list = List::kIntegers},
+      {.flags = "--lr-values", .field = "/lr/values", .help = "piecewise rates, one more than boundaries",
+       .show_default = false, .list = List::kNumbers},
+      {.flags = "--lr-boundary-unit", .field = "/lr/unit", .help = "piecewise boundaries in 'step' or 'epoch'"},
+      {.flags = "--min-lr", .field = "/lr/min_lr", .help = "cosine floor"},
+      {.flags = "--warmup-steps", .field = "/lr/warmup_steps", .help = "linear warmup steps before the schedule"},
+      {.flags = "--lr-scaling", .field = "/lr/scaling",
+       .help = "none, or linear: rates x (workers x accumulate), warming up from the unscaled rate",
+       .choices = enumChoices(kLrScalingNames)},
+      {.flags = "--eval-every", .field = "/eval_every_steps", .help = "evaluate every N steps (0: at each epoch end)"},
+      {.flags = "--eval-batch-size", .field = "/eval_batch_size", .help = "evaluation batch size"},
+      {.flags = "--log-every", .field = "/log_every_steps", .help = "write a metrics line every N steps"},
+      {.flags = "--checkpoint-every", .field = "/checkpoint_every_steps", .help = "also checkpoint every N steps to OUT/checkpoints/ (the final one is always OUT/checkpoint.ckpt)"},
+      {.flags = "--checkpoint-secs", .field = "/checkpoint_secs", .help = "also checkpoint every N seconds of training (0: never)"},
+      {.flags = "--keep-checkpoints", .field = "/keep_checkpoints", .help = "periodic checkpoints kept in OUT/checkpoints/ (0: all)"},
+      {.flags = "--out", .field = "/out_dir", .help = "run directory for metrics.jsonl, summary.json, checkpoints"},
+      {.flags = "--bind", .field = "/distributed/bind",
+       .help = "address this task's ports listen on (the coordinator, a PS); default: the address its host name "
+               "resolves to here; 0.0.0.0: every interface",
+       .group = kCluster, .modes = kDistributedModes, .show_default = false},
+      {.flags = "--bucket-mb", .field = "/distributed/bucket_mb",
+       .help = "all-reduce gradient bucket cap in MiB; 0: about 16 buckets of the model, 0.25-4 MiB each",
+       .group = kCluster, .modes = kAllReduceOnly},
+      {.flags = "--peer-timeout", .field = "/distributed/peer_timeout_s",
+       .help = "seconds a collective waits for a peer", .group = kCluster, .modes = kDistributedModes},
+      {.flags = "--rendezvous-timeout", .field = "/distributed/rendezvous_timeout_s",
+       .help = "seconds to wait for every task to join", .group = kCluster, .modes = kDistributedModes},
+      {.flags = "--heartbeat-timeout", .field = "/distributed/heartbeat_timeout_s",
+       .help = "seconds without an answer from a parameter server's host before it is named dead (a server "
+               "process that exits is named at once)",
+       .group = kCluster, .modes = kServerModes},
+      {.flags = "--restart-wait", .field = "/distributed/restart_wait_s",
+       .help = "when the job loses a task: 0, exit 1; N, start this task again in place and wait up to N seconds "
+               "for the job's next start, every task continuing from the newest checkpoint (a server restarted by "
+               "hand rejoins this way)",
+       .group = kCluster, .modes = kDistributedModes},
+      {.flags = "--verify-replicas-every", .field = "/distributed/verify_replicas_every",
+       .help = "compare parameter checksums across workers every N steps (0: never)", .group = kCluster,
+       .modes = kAllReduceOnly, .strict = true},
+      {.flags = "--ps-mode", .field = "/distributed/ps_mode", .help = "sync (mean of every worker per step) or async",
+       .group = kServers, .modes = kServerModes, .strict = true},
+      {.flags = "--staleness", .field = "/distributed/staleness",
+       .help = "bounded staleness: a worker runs at most k steps ahead of the slowest (0 = sync)", .group = kServers,
+       .modes = kServerModes, .strict = true, .show_default = false},
+      {.flags = "--ps-chunk-mb", .field = "/distributed/ps_chunk_mb",
+       .help = "parameter chunk size spread over the servers; 0: about 16 chunks a server, at least 32, 16 KiB-4 "
+               "MiB each",
+       .group = kServers, .modes = kServerModes},
+      {.flags = "--hierarchical", .field = "/distributed/hierarchical",
+       .help = "across hosts (all-reduce and sync PS): auto sums each host's workers' gradients over loopback "
+               "first, so each host's link carries them once (BytePS-style); off: every worker sends its own",
+       .group = kServers, .modes = kHostSums, .choices = enumChoices(cluster::kHostAggregationNames)},
+      {.flags = "--priority", .field = "/distributed/priority",
+       .help = "PS: on sends queued pushes first layers first (two chunks in flight per server) and starts the next "
+               "forward as its first layers' parameters arrive; off sends in backward's order",
+       .group = kServers, .modes = kServerModes, .choices = on_off},
+      {.flags = "--ps-shared-memory", .field = "/distributed/shared_memory",
+       .help = "PS: on lets servers on a worker's host read its pushes from, and write its pulls into, the "
+               "worker's shared memory, skipping the socket's copies; off sends every byte through the socket",
+       .group = kServers, .modes = kServerModes, .choices = on_off},
+      {.flags = "--ps-threads", .field = "/distributed/ps_threads",
+       .help = "optimizer apply threads per server (0: all cores)", .group = kServers, .modes = kServerModes},
+      {.flags = "--wire-dtype", .field = "/distributed/wire_dtype",
+       .help = "how gradient buckets and PS chunks travel: fp32, fp16 or bf16 (half the bytes; master weights and "
+               "optimizer state stay float32)",
+       .group = kWire, .modes = kDistributedModes},
+      {.flags = "--error-feedback", .field = "/distributed/error_feedback",
+       .help = "with --wire-dtype fp16|bf16: carry each gradient's rounding into its next push or all-reduce",
+       .group = kWire, .modes = kDistributedModes},
+      {.flags = "--emulate-compute", .field = "/emulate_compute",
+       .help = "a GPU profile (JSON, profiles/): forward and backward become timed waits shaped like the model's "
+               "FLOPs, everything else stays real",
+       .group = kLab, .show_default = false},
+      {.flags = "--timeline", .field = "/timeline",
+       .help = "write OUT/timeline-worker-N.json (Chrome trace, Perfetto): each step's phases, bucket all-reduces, "
+               "emulated layers; launch merges them into OUT/timeline.json",
+       .group = kLab},
+      {.flags = "--debug-step-delay-ms", .field = "/debug_step_delay_ms",
+       .help = "sleep this long every step: a deliberate straggler for testing", .group = "Debugging",
+       .show_default = false},
+  };
+}
+
+template <class T>
+T parseInteger(const TrainOption& o, std::string_view text) {
+  T value{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    throw InputError(fmt::format("{}: '{}' is not {}", o.name(), text,
+                                 std::is_signed_v<T> ? "an integer" : "a non-negative integer"));
+  }
+  return value;
+}
+
+double parseNumber(const TrainOption& o, std::string_view text) {
+  double value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    throw InputError(fmt::format("{}: '{}' is not a number", o.name(), text));
+  }
+  return value;
+}
+
+}  // namespace
+
+std::string_view TrainOption::name() const {
+  const std::string_view all = flags;
+  return all.substr(0, all.find(','));
+}
+
+const std::vector<TrainOption>& trainOptions() {
+  static const std::vector<TrainOption> options = declare();
+  return options;
+}
+
+const TrainOption& trainOption(std::string_view field) {
+  for (const auto& o : trainOptions()) {
+    if (o.field == field) return o;
+  }
+  throw Error(fmt::format("no train option sets {}", field));
+}
+
+nlohmann::json parseOptionValue(const TrainOption& o, const nlohmann::json& current,
+                                const std::vector<std::string>& texts) {
+  if (current.is_boolean()) return true;  // a flag: given is on
+  if (texts.empty()) throw InputError(fmt::format("{}: needs a value", o.name()));
+  if (o.list != List::kNone) {
+    nlohmann::json values = nlohmann::json::array();
+    for (const auto& text : texts) {
+      size_t start = 0;
+      while (start <= text.size()) {
+        const size_t comma = std::min(text.find(',', start), text.size());
+        const std::string_view item = std::string_view(text).substr(start, comma - start);
+        if (o.list == List::kIntegers) {
+          values.push_back(parseInteger<int64_t>(o, item));
+        } else {
+          values.push_back(parseNumber(o, item));
+        }
+        start = comma + 1;
+      }
+    }
+    return values;
+  }
+  if (texts.size() > 1) throw InputError(fmt::format("{}: takes one value, got {}", o.name(), texts.size()));
+  const std::string& text = texts.front();
+  if (o.parse != nullptr) return o.parse(text);
+  if (!o.choices.empty()) {
+    if (std::find(o.choices.begin(), o.choices.end(), text) == o.choices.end()) {
+      std::string listed;
+      for (size_t i = 0; i < o.choices.size(); ++i) {
+        listed += (i == 0 ? "" : i + 1 == o.choices.size() ? " or " : ", ") + o.choices[i];
+      }
+      throw InputError(fmt::format("{}: expected {}, got '{}'", o.name(), listed, text));
+    }
+    return text;
+  }
+  if (current.is_number_unsigned()) return parseInteger<uint64_t>(o, text);
+  if (current.is_number_integer()) return parseInteger<int64_t>(o, text);
+  if (current.is_number_float()) return parseNumber(o, text);
+  if (current.is_string()) return text;
+  throw Error(fmt::format("{}: its field {} holds {}, which no text parses into", o.name(), o.field,
+                          current.type_name()));
+}
+
+void requireApplies(const TrainOption& o, TrainingMode mode) {
+  if (!o.strict || (o.modes & modeBit(mode)) != 0) return;
+  if (o.modes == kServerModes) {
+    throw InputError(fmt::format("{}: only applies with parameter servers, and this run has none (add PS tasks: "
+                                 "--ps_hosts, a TF_CONFIG ps list, or `tandem launch --ps K`)",
+                                 o.name()));
+  }
+  if (o.modes == kAllReduceOnly) {
+    throw InputError(fmt::format("{}: applies in all-reduce mode only, and this run is {}{}", o.name(),
+                                 modeName(mode),
+                                 usesServers(mode) ? " (every worker pulls the same server copy)" : ""));
+  }
+  throw InputError(fmt::format("{}: does not apply to a {} run", o.name(), modeName(mode)));
+}
+
+}  // namespace tandem::train

@@ -1,0 +1,64 @@
+#pragma once
+// Every `tandem train` option that sets the run config, declared once: its
+// flag, where its value lives in the run config (a JSON pointer into
+// toJson: the form checkpoints store, --resume merges and summary.json
+// reports), its help, the modes it changes anything in, and for a named
+// setting its allowed names. Its type and default are TrainConfig's own.
+// The CLI registers these, parses their values here, and refuses the
+// strict ones given to a run they cannot change. Torch-free.
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/training_mode.hpp"
+
+namespace tandem::train {
+
+// A set of TrainingModes.
+using ModeSet = uint8_t;
+constexpr ModeSet modeBit(TrainingMode m) { return static_cast<ModeSet>(1u << static_cast<unsigned>(m)); }
+inline constexpr ModeSet kServerModes =
+    modeBit(TrainingMode::kPsSync) | modeBit(TrainingMode::kPsAsync) | modeBit(TrainingMode::kPsBounded);
+inline constexpr ModeSet kDistributedModes = modeBit(TrainingMode::kAllReduce) | kServerModes;
+inline constexpr ModeSet kEveryMode = modeBit(TrainingMode::kStandalone) | kDistributedModes;
+
+struct TrainOption {
+  std::string flags{};  // CLI11's spelling: "--eps,--adam-eps" (aliases after the first)
+  std::string field{};  // "/optimizer/eps"
+  std::string help{};
+  std::string group{};  // help section; empty: the general one
+  ModeSet modes = kEveryMode;  // where a value changes the run
+  // Given for a run of another mode, it is refused (InputError) rather than
+  // ignored: it selects behaviour the user would otherwise think they got.
+  bool strict = false;
+  std::vector<std::string> choices{};  // a named setting's names
+  bool show_default = true;          // false where the default depends on other flags
+  // A list, given comma-separated or as several values (its default may be
+  // empty, so its element type is stated).
+  enum class List { kNone, kIntegers, kNumbers } list = List::kNone;
+  // A value written other than as the field's JSON (--synthetic-shape
+  // 3x32x32): its parse, InputError naming the flag. Null: by the field's type.
+  nlohmann::json (*parse)(std::string_view text) = nullptr;
+
+  std::string_view name() const;  // the first flag: "--eps"
+};
+
+// Every option, in help order.
+const std::vector<TrainOption>& trainOptions();
+// The option of `field`; Error when there is none (a bug, not input).
+const TrainOption& trainOption(std::string_view field);
+
+// The value `texts` give the option, typed as `current` (the field's value
+// now: a boolean, an integer, a number, a name, or a list of numbers given
+// comma-separated or as several values). Throws InputError naming the flag.
+nlohmann::json parseOptionValue(const TrainOption& option, const nlohmann::json& current,
+                                const std::vector<std::string>& texts);
+
+// Refuses (InputError naming the flag and the mode) a strict option given
+// to a run of `mode`; a non-strict one is accepted and changes nothing.
+void requireApplies(const TrainOption& option, TrainingMode mode);
+
+}  // namespace tandem::train
