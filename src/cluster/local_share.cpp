@@ -62,25 +62,31 @@ LocalProcesses countLocalProcesses(const std::optional<ClusterSpec>& spec, const
     // A worker shares the cores with the other workers only: a server's
     // apply runs while the workers wait for its pulls, not during their
     // forward and backward.
-    std::vector<const std::vector<HostPort>*> sharing = {&spec->worker_hosts};
-    if (server) sharing.push_back(&spec->ps_hosts);
-    for (const auto* hosts : sharing) {
-      for (const auto& h : *hosts) count += h.host == host ? 1 : 0;
+    int job_tasks = 0;
+    for (const auto* hosts : {&spec->worker_hosts, &spec->ps_hosts}) {
+      const int here = static_cast<int>(
+          std::count_if(hosts->begin(), hosts->end(), [&host](const HostPort& h) { return h.host == host; }));
+      job_tasks += here;
+      if (server || hosts == &spec->worker_hosts) count += here;
     }
-    return {count, spec->source};
+    return {count, spec->source, job_tasks};
   }
   for (const char* name : {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
                            "SLURM_NTASKS_PER_NODE"}) {
-    if (auto it = env.find(name); it != env.end()) return {positiveInt(it->second, name), name};
+    if (auto it = env.find(name); it != env.end()) {
+      const int count = positiveInt(it->second, name);
+      return {count, name, count};
+    }
   }
   if (auto it = env.find("SLURM_TASKS_PER_NODE"); it != env.end()) {
     int node = 0;
     if (auto id = env.find("SLURM_NODEID"); id != env.end()) {
       node = id->second == "0" ? 0 : positiveInt(id->second, "SLURM_NODEID");
     }
-    return {slurmTasksOnNode(it->second, node), "SLURM_TASKS_PER_NODE"};
+    const int count = slurmTasksOnNode(it->second, node);
+    return {count, "SLURM_TASKS_PER_NODE", count};
   }
-  return {1, spec ? spec->source : "standalone"};
+  return {1, spec ? spec->source : "standalone", 1};
 }
 
 std::string ThreadPlan::warning() const {
@@ -143,7 +149,7 @@ ThreadPlan planHostThreads(int requested, const Environment& env, const LocalPro
   const auto omp = env.find("OMP_NUM_THREADS");
   const bool share = requested <= 0 && (omp == env.end() || omp->second.empty());
   double busy = 0;
-  if (share && local.count <= 1 && cores > 1) busy = measureBusyCores(std::chrono::milliseconds(100)).value_or(0);
+  if (share && local.job_tasks <= 1 && cores > 1) busy = measureBusyCores(std::chrono::milliseconds(100)).value_or(0);
   ThreadPlan plan = planThreads(requested, env, local, cores, busy);
   if (plan.oversubscribed()) TANDEM_LOG_WARN("{}", plan.warning());
   if (plan.busy_cores > 0) {

@@ -14,6 +14,9 @@ namespace tandem::cluster {
 struct LocalProcesses {
   int count = 1;
   std::string source;  // "flags", "TF_CONFIG", an environment variable, or "standalone"
+  // Every task of the job on this host, this one included: a worker's
+  // count leaves out the servers beside it, but they start with it.
+  int job_tasks = 1;
 };
 
 // This host's processes of the job, from the first source present: a spec
@@ -53,10 +56,10 @@ ThreadPlan planThreads(int requested, const Environment& env, const LocalProcess
 std::optional<double> measureBusyCores(std::chrono::milliseconds window);
 
 // planThreads for this process: this host's cores, and, when the plan is
-// an equal share for a lone local process, the cores busy over 100 ms.
-// (With several local processes, the job's own siblings starting up would
-// read as busy, so their share stays cores / local processes.) Logs an
-// oversubscribed host, and cores found busy.
+// an equal share for the job's only task on this host, the cores busy over
+// 100 ms. (With any other task of the job here, a worker's own server
+// included, its start-up would read as busy, so the share stays cores /
+// local processes.) Logs an oversubscribed host, and cores found busy.
 ThreadPlan planHostThreads(int requested, const Environment& env, const LocalProcesses& local);
 
 }  // namespace tandem::cluster
