@@ -5,24 +5,12 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "cluster/cluster_spec.hpp"
-#include "core/enum_names.hpp"
 #include "cluster/coordinator.hpp"
+#include "cluster/host_aggregation.hpp"
 #include "core/deadline.hpp"
 
 namespace tandem::cluster {
-
-// --hierarchical: sum each host's workers first where that spares a link
-// (auto), or never (off).
-enum class HostAggregation { kAuto, kOff };
-inline constexpr EnumNames<HostAggregation, 2> kHostAggregationNames = {
-    {{HostAggregation::kAuto, "auto"}, {HostAggregation::kOff, "off"}}};
-inline void to_json(nlohmann::json& j, HostAggregation a) { j = enumName(kHostAggregationNames, a); }
-inline void from_json(const nlohmann::json& j, HostAggregation& a) {
-  a = parseEnum(kHostAggregationNames, j.get<std::string>(), "hierarchical");
-}
 
 // Workers grouped by their address, each group ascending, groups in order
 // of their first worker.

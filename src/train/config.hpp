@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "cluster/host_groups.hpp"
+#include "cluster/host_aggregation.hpp"
 #include "core/enum_names.hpp"
 #include "core/training_mode.hpp"
 #include "data/dataset_options.hpp"

@@ -5,7 +5,7 @@
 #include <charconv>
 #include <cstdio>
 
-#include "cluster/host_groups.hpp"
+#include "cluster/host_aggregation.hpp"
 #include "core/error.hpp"
 #include "train/config.hpp"
 

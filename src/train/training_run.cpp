@@ -238,10 +238,14 @@ void TrainingRun::openInputAndLogs() {
   // its share of the job's and may, at most, do all that remain.
   // A replacement in a running elastic job reads on where its predecessor
   // stopped, in the same shard.
+  // Copied out of the optional: GCC 12 took its later reads for reads of
+  // an uninitialized payload (-Wmaybe-uninitialized).
   const auto takeover = remote_ ? remote_->takeover() : std::nullopt;
-  const int64_t data_start = takeover ? takeover->job_start_step : start_step_;
+  const bool took_over = takeover.has_value();
+  const int64_t taken_clock = took_over ? takeover->clock : 0;
+  const int64_t data_start = took_over ? takeover->job_start_step : start_step_;
   local_ = shared_steps_ ? data_start / world_ : data_start;
-  if (takeover) local_ += takeover->clock - takeover->job_start_step;
+  if (took_over) local_ += taken_clock - data_start;
   local_end_ = local_ + std::max<int64_t>(0, total_steps_ - start_step_);
   // On a machine whose cores the compute threads already fill, a prefetch
   // thread preempts one of them and the whole OpenMP team waits for it: the
@@ -263,7 +267,7 @@ void TrainingRun::openInputAndLogs() {
   global_batch_ = c.batch_size * world_ * c.accumulate;
   samples_per_job_step_ = shared_steps_ ? c.batch_size * c.accumulate : global_batch_;
   parameters_ = model_->parameters();
-  done_ = takeover && !shared_steps_ ? takeover->clock : start_step_;
+  done_ = took_over && !shared_steps_ ? taken_clock : start_step_;
   loop_watch_ = Stopwatch();
 }
 
