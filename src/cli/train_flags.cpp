@@ -7,7 +7,7 @@
 
 #include "core/error.hpp"
 #include "core/logging.hpp"
-#include "train/checkpoint.hpp"
+#include "train/checkpoint_format.hpp"
 #include "train/run_directory.hpp"
 #include "train/train_options.hpp"
 
@@ -59,7 +59,7 @@ void applyGivenValues(train::TrainConfig& config, const GivenValues& given) {
 // (only the base learning rate may change, and that is logged).
 void applyResumeDefaults(train::TrainConfig& config, const GivenValues& values) {
   const std::string checkpoint = config.resume_from;
-  const nlohmann::json stored = train::LoadedCheckpoint(checkpoint).meta().config;
+  const nlohmann::json stored = train::readCheckpointFile(checkpoint).meta.config;
   std::vector<std::string> given;
   for (const auto& entry : values) given.push_back(entry.first);
   const nlohmann::json flags = train::toJson(config);
