@@ -31,14 +31,16 @@ std::vector<std::string> enumChoices(const EnumNames<E, N>& names) {
   return choices;
 }
 
-// "a, b or c": how errors list the names.
+// "a, b or c": how errors list allowed names.
+inline std::string choicesText(const std::vector<std::string>& choices) {
+  std::string text;
+  for (size_t i = 0; i < choices.size(); ++i) text += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
+  return text;
+}
+
 template <class E, size_t N>
 std::string enumChoicesText(const EnumNames<E, N>& names) {
-  std::string text;
-  for (size_t i = 0; i < N; ++i) {
-    text += (i == 0 ? "" : i + 1 == N ? " or " : ", ") + std::string(names[i].second);
-  }
-  return text;
+  return choicesText(enumChoices(names));
 }
 
 // Throws InputError "<what>: expected a, b or c, got 'x'".

@@ -192,10 +192,6 @@ Reply ChunkStore::error(const PendingPull& p, const std::string& reason) const {
           .payload = net::copyPayload(reason)};
 }
 
-std::string ChunkStore::timeoutText() const {
-  return formatDuration(std::chrono::milliseconds(static_cast<int64_t>(config_->peer_timeout_s * 1000)));
-}
-
 std::vector<Reply> ChunkStore::expire(Clock::time_point now) {
   std::vector<Reply> replies;
   if (!config_) return replies;
@@ -213,7 +209,7 @@ std::vector<Reply> ChunkStore::expire(Clock::time_point now) {
     for (const auto& p : expired) {
       replies.push_back(error(
           p, departed_ ? fmt::format("{}: pull of chunk {} cannot be answered: {}", name_, c.key, departedText())
-                       : fmt::format("{}: pull of chunk {} waited {} (--peer-timeout){}", name_, c.key, timeoutText(),
+                       : fmt::format("{}: pull of chunk {} waited {} (--peer-timeout){}", name_, c.key, config_->peerTimeoutText(),
                                      who)));
     }
   }

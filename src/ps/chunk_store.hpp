@@ -30,9 +30,9 @@ struct Refusal {
 
 // A frame for one requester: an answered pull, or the error that fails it.
 struct Reply {
-  std::string routing;
-  net::FrameHeader header;
-  zmq::message_t payload;
+  std::string routing{};
+  net::FrameHeader header{};
+  zmq::message_t payload{};
   uint64_t shared_bytes = 0;  // values written into the requester's shared memory (a pull into its arena)
   int worker = -1;            // for the timeline's pull span
   int64_t received_us = 0;    // when the pull arrived (0: no timeline)
@@ -45,8 +45,8 @@ struct ApplyJob {
   double lr = 0;
   // Sync: every pusher's gradient of the step, in worker order, to be summed.
   // Async and SSP: one push.
-  std::vector<zmq::message_t> grads;
-  std::vector<std::pair<int, int64_t>> arrivals;  // (worker, received_us): the timeline's queued spans
+  std::vector<zmq::message_t> grads{};
+  std::vector<std::pair<int, int64_t>> arrivals{};  // (worker, received_us): the timeline's queued spans
 };
 
 class ChunkStore {
@@ -97,8 +97,8 @@ class ChunkStore {
   // An apply finished (back on the I/O thread): the pulls it releases, and
   // the next queued push's apply (async and SSP).
   struct Applied {
-    std::vector<Reply> replies;
-    std::optional<ApplyJob> next;
+    std::vector<Reply> replies{};
+    std::optional<ApplyJob> next{};
   };
   Applied applied(size_t index);
 
@@ -126,7 +126,6 @@ class ChunkStore {
   std::optional<ApplyJob> startAsync(size_t index);
   std::vector<Reply> answer(ChunkState& c);
   Reply error(const PendingPull& p, const std::string& reason) const;
-  std::string timeoutText() const;
 
   std::string name_;
   std::optional<ServerConfig> config_;

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "core/patient_wait.hpp"
 #include "net/wire.hpp"
 
 namespace tandem::ps {
@@ -30,6 +31,10 @@ T field(const nlohmann::json& j, const char* name, std::string_view peer) {
 }
 
 }  // namespace
+
+std::string ServerConfig::peerTimeoutText() const {
+  return formatDuration(std::chrono::milliseconds(static_cast<int64_t>(peer_timeout_s * 1000)));
+}
 
 double ServerConfig::lrAt(uint64_t step) const {
   if (lr_by_step.empty()) return 0;

@@ -56,6 +56,8 @@ struct ServerConfig {
   uint64_t replaces = 0;
 
   double lrAt(uint64_t step) const;
+  // "5s": how errors name the peer timeout.
+  std::string peerTimeoutText() const;
 };
 
 // Within a host's group of `group_size` workers, the position of the one

@@ -98,10 +98,6 @@ void ParameterServer::Impl::startOver() {
   stats = ServerStats{.started_over = stats.started_over + 1};
 }
 
-std::string ParameterServer::Impl::timeoutText() const {
-  return formatDuration(std::chrono::milliseconds(static_cast<int64_t>(config->peer_timeout_s * 1000)));
-}
-
 void ParameterServer::Impl::answerClocks() {
   if (!clocks) return;
   for (auto& a : clocks->release()) {
@@ -137,7 +133,7 @@ void ParameterServer::Impl::expireClockWaits() {
   }
   for (auto& e : clocks->expire(std::chrono::duration<double>(timeout))) {
     replyError(e.routing, e.request_id,
-               fmt::format("{}: step {} waited {} (--peer-timeout) for {}", name, e.clock, timeoutText(), lateText(e)));
+               fmt::format("{}: step {} waited {} (--peer-timeout) for {}", name, e.clock, config->peerTimeoutText(), lateText(e)));
   }
 }
 
@@ -162,7 +158,7 @@ bool ParameterServer::Impl::everyoneGone() {
     clocks->lose(w);
     answerClocks();  // its granted step goes to the others; nobody awaits it
     TANDEM_LOG_WARN("{}: worker {} has been silent for {} (--peer-timeout) after {} step(s); giving up on it", name,
-                    w, timeoutText(), clocks->clockOf(w));
+                    w, config->peerTimeoutText(), clocks->clockOf(w));
   }
   return verdict.everyone_gone;
 }

@@ -176,7 +176,6 @@ struct ParameterServer::Impl {
   // drainCompletions.
   void submit(std::optional<ApplyJob> job);
   void drainCompletions();
-  std::string timeoutText() const;
   void answerClocks();
   // Names the workers holding up a step wait: first in a warning once the
   // wait runs long, then in the error that fails it at the peer timeout,

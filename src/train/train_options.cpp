@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "cluster/host_aggregation.hpp"
+#include "core/enum_names.hpp"
 #include "core/error.hpp"
 #include "train/config.hpp"
 
@@ -242,11 +243,7 @@ nlohmann::json parseOptionValue(const TrainOption& o, const nlohmann::json& curr
   if (o.parse != nullptr) return o.parse(text);
   if (!o.choices.empty()) {
     if (std::find(o.choices.begin(), o.choices.end(), text) == o.choices.end()) {
-      std::string listed;
-      for (size_t i = 0; i < o.choices.size(); ++i) {
-        listed += (i == 0 ? "" : i + 1 == o.choices.size() ? " or " : ", ") + o.choices[i];
-      }
-      throw InputError(fmt::format("{}: expected {}, got '{}'", o.name(), listed, text));
+      throw InputError(fmt::format("{}: expected {}, got '{}'", o.name(), choicesText(o.choices), text));
     }
     return text;
   }
