@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 JOBS=${TANDEM_JOBS:-2}
 # 20 s gives each target 0.3-1.6 million inputs here; set more for a long hunt.
 FUZZ_SECONDS=${TANDEM_FUZZ_SECONDS:-20}
+source scripts/timed.sh
 
 configure() {  # dir, sanitizers, extra cmake args...
   local dir=$1 sanitizers=$2; shift 2
@@ -23,42 +24,46 @@ configure() {  # dir, sanitizers, extra cmake args...
 
 echo "sanitize: ASan+UBSan build of the torch-free layers and their tests (build-asan/)"
 configure build-asan address,undefined -DTANDEM_FUZZ=ON
-cmake --build build-asan -j "$JOBS"
+timed "asan build" cmake --build build-asan -j "$JOBS"
 # detect_leaks: a leak is a finding too. Gloo and libzmq are not rebuilt,
 # so what happens inside them is not checked, only our side of each call.
 # alloc_dealloc_mismatch=0: libzmq 4.3.4 frees with free() what it took
 # with new(nothrow), inside its own I/O thread (every socket test trips it).
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:alloc_dealloc_mismatch=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-(cd build-asan && ctest --output-on-failure --timeout 600 -j "$JOBS")
+timed "asan tests" bash -c 'cd build-asan && ctest --output-on-failure --timeout 600 -j "$1"' ctest "$JOBS"
 
 echo "sanitize: TSan build of the parameter-server tests (build-tsan/)"
 configure build-tsan thread -DTANDEM_FUZZ=OFF
-cmake --build build-tsan -j "$JOBS" --target tandem_ps_tests
+timed "tsan build" cmake --build build-tsan -j "$JOBS" --target tandem_ps_tests
 # libzmq's own threads are not instrumented: its queues' hand-offs are
 # invisible to TSan, so the checks cover our threads' use of our memory.
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp" \
-  build-tsan/tests/tandem_ps_tests --gtest_brief=1
+  timed "tsan tests" build-tsan/tests/tandem_ps_tests --gtest_brief=1
 
 echo "sanitize: fuzzing, ${FUZZ_SECONDS}s per target"
-for target in frame ps_messages store_payloads cluster_spec checkpoint; do
-  binary=build-asan/fuzz/fuzz_$target
-  if [[ -d fuzz/regressions/$target ]] && compgen -G "fuzz/regressions/$target/*" >/dev/null; then
-    "$binary" fuzz/regressions/$target/* >/dev/null 2>&1 || { "$binary" fuzz/regressions/$target/*; exit 1; }
-  fi
-  work=$(mktemp -d)
-  cp fuzz/corpus/$target/* "$work"/
-  before=$(ls "$work" | wc -l)
-  if ! "$binary" -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 -timeout=10 -print_final_stats=0 \
-      -artifact_prefix="$work/" "$work" >"$work.log" 2>&1; then
-    tail -40 "$work.log"
-    echo "sanitize: fuzz_$target found a failing input; keep it in fuzz/regressions/$target/ once fixed:"
-    ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-* 2>/dev/null || true
-    exit 1
-  fi
-  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$work.log" | grep -o '[0-9]*$' || true)
-  [[ -n "$runs" ]] || runs=$(grep -Eo '#[0-9]+' "$work.log" | tail -1 | tr -d '#')
-  echo "  fuzz_$target: ${runs:-?} inputs in ${FUZZ_SECONDS}s, corpus $before -> $(ls "$work" | wc -l)"
-  rm -rf "$work" "$work.log"
-done
+fuzz_all() {
+  for target in frame ps_messages store_payloads cluster_spec checkpoint; do
+    binary=build-asan/fuzz/fuzz_$target
+    if [[ -d fuzz/regressions/$target ]] && compgen -G "fuzz/regressions/$target/*" >/dev/null; then
+      "$binary" fuzz/regressions/$target/* >/dev/null 2>&1 || { "$binary" fuzz/regressions/$target/*; exit 1; }
+    fi
+    work=$(mktemp -d)
+    cp fuzz/corpus/$target/* "$work"/
+    before=$(ls "$work" | wc -l)
+    if ! "$binary" -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 -timeout=10 -print_final_stats=0 \
+        -artifact_prefix="$work/" "$work" >"$work.log" 2>&1; then
+      tail -40 "$work.log"
+      echo "sanitize: fuzz_$target found a failing input; keep it in fuzz/regressions/$target/ once fixed:"
+      ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-* 2>/dev/null || true
+      exit 1
+    fi
+    runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$work.log" | grep -o '[0-9]*$' || true)
+    [[ -n "$runs" ]] || runs=$(grep -Eo '#[0-9]+' "$work.log" | tail -1 | tr -d '#')
+    echo "  fuzz_$target: ${runs:-?} inputs in ${FUZZ_SECONDS}s, corpus $before -> $(ls "$work" | wc -l)"
+    rm -rf "$work" "$work.log"
+  done
+}
+timed fuzzing fuzz_all
 echo "sanitize: clean"
+timed_summary
