@@ -1,8 +1,8 @@
 #pragma once
 // Hierarchical all-reduce for several workers per host: each sum goes
-// first over the host's loopback, then among one worker per host (the
-// first rank of its group, the host's leader) over the network, then back
-// from the leader to its host-mates. A host's link carries each bucket
+// first over the host's loopback (HostMates, in rank order), then among one
+// worker per host (the first rank of its group, the host's leader) over the
+// network, then back from the leader to its host-mates. A host's link carries each bucket
 // once for the host, and the ring among hosts has one step per host, not
 // per worker. Broadcast, allgather and barrier run flat over every rank
 // (they are rare: set-up, checksums, the end).
@@ -14,10 +14,6 @@
 #include "collective/communicator.hpp"
 
 namespace tandem::collective {
-
-// "rank 0 is worker 2, rank 1 is worker 3": Gloo's errors name ranks of a
-// sub-communicator of `members`; the user knows the workers.
-std::string ranksText(const std::vector<int>& members);
 
 // No groups: a flat Communicator::connect. Otherwise `groups` lists every
 // rank of options.size exactly once, by host (as

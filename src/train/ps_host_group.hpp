@@ -1,14 +1,14 @@
 #pragma once
 // Hierarchical aggregation for synchronous parameter servers (as BytePS
 // does): the workers of one host first sum each chunk among themselves over
-// loopback Gloo, one of them (the chunk's owner on that host) pushes the
+// loopback (collective::HostMates, as hierarchical all-reduce does), one of them (the chunk's owner on that host) pushes the
 // sum and pulls the new values, and then hands them to the others. A host's
 // link carries each chunk once per host instead of once per worker.
 //
 // Chunks go in groups of size() in key order, one per member (chunk g + r
 // is rank r's, the servers' ps::pusherRank), both ways: a group's sum is
-// one all-to-all (a reduce-scatter: each member gets its own chunk's sum),
-// and its share one all-gather. Every worker of the host must hand chunks
+// one reduce-scatter (each member gets its own chunk's sum), and its share
+// one all-gather. Every worker of the host must hand chunks
 // over in the same order (the capture's in-order mode does) and share them
 // in key order.
 #include "cluster/kv_store.hpp"
@@ -21,7 +21,7 @@
 
 #include "cluster/host_groups.hpp"
 #include "collective/comm_thread.hpp"
-#include "collective/communicator.hpp"
+#include "collective/host_mates.hpp"
 #include "core/deadline.hpp"
 #include "obs/timeline.hpp"
 #include "ps/protocol.hpp"
@@ -43,8 +43,8 @@ class PsHostGroup {
               std::vector<Range> chunks, obs::Timeline* timeline = nullptr);
   ~PsHostGroup();
 
-  int rank() const { return rank_; }
-  int size() const { return static_cast<int>(members_.size()); }
+  int rank() const { return mates_.rank(); }
+  int size() const { return mates_.size(); }
   // Chunk `c`'s gradients (in `flat`, the model's key space) are complete.
   // Once its whole group is, the group's thread sums it across the host,
   // each member getting its own chunk's sum in `flat`, and then runs
@@ -64,20 +64,17 @@ class PsHostGroup {
   // The group starting at chunk `first` (a multiple of size()): its end,
   // and the chunk this member pushes in it (pusherRank(first + r) == r; at
   // or past the end when the last group has none for it).
-  size_t groupEnd(size_t first) const { return std::min(chunks_.size(), first + members_.size()); }
-  size_t ownIn(size_t first) const { return first + static_cast<size_t>(rank_); }
+  size_t groupEnd(size_t first) const { return std::min(chunks_.size(), first + static_cast<size_t>(size())); }
+  size_t ownIn(size_t first) const { return first + static_cast<size_t>(rank()); }
+  // The group's chunks as HostMates blocks, one per member (0 past the end).
+  std::vector<size_t> blockLengths(size_t first) const;
 
-  std::vector<int> members_;
   std::vector<Range> chunks_;
   obs::Timeline* timeline_;
-  int rank_ = 0;
-  std::unique_ptr<cluster::KeyValueStore> prefixed_;
-  std::unique_ptr<collective::Communicator> comm_;
-  std::unique_ptr<collective::CommThread> thread_;  // after comm_: goes first
+  collective::HostMates mates_;
+  std::unique_ptr<collective::CommThread> thread_;  // after mates_: goes first
   std::vector<collective::CommHandle> pending_;
   std::vector<size_t> ready_;  // per group: its chunks complete this step
-  std::vector<float> received_;  // reduce(): the members' gradients of my chunk
-  std::vector<float> packed_;  // share(): a group's chunks, one block each
 };
 
 }  // namespace tandem::train
