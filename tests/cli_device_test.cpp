@@ -78,7 +78,7 @@ TEST(CliDevice, PrecisionFlagsThatCannotApplyAreBadInput) {
     EXPECT_EQ(run.exit_code, 2) << flags << ": " << run.output;
     EXPECT_NE(run.output.find(needle), std::string::npos) << run.output;
   };
-  expectRefused("--amp fp8", "--amp fp8: expected off, bf16 or fp16");
+  expectRefused("--amp fp8", "--amp: expected off, bf16 or fp16, got 'fp8'");
   expectRefused("--amp fp16", "--amp fp16 on the CPU");
   const auto launched = runTandem("launch --ps 1 --workers 1 -- " + tinyRun(dir.str("ps"), "cpu").substr(6) +
                                   " --amp fp16");

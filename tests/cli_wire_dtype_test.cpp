@@ -109,7 +109,7 @@ TEST(CliWireDtype, BadWireFlagsExitTwoNamingTheFlag) {
   TempDir dir;
   auto bad = runTandem("train " + syntheticTrainArgs("mlp", 32, dir.str("a"), "--max-steps 1 --wire-dtype int8"));
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
-  EXPECT_NE(bad.output.find("--wire-dtype int8"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("--wire-dtype: expected fp32, fp16 or bf16, got 'int8'"), std::string::npos) << bad.output;
   auto lone = runTandem("train " + syntheticTrainArgs("mlp", 32, dir.str("b"), "--max-steps 1 --error-feedback"));
   EXPECT_EQ(lone.exit_code, 2) << lone.output;
   EXPECT_NE(lone.output.find("--error-feedback: needs --wire-dtype"), std::string::npos) << lone.output;

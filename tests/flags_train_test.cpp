@@ -42,7 +42,8 @@ TEST(TrainFlags, EachValueLandsInItsRunConfigFieldByTheFieldsType) {
   const train::TrainConfig c = parseTrain(
       "--batch_size 32 --lr 0.1 --priority off --hierarchical off --lr-scaling linear --lr-boundaries 100,200 "
       "--lr-values 0.1,0.01,0.001 --lr-schedule piecewise --synthetic-shape 1x28x28 --augment --ps-mode async "
-      "--seed 7 --mlp-widths 64 32 --out /tmp/x" + kWithServers);
+      "--seed 7 --mlp-widths 64 32 --out /tmp/x --amp bf16 --wire-dtype fp16 --lr-boundary-unit epoch "
+      "--optimizer adamw" + kWithServers);
   EXPECT_EQ(c.batch_size, 32);
   EXPECT_DOUBLE_EQ(c.optimizer.lr, 0.1);
   EXPECT_EQ(c.distributed.priority, train::Switch::kOff);
@@ -54,7 +55,13 @@ TEST(TrainFlags, EachValueLandsInItsRunConfigFieldByTheFieldsType) {
   EXPECT_EQ(c.dataset.synthetic_shape.channels, 1);
   EXPECT_EQ(c.dataset.synthetic_shape.width, 28);
   EXPECT_TRUE(c.dataset.augment);
+  EXPECT_EQ(c.distributed.ps_mode, train::PsMode::kAsync);
   EXPECT_EQ(train::psModeOf(c.distributed), TrainingMode::kPsAsync);
+  EXPECT_EQ(c.amp, train::Amp::kBf16);
+  EXPECT_EQ(c.distributed.wire_dtype, WireDtype::kFloat16);
+  EXPECT_EQ(c.lr.kind, train::LrScheduleKind::kPiecewise);
+  EXPECT_EQ(c.lr.unit, train::LrUnit::kEpoch);
+  EXPECT_EQ(c.optimizer.name, "adamw");
   EXPECT_EQ(c.seed, 7u);
   EXPECT_EQ(c.model_options.mlp_widths, (std::vector<int64_t>{64, 32}));
   EXPECT_EQ(c.out_dir, "/tmp/x");
@@ -74,12 +81,16 @@ TEST(TrainFlags, MomentumAndWeightDecayDefaultByOptimizerUnlessGiven) {
 
 TEST(TrainFlags, BadValuesAreInputErrorsNamingTheFlag) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
-      {"--ps-mode eventual" + kWithServers, {"--ps-mode", "eventual"}},
+      {"--ps-mode eventual" + kWithServers, {"--ps-mode", "sync or async", "'eventual'"}},
+      {"--amp fp8", {"--amp", "off, bf16 or fp16", "'fp8'"}},
+      {"--lr-schedule exponential", {"--lr-schedule", "constant, piecewise or cosine", "'exponential'"}},
+      {"--lr-boundary-unit week", {"--lr-boundary-unit", "step or epoch", "'week'"}},
+      {"--optimizer adagrad", {"--optimizer", "sgd, adam, adamw or rmsprop", "'adagrad'"}},
       {"--staleness -3" + kWithServers, {"--staleness", "-3"}},
       {"--ps-chunk-mb -1", {"--ps-chunk-mb"}},
       {"--ps-chunk-mb 65", {"--ps-chunk-mb", "64"}},
       {"--hierarchical sometimes", {"--hierarchical", "auto or off", "'sometimes'"}},
-      {"--wire-dtype fp8", {"--wire-dtype", "fp8"}},
+      {"--wire-dtype fp8", {"--wire-dtype", "fp32, fp16 or bf16", "'fp8'"}},
       {"--ps-threads -1", {"--ps-threads"}},
       {"--worker_hosts 127.0.0.1:1,127.0.0.1:x --job_name worker --task_index 0", {"--worker_hosts"}},
       {"--worker_hosts 127.0.0.1:1 --job_name worker --task_index 3", {"--task_index"}},

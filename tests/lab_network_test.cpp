@@ -159,7 +159,7 @@ TEST(LabNetwork, StaleLabsOfADeadOwnerAreRemoved) {
   ::waitpid(child, &status, 0);
   // Never destroyed, as if its owner were killed; held by a static so that
   // LeakSanitizer knows it is meant.
-  static VirtualNetwork* leaked = nullptr;
+  [[maybe_unused]] static VirtualNetwork* leaked = nullptr;
   leaked = new VirtualNetwork(1, {1e9}, std::to_string(child));
   const auto names = labNamespaces();
   ASSERT_NE(std::find(names.begin(), names.end(), "tandem-lab-" + std::to_string(child) + "-h0"), names.end());

@@ -52,11 +52,16 @@ TEST(MixedPrecisionTest, ChannelsLastKeepsValuesAndTheOptimizersReferences) {
   EXPECT_FALSE(torch::equal(conv->weight, before));  // the optimizer updated the relaid-out weight
 }
 
-TEST(MixedPrecisionTest, AmpNames) {
-  EXPECT_EQ(parseAmp("off"), Amp::kOff);
-  EXPECT_EQ(parseAmp("bf16"), Amp::kBf16);
-  EXPECT_STREQ(ampName(parseAmp("fp16")), "fp16");
-  EXPECT_THROW(parseAmp("fp8"), InputError);
+TEST(MixedPrecisionTest, AmpNamesAreTheFlagsAndTheConfigsJson) {
+  EXPECT_EQ(parseEnum(kAmpNames, "off", "--amp"), Amp::kOff);
+  EXPECT_EQ(parseEnum(kAmpNames, "bf16", "--amp"), Amp::kBf16);
+  EXPECT_EQ(enumName(kAmpNames, parseEnum(kAmpNames, "fp16", "--amp")), "fp16");
+  EXPECT_THROW(parseEnum(kAmpNames, "fp8", "--amp"), InputError);
+  TrainConfig c;
+  c.amp = Amp::kFp16;
+  EXPECT_EQ(toJson(c)["amp"], "fp16");
+  EXPECT_EQ(trainConfigFromJson(toJson(c)).amp, Amp::kFp16);
+  EXPECT_THROW(trainConfigFromJson({{"amp", "fp8"}}), InputError);
 }
 
 }  // namespace

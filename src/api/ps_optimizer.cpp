@@ -122,10 +122,10 @@ PsOptimizer::PsOptimizer(torch::nn::Module& module, const PsOptimizerOptions& op
   config.optimizer.lr = options.lr;
   config.accumulate = options.backward_passes_per_step;
   auto& d = config.distributed;
-  d.ps_mode = options.mode == TrainingMode::kPsAsync ? "async" : "sync";
+  d.ps_mode = options.mode == TrainingMode::kPsAsync ? train::PsMode::kAsync : train::PsMode::kSync;
   d.staleness = options.mode == TrainingMode::kPsBounded ? options.staleness : -1;
   d.ps_chunk_mb = options.chunk_mb;
-  d.wire_dtype = job.options.wire_dtype;
+  d.wire_dtype = parseWireDtype(job.options.wire_dtype, "tandem::init: wire_dtype");
   d.error_feedback = job.options.error_feedback;
   d.peer_timeout_s = job.options.peer_timeout_s;
   d.rendezvous_timeout_s = job.options.rendezvous_timeout_s;

@@ -1,11 +1,7 @@
 #pragma once
 // --hierarchical's setting, apart from the host-group machinery so that the
 // run config can name it without the coordinator's headers. Torch-free.
-#include <nlohmann/json.hpp>
-
-#include <string>
-
-#include "core/enum_names.hpp"
+#include "core/enum_json.hpp"
 
 namespace tandem::cluster {
 
@@ -14,9 +10,6 @@ namespace tandem::cluster {
 enum class HostAggregation { kAuto, kOff };
 inline constexpr EnumNames<HostAggregation, 2> kHostAggregationNames = {
     {{HostAggregation::kAuto, "auto"}, {HostAggregation::kOff, "off"}}};
-inline void to_json(nlohmann::json& j, HostAggregation a) { j = enumName(kHostAggregationNames, a); }
-inline void from_json(const nlohmann::json& j, HostAggregation& a) {
-  a = parseEnum(kHostAggregationNames, j.get<std::string>(), "hierarchical");
-}
+TANDEM_ENUM_JSON(HostAggregation, kHostAggregationNames, "hierarchical")
 
 }  // namespace tandem::cluster

@@ -16,23 +16,13 @@
 
 namespace tandem {
 
-std::string wireDtypeName(WireDtype dtype) {
-  switch (dtype) {
-    case WireDtype::kFloat32:
-      return "fp32";
-    case WireDtype::kFloat16:
-      return "fp16";
-    case WireDtype::kBfloat16:
-      return "bf16";
-  }
-  return "fp32";
-}
+std::string wireDtypeName(WireDtype dtype) { return std::string(enumName(kWireDtypeNames, dtype)); }
 
 WireDtype parseWireDtype(std::string_view text, std::string_view flag) {
   if (text == "fp32" || text == "float32") return WireDtype::kFloat32;
   if (text == "fp16" || text == "float16") return WireDtype::kFloat16;
   if (text == "bf16" || text == "bfloat16") return WireDtype::kBfloat16;
-  throw InputError(fmt::format("{} {}: expected fp32, fp16 or bf16", flag, text));
+  throw InputError(fmt::format("{} {}: expected {}", flag, text, enumChoicesText(kWireDtypeNames)));
 }
 
 uint16_t floatToHalf(float value) {

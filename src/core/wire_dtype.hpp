@@ -13,11 +13,17 @@
 #include <string>
 #include <string_view>
 
+#include "core/enum_names.hpp"
+
 namespace tandem {
 
 enum class WireDtype { kFloat32, kFloat16, kBfloat16 };
 
-// "fp32", "fp16", "bf16" and back; parse throws InputError naming `flag`.
+inline constexpr EnumNames<WireDtype, 3> kWireDtypeNames = {
+    {{WireDtype::kFloat32, "fp32"}, {WireDtype::kFloat16, "fp16"}, {WireDtype::kBfloat16, "bf16"}}};
+
+// "fp32", "fp16", "bf16" and back (parse also takes float32, float16 and
+// bfloat16); parse throws InputError naming `flag`.
 std::string wireDtypeName(WireDtype dtype);
 WireDtype parseWireDtype(std::string_view text, std::string_view flag = "--wire-dtype");
 

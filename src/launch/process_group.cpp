@@ -127,6 +127,12 @@ void childCloseInheritedFds() {
 #endif
 }
 
+}  // namespace
+
+// Named, not anonymous: ProcessGroup::Impl holds them, and GCC warns when a
+// class with linkage has members of internal types (-Wsubobject-linkage).
+namespace process_group_detail {
+
 struct Stream {
   size_t id = 0;
   std::string name;
@@ -142,7 +148,9 @@ struct Child {
   size_t stream_id = 0;
 };
 
-}  // namespace
+}  // namespace process_group_detail
+using process_group_detail::Child;
+using process_group_detail::Stream;
 
 std::string ChildExit::describe() const {
   if (signaled) {

@@ -1,5 +1,6 @@
 #include "optim/kernels.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.hpp"
@@ -201,8 +202,11 @@ void rmspropUpdate(std::span<float> param, std::span<const float> grad, std::spa
   }
 }
 
+std::vector<std::string> optimizerNames() { return {"sgd", "adam", "adamw", "rmsprop"}; }
+
 bool knownOptimizer(std::string_view name) {
-  return name == "sgd" || name == "adam" || name == "adamw" || name == "rmsprop";
+  const auto names = optimizerNames();
+  return std::find(names.begin(), names.end(), name) != names.end();
 }
 
 OptimizerSettings optimizerDefaults(std::string_view name) {

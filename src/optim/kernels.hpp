@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tandem::optim {
 
@@ -68,6 +69,8 @@ struct OptimizerSettings {
   bool centered = false;     // rmsprop
 };
 
+// "sgd", "adam", "adamw", "rmsprop": the names knownOptimizer takes.
+std::vector<std::string> optimizerNames();
 bool knownOptimizer(std::string_view name);
 
 // `name`'s settings where the caller gives none: torch::optim's defaults,

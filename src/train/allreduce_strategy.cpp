@@ -103,7 +103,7 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
   Impl& s = *impl_;
   s.timeline = plan.timeline;
   Stopwatch watch;
-  s.wire = parseWireDtype(s.config.wire_dtype);
+  s.wire = s.config.wire_dtype;
   nlohmann::json fp = fingerprint;
   // Workers must cut and encode the same buckets, or the sums mix values.
   fp["allreduce"] = {{"bucket_mb", s.config.bucket_mb}, {"wire_dtype", wireDtypeName(s.wire)},

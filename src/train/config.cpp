@@ -23,12 +23,6 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DatasetOptions, name, data_dir, 
 
 namespace tandem::train {
 
-void to_json(nlohmann::json& j, Switch s) { j = enumName(kSwitchNames, s); }
-void from_json(const nlohmann::json& j, Switch& s) { s = parseEnum(kSwitchNames, j.get<std::string>(), "on/off setting"); }
-void to_json(nlohmann::json& j, LrScaling s) { j = enumName(kLrScalingNames, s); }
-void from_json(const nlohmann::json& j, LrScaling& s) {
-  s = parseEnum(kLrScalingNames, j.get<std::string>(), "lr scaling");
-}
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OptimizerConfig, name, lr, momentum, nesterov, weight_decay, beta1,
                                                 beta2, eps, alpha, centered)
@@ -71,7 +65,6 @@ void validate(const TrainConfig& c, SuppliedParts supplied) {
   if (c.max_steps < 0) throw InputError(fmt::format("--max-steps: must be >= 0, got {}", c.max_steps));
   if (c.threads < 0) throw InputError(fmt::format("--threads: must be >= 0, got {}", c.threads));
   cluster::parseDeviceRequest(c.device);  // names --device when malformed
-  parseAmp(c.amp);
   if (c.prefetch_threads < -1) throw InputError("--prefetch-threads: must be >= 0, or -1 (auto)");
   requirePositive(c.prefetch_depth, "--prefetch-depth");
   requirePositive(c.eval_batch_size, "--eval-batch-size");
@@ -109,10 +102,6 @@ void validate(const TrainConfig& c, SuppliedParts supplied) {
     throw InputError("--heartbeat-timeout: must be 0.1-3600 seconds");
   }
   if (c.distributed.verify_replicas_every < 0) throw InputError("--verify-replicas-every: must be >= 0");
-  if (c.distributed.ps_mode != "sync" && c.distributed.ps_mode != "async") {
-    throw InputError(fmt::format("--ps-mode: unknown mode '{}' (use sync or async; --staleness k for bounded)",
-                                 c.distributed.ps_mode));
-  }
   if (c.distributed.staleness < -1) {
     throw InputError(fmt::format("--staleness: must be >= 0, got {}", c.distributed.staleness));
   }
@@ -121,7 +110,7 @@ void validate(const TrainConfig& c, SuppliedParts supplied) {
                                  c.distributed.ps_chunk_mb));
   }
   if (c.distributed.ps_threads < 0) throw InputError("--ps-threads: must be >= 0");
-  if (parseWireDtype(c.distributed.wire_dtype) == WireDtype::kFloat32 && c.distributed.error_feedback) {
+  if (c.distributed.wire_dtype == WireDtype::kFloat32 && c.distributed.error_feedback) {
     throw InputError("--error-feedback: needs --wire-dtype fp16 or bf16 (float32 loses nothing to carry)");
   }
   if (c.debug_step_delay_ms < 0) throw InputError("--debug-step-delay-ms: must be >= 0");
@@ -132,7 +121,7 @@ void validate(const TrainConfig& c, SuppliedParts supplied) {
 TrainingMode psModeOf(const DistributedConfig& config) {
   if (config.staleness == 0) return TrainingMode::kPsSync;
   if (config.staleness > 0) return TrainingMode::kPsBounded;
-  return config.ps_mode == "async" ? TrainingMode::kPsAsync : TrainingMode::kPsSync;
+  return config.ps_mode == PsMode::kAsync ? TrainingMode::kPsAsync : TrainingMode::kPsSync;
 }
 
 nlohmann::json toJson(const TrainConfig& config) { return config; }

@@ -10,12 +10,19 @@
 #include <vector>
 
 #include "cluster/host_aggregation.hpp"
-#include "core/enum_names.hpp"
+#include "core/enum_json.hpp"
 #include "core/training_mode.hpp"
+#include "core/wire_dtype.hpp"
 #include "data/dataset_options.hpp"
 #include "models/model_options.hpp"
 #include "obs/progress.hpp"
 #include "optim/kernels.hpp"
+
+namespace tandem {
+// Older configs' aliases (float16, ...) still load.
+inline void to_json(nlohmann::json& j, WireDtype d) { j = wireDtypeName(d); }
+inline void from_json(const nlohmann::json& j, WireDtype& d) { d = parseWireDtype(j.get<std::string>(), "wire_dtype"); }
+}  // namespace tandem
 
 namespace tandem::train {
 
@@ -25,10 +32,25 @@ inline constexpr EnumNames<Switch, 2> kSwitchNames = {{{Switch::kOn, "on"}, {Swi
 // --lr-scaling: rates as given, or times the samples an update averages.
 enum class LrScaling { kNone, kLinear };
 inline constexpr EnumNames<LrScaling, 2> kLrScalingNames = {{{LrScaling::kNone, "none"}, {LrScaling::kLinear, "linear"}}};
-void to_json(nlohmann::json& j, Switch s);
-void from_json(const nlohmann::json& j, Switch& s);
-void to_json(nlohmann::json& j, LrScaling s);
-void from_json(const nlohmann::json& j, LrScaling& s);
+// --amp: the forward's mixed precision (train/mixed_precision.hpp).
+enum class Amp { kOff, kBf16, kFp16 };
+inline constexpr EnumNames<Amp, 3> kAmpNames = {{{Amp::kOff, "off"}, {Amp::kBf16, "bf16"}, {Amp::kFp16, "fp16"}}};
+// --lr-schedule, and --lr-boundary-unit for piecewise boundaries.
+enum class LrScheduleKind { kConstant, kPiecewise, kCosine };
+inline constexpr EnumNames<LrScheduleKind, 3> kLrScheduleNames = {
+    {{LrScheduleKind::kConstant, "constant"}, {LrScheduleKind::kPiecewise, "piecewise"}, {LrScheduleKind::kCosine, "cosine"}}};
+enum class LrUnit { kStep, kEpoch };
+// --ps-mode: every worker's gradient each step, or each push as it comes
+// (--staleness k >= 0 makes either bounded; psModeOf gives the mode).
+enum class PsMode { kSync, kAsync };
+inline constexpr EnumNames<PsMode, 2> kPsModeNames = {{{PsMode::kSync, "sync"}, {PsMode::kAsync, "async"}}};
+inline constexpr EnumNames<LrUnit, 2> kLrUnitNames = {{{LrUnit::kStep, "step"}, {LrUnit::kEpoch, "epoch"}}};
+TANDEM_ENUM_JSON(Switch, kSwitchNames, "on/off setting")
+TANDEM_ENUM_JSON(LrScaling, kLrScalingNames, "lr scaling")
+TANDEM_ENUM_JSON(Amp, kAmpNames, "amp")
+TANDEM_ENUM_JSON(LrScheduleKind, kLrScheduleNames, "lr schedule")
+TANDEM_ENUM_JSON(LrUnit, kLrUnitNames, "lr boundary unit")
+TANDEM_ENUM_JSON(PsMode, kPsModeNames, "ps mode")
 
 // The optimizer exactly as the kernels take it (every mode runs the same
 // optim/kernels), plus the base learning rate the schedule scales.
@@ -43,8 +65,8 @@ struct OptimizerConfig : optim::OptimizerSettings {
 void applyOptimizerDefaults(OptimizerConfig& c, std::optional<double> momentum, std::optional<double> weight_decay);
 
 struct LrScheduleConfig {
-  std::string kind = "constant";  // constant | piecewise | cosine
-  std::string unit = "step";      // piecewise boundaries in: step | epoch
+  LrScheduleKind kind = LrScheduleKind::kConstant;
+  LrUnit unit = LrUnit::kStep;    // what piecewise boundaries count
   std::vector<int64_t> boundaries;
   std::vector<double> values;     // piecewise: boundaries.size() + 1 learning rates
   double min_lr = 0.0;            // cosine floor
@@ -67,13 +89,13 @@ struct DistributedConfig {
   double restart_wait_s = 0;
   int64_t verify_replicas_every = 0;     // compare parameter checksums every N steps (0: never)
   // Parameter-server mode (used when the cluster has PS tasks).
-  std::string ps_mode = "sync";          // sync | async
+  PsMode ps_mode = PsMode::kSync;
   int staleness = -1;                    // >= 0: bounded staleness (0 is sync), overriding ps_mode
   double ps_chunk_mb = 0;                // parameter chunk size; 0: from the model (ps::autoPsChunkFloats)
   int ps_threads = 0;                    // apply threads per server (0: all cores)
   // How gradient buckets and PS chunks travel: fp32, fp16 or bf16
   // (core/wire_dtype.hpp). Master weights and optimizer state stay float32.
-  std::string wire_dtype = "fp32";
+  WireDtype wire_dtype = WireDtype::kFloat32;
   bool error_feedback = false;  // carry each value's rounding into its next send
   // All-reduce and sync PS: auto sums each host's workers' gradients
   // locally before one of them sends the host's sum (when the job spans
@@ -114,7 +136,7 @@ struct TrainConfig {
   // the run's identity: a run may resume on another device.
   std::string device = "auto";
   bool allow_shared_gpu = false;  // local ranks beyond the GPUs wrap around instead of failing
-  std::string amp = "off";      // off | bf16 | fp16 (train/mixed_precision.hpp)
+  Amp amp = Amp::kOff;
   bool channels_last = false;   // convolutional models: NHWC parameters and batches
   bool deterministic = false;   // deterministic kernels only (GPU): same seed, same bits
   // -1: one thread, or none (batches built inline) when the compute

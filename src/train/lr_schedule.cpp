@@ -16,13 +16,7 @@ LrSchedule::LrSchedule(OptimizerConfig optimizer, LrScheduleConfig config, int64
     scale_ = scale;
     warmup_start_ = 1.0 / scale;
   }
-  if (config_.kind != "constant" && config_.kind != "piecewise" && config_.kind != "cosine") {
-    throw InputError(fmt::format("--lr-schedule: unknown schedule '{}' (use constant, piecewise, cosine)", config_.kind));
-  }
-  if (config_.unit != "step" && config_.unit != "epoch") {
-    throw InputError(fmt::format("--lr-boundary-unit: '{}' is neither 'step' nor 'epoch'", config_.unit));
-  }
-  if (config_.kind == "piecewise") {
+  if (config_.kind == LrScheduleKind::kPiecewise) {
     if (config_.values.size() != config_.boundaries.size() + 1) {
       throw InputError(fmt::format("--lr-values: piecewise needs {} values for {} boundaries, got {}",
                                    config_.boundaries.size() + 1, config_.boundaries.size(), config_.values.size()));
@@ -38,12 +32,12 @@ LrSchedule::LrSchedule(OptimizerConfig optimizer, LrScheduleConfig config, int64
 }
 
 double LrSchedule::base(int64_t step) const {
-  if (config_.kind == "piecewise") {
-    int64_t position = config_.unit == "epoch" ? step / steps_per_epoch_ : step;
+  if (config_.kind == LrScheduleKind::kPiecewise) {
+    int64_t position = config_.unit == LrUnit::kEpoch ? step / steps_per_epoch_ : step;
     auto it = std::upper_bound(config_.boundaries.begin(), config_.boundaries.end(), position);
     return config_.values[static_cast<size_t>(it - config_.boundaries.begin())];
   }
-  if (config_.kind == "cosine") {
+  if (config_.kind == LrScheduleKind::kCosine) {
     int64_t span = std::max<int64_t>(1, total_steps_ - config_.warmup_steps);
     double t = std::clamp(static_cast<double>(step - config_.warmup_steps) / static_cast<double>(span), 0.0, 1.0);
     return config_.min_lr + 0.5 * (base_lr_ - config_.min_lr) * (1.0 + std::cos(std::numbers::pi * t));

@@ -7,29 +7,10 @@
 
 namespace tandem::train {
 
-Amp parseAmp(const std::string& text) {
-  if (text == "off") return Amp::kOff;
-  if (text == "bf16") return Amp::kBf16;
-  if (text == "fp16") return Amp::kFp16;
-  throw InputError(fmt::format("--amp {}: expected off, bf16 or fp16", text));
-}
-
-const char* ampName(Amp amp) {
-  switch (amp) {
-    case Amp::kBf16:
-      return "bf16";
-    case Amp::kFp16:
-      return "fp16";
-    case Amp::kOff:
-      break;
-  }
-  return "off";
-}
-
 nlohmann::json ampSummary(Amp amp, const LossScale& scale) {
   if (amp == Amp::kOff) return nullptr;
   const bool scaled = amp == Amp::kFp16;
-  return {{"dtype", ampName(amp)},
+  return {{"dtype", enumName(kAmpNames, amp)},
           {"loss_scale", scaled ? nlohmann::json(scale.scale()) : nlohmann::json(nullptr)},
           {"skipped_steps", scale.skipped()}};
 }

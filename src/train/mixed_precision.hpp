@@ -9,15 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "train/config.hpp"
 #include "train/loss_scale.hpp"
 
 namespace tandem::train {
-
-enum class Amp { kOff, kBf16, kFp16 };
-
-// "off", "bf16" or "fp16"; throws InputError naming --amp.
-Amp parseAmp(const std::string& text);
-const char* ampName(Amp amp);
 
 // summary.json's "amp": null when off; else the dtype, and for fp16 the
 // final loss scale and the steps it skipped.

@@ -208,7 +208,7 @@ PsStrategy::PsStrategy(cluster::ClusterSpec spec, TrainConfig config, cluster::J
   impl_->spec = std::move(spec);
   impl_->config = std::move(config);
   impl_->mode = psModeOf(impl_->config.distributed);
-  impl_->wire = parseWireDtype(impl_->config.distributed.wire_dtype);
+  impl_->wire = impl_->config.distributed.wire_dtype;
 }
 
 PsStrategy::~PsStrategy() {

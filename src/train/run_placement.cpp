@@ -20,7 +20,7 @@ TrainingDevice placeDeviceOf(const TrainConfig& c, const models::Model& model, b
 
 RunPlacement placeRun(const TrainConfig& c, const models::Model& model, bool supplied, bool emulated,
                       TrainingMode mode, bool strategy_applies_update) {
-  RunPlacement placement{placeDeviceOf(c, model, supplied, emulated), parseAmp(c.amp)};
+  RunPlacement placement{placeDeviceOf(c, model, supplied, emulated), c.amp};
   const torch::Device& device = placement.device.device;
   if (c.channels_last && mode != TrainingMode::kStandalone) {
     throw InputError(fmt::format("--channels-last: standalone training only for now ({} mode moves gradients as "
