@@ -126,12 +126,6 @@ struct SameHostJob {
   }
 };
 
-std::vector<float> initial(const KeyLayout& layout, size_t c) {
-  std::vector<float> v(static_cast<size_t>(layout.chunks[c].length));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(10 * c + i);
-  return v;
-}
-
 // Worker 0 pushes from its arena and pulls into it; worker 1 sends bytes.
 // Both see the same mean update, and the servers count what crossed where.
 TEST(PsSharedMemory, ASyncStepThroughSharedMemoryMatchesOneThroughTheSocket) {

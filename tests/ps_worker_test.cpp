@@ -37,13 +37,6 @@ struct Job {
   Worker worker(uint32_t index) const { return Worker({addresses, layout, mode, index, wire}, tandem::testing::testSecurity()); }
 };
 
-// Chunk c's initial values: 10 c + i.
-std::vector<float> initial(const KeyLayout& layout, size_t c) {
-  std::vector<float> v(static_cast<size_t>(layout.chunks[c].length));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(10 * c + i);
-  return v;
-}
-
 TEST(PsWorker, TwoSyncWorkersPushReportAndPullTheMeanUpdate) {
   Job job(TrainingMode::kPsSync);
   ASSERT_EQ(job.layout.chunks.size(), 3u);  // 4 + 4 + 2 floats over 2 servers

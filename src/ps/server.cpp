@@ -41,14 +41,7 @@ void ParameterServer::Impl::onInit(const std::string& routing, net::Frame& f) {
   }
   // Checked before anything changes: a refused init leaves the server as it was.
   ChunkStore::validate(c);
-  if (config) {
-    // Only the chief's next start after a failure, naming the start that
-    // initialised this server, may begin again here (CURVE has proved it a
-    // job member); a second job's chief, or a repeat, may not.
-    if (c.replaces == 0 || c.replaces != config->generation) {
-      throw Refusal{fmt::format("{} was already initialised (by another start of the chief, {:016x})", name,
-                                config->generation)};
-    }
+  if (admission.mayInit(c, name)) {
     startOver();
     TANDEM_LOG_WARN("{}: the chief started again after a failure ({:016x} replaces {:016x}); starting over from its "
                     "step {}",
@@ -66,6 +59,7 @@ void ParameterServer::Impl::onInit(const std::string& routing, net::Frame& f) {
   TANDEM_LOG_INFO("{}: {} mode, {} worker(s), {} chunk(s), {:.1f} MB, optimizer {}, {} apply thread(s), {} on the wire",
                   name, modeName(c.mode), c.workers, store.chunks().size(), static_cast<double>(floats) * 4 / 1e6,
                   c.optimizer.name, apply_threads, wireDtypeName(c.wire));
+  admission.initialised(c);
   config = std::move(c);
   replyOk(routing, f.header.request_id);
   checkReady();
@@ -73,30 +67,23 @@ void ParameterServer::Impl::onInit(const std::string& routing, net::Frame& f) {
 
 void ParameterServer::Impl::onSet(const std::string& routing, net::Frame& f) {
   const size_t index = store.indexOf(f.header);
-  if (ready) throw Refusal{fmt::format("ps-set of chunk {} after training started", store.at(index).key)};
+  if (admission.isReady()) throw Refusal{fmt::format("ps-set of chunk {} after training started", store.at(index).key)};
   store.set(index, f);
   replyOk(routing, f.header.request_id);
   checkReady();
 }
 
 void ParameterServer::Impl::checkReady() {
-  if (ready || !store.everyChunkSet()) return;
-  ready = true;
-  std::vector<WaitingHello> later;
-  for (auto& waiting : waiting_hellos) {
-    if (waiting.hello.generation != config->generation) {
-      later.push_back(std::move(waiting));  // another start's: the chief's next init may be theirs
-      continue;
-    }
+  if (admission.isReady() || !store.everyChunkSet()) return;
+  for (auto& held : admission.ready()) {
     try {
-      registerWorker(waiting.routing, waiting.request_id, waiting.hello);
+      registerWorker(held.routing, held.request_id, held.hello);
     } catch (const Refusal& r) {
       ++stats.bad_frames;
       TANDEM_LOG_WARN("{}: refused a hello: {}", name, r.reason);
-      replyError(waiting.routing, waiting.request_id, r.reason);
+      replyError(held.routing, held.request_id, r.reason);
     }
   }
-  waiting_hellos = std::move(later);
 }
 
 void ParameterServer::Impl::onHello(const std::string& routing, net::Frame& f) {
@@ -109,33 +96,14 @@ void ParameterServer::Impl::onHello(const std::string& routing, net::Frame& f) {
   // Workers may arrive before the chief has initialised this server, or
   // before the init of the start they joined (the chief's next start after
   // a failure): they are answered once it has arrived.
-  if (!ready || h.generation != config->generation) {
-    waiting_hellos.push_back({routing, f.header.request_id, h});
-    return;
-  }
-  registerWorker(routing, f.header.request_id, h);
+  if (admission.admitNow({routing, f.header.request_id, h})) registerWorker(routing, f.header.request_id, h);
 }
 
 void ParameterServer::Impl::registerWorker(const std::string& routing, uint64_t request_id, const Hello& h) {
-  if (h.worker >= workers.size()) {
-    throw Refusal{fmt::format("worker {} does not exist: the cluster has {} worker(s)", h.worker, workers.size())};
-  }
-  if (h.layout_fingerprint != config->layout_fingerprint) {
-    throw Refusal{fmt::format("worker {} computed parameter layout {:016x} but the chief's is {:016x}; "
-                              "the model, --ps-chunk-mb or the PS count differ",
-                              h.worker, h.layout_fingerprint, config->layout_fingerprint)};
-  }
-  // Async and SSP jobs are elastic: a worker that died may be replaced by a
-  // new process of the same index (only job members get this far). A sync
-  // step needs every worker's gradient of that step, so sync refuses.
-  const bool elastic = config->mode != TrainingMode::kPsSync;
+  admission.check(h);
   bool replaced = false;
-  if (std::string why = workers.bind(routing, h.worker, elastic, &replaced); !why.empty()) {
-    if (!elastic) {
-      why += "; a synchronous job cannot take a replacement worker mid-run (restart the whole job, e.g. with "
-             "tandem launch --max-restarts)";
-    }
-    throw Refusal{why};
+  if (std::string why = workers.bind(routing, h.worker, admission.elastic(), &replaced); !why.empty()) {
+    throw admission.bindRefusal(std::move(why));
   }
   HelloAnswer answer;
   if (options.index == 0) {
@@ -205,7 +173,7 @@ void ParameterServer::Impl::onPush(const std::string& routing, net::Frame& f) {
     f.payload = arenaMessage(named.arena, named.bytes);
   }
   store.requirePayload(index, f, config->wire);
-  if (!ready) throw Refusal{"ps-push before every chunk was initialised"};
+  if (!admission.isReady()) throw Refusal{"ps-push before every chunk was initialised"};
   const size_t bytes = f.payload.size();
   std::optional<ApplyJob> job = store.push(w, index, f.header.clock, std::move(f.payload), timelineNow());
   ++stats.pushes;
@@ -238,7 +206,7 @@ void ParameterServer::Impl::onPull(const std::string& routing, net::Frame& f) {
   } else if (f.payload.size() != 0) {
     throw Refusal{what + " carries no payload"};
   }
-  if (!ready) throw Refusal{what + " before every chunk was initialised"};
+  if (!admission.isReady()) throw Refusal{what + " before every chunk was initialised"};
   ++stats.pulls;
   send(store.pull(index,
                   {routing, f.header.request_id, 0, f.header.type == msg::kState, Clock::now(), w, timelineNow(),

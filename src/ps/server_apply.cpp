@@ -93,7 +93,7 @@ void ParameterServer::Impl::startOver() {
   }
   store.stopApplying(false);
   config.reset();
-  ready = false;
+  admission.forget();
   clocks.reset();
   stats = ServerStats{.started_over = stats.started_over + 1};
 }

@@ -21,6 +21,7 @@
 #include "net/job_security.hpp"
 #include "net/frame.hpp"
 #include "net/shared_arena.hpp"
+#include "ps/admission.hpp"
 #include "ps/apply_pool.hpp"
 #include "ps/chunk_store.hpp"
 #include "ps/protocol.hpp"
@@ -70,14 +71,8 @@ struct ParameterServer::Impl {
   std::unique_ptr<ApplyPool> pool;
 
   std::optional<ServerConfig> config;
-  bool ready = false;  // init received and every chunk set; hellos are answered from then on
+  Admission admission;  // the init's start, and the hellos held until it is ready
   WorkerRegistry workers;
-  struct WaitingHello {
-    std::string routing;
-    uint64_t request_id = 0;
-    Hello hello;
-  };
-  std::vector<WaitingHello> waiting_hellos;  // until ready with the init of their start
   int apply_threads = 1;
   std::optional<StepClocks> clocks;  // from init; only ps 0 gets reports
   // By worker: sends this server something every step (a push here, or at

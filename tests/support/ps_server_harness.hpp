@@ -173,6 +173,13 @@ class Peer {
 
 // --- protocol helpers -------------------------------------------------------
 
+// Chunk c's initial values in `layout`: 10 c + i, so misplaced chunks show.
+inline std::vector<float> initial(const KeyLayout& layout, size_t c) {
+  std::vector<float> v(static_cast<size_t>(layout.chunks[c].length));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(10 * c + i);
+  return v;
+}
+
 inline std::vector<float> floatsOf(const Frame& f) {
   std::vector<float> out(f.payload.size() / sizeof(float));
   std::memcpy(out.data(), f.payload.data(), out.size() * sizeof(float));
