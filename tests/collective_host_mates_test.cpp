@@ -94,10 +94,25 @@ TEST(HostMates, SumsAnyCountOnEveryMember) {
   }
 }
 
+TEST(HostMates, SumToFirstLeavesTheSumOnTheFirstMember) {
+  for (const size_t count : {size_t{1}, size_t{2}, size_t{7}, size_t{1000}}) {
+    expectNoErrors(runMates({2, 4, 6}, [&](HostMates& mates) {
+      std::vector<float> data(count);
+      for (size_t i = 0; i < count; ++i) data[i] = float(i % 5) + float(mates.rank());
+      mates.sumToFirst(data.data(), count);
+      if (mates.rank() != 0) return;
+      size_t wrong = 0;
+      for (size_t i = 0; i < count; ++i) wrong += data[i] != 3.0f * float(i % 5) + 3.0f;
+      EXPECT_EQ(wrong, 0u) << "count " << count;
+    }));
+  }
+}
+
 TEST(HostMates, OneMemberIsItsOwnSum) {
   expectNoErrors(runMates({3}, [](HostMates& mates) {
     std::vector<float> data = {1, 2, 3};
     mates.sum(data.data(), data.size());
+    mates.sumToFirst(data.data(), data.size());
     EXPECT_EQ(data, (std::vector<float>{1, 2, 3}));
   }));
 }

@@ -65,7 +65,7 @@ class HostCommunicator final : public Communicator {
   int size() const override { return options_.size; }
 
   void allreduceSum(float* data, size_t count) override {
-    namingWorkers(kHostSum, host_->members(), [&] { host_->sum(data, count); });
+    hostSum(data, count);
     acrossHosts([&](Communicator& c) { c.allreduceSum(data, count); }, data, count * sizeof(float));
   }
   void allreduceSumOnce(float* data, size_t count) override { allreduceSum(data, count); }
@@ -74,7 +74,7 @@ class HostCommunicator final : public Communicator {
   void allreduceSum16(void* data, size_t count, WireDtype dtype) override {
     staging_.resize(count);
     decodeWire(dtype, data, staging_.data(), count);
-    namingWorkers(kHostSum, host_->members(), [&] { host_->sum(staging_.data(), count); });
+    hostSum(staging_.data(), count);
     encodeWire(dtype, staging_.data(), data, count);
     acrossHosts([&](Communicator& c) { c.allreduceSum16(data, count, dtype); }, data, count * wireBytes(dtype));
   }
@@ -95,6 +95,17 @@ class HostCommunicator final : public Communicator {
   static constexpr const char* kHostSum = "summing with this host's workers";
 
   bool isLeader() const { return host_ == nullptr || host_->rank() == 0; }
+  // The host's sum: on every host-mate with one host; else on the leader
+  // only, since the total across hosts comes back from it anyway.
+  void hostSum(float* data, size_t count) {
+    namingWorkers(kHostSum, host_->members(), [&] {
+      if (leaders_.size() == 1) {
+        host_->sum(data, count);
+      } else {
+        host_->sumToFirst(data, count);
+      }
+    });
+  }
   // Every host-mate holds the host's sum: the leaders sum the hosts' and
   // hand the total back to their host-mates. One host: nothing to do.
   template <class Reduce>

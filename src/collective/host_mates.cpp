@@ -73,12 +73,36 @@ void HostMates::allgather(float* data, const std::vector<size_t>& lengths) {
   }
 }
 
-void HostMates::sum(float* data, size_t count) {
+std::vector<size_t> HostMates::evenBlocks(size_t count) const {
   const size_t n = members_.size();
   std::vector<size_t> lengths(n, count / n);
   for (size_t r = 0; r < count % n; ++r) ++lengths[r];
+  return lengths;
+}
+
+void HostMates::sum(float* data, size_t count) {
+  const auto lengths = evenBlocks(count);
   reduceScatter(data, lengths);
   allgather(data, lengths);
+}
+
+void HostMates::sumToFirst(float* data, size_t count) {
+  const auto lengths = evenBlocks(count);
+  reduceScatter(data, lengths);
+  if (size() == 1) return;
+  // One exchange: each member sends its summed block to the first, which
+  // receives every block in place (its own included, onto itself).
+  const size_t n = members_.size();
+  const auto me = static_cast<size_t>(rank_);
+  std::vector<size_t> send(n, 0), receive(n, 0);
+  send[0] = lengths[me] * sizeof(float);
+  if (rank_ == 0) {
+    for (size_t r = 0; r < n; ++r) receive[r] = lengths[r] * sizeof(float);
+  }
+  const float* mine = data + std::accumulate(lengths.begin(), lengths.begin() + rank_, size_t{0});
+  received_.resize(rank_ == 0 ? count : 0);
+  comm_->alltoallv(mine, send, received_.data(), receive);
+  if (rank_ == 0) std::memcpy(data, received_.data(), count * sizeof(float));
 }
 
 void HostMates::broadcast(void* data, size_t bytes, int root) { comm_->broadcast(data, bytes, root); }

@@ -57,6 +57,9 @@ class HostMates {
   // data[0, count) summed over the host, on every member: reduceScatter
   // and allgather over blocks as even as count allows.
   void sum(float* data, size_t count);
+  // The same sum on the first member only (reduceScatter, then every block
+  // to it): the others' data is left partly summed.
+  void sumToFirst(float* data, size_t count);
   void broadcast(void* data, size_t bytes, int root);
 
  private:
@@ -66,6 +69,7 @@ class HostMates {
   std::unique_ptr<Communicator> comm_;
   std::vector<float> received_;  // reduceScatter: every member's part of my block
   std::vector<float> packed_;    // allgather: every block, padded to the longest
+  std::vector<size_t> evenBlocks(size_t count) const;
 };
 
 }  // namespace tandem::collective
