@@ -21,7 +21,7 @@ configure() {  # dir, sanitizers, extra cmake args...
   local dir=$1 sanitizers=$2; shift 2
   if [[ ! -f "$dir/build.ninja" ]]; then
     CC=clang CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_TORCH_FREE=ON \
-      -DTANDEM_SANITIZERS="$sanitizers" "$@" >/dev/null
+      -DTANDEM_SANITIZERS="$sanitizers" -DTANDEM_CCACHE=ON "$@" >/dev/null
   fi
 }
 

@@ -20,6 +20,7 @@ PACKAGES=(
   libjpeg62-turbo-dev libpng-dev
   iproute2 python3-matplotlib
   clang libclang-rt-14-dev
+  ccache  # the sanitizer trees compile through it (scripts/sanitize.sh)
 )
 
 SUDO=""

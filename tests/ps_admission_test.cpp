@@ -5,13 +5,15 @@
 
 #include <gtest/gtest.h>
 
-#include <functional>
-
 #include <string>
 #include <vector>
 
+#include "support/ps_refusal.hpp"
+
 namespace tandem::ps {
 namespace {
+
+using tandem::testing::refusalOf;
 
 ServerConfig start(uint64_t generation, uint64_t replaces = 0, TrainingMode mode = TrainingMode::kPsSync) {
   ServerConfig c;
@@ -32,15 +34,6 @@ std::vector<std::string> routings(const std::vector<Admission::HeldHello>& held)
   std::vector<std::string> out;
   for (const auto& h : held) out.push_back(h.routing);
   return out;
-}
-
-std::string refusal(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Refusal& r) {
-    return r.reason;
-  }
-  return "";
 }
 
 TEST(Admission, HellosBeforeTheInitOrItsChunksWaitUntilTheStartIsReady) {
@@ -75,8 +68,8 @@ TEST(Admission, AHelloOfTheChiefsNextStartWaitsThroughTheOldOne) {
 TEST(Admission, ASecondInitThatReplacesNothingHereIsRefused) {
   Admission a;
   a.initialised(start(5));
-  EXPECT_NE(refusal([&] { a.mayInit(start(5), "ps 1"); }).find("ps 1 was already initialised"), std::string::npos);
-  EXPECT_NE(refusal([&] { a.mayInit(start(7, 4), "ps 1"); }).find("0000000000000005"), std::string::npos)
+  EXPECT_NE(refusalOf([&] { a.mayInit(start(5), "ps 1"); }).find("ps 1 was already initialised"), std::string::npos);
+  EXPECT_NE(refusalOf([&] { a.mayInit(start(7, 4), "ps 1"); }).find("0000000000000005"), std::string::npos)
       << "another job's chief, or a start that replaced another";
 }
 
@@ -84,12 +77,12 @@ TEST(Admission, AHelloNamingNoWorkerOrAnotherLayoutIsRefusedNamingIt) {
   Admission a;
   a.initialised(start(5));
   Hello stranger{.worker = 2, .layout_fingerprint = 0xabc, .generation = 5};
-  EXPECT_NE(refusal([&] { a.check(stranger); }).find("worker 2 does not exist: the cluster has 2 worker(s)"),
+  EXPECT_NE(refusalOf([&] { a.check(stranger); }).find("worker 2 does not exist: the cluster has 2 worker(s)"),
             std::string::npos);
   Hello other{.worker = 1, .layout_fingerprint = 0xdef, .generation = 5};
-  EXPECT_NE(refusal([&] { a.check(other); }).find("worker 1 computed parameter layout 0000000000000def"),
+  EXPECT_NE(refusalOf([&] { a.check(other); }).find("worker 1 computed parameter layout 0000000000000def"),
             std::string::npos);
-  EXPECT_EQ(refusal([&] { a.check(hello(1, 5).hello); }), "");
+  EXPECT_EQ(refusalOf([&] { a.check(hello(1, 5).hello); }), "(not refused)");
 }
 
 TEST(Admission, OnlyAsyncAndSspJobsTakeAReplacementWorker) {

@@ -11,11 +11,13 @@
 
 #include "ps/messages.hpp"
 #include "ps/step_clocks.hpp"
+#include "support/ps_refusal.hpp"
 
 namespace tandem::ps {
 namespace {
 
 using namespace std::chrono_literals;
+using tandem::testing::refusalOf;
 
 constexpr uint64_t kKey = 7;
 const std::vector<float> kInitial{1.0f, 2.0f, 3.0f};
@@ -74,15 +76,6 @@ ChunkStore::Applied runApply(ChunkStore& store, std::optional<ApplyJob> job) {
   EXPECT_TRUE(store.busy());
   store.apply(*job);
   return store.applied(job->chunk);
-}
-
-std::string refusalOf(const std::function<void()>& request) {
-  try {
-    request();
-  } catch (const Refusal& r) {
-    return r.reason;
-  }
-  return "(not refused)";
 }
 
 void expectValues(const Reply& r, const std::vector<float>& expected) {
