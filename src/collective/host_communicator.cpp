@@ -94,7 +94,7 @@ class HostCommunicator final : public Communicator {
  private:
   static constexpr const char* kHostSum = "summing with this host's workers";
 
-  bool isLeader() const { return host_ == nullptr || host_->rank() == 0; }
+  bool isLeader() const { return host_->rank() == 0; }
   // The host's sum: on every host-mate with one host; else on the leader
   // only, since the total across hosts comes back from it anyway.
   void hostSum(float* data, size_t count) {

@@ -34,6 +34,15 @@ HostMates::HostMates(cluster::KeyValueStore& store, const std::string& name, std
 
 HostMates::~HostMates() = default;
 
+namespace {
+
+// Where block r starts among consecutive blocks of `lengths` floats.
+size_t blockStart(const std::vector<size_t>& lengths, size_t r) {
+  return std::accumulate(lengths.begin(), lengths.begin() + static_cast<std::ptrdiff_t>(r), size_t{0});
+}
+
+}  // namespace
+
 void HostMates::reduceScatter(float* data, const std::vector<size_t>& lengths) {
   TANDEM_ENFORCE(lengths.size() == members_.size(), "{} block lengths for {} host-mates", lengths.size(), size());
   if (size() == 1) return;
@@ -44,7 +53,7 @@ void HostMates::reduceScatter(float* data, const std::vector<size_t>& lengths) {
   received_.resize(own * members_.size());
   comm_->alltoallv(data, send, received_.data(), receive);
   if (own == 0) return;
-  float* sum = data + std::accumulate(lengths.begin(), lengths.begin() + rank_, size_t{0});
+  float* sum = data + blockStart(lengths, static_cast<size_t>(rank_));
   std::memcpy(sum, received_.data(), own * sizeof(float));
   for (size_t r = 1; r < members_.size(); ++r) {
     const float* part = received_.data() + r * own;
@@ -58,18 +67,13 @@ void HostMates::allgather(float* data, const std::vector<size_t>& lengths) {
   // Gloo's all-gather takes equal blocks: each goes padded to the longest.
   const size_t block = *std::max_element(lengths.begin(), lengths.end());
   packed_.resize(block * members_.size());
-  std::vector<float*> starts(lengths.size());
-  float* at = data;
-  for (size_t r = 0; r < lengths.size(); ++r) {
-    starts[r] = at;
-    at += lengths[r];
-  }
   const auto me = static_cast<size_t>(rank_);
   float* mine = packed_.data() + me * block;
-  std::memcpy(mine, starts[me], lengths[me] * sizeof(float));
+  std::memcpy(mine, data + blockStart(lengths, me), lengths[me] * sizeof(float));
   comm_->allgather(mine, packed_.data(), block * sizeof(float));
-  for (size_t r = 0; r < lengths.size(); ++r) {
-    if (r != me) std::memcpy(starts[r], packed_.data() + r * block, lengths[r] * sizeof(float));
+  float* at = data;
+  for (size_t r = 0; r < lengths.size(); at += lengths[r], ++r) {
+    if (r != me) std::memcpy(at, packed_.data() + r * block, lengths[r] * sizeof(float));
   }
 }
 
@@ -91,7 +95,7 @@ void HostMates::sumToFirst(float* data, size_t count) {
   reduceScatter(data, lengths);
   if (size() == 1) return;
   // One exchange: each member sends its summed block to the first, which
-  // receives every block in place (its own included, onto itself).
+  // receives them all in block order (its own included) and copies them in.
   const size_t n = members_.size();
   const auto me = static_cast<size_t>(rank_);
   std::vector<size_t> send(n, 0), receive(n, 0);
@@ -99,7 +103,7 @@ void HostMates::sumToFirst(float* data, size_t count) {
   if (rank_ == 0) {
     for (size_t r = 0; r < n; ++r) receive[r] = lengths[r] * sizeof(float);
   }
-  const float* mine = data + std::accumulate(lengths.begin(), lengths.begin() + rank_, size_t{0});
+  const float* mine = data + blockStart(lengths, me);
   received_.resize(rank_ == 0 ? count : 0);
   comm_->alltoallv(mine, send, received_.data(), receive);
   if (rank_ == 0) std::memcpy(data, received_.data(), count * sizeof(float));

@@ -19,7 +19,7 @@ collective::CommunicatorOptions loopback(double timeout_s) {
   return options;
 }
 
-const std::vector<PsHostGroup::Range>& inKeyOrder(const std::vector<PsHostGroup::Range>& chunks) {
+std::vector<PsHostGroup::Range> inKeyOrder(std::vector<PsHostGroup::Range> chunks) {
   for (size_t c = 1; c < chunks.size(); ++c) {
     TANDEM_ENFORCE(chunks[c].begin == chunks[c - 1].begin + chunks[c - 1].length,
                    "host group: chunk {} does not follow chunk {} in key order", c, c - 1);
@@ -31,7 +31,7 @@ const std::vector<PsHostGroup::Range>& inKeyOrder(const std::vector<PsHostGroup:
 
 PsHostGroup::PsHostGroup(cluster::KeyValueStore& store, std::vector<int> members, int worker, double timeout_s,
                          std::vector<Range> chunks, obs::Timeline* timeline)
-    : chunks_(inKeyOrder(chunks)),
+    : chunks_(inKeyOrder(std::move(chunks))),
       timeline_(timeline),
       mates_(store, "host-group", std::move(members), worker, loopback(timeout_s)) {
   const auto group = static_cast<size_t>(size());
