@@ -5,6 +5,7 @@
 #include "train/device.hpp"
 #include "train/device_feeder.hpp"
 #include "support/numbered_batches.hpp"
+#include "train/chunked_parameters.hpp"
 #include "train/gradient_capture.hpp"
 #include "support/optimizer_gap.hpp"
 
@@ -75,10 +76,47 @@ TEST(GpuDeviceTest, MultiTensorStepOnTheGpuMatchesTheCpuKernels) {
   EXPECT_LT(testing::gapAfter(device, configFor("adamw", 0.0, false, 1e-2), 4), 1e-6);
 }
 
-TEST(GpuDeviceTest, DistributedGradientsRefuseGpuParameters) {
+// Distributed gradients of a GPU model cross to page-locked host memory on
+// the copy stream, and sums come back to the slots .grad points at.
+TEST(GpuDeviceTest, GradientsStageThroughTheHostAndBack) {
   TANDEM_NEED_GPU(device);
-  const torch::Tensor p = torch::zeros({3}, torch::TensorOptions().device(device).requires_grad(true));
-  EXPECT_THROW(GradientCapture({p}, {0}, 3, {{0, 3}}, true, [](size_t) {}), InputError);
+  torch::manual_seed(5);
+  const torch::Tensor w1 = torch::randn({1000}, device).set_requires_grad(true);
+  const torch::Tensor w2 = torch::randn({3000}, device).set_requires_grad(true);
+  std::vector<size_t> handed;
+  GradientCapture capture({w1, w2}, {0, 1000}, 4002, {{0, 1000}, {1000, 3002}}, /*in_order=*/true,
+                          [&](size_t g) { handed.push_back(g); });
+  ASSERT_TRUE(capture.staged());
+  ASSERT_TRUE(capture.flat().is_pinned());
+  const torch::Tensor x = torch::randn({1000}, device);
+  capture.beginMicroStep(0, true, 0.5);
+  ((w1 * x).sum() * (w2 * w2).sum()).backward();
+  EXPECT_EQ(handed, (std::vector<size_t>{0, 1}));
+  capture.awaitOnHost(0);
+  capture.awaitOnHost(1);
+  const torch::Tensor s2 = (w2 * w2).sum().detach();
+  EXPECT_TRUE(torch::allclose(capture.group(0), (x * s2 * 0.5).cpu(), 1e-4, 1e-5));
+  EXPECT_TRUE(torch::allclose(capture.group(1).narrow(0, 0, 3000), (2 * w2 * (w1 * x).sum() * 0.5).detach().cpu(),
+                              1e-4, 1e-4));
+  capture.flat().mul_(3.0f);
+  capture.exposeGradients();
+  ASSERT_TRUE(w1.grad().is_cuda());
+  EXPECT_TRUE(torch::allclose(w1.grad(), x * s2 * 1.5, 1e-4, 1e-5));
+}
+
+// A GPU model's chunks land on the device from their host copies.
+TEST(GpuDeviceTest, ChunksLandOnTheGpu) {
+  TANDEM_NEED_GPU(device);
+  const torch::Tensor a = torch::arange(0, 6, torch::TensorOptions().device(device)).to(torch::kFloat32);
+  const torch::Tensor b = torch::arange(100, 109, torch::TensorOptions().device(device)).to(torch::kFloat32);
+  const ps::KeyLayout layout = ps::buildKeyLayout({{"a", 6}, {"b", 9}}, 2, 4 * 4);
+  ChunkedParameters model({a, b}, layout);
+  ASSERT_TRUE(model.staged());
+  EXPECT_EQ(model.gather(1), (std::vector<float>{4, 5, 100, 101}));
+  const std::vector<float> values{-1, -2, -3, -4};
+  model.scatter(1, values.data(), WireDtype::kFloat32);
+  EXPECT_TRUE(torch::equal(a.cpu(), torch::tensor({0.f, 1.f, 2.f, 3.f, -1.f, -2.f})));
+  EXPECT_TRUE(torch::equal(b.cpu().narrow(0, 0, 3), torch::tensor({-3.f, -4.f, 102.f})));
 }
 
 }  // namespace

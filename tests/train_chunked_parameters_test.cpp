@@ -5,6 +5,8 @@
 #include <numeric>
 #include <vector>
 
+#include "core/error.hpp"
+#include "support/held_transfer.hpp"
 #include "train/chunked_parameters.hpp"
 
 namespace tandem::train {
@@ -67,6 +69,36 @@ TEST(ChunkedParameters, PlacedParametersKeepTheirValuesAndSeeWritesToTheFlatMode
   // A pull that landed in place is not copied over itself.
   model.scatter(1, flat.data_ptr<float>() + 4, WireDtype::kFloat32);
   EXPECT_EQ(model.gather(1), (std::vector<float>{4, 5, 100, 42}));
+}
+
+// Staged, as a GPU model is: the parameters move into one flat buffer (the
+// same tensors: an optimizer's keys), params() are host copies, and each
+// scattered chunk goes on to the parameters at once, one copy per chunk,
+// without rewriting a host copy a copy is still reading.
+TEST(ChunkedParameters, StagedChunksGoOnToTheParametersOneCopyEach) {
+  Fixture f;
+  const torch::Tensor held = f.params[1];
+  auto transfer = std::make_shared<testing::HeldTransfer>();
+  ChunkedParameters model(f.params, f.layout, transfer);
+  ASSERT_TRUE(model.staged());
+  EXPECT_TRUE(model.trained()[1].is_same(held));
+  EXPECT_TRUE(torch::equal(held, torch::arange(100, 104, torch::kFloat32)));
+  EXPECT_EQ(model.trained()[1].data_ptr<float>(), model.trained()[0].data_ptr<float>() + 6) << "one flat buffer";
+  EXPECT_NE(model.params()[1].data_ptr<float>(), held.data_ptr<float>()) << "params() are copies";
+  EXPECT_EQ(model.gather(2), (std::vector<float>{102, 103, 200, 201}));
+
+  const std::vector<float> values{-1, -2, -3, -4};
+  model.scatter(1, values.data(), WireDtype::kFloat32);
+  EXPECT_EQ(transfer->to_device, 1);
+  EXPECT_TRUE(torch::equal(held, torch::tensor({-3.f, -4.f, 102.f, 103.f})));
+  EXPECT_TRUE(torch::equal(f.params[0], torch::tensor({0.f, 1.f, 2.f, 3.f, -1.f, -2.f}).view({2, 3})));
+  EXPECT_TRUE(torch::equal(f.params[2], torch::arange(200, 205, torch::kFloat32))) << "chunk 1 only";
+  const std::vector<float> again{5, 6, 7, 8};
+  model.scatter(1, again.data(), WireDtype::kFloat32);
+  EXPECT_TRUE(torch::equal(held, torch::tensor({7.f, 8.f, 102.f, 103.f})));
+  transfer->checkHazards();
+  EXPECT_TRUE(transfer->rewritten_early.empty()) << transfer->rewritten_early.front();
+  EXPECT_THROW(model.placeIn(torch::zeros({f.layout.total_floats})), Error);
 }
 
 }  // namespace

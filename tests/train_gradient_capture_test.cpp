@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "core/error.hpp"
+#include "support/held_transfer.hpp"
 #include "train/gradient_capture.hpp"
 
 namespace tandem::train {
@@ -88,17 +89,60 @@ TEST(GradientCapture, RefusesLayoutsOutsideTheBuffer) {
   EXPECT_THROW(GradientCapture({ints}, {0}, 3, {{0, 3}}, true, [](size_t) {}), Error);
 }
 
-// Gradients are gathered in host memory: a parameter elsewhere (a GPU, or
-// here the meta device, which any machine has) is refused by name rather
-// than failing later inside the optimizer.
-TEST(GradientCapture, RefusesParametersOffTheCpuNamingTheDevice) {
+// A replica's parameters on two devices cannot share one buffer of slots:
+// refused naming both.
+TEST(GradientCapture, RefusesParametersOnTwoDevicesNamingThem) {
+  const torch::Tensor here = torch::zeros({3}).set_requires_grad(true);
   const torch::Tensor elsewhere = torch::zeros({3}, torch::TensorOptions().device(torch::kMeta).requires_grad(true));
   try {
-    GradientCapture capture({elsewhere}, {0}, 3, {{0, 3}}, true, [](size_t) {});
+    GradientCapture capture({here, elsewhere}, {0, 3}, 6, {{0, 6}}, true, [](size_t) {});
     ADD_FAILURE() << "expected InputError";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("parameter 0 is on meta"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("parameter 1 is on meta but parameter 0 is on cpu"), std::string::npos)
+        << e.what();
   }
+}
+
+// Staged through host memory, as a GPU model's gradients are: a group's
+// host values are there only once awaited, floats past the slots (a
+// caller's tail) are the caller's, and exposeGradients brings the host
+// values (e.g. sums) back into the slots the parameters' .grad point at.
+TEST(GradientCapture, StagedGroupsAreReadAfterTheirCopyAndComeBackToTheSlots) {
+  torch::manual_seed(4);
+  TwoTensors m;
+  auto transfer = std::make_shared<testing::HeldTransfer>();
+  std::vector<size_t> handed;
+  GradientCapture capture({m.w1, m.w2}, {0, 6}, 14, {{0, 6}, {6, 8}}, /*in_order=*/true,
+                          [&](size_t g) { handed.push_back(g); }, {}, transfer);
+  ASSERT_TRUE(capture.staged());
+  const auto x = torch::randn({6});
+  capture.beginMicroStep(0, true, 0.25);
+  m.loss(x).backward();
+  capture.flat().narrow(0, 12, 2).fill_(7.0f);  // the caller's tail, written on the host
+  EXPECT_EQ(handed, (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(transfer->to_host, 2);
+  const auto [g1, g2] = m.expected(x);
+  EXPECT_FALSE(torch::allclose(capture.group(0), g1 * 0.25)) << "host values before the copy was awaited";
+  capture.awaitOnHost(0);
+  capture.awaitOnHost(1);
+  EXPECT_TRUE(torch::allclose(capture.group(0), g1 * 0.25));
+  EXPECT_TRUE(torch::allclose(capture.group(1).narrow(0, 0, 6), g2 * 0.25));
+  EXPECT_TRUE(torch::equal(capture.group(1).narrow(0, 6, 2), torch::full({2}, 7.0f))) << "the tail is not copied over";
+
+  capture.flat().mul_(2.0f);  // what a sum across workers would do
+  capture.exposeGradients();
+  EXPECT_EQ(transfer->to_device, 1);
+  EXPECT_TRUE(torch::allclose(m.w1.grad(), g1 * 0.5));
+  EXPECT_TRUE(torch::allclose(m.w2.grad(), g2 * 0.5));
+  EXPECT_NE(m.w1.grad().data_ptr<float>(), capture.flat().data_ptr<float>()) << "the slots are not the host buffer";
+
+  // The next update waits for the copy back before rewriting the host buffer.
+  capture.beginMicroStep(0, true, 1.0);
+  m.loss(x).backward();
+  capture.awaitOnHost(0);
+  EXPECT_TRUE(torch::allclose(capture.group(0), g1));
+  transfer->checkHazards();
+  EXPECT_TRUE(transfer->rewritten_early.empty()) << transfer->rewritten_early.front();
 }
 
 }  // namespace

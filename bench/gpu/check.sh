@@ -12,6 +12,8 @@ GPU=${GPU:-cuda}
 CPU_THREADS=${CPU_THREADS:-16}  # the machine's cores
 R20_STEPS=${R20_STEPS:-300}
 MLP_STEPS=${MLP_STEPS:-600}
+R50_STEPS=${R50_STEPS:-120}  # logged every 20; the first 20 are warm-up
+R50_BATCH=${R50_BATCH:-256}
 ON=$([[ $GPU == cuda ]] && echo cuda:0 || echo "$GPU")
 R=${WORK:-/tmp/gpu-check}  # the runs; $OUT gets the table and a tarball of logs and summaries
 rm -rf "$R" && mkdir -p "$R"
@@ -34,6 +36,16 @@ train() {  # train NAME ARGS...: one run, its log and summary under $R/NAME
   local rc=$?
   echo "$name: rc $rc in $((SECONDS - start)) s"
   [[ $rc -eq 0 ]] || { tail -5 "$R/$name.log"; fail "$name exited $rc"; }
+  return $rc
+}
+gpu_peak() {  # gpu_peak FILE CMD...: runs CMD; FILE gets the most GPU memory in use meanwhile (MiB, nvidia-smi)
+  local file=$1; shift
+  (while :; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null; sleep 0.2; done) > "$file.samples" &
+  local poll=$!
+  "$@"
+  local rc=$?
+  kill "$poll" 2>/dev/null; wait "$poll" 2>/dev/null
+  sort -n "$file.samples" | tail -1 > "$file"
   return $rc
 }
 rate() { printf '%.0f' "$(field "$R/$1" "['samples_per_sec']")"; }
@@ -117,6 +129,61 @@ line = (f"| MLP 256-4096-4096-256, Adam, batch 128 | cuda | Tandem {t['updates_p
 print(line); open(table, "a").write(line + "\n")
 PY
 
+echo "== MLP: PyTorch with torch.compile"
+python3 bench/peer/torch_bench.py standalone --device "$GPU" --compile --warmup 100 --steps $((MLP_STEPS - 100)) \
+  --out "$R/mlp-torch-compile.json" || fail "PyTorch MLP, torch.compile"
+python3 - "$R" "$TABLE" <<'PY' || fail "MLP compile table"
+import json, sys
+r, table = sys.argv[1:]
+t = json.load(open(f"{r}/mlp-tandem.json")); c = json.load(open(f"{r}/mlp-torch-compile.json"))
+line = (f"| MLP 256-4096-4096-256, Adam, batch 128 | cuda | PyTorch torch.compile {c['updates_per_s']:.0f} updates/s | "
+        f"Tandem/torch.compile {t['updates_per_s'] / c['updates_per_s']:.2f} |")
+print(line); open(table, "a").write(line + "\n")
+PY
+
+echo "== ResNet-50, synthetic 3x224x224, batch $R50_BATCH, bf16 autocast and channels-last, SGD momentum"
+R50=(--model resnet50 --dataset synthetic --synthetic-shape 3x224x224 --synthetic-classes 1000 --synthetic-size 65536
+     --batch-size "$R50_BATCH" --optimizer sgd --momentum 0.9 --lr 0.1 --amp bf16 --channels-last --device "$GPU")
+gpu_peak "$R/r50-tandem.mem" train r50 "${R50[@]}" --max-steps "$R50_STEPS" --log-every 20 &&
+  python3 bench/peer/report.py tandem-rate "$R/r50" "$R/r50-tandem.json" || fail "Tandem ResNet-50"
+for variant in eager:"" compile:--compile; do
+  # shellcheck disable=SC2086  # the variant's flag splits on purpose
+  gpu_peak "$R/r50-torch-${variant%%:*}.mem" python3 bench/peer/torch_bench.py standalone --model resnet50 \
+    --device "$GPU" --batch "$R50_BATCH" --amp bf16 --channels-last ${variant#*:} --warmup 20 \
+    --steps $((R50_STEPS - 20)) --out "$R/r50-torch-${variant%%:*}.json" || fail "PyTorch ResNet-50 ${variant%%:*}"
+done
+python3 - "$R" "$TABLE" "$GPU" <<'PY' && pass "ResNet-50: Tandem, PyTorch eager and torch.compile timed in one call" ||
+import json, sys, time
+import torch
+r, table, device = sys.argv[1:]
+t = json.load(open(f"{r}/r50-tandem.json")); s = json.load(open(f"{r}/r50/summary.json"))
+e = json.load(open(f"{r}/r50-torch-eager.json")); c = json.load(open(f"{r}/r50-torch-compile.json"))
+mem = {n: open(f"{r}/r50-{n}.mem").read().strip() or "?" for n in ("tandem", "torch-eager", "torch-compile")}
+# The card's bf16 matrix rate, measured: 8192^3 matmuls.
+peak = 0.0
+if device != "cpu":
+    a = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16); b = torch.randn_like(a)
+    for _ in range(3): a @ b
+    torch.cuda.synchronize(); start = time.perf_counter()
+    for _ in range(20): a @ b
+    torch.cuda.synchronize(); peak = 20 * 2 * 8192**3 / (time.perf_counter() - start)
+train_flops = 3 * 2 * 4.09e9  # per image: forward 4.09 GMACs at 224x224, backward twice the forward
+mfu = lambda rate: f"{rate * train_flops / peak:.1%}" if peak else "n/a"
+b = s["step_breakdown"]
+parts = {"data wait": b.get("input_wait", 0), "forward+backward": b.get("forward_backward", 0), "update": b.get("update", 0)}
+whole = sum(b.values()) or 1
+share = ", ".join(f"{k} {v / whole:.0%}" for k, v in parts.items())
+rows = [f"| ResNet-50 bf16 channels-last, batch {e['batch']} | {device} | Tandem {t['samples_per_s']:.0f} images/s, "
+        f"{1e3 * e['batch'] / t['samples_per_s']:.1f} ms/step, {mem['tandem']} MiB | MFU {mfu(t['samples_per_s'])}; {share} |",
+        f"| ResNet-50, same, PyTorch {e['torch_version']} eager | {device} | {e['samples_per_s']:.0f} images/s, "
+        f"{e['ms_per_step']:.1f} ms/step, {mem['torch-eager']} MiB | MFU {mfu(e['samples_per_s'])}; Tandem/eager {t['samples_per_s'] / e['samples_per_s']:.2f} (goal 1.0) |",
+        f"| ResNet-50, same, torch.compile | {device} | {c['samples_per_s']:.0f} images/s, {c['ms_per_step']:.1f} ms/step, "
+        f"{mem['torch-compile']} MiB | MFU {mfu(c['samples_per_s'])}; Tandem/compile {t['samples_per_s'] / c['samples_per_s']:.2f} (goal 0.9) |",
+        f"| bf16 matrix rate, 8192^3 matmuls | {device} | {peak / 1e12:.0f} TFLOP/s | the MFU's denominator; parameters: PyTorch {e['parameters']:,} |"]
+print("\n".join(rows), "\nstep breakdown (s/step):", b); open(table, "a").write("\n".join(rows) + "\n")
+PY
+  fail "ResNet-50 comparison"
+
 echo "== --device auto, and a run resumed on the GPU"
 train auto "${DATA[@]}" --model cnn --device auto --max-steps 20 &&
   { [[ $(field "$R/auto" "['device']") == "$ON" ]] && pass "--device auto takes cuda:0" || fail "auto device"; }
@@ -151,6 +218,59 @@ PY
   fail "deterministic resnet20 runs differ"
 echo "| resnet20, Fashion-MNIST, 100 steps, batch 128, --deterministic | $GPU | $(rate det-a) samples/s | ms per step: $(phases det-a) |" >> "$TABLE"
 
+echo "== GPU workers: parameter servers (CPU) and all-reduce, resnet20, $R20_STEPS steps of batch 128 per worker"
+R20=("${DATA[@]}" --model resnet20 --device "$GPU" --max-steps "$R20_STEPS" --batch-size 128 --log-every 50)
+launched() {  # launched NAME LAUNCH-ARGS... -- TRAIN-ARGS...: one launch, its log and run directory under $R/NAME
+  local name=$1; shift
+  local start=$SECONDS
+  timeout 300 "$T" launch "$@" --out "$R/$name" --overwrite --progress plain > "$R/$name.log" 2>&1
+  local rc=$?
+  echo "$name: rc $rc in $((SECONDS - start)) s"
+  [[ $rc -eq 0 ]] || { tail -5 "$R/$name.log"; fail "$name exited $rc"; }
+  return $rc
+}
+launched ps1 --ps 1 --workers 1 -- "${R20[@]}" --ps-mode sync && r20row ps1 "$GPU, 1 PS (CPU) + 1 worker, sync"
+launched ps2 --ps 1 --workers 2 -- "${R20[@]}" --ps-mode sync --allow-shared-gpu &&
+  r20row ps2 "$GPU shared, 1 PS (CPU) + 2 workers, sync"
+launched ar2 --workers 2 -- "${R20[@]}" --allow-shared-gpu && r20row ar2 "$GPU shared, 2 workers, all-reduce via Gloo"
+python3 - "$R" "$TABLE" <<'PY' && pass "1 PS + 1 GPU worker: rate against standalone reported, accuracy within 3 points" ||
+import json, sys
+r, table = sys.argv[1:]
+alone, ps = (json.load(open(f"{r}/{n}/summary.json")) for n in ("r20-cuda", "ps1"))
+ratio = ps["samples_per_sec"] / alone["samples_per_sec"]
+line = f"| resnet20, 1 PS + 1 GPU worker against standalone on the GPU | {ps['device']} | {ratio:.3f}x | goal 0.9x (for ResNet-50) |"
+print(line, ps["test_accuracy"], alone["test_accuracy"]); open(table, "a").write(line + "\n")
+assert ps["device"].startswith("cuda") and abs(ps["test_accuracy"] - alone["test_accuracy"]) < 0.03
+PY
+  fail "1 PS + 1 GPU worker"
+
+echo "== equivalence: 2 workers on one GPU (batch 64 each) against 1 on the combined batch (128), MLP, float32"
+EQ=("${DATA[@]}" --model mlp --device "$GPU" --lr 0.05 --seed 7 --log-every 10)
+train eq-one "${EQ[@]}" --max-steps 50 --batch-size 128
+launched eq-ps --ps 1 --workers 2 -- "${EQ[@]}" --max-steps 50 --batch-size 64 --ps-mode sync --allow-shared-gpu
+launched eq-ar --workers 2 -- "${EQ[@]}" --max-steps 50 --batch-size 64 --allow-shared-gpu
+launched eq-ps1 --ps 1 --workers 1 -- "${EQ[@]}" --max-steps 50 --batch-size 128 --ps-mode sync
+train eq-start "${EQ[@]}" --max-steps 1 --batch-size 128
+for run in eq-one eq-ps eq-ar eq-ps1 eq-start; do
+  "$T" export --checkpoint "$R/$run/checkpoint.ckpt" --out "$R/$run.pt" --format state_dict > /dev/null 2>&1 ||
+    fail "export $run"
+done
+python3 - "$R" "$TABLE" <<'PY' && pass "2 GPU workers (PS sync, all-reduce) and 1 PS + 1 GPU worker match 1 worker on the combined batch within 1e-5" ||
+import sys, torch
+r, table = sys.argv[1:]
+load = lambda n: torch.load(f"{r}/{n}.pt", map_location="cpu")
+one = load("eq-one")
+def gap(name):  # the largest difference over the largest value, as the CPU tests measure it
+    other = load(name)
+    return max((other[k] - one[k]).abs().max().item() for k in one) / max(one[k].abs().max().item() for k in one)
+gaps = {n: gap(n) for n in ("eq-ps", "eq-ar", "eq-ps1", "eq-start")}
+line = ("| MLP, 50 steps: 2 GPU workers against 1 on the combined batch | cuda | relative gap: PS sync "
+        f"{gaps['eq-ps']:.1e}, all-reduce {gaps['eq-ar']:.1e}; 1 PS + 1 worker {gaps['eq-ps1']:.1e} | after 1 step {gaps['eq-start']:.1e} |")
+print(line); open(table, "a").write(line + "\n")
+assert all(gaps[n] < 1e-5 for n in ("eq-ps", "eq-ar", "eq-ps1")) and gaps["eq-start"] > 1e-2
+PY
+  fail "GPU workers' equivalence"
+
 echo "== bad input is named, exit code 2"
 expect2() {  # expect2 NEEDLE ARGS...
   local needle=$1; shift
@@ -162,8 +282,8 @@ expect2() {  # expect2 NEEDLE ARGS...
 expect2 "cuda:0 to cuda:0" train "${DATA[@]}" --device cuda:1 --max-steps 5 --out "$R/bad1" --overwrite
 expect2 "none of its own" launch --workers 2 -- "${DATA[@]}" --device "$GPU" --max-steps 5 --out "$R/bad2" --overwrite
 expect2 "--amp fp16 on the CPU" train "${DATA[@]}" --device cpu --amp fp16 --max-steps 5 --out "$R/bad4" --overwrite
-expect2 "does not run on GPUs yet" launch --ps 1 --workers 1 -- "${DATA[@]}" --device "$GPU" --max-steps 5 \
-  --out "$R/bad3" --overwrite
+expect2 "--channels-last: standalone training only" launch --workers 2 -- "${DATA[@]}" --device "$GPU" \
+  --allow-shared-gpu --channels-last --max-steps 5 --out "$R/bad3" --overwrite
 
 echo
 echo "| workload | device | rate | notes |"

@@ -100,12 +100,13 @@ GradientAverager::GradientAverager(torch::nn::Module& module, const AveragerOpti
     s.buckets = std::make_unique<train::GradientBuckets>(
         module, cap, 0,
         [&s, &job, step, post](size_t bucket, torch::Tensor flat) {
-          s.handles[bucket] = job.comm_thread->submit([reducer = s.reducer, flat, bucket, &job, step, post] {
+          s.handles[bucket] = job.comm_thread->submit([&s, reducer = s.reducer, flat, bucket, &job, step, post] {
             // Once a step: every rank is in this exchange, or has joined.
             if (bucket == 0) {
               const api::Agreement agreement = api::negotiate(job, step);
               if (!agreement.error.empty()) throw InputError("tandem: " + agreement.error);
             }
+            s.buckets->awaitOnHost(bucket);
             reducer->reduce(bucket, flat.data_ptr<float>(), static_cast<size_t>(flat.numel()));
             if (post != 1.0) flat.mul_(post);
           });

@@ -60,6 +60,7 @@ struct AllReduceStrategy::Impl {
   // last bucket's tail (times, loss, stop) stays float32 on any wire, so
   // what the step reports stays exact.
   void reduceBucket(size_t bucket, const torch::Tensor& flat) {
+    buckets->awaitOnHost(bucket);
     const int64_t start = obs::Timeline::nowUs();
     const size_t tail = bucket + 1 == buckets->size() ? static_cast<size_t>(buckets->tail().numel()) : 0;
     const size_t bytes = reducer->reduce(bucket, flat.data_ptr<float>(), static_cast<size_t>(flat.numel()), tail);
@@ -216,7 +217,7 @@ void AllReduceStrategy::finish() {
 uint64_t parameterChecksum(const torch::nn::Module& model) {
   Fnv1a hash;
   for (const auto& p : model.parameters()) {
-    auto c = p.detach().contiguous();
+    auto c = p.detach().cpu().contiguous();
     hash.add(c.data_ptr(), c.numel() * c.element_size());
   }
   return hash.value();

@@ -24,7 +24,8 @@ size_t bucketCapBytes(torch::nn::Module& model, double bucket_mb);
 class GradientBuckets {
  public:
   // launch(bucket index, flat buffer): called on the autograd thread; it must
-  // only enqueue work. `extra_tail` floats are appended to the last bucket
+  // only enqueue work, and that work must awaitOnHost(bucket) before it
+  // reads the buffer (a GPU model's gradients are still being copied). `extra_tail` floats are appended to the last bucket
   // (the one launched last) for per-step metadata the caller fills through
   // tail() before it is launched (see before_last_launch).
   using LaunchFn = std::function<void(size_t bucket, torch::Tensor flat)>;
@@ -35,6 +36,7 @@ class GradientBuckets {
                   std::function<void()> before_last_launch);
 
   size_t size() const { return bucket_count_; }
+  void awaitOnHost(size_t bucket) const { capture_->awaitOnHost(bucket); }
   size_t bucketBytes(size_t bucket) const;
   // The metadata floats at the end of the last bucket.
   torch::Tensor tail() const { return tail_; }
@@ -43,8 +45,9 @@ class GradientBuckets {
   // After the last backward: zero-fills slots of parameters that got no
   // gradient this update and launches every bucket not yet launched.
   void flush() { capture_->flush(); }
-  // Points every parameter's .grad at its slot (no copy). Call once every
-  // launched bucket has been reduced.
+  // Points every parameter's .grad at its slot (no copy; a GPU model's
+  // after copying the sums back). Call once every launched bucket has been
+  // reduced.
   void exposeGradients() { capture_->exposeGradients(); }
 
  private:

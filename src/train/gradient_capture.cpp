@@ -18,8 +18,13 @@ struct GradientCapture::State {
     size_t params = 0;   // parameters overlapping it
     size_t pending = 0;  // of those, still to deliver on the last micro-step
     bool ready = false;
+    DeviceTransfer::Marker on_host;  // staged: its copy to the host buffer
   };
-  torch::Tensor flat;
+  torch::Tensor flat;         // on the host: what is handed over
+  torch::Tensor device_flat;  // staged: the slots, on the parameters' device
+  int64_t params_end = 0;     // the slots end here; the rest is the caller's
+  std::shared_ptr<DeviceTransfer> transfer;  // null: the slots are in `flat`
+  DeviceTransfer::Marker returned;           // staged: the last copy back to the device
   std::vector<Slot> slots;
   std::vector<Group> groups;
   bool in_order = true;
@@ -31,6 +36,15 @@ struct GradientCapture::State {
 
   void markReady(size_t g) {
     groups[g].ready = true;
+    if (transfer) {
+      // Only the slots: floats past them (a caller's tail) are written on the host.
+      const Range& r = groups[g].range;
+      const int64_t end = std::min(r.begin + r.length, params_end);
+      if (end > r.begin) {
+        groups[g].on_host =
+            transfer->toHost(device_flat.narrow(0, r.begin, end - r.begin), flat.narrow(0, r.begin, end - r.begin));
+      }
+    }
     if (!in_order) {
       ready(g);
       return;
@@ -67,18 +81,24 @@ struct GradientCapture::State {
 
 GradientCapture::GradientCapture(std::vector<torch::Tensor> params, const std::vector<int64_t>& offsets,
                                  int64_t total, const std::vector<Range>& groups, bool in_order, ReadyFn ready,
-                                 torch::Tensor buffer)
+                                 torch::Tensor buffer, std::shared_ptr<DeviceTransfer> transfer)
     : state_(std::make_shared<State>()) {
   State& s = *state_;
   enforceEq(params.size(), offsets.size(), "gradient capture: offsets per parameter");
   TANDEM_ENFORCE(!params.empty(), "model has no trainable parameters");
+  const torch::Device device = params.front().device();
+  if (!transfer && !device.is_cpu()) transfer = makeStreamTransfer(device);
+  s.transfer = std::move(transfer);
   if (buffer.defined()) {
-    TANDEM_ENFORCE(buffer.scalar_type() == torch::kFloat32 && buffer.is_contiguous() && buffer.numel() == total,
-                   "gradient capture: the given buffer is not {} contiguous float32 values", total);
+    TANDEM_ENFORCE(buffer.scalar_type() == torch::kFloat32 && buffer.is_contiguous() && buffer.numel() == total &&
+                       buffer.is_cpu(),
+                   "gradient capture: the given buffer is not {} contiguous float32 values on the host", total);
     s.flat = buffer.zero_();
   } else {
-    s.flat = torch::zeros({total}, torch::kFloat32);
+    s.flat = s.transfer ? s.transfer->hostBuffer(total).zero_() : torch::zeros({total}, torch::kFloat32);
   }
+  // Staged: the slots live on the parameters' device.
+  const torch::Tensor slots = s.transfer ? (s.device_flat = torch::zeros({total}, params.front().options())) : s.flat;
   s.in_order = in_order;
   s.ready = std::move(ready);
   for (const Range& r : groups) {
@@ -93,19 +113,17 @@ GradientCapture::GradientCapture(std::vector<torch::Tensor> params, const std::v
       throw Error(fmt::format("parameter {} is {}, but distributed gradients are dense float32", p,
                               std::string(c10::toString(param.scalar_type()))));
     }
-    // Gradients are gathered in host memory and handed back there: a GPU
-    // model would get CPU gradients and fail inside its optimizer instead.
-    if (!param.is_cpu()) {
-      throw InputError(fmt::format("parameter {} is on {}: distributed training of GPU parameters (all-reduce, "
-                                   "parameter servers, DistributedOptimizer) is not built yet; train on the CPU, or "
-                                   "standalone on the GPU",
-                                   p, param.device().str()));
+    if (param.device() != device) {
+      throw InputError(fmt::format("parameter {} is on {} but parameter 0 is on {}: a replica's trainable parameters "
+                                   "must share one device",
+                                   p, param.device().str(), device.str()));
     }
     const int64_t begin = offsets[p], end = offsets[p] + param.numel();
     TANDEM_ENFORCE(begin >= 0 && end <= total, "parameter {} at [{}, {}) outside {}", p, begin, end, total);
+    s.params_end = std::max(s.params_end, end);
     State::Slot& slot = s.slots[p];
     slot.param = param;
-    slot.view = s.flat.narrow(0, begin, param.numel()).view(param.sizes());
+    slot.view = slots.narrow(0, begin, param.numel()).view(param.sizes());
     for (size_t g = 0; g < s.groups.size(); ++g) {
       const Range& r = s.groups[g].range;
       if (std::max(begin, r.begin) < std::min(end, r.begin + r.length)) {
@@ -126,9 +144,19 @@ GradientCapture::GradientCapture(std::vector<torch::Tensor> params, const std::v
 
 GradientCapture::~GradientCapture() {
   for (auto& [param, handle] : hooks_) param.remove_hook(handle);
+  // No copy may outlive the buffers it reads or writes.
+  if (!state_->transfer) return;
+  for (const auto& g : state_->groups) state_->transfer->wait(g.on_host);
+  state_->transfer->wait(state_->returned);
 }
 
 torch::Tensor GradientCapture::flat() const { return state_->flat; }
+
+void GradientCapture::awaitOnHost(size_t index) const {
+  if (state_->transfer) state_->transfer->wait(state_->groups.at(index).on_host);
+}
+
+bool GradientCapture::staged() const { return state_->transfer != nullptr; }
 
 torch::Tensor GradientCapture::group(size_t index) const {
   const Range& r = state_->groups.at(index).range;
@@ -138,6 +166,9 @@ torch::Tensor GradientCapture::group(size_t index) const {
 void GradientCapture::beginMicroStep(int micro_step, bool last, double scale) {
   State& s = *state_;
   if (micro_step == 0) {
+    // The host buffer is rewritten from here; the last copy back read it
+    // (long done: the optimizer's step waited for it).
+    if (s.transfer) s.transfer->wait(s.returned);
     for (auto& slot : s.slots) slot.touched = false;
     for (auto& g : s.groups) g.ready = false;
     s.next_in_order = 0;
@@ -165,7 +196,13 @@ void GradientCapture::flush() {
 }
 
 void GradientCapture::exposeGradients() {
-  for (auto& slot : state_->slots) slot.param.mutable_grad() = slot.view;
+  State& s = *state_;
+  if (s.transfer) {
+    // On the copy stream, after the copies to the host (the same stream);
+    // the optimizer's kernels, queued later, wait for it.
+    s.returned = s.transfer->toDevice(s.flat.narrow(0, 0, s.params_end), s.device_flat.narrow(0, 0, s.params_end));
+  }
+  for (auto& slot : s.slots) slot.param.mutable_grad() = slot.view;
 }
 
 }  // namespace tandem::train

@@ -6,12 +6,19 @@
 // as every parameter overlapping it has delivered on the last micro-step.
 // The buffer lives as long as the capture: no step allocates its gradients'
 // storage anew, and a zero-copy send can read straight from it.
+//
+// Parameters on a GPU: the slots are a flat buffer on the device, and each
+// group is copied into the host buffer as it is handed over (a copy stream,
+// page-locked memory); whoever reads a group waits for its copy first
+// (awaitOnHost). exposeGradients copies the host buffer back to the device.
 #include <torch/torch.h>
 
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
+
+#include "train/device_transfer.hpp"
 
 namespace tandem::train {
 
@@ -29,18 +36,26 @@ class GradientCapture {
   // With `in_order`, groups are handed over strictly in index order (every
   // all-reduce worker must issue its collectives in one sequence); without,
   // each as soon as it is complete. Throws Error if a parameter is not a
-  // dense float32 tensor or lies outside the buffer, InputError if it is
-  // not on the CPU. `buffer`, when given,
-  // is that buffer (float32, `total` contiguous values, e.g. in memory
-  // shared with a server); otherwise the capture allocates it.
+  // dense float32 tensor or lies outside the buffer, InputError if the
+  // parameters are on more than one device. `buffer`, when given, is that
+  // buffer (host float32, `total` contiguous values, e.g. in memory shared
+  // with a server); otherwise the capture allocates it. `transfer` stages
+  // the gradients through host memory (null: none for CPU parameters, the
+  // CUDA copier for GPU ones).
   GradientCapture(std::vector<torch::Tensor> params, const std::vector<int64_t>& offsets, int64_t total,
-                  const std::vector<Range>& groups, bool in_order, ReadyFn ready, torch::Tensor buffer = {});
+                  const std::vector<Range>& groups, bool in_order, ReadyFn ready, torch::Tensor buffer = {},
+                  std::shared_ptr<DeviceTransfer> transfer = nullptr);
   ~GradientCapture();
   GradientCapture(const GradientCapture&) = delete;
   GradientCapture& operator=(const GradientCapture&) = delete;
 
-  torch::Tensor flat() const;
-  torch::Tensor group(size_t index) const;  // a view of the buffer
+  torch::Tensor flat() const;               // the host buffer
+  torch::Tensor group(size_t index) const;  // a view of the host buffer
+  // Blocks until group `index`'s host values are in (a staged copy); at
+  // once when the gradients are written there directly. Call it, on any
+  // thread, after the group was handed over and before reading it.
+  void awaitOnHost(size_t index) const;
+  bool staged() const;  // gradients cross from a device
 
   // Starts a micro-batch: `scale` multiplies each gradient; `last` marks the
   // micro-step whose hooks hand groups over. Not thread-safe with backward.
@@ -48,7 +63,8 @@ class GradientCapture {
   // After the last backward: zero-fills the slots of parameters that got no
   // gradient this update and hands over every group not yet handed over.
   void flush();
-  // Points every parameter's .grad at its slot (no copy).
+  // Points every parameter's .grad at its slot (no copy); staged, first
+  // copies the host buffer's values back into the slots.
   void exposeGradients();
 
  private:

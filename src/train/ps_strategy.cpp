@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "cluster/job_start.hpp"
+#include "collective/comm_thread.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
@@ -34,6 +35,10 @@ struct PsStrategy::Impl {
   ClusterJoin join;
   ps::KeyLayout layout;
   ChunkedParameters model;                    // trainable, registration order, by chunk
+  // A GPU model: waits for each chunk's copy to the host and pushes it, off
+  // autograd's thread, which goes on queuing backward.
+  std::unique_ptr<collective::CommThread> stager;
+  collective::CommHandle staged;  // the last chunk handed to the stager
   std::unique_ptr<GradientCapture> capture;   // flat gradients in key order; groups are the chunks
   std::unique_ptr<ps::Worker> worker;         // the protocol; null before initialize and after finish
   WireDtype wire = WireDtype::kFloat32;
@@ -87,6 +92,15 @@ struct PsStrategy::Impl {
     return c;
   }
 
+  // Capture group `group` (chunk `chunk`) is complete on the autograd thread.
+  void groupReady(size_t group, size_t chunk) {
+    if (!stager) return chunkReady(chunk);
+    staged = stager->submit([this, group, chunk] {
+      capture->awaitOnHost(group);
+      chunkReady(chunk);
+    });
+  }
+
   // Hierarchical: the host sums the chunk first; its owner pushes the sum.
   void chunkReady(size_t chunk) {
     if (!host) {
@@ -136,7 +150,7 @@ struct PsStrategy::Impl {
   // request and its receipt: backward is done with them once their
   // gradients are pushed, and the next forward awaits them (receiveUpTo).
   void placeParametersInArena() {
-    if (sharing_servers == 0 || wire != WireDtype::kFloat32 || host) return;
+    if (sharing_servers == 0 || wire != WireDtype::kFloat32 || host || model.staged()) return;
     model.placeIn(arenaFloats(worker->pullLanding()));
     parameters_in_arena = true;
   }
@@ -186,13 +200,13 @@ struct PsStrategy::Impl {
     // global); SSP: one per worker per step.
     int64_t applied = start_step * (mode == TrainingMode::kPsBounded ? n() : 1);
     for (const auto& piece : model.pieces(c)) {
-      const auto state = readKernelState(optimizer, model.params()[piece.param], config.optimizer);
+      const auto state = readKernelState(optimizer, model.trained()[piece.param], config.optimizer);
       if (!state) continue;  // never updated: zero slots
       if (state->updates >= 0) applied = state->updates;
       const auto& sources = state->slots;
       for (size_t k = 0; k < sources.size(); ++k) {
         if (!sources[k].defined()) continue;
-        auto src = sources[k].contiguous();
+        auto src = sources[k].cpu().contiguous();
         std::memcpy(values.data() + (k + 1) * length + static_cast<size_t>(piece.chunk_offset),
                     src.data_ptr<float>() + piece.param_offset, static_cast<size_t>(piece.count) * sizeof(float));
       }
@@ -292,6 +306,7 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
                     fmt::join(idle, ", "), total_floats);
   }
   s.model = ChunkedParameters(std::move(params), s.layout);
+  if (s.model.staged()) s.stager = std::make_unique<collective::CommThread>();
 
   nlohmann::json fp = fingerprint;
   // Async and SSP jobs are elastic: a replacement for a lost worker joins
@@ -344,7 +359,9 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
   liveness.heartbeat_interval = std::min(liveness.heartbeat_interval, liveness.heartbeat_timeout / 4);
   s.worker = std::make_unique<ps::Worker>(
       ps::WorkerOptions{servers, s.layout, s.mode, static_cast<uint32_t>(s.spec.index), s.wire, s.push_window,
-                        liveness, s.context.start().generation, s.config.distributed.shared_memory == Switch::kOn,
+                        liveness, s.context.start().generation,
+                        // Pushes from shared memory would copy from the device into pageable memory.
+                        s.config.distributed.shared_memory == Switch::kOn && !s.model.staged(),
                         s.config.distributed.error_feedback, plan.timeline},
       s.context.security());
   const Deadline startup =
@@ -392,9 +409,9 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
   torch::Tensor shared_grads;  // where servers on this host read pushes: they carry a reference only
   if (s.sharing_servers > 0) shared_grads = s.arenaFloats(s.worker->sharedArena()->data());
   s.capture = std::make_unique<GradientCapture>(
-      s.model.params(), s.layout.tensor_offsets, s.layout.total_floats, chunk_ranges, /*in_order=*/grouped,
-      [self, grouped, last_chunk](size_t group) { self->chunkReady(grouped ? last_chunk - group : group); },
-      shared_grads);
+      s.model.trained(), s.layout.tensor_offsets, s.layout.total_floats, chunk_ranges, /*in_order=*/grouped,
+      [self, grouped, last_chunk](size_t group) { self->groupReady(group, grouped ? last_chunk - group : group); },
+      shared_grads, s.model.transfer());
   TANDEM_LOG_INFO("{}: {} mode with {} server(s), {} chunk(s) of up to {:.1f} MB, {:.1f} MB of parameters{}{}; ready "
                   "in {:.2f}s", s.spec.taskName(), modeName(s.mode), s.spec.numServers(), s.layout.chunks.size(),
                   chunk_floats * 4 / 1e6, s.layout.total_floats * 4 / 1e6,
@@ -422,6 +439,7 @@ AgreedStep PsStrategy::synchronizeGradients(torch::nn::Module& model, const Loca
   const double compute = std::max(0.0, secondsSince(s.cycle_start) - s.gated_this_step);
   s.gated_this_step = 0;
   s.capture->flush();  // parameters without a gradient this update push zeros
+  if (s.stager) s.staged.wait(s.peerDeadline(), "gradient chunks' copies from the GPU and their pushes");
   if (s.host) s.host->awaitReduces(s.peerDeadline());
   const ps::StepReport report{local.loss_sum / local.micro_steps, compute, local.stop_requested};
   const int64_t finished = s.step + 1;
@@ -525,7 +543,7 @@ std::optional<int64_t> PsStrategy::prepareCheckpoint(torch::optim::Optimizer& op
   if (slots == 0) return step;
   for (size_t p = 0; p < s.model.params().size(); ++p) {
     if (applied[p] == 0) continue;  // torch has no state before a parameter's first update
-    writeKernelState(optimizer, s.model.params()[p], s.config.optimizer, {std::move(state[p]), applied[p]});
+    writeKernelState(optimizer, s.model.trained()[p], s.config.optimizer, {std::move(state[p]), applied[p]});
   }
   return step;
 }

@@ -27,11 +27,6 @@ RunPlacement placeRun(const TrainConfig& c, const models::Model& model, bool sup
                                  "contiguous tensors)",
                                  modeName(mode)));
   }
-  if (device.is_cuda() && mode != TrainingMode::kStandalone) {
-    throw InputError(fmt::format("--device {} ({}): {} training does not run on GPUs yet, only standalone "
-                                 "training does; use --device cpu",
-                                 c.device, device.str(), modeName(mode)));
-  }
   if (placement.amp == Amp::kFp16 && strategy_applies_update) {
     throw InputError("--amp fp16: its loss scale skips steps on the worker, but parameter servers apply the update; "
                      "use --amp bf16, which needs no loss scale");
