@@ -50,6 +50,7 @@ void expectTwoWorkersMatchCombinedBatch(const TempDir& dir, const std::string& m
   EXPECT_EQ(summary["mode"], "allreduce");
   EXPECT_EQ(summary["workers"], 2);
   EXPECT_EQ(summary["global_batch_size"], 32);
+  EXPECT_EQ(summary["strategy"]["collective"], "summed by Gloo") << summary["strategy"].dump();
   EXPECT_TRUE(summary["step_breakdown"].contains("exposed_comm"));
   EXPECT_TRUE(summary["step_breakdown"].contains("wait_workers"));
   // Worker 1 keeps its own metrics beside worker 0's run directory.

@@ -5,7 +5,9 @@
 #include "train/device.hpp"
 #include "train/device_feeder.hpp"
 #include "support/numbered_batches.hpp"
+#include "collective/nccl_communicator.hpp"
 #include "train/chunked_parameters.hpp"
+#include "train/nccl_buckets.hpp"
 #include "train/gradient_capture.hpp"
 #include "support/optimizer_gap.hpp"
 
@@ -78,6 +80,20 @@ TEST(GpuDeviceTest, MultiTensorStepOnTheGpuMatchesTheCpuKernels) {
 
 // Distributed gradients of a GPU model cross to page-locked host memory on
 // the copy stream, and sums come back to the slots .grad points at.
+// Without staging (NCCL's case) the handed-over groups are the device slots.
+TEST(GpuDeviceTest, UnstagedGradientsStayOnTheGpu) {
+  TANDEM_NEED_GPU(device);
+  const torch::Tensor w = torch::ones({8}, device).set_requires_grad(true);
+  GradientCapture capture({w}, {0}, 8, {{0, 8}}, true, [](size_t) {});
+  EXPECT_FALSE(capture.staged());
+  capture.beginMicroStep(0, true, 1.0);
+  (w * 3).sum().backward();
+  ASSERT_TRUE(capture.group(0).is_cuda());
+  capture.exposeGradients();
+  EXPECT_EQ(w.grad().data_ptr<float>(), capture.flat().data_ptr<float>());
+  EXPECT_TRUE(torch::equal(w.grad().cpu(), torch::full({8}, 3.0f)));
+}
+
 TEST(GpuDeviceTest, GradientsStageThroughTheHostAndBack) {
   TANDEM_NEED_GPU(device);
   torch::manual_seed(5);
@@ -85,7 +101,7 @@ TEST(GpuDeviceTest, GradientsStageThroughTheHostAndBack) {
   const torch::Tensor w2 = torch::randn({3000}, device).set_requires_grad(true);
   std::vector<size_t> handed;
   GradientCapture capture({w1, w2}, {0, 1000}, 4002, {{0, 1000}, {1000, 3002}}, /*in_order=*/true,
-                          [&](size_t g) { handed.push_back(g); });
+                          [&](size_t g) { handed.push_back(g); }, {}, hostStagingFor(device));
   ASSERT_TRUE(capture.staged());
   ASSERT_TRUE(capture.flat().is_pinned());
   const torch::Tensor x = torch::randn({1000}, device);
@@ -102,6 +118,28 @@ TEST(GpuDeviceTest, GradientsStageThroughTheHostAndBack) {
   capture.exposeGradients();
   ASSERT_TRUE(w1.grad().is_cuda());
   EXPECT_TRUE(torch::allclose(w1.grad(), x * s2 * 1.5, 1e-4, 1e-5));
+}
+
+// NCCL at world size 1: the bucket path queues, completes and is awaited;
+// a 16-bit wire rounds the values on the way.
+TEST(GpuDeviceTest, NcclSumsBucketsAtWorldSizeOne) {
+  TANDEM_NEED_GPU(device);
+  ASSERT_TRUE(collective::ncclStatus().loaded) << collective::ncclStatus().detail;
+  const collective::NcclOptions one{0, 1, std::chrono::seconds(20), "a test"};
+  NcclBuckets exact(device, collective::makeNcclId(), one, WireDtype::kFloat32);
+  NcclBuckets narrow(device, collective::makeNcclId(), one, WireDtype::kBfloat16);
+  const torch::Tensor values = torch::linspace(1.0, 2.0, 4096).to(device);
+  torch::Tensor a = values.clone(), b = values.clone();
+  exact.reduce(a, exact.produced());
+  narrow.reduce(b, narrow.produced());
+  exact.awaitAll("a float32 sum");
+  narrow.awaitAll("a bf16 sum");
+  exact.computeWaits();
+  narrow.computeWaits();
+  EXPECT_TRUE(torch::equal(a, values));
+  EXPECT_TRUE(torch::equal(b, values.to(torch::kBFloat16).to(torch::kFloat32)));
+  EXPECT_FALSE(torch::equal(b, values));
+  EXPECT_GE(exact.setupSeconds(), 0.0);
 }
 
 // A GPU model's chunks land on the device from their host copies.

@@ -24,6 +24,7 @@
 #include "train/cluster_join.hpp"
 #include "train/gradient_buckets.hpp"
 #include "train/module_broadcast.hpp"
+#include "train/nccl_buckets.hpp"
 
 namespace tandem::train {
 
@@ -37,9 +38,13 @@ struct AllReduceStrategy::Impl {
   std::unique_ptr<cluster::PrefixStore> gloo_store;
   std::unique_ptr<collective::Communicator> comm;
   std::unique_ptr<collective::BucketReducer> reducer;  // uses comm
-  // Declared after comm and reducer: destroyed first, so queued jobs never
+  std::unique_ptr<cluster::PrefixStore> nccl_store;
+  std::unique_ptr<NcclBuckets> nccl;  // GPU buckets summed in device memory; null: Gloo on the host
+  // Declared after comm, reducer and nccl: destroyed first, so queued jobs never
   // outlive them.
   std::unique_ptr<collective::CommThread> comm_thread;
+  std::string collective_text;         // how the buckets are summed, for the log and summary
+  torch::Tensor host_tail;             // with NCCL: the step's metadata, summed by Gloo
   std::unique_ptr<GradientBuckets> buckets;
   std::vector<collective::CommHandle> handles;
   Clock::time_point cycle_start = Clock::now();
@@ -70,9 +75,73 @@ struct AllReduceStrategy::Impl {
     }
   }
 
-  // Tail of the last bucket: [compute seconds per worker][mean loss][stop].
+  // GPU workers: NCCL unless --gpu-collective gloo, or NCCL cannot serve
+  // every worker (missing somewhere, or two workers on one GPU: NCCL takes
+  // one rank a GPU). Every worker decides from the same gathered facts.
+  bool chooseNccl(const torch::Device& device, const std::string& host) {
+    const GpuCollective wanted = config.gpu_collective;
+    if (wanted == GpuCollective::kGloo) {
+      collective_text = fmt::format("copied from {} and summed by Gloo (--gpu-collective gloo)", device.str());
+      return false;
+    }
+    struct Facts {
+      uint64_t host = 0;
+      int32_t gpu = 0;
+      int32_t nccl = 0;
+    };
+    Fnv1a host_hash;
+    host_hash.add(host.data(), host.size());
+    const Facts mine{host_hash.value(), device.index(), collective::ncclStatus().loaded ? 1 : 0};
+    std::vector<Facts> all(static_cast<size_t>(n()));
+    runNow([&] { comm->allgather(&mine, all.data(), sizeof(Facts)); }, "exchange of GPU placements");
+    std::string why;
+    for (int r = 0; r < n() && why.empty(); ++r) {
+      if (all[static_cast<size_t>(r)].nccl == 0) {
+        why = fmt::format("{} has no NCCL ({})", cluster::taskName(cluster::Role::kWorker, r),
+                          r == spec.index ? collective::ncclStatus().detail : "see its log");
+      }
+      for (int q = 0; q < r && why.empty(); ++q) {
+        const Facts &a = all[static_cast<size_t>(q)], &b = all[static_cast<size_t>(r)];
+        if (a.host == b.host && a.gpu == b.gpu) {
+          why = fmt::format("{} and {} share GPU {} (NCCL takes one worker a GPU)",
+                            cluster::taskName(cluster::Role::kWorker, q), cluster::taskName(cluster::Role::kWorker, r),
+                            a.gpu);
+        }
+      }
+    }
+    if (why.empty()) return true;
+    if (wanted == GpuCollective::kNccl) throw InputError(fmt::format("--gpu-collective nccl: {}; use gloo or auto", why));
+    collective_text = fmt::format("copied from {} and summed by Gloo: {}", device.str(), why);
+    return false;
+  }
+
+  // Worker 0's NCCL id through the job's store, then the communicator.
+  void joinNccl(const torch::Device& device, Deadline deadline) {
+    if (wire != WireDtype::kFloat32 && config.error_feedback) {
+      throw InputError("--error-feedback with NCCL: not built; use --gpu-collective gloo, or drop --error-feedback");
+    }
+    nccl_store = std::make_unique<cluster::PrefixStore>("nccl", *join.store);
+    const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config.peer_timeout_s * 1000));
+    runNow(
+        [&] {
+          const collective::NcclId id = collective::exchangeNcclId(*nccl_store, "id", spec.index,
+                                                                   collective::makeNcclId, deadline);
+          nccl = std::make_unique<NcclBuckets>(device, id,
+                                               collective::NcclOptions{spec.index, n(), timeout, "the job's all-reduce"},
+                                               wire);
+        },
+        "joining NCCL");
+    host_tail = torch::zeros({n() + 2}, torch::kFloat32);
+    collective_text = fmt::format("summed by NCCL {} on {} in {:.2f}s set-up", collective::ncclStatus().detail,
+                                  device.str(), nccl->setupSeconds());
+  }
+
+  // The step's metadata floats: the last bucket's tail, or with NCCL their own.
+  torch::Tensor tail() const { return nccl ? host_tail : buckets->tail(); }
+
+  // The tail: [compute seconds per worker][mean loss][stop].
   void fillTail() {
-    torch::Tensor tail = buckets->tail();
+    torch::Tensor tail = this->tail();
     float* t = tail.data_ptr<float>();
     std::fill(t, t + tail.numel(), 0.0f);
     t[spec.index] = static_cast<float>(secondsSince(cycle_start));
@@ -82,6 +151,13 @@ struct AllReduceStrategy::Impl {
 };
 
 namespace {
+
+torch::Device firstTrainableDevice(torch::nn::Module& model) {
+  for (const auto& p : model.parameters()) {
+    if (p.requires_grad()) return p.device();
+  }
+  return torch::kCPU;
+}
 
 std::string hierarchyText(const std::vector<std::vector<int>>& groups) {
   return fmt::format(", summed within each of {} hosts first (--hierarchical auto)", groups.size());
@@ -108,7 +184,8 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
   nlohmann::json fp = fingerprint;
   // Workers must cut and encode the same buckets, or the sums mix values.
   fp["allreduce"] = {{"bucket_mb", s.config.bucket_mb}, {"wire_dtype", wireDtypeName(s.wire)},
-                     {"error_feedback", s.config.error_feedback}, {"hierarchical", s.config.hierarchical}};
+                     {"error_feedback", s.config.error_feedback}, {"hierarchical", s.config.hierarchical},
+                     {"gpu_collective", s.config.gpu_collective}};
   s.join = joinAsWorker(s.spec, s.config, fp, s.context);
 
   collective::CommunicatorOptions options;
@@ -127,19 +204,33 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
     s.runNow([&] { s.comm->broadcast(data, bytes, 0); }, "broadcast of initial parameters");
   });
 
-  if (s.n() > 1) {
+  const torch::Device device = firstTrainableDevice(model);
+  s.collective_text = device.is_cpu() ? "summed by Gloo" : fmt::format("copied from {} and summed by Gloo", device.str());
+  const bool nccl = device.is_cuda() && (s.n() > 1 || s.config.gpu_collective == GpuCollective::kNccl) &&
+                    s.chooseNccl(device, options.local_host);
+  if (nccl) {
+    s.joinNccl(device, Deadline::afterSeconds(cluster::startupSeconds(s.context.start(), s.config.rendezvous_timeout_s)));
+  }
+  if (s.n() > 1 || nccl) {
     s.bucket_cap = bucketCapBytes(model, s.config.bucket_mb);
     s.buckets = std::make_unique<GradientBuckets>(
-        model, s.bucket_cap, static_cast<size_t>(s.n() + 2),
+        model, s.bucket_cap, nccl ? 0 : static_cast<size_t>(s.n() + 2),
         [&s](size_t bucket, torch::Tensor flat) {
+          if (s.nccl) {
+            s.handles[bucket] = s.comm_thread->submit([&s, flat, produced = s.nccl->produced()] {
+              s.nccl->reduce(flat, produced);
+            });
+            return;
+          }
           s.handles[bucket] = s.comm_thread->submit([&s, flat, bucket] { s.reduceBucket(bucket, flat); });
         },
-        [&s] { s.fillTail(); });
+        [&s] { s.fillTail(); }, /*on_device=*/nccl);
     s.handles.resize(s.buckets->size());
     size_t bytes = 0;
     for (size_t b = 0; b < s.buckets->size(); ++b) bytes += s.buckets->bucketBytes(b);
-    TANDEM_LOG_INFO("{}: joined {} workers via {} in {:.2f}s; {} gradient bucket(s), {:.1f} MB{}{}", s.spec.taskName(),
-                    s.n(), s.spec.source, watch.elapsed(), s.buckets->size(), bytes / 1e6,
+    TANDEM_LOG_INFO("{}: joined {} workers via {} in {:.2f}s; {} gradient bucket(s), {:.1f} MB, {}{}{}",
+                    s.spec.taskName(), s.n(), s.spec.source, watch.elapsed(), s.buckets->size(), bytes / 1e6,
+                    s.collective_text,
                     s.host_groups.empty() ? "" : hierarchyText(s.host_groups),
                     s.wire == WireDtype::kFloat32
                         ? ""
@@ -171,10 +262,17 @@ AgreedStep AllReduceStrategy::synchronizeGradients(torch::nn::Module& model, con
   for (size_t b = 0; b < s.handles.size(); ++b) {
     s.handles[b].wait(s.waitDeadline(), fmt::format("all-reduce of gradient bucket {}", b));
   }
+  if (s.nccl) {
+    s.runNow([&s] { s.nccl->awaitAll("NCCL all-reduce of the gradient buckets"); }, "NCCL all-reduce");
+    s.fillTail();
+    s.runNow([&s] { s.comm->allreduceSum(s.host_tail.data_ptr<float>(), static_cast<size_t>(s.host_tail.numel())); },
+             "all-reduce of the step's times and loss");
+    s.nccl->computeWaits();
+  }
   const double exposed = watch.elapsed();
   s.buckets->exposeGradients();
 
-  const float* tail = s.buckets->tail().data_ptr<float>();
+  const float* tail = s.tail().data_ptr<float>();
   const double mine = tail[s.spec.index];
   const double slowest = *std::max_element(tail, tail + s.n());
   AgreedStep agreed;
@@ -206,6 +304,8 @@ void AllReduceStrategy::verifyReplicas(torch::nn::Module& model, int64_t step) {
 nlohmann::json AllReduceStrategy::summary() const {
   return {{"buckets", impl_->buckets ? impl_->buckets->size() : 0},
           {"bucket_cap_bytes", impl_->bucket_cap},
+          {"collective", impl_->collective_text},
+          {"nccl_setup_seconds", impl_->nccl ? nlohmann::json(impl_->nccl->setupSeconds()) : nlohmann::json()},
           {"hierarchical", !impl_->host_groups.empty()}};
 }
 

@@ -28,7 +28,7 @@ ChunkedParameters::ChunkedParameters(std::vector<torch::Tensor> params, const ps
                                         [](int64_t f, const ps::Chunk& c) { return f < c.begin; });
     chunks_through_[p + 1] = std::max(chunks_through_[p], static_cast<size_t>(after - layout.chunks.begin()));
   }
-  if (!transfer && !params_.empty() && !params_.front().is_cpu()) transfer = makeStreamTransfer(params_.front().device());
+  if (!transfer && !params_.empty()) transfer = hostStagingFor(params_.front().device());
   if (transfer) stage(std::move(transfer));
 }
 

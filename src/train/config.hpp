@@ -44,6 +44,10 @@ enum class LrUnit { kStep, kEpoch };
 // (--staleness k >= 0 makes either bounded; psModeOf gives the mode).
 enum class PsMode { kSync, kAsync };
 inline constexpr EnumNames<PsMode, 2> kPsModeNames = {{{PsMode::kSync, "sync"}, {PsMode::kAsync, "async"}}};
+// --gpu-collective: how GPU workers' all-reduce sums (train/nccl_buckets.hpp).
+enum class GpuCollective { kAuto, kNccl, kGloo };
+inline constexpr EnumNames<GpuCollective, 3> kGpuCollectiveNames = {
+    {{GpuCollective::kAuto, "auto"}, {GpuCollective::kNccl, "nccl"}, {GpuCollective::kGloo, "gloo"}}};
 inline constexpr EnumNames<LrUnit, 2> kLrUnitNames = {{{LrUnit::kStep, "step"}, {LrUnit::kEpoch, "epoch"}}};
 TANDEM_ENUM_JSON(Switch, kSwitchNames, "on/off setting")
 TANDEM_ENUM_JSON(LrScaling, kLrScalingNames, "lr scaling")
@@ -51,6 +55,7 @@ TANDEM_ENUM_JSON(Amp, kAmpNames, "amp")
 TANDEM_ENUM_JSON(LrScheduleKind, kLrScheduleNames, "lr schedule")
 TANDEM_ENUM_JSON(LrUnit, kLrUnitNames, "lr boundary unit")
 TANDEM_ENUM_JSON(PsMode, kPsModeNames, "ps mode")
+TANDEM_ENUM_JSON(GpuCollective, kGpuCollectiveNames, "gpu collective")
 
 // The optimizer exactly as the kernels take it (every mode runs the same
 // optim/kernels), plus the base learning rate the schedule scales.
@@ -101,6 +106,10 @@ struct DistributedConfig {
   // locally before one of them sends the host's sum (when the job spans
   // hosts and a host has several workers); off has every worker send alone.
   cluster::HostAggregation hierarchical = cluster::HostAggregation::kAuto;
+  // All-reduce of GPU workers: nccl sums the buckets in device memory;
+  // gloo copies them to the host and sums there; auto is nccl unless NCCL
+  // is missing or two workers share a GPU (NCCL takes one rank a GPU).
+  GpuCollective gpu_collective = GpuCollective::kAuto;
   // PS: on sends queued pushes (and their pulls) first layers first within
   // a window of two chunks per server, and lets the next forward start as
   // soon as its first layers' parameters are in (P3); off: every push goes

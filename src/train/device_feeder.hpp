@@ -30,7 +30,8 @@ class BatchCopier {
 
 // Copies on a stream of its own from pinned memory (non-blocking), records
 // an event there, and has the compute stream wait on it. Needs LibTorch's
-// CUDA half loaded; uses only c10's device-generic streams and events.
+// CUDA half loaded; uses only c10's device-generic streams and events
+// (train/device_transfer.cpp, beside the other stream copies).
 std::unique_ptr<BatchCopier> makeStreamCopier(const torch::Device& device);
 
 class DeviceFeeder {

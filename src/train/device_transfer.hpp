@@ -39,4 +39,8 @@ class DeviceTransfer {
 // device-generic streams and events.
 std::unique_ptr<DeviceTransfer> makeStreamTransfer(const torch::Device& device);
 
+// What stages buffers of `device` through host memory: null for the CPU
+// (nothing to stage), else the CUDA copier.
+std::shared_ptr<DeviceTransfer> hostStagingFor(const torch::Device& device);
+
 }  // namespace tandem::train

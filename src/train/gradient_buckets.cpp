@@ -13,7 +13,7 @@ size_t bucketCapBytes(torch::nn::Module& model, double bucket_mb) {
 }
 
 GradientBuckets::GradientBuckets(torch::nn::Module& model, size_t cap_bytes, size_t extra_tail, LaunchFn launch,
-                                 std::function<void()> before_last_launch) {
+                                 std::function<void()> before_last_launch, bool on_device) {
   std::vector<torch::Tensor> params;
   for (const auto& item : model.named_parameters()) {
     const torch::Tensor& p = item.value();
@@ -25,6 +25,7 @@ GradientBuckets::GradientBuckets(torch::nn::Module& model, size_t cap_bytes, siz
     params.push_back(p);
   }
   TANDEM_ENFORCE(!params.empty(), "model has no trainable parameters");
+  TANDEM_ENFORCE(!on_device || extra_tail == 0, "buckets on the device carry no host tail");
 
   // Reverse registration order approximates the order backward produces them.
   const auto cap_elements = static_cast<int64_t>(std::max<size_t>(1, cap_bytes / sizeof(float)));
@@ -51,7 +52,8 @@ GradientBuckets::GradientBuckets(torch::nn::Module& model, size_t cap_bytes, siz
       [views, last, launch = std::move(launch), before = std::move(before_last_launch)](size_t b) {
         if (b == last && before) before();
         launch(b, (*views)[b]);
-      });
+      },
+      torch::Tensor(), on_device ? nullptr : hostStagingFor(params.front().device()));
   for (size_t b = 0; b < buckets.size(); ++b) views->push_back(capture_->group(b));
   tail_ = capture_->flat().narrow(0, offset, static_cast<int64_t>(extra_tail));
 }

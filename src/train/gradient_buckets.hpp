@@ -31,9 +31,11 @@ class GradientBuckets {
   using LaunchFn = std::function<void(size_t bucket, torch::Tensor flat)>;
 
   // Registers hooks on every parameter that requires grad. Throws Error if a
-  // parameter is not a dense float32 tensor.
+  // parameter is not a dense float32 tensor. A GPU model's buckets are
+  // staged through host memory, unless `on_device` (NCCL reads them there;
+  // then `extra_tail` must be 0).
   GradientBuckets(torch::nn::Module& model, size_t cap_bytes, size_t extra_tail, LaunchFn launch,
-                  std::function<void()> before_last_launch);
+                  std::function<void()> before_last_launch, bool on_device = false);
 
   size_t size() const { return bucket_count_; }
   void awaitOnHost(size_t bucket) const { capture_->awaitOnHost(bucket); }

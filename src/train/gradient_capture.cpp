@@ -87,15 +87,15 @@ GradientCapture::GradientCapture(std::vector<torch::Tensor> params, const std::v
   enforceEq(params.size(), offsets.size(), "gradient capture: offsets per parameter");
   TANDEM_ENFORCE(!params.empty(), "model has no trainable parameters");
   const torch::Device device = params.front().device();
-  if (!transfer && !device.is_cpu()) transfer = makeStreamTransfer(device);
   s.transfer = std::move(transfer);
+  const torch::Device home = s.transfer ? torch::Device(torch::kCPU) : device;  // where the groups are read
   if (buffer.defined()) {
     TANDEM_ENFORCE(buffer.scalar_type() == torch::kFloat32 && buffer.is_contiguous() && buffer.numel() == total &&
-                       buffer.is_cpu(),
-                   "gradient capture: the given buffer is not {} contiguous float32 values on the host", total);
+                       buffer.device() == home,
+                   "gradient capture: the given buffer is not {} contiguous float32 values on {}", total, home.str());
     s.flat = buffer.zero_();
   } else {
-    s.flat = s.transfer ? s.transfer->hostBuffer(total).zero_() : torch::zeros({total}, torch::kFloat32);
+    s.flat = s.transfer ? s.transfer->hostBuffer(total).zero_() : torch::zeros({total}, params.front().options());
   }
   // Staged: the slots live on the parameters' device.
   const torch::Tensor slots = s.transfer ? (s.device_flat = torch::zeros({total}, params.front().options())) : s.flat;
@@ -104,7 +104,7 @@ GradientCapture::GradientCapture(std::vector<torch::Tensor> params, const std::v
   for (const Range& r : groups) {
     TANDEM_ENFORCE(r.begin >= 0 && r.length > 0 && r.begin + r.length <= total, "gradient group [{}, +{}) outside {}",
                    r.begin, r.length, total);
-    s.groups.push_back({r});
+    s.groups.emplace_back().range = r;
   }
   s.slots.resize(params.size());
   for (size_t p = 0; p < params.size(); ++p) {

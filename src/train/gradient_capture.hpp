@@ -7,10 +7,11 @@
 // The buffer lives as long as the capture: no step allocates its gradients'
 // storage anew, and a zero-copy send can read straight from it.
 //
-// Parameters on a GPU: the slots are a flat buffer on the device, and each
-// group is copied into the host buffer as it is handed over (a copy stream,
-// page-locked memory); whoever reads a group waits for its copy first
-// (awaitOnHost). exposeGradients copies the host buffer back to the device.
+// The buffer lives with the parameters (a GPU's, for NCCL), unless a
+// DeviceTransfer stages it: then the slots are a flat buffer on the device,
+// and each group is copied into the host buffer as it is handed over (a
+// copy stream, page-locked memory); whoever reads a group waits for its
+// copy first (awaitOnHost). exposeGradients copies the host buffer back.
 #include <torch/torch.h>
 
 #include <cstdint>
@@ -38,10 +39,9 @@ class GradientCapture {
   // each as soon as it is complete. Throws Error if a parameter is not a
   // dense float32 tensor or lies outside the buffer, InputError if the
   // parameters are on more than one device. `buffer`, when given, is that
-  // buffer (host float32, `total` contiguous values, e.g. in memory shared
-  // with a server); otherwise the capture allocates it. `transfer` stages
-  // the gradients through host memory (null: none for CPU parameters, the
-  // CUDA copier for GPU ones).
+  // buffer (float32, `total` contiguous values where groups are read, e.g.
+  // in memory shared with a server); otherwise the capture allocates it.
+  // `transfer` stages the gradients through host memory; null: none.
   GradientCapture(std::vector<torch::Tensor> params, const std::vector<int64_t>& offsets, int64_t total,
                   const std::vector<Range>& groups, bool in_order, ReadyFn ready, torch::Tensor buffer = {},
                   std::shared_ptr<DeviceTransfer> transfer = nullptr);
@@ -49,8 +49,8 @@ class GradientCapture {
   GradientCapture(const GradientCapture&) = delete;
   GradientCapture& operator=(const GradientCapture&) = delete;
 
-  torch::Tensor flat() const;               // the host buffer
-  torch::Tensor group(size_t index) const;  // a view of the host buffer
+  torch::Tensor flat() const;               // where groups are read
+  torch::Tensor group(size_t index) const;  // a view of flat()
   // Blocks until group `index`'s host values are in (a staged copy); at
   // once when the gradients are written there directly. Call it, on any
   // thread, after the group was handed over and before reading it.

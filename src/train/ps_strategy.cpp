@@ -227,6 +227,7 @@ PsStrategy::PsStrategy(cluster::ClusterSpec spec, TrainConfig config, cluster::J
 
 PsStrategy::~PsStrategy() {
   Impl& s = *impl_;
+  s.stager.reset();   // its queued jobs (a failed step's) use the capture and the worker
   s.capture.reset();  // its hooks go with it
   // Failing out: tell the servers, briefly. A task that starts again in
   // place (--restart-wait) rejoins; in sync the others must start again too,

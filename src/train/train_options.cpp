@@ -121,6 +121,10 @@ std::vector<TrainOption> declare() {
       {.flags = "--bucket-mb", .field = "/distributed/bucket_mb",
        .help = "all-reduce gradient bucket cap in MiB; 0: about 16 buckets of the model, 0.25-4 MiB each",
        .group = kCluster, .modes = kAllReduceOnly},
+      {.flags = "--gpu-collective", .field = "/distributed/gpu_collective",
+       .help = "GPU workers' all-reduce: nccl sums buckets in device memory; gloo copies them to the host and sums "
+               "there; auto: nccl unless NCCL is missing or two workers share a GPU",
+       .group = kCluster, .modes = kAllReduceOnly, .choices = enumChoices(kGpuCollectiveNames)},
       {.flags = "--peer-timeout", .field = "/distributed/peer_timeout_s",
        .help = "seconds a collective waits for a peer", .group = kCluster, .modes = kDistributedModes},
       {.flags = "--rendezvous-timeout", .field = "/distributed/rendezvous_timeout_s",
