@@ -85,6 +85,10 @@ TEST(CliDevice, PrecisionFlagsThatCannotApplyAreBadInput) {
   EXPECT_EQ(launched.exit_code, 2) << launched.output;
   EXPECT_NE(launched.output.find("--amp fp16: its loss scale skips steps on the worker"), std::string::npos)
       << launched.output;
+  const auto nhwc = runTandem("launch --ps 1 --workers 1 -- " + tinyRun(dir.str("ps"), "cpu").substr(6) +
+                              " --overwrite --channels-last");
+  EXPECT_EQ(nhwc.exit_code, 2) << nhwc.output;
+  EXPECT_NE(nhwc.output.find("--channels-last: not with parameter servers yet"), std::string::npos) << nhwc.output;
 }
 
 }  // namespace

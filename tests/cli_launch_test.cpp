@@ -32,18 +32,18 @@ class Launch : public ::testing::Test {
 
 // 2 workers with batch B on the two halves of each global batch take the
 // same steps as 1 process with batch 2B, and stay identical to each other.
-void expectTwoWorkersMatchCombinedBatch(const TempDir& dir, const std::string& model) {
-  const std::string steps = "--max-steps 50 --verify-replicas-every 1";
+void expectTwoWorkersMatchCombinedBatch(const TempDir& dir, const std::string& model, const std::string& extra = "") {
+  const std::string steps = "--max-steps 50 --verify-replicas-every 1 " + extra;
   auto two = runTandem("launch --workers 2 -- " + trainArgs(model, 16, dir.str("two"), steps));
   ASSERT_EQ(two.exit_code, 0) << two.output;
-  auto one = runTandem("train " + trainArgs(model, 32, dir.str("one"), "--max-steps 50"));
+  auto one = runTandem("train " + trainArgs(model, 32, dir.str("one"), "--max-steps 50 " + extra));
   ASSERT_EQ(one.exit_code, 0) << one.output;
   auto distributed = checkpointParameters(dir.str("two/checkpoint.ckpt"));
   auto single = checkpointParameters(dir.str("one/checkpoint.ckpt"));
   double difference = maxRelativeDifference(distributed, single);
   EXPECT_LT(difference, 1e-5) << model;
   // The runs really moved: 50 steps end far from where 1 step does.
-  auto fresh = runTandem("train " + trainArgs(model, 32, dir.str("fresh"), "--max-steps 1"));
+  auto fresh = runTandem("train " + trainArgs(model, 32, dir.str("fresh"), "--max-steps 1 " + extra));
   ASSERT_EQ(fresh.exit_code, 0) << fresh.output;
   EXPECT_GT(maxRelativeDifference(single, checkpointParameters(dir.str("fresh/checkpoint.ckpt"))), 1e-2);
   auto summary = nlohmann::json::parse(readFile(dir.path() / "two" / "summary.json"));
@@ -61,6 +61,13 @@ TEST_F(Launch, TwoWorkersReproduceCombinedBatchMlp) { expectTwoWorkersMatchCombi
 
 TEST_F(Launch, TwoWorkersReproduceCombinedBatchCnnWithoutBatchNorm) {
   expectTwoWorkersMatchCombinedBatch(dir_, "cnn_nobn");
+}
+
+// Channels-last parameters keep their layout through the buckets: the
+// gradient slots take each parameter's strides.
+TEST_F(Launch, TwoWorkersReproduceCombinedBatchChannelsLast) {
+  expectTwoWorkersMatchCombinedBatch(dir_, "cnn_nobn", "--channels-last");
+  EXPECT_EQ(nlohmann::json::parse(readFile(dir_.path() / "two" / "summary.json"))["channels_last"], true);
 }
 
 TEST_F(Launch, AccumulationMatchesTheLargerBatch) {

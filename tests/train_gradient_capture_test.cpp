@@ -89,6 +89,21 @@ TEST(GradientCapture, RefusesLayoutsOutsideTheBuffer) {
   EXPECT_THROW(GradientCapture({ints}, {0}, 3, {{0, 3}}, true, [](size_t) {}), Error);
 }
 
+// A channels-last parameter's gradient keeps its layout: fused optimizer
+// kernels read a parameter and its gradient as one layout.
+TEST(GradientCapture, SlotsTakeTheParametersStrides) {
+  const torch::Tensor w =
+      torch::randn({2, 3, 4, 5}).contiguous(at::MemoryFormat::ChannelsLast).set_requires_grad(true);
+  GradientCapture capture({w}, {0}, w.numel(), {{0, w.numel()}}, true, [](size_t) {});
+  capture.beginMicroStep(0, true, 1.0);
+  const torch::Tensor x = torch::randn({2, 3, 4, 5});
+  (w * x).sum().backward();
+  capture.exposeGradients();
+  EXPECT_EQ(w.grad().strides(), w.strides());
+  EXPECT_TRUE(torch::equal(w.grad(), x));
+  EXPECT_EQ(w.grad().data_ptr<float>(), capture.flat().data_ptr<float>());
+}
+
 // A replica's parameters on two devices cannot share one buffer of slots:
 // refused naming both.
 TEST(GradientCapture, RefusesParametersOnTwoDevicesNamingThem) {

@@ -113,33 +113,24 @@ for name in ("bf16", "fp16", "cl", "bf16-cl"):
 PY
   fail "resnet20 mixed precision accuracy"
 
-echo "== MLP 256-4096-4096-256, Adam, batch 128: Tandem against PyTorch eager on this GPU"
+echo "== MLP 256-4096-4096-256, Adam, batch 128: Tandem against PyTorch eager, fused=True and torch.compile"
 train mlp-cuda "${MLP[@]}" --device "$GPU" --max-steps "$MLP_STEPS" --log-every 100
 python3 bench/peer/report.py tandem-rate "$R/mlp-cuda" "$R/mlp-tandem.json" || fail "tandem rate"
-python3 bench/peer/torch_bench.py standalone --device "$GPU" --warmup 100 --steps $((MLP_STEPS - 100)) --out "$R/mlp-torch.json" ||
-  fail "PyTorch eager MLP"
-python3 bench/peer/torch_bench.py standalone --device "$GPU" --fused --warmup 100 --steps $((MLP_STEPS - 100)) \
-  --out "$R/mlp-torch-fused.json" || fail "PyTorch eager MLP, fused Adam"
+for variant in eager:"" fused:--fused compile:--compile; do
+  # shellcheck disable=SC2086  # the variant's flag splits on purpose
+  python3 bench/peer/torch_bench.py standalone --device "$GPU" ${variant#*:} --warmup 100 --steps $((MLP_STEPS - 100)) \
+    --out "$R/mlp-torch-${variant%%:*}.json" || fail "PyTorch MLP ${variant%%:*}"
+done
 python3 - "$R" "$TABLE" <<'PY' || fail "MLP table"
 import json, sys
 r, table = sys.argv[1:]
-t = json.load(open(f"{r}/mlp-tandem.json")); p = json.load(open(f"{r}/mlp-torch.json"))
-f = json.load(open(f"{r}/mlp-torch-fused.json"))
+t = json.load(open(f"{r}/mlp-tandem.json"))
+p, f, c = (json.load(open(f"{r}/mlp-torch-{n}.json")) for n in ("eager", "fused", "compile"))
+ratio = lambda other: t["updates_per_s"] / other["updates_per_s"]
 line = (f"| MLP 256-4096-4096-256, Adam, batch 128 | cuda | Tandem {t['updates_per_s']:.0f} updates/s; "
-        f"PyTorch {p['torch_version']} eager {p['updates_per_s']:.0f}, with fused=True Adam {f['updates_per_s']:.0f} | "
-        f"Tandem/PyTorch {t['updates_per_s'] / p['updates_per_s']:.2f}, against fused=True {t['updates_per_s'] / f['updates_per_s']:.2f} |")
-print(line); open(table, "a").write(line + "\n")
-PY
-
-echo "== MLP: PyTorch with torch.compile"
-python3 bench/peer/torch_bench.py standalone --device "$GPU" --compile --warmup 100 --steps $((MLP_STEPS - 100)) \
-  --out "$R/mlp-torch-compile.json" || fail "PyTorch MLP, torch.compile"
-python3 - "$R" "$TABLE" <<'PY' || fail "MLP compile table"
-import json, sys
-r, table = sys.argv[1:]
-t = json.load(open(f"{r}/mlp-tandem.json")); c = json.load(open(f"{r}/mlp-torch-compile.json"))
-line = (f"| MLP 256-4096-4096-256, Adam, batch 128 | cuda | PyTorch torch.compile {c['updates_per_s']:.0f} updates/s | "
-        f"Tandem/torch.compile {t['updates_per_s'] / c['updates_per_s']:.2f} |")
+        f"PyTorch {p['torch_version']} eager {p['updates_per_s']:.0f}, with fused=True Adam {f['updates_per_s']:.0f}, "
+        f"torch.compile {c['updates_per_s']:.0f} | Tandem/PyTorch {ratio(p):.2f}, against fused=True {ratio(f):.2f}, "
+        f"against torch.compile {ratio(c):.2f} |")
 print(line); open(table, "a").write(line + "\n")
 PY
 
@@ -297,8 +288,8 @@ expect2() {  # expect2 NEEDLE ARGS...
 expect2 "cuda:0 to cuda:0" train "${DATA[@]}" --device cuda:1 --max-steps 5 --out "$R/bad1" --overwrite
 expect2 "none of its own" launch --workers 2 -- "${DATA[@]}" --device "$GPU" --max-steps 5 --out "$R/bad2" --overwrite
 expect2 "--amp fp16 on the CPU" train "${DATA[@]}" --device cpu --amp fp16 --max-steps 5 --out "$R/bad4" --overwrite
-expect2 "--channels-last: standalone training only" launch --workers 2 -- "${DATA[@]}" --device "$GPU" \
-  --allow-shared-gpu --channels-last --max-steps 5 --out "$R/bad3" --overwrite
+expect2 "--channels-last: not with parameter servers" launch --ps 1 --workers 1 -- "${DATA[@]}" --device "$GPU" \
+  --channels-last --max-steps 5 --out "$R/bad3" --overwrite
 
 echo
 echo "| workload | device | rate | notes |"

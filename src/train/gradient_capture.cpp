@@ -123,7 +123,12 @@ GradientCapture::GradientCapture(std::vector<torch::Tensor> params, const std::v
     s.params_end = std::max(s.params_end, end);
     State::Slot& slot = s.slots[p];
     slot.param = param;
-    slot.view = slots.narrow(0, begin, param.numel()).view(param.sizes());
+    // The parameter's own strides (channels-last, say), so that .grad has
+    // its layout; the slot still fills [begin, end) of the buffer.
+    if (!param.is_non_overlapping_and_dense()) {
+      throw Error(fmt::format("parameter {} overlaps itself or has gaps; distributed gradients need a dense layout", p));
+    }
+    slot.view = slots.narrow(0, begin, param.numel()).as_strided(param.sizes(), param.strides());
     for (size_t g = 0; g < s.groups.size(); ++g) {
       const Range& r = s.groups[g].range;
       if (std::max(begin, r.begin) < std::min(end, r.begin + r.length)) {

@@ -22,9 +22,9 @@ RunPlacement placeRun(const TrainConfig& c, const models::Model& model, bool sup
                       TrainingMode mode, bool strategy_applies_update) {
   RunPlacement placement{placeDeviceOf(c, model, supplied, emulated), c.amp};
   const torch::Device& device = placement.device.device;
-  if (c.channels_last && mode != TrainingMode::kStandalone) {
-    throw InputError(fmt::format("--channels-last: standalone training only for now ({} mode moves gradients as "
-                                 "contiguous tensors)",
+  if (c.channels_last && usesServers(mode)) {
+    throw InputError(fmt::format("--channels-last: not with parameter servers yet ({} cuts parameters into chunks "
+                                 "in their contiguous layout); use it standalone or with all-reduce",
                                  modeName(mode)));
   }
   if (placement.amp == Amp::kFp16 && strategy_applies_update) {

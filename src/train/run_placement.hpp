@@ -17,9 +17,9 @@ struct RunPlacement {
 
 // A model the caller brings (the C++ API) stays on its own device; emulated
 // compute runs no real forward, so it stays on the CPU; otherwise --device
-// decides. Throws InputError for what cannot apply here: a GPU or
-// channels-last outside standalone training, fp16 where parameter servers
-// apply the update or on the CPU.
+// decides. Throws InputError for what cannot apply here: channels-last
+// with parameter servers, fp16 where parameter servers apply the update or
+// on the CPU.
 RunPlacement placeRun(const TrainConfig& c, const models::Model& model, bool supplied, bool emulated,
                       TrainingMode mode, bool strategy_applies_update);
 
