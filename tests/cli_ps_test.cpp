@@ -218,6 +218,32 @@ TEST_F(PsTraining, AsyncTrainingSurvivesAKilledWorker) {
   EXPECT_NE(readFile(dir_.path() / "ps.log").find("worker 2 has been silent"), std::string::npos);
 }
 
+// DC-ASGD: async workers train with the servers correcting stale pushes,
+// each server states what the per-worker values cost; in sync mode the
+// flag is bad input naming it.
+TEST_F(PsTraining, DelayCompensatedAsyncTrainsAndSyncRefusesIt) {
+  const std::string args = "--max-steps 40 --seed 3 --ps-mode async --delay-compensation 0.04";
+  auto run = runTandem("launch --ps 2 --workers 2 -- " + syntheticTrainArgs("mlp", 16, dir_.str("dc"), args));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto losses = testing::trainLosses(dir_.str("dc"));
+  ASSERT_GE(losses.size(), 2u);
+  EXPECT_LT(losses.back(), losses.front());
+  int64_t floats = 0;
+  for (const char* ps : {"ps-0", "ps-1"}) {
+    const auto server = summaryOf(dir_.path() / "dc" / "ps" / ps);
+    ASSERT_TRUE(server.contains("delay_compensation")) << server.dump();
+    EXPECT_DOUBLE_EQ(server["delay_compensation"]["lambda0"].get<double>(), 0.04);
+    // Two workers' pulled values and one mean square per value held.
+    EXPECT_EQ(server["delay_compensation"]["bytes"].get<int64_t>(), 3 * 4 * server["floats"].get<int64_t>());
+    floats += server["floats"].get<int64_t>();
+  }
+  EXPECT_GT(floats, 0);
+  auto sync = runTandem("launch --ps 1 --workers 1 -- " +
+                        syntheticTrainArgs("mlp", 16, dir_.str("sync"), "--max-steps 2 --delay-compensation 0.04"));
+  EXPECT_EQ(sync.exit_code, 2) << sync.output;
+  EXPECT_NE(sync.output.find("--delay-compensation: needs --ps-mode async"), std::string::npos) << sync.output;
+}
+
 // Async counts the job's steps: a slowed worker's share goes to the fast
 // one, and the checkpoint holds every worker's every update.
 TEST_F(PsTraining, AsyncMaxStepsCountsTheJobsUpdatesAndTheCheckpointHasThemAll) {
@@ -374,7 +400,8 @@ TEST_F(PsTraining, OverwriteClearsTheServersFilesWithoutRacingThem) {
 TEST(BenchPsApply, ReportsEveryKernelAgainstMemcpy) {
   auto run = testing::runTandem("bench ps-apply --mb 1 --seconds 0.05");
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  for (const char* kernel : {"memcpy", "sgd-momentum", "adam", "sum of 4 gradients", "vs memcpy"}) {
+  for (const char* kernel :
+       {"memcpy", "sgd-momentum", "sgd-momentum, delay-compensated", "adam", "sum of 4 gradients", "vs memcpy"}) {
     EXPECT_NE(run.output.find(kernel), std::string::npos) << kernel << "\n" << run.output;
   }
   auto bad = testing::runTandem("bench ps-apply --mb 0");

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <vector>
@@ -167,6 +168,30 @@ TEST(ChunkStoreAsync, AppliesOnePushAtATimeInArrivalOrderAndAWorkerSeesItsOwnPus
   EXPECT_EQ(after_second.replies[0].header.clock, 2u);
   expectValues(after_second.replies[0], {1 - 0.5f * 2 - 0.25f * 4, 2 - 0.5f * 2, 3 - 0.5f * 2});
   EXPECT_FALSE(store.busy());
+}
+
+// DC-ASGD: every worker starts from the set values; a push is corrected by
+// what changed since its worker's last pull, and a pull resets that.
+TEST(ChunkStoreAsync, DelayCompensationCorrectsEachPushByWhatChangedSinceItsWorkersPull) {
+  ServerConfig config = configFor(TrainingMode::kPsAsync, 2);
+  config.delay_compensation = 0.5;
+  ChunkStore store = storeFor(config);
+  // Worker 0 computed on the set values: nothing to correct. SGD at 0.5.
+  auto after_first = runApply(store, store.push(0, 0, 0, gradient({1, 1, 1}), 0));
+  // Worker 1 computed on the set values too, which moved by -0.5 since.
+  const float lambda = 0.5f / std::sqrt(0.95f * 0.05f + 0.05f + 1e-7f);
+  const float corrected = 1.0f + lambda * 1.0f * (-0.5f);
+  runApply(store, store.push(1, 0, 0, gradient({1, 1, 1}), 0));
+  auto answered = store.pull(0, pullFrom(1, 9), 0);
+  ASSERT_EQ(answered.size(), 1u);
+  expectValues(answered[0], {0.5f - 0.25f * corrected, 1.5f - 0.25f * corrected, 2.5f - 0.25f * corrected});
+  EXPECT_LT(corrected, 0.5f) << "the correction does not pull the stale gradient towards the move";
+  // Worker 1 has now pulled what is held: its next push is taken as sent.
+  const std::vector<float> pulled = floatsIn(answered[0]);
+  runApply(store, store.push(1, 0, 1, gradient({2, 2, 2}), 0));
+  auto again = store.pull(0, pullFrom(1, 10), 1);
+  ASSERT_EQ(again.size(), 1u);
+  expectValues(again[0], {pulled[0] - 0.25f * 2, pulled[1] - 0.25f * 2, pulled[2] - 0.25f * 2});
 }
 
 // ps 0's hold (an async checkpoint) against worker 1's step report, which

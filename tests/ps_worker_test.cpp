@@ -315,6 +315,25 @@ TEST(PushGroups, EachHostPushesEachChunkThroughOneWorker) {
   EXPECT_EQ(serverConfigFromJson(toJson(c), "chief").push_groups, c.push_groups);
 }
 
+// Delay compensation travels in ps-init, and only async or SSP servers take it.
+TEST(DelayCompensationConfig, RoundTripsAndSyncServersRefuseIt) {
+  ServerConfig c = makeConfig(TrainingMode::kPsAsync, 2, {{0, 4}});
+  c.delay_compensation = 0.04;
+  EXPECT_DOUBLE_EQ(serverConfigFromJson(toJson(c), "chief").delay_compensation, 0.04);
+  c.mode = TrainingMode::kPsSync;
+  try {
+    serverConfigFromJson(toJson(c), "chief");
+    ADD_FAILURE() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("delay_compensation needs async or bounded-staleness mode"),
+              std::string::npos)
+        << e.what();
+  }
+  c.mode = TrainingMode::kPsAsync;
+  c.delay_compensation = -1;
+  EXPECT_THROW(serverConfigFromJson(toJson(c), "chief"), InputError);
+}
+
 TEST(PushGroups, GroupsThatDoNotCoverEveryWorkerOnceAreRefused) {
   auto refused = [](std::vector<std::vector<int>> groups, TrainingMode mode, const std::string& needle) {
     try {

@@ -9,6 +9,7 @@
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "optim/kernels.hpp"
+#include "ps/delay_compensation.hpp"
 
 namespace tandem::bench {
 namespace {
@@ -38,6 +39,13 @@ std::vector<ApplyBenchRow> runApplyBench(int64_t floats, double min_seconds) {
   auto add = [&](const std::string& kernel, double seconds) { rows.push_back({kernel, seconds, bytes / seconds / 1e9, 0}); };
   add("memcpy", bestPass([&] { std::memcpy(copy.data(), grad.data(), n * sizeof(float)); }, min_seconds));
   add("sgd-momentum", bestPass([&] { optim::sgdUpdate(param, grad, a, false, {0.01, 0.9, 0.0, false}); }, min_seconds));
+  // What --delay-compensation adds to an async apply: the correction, in
+  // place, from a worker's pulled values and the mean square.
+  std::vector<float> pulled(n, 0.49f), mean_square(n, 0.0f);
+  add("sgd-momentum, delay-compensated", bestPass([&] {
+        ps::compensateDelay(grad, param, pulled, mean_square, 0.04f);
+        optim::sgdUpdate(param, grad, a, false, {0.01, 0.9, 0.0, false});
+      }, min_seconds));
   add("adam", bestPass([&] { optim::adamUpdate(param, grad, a, b, ++step, {0.001, 0.9, 0.999, 1e-8, 0.0}); }, min_seconds));
   // What a sync server does before applying: add up the workers' shares.
   add("sum of 4 gradients", bestPass([&] {

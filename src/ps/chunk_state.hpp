@@ -35,7 +35,7 @@ struct PendingPull {
   uint64_t needed = 0;      // answer once the chunk has applied this many updates
   bool with_state = false;  // ps-state: add the optimizer slots
   Clock::time_point since = Clock::now();
-  int worker = -1;         // for the timeline
+  int worker = -1;         // who asked: the timeline, and delay compensation's record of its values
   int64_t received_us = 0;  // when it arrived, for the timeline (0: no timeline)
   // A snapshot's ps-state (async, SSP): answered once every worker's pushes
   // up to its clock here are applied, and nothing else is; empty otherwise.
@@ -74,6 +74,10 @@ struct ChunkState {
   // it without copying: a change makes a new one, so a send in progress
   // keeps the bytes it started with.
   std::shared_ptr<const std::vector<uint16_t>> wire_param;
+  // Delay compensation: by worker, the values it last pulled (empty when
+  // off), and the gradients' moving mean square.
+  std::vector<std::vector<float>> pulled_by;
+  std::vector<float> mean_square;
 };
 
 // Zeroed values and slots for `range`, with room for the sync pushes of

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "core/patient_wait.hpp"
+#include "ps/delay_compensation.hpp"
 #include "ps/messages.hpp"
 
 namespace tandem::ps {
@@ -67,6 +68,11 @@ void ChunkStore::set(size_t index, const net::Frame& f) {
   c.applied = f.header.clock;
   c.received = f.header.clock;
   c.initialized = true;
+  if (compensating()) {
+    // Every worker starts from these values: the chief has them, the others pull them.
+    c.pulled_by.assign(static_cast<size_t>(config_->workers), c.param);
+    c.mean_square.assign(static_cast<size_t>(c.length), 0.0f);
+  }
 }
 
 bool ChunkStore::everyChunkSet() const {
@@ -138,8 +144,15 @@ void ChunkStore::apply(ApplyJob& job) {
   std::vector<float> scratch;
   // Each sync worker pre-scaled its gradient by 1/workers: the sum is the
   // mean. An async job's one gradient is its own sum.
-  applyUpdate(c, sumGradients(job.grads, static_cast<size_t>(c.length), config_->wire, scratch), job.update, job.lr,
-              *config_);
+  float* grad = sumGradients(job.grads, static_cast<size_t>(c.length), config_->wire, scratch);
+  if (compensating() && !job.arrivals.empty()) {
+    // One push, computed on the values its worker last pulled here;
+    // corrected in place (each value is read before it is written).
+    const auto n = static_cast<size_t>(c.length);
+    compensateDelay({grad, n}, c.param, c.pulled_by.at(static_cast<size_t>(job.arrivals.front().first)),
+                    c.mean_square, static_cast<float>(config_->delay_compensation));
+  }
+  applyUpdate(c, grad, job.update, job.lr, *config_);
 }
 
 ChunkStore::Applied ChunkStore::applied(size_t index) {
@@ -169,6 +182,10 @@ std::vector<Reply> ChunkStore::pull(size_t index, PendingPull p, uint32_t clock)
 std::vector<Reply> ChunkStore::answer(ChunkState& c) {
   std::vector<Reply> replies;
   for (auto& p : takeReadyPulls(c)) {
+    // What this worker's next gradients are computed on.
+    if (compensating() && !p.with_state && p.worker >= 0 && p.worker < config_->workers) {
+      c.pulled_by[static_cast<size_t>(p.worker)] = c.param;
+    }
     Reply r{.routing = p.routing,
             .header = {.type = msg::kValues, .clock = static_cast<uint32_t>(c.applied), .request_id = p.request_id,
                        .key_begin = c.key, .key_end = c.key + 1},

@@ -122,6 +122,7 @@ class ChunkStore {
 
  private:
   bool sync() const { return config_->mode == TrainingMode::kPsSync; }
+  bool compensating() const { return config_->delay_compensation > 0; }
   double lrOf(int worker, uint64_t lr_step) const;
   std::optional<ApplyJob> startAsync(size_t index);
   std::vector<Reply> answer(ChunkState& c);

@@ -60,7 +60,8 @@ nlohmann::json toJson(const ServerConfig& c) {
           {"wire_dtype", wireDtypeName(c.wire)},
           {"push_groups", c.push_groups},
           {"generation", c.generation},
-          {"replaces", c.replaces}};
+          {"replaces", c.replaces},
+          {"delay_compensation", c.delay_compensation}};
 }
 
 ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer) {
@@ -104,6 +105,16 @@ ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer
   }
   if (j.is_object() && j.contains("generation")) c.generation = field<uint64_t>(j, "generation", peer);
   if (j.is_object() && j.contains("replaces")) c.replaces = field<uint64_t>(j, "replaces", peer);
+  if (j.is_object() && j.contains("delay_compensation")) {
+    c.delay_compensation = field<double>(j, "delay_compensation", peer);
+    if (!(c.delay_compensation >= 0 && c.delay_compensation <= 1e6)) {
+      throw InputError(fmt::format("{}: ps-init: delay_compensation {} is not in [0, 1e6]", peer,
+                                   c.delay_compensation));
+    }
+    if (c.delay_compensation > 0 && c.mode == TrainingMode::kPsSync) {
+      throw InputError(fmt::format("{}: ps-init: delay_compensation needs async or bounded-staleness mode", peer));
+    }
+  }
   if (j.is_object() && j.contains("push_groups")) {
     c.push_groups = field<std::vector<std::vector<int>>>(j, "push_groups", peer);
     if (!c.push_groups.empty()) {

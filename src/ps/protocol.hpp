@@ -54,6 +54,9 @@ struct ServerConfig {
   // `replaces` starts over with this init; any other second init is refused.
   uint64_t generation = 0;
   uint64_t replaces = 0;
+  // Async and SSP: DC-ASGD's lambda0 (ps/delay_compensation.hpp); 0: off.
+  // Each server then keeps, per worker, the values that worker last pulled.
+  double delay_compensation = 0;
 
   double lrAt(uint64_t step) const;
   // "5s": how errors name the peer timeout.

@@ -187,6 +187,15 @@ nlohmann::json ParameterServer::Impl::summary(double wall_seconds) const {
   // ps 0: each worker index's steps; with replacements these add up to the
   // job's updates (async) however often a worker was replaced.
   if (options.index == 0 && clocks) j["steps_by_worker"] = clocks->stepsByWorker();
+  if (config && config->delay_compensation > 0) {
+    // Its memory: each worker's last pulled values and a mean square, per chunk.
+    uint64_t floats = 0;
+    for (const auto& c : store.chunks()) {
+      floats += c.mean_square.size();
+      for (const auto& pulled : c.pulled_by) floats += pulled.size();
+    }
+    j["delay_compensation"] = {{"lambda0", config->delay_compensation}, {"bytes", floats * sizeof(float)}};
+  }
   j.update(stats.toJson(store.chunks().size()));
   return j;
 }

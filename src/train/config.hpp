@@ -110,6 +110,8 @@ struct DistributedConfig {
   // gloo copies them to the host and sums there; auto is nccl unless NCCL
   // is missing or two workers share a GPU (NCCL takes one rank a GPU).
   GpuCollective gpu_collective = GpuCollective::kAuto;
+  // Async and SSP: DC-ASGD's lambda0 on the servers (ps/delay_compensation.hpp); 0: off.
+  double delay_compensation = 0;
   // PS: on sends queued pushes (and their pulls) first layers first within
   // a window of two chunks per server, and lets the next forward start as
   // soon as its first layers' parameters are in (P3); off: every push goes

@@ -88,6 +88,7 @@ struct PsStrategy::Impl {
                                          : std::numeric_limits<uint32_t>::max();
     c.wire = wire;
     c.push_groups = push_groups;
+    c.delay_compensation = config.distributed.delay_compensation;
     c.generation = context.start().generation, c.replaces = context.start().replaces;
     return c;
   }
@@ -320,6 +321,7 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
               {"chunk_bytes", chunk_floats * 4},
               {"wire_dtype", wireDtypeName(s.wire)},
               {"error_feedback", s.config.distributed.error_feedback},
+              {"delay_compensation", s.config.distributed.delay_compensation},
               {"layout", fmt::format("{:016x}", s.layout.fingerprint())}};
   // Hierarchical aggregation needs the coordinator's store to meet host-mates.
   const auto groups = cluster::workersByHost(s.spec);

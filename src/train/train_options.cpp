@@ -147,6 +147,10 @@ std::vector<TrainOption> declare() {
       {.flags = "--staleness", .field = "/distributed/staleness",
        .help = "bounded staleness: a worker runs at most k steps ahead of the slowest (0 = sync)", .group = kServers,
        .modes = kServerModes, .strict = true, .show_default = false},
+      {.flags = "--delay-compensation", .field = "/distributed/delay_compensation",
+       .help = "async and bounded staleness: DC-ASGD's lambda0 (0.04 in its paper; 0: off); servers correct each "
+               "push towards the values now held, keeping each worker's last pulled values",
+       .group = kServers, .modes = kServerModes, .strict = true, .show_default = false},
       {.flags = "--ps-chunk-mb", .field = "/distributed/ps_chunk_mb",
        .help = "parameter chunk size spread over the servers; 0: about 16 chunks a server, at least 32, 16 KiB-4 "
                "MiB each",

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Issue 33's async case at the sync learning rate: Fashion-MNIST `cnn`,
+# 1 PS + 4 workers, one epoch of batch 32, SGD lr 0.05 momentum 0.9 (the
+# sync defaults), per seed: sync, plain async, and async with DC-ASGD
+# (--delay-compensation, LAMBDA0 below). Prints one row per run and the
+# mean and spread per mode; writes nothing else.
+# Usage: bench/delay_compensation.sh [build dir] [seeds, e.g. "1 2 3 4 5"]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+SEEDS=${2:-"1 2 3 4 5"}
+LAMBDA0=${LAMBDA0:-0.04}
+TANDEM="$BUILD/tandem"
+OUT=$(mktemp -d /tmp/tandem-dc.XXXXXX)
+trap 'rm -rf "$OUT"' EXIT
+[[ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]] \
+  || { echo "Fashion-MNIST is missing (scripts/setup.sh installs it)"; exit 1; }
+ARGS="--dataset fashion-mnist --model cnn --batch-size 32 --epochs 1 --lr 0.05 --momentum 0.9 --progress plain --log-every 500"
+echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; lambda0 $LAMBDA0"
+for seed in $SEEDS; do
+  for mode in sync async dc; do
+    case $mode in
+      sync) extra="--ps-mode sync" ;;
+      async) extra="--ps-mode async" ;;
+      dc) extra="--ps-mode async --delay-compensation $LAMBDA0" ;;
+    esac
+    # shellcheck disable=SC2086  # the flags split on purpose
+    "$TANDEM" launch --ps 1 --workers 4 -- $ARGS --seed "$seed" $extra --out "$OUT/$mode-$seed" \
+      > "$OUT/$mode-$seed.log" 2>&1 || { tail -5 "$OUT/$mode-$seed.log"; exit 1; }
+    python3 -c "import json; s = json.load(open('$OUT/$mode-$seed/summary.json')); \
+print(f'$mode seed $seed: test accuracy {s[\"test_accuracy\"]:.4f}, {s[\"samples_per_sec\"]:.0f} samples/s')"
+  done
+done
+python3 - "$OUT" "$SEEDS" <<'PY'
+import json, statistics, sys
+out, seeds = sys.argv[1], sys.argv[2].split()
+for mode in ("sync", "async", "dc"):
+    acc = [json.load(open(f"{out}/{mode}-{s}/summary.json"))["test_accuracy"] for s in seeds]
+    spread = statistics.pstdev(acc) if len(acc) > 1 else 0.0
+    stable = sum(a > 0.5 for a in acc)
+    print(f"{mode}: mean {statistics.mean(acc):.4f}, spread (std) {spread:.4f}, min {min(acc):.4f}, "
+          f"stable (> 0.5) {stable}/{len(acc)}")
+PY
