@@ -148,7 +148,7 @@ std::vector<TrainOption> declare() {
        .help = "bounded staleness: a worker runs at most k steps ahead of the slowest (0 = sync)", .group = kServers,
        .modes = kServerModes, .strict = true, .show_default = false},
       {.flags = "--delay-compensation", .field = "/distributed/delay_compensation",
-       .help = "async and bounded staleness: DC-ASGD's lambda0 (0.04 in its paper; 0: off); servers correct each "
+       .help = "async and bounded staleness: DC-ASGD's lambda0 (2 in its paper, adaptive form; 0: off); servers correct each "
                "push towards the values now held, keeping each worker's last pulled values",
        .group = kServers, .modes = kServerModes, .strict = true, .show_default = false},
       {.flags = "--ps-chunk-mb", .field = "/distributed/ps_chunk_mb",
