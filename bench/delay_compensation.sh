@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Issue 33's async case at the sync learning rate: Fashion-MNIST `cnn`,
 # 1 PS + 4 workers, one epoch of batch 32, SGD lr 0.05 momentum 0.9 (the
-# sync defaults), per seed: sync, plain async, and async with DC-ASGD
+# sync defaults), per seed: sync, plain async, async with DC-ASGD
 # (--delay-compensation, LAMBDA0 below: 2, the paper's for the adaptive
-# form). Prints one row per run and the mean and spread per mode (a run
+# form), and async with staleness-aware rates (--staleness-lr on, slr).
+# Prints one row per run and the mean and spread per mode (a run
 # whose loss went non-finite counts as chance, 0.10); writes nothing else.
 # Usage: bench/delay_compensation.sh [build dir] [seeds, e.g. "1 2 3 4 5"]
 set -euo pipefail
@@ -19,11 +20,12 @@ trap 'rm -rf "$OUT"' EXIT
 ARGS="--dataset fashion-mnist --model cnn --batch-size 32 --epochs 1 --lr 0.05 --momentum 0.9 --progress plain --log-every 500"
 echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; lambda0 $LAMBDA0"
 for seed in $SEEDS; do
-  for mode in sync async dc; do
+  for mode in sync async dc slr; do
     case $mode in
       sync) extra="--ps-mode sync" ;;
       async) extra="--ps-mode async" ;;
       dc) extra="--ps-mode async --delay-compensation $LAMBDA0" ;;
+      slr) extra="--ps-mode async --staleness-lr on" ;;
     esac
     # shellcheck disable=SC2086  # the flags split on purpose
     if "$TANDEM" launch --ps 1 --workers 4 -- $ARGS --seed "$seed" $extra --out "$OUT/$mode-$seed" \
@@ -42,7 +44,7 @@ done
 python3 - "$OUT" "$SEEDS" <<'PY'
 import json, statistics, sys
 out, seeds = sys.argv[1], sys.argv[2].split()
-for mode in ("sync", "async", "dc"):
+for mode in ("sync", "async", "dc", "slr"):
     acc = [json.load(open(f"{out}/{mode}-{s}/summary.json"))["test_accuracy"] for s in seeds]
     spread = statistics.pstdev(acc) if len(acc) > 1 else 0.0
     stable = sum(a > 0.5 for a in acc)

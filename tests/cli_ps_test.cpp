@@ -242,6 +242,10 @@ TEST_F(PsTraining, DelayCompensatedAsyncTrainsAndSyncRefusesIt) {
                         syntheticTrainArgs("mlp", 16, dir_.str("sync"), "--max-steps 2 --delay-compensation 0.04"));
   EXPECT_EQ(sync.exit_code, 2) << sync.output;
   EXPECT_NE(sync.output.find("--delay-compensation: needs --ps-mode async"), std::string::npos) << sync.output;
+  auto stale = runTandem("launch --ps 1 --workers 1 -- " +
+                         syntheticTrainArgs("mlp", 16, dir_.str("sync"), "--max-steps 2 --staleness-lr on"));
+  EXPECT_EQ(stale.exit_code, 2) << stale.output;
+  EXPECT_NE(stale.output.find("--staleness-lr on: needs --ps-mode async"), std::string::npos) << stale.output;
 }
 
 // Async counts the job's steps: a slowed worker's share goes to the fast

@@ -194,6 +194,25 @@ TEST(ChunkStoreAsync, DelayCompensationCorrectsEachPushByWhatChangedSinceItsWork
   expectValues(again[0], {pulled[0] - 0.25f * 2, pulled[1] - 0.25f * 2, pulled[2] - 0.25f * 2});
 }
 
+// Staleness-aware rates: a push's rate is divided by the updates its chunk
+// took since its worker pulled, when that is more than one.
+TEST(ChunkStoreAsync, StalenessDividesAPushsRateByTheUpdatesSinceItsWorkersPull) {
+  ServerConfig config = configFor(TrainingMode::kPsAsync, 3);
+  config.staleness_lr = true;
+  ChunkStore store = storeFor(config);
+  runApply(store, store.push(0, 0, 0, gradient({1, 0, 0}), 0));  // fresh: 0.5
+  runApply(store, store.push(1, 0, 0, gradient({0, 1, 0}), 0));  // 1 update since its pull: 0.25
+  runApply(store, store.push(2, 0, 0, gradient({0, 0, 1}), 0));  // 2 since: 0.25 / 2
+  auto answered = store.pull(0, pullFrom(2, 3), 0);
+  ASSERT_EQ(answered.size(), 1u);
+  expectValues(answered[0], {1 - 0.5f, 2 - 0.25f, 3 - 0.125f});
+  // Worker 2 pulled just now: its next push is fresh again.
+  runApply(store, store.push(2, 0, 1, gradient({0, 0, 1}), 0));
+  auto again = store.pull(0, pullFrom(2, 4), 1);
+  ASSERT_EQ(again.size(), 1u);
+  expectValues(again[0], {1 - 0.5f, 2 - 0.25f, 3 - 0.125f - 0.25f});
+}
+
 // ps 0's hold (an async checkpoint) against worker 1's step report, which
 // comes on another socket and so may arrive first or second. Either way the
 // snapshot is answered only once the pushes of every step it includes are

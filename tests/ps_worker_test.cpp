@@ -332,6 +332,11 @@ TEST(DelayCompensationConfig, RoundTripsAndSyncServersRefuseIt) {
   c.mode = TrainingMode::kPsAsync;
   c.delay_compensation = -1;
   EXPECT_THROW(serverConfigFromJson(toJson(c), "chief"), InputError);
+  c.delay_compensation = 0;
+  c.staleness_lr = true;
+  EXPECT_TRUE(serverConfigFromJson(toJson(c), "chief").staleness_lr);
+  c.mode = TrainingMode::kPsSync;
+  EXPECT_THROW(serverConfigFromJson(toJson(c), "chief"), InputError);
 }
 
 TEST(PushGroups, GroupsThatDoNotCoverEveryWorkerOnceAreRefused) {

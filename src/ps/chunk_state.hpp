@@ -78,6 +78,8 @@ struct ChunkState {
   // off), and the gradients' moving mean square.
   std::vector<std::vector<float>> pulled_by;
   std::vector<float> mean_square;
+  // Staleness-aware rates: by worker, the chunk's update count it last pulled.
+  std::vector<uint64_t> pulled_at;
 };
 
 // Zeroed values and slots for `range`, with room for the sync pushes of

@@ -68,11 +68,12 @@ void ChunkStore::set(size_t index, const net::Frame& f) {
   c.applied = f.header.clock;
   c.received = f.header.clock;
   c.initialized = true;
+  // Every worker starts from these values: the chief has them, the others pull them.
   if (compensating()) {
-    // Every worker starts from these values: the chief has them, the others pull them.
     c.pulled_by.assign(static_cast<size_t>(config_->workers), c.param);
     c.mean_square.assign(static_cast<size_t>(c.length), 0.0f);
   }
+  if (config_->staleness_lr) c.pulled_at.assign(static_cast<size_t>(config_->workers), c.applied);
 }
 
 bool ChunkStore::everyChunkSet() const {
@@ -145,6 +146,11 @@ void ChunkStore::apply(ApplyJob& job) {
   // Each sync worker pre-scaled its gradient by 1/workers: the sum is the
   // mean. An async job's one gradient is its own sum.
   float* grad = sumGradients(job.grads, static_cast<size_t>(c.length), config_->wire, scratch);
+  double lr = job.lr;
+  if (config_->staleness_lr && !job.arrivals.empty()) {
+    const uint64_t pulled = c.pulled_at.at(static_cast<size_t>(job.arrivals.front().first));
+    lr /= static_cast<double>(std::max<uint64_t>(1, job.update - std::min(pulled, job.update)));
+  }
   if (compensating() && !job.arrivals.empty()) {
     // One push, computed on the values its worker last pulled here;
     // corrected in place (each value is read before it is written).
@@ -152,7 +158,7 @@ void ChunkStore::apply(ApplyJob& job) {
     compensateDelay({grad, n}, c.param, c.pulled_by.at(static_cast<size_t>(job.arrivals.front().first)),
                     c.mean_square, static_cast<float>(config_->delay_compensation));
   }
-  applyUpdate(c, grad, job.update, job.lr, *config_);
+  applyUpdate(c, grad, job.update, lr, *config_);
 }
 
 ChunkStore::Applied ChunkStore::applied(size_t index) {
@@ -183,8 +189,9 @@ std::vector<Reply> ChunkStore::answer(ChunkState& c) {
   std::vector<Reply> replies;
   for (auto& p : takeReadyPulls(c)) {
     // What this worker's next gradients are computed on.
-    if (compensating() && !p.with_state && p.worker >= 0 && p.worker < config_->workers) {
-      c.pulled_by[static_cast<size_t>(p.worker)] = c.param;
+    if (!p.with_state && p.worker >= 0 && p.worker < config_->workers) {
+      if (compensating()) c.pulled_by[static_cast<size_t>(p.worker)] = c.param;
+      if (config_->staleness_lr) c.pulled_at[static_cast<size_t>(p.worker)] = c.applied;
     }
     Reply r{.routing = p.routing,
             .header = {.type = msg::kValues, .clock = static_cast<uint32_t>(c.applied), .request_id = p.request_id,

@@ -61,7 +61,8 @@ nlohmann::json toJson(const ServerConfig& c) {
           {"push_groups", c.push_groups},
           {"generation", c.generation},
           {"replaces", c.replaces},
-          {"delay_compensation", c.delay_compensation}};
+          {"delay_compensation", c.delay_compensation},
+          {"staleness_lr", c.staleness_lr}};
 }
 
 ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer) {
@@ -113,6 +114,12 @@ ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer
     }
     if (c.delay_compensation > 0 && c.mode == TrainingMode::kPsSync) {
       throw InputError(fmt::format("{}: ps-init: delay_compensation needs async or bounded-staleness mode", peer));
+    }
+  }
+  if (j.is_object() && j.contains("staleness_lr")) {
+    c.staleness_lr = field<bool>(j, "staleness_lr", peer);
+    if (c.staleness_lr && c.mode == TrainingMode::kPsSync) {
+      throw InputError(fmt::format("{}: ps-init: staleness_lr needs async or bounded-staleness mode", peer));
     }
   }
   if (j.is_object() && j.contains("push_groups")) {

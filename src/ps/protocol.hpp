@@ -57,6 +57,10 @@ struct ServerConfig {
   // Async and SSP: DC-ASGD's lambda0 (ps/delay_compensation.hpp); 0: off.
   // Each server then keeps, per worker, the values that worker last pulled.
   double delay_compensation = 0;
+  // Async and SSP: each push's rate divided by its staleness, the updates
+  // its chunk took between its worker's pull and this apply (Zhang et al.,
+  // IJCAI 2016), when that is more than one.
+  bool staleness_lr = false;
 
   double lrAt(uint64_t step) const;
   // "5s": how errors name the peer timeout.

@@ -196,6 +196,7 @@ nlohmann::json ParameterServer::Impl::summary(double wall_seconds) const {
     }
     j["delay_compensation"] = {{"lambda0", config->delay_compensation}, {"bytes", floats * sizeof(float)}};
   }
+  if (config) j["staleness_lr"] = config->staleness_lr;
   j.update(stats.toJson(store.chunks().size()));
   return j;
 }

@@ -32,7 +32,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DistributedConfig, bucket_mb, pe
                                                 restart_wait_s,
                                                 verify_replicas_every, ps_mode, staleness, ps_chunk_mb, ps_threads,
                                                 wire_dtype, error_feedback, hierarchical, priority, shared_memory, bind,
-                                                gpu_collective, delay_compensation)
+                                                gpu_collective, delay_compensation, staleness_lr)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, model, loss, model_options, dataset, batch_size, accumulate, epochs,
                                                 max_steps, seed, threads, prefetch_threads, prefetch_depth,
                                                 eval_every_steps, eval_batch_size, log_every_steps,
@@ -117,6 +117,9 @@ void validate(const TrainConfig& c, SuppliedParts supplied) {
   if (c.distributed.delay_compensation > 0 && psModeOf(c.distributed) == TrainingMode::kPsSync) {
     throw InputError("--delay-compensation: needs --ps-mode async or --staleness k > 0 (sync gradients are never "
                      "stale)");
+  }
+  if (c.distributed.staleness_lr == Switch::kOn && psModeOf(c.distributed) == TrainingMode::kPsSync) {
+    throw InputError("--staleness-lr on: needs --ps-mode async or --staleness k > 0 (sync gradients are never stale)");
   }
   if (c.distributed.wire_dtype == WireDtype::kFloat32 && c.distributed.error_feedback) {
     throw InputError("--error-feedback: needs --wire-dtype fp16 or bf16 (float32 loses nothing to carry)");

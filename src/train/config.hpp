@@ -112,6 +112,8 @@ struct DistributedConfig {
   GpuCollective gpu_collective = GpuCollective::kAuto;
   // Async and SSP: DC-ASGD's lambda0 on the servers (ps/delay_compensation.hpp); 0: off.
   double delay_compensation = 0;
+  // Async and SSP: each push's rate divided by its staleness on the servers.
+  Switch staleness_lr = Switch::kOff;
   // PS: on sends queued pushes (and their pulls) first layers first within
   // a window of two chunks per server, and lets the next forward start as
   // soon as its first layers' parameters are in (P3); off: every push goes

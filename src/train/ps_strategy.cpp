@@ -89,6 +89,7 @@ struct PsStrategy::Impl {
     c.wire = wire;
     c.push_groups = push_groups;
     c.delay_compensation = config.distributed.delay_compensation;
+    c.staleness_lr = config.distributed.staleness_lr == Switch::kOn;
     c.generation = context.start().generation, c.replaces = context.start().replaces;
     return c;
   }
@@ -322,6 +323,7 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
               {"wire_dtype", wireDtypeName(s.wire)},
               {"error_feedback", s.config.distributed.error_feedback},
               {"delay_compensation", s.config.distributed.delay_compensation},
+              {"staleness_lr", s.config.distributed.staleness_lr},
               {"layout", fmt::format("{:016x}", s.layout.fingerprint())}};
   // Hierarchical aggregation needs the coordinator's store to meet host-mates.
   const auto groups = cluster::workersByHost(s.spec);

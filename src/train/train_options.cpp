@@ -151,6 +151,10 @@ std::vector<TrainOption> declare() {
        .help = "async and bounded staleness: DC-ASGD's lambda0 (2 in its paper, adaptive form; 0: off); servers correct each "
                "push towards the values now held, keeping each worker's last pulled values",
        .group = kServers, .modes = kServerModes, .strict = true, .show_default = false},
+      {.flags = "--staleness-lr", .field = "/distributed/staleness_lr",
+       .help = "async and bounded staleness: on divides each push's rate by its staleness (the updates its chunk "
+               "took since its worker pulled), as in staleness-aware async SGD",
+       .group = kServers, .modes = kServerModes, .strict = true, .choices = on_off},
       {.flags = "--ps-chunk-mb", .field = "/distributed/ps_chunk_mb",
        .help = "parameter chunk size spread over the servers; 0: about 16 chunks a server, at least 32, 16 KiB-4 "
                "MiB each",
