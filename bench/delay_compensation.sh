@@ -3,7 +3,8 @@
 # 1 PS + 4 workers, one epoch of batch 32, SGD lr 0.05 momentum 0.9 (the
 # sync defaults), per seed: sync, plain async, async with DC-ASGD
 # (--delay-compensation, LAMBDA0 below: 2, the paper's for the adaptive
-# form), and async with staleness-aware rates (--staleness-lr on, slr).
+# form), async with staleness-aware rates (--staleness-lr on, slr), and
+# both (MODES picks some).
 # Prints one row per run and the mean and spread per mode (a run
 # whose loss went non-finite counts as chance, 0.10); writes nothing else.
 # Usage: bench/delay_compensation.sh [build dir] [seeds, e.g. "1 2 3 4 5"]
@@ -12,6 +13,7 @@ cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 SEEDS=${2:-"1 2 3 4 5"}
 LAMBDA0=${LAMBDA0:-2}
+MODES=${MODES:-"sync async dc slr both"}
 TANDEM="$BUILD/tandem"
 OUT=$(mktemp -d /tmp/tandem-dc.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
@@ -20,12 +22,13 @@ trap 'rm -rf "$OUT"' EXIT
 ARGS="--dataset fashion-mnist --model cnn --batch-size 32 --epochs 1 --lr 0.05 --momentum 0.9 --progress plain --log-every 500"
 echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; lambda0 $LAMBDA0"
 for seed in $SEEDS; do
-  for mode in sync async dc slr; do
+  for mode in $MODES; do
     case $mode in
       sync) extra="--ps-mode sync" ;;
       async) extra="--ps-mode async" ;;
       dc) extra="--ps-mode async --delay-compensation $LAMBDA0" ;;
       slr) extra="--ps-mode async --staleness-lr on" ;;
+      both) extra="--ps-mode async --staleness-lr on --delay-compensation $LAMBDA0" ;;
     esac
     # shellcheck disable=SC2086  # the flags split on purpose
     if "$TANDEM" launch --ps 1 --workers 4 -- $ARGS --seed "$seed" $extra --out "$OUT/$mode-$seed" \
@@ -41,10 +44,10 @@ print(f'$mode seed $seed: test accuracy {s[\"test_accuracy\"]:.4f}, {s[\"samples
     fi
   done
 done
-python3 - "$OUT" "$SEEDS" <<'PY'
+python3 - "$OUT" "$SEEDS" "$MODES" <<'PY'
 import json, statistics, sys
-out, seeds = sys.argv[1], sys.argv[2].split()
-for mode in ("sync", "async", "dc", "slr"):
+out, seeds, modes = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+for mode in modes:
     acc = [json.load(open(f"{out}/{mode}-{s}/summary.json"))["test_accuracy"] for s in seeds]
     spread = statistics.pstdev(acc) if len(acc) > 1 else 0.0
     stable = sum(a > 0.5 for a in acc)
