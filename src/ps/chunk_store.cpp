@@ -147,16 +147,17 @@ void ChunkStore::apply(ApplyJob& job) {
   // mean. An async job's one gradient is its own sum.
   float* grad = sumGradients(job.grads, static_cast<size_t>(c.length), config_->wire, scratch);
   double lr = job.lr;
-  if (config_->staleness_lr && !job.arrivals.empty()) {
-    const uint64_t pulled = c.pulled_at.at(static_cast<size_t>(job.arrivals.front().first));
+  // Async and SSP: one push, from this worker, computed on what it last pulled here.
+  const auto worker = job.arrivals.empty() ? size_t{0} : static_cast<size_t>(job.arrivals.front().first);
+  if (config_->staleness_lr) {
+    const uint64_t pulled = c.pulled_at.at(worker);
     lr /= static_cast<double>(std::max<uint64_t>(1, job.update - std::min(pulled, job.update)));
   }
-  if (compensating() && !job.arrivals.empty()) {
-    // One push, computed on the values its worker last pulled here;
-    // corrected in place (each value is read before it is written).
+  if (compensating()) {
+    // In place: each value is read before it is written.
     const auto n = static_cast<size_t>(c.length);
-    compensateDelay({grad, n}, c.param, c.pulled_by.at(static_cast<size_t>(job.arrivals.front().first)),
-                    c.mean_square, static_cast<float>(config_->delay_compensation));
+    compensateDelay({grad, n}, c.param, c.pulled_by.at(worker), c.mean_square,
+                    static_cast<float>(config_->delay_compensation));
   }
   applyUpdate(c, grad, job.update, lr, *config_);
 }

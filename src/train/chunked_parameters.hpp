@@ -58,7 +58,10 @@ class ChunkedParameters {
   void placeIn(const torch::Tensor& flat);
 
  private:
-  void stage(std::shared_ptr<DeviceTransfer> transfer);
+  void stage(std::shared_ptr<DeviceTransfer> transfer, int64_t total);
+  // Each parameter's storage becomes its place in `flat`, keeping its values
+  // and identity (the optimizer's key).
+  void moveInto(const torch::Tensor& flat);
 
   std::vector<torch::Tensor> params_;
   std::vector<torch::Tensor> trained_;
@@ -66,6 +69,7 @@ class ChunkedParameters {
   torch::Tensor device_flat_, host_flat_;     // staged: the parameters, and params()' storage
   std::vector<DeviceTransfer::Marker> landed_;  // staged, by chunk: its last copy to the device
   std::vector<int64_t> offsets_;             // by parameter: its first float in key order
+  std::vector<ps::Chunk> extents_;           // by chunk: where it lies in key order
   std::vector<std::vector<Piece>> pieces_;   // by chunk
   std::vector<size_t> chunks_through_;       // by parameter count
 };
