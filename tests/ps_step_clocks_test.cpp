@@ -9,6 +9,10 @@ namespace {
 
 StepReport report(double loss = 1.0) { return {loss, 0.01, false}; }
 
+std::span<const std::byte> asBytes(const std::vector<char>& v) {
+  return {reinterpret_cast<const std::byte*>(v.data()), v.size()};
+}
+
 // Reports `worker`'s next step and returns ps 0's answer to it.
 StepAgreement step(StepClocks& clocks, int worker) {
   clocks.report(worker, clocks.clockOf(worker) + 1, report(), "w" + std::to_string(worker), 1);
@@ -150,6 +154,28 @@ TEST(StepClocksSync, ReportsTheStepItselfAsTheGlobalStep) {
     EXPECT_DOUBLE_EQ(a.agreement.loss, 2.0);
     EXPECT_FALSE(a.agreement.finished);
   }
+}
+
+// DiLoCo's chief asks for a checkpoint in its report; every worker hears it
+// in the step's agreement, through the wire's encoding too.
+TEST(StepClocksSync, OneWorkersCheckpointWishReachesEveryWorker) {
+  StepClocks clocks(TrainingMode::kPsSync, 0, 2, 0, 0);
+  StepReport wish = report(1.0);
+  wish.checkpoint = true;
+  clocks.report(0, 1, wish, "w0", 1);
+  clocks.report(1, 1, report(1.0), "w1", 2);
+  auto answers = clocks.release();
+  ASSERT_EQ(answers.size(), 2u);
+  for (const auto& a : answers) {
+    const StepAgreement decoded = decodeStepAgreement(asBytes(encode(a.agreement)), "test");
+    EXPECT_TRUE(decoded.checkpoint);
+    EXPECT_FALSE(decoded.stop);
+  }
+  EXPECT_TRUE(decodeStepReport(asBytes(encode(wish)), "test").checkpoint);
+  EXPECT_FALSE(decodeStepReport(asBytes(encode(wish)), "test").stop);
+  clocks.report(0, 2, report(1.0), "w0", 3);
+  clocks.report(1, 2, report(1.0), "w1", 4);
+  for (const auto& a : clocks.release()) EXPECT_FALSE(a.agreement.checkpoint) << "a wish holds for one step";
 }
 
 TEST(StepClocksStall, AHeldStepIsReportedOnceNamingTheLateWorkers) {

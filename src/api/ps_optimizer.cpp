@@ -135,7 +135,7 @@ PsOptimizer::PsOptimizer(torch::nn::Module& module, const PsOptimizerOptions& op
     s.strategy->beforeBackward(s.localStep(), pass);
   });
   s.strategy = std::make_unique<train::PsStrategy>(*job.spec, config, processContext(), /*joined=*/true);
-  s.strategy->initialize(module, nlohmann::json::object(), {1, 0, 0, nullptr});
+  s.strategy->initialize(module, nlohmann::json::object(), {1, 0, 0, nullptr, nullptr, ""});
   s.passes->startUpdate();
 }
 

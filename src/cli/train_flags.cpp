@@ -59,7 +59,8 @@ void applyGivenValues(train::TrainConfig& config, const GivenValues& given) {
 // (only the base learning rate may change, and that is logged).
 void applyResumeDefaults(train::TrainConfig& config, const GivenValues& values) {
   const std::string checkpoint = config.resume_from;
-  const nlohmann::json stored = train::readCheckpointFile(checkpoint).meta.config;
+  // With the defaults of fields added since it was saved.
+  const nlohmann::json stored = train::toJson(train::trainConfigFromJson(train::readCheckpointFile(checkpoint).meta.config));
   std::vector<std::string> given;
   for (const auto& entry : values) given.push_back(entry.first);
   const nlohmann::json flags = train::toJson(config);
@@ -94,6 +95,16 @@ void rejectIgnoredFlags(const GivenValues& given, const std::optional<cluster::C
                             : spec->numServers() > 0 ? train::psModeOf(config.distributed)
                                                      : TrainingMode::kAllReduce;
   for (const auto& entry : given) train::requireApplies(train::trainOption(entry.first), mode);
+  if (given.contains("/distributed/local_steps") && config.distributed.local_steps < 1) {
+    throw InputError(fmt::format("--local-steps: must be >= 1 (the steps each worker takes between the servers' "
+                                 "outer updates), got {}",
+                                 config.distributed.local_steps));
+  }
+  for (const char* outer : {"/distributed/outer_optimizer", "/distributed/outer_lr", "/distributed/outer_momentum"}) {
+    if (given.contains(outer) && config.distributed.local_steps == 0) {
+      throw InputError(fmt::format("{}: only applies with --local-steps H (DiLoCo)", train::trainOption(outer).name()));
+    }
+  }
   if (given.contains("/max_steps") && config.max_steps <= 0) {
     throw InputError(fmt::format("--max-steps: must be >= 1, got {} (leave it out to train for --epochs)",
                                  config.max_steps));

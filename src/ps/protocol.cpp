@@ -257,11 +257,17 @@ ServerConfig decodeServerInit(std::string_view text, uint64_t max_payload_bytes,
   return c;
 }
 
+namespace {
+// A step's yes/no answers share one word.
+constexpr uint32_t kStopBit = 1, kCheckpointBit = 2;
+uint32_t flagBits(bool stop, bool checkpoint) { return (stop ? kStopBit : 0) | (checkpoint ? kCheckpointBit : 0); }
+}  // namespace
+
 std::vector<char> encode(const StepReport& report) {
   net::PayloadWriter w;
   w.putU64(bitsOf(report.loss));
   w.putU64(bitsOf(report.compute_seconds));
-  w.putU32(report.stop ? 1 : 0);
+  w.putU32(flagBits(report.stop, report.checkpoint));
   return w.take();
 }
 
@@ -270,7 +276,9 @@ StepReport decodeStepReport(std::span<const std::byte> bytes, std::string_view p
   StepReport s;
   s.loss = doubleOf(r.u64("loss"));
   s.compute_seconds = doubleOf(r.u64("compute seconds"));
-  s.stop = r.u32("stop") != 0;
+  const uint32_t flags = r.u32("flags");
+  s.stop = (flags & kStopBit) != 0;
+  s.checkpoint = (flags & kCheckpointBit) != 0;
   r.expectEnd();
   return s;
 }
@@ -279,7 +287,7 @@ std::vector<char> encode(const StepAgreement& a) {
   net::PayloadWriter w;
   w.putU64(bitsOf(a.loss));
   w.putU64(bitsOf(a.slowest_compute_seconds));
-  w.putU32(a.stop ? 1 : 0);
+  w.putU32(flagBits(a.stop, a.checkpoint));
   w.putU32(a.slowest_clock);
   w.putU64(a.global_step);
   w.putU32(a.finished ? 1 : 0);
@@ -291,7 +299,9 @@ StepAgreement decodeStepAgreement(std::span<const std::byte> bytes, std::string_
   StepAgreement a;
   a.loss = doubleOf(r.u64("loss"));
   a.slowest_compute_seconds = doubleOf(r.u64("slowest compute seconds"));
-  a.stop = r.u32("stop") != 0;
+  const uint32_t flags = r.u32("flags");
+  a.stop = (flags & kStopBit) != 0;
+  a.checkpoint = (flags & kCheckpointBit) != 0;
   a.slowest_clock = r.u32("slowest clock");
   a.global_step = r.u64("global step");
   a.finished = r.u32("finished") != 0;

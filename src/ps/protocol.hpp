@@ -124,6 +124,7 @@ struct StepReport {
   double loss = 0;             // this worker's mean loss for the step
   double compute_seconds = 0;  // its time from the last agreement to this report
   bool stop = false;           // it was asked to stop
+  bool checkpoint = false;     // it asks every worker to checkpoint at this step (DiLoCo's chief)
 };
 std::vector<char> encode(const StepReport& report);
 StepReport decodeStepReport(std::span<const std::byte> bytes, std::string_view peer);
@@ -138,6 +139,7 @@ struct StepAgreement {
   // up, from a resumed run's start; sync and SSP: the step itself).
   uint64_t global_step = 0;
   bool finished = false;          // async: the job's --max-steps are all granted; end here
+  bool checkpoint = false;        // sync: some worker asked for a checkpoint at this step
 };
 std::vector<char> encode(const StepAgreement& agreement);
 StepAgreement decodeStepAgreement(std::span<const std::byte> bytes, std::string_view peer);

@@ -43,6 +43,7 @@ void StepClocks::report(int worker, uint32_t clock, const StepReport& report, st
   ++t.reports;
   t.slowest = std::max(t.slowest, report.compute_seconds);
   t.stop = t.stop || report.stop;
+  t.checkpoint = t.checkpoint || report.checkpoint;
   pending_.push_back({std::move(routing), request_id, worker, clock, report, Clock::now()});
 }
 
@@ -138,6 +139,7 @@ std::vector<StepClocks::Answer> StepClocks::release() {
       a.loss = t.loss_sum / std::max(1, t.reports);
       a.slowest_compute_seconds = t.slowest;
       a.stop = t.stop;
+      a.checkpoint = t.checkpoint;
     } else {
       a.loss = it->report.loss;
       a.slowest_compute_seconds = it->report.compute_seconds;

@@ -113,6 +113,7 @@ class StepClocks {
     int reports = 0;
     double slowest = 0;
     bool stop = false;
+    bool checkpoint = false;
   };
   int64_t allowedLead() const;
 

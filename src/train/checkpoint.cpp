@@ -34,7 +34,7 @@ std::string modelFingerprint(const torch::nn::Module& model) {
 }
 
 void saveCheckpoint(const std::filesystem::path& path, const CheckpointMeta& meta, const torch::nn::Module& model,
-                    const torch::optim::Optimizer* optimizer) {
+                    const torch::optim::Optimizer* optimizer, const torch::optim::Optimizer* outer) {
   torch::serialize::OutputArchive archive;
   torch::serialize::OutputArchive model_archive;
   model.save(model_archive);
@@ -44,6 +44,11 @@ void saveCheckpoint(const std::filesystem::path& path, const CheckpointMeta& met
     optimizer->save(optimizer_archive);
     archive.write("optimizer", optimizer_archive);
   }
+  if (outer != nullptr) {
+    torch::serialize::OutputArchive outer_archive;
+    outer->save(outer_archive);
+    archive.write("outer_optimizer", outer_archive);
+  }
   archive.write("rng_state", at::detail::getDefaultCPUGenerator().get_state());
   std::ostringstream payload_stream;
   archive.save_to(payload_stream);
@@ -52,6 +57,30 @@ void saveCheckpoint(const std::filesystem::path& path, const CheckpointMeta& met
   const std::string file = encodeCheckpoint(meta, payload);
   std::filesystem::create_directories(path.has_parent_path() ? path.parent_path() : ".");
   obs::writeFileAtomically(path, file);
+}
+
+void saveOptimizerState(const std::filesystem::path& path, const torch::optim::Optimizer& optimizer) {
+  torch::serialize::OutputArchive archive;
+  optimizer.save(archive);
+  std::ostringstream bytes;
+  archive.save_to(bytes);
+  std::filesystem::create_directories(path.parent_path());
+  obs::writeFileAtomically(path, bytes.str());
+}
+
+void loadOptimizerState(const std::filesystem::path& path, torch::optim::Optimizer& optimizer) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    throw InputError(fmt::format("{}: missing: this worker's optimizer state for the checkpoint it resumes from",
+                                 path.string()));
+  }
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(path.string(), torch::Device(torch::kCPU));
+    optimizer.load(archive);
+  } catch (const c10::Error& e) {
+    throw InputError(fmt::format("{}: cannot restore optimizer state: {}", path.string(), e.what_without_backtrace()));
+  }
 }
 
 LoadedCheckpoint::LoadedCheckpoint(const std::filesystem::path& path) : path_(path) {
@@ -96,6 +125,22 @@ void LoadedCheckpoint::restore(torch::nn::Module& model, torch::optim::Optimizer
     }
   } catch (const c10::Error& e) {
     throw InputError(fmt::format("checkpoint {}: cannot restore: {}", name, e.what_without_backtrace()));
+  }
+}
+
+void LoadedCheckpoint::restoreOuter(torch::optim::Optimizer& outer) const {
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(payload_.data(), payload_.size(), torch::Device(torch::kCPU));
+    torch::serialize::InputArchive outer_archive;
+    if (!archive.try_read("outer_optimizer", outer_archive)) {
+      throw InputError(fmt::format("checkpoint {}: has no outer optimizer state (it was not saved by a DiLoCo run)",
+                                   path_.string()));
+    }
+    outer.load(outer_archive);
+  } catch (const c10::Error& e) {
+    throw InputError(fmt::format("checkpoint {}: cannot restore the outer optimizer: {}", path_.string(),
+                                 e.what_without_backtrace()));
   }
 }
 

@@ -21,8 +21,15 @@ namespace tandem::train {
 std::string modelFingerprint(const torch::nn::Module& model);
 
 // Writes atomically (temp file, fsync, rename). Throws Error naming the path.
+// `outer`: the servers' outer optimizer of a DiLoCo run, if any.
 void saveCheckpoint(const std::filesystem::path& path, const CheckpointMeta& meta, const torch::nn::Module& model,
-                    const torch::optim::Optimizer* optimizer);
+                    const torch::optim::Optimizer* optimizer, const torch::optim::Optimizer* outer = nullptr);
+
+// One optimizer's state alone, in a file of its own (a DiLoCo worker's
+// inner optimizer beside the chief's checkpoint), written atomically.
+void saveOptimizerState(const std::filesystem::path& path, const torch::optim::Optimizer& optimizer);
+// Throws InputError naming the file when it is missing or unreadable.
+void loadOptimizerState(const std::filesystem::path& path, torch::optim::Optimizer& optimizer);
 
 class LoadedCheckpoint {
  public:
@@ -36,6 +43,9 @@ class LoadedCheckpoint {
   // global torch CPU RNG. Throws InputError if the model's fingerprint
   // differs, naming the first mismatching tensor.
   void restore(torch::nn::Module& model, torch::optim::Optimizer* optimizer, bool restore_rng) const;
+  // The outer optimizer's state saved beside the model; InputError when the
+  // checkpoint has none.
+  void restoreOuter(torch::optim::Optimizer& outer) const;
 
  private:
   std::filesystem::path path_;

@@ -32,7 +32,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DistributedConfig, bucket_mb, pe
                                                 restart_wait_s,
                                                 verify_replicas_every, ps_mode, staleness, ps_chunk_mb, ps_threads,
                                                 wire_dtype, error_feedback, hierarchical, priority, shared_memory, bind,
-                                                gpu_collective, delay_compensation, staleness_lr)
+                                                gpu_collective, delay_compensation, staleness_lr, local_steps,
+                                                outer_optimizer, outer_lr, outer_momentum)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, model, loss, model_options, dataset, batch_size, accumulate, epochs,
                                                 max_steps, seed, threads, prefetch_threads, prefetch_depth,
                                                 eval_every_steps, eval_batch_size, log_every_steps,
@@ -47,6 +48,28 @@ void requirePositive(int64_t value, const char* flag) {
 }
 void requireNonNegative(double value, const char* flag) {
   if (!(value >= 0)) throw InputError(fmt::format("{}: must be >= 0, got {}", flag, value));
+}
+
+// DiLoCo's settings; whether they apply at all (servers, --local-steps
+// given) is the flags' check (cli/train_flags.cpp).
+void validateDiloco(const DistributedConfig& d) {
+  if (d.local_steps < 0) throw InputError(fmt::format("--local-steps: must be >= 1, got {}", d.local_steps));
+  if (d.outer_optimizer != "nesterov" && d.outer_optimizer != "sgd") {
+    throw InputError(fmt::format("--outer-optimizer: the servers' outer optimizers are nesterov and sgd (heavy-ball "
+                                 "momentum), got '{}'",
+                                 d.outer_optimizer));
+  }
+  if (!(d.outer_lr > 0 && d.outer_lr <= 100)) {
+    throw InputError(fmt::format("--outer-lr: must be in (0, 100], got {}", d.outer_lr));
+  }
+  if (!(d.outer_momentum >= 0 && d.outer_momentum < 1)) {
+    throw InputError(fmt::format("--outer-momentum: must be in [0, 1), got {}", d.outer_momentum));
+  }
+  if (d.local_steps == 0) return;
+  if (psModeOf(d) != TrainingMode::kPsSync) {
+    throw InputError("--local-steps: DiLoCo runs with sync parameter servers only so far (leave out --ps-mode async "
+                     "and --staleness)");
+  }
 }
 }  // namespace
 
@@ -121,6 +144,7 @@ void validate(const TrainConfig& c, SuppliedParts supplied) {
   if (c.distributed.staleness_lr == Switch::kOn && psModeOf(c.distributed) == TrainingMode::kPsSync) {
     throw InputError("--staleness-lr on: needs --ps-mode async or --staleness k > 0 (sync gradients are never stale)");
   }
+  validateDiloco(c.distributed);
   if (c.distributed.wire_dtype == WireDtype::kFloat32 && c.distributed.error_feedback) {
     throw InputError("--error-feedback: needs --wire-dtype fp16 or bf16 (float32 loses nothing to carry)");
   }

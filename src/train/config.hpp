@@ -114,6 +114,14 @@ struct DistributedConfig {
   double delay_compensation = 0;
   // Async and SSP: each push's rate divided by its staleness on the servers.
   Switch staleness_lr = Switch::kOff;
+  // DiLoCo (train/diloco_strategy.hpp): > 0, each worker takes this many
+  // steps with its own optimizer, then pushes its parameters' change since
+  // the last global model and the servers apply the outer optimizer to the
+  // workers' mean; 0: off (every step's gradient goes to the servers).
+  int64_t local_steps = 0;
+  std::string outer_optimizer = "nesterov";  // nesterov | sgd (heavy-ball momentum)
+  double outer_lr = 0.7;
+  double outer_momentum = 0.9;
   // PS: on sends queued pushes (and their pulls) first layers first within
   // a window of two chunks per server, and lets the next forward start as
   // soon as its first layers' parameters are in (P3); off: every push goes

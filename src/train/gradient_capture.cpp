@@ -155,6 +155,16 @@ GradientCapture::~GradientCapture() {
   state_->transfer->wait(state_->returned);
 }
 
+void GradientCapture::detachFromAutograd() {
+  for (auto& [param, handle] : hooks_) param.remove_hook(handle);
+  hooks_.clear();
+}
+
+void GradientCapture::offer(size_t index, const torch::Tensor& grad) {
+  TANDEM_ENFORCE(index < state_->slots.size(), "gradient for parameter {} of {}", index, state_->slots.size());
+  state_->onGradient(index, grad);
+}
+
 torch::Tensor GradientCapture::flat() const { return state_->flat; }
 
 void GradientCapture::awaitOnHost(size_t index) const {

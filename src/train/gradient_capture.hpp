@@ -63,6 +63,12 @@ class GradientCapture {
   // After the last backward: zero-fills the slots of parameters that got no
   // gradient this update and hands over every group not yet handed over.
   void flush();
+  // Gradients that do not come from autograd (DiLoCo's outer gradient):
+  // stops listening to backward, after which offer() is the only way in.
+  void detachFromAutograd();
+  // Takes `grad` as parameter `index`'s gradient for this micro-step, as a
+  // backward hook would. Not thread-safe with backward.
+  void offer(size_t index, const torch::Tensor& grad);
   // Points every parameter's .grad at its slot (no copy); staged, first
   // copies the host buffer's values back into the slots.
   void exposeGradients();

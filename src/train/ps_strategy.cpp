@@ -324,6 +324,7 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
               {"error_feedback", s.config.distributed.error_feedback},
               {"delay_compensation", s.config.distributed.delay_compensation},
               {"staleness_lr", s.config.distributed.staleness_lr},
+              {"local_steps", s.config.distributed.local_steps},
               {"layout", fmt::format("{:016x}", s.layout.fingerprint())}};
   // Hierarchical aggregation needs the coordinator's store to meet host-mates.
   const auto groups = cluster::workersByHost(s.spec);
@@ -417,6 +418,7 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
       s.model.trained(), s.layout.tensor_offsets, s.layout.total_floats, chunk_ranges, /*in_order=*/grouped,
       [self, grouped, last_chunk](size_t group) { self->groupReady(group, grouped ? last_chunk - group : group); },
       shared_grads, s.model.transfer());
+  if (s.config.distributed.local_steps > 0) s.capture->detachFromAutograd();
   TANDEM_LOG_INFO("{}: {} mode with {} server(s), {} chunk(s) of up to {:.1f} MB, {:.1f} MB of parameters{}{}; ready "
                   "in {:.2f}s", s.spec.taskName(), modeName(s.mode), s.spec.numServers(), s.layout.chunks.size(),
                   chunk_floats * 4 / 1e6, s.layout.total_floats * 4 / 1e6,
@@ -437,6 +439,14 @@ void PsStrategy::beforeBackward(const LocalStep& so_far, int micro_step) {
   s.capture->beginMicroStep(micro_step, last, 1.0 / (micro_steps * workers));
 }
 
+void PsStrategy::offerOuterGradients(const std::vector<torch::Tensor>& outer) {
+  Impl& s = *impl_;
+  enforceEq(outer.size(), s.model.trained().size(), "outer gradients per trainable parameter");
+  s.capture->beginMicroStep(0, /*last=*/true, 1.0 / s.n());
+  // Last first, as backward would: host-mates sum chunks in that order.
+  for (size_t p = outer.size(); p-- > 0;) s.capture->offer(p, outer[p]);
+}
+
 AgreedStep PsStrategy::synchronizeGradients(torch::nn::Module& model, const LocalStep& local) {
   Impl& s = *impl_;
   Stopwatch watch;
@@ -446,7 +456,8 @@ AgreedStep PsStrategy::synchronizeGradients(torch::nn::Module& model, const Loca
   s.capture->flush();  // parameters without a gradient this update push zeros
   if (s.stager) s.staged.wait(s.peerDeadline(), "gradient chunks' copies from the GPU and their pushes");
   if (s.host) s.host->awaitReduces(s.peerDeadline());
-  const ps::StepReport report{local.loss_sum / local.micro_steps, compute, local.stop_requested};
+  const ps::StepReport report{local.loss_sum / local.micro_steps, compute, local.stop_requested,
+                              local.checkpoint_requested};
   const int64_t finished = s.step + 1;
   const Deadline deadline = s.peerDeadline();
   const ps::StepAgreement agreement = s.worker->reportStep(finished, report, deadline);
@@ -476,6 +487,7 @@ AgreedStep PsStrategy::synchronizeGradients(torch::nn::Module& model, const Loca
   agreed.times.exposed_comm = std::max(0.0, total - agreed.times.update - agreed.times.wait_workers);
   agreed.loss = agreement.loss;
   agreed.stop = agreement.stop;
+  agreed.checkpoint = agreement.checkpoint;
   if (s.mode == TrainingMode::kPsAsync) {
     agreed.global_step = static_cast<int64_t>(agreement.global_step);
     agreed.finished = agreement.finished;

@@ -44,6 +44,11 @@ class PsStrategy final : public Strategy, public RemoteParameters {
   AgreedStep synchronizeGradients(torch::nn::Module& model, const LocalStep& local) override;
   // Tells every server this worker is done.
   void finish() override;
+  // DiLoCo (--local-steps): `outer` (one tensor per trainable parameter, in
+  // registration order) takes the place of a step's gradients, as this
+  // worker's share of the workers' mean; synchronizeGradients then ends the
+  // step as usual. Backward's gradients never reach the servers.
+  void offerOuterGradients(const std::vector<torch::Tensor>& outer);
   // The rate this worker's next pushes apply with (sync: worker 0's rules),
   // replacing the schedule; sent only when it changed.
   void setLearningRate(double lr);

@@ -20,6 +20,8 @@ namespace {
 const char* const kTrajectoryFields[] = {
     "/model",          "/model_options", "/dataset",       "/batch_size",           "/accumulate",
     "/seed",           "/optimizer",     "/lr",            "/distributed/ps_mode", "/distributed/staleness",
+    "/distributed/local_steps", "/distributed/outer_optimizer", "/distributed/outer_lr",
+    "/distributed/outer_momentum",
 };
 
 std::optional<FieldDifference> firstLeafDifference(const std::string& where, const nlohmann::json& a,

@@ -35,6 +35,7 @@ struct StepPlan {
   // The run's optimizer, holding a resumed checkpoint's state if any.
   torch::optim::Optimizer* optimizer = nullptr;
   obs::Timeline* timeline = nullptr;  // --timeline: where the strategy's own work (transfers, sums) goes
+  std::string resume_from;            // the checkpoint this run resumes from; "" for a fresh start
 };
 
 // What the trainer knows about a step when it hands it to the strategy.
@@ -45,6 +46,9 @@ struct LocalStep {
   // Micro-batch gradients add up instead of averaging, as Horovod's
   // backward_passes_per_step does (the APIs).
   bool sum_micro_steps = false;
+  // The chief wants a checkpoint; a strategy whose replicas agree only at
+  // some steps (DiLoCo) carries the wish to the next such step.
+  bool checkpoint_requested = false;
 };
 
 // What all workers agreed on for the step.
@@ -54,6 +58,10 @@ struct AgreedStep {
   bool stop = false;    // some worker asked to stop: everyone ends after this step
   int64_t global_step = -1;  // the job's steps after this one, when the strategy counts them (else -1)
   bool finished = false;     // shared steps: the job's last step is granted; end here
+  // Every worker holds the same parameters after this step (false between
+  // DiLoCo's outer updates): what an evaluation or checkpoint may read.
+  bool replicas_agree = true;
+  bool checkpoint = false;  // checkpointsByAgreement: every worker checkpoints at this step
 };
 
 // What a strategy whose parameters live on servers adds to a run: the
@@ -92,6 +100,9 @@ class RemoteParameters {
   // when it is not the caller's own count (async: a consistent snapshot of
   // every chunk at one global step, taken while the other workers pause).
   virtual std::optional<int64_t> prepareCheckpoint(torch::optim::Optimizer& optimizer) = 0;
+  // State the servers keep besides the run's optimizer's (DiLoCo's outer
+  // optimizer), filled by prepareCheckpoint; null when there is none.
+  virtual torch::optim::Optimizer* outerOptimizer() { return nullptr; }
 };
 
 // Replicas that must stay equal, and can be compared (all-reduce).
@@ -130,6 +141,18 @@ class Strategy {
   // Called after the last backward of an update. On return every parameter's
   // .grad holds the mean gradient the update must use.
   virtual AgreedStep synchronizeGradients(torch::nn::Module& model, const LocalStep& local) = 0;
+  // Called after the worker's optimizer step (workerAppliesUpdates), before
+  // the step is counted: may exchange parameters and amend `agreed`.
+  // Returns the time it spent.
+  virtual SyncTimes afterUpdate(torch::nn::Module& model, AgreedStep& agreed) { return {}; }
+  // Whether this worker runs the optimizer (else the servers do), and
+  // whether its update averages every worker's batch (linear LR scaling
+  // then counts workers).
+  virtual bool workerAppliesUpdates() const { return !serversApplyUpdates(mode()); }
+  virtual bool averagesWorkerBatches() const { return averagesWorkers(mode()); }
+  // Periodic checkpoints are taken where AgreedStep::checkpoint says, by
+  // every worker (each keeps state of its own), instead of by the chief alone.
+  virtual bool checkpointsByAgreement() const { return false; }
   // After the last step: waits for peers so nobody leaves mid-collective.
   virtual void finish() {}
   // Strategy-specific figures for the run summary.

@@ -1,6 +1,7 @@
 #include "train/strategy_factory.hpp"
 
 #include "train/allreduce_strategy.hpp"
+#include "train/diloco_strategy.hpp"
 #include "train/ps_strategy.hpp"
 
 namespace tandem::train {
@@ -8,6 +9,9 @@ namespace tandem::train {
 std::unique_ptr<Strategy> makeStrategy(const std::optional<cluster::ClusterSpec>& spec, const TrainConfig& config,
                                        cluster::JobContext& context) {
   if (!spec) return std::make_unique<StandaloneStrategy>();
+  if (spec->numServers() > 0 && config.distributed.local_steps > 0) {
+    return std::make_unique<DilocoStrategy>(*spec, config, context);
+  }
   if (spec->numServers() > 0) return std::make_unique<PsStrategy>(*spec, config, context);
   return std::make_unique<AllReduceStrategy>(*spec, config.distributed, context);
 }

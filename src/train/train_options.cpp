@@ -20,6 +20,7 @@ constexpr ModeSet kHostSums = modeBit(TrainingMode::kAllReduce) | modeBit(Traini
 
 const char* const kCluster = "Cluster";
 const char* const kServers = "Parameter server";
+const char* const kDiloco = "DiLoCo (local steps, outer optimizer)";
 const char* const kWire = "Wire format";
 const char* const kLab = "Scale-out lab";
 
@@ -155,6 +156,17 @@ std::vector<TrainOption> declare() {
        .help = "async and bounded staleness: on divides each push's rate by its staleness (the updates its chunk "
                "took since its worker pulled), as in staleness-aware async SGD",
        .group = kServers, .modes = kServerModes, .strict = true, .choices = on_off},
+      {.flags = "--local-steps", .field = "/distributed/local_steps",
+       .help = "DiLoCo: each worker takes H steps with its own optimizer, then the servers apply --outer-optimizer "
+               "to the workers' mean change since the last global model (sync parameter servers; 0: off)",
+       .group = kDiloco, .modes = kServerModes, .strict = true, .show_default = false},
+      {.flags = "--outer-optimizer", .field = "/distributed/outer_optimizer",
+       .help = "DiLoCo: the servers' optimizer for the workers' mean change: nesterov or sgd (heavy-ball momentum)",
+       .group = kDiloco, .modes = kServerModes, .strict = true, .choices = {"nesterov", "sgd"}},
+      {.flags = "--outer-lr", .field = "/distributed/outer_lr", .help = "DiLoCo: the outer optimizer's rate",
+       .group = kDiloco, .modes = kServerModes, .strict = true},
+      {.flags = "--outer-momentum", .field = "/distributed/outer_momentum",
+       .help = "DiLoCo: the outer optimizer's momentum", .group = kDiloco, .modes = kServerModes, .strict = true},
       {.flags = "--ps-chunk-mb", .field = "/distributed/ps_chunk_mb",
        .help = "parameter chunk size spread over the servers; 0: about 16 chunks a server, at least 32, 16 KiB-4 "
                "MiB each",

@@ -29,6 +29,9 @@ int64_t minorFaults() {
   return usage.ru_minflt;
 }
 
+// A run recorded before a field existed had its default.
+nlohmann::json withDefaults(const nlohmann::json& stored) { return toJson(trainConfigFromJson(stored)); }
+
 struct RunDirectoryPlan {
   std::string resume_from;  // "" for a fresh start
   bool automatic = false;   // found in --out rather than given with --resume
@@ -54,7 +57,7 @@ RunDirectoryPlan planRunDirectory(const TrainConfig& c, bool chief) {
   if (!explicit_resume) {
     if (auto latest = latestCheckpoint(out)) {
       const LoadedCheckpoint checkpoint(*latest);
-      if (auto d = firstTrajectoryDifference(checkpoint.meta().config, toJson(c), false)) refuse(*d);
+      if (auto d = firstTrajectoryDifference(withDefaults(checkpoint.meta().config), toJson(c), false)) refuse(*d);
       return {latest->string(), true};
     }
   }
@@ -66,7 +69,7 @@ RunDirectoryPlan planRunDirectory(const TrainConfig& c, bool chief) {
       throw InputError(fmt::format("{}: not a run record ({}); pass --overwrite to replace the run directory",
                                    runRecordPath(out).string(), e.what()));
     }
-    if (auto d = firstTrajectoryDifference(stored, toJson(c), explicit_resume)) refuse(*d);
+    if (auto d = firstTrajectoryDifference(withDefaults(stored), toJson(c), explicit_resume)) refuse(*d);
   }
   return {c.resume_from, false};
 }
@@ -109,7 +112,7 @@ TrainingRun::TrainingRun(const TrainConfig& config, Strategy& strategy, cluster:
   }
   model_->train();
   placement_ = placeRun(c, *model_, parts.model != nullptr, emulated_ != nullptr, strategy_.mode(),
-                        serversApplyUpdates(strategy_.mode()));
+                        !strategy_.workerAppliesUpdates());
 
   // The sampler counts micro-batches; an update consumes `accumulate` of them.
   world_ = strategy_.worldSize();
@@ -125,7 +128,7 @@ TrainingRun::TrainingRun(const TrainConfig& config, Strategy& strategy, cluster:
   total_steps_ = c.max_steps > 0 ? c.max_steps : c.epochs * steps_per_epoch_;
   optimizer_ = makeOptimizer(c.optimizer, model_->parameters());
   // Linear scaling counts the samples one update averages over.
-  const int averaged_workers = averagesWorkers(strategy_.mode()) ? world_ : 1;
+  const int averaged_workers = strategy_.averagesWorkerBatches() ? world_ : 1;
   schedule_.emplace(c.optimizer, c.lr, steps_per_epoch_, total_steps_,
                     static_cast<double>(averaged_workers * c.accumulate));
 
@@ -192,7 +195,7 @@ void TrainingRun::join() {
   }
   obs::Timeline* timeline = timeline_ ? &*timeline_ : nullptr;
   strategy_.initialize(*model_, runFingerprint(c_, *model_, splits_.train->size(), start_step_, world_),
-                       {steps_per_epoch_, total_steps_, start_step_, optimizer_.get(), timeline});
+                       {steps_per_epoch_, total_steps_, start_step_, optimizer_.get(), timeline, resume_from_});
   start_.training = true;  // startup is over: a failure from here on may restart in place
   remote_ = strategy_.remoteParameters();
   if (!remote_) return;
@@ -293,7 +296,7 @@ void TrainingRun::saveAt(bool periodic, int64_t done_steps) {
   const fs::path path =
       periodic ? out_dir_ / "checkpoints" / fmt::format("step-{}.ckpt", step) : out_dir_ / "checkpoint.ckpt";
   saveCheckpoint(path, {toJson(c_), step, step / steps_per_epoch_, modelFingerprint(*model_)}, *model_,
-                 optimizer_.get());
+                 optimizer_.get(), remote_ ? remote_->outerOptimizer() : nullptr);
   recordLatest(out_dir_, path);
   if (periodic) pruneCheckpoints(out_dir_, step, c_.keep_checkpoints);
   last_checkpoint_at_ = train_seconds_;
@@ -324,6 +327,9 @@ void TrainingRun::step() {
 
   LocalStep step_input;
   step_input.micro_steps = static_cast<int>(c.accumulate);
+  // A checkpoint this step is due for must reach the strategy now.
+  step_input.checkpoint_requested =
+      checkpoint_wanted_ || (chief_ && !shared_steps_ && crossed(done_, done_ + 1, c.checkpoint_every_steps));
   for (int micro = 0; micro < step_input.micro_steps; ++micro) {
     data::Batch batch = feeder_->next();
     breakdown_.add(obs::Phase::kInputWait, phase.lap());
@@ -364,7 +370,7 @@ void TrainingRun::step() {
   breakdown_.add(obs::Phase::kExposedComm, agreed.times.exposed_comm);
   breakdown_.add(obs::Phase::kWaitWorkers, agreed.times.wait_workers);
   phase.lap();
-  if (serversApplyUpdates(strategy_.mode())) {
+  if (!strategy_.workerAppliesUpdates()) {
     breakdown_.add(obs::Phase::kUpdate, agreed.times.update);
   } else {
     // fp16: every worker checks the same averaged gradients, so all of
@@ -374,6 +380,11 @@ void TrainingRun::step() {
     breakdown_.add(obs::Phase::kUpdate, phase.lap());
   }
   spanTo("update");
+  const SyncTimes after = strategy_.afterUpdate(*model_, agreed);
+  breakdown_.add(obs::Phase::kExposedComm, after.exposed_comm);
+  breakdown_.add(obs::Phase::kWaitWorkers, after.wait_workers);
+  breakdown_.add(obs::Phase::kUpdate, after.update);
+  if (after.exposed_comm + after.wait_workers + after.update > 0) spanTo("outer update");
   breakdown_.endStep();
   const int64_t before = done_;
   done_ = agreed.global_step >= 0 ? agreed.global_step : done_ + 1;
@@ -388,12 +399,13 @@ void TrainingRun::step() {
   if (!std::isfinite(agreed.loss)) {
     throw Error(fmt::format("loss became {} at step {} (lr {}); lower --lr or check the data", agreed.loss, done_, lr));
   }
-  afterStep(before, lr, agreed.loss, step_watch.elapsed());
+  afterStep(before, lr, agreed, step_watch.elapsed());
   ++local_;
 }
 
-void TrainingRun::afterStep(int64_t before, double lr, double step_loss, double step_seconds) {
+void TrainingRun::afterStep(int64_t before, double lr, const AgreedStep& agreed, double step_seconds) {
   const TrainConfig& c = c_;
+  const double step_loss = agreed.loss;
   interval_.loss_sum += step_loss;
   ++interval_.steps;
   interval_.global_steps += done_ - before;
@@ -421,13 +433,19 @@ void TrainingRun::afterStep(int64_t before, double lr, double step_loss, double 
 
   const bool eval_due = c.eval_every_steps > 0 ? crossed(before, done_, c.eval_every_steps)
                                                : crossed(before, done_, steps_per_epoch_);
-  if (chief_ && eval_due && !last) evaluateAt(done_);
+  // Only a model every worker holds is evaluated or saved.
+  eval_wanted_ = eval_wanted_ || eval_due;
+  if (chief_ && eval_wanted_ && agreed.replicas_agree && !last) evaluateAt(done_);
+  if (agreed.replicas_agree) eval_wanted_ = false;
   if (ReplicaCheck* check = strategy_.replicaCheck(); check && crossed(before, done_, c.distributed.verify_replicas_every)) {
     check->verifyReplicas(*model_, done_);
   }
   const bool step_due = crossed(before, done_, c.checkpoint_every_steps);
   const bool time_due = c.checkpoint_secs > 0 && train_seconds_ - last_checkpoint_at_ >= c.checkpoint_secs;
-  if (chief_ && (step_due || time_due) && !last) saveAt(/*periodic=*/true, done_);
+  checkpoint_wanted_ = checkpoint_wanted_ || ((step_due || time_due) && chief_);
+  const bool save_now = strategy_.checkpointsByAgreement() ? agreed.checkpoint : agreed.replicas_agree;
+  if (save_now && checkpoint_wanted_ && chief_ && !last) saveAt(/*periodic=*/true, done_);
+  if (save_now) checkpoint_wanted_ = false;
 }
 
 void TrainingRun::end() {

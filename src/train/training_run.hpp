@@ -71,7 +71,7 @@ class TrainingRun {
   void saveAt(bool periodic, int64_t done_steps);
   bool stopRequested() const { return stop_ != nullptr && stop_->load(); }
   // The step's cadences after its update: log, eval, replica check, checkpoint.
-  void afterStep(int64_t before, double lr, double step_loss, double step_seconds);
+  void afterStep(int64_t before, double lr, const AgreedStep& agreed, double step_seconds);
 
   // Setup.
   Stopwatch wall_;
@@ -102,6 +102,10 @@ class TrainingRun {
   bool nothing_to_do_ = false;
   LossScale loss_scale_;  // fp16 only
   bool gated_ = false;    // the model's stages wait for the strategy's parameters
+  // Due, and waiting for a step after which the replicas agree (DiLoCo's
+  // round ends); checkpoints with checkpointsByAgreement for every worker's.
+  bool eval_wanted_ = false;
+  bool checkpoint_wanted_ = false;
   RemoteParameters* remote_ = nullptr;  // the strategy's, when its parameters live on servers (from join)
   // Parameters that live in the model are always there: these wait only for remote ones.
   void awaitParameters(size_t count = SIZE_MAX) {

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Issue 33's DiLoCo goal: Fashion-MNIST `cnn`, 1 PS + WORKERS workers (8),
+# EPOCHS epochs (1) of batch 32 a worker, SGD lr 0.05 momentum 0.9, per
+# seed: sync (every step's gradients through the server) and DiLoCo with
+# H local steps (the same inner SGD on each worker, then Nesterov lr 0.7
+# momentum 0.9 on the server), for H in MODES (h10 h50 h200). Every mode
+# sees the same samples. Bytes are the server's own count of what crossed
+# its connections (bytes_in + bytes_out: pushes, pulls and the start).
+# Prints one row per run, then per mode the mean and spread of test
+# accuracy and its bytes against sync's; writes nothing else.
+# Usage: bench/diloco.sh [build dir] [seeds, e.g. "1 2 3 4 5"]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+SEEDS=${2:-"1 2 3 4 5"}
+MODES=${MODES:-"sync h10 h50 h200"}
+WORKERS=${WORKERS:-8}
+EPOCHS=${EPOCHS:-1}
+TANDEM="$BUILD/tandem"
+OUT=$(mktemp -d /tmp/tandem-diloco.XXXXXX)
+trap 'rm -rf "$OUT"' EXIT
+[[ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]] \
+  || { echo "Fashion-MNIST is missing (scripts/setup.sh installs it)"; exit 1; }
+ARGS="--dataset fashion-mnist --model cnn --batch-size 32 --epochs $EPOCHS --lr 0.05 --momentum 0.9 --threads 1
+      --progress plain --log-every 500"
+echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $WORKERS workers, $EPOCHS epoch(s)"
+for seed in $SEEDS; do
+  for mode in $MODES; do
+    case $mode in
+      sync) extra="" ;;
+      h*) extra="--local-steps ${mode#h}" ;;
+      *) echo "unknown mode $mode (sync or hN)"; exit 2 ;;
+    esac
+    # shellcheck disable=SC2086  # the flags split on purpose
+    "$TANDEM" launch --ps 1 --workers "$WORKERS" -- $ARGS --seed "$seed" $extra --out "$OUT/$mode-$seed" \
+      > "$OUT/$mode-$seed.log" 2>&1 || { tail -5 "$OUT/$mode-$seed.log"; exit 1; }
+    python3 -c "import json; s = json.load(open('$OUT/$mode-$seed/summary.json')); \
+p = json.load(open('$OUT/$mode-$seed/ps/ps-0/summary.json')); \
+print(f'$mode seed $seed: test accuracy {s[\"test_accuracy\"]:.4f}, {(p[\"bytes_in\"] + p[\"bytes_out\"]) / 1e6:.1f} MB, \
+{s[\"wall_seconds\"]:.1f} s')"
+  done
+done
+python3 - "$OUT" "$SEEDS" "$MODES" <<'PY'
+import json, statistics, sys
+out, seeds, modes = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+def server_bytes(mode, seed):
+    p = json.load(open(f"{out}/{mode}-{seed}/ps/ps-0/summary.json"))
+    return p["bytes_in"] + p["bytes_out"]
+base = statistics.mean(server_bytes(modes[0], s) for s in seeds)
+for mode in modes:
+    acc = [json.load(open(f"{out}/{mode}-{s}/summary.json"))["test_accuracy"] for s in seeds]
+    mb = statistics.mean(server_bytes(mode, s) for s in seeds)
+    spread = statistics.pstdev(acc) if len(acc) > 1 else 0.0
+    print(f"{mode}: accuracy mean {statistics.mean(acc):.4f}, spread (std) {spread:.4f}, min {min(acc):.4f}, "
+          f"max {max(acc):.4f}; {mb / 1e6:.1f} MB on the wire, {base / mb:.1f}x fewer than {modes[0]}")
+PY

@@ -1,0 +1,162 @@
+#include "train/diloco_strategy.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/error.hpp"
+#include "core/logging.hpp"
+#include "core/wire_dtype.hpp"
+#include "train/checkpoint.hpp"
+
+namespace tandem::train {
+namespace {
+
+// The run as its PsStrategy sees it: the servers' optimizer is the outer
+// one, at one constant rate, and each round is one of its steps.
+TrainConfig outerRunOf(TrainConfig c) {
+  c.optimizer = outerOptimizerOf(c.distributed);
+  c.lr = LrScheduleConfig{};
+  c.accumulate = 1;
+  return c;
+}
+
+}  // namespace
+
+OptimizerConfig outerOptimizerOf(const DistributedConfig& d) {
+  OptimizerConfig o;
+  o.name = "sgd";
+  o.lr = d.outer_lr;
+  o.momentum = d.outer_momentum;
+  // torch's SGD takes Nesterov only with momentum.
+  o.nesterov = d.outer_optimizer == "nesterov" && d.outer_momentum > 0;
+  o.weight_decay = 0;
+  return o;
+}
+
+int64_t roundsOf(int64_t steps, int64_t h) { return (steps + h - 1) / h; }
+
+DilocoStrategy::DilocoStrategy(cluster::ClusterSpec spec, TrainConfig config, cluster::JobContext& context)
+    : config_(std::move(config)), ps_(std::make_unique<PsStrategy>(std::move(spec), outerRunOf(config_), context)) {
+  TANDEM_ENFORCE(config_.distributed.local_steps > 0, "DiLoCo without --local-steps");
+}
+
+DilocoStrategy::~DilocoStrategy() = default;
+
+void DilocoStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fingerprint, const StepPlan& plan) {
+  const int64_t h = config_.distributed.local_steps;
+  if (plan.total_steps <= 0) throw InputError("--local-steps: DiLoCo needs a run of known length (--max-steps or --epochs)");
+  for (const auto& p : model.parameters()) {
+    if (p.requires_grad()) params_.push_back(p);
+  }
+  inner_ = plan.optimizer;
+  const OptimizerConfig o = outerOptimizerOf(config_.distributed);
+  outer_ = std::make_unique<torch::optim::SGD>(
+      params_, torch::optim::SGDOptions(config_.distributed.outer_lr).momentum(o.momentum).nesterov(o.nesterov));
+  step_ = plan.start_step;
+  total_steps_ = plan.total_steps;
+  // A run resumes from the end of a round: its checkpoints are taken there.
+  if (!plan.resume_from.empty() && plan.start_step > 0) {
+    if (rank() == 0) {
+      LoadedCheckpoint(plan.resume_from).restoreOuter(*outer_);
+    } else if (inner_ != nullptr) {
+      loadOptimizerState(innerStatePath(plan.start_step), *inner_);
+    }
+  }
+  StepPlan rounds = plan;
+  rounds.steps_per_epoch = std::max<int64_t>(1, plan.steps_per_epoch / h);
+  rounds.total_steps = roundsOf(plan.total_steps, h);
+  rounds.start_step = roundsOf(plan.start_step, h);
+  rounds.optimizer = outer_.get();
+  ps_->initialize(model, fingerprint, rounds);
+  torch::NoGradGuard no_grad;
+  for (const auto& p : params_) global_.push_back(p.detach().clone());
+  if (rank() == 0) {
+    TANDEM_LOG_INFO("DiLoCo: {} local steps a round, then {} (lr {}, momentum {}) on the servers: rounds {} to {}",
+                    h, o.nesterov ? "Nesterov" : "SGD", o.lr, o.momentum, rounds.start_step, rounds.total_steps);
+  }
+}
+
+AgreedStep DilocoStrategy::synchronizeGradients(torch::nn::Module& model, const LocalStep& local) {
+  stop_wanted_ = stop_wanted_ || local.stop_requested;
+  checkpoint_wanted_ = checkpoint_wanted_ || local.checkpoint_requested;
+  AgreedStep agreed = averageMicroBatches(model, local);
+  agreed.stop = false;  // agreed at the round's end
+  return agreed;
+}
+
+SyncTimes DilocoStrategy::afterUpdate(torch::nn::Module& model, AgreedStep& agreed) {
+  ++step_;
+  if (step_ % config_.distributed.local_steps != 0 && step_ < total_steps_) {
+    agreed.replicas_agree = false;
+    return {};
+  }
+  std::vector<torch::Tensor> outer;
+  {
+    torch::NoGradGuard no_grad;
+    for (size_t p = 0; p < params_.size(); ++p) outer.push_back(global_[p] - params_[p]);
+  }
+  ps_->offerOuterGradients(outer);
+  LocalStep round;
+  round.loss_sum = agreed.loss;  // this worker's last step's
+  round.stop_requested = stop_wanted_;
+  round.checkpoint_requested = checkpoint_wanted_;
+  const AgreedStep after = ps_->synchronizeGradients(model, round);  // the pulls are in the model on return
+  {
+    torch::NoGradGuard no_grad;
+    for (size_t p = 0; p < params_.size(); ++p) global_[p].copy_(params_[p]);
+  }
+  ++rounds_;
+  stop_wanted_ = checkpoint_wanted_ = false;
+  agreed.loss = after.loss;
+  agreed.stop = after.stop;
+  agreed.checkpoint = after.checkpoint;
+  agreed.replicas_agree = true;
+  // The chief's checkpoint holds its own inner state; the others keep theirs.
+  if (rank() != 0 && inner_ != nullptr && (after.checkpoint || after.stop || step_ >= total_steps_)) {
+    saveInnerState(step_);
+  }
+  return after.times;
+}
+
+std::optional<int64_t> DilocoStrategy::prepareCheckpoint(torch::optim::Optimizer&) {
+  ps_->prepareCheckpoint(*outer_);
+  return std::nullopt;
+}
+
+std::filesystem::path DilocoStrategy::innerStatePath(int64_t step) const {
+  return std::filesystem::path(config_.out_dir) / "workers" / fmt::format("worker-{}", rank()) / "inner-state" /
+         fmt::format("step-{}.pt", step);
+}
+
+void DilocoStrategy::saveInnerState(int64_t step) const {
+  saveOptimizerState(innerStatePath(step), *inner_);
+  // As many as the chief keeps periodic checkpoints, and its final one.
+  if (config_.keep_checkpoints <= 0) return;
+  std::vector<std::pair<int64_t, std::filesystem::path>> kept;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(innerStatePath(step).parent_path(), ec)) {
+    int64_t at = 0;
+    if (std::sscanf(entry.path().filename().c_str(), "step-%ld.pt", &at) == 1) kept.emplace_back(at, entry.path());
+  }
+  std::sort(kept.begin(), kept.end());
+  const size_t keep = static_cast<size_t>(config_.keep_checkpoints) + 1;
+  for (size_t i = 0; i + keep < kept.size(); ++i) std::filesystem::remove(kept[i].second, ec);
+}
+
+nlohmann::json DilocoStrategy::summary() const {
+  nlohmann::json s = ps_->summary();
+  int64_t floats = 0;
+  for (const auto& p : params_) floats += p.numel();
+  const auto& d = config_.distributed;
+  // Each round pushes and pulls the whole model once.
+  const int64_t bytes = rounds_ * floats * static_cast<int64_t>(wireBytes(d.wire_dtype));
+  s["diloco"] = {{"local_steps", d.local_steps}, {"outer_optimizer", d.outer_optimizer},
+                 {"outer_lr", d.outer_lr},       {"outer_momentum", d.outer_momentum},
+                 {"rounds", rounds_},            {"pushed_bytes", bytes},
+                 {"pulled_bytes", bytes}};
+  return s;
+}
+
+}  // namespace tandem::train

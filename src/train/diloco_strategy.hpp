@@ -1,0 +1,90 @@
+#pragma once
+// DiLoCo (Douillard et al. 2023) on the parameter servers. Each worker
+// trains --local-steps H steps with its own (inner) optimizer, on its own
+// data shard, without communicating. Then every worker pushes its outer
+// gradient, the change since the last global model (global - local), the
+// sync servers average the workers' and apply the outer optimizer
+// (Nesterov momentum by default), and every worker pulls the new global
+// model and trains on from it. The run's last step always ends a round, so
+// the run ends on a global model.
+//
+// The exchange is a PsStrategy step whose gradients are the outer
+// gradients: chunks, 16-bit wires, hierarchical sums, GPU staging and the
+// step clock are the same code. Replicas agree only after a round, so
+// evaluations and checkpoints wait for one. A checkpoint holds the global
+// model, the outer optimizer (fetched from the servers) and the chief's
+// inner optimizer; every other worker keeps its inner optimizer in
+// workers/worker-N/inner-state/step-S.pt beside it, so a resume is exact.
+#include <memory>
+#include <vector>
+
+#include "cluster/cluster_spec.hpp"
+#include "cluster/job_context.hpp"
+#include "train/config.hpp"
+#include "train/ps_strategy.hpp"
+
+namespace tandem::train {
+
+// The outer optimizer as the servers run it: SGD with --outer-momentum
+// (Nesterov unless --outer-optimizer sgd), at --outer-lr, no decay, no
+// schedule, one update per round.
+OptimizerConfig outerOptimizerOf(const DistributedConfig& d);
+
+// Rounds of --local-steps `h` that `steps` steps make; a last, partial one
+// counts.
+int64_t roundsOf(int64_t steps, int64_t h);
+
+class DilocoStrategy final : public Strategy, public RemoteParameters {
+ public:
+  DilocoStrategy(cluster::ClusterSpec spec, TrainConfig config, cluster::JobContext& context);
+  ~DilocoStrategy() override;
+
+  TrainingMode mode() const override { return ps_->mode(); }
+  int rank() const override { return ps_->rank(); }
+  int worldSize() const override { return ps_->worldSize(); }
+  int serverCount() const override { return ps_->serverCount(); }
+  // Joins as a PS worker over rounds instead of steps. Resuming: the
+  // servers get the checkpoint's outer state, and a worker other than the
+  // chief loads its own inner optimizer state into plan.optimizer.
+  void initialize(torch::nn::Module& model, const nlohmann::json& fingerprint, const StepPlan& plan) override;
+  // Local only: the mean of the micro-batches.
+  AgreedStep synchronizeGradients(torch::nn::Module& model, const LocalStep& local) override;
+  // At a round's end: pushes the outer gradients, waits for the servers'
+  // update and pulls the global model; the loss and stop are then agreed.
+  SyncTimes afterUpdate(torch::nn::Module& model, AgreedStep& agreed) override;
+  bool workerAppliesUpdates() const override { return true; }
+  bool averagesWorkerBatches() const override { return false; }
+  bool checkpointsByAgreement() const override { return true; }
+  void finish() override { ps_->finish(); }
+  RemoteParameters* remoteParameters() override { return this; }
+  nlohmann::json summary() const override;
+
+  // Pulls land during afterUpdate, never behind a forward.
+  std::optional<Takeover> takeover() const override { return std::nullopt; }
+  void allowGatedParameters() override {}
+  void awaitParameters(size_t) override {}
+  SyncTimes takeParameterWaits() override { return {}; }
+  int64_t awaitJobEnd(int64_t own_step) override { return own_step; }
+  // Fetches the servers' outer state into outerOptimizer(); the inner
+  // optimizer is the caller's already.
+  std::optional<int64_t> prepareCheckpoint(torch::optim::Optimizer& optimizer) override;
+  torch::optim::Optimizer* outerOptimizer() override { return outer_.get(); }
+
+ private:
+  std::filesystem::path innerStatePath(int64_t step) const;
+  void saveInnerState(int64_t step) const;
+
+  TrainConfig config_;
+  std::unique_ptr<PsStrategy> ps_;
+  std::vector<torch::Tensor> params_;  // trainable, registration order
+  std::vector<torch::Tensor> global_;  // the global model as last pulled
+  std::unique_ptr<torch::optim::Optimizer> outer_;  // a holder for the servers' outer state
+  torch::optim::Optimizer* inner_ = nullptr;        // the run's optimizer
+  int64_t step_ = 0;
+  int64_t total_steps_ = 0;
+  int64_t rounds_ = 0;  // this run's
+  bool stop_wanted_ = false;
+  bool checkpoint_wanted_ = false;
+};
+
+}  // namespace tandem::train
