@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Issue 33's DiLoCo goal: Fashion-MNIST `cnn`, 1 PS + WORKERS workers (8),
-# EPOCHS epochs (1) of batch 32 a worker, SGD lr 0.05 momentum 0.9, per
-# seed: sync (every step's gradients through the server) and DiLoCo with
-# H local steps (the same inner SGD on each worker, then Nesterov lr 0.7
-# momentum 0.9 on the server), for H in MODES (h10 h50 h200). Every mode
-# sees the same samples. Bytes are the server's own count of what crossed
+# EPOCHS epochs (1) of batch 32 a worker, per seed: sync (every step's
+# gradients through the server; SGD lr 0.05 momentum 0.9, the defaults)
+# and DiLoCo with H local steps for H in MODES (h10 h50 h200). DiLoCo's
+# workers run INNER (default: sync's SGD), then the server runs the outer
+# optimizer with OUTER's flags (default: none, the paper's Nesterov lr 0.7
+# momentum 0.9). Every mode sees the same samples. Bytes are the server's own count of what crossed
 # its connections (bytes_in + bytes_out: pushes, pulls and the start).
 # Prints one row per run, then per mode the mean and spread of test
 # accuracy and its bytes against sync's; writes nothing else.
+# RESULTS=FILE also writes every run's accuracy and bytes there as JSON,
+# for tools/plot_diloco.py.
 # Usage: bench/diloco.sh [build dir] [seeds, e.g. "1 2 3 4 5"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,14 +24,17 @@ OUT=$(mktemp -d /tmp/tandem-diloco.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 [[ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]] \
   || { echo "Fashion-MNIST is missing (scripts/setup.sh installs it)"; exit 1; }
-ARGS="--dataset fashion-mnist --model cnn --batch-size 32 --epochs $EPOCHS --lr 0.05 --momentum 0.9 --threads 1
-      --progress plain --log-every 500"
-echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $WORKERS workers, $EPOCHS epoch(s)"
+ARGS="--dataset fashion-mnist --model cnn --batch-size 32 --epochs $EPOCHS --threads 1 --progress plain --log-every 500"
+SYNC="--optimizer sgd --lr 0.05 --momentum 0.9"
+INNER=${INNER:-$SYNC}
+OUTER=${OUTER:-}
+echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $WORKERS workers, $EPOCHS epoch(s);" \
+  "DiLoCo inner: $INNER; outer: ${OUTER:-defaults}"
 for seed in $SEEDS; do
   for mode in $MODES; do
     case $mode in
-      sync) extra="" ;;
-      h*) extra="--local-steps ${mode#h}" ;;
+      sync) extra="$SYNC" ;;
+      h*) extra="$INNER --local-steps ${mode#h} $OUTER" ;;
       *) echo "unknown mode $mode (sync or hN)"; exit 2 ;;
     esac
     # shellcheck disable=SC2086  # the flags split on purpose
@@ -40,9 +46,9 @@ print(f'$mode seed $seed: test accuracy {s[\"test_accuracy\"]:.4f}, {(p[\"bytes_
 {s[\"wall_seconds\"]:.1f} s')"
   done
 done
-python3 - "$OUT" "$SEEDS" "$MODES" <<'PY'
+python3 - "$OUT" "$SEEDS" "$MODES" "${RESULTS:-}" "$INNER" "${OUTER:-}" <<'PY'
 import json, statistics, sys
-out, seeds, modes = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+out, seeds, modes, results = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4]
 def server_bytes(mode, seed):
     p = json.load(open(f"{out}/{mode}-{seed}/ps/ps-0/summary.json"))
     return p["bytes_in"] + p["bytes_out"]
@@ -53,4 +59,9 @@ for mode in modes:
     spread = statistics.pstdev(acc) if len(acc) > 1 else 0.0
     print(f"{mode}: accuracy mean {statistics.mean(acc):.4f}, spread (std) {spread:.4f}, min {min(acc):.4f}, "
           f"max {max(acc):.4f}; {mb / 1e6:.1f} MB on the wire, {base / mb:.1f}x fewer than {modes[0]}")
+if results:
+    rows = [{"mode": m, "seed": int(s), "bytes": server_bytes(m, s),
+             "test_accuracy": json.load(open(f"{out}/{m}-{s}/summary.json"))["test_accuracy"]}
+            for m in modes for s in seeds]
+    json.dump({"inner": sys.argv[5], "outer": sys.argv[6], "runs": rows}, open(results, "w"), indent=1)
 PY
