@@ -6,7 +6,7 @@ lab_run() {  # name, lab flags..., --, train flags...
   local name=$1; shift
   echo "== $name: tandem lab $*" >&2
   "$TANDEM" lab "$@" --out "$OUT/$name" --overwrite >"$OUT/$name.log" 2>&1 || { tail -40 "$OUT/$name.log"; exit 1; }
-  grep -E '^(step|busiest|where it went|job):' "$OUT/$name.log" | sed 's/^/   /' >&2
+  grep -E '^(step|compute|busiest|where it went|job):' "$OUT/$name.log" | sed 's/^/   /' >&2
 }
 
 # message_us N: this machine's fixed cost of one all-reduce among N local

@@ -59,9 +59,15 @@ class PyGradientAverager {
 class PyPsOptimizer {
  public:
   PyPsOptimizer(const std::vector<std::pair<std::string, torch::Tensor>>& named, const std::string& mode,
-                int staleness, int passes, double chunk_mb, const py::dict& settings)
+                int staleness, int passes, double chunk_mb, const py::dict& settings, const py::dict& diloco)
       : holder_(std::make_shared<ParameterHolder>(named)) {
     tandem::api::PsOptimizerOptions o;
+    if (!diloco.empty()) {
+      o.local_steps = diloco["local_steps"].cast<int64_t>();
+      o.outer_optimizer = diloco["outer_optimizer"].cast<std::string>();
+      o.outer_lr = diloco["outer_lr"].cast<double>();
+      o.outer_momentum = diloco["outer_momentum"].cast<double>();
+    }
     o.mode = tandem::parseServerMode(mode, "DistributedOptimizer: mode");
     o.staleness = staleness;
     o.backward_passes_per_step = passes;
@@ -188,9 +194,9 @@ PYBIND11_MODULE(_C, m) {
       .def("pending", &PyGradientAverager::pending);
   py::class_<PyPsOptimizer>(m, "PsOptimizer")
       .def(py::init<const std::vector<std::pair<std::string, torch::Tensor>>&, const std::string&, int, int, double,
-                    const py::dict&>(),
+                    const py::dict&, const py::dict&>(),
            py::arg("named_parameters"), py::arg("mode"), py::arg("staleness"), py::arg("backward_passes_per_step"),
-           py::arg("chunk_mb"), py::arg("settings"))
+           py::arg("chunk_mb"), py::arg("settings"), py::arg("diloco") = py::dict())
       .def("set_lr", &PyPsOptimizer::setLearningRate)
       .def("step", &PyPsOptimizer::step)
       .def("zero_grad", &PyPsOptimizer::zeroGrad)

@@ -117,6 +117,50 @@ TEST_F(Diloco, APeriodicCheckpointWaitsForTheRoundsEnd) {
   EXPECT_FALSE(std::filesystem::exists(dir_.path() / "run" / "checkpoints" / "step-6.ckpt"));
 }
 
+// Async: each worker's outer gradient is applied as it arrives, scaled by
+// its share. One worker's share is all of it, so it trains as standalone.
+TEST_F(Diloco, AsyncOneWorkerWithUnitOuterSgdTrainsAsStandalone) {
+  const std::string inner = "--max-steps 30 --seed 4 --optimizer adam --lr 0.002";
+  auto run = launch(1, "async", inner + " --ps-mode async --local-steps 4 --outer-optimizer sgd --outer-lr 1 "
+                                        "--outer-momentum 0");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  auto alone = runTandem("train " + syntheticTrainArgs("mlp", 16, dir_.str("alone"), inner));
+  ASSERT_EQ(alone.exit_code, 0) << alone.output;
+  EXPECT_LT(maxAbsoluteDifference(checkpointParameters(dir_.str("async/checkpoint.ckpt")),
+                                  checkpointParameters(dir_.str("alone/checkpoint.ckpt"))),
+            1e-5);
+  EXPECT_EQ(summaryOf(dir_.path() / "async")["mode"], "ps-async");
+}
+
+// Two async workers: every worker makes all its own steps and rounds (no
+// shared steps), the servers apply every round of both, and the job
+// resumes from its checkpoint with the chief's inner state for everyone.
+TEST_F(Diloco, AsyncWorkersEachTrainTheirOwnStepsAndResume) {
+  const std::string args = "--seed 3 --optimizer sgd --lr 0.02 --ps-mode async --local-steps 5";
+  auto run = launch(2, "async", args + " --max-steps 20");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  for (const auto& dir : {dir_.path() / "async", dir_.path() / "async" / "workers" / "worker-1"}) {
+    const auto s = summaryOf(dir);
+    EXPECT_EQ(s["worker_steps"], 20) << dir;
+    EXPECT_EQ(s["strategy"]["diloco"]["rounds"], 4) << dir;
+  }
+  EXPECT_EQ(summaryOf(dir_.path() / "async" / "ps" / "ps-0")["model_updates"], 8);
+  EXPECT_EQ(testing::checkpointGlobalStep(dir_.str("async/checkpoint.ckpt")), 20);
+  auto resumed = launch(2, "async", args + " --max-steps 30");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("inner optimizer from the chief's"), std::string::npos) << resumed.output;
+  EXPECT_EQ(summaryOf(dir_.path() / "async")["strategy"]["diloco"]["rounds"], 2);
+}
+
+// A round of local steps may outlast --peer-timeout, the silence after
+// which a server gives up on a worker: the workers say they are alive.
+TEST_F(Diloco, ARoundLongerThanThePeerTimeoutIsNotTakenForDeath) {
+  auto run = launch(2, "slow", "--seed 2 --local-steps 12 --max-steps 24 --debug-step-delay-ms 150 --peer-timeout 1");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output.find("giving up on it"), std::string::npos) << run.output;
+  EXPECT_EQ(summaryOf(dir_.path() / "slow")["strategy"]["diloco"]["rounds"], 2);
+}
+
 TEST_F(Diloco, SixteenBitWireHalvesTheBytes) {
   auto run = launch(2, "bf16", "--seed 2 --local-steps 5 --max-steps 10 --wire-dtype bf16");
   ASSERT_EQ(run.exit_code, 0) << run.output;
@@ -137,7 +181,8 @@ TEST_F(Diloco, BadInputNamesTheFlag) {
       {"--local-steps 5 --outer-optimizer adam", "--outer-optimizer: expected"},
       {"--outer-lr 0.5", "--outer-lr: only applies with --local-steps"},
       {"--local-steps 5 --outer-momentum 1", "--outer-momentum: must be in [0, 1)"},
-      {"--local-steps 5 --ps-mode async", "--local-steps: DiLoCo runs with sync parameter servers only"},
+      {"--local-steps 5 --staleness 2", "--local-steps: DiLoCo runs with --ps-mode sync or async, not with --staleness"},
+      {"--local-steps 5 --ps-mode async --staleness-lr on", "--local-steps: not with --staleness-lr on"},
   };
   for (const Case& c : cases) {
     const std::string args = "--max-steps 4 " + c.args;

@@ -62,6 +62,32 @@ TEST(CommModel, AFastEnoughLinkLeavesTheStepBoundByCompute) {
   EXPECT_EQ(hidden.bottleneck, "compute");
 }
 
+// DiLoCo: the exchange alone (no compute), once per h steps of compute.
+TEST(CommModel, LocalStepsSpreadOneUnoverlappedExchangeOverTheirSteps) {
+  const Cluster cluster{4, 1, kTenGbit, 0};
+  Workload bare = work();
+  bare.forward_s = bare.backward_s = 0;
+  const Prediction exchange = predict(bare, cluster, {Algorithm::kRingAllReduce});
+  EXPECT_NEAR(exchange.step_s, 0.12, 1e-12);  // 150 MB at 10 Gbit/s, nothing to hide behind
+  const Prediction p = withLocalSteps(exchange, work(), cluster, 10);
+  EXPECT_NEAR(p.step_s, 0.15 + 0.012, 1e-12);
+  EXPECT_NEAR(p.comm_s, 0.012, 1e-12);
+  EXPECT_DOUBLE_EQ(p.load.worker_host_bytes, 15e6);
+  EXPECT_NEAR(p.efficiency, 0.15 / 0.162, 1e-12);
+  EXPECT_NEAR(p.samples_per_s, 4 * 32 / 0.162, 1e-9);
+  EXPECT_NEAR(p.overlapped_step_s, 0.15, 1e-12);  // an exchange hidden behind the next round
+  EXPECT_EQ(p.bottleneck, "compute");
+  // One local step: the exchange follows the step's compute, unhidden.
+  EXPECT_NEAR(withLocalSteps(exchange, work(), cluster, 1).step_s, 0.27, 1e-12);
+  // The bound is the larger part: on a 1 Gbit/s link the exchange (1.2 s)
+  // outweighs a step's compute until 10 steps share it.
+  const Cluster slow{4, 1, kTenGbit / 10, 0};
+  const Prediction slow_exchange = predict(bare, slow, {Algorithm::kRingAllReduce});
+  EXPECT_EQ(withLocalSteps(slow_exchange, work(), slow, 1).bottleneck, "worker links");
+  EXPECT_EQ(withLocalSteps(slow_exchange, work(), slow, 10).bottleneck, "compute");
+  EXPECT_THROW(withLocalSteps(exchange, work(), cluster, 0), InputError);
+}
+
 TEST(CommModel, BadInputIsRefused) {
   EXPECT_THROW(predict(work(), {0, 1, kTenGbit, 0}, {}), InputError);
   EXPECT_THROW(predict(work(), {2, 1, 0, 0}, {}), InputError);

@@ -120,6 +120,14 @@ struct DistributedOptions {
   int staleness = 1;                 // Ssp only
   int backward_passes_per_step = 1;  // passes whose gradients add up before each step()
   double ps_chunk_mb = 4;            // PS modes: parameter chunk size
+  // PsSync and PsAsync: DiLoCo. > 0: the optimizer steps on each rank
+  // alone, and every `local_steps` steps the servers apply the outer
+  // optimizer (nesterov or sgd) to the ranks' mean change; finish() ends a
+  // partial last round. 0: off.
+  int64_t local_steps = 0;
+  std::string outer_optimizer = "nesterov";
+  double outer_lr = 0.7;
+  double outer_momentum = 0.9;
 };
 
 // Wraps the user's optimizer. AllReduce: gradients are averaged over all

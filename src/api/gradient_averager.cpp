@@ -158,6 +158,7 @@ struct DistributedOptimizer::Impl {
   torch::optim::Optimizer& optimizer;
   std::optional<GradientAverager> averager;       // AllReduce
   std::unique_ptr<api::PsOptimizer> servers;      // PS modes
+  bool local_steps = false;                       // DiLoCo: the optimizer steps here, the servers every round
 };
 
 namespace {
@@ -177,6 +178,7 @@ DistributedOptimizer::DistributedOptimizer(torch::optim::Optimizer& optimizer, t
                                            const DistributedOptions& options)
     : impl_(new Impl{optimizer, std::nullopt, nullptr}) {
   if (options.mode == Mode::AllReduce) {
+    if (options.local_steps != 0) throw InputError("tandem: local_steps (DiLoCo) needs parameter servers (PsSync, PsAsync)");
     impl_->averager.emplace(module, options.backward_passes_per_step);
     return;
   }
@@ -187,7 +189,15 @@ DistributedOptimizer::DistributedOptimizer(torch::optim::Optimizer& optimizer, t
   ps.chunk_mb = options.ps_chunk_mb;
   ps.optimizer = api::serverOptimizerOf(optimizer);
   ps.lr = api::learningRateOf(optimizer);
+  ps.local_steps = options.local_steps;
+  ps.outer_optimizer = options.outer_optimizer;
+  ps.outer_lr = options.outer_lr;
+  ps.outer_momentum = options.outer_momentum;
+  if (options.local_steps > 0 && options.mode == Mode::Ssp) {
+    throw InputError("tandem: local_steps (DiLoCo) runs with PsSync or PsAsync, not Ssp");
+  }
   impl_->servers = std::make_unique<api::PsOptimizer>(module, ps);
+  impl_->local_steps = options.local_steps > 0;
 }
 
 DistributedOptimizer::~DistributedOptimizer() = default;
@@ -206,6 +216,7 @@ void DistributedOptimizer::step() {
     impl_->averager->zero_grad();
     return;
   }
+  if (impl_->local_steps) impl_->optimizer.step();
   impl_->servers->step();
   impl_->servers->setLearningRate(api::learningRateOf(impl_->optimizer));
 }

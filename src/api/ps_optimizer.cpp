@@ -7,6 +7,7 @@
 #include "api/backward_passes.hpp"
 #include "api/job.hpp"
 #include "core/error.hpp"
+#include "train/diloco_strategy.hpp"
 #include "train/ps_strategy.hpp"
 
 namespace tandem::api {
@@ -86,7 +87,8 @@ double learningRateOf(torch::optim::Optimizer& optimizer) {
 struct PsOptimizer::Impl {
   torch::nn::Module& module;
   std::vector<torch::Tensor> params;
-  std::unique_ptr<train::PsStrategy> strategy;
+  std::unique_ptr<train::PsStrategy> strategy;       // gradients every step
+  std::unique_ptr<train::DilocoStrategy> diloco;     // or changes every local_steps
   std::unique_ptr<BackwardPasses> passes;
   bool finished = false;
 
@@ -100,7 +102,7 @@ struct PsOptimizer::Impl {
 };
 
 PsOptimizer::PsOptimizer(torch::nn::Module& module, const PsOptimizerOptions& options)
-    : impl_(new Impl{module, module.parameters(), nullptr, nullptr}) {
+    : impl_(new Impl{module, module.parameters(), nullptr, nullptr, nullptr}) {
   Job& job = requireJob("DistributedOptimizer");
   if (!job.spec || job.spec->numServers() == 0) {
     throw InputError(fmt::format("tandem: mode {} needs parameter servers, and this job has none (launch with "
@@ -129,7 +131,21 @@ PsOptimizer::PsOptimizer(torch::nn::Module& module, const PsOptimizerOptions& op
   d.error_feedback = job.options.error_feedback;
   d.peer_timeout_s = job.options.peer_timeout_s;
   d.rendezvous_timeout_s = job.options.rendezvous_timeout_s;
+  d.local_steps = options.local_steps;
+  d.outer_optimizer = options.outer_optimizer;
+  d.outer_lr = options.outer_lr;
+  d.outer_momentum = options.outer_momentum;
   Impl& s = *impl_;
+  if (options.local_steps != 0) {
+    if (options.local_steps < 0) {
+      throw InputError(fmt::format("tandem: local_steps must be >= 1 (0: off), got {}", options.local_steps));
+    }
+    train::validateDiloco(d);  // the outer settings and the mode, named as the CLI's flags
+    s.diloco = std::make_unique<train::DilocoStrategy>(*job.spec, config, processContext(), /*joined=*/true);
+    torch::NoGradGuard no_grad;
+    s.diloco->initialize(module, nlohmann::json::object(), {1, 0, 0, nullptr, nullptr, ""});
+    return;
+  }
   // Before the strategy's hooks: a pass too many is refused before any push.
   s.passes = std::make_unique<BackwardPasses>(s.params, options.backward_passes_per_step, [&s](int pass, bool) {
     s.strategy->beforeBackward(s.localStep(), pass);
@@ -150,12 +166,19 @@ PsOptimizer::~PsOptimizer() {
 void PsOptimizer::setLearningRate(double lr) {
   if (!(lr >= 0)) throw InputError(fmt::format("tandem: learning rate {} is not a non-negative number", lr));
   if (impl_->finished) throw Error("tandem: DistributedOptimizer used after finish()");
+  if (impl_->diloco) return;
   impl_->strategy->setLearningRate(lr);
 }
 
 void PsOptimizer::step() {
   Impl& s = *impl_;
   if (s.finished) throw Error("tandem: DistributedOptimizer used after finish()");
+  if (s.diloco) {
+    torch::NoGradGuard no_grad;
+    train::AgreedStep agreed;
+    s.diloco->afterUpdate(s.module, agreed);
+    return;
+  }
   s.passes->requireComplete("DistributedOptimizer::step");
   {
     torch::NoGradGuard no_grad;
@@ -173,10 +196,14 @@ void PsOptimizer::finish() {
   Impl& s = *impl_;
   if (s.finished) return;
   s.finished = true;
-  if (s.strategy->rank() == 0) {
-    torch::NoGradGuard no_grad;
-    s.strategy->awaitJobEnd(0);
+  torch::NoGradGuard no_grad;
+  if (s.diloco) {
+    s.diloco->finishRound(s.module);
+    if (s.diloco->rank() == 0) s.diloco->awaitJobEnd(0);
+    s.diloco->finish();
+    return;
   }
+  if (s.strategy->rank() == 0) s.strategy->awaitJobEnd(0);
   s.strategy->finish();
 }
 

@@ -19,6 +19,13 @@ struct PsOptimizerOptions {
   double chunk_mb = 4;
   optim::OptimizerSettings optimizer;  // what the servers run
   double lr = 0.01;                 // the rate of the first step
+  // DiLoCo (> 0): the caller's optimizer steps locally; step() counts its
+  // steps and every local_steps of them exchanges the change for the
+  // servers' outer update (train/diloco_strategy.hpp).
+  int64_t local_steps = 0;
+  std::string outer_optimizer = "nesterov";
+  double outer_lr = 0.7;
+  double outer_momentum = 0.9;
 };
 
 class PsOptimizer {
@@ -31,15 +38,18 @@ class PsOptimizer {
   PsOptimizer(const PsOptimizer&) = delete;
   PsOptimizer& operator=(const PsOptimizer&) = delete;
 
-  // The rate the next update applies with.
+  // The rate the next update applies with (DiLoCo: the caller's own, so
+  // nothing is sent).
   void setLearningRate(double lr);
   // After the update's backward passes: pushes what is left, waits for the
   // step's agreement and installs the pulled parameters in the module.
+  // DiLoCo: after the caller's optimizer step; exchanges at a round's end.
   void step();
   // Unsets the gradients; they are not needed, the servers hold the update.
   void zeroGrad();
   // Async and SSP: the chief waits for every other worker's last update and
   // pulls the final parameters. Then each worker says goodbye. Idempotent.
+  // DiLoCo: ends a partial last round first.
   void finish();
 
  private:

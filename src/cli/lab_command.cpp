@@ -264,6 +264,7 @@ int runLab(LabOptions o) {
   const auto wire_dtype = parseWireDtype(flagValue(o.train_args, "--wire-dtype").value_or("fp32"));
   const double wire = static_cast<double>(wireBytes(wire_dtype)) / 4;
   setup.model_bytes = 4.0 * wire * chief_summary.value("parameters", 0.0);
+  setup.local_steps = std::max<int64_t>(1, std::stoll(flagValue(o.train_args, "--local-steps").value_or("1")));
   // As the chief ran it (--staleness 0 is ps-sync, for one).
   setup.mode = parseTrainingMode(chief_summary.value("mode", std::string()), "the chief's summary.json");
   // The layout as the workers built it (their summary's "strategy"):

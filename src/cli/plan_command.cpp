@@ -22,6 +22,7 @@ namespace tandem::cli {
 namespace {
 
 struct PlanFlags {
+  int64_t local_steps = 1;  // DiLoCo: steps per exchange of the model
   std::string model;
   double model_mb = 0;
   std::string profile;
@@ -130,11 +131,23 @@ int run(PlanFlags f) {
   const double wire = static_cast<double>(wireBytes(parseWireDtype(f.wire_dtype))) / 4;
   if (tf1 && wire != 1) throw InputError("--wire-dtype: tf1-ps models TensorFlow 1's float32 wire only");
   work.model_bytes *= wire;
+  if (f.local_steps < 1) throw InputError(fmt::format("--local-steps: must be >= 1, got {}", f.local_steps));
+  if (f.local_steps > 1 && (tf1 || f.recommend)) {
+    throw InputError("--local-steps: DiLoCo is predicted for Tandem's own layouts, without --recommend or tf1-ps");
+  }
+  // DiLoCo: each exchange predicted alone, then spread over its steps.
+  const bool diloco = f.local_steps > 1;
+  plan::Workload exchanged = work;
+  if (diloco) exchanged.forward_s = exchanged.backward_s = 0;
+  auto perStep = [&](const plan::Prediction& p, const plan::Cluster& cluster) {
+    return diloco ? plan::withLocalSteps(p, work, cluster, f.local_steps) : p;
+  };
   nlohmann::json rows = nlohmann::json::array();
   if (!f.json) {
-    fmt::print("{} ({:.1f} MB), forward {} ms + backward {} ms, {} Gbit/s, {} us latency, {}\n",
+    fmt::print("{} ({:.1f} MB), forward {} ms + backward {} ms, {} Gbit/s, {} us latency, {}{}\n",
                f.model.empty() ? "model" : f.model, work.model_bytes / 1e6, f.forward_ms, f.backward_ms,
-               f.link_gbps, f.latency_us, f.layout);
+               f.link_gbps, f.latency_us, f.layout,
+               diloco ? fmt::format(", DiLoCo: one exchange per {} steps", f.local_steps) : "");
     fmt::print("{:>5} {:>7} {:>8} {:>12} {:>10} {:>10} {:>9} {:>11}  {}\n", "hosts", "workers", "servers",
                "opt. MB/step", "optimum ms", "step ms", "effic.", "samples/s", "bound by");
   }
@@ -143,7 +156,7 @@ int run(PlanFlags f) {
     const bool colocated =
         algorithm == plan::Algorithm::kPsColocated || algorithm == plan::Algorithm::kHierPsColocated;
     plan::Layout layout{algorithm, tf1 ? hosts : f.servers > 0 ? f.servers : (colocated ? hosts : 1)};
-    const plan::Prediction optimum = plan::predict(work, cluster, layout);
+    const plan::Prediction optimum = perStep(plan::predict(exchanged, cluster, layout), cluster);
     nlohmann::json row = {{"hosts", hosts}, {"workers", cluster.workers()},
                           {"servers", plan::isAllReduce(algorithm) ? 0 : layout.servers},
                           {"busiest_link_mb_per_step",
@@ -163,10 +176,11 @@ int run(PlanFlags f) {
       // As tandem train: hierarchical hosts share the pulled model in one piece.
       const bool priority = f.priority == "on" && (algorithm == plan::Algorithm::kPsColocated ||
                                                    algorithm == plan::Algorithm::kPsDedicated);
-      const plan::Prediction p = plan::predictTandem(
-          work, cluster, layout,
-          {groupMb(layout.servers) * 1024 * 1024 * wire, f.apply_gb_s * 1e9 * wire, f.message_us / 1e6, f.async,
-           priority});
+      const plan::Prediction p = perStep(
+          plan::predictTandem(exchanged, cluster, layout,
+                              {groupMb(layout.servers) * 1024 * 1024 * wire, f.apply_gb_s * 1e9 * wire,
+                               f.message_us / 1e6, f.async, priority}),
+          cluster);
       row.update({{"step_ms", p.step_s * 1e3}, {"efficiency", p.efficiency}, {"samples_per_sec", p.samples_per_s},
                   {"bottleneck", p.bottleneck}});
     }
@@ -252,6 +266,9 @@ Command addPlanCommand(CLI::App& app) {
   cmd->add_option("--priority", f->priority,
                   "sync PS layouts: on (tandem train's default) lets the next forward overlap the exchange")
       ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  cmd->add_option("--local-steps", f->local_steps,
+                  "DiLoCo: steps of compute per exchange of the model (tandem train --local-steps); 1: every step")
       ->capture_default_str();
   cmd->add_option("--servers", f->servers, "parameter servers (default: one per host colocated, 1 dedicated)");
   cmd->add_flag("--recommend", f->recommend,

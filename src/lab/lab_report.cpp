@@ -41,12 +41,27 @@ nlohmann::json labReport(const LabSetup& setup, const std::vector<WorkerResult>&
   plan::Workload work{setup.forward_s, setup.backward_s, setup.model_bytes, workers.front().samples_per_step};
   plan::Cluster cluster{setup.worker_hosts, setup.workers_per_host, setup.link_bits_per_s / 8, 0};
   const plan::Layout layout = layoutOf(setup);
-  const plan::Prediction optimum = plan::predict(work, cluster, layout);
+  // DiLoCo: the exchange alone, once per local_steps steps of compute.
+  const bool diloco = setup.local_steps > 1;
+  plan::Workload exchanged = work;
+  if (diloco) exchanged.forward_s = exchanged.backward_s = 0;
+  plan::Prediction optimum = plan::predict(exchanged, cluster, layout);
   const bool asynchronous = setup.mode == TrainingMode::kPsAsync || setup.mode == TrainingMode::kPsBounded;
-  const plan::Prediction predicted =
-      plan::predictTandem(work, cluster, layout,
+  plan::Prediction predicted =
+      plan::predictTandem(exchanged, cluster, layout,
                           {setup.group_bytes, setup.apply_bytes_per_s, setup.message_s, asynchronous,
                            setup.priority && setup.mode == TrainingMode::kPsSync});
+  if (diloco) {
+    optimum = plan::withLocalSteps(optimum, work, cluster, setup.local_steps);
+    predicted = plan::withLocalSteps(predicted, work, cluster, setup.local_steps);
+  }
+  // The emulated GPU's busy share of a step: forward+backward over the step.
+  double busy = 0;
+  for (const auto& w : workers) {
+    const double step = w.window.stepSeconds();
+    if (step > 0) busy += w.window.breakdown.value("forward_backward", 0.0) / step;
+  }
+  const double compute_utilisation = workers.empty() ? 0 : busy / static_cast<double>(workers.size());
   // The optimum again, with the next forward overlapping the exchange too.
   const double overlapped_samples_per_s =
       optimum.overlapped_step_s > 0 ? optimum.samples_per_s * optimum.step_s / optimum.overlapped_step_s : 0;
@@ -83,19 +98,21 @@ nlohmann::json labReport(const LabSetup& setup, const std::vector<WorkerResult>&
         {"model_bytes", setup.model_bytes}, {"group_bytes", setup.group_bytes},
         {"message_us", setup.message_s * 1e6}, {"apply_gb_per_s", setup.apply_bytes_per_s / 1e9},
         {"forward_ms", setup.forward_s * 1e3}, {"backward_ms", setup.backward_s * 1e3},
-        {"priority", setup.priority}}},
+        {"priority", setup.priority}, {"local_steps", setup.local_steps}}},
       {"tasks", tasks},
       {"links", links},
       {"measured", {{"step_ms", chief_step * 1e3}, {"samples_per_sec", samples_per_s},
                     {"busiest_worker_link_bytes_per_step", busiest_worker_link},
-                    {"busiest_worker_link_busy", link_busy}}},
+                    {"busiest_worker_link_busy", link_busy},
+                    {"compute_utilisation", compute_utilisation}}},
       {"optimum", {{"step_ms", optimum.step_s * 1e3}, {"samples_per_sec", optimum.samples_per_s},
                    {"worker_link_bytes_per_step", optimum.load.worker_host_bytes}, {"bottleneck", optimum.bottleneck},
                    {"overlapped_step_ms", optimum.overlapped_step_s * 1e3},
-                   {"overlapped_samples_per_sec", overlapped_samples_per_s}}},
+                   {"overlapped_samples_per_sec", overlapped_samples_per_s},
+                   {"compute_utilisation", optimum.efficiency}}},
       {"predicted", {{"step_ms", predicted.step_s * 1e3}, {"samples_per_sec", predicted.samples_per_s},
                      {"worker_link_bytes_per_step", expected_worker_link},
-                     {"bottleneck", predicted.bottleneck}}},
+                     {"bottleneck", predicted.bottleneck}, {"compute_utilisation", predicted.efficiency}}},
       // Steps compare worker 0; "time" compares the job's time per sample
       // (the inverse of samples/s), which is what counts when async workers
       // step at different rates.
@@ -152,6 +169,12 @@ std::string labTable(const nlohmann::json& r) {
                      m["step_ms"].get<double>(), r["predicted"]["step_ms"].get<double>(),
                      ratios["measured_over_predicted_step"].get<double>(), r["optimum"]["step_ms"].get<double>(),
                      ratios["optimum_over_measured_step"].get<double>(), r["optimum"]["bottleneck"].get<std::string>());
+  out += fmt::format("compute: {:.3f} of each step forward+backward, predicted {:.3f}, optimum {:.3f}{}\n",
+                     m.value("compute_utilisation", 0.0), r["predicted"].value("compute_utilisation", 0.0),
+                     r["optimum"].value("compute_utilisation", 0.0),
+                     r["cluster"].value("local_steps", 1) > 1
+                         ? fmt::format(" (one exchange per {} steps)", r["cluster"]["local_steps"].get<int64_t>())
+                         : "");
   out += fmt::format("busiest worker link: {:.3f} MB/step measured, {:.3f} MB/step by the algorithm's count ({:.3f})\n",
                      m["busiest_worker_link_bytes_per_step"].get<double>() / 1e6,
                      r["predicted"]["worker_link_bytes_per_step"].get<double>() / 1e6,

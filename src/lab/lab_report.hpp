@@ -31,6 +31,7 @@ struct LabSetup {
   double apply_bytes_per_s = 0;  // a server's apply rate (0: free)
   TrainingMode mode = TrainingMode::kAllReduce;
   bool priority = false;         // sync PS whose next forward waits per stage (--priority on)
+  int64_t local_steps = 1;       // DiLoCo: steps per exchange of the model (--local-steps)
 };
 
 struct WorkerResult {

@@ -119,6 +119,22 @@ Prediction predict(const Workload& work, const Cluster& cluster, const Layout& l
   return p;
 }
 
+Prediction withLocalSteps(const Prediction& exchange, const Workload& work, const Cluster& cluster, int64_t h) {
+  if (h < 1) throw InputError(fmt::format("local steps must be >= 1, got {}", h));
+  Prediction p = exchange;
+  const double per_step = exchange.step_s / static_cast<double>(h);
+  p.load.worker_host_bytes /= static_cast<double>(h);
+  p.load.server_host_bytes /= static_cast<double>(h);
+  p.comm_s = per_step;
+  p.single_s = work.forward_s + work.backward_s;
+  p.step_s = p.single_s + per_step;
+  p.overlapped_step_s = std::max(p.single_s, per_step);
+  p.efficiency = p.step_s > 0 ? p.single_s / p.step_s : 1.0;
+  p.samples_per_s = p.step_s > 0 ? cluster.workers() * work.batch_per_worker / p.step_s : 0;
+  if (per_step <= p.single_s) p.bottleneck = "compute";
+  return p;
+}
+
 namespace {
 
 // With a server on every host, one direction of a host's link carries this

@@ -14,7 +14,7 @@ namespace tandem::plan {
 struct Workload {
   double forward_s = 0;   // per step, per worker
   double backward_s = 0;
-  double model_bytes = 0;  // the gradient (and parameter) bytes exchanged per step
+  double model_bytes = 0;  // the gradient (and parameter) bytes exchanged per step (DiLoCo: per round)
   int64_t batch_per_worker = 1;
 };
 
@@ -104,6 +104,15 @@ struct TandemPath {
 // as a processor-sharing queue instead: step_s is then worker 0's and
 // samples_per_s sums every worker's own rate.
 Prediction predictTandem(const Workload& work, const Cluster& cluster, const Layout& layout, const TandemPath& path);
+
+// DiLoCo (--local-steps h): h steps of compute, then one exchange of the
+// model, after them and not overlapped. `exchange` is predict's or
+// predictTandem's answer for `work` without compute (forward and backward
+// 0): the exchange alone. Returns the mean step: the compute plus 1/h of
+// the exchange's time, with 1/h of its bytes. overlapped_step_s is the
+// step if each exchange hid behind the next round's compute (streaming).
+// The bottleneck is compute when it outweighs its share of the exchange.
+Prediction withLocalSteps(const Prediction& exchange, const Workload& work, const Cluster& cluster, int64_t h);
 
 std::string algorithmName(Algorithm algorithm);
 // "allreduce", "ps-colocated", "ps-dedicated"; InputError otherwise.

@@ -46,6 +46,9 @@ inline constexpr MessageType kRelease{45};
 // steps and pulls that wait for it fail at once instead of after
 // --peer-timeout, so the other workers start again too.
 inline constexpr MessageType kLeave{46};
+// A worker that computes for a while without a request (DiLoCo's local
+// steps) says it is alive, so that its silence is not taken for death; reply kOk.
+inline constexpr MessageType kAlive{47};
 }  // namespace msg
 
 inline constexpr net::MessageName kMessageNames[] = {
@@ -64,6 +67,7 @@ inline constexpr net::MessageName kMessageNames[] = {
     {msg::kHold, "ps-hold"},
     {msg::kRelease, "ps-release"},
     {msg::kLeave, "ps-leave"},
+    {msg::kAlive, "ps-alive"},
 };
 inline constexpr net::MessageCatalog kMessages{kMessageNames};
 

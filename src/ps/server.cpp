@@ -302,6 +302,10 @@ void ParameterServer::Impl::handle(std::vector<zmq::message_t>& parts, size_t to
       case net::code(msg::kLeave): onLeave(routing, f); break;
       case net::code(msg::kAwaitWorkers): onAwait(routing, f); break;
       case net::code(msg::kLr): onLr(routing, f); break;
+      case net::code(msg::kAlive):
+        workerOf(routing, f.header.type);  // heard from it: that is all
+        replyOk(routing, f.header.request_id);
+        break;
       case net::code(msg::kHold):
       case net::code(msg::kRelease): onHold(routing, f); break;
       default:

@@ -308,8 +308,8 @@ void Worker::awaitPushes(Deadline deadline, int64_t step) {
     std::lock_guard lock(window_mutex_);
     push_tickets_[c] = Ticket();
   }
-  for (auto& t : lr_tickets_) t.wait(deadline, "the learning rate");
-  lr_tickets_.clear();
+  for (auto& t : notice_tickets_) t.wait(deadline, "a learning rate or ps-alive");
+  notice_tickets_.clear();
 }
 
 StepAgreement Worker::awaitWorkers(int64_t step, Deadline deadline) {
@@ -349,9 +349,13 @@ void Worker::setLearningRate(double lr) {
   double value = lr;
   for (int i = 0; i < servers(); ++i) {
     // Sent before this step's pushes on the same connection: they see it.
-    lr_tickets_.push_back(client_->send(i, {.type = msg::kLr}, net::copyPayload(&value, sizeof(value))));
+    notice_tickets_.push_back(client_->send(i, {.type = msg::kLr}, net::copyPayload(&value, sizeof(value))));
   }
   sent_lr_ = lr;
+}
+
+void Worker::sayAlive() {
+  for (int i = 0; i < servers(); ++i) notice_tickets_.push_back(client_->send(i, {.type = msg::kAlive}, zmq::message_t()));
 }
 
 void Worker::sayDone(Deadline deadline) { sayToEveryServer(msg::kDone, deadline, "the goodbye", false); }

@@ -148,6 +148,9 @@ class Worker {
   // Sends `lr` to every server ahead of this step's pushes (the APIs' own
   // schedules). Unchanged values are not sent again.
   void setLearningRate(double lr);
+  // Tells every server this worker is alive (ps-alive), between steps that
+  // send them nothing; the answers are awaited with the next step's pushes.
+  void sayAlive();
 
   // Says goodbye to every server (they stop waiting for this worker), then
   // hangs up. Safe to repeat.
@@ -188,7 +191,8 @@ class Worker {
   // by the client's I/O thread: their tickets are guarded by window_mutex_.
   mutable std::mutex window_mutex_;
   std::condition_variable window_cv_;
-  std::vector<Ticket> push_tickets_, pull_tickets_, lr_tickets_;
+  std::vector<Ticket> push_tickets_, pull_tickets_;
+  std::vector<Ticket> notice_tickets_;  // learning rates and ps-alive, awaited with a step's pushes
   std::vector<bool> pull_expected_;  // by chunk: a pull is owed (maybe not yet sent)
   struct Pending {
     const void* data = nullptr;

@@ -49,9 +49,8 @@ void requirePositive(int64_t value, const char* flag) {
 void requireNonNegative(double value, const char* flag) {
   if (!(value >= 0)) throw InputError(fmt::format("{}: must be >= 0, got {}", flag, value));
 }
+}  // namespace
 
-// DiLoCo's settings; whether they apply at all (servers, --local-steps
-// given) is the flags' check (cli/train_flags.cpp).
 void validateDiloco(const DistributedConfig& d) {
   if (d.local_steps < 0) throw InputError(fmt::format("--local-steps: must be >= 1, got {}", d.local_steps));
   if (d.outer_optimizer != "nesterov" && d.outer_optimizer != "sgd") {
@@ -66,12 +65,15 @@ void validateDiloco(const DistributedConfig& d) {
     throw InputError(fmt::format("--outer-momentum: must be in [0, 1), got {}", d.outer_momentum));
   }
   if (d.local_steps == 0) return;
-  if (psModeOf(d) != TrainingMode::kPsSync) {
-    throw InputError("--local-steps: DiLoCo runs with sync parameter servers only so far (leave out --ps-mode async "
-                     "and --staleness)");
+  if (psModeOf(d) == TrainingMode::kPsBounded) {
+    throw InputError("--local-steps: DiLoCo runs with --ps-mode sync or async, not with --staleness");
+  }
+  if (d.delay_compensation > 0 || d.staleness_lr == Switch::kOn) {
+    throw InputError(fmt::format("--local-steps: not with {} (they correct stale gradients; DiLoCo pushes its "
+                                 "workers' changes)",
+                                 d.delay_compensation > 0 ? "--delay-compensation" : "--staleness-lr on"));
   }
 }
-}  // namespace
 
 void applyOptimizerDefaults(OptimizerConfig& c, std::optional<double> momentum, std::optional<double> weight_decay) {
   const optim::OptimizerSettings defaults = optim::optimizerDefaults(c.name);

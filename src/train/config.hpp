@@ -192,6 +192,9 @@ struct SuppliedParts {
 // Checks ranges and combinations; throws InputError naming the flag. Names
 // of parts the caller supplies are not checked.
 void validate(const TrainConfig& config, SuppliedParts supplied = {});
+// DiLoCo's settings (part of validate); whether they apply at all (servers,
+// --local-steps given) is the flags' check (cli/train_flags.cpp).
+void validateDiloco(const DistributedConfig& d);
 
 nlohmann::json toJson(const TrainConfig& config);
 // Inverse of toJson for the fields a checkpoint needs to rebuild the model

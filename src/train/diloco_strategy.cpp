@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 
 #include "core/error.hpp"
 #include "core/logging.hpp"
@@ -37,8 +38,10 @@ OptimizerConfig outerOptimizerOf(const DistributedConfig& d) {
 
 int64_t roundsOf(int64_t steps, int64_t h) { return (steps + h - 1) / h; }
 
-DilocoStrategy::DilocoStrategy(cluster::ClusterSpec spec, TrainConfig config, cluster::JobContext& context)
-    : config_(std::move(config)), ps_(std::make_unique<PsStrategy>(std::move(spec), outerRunOf(config_), context)) {
+DilocoStrategy::DilocoStrategy(cluster::ClusterSpec spec, TrainConfig config, cluster::JobContext& context,
+                               bool joined)
+    : config_(std::move(config)),
+      ps_(std::make_unique<PsStrategy>(std::move(spec), outerRunOf(config_), context, joined)) {
   TANDEM_ENFORCE(config_.distributed.local_steps > 0, "DiLoCo without --local-steps");
 }
 
@@ -46,7 +49,6 @@ DilocoStrategy::~DilocoStrategy() = default;
 
 void DilocoStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fingerprint, const StepPlan& plan) {
   const int64_t h = config_.distributed.local_steps;
-  if (plan.total_steps <= 0) throw InputError("--local-steps: DiLoCo needs a run of known length (--max-steps or --epochs)");
   for (const auto& p : model.parameters()) {
     if (p.requires_grad()) params_.push_back(p);
   }
@@ -55,26 +57,36 @@ void DilocoStrategy::initialize(torch::nn::Module& model, const nlohmann::json& 
   outer_ = std::make_unique<torch::optim::SGD>(
       params_, torch::optim::SGDOptions(config_.distributed.outer_lr).momentum(o.momentum).nesterov(o.nesterov));
   step_ = plan.start_step;
-  total_steps_ = plan.total_steps;
+  // Open-ended (the APIs): the caller's finishRound ends the last round.
+  total_steps_ = plan.total_steps > 0 ? plan.total_steps : std::numeric_limits<int64_t>::max();
   // A run resumes from the end of a round: its checkpoints are taken there.
+  const bool sync = mode() == TrainingMode::kPsSync;
   if (!plan.resume_from.empty() && plan.start_step > 0) {
     if (rank() == 0) {
       LoadedCheckpoint(plan.resume_from).restoreOuter(*outer_);
-    } else if (inner_ != nullptr) {
+    } else if (inner_ != nullptr && sync) {
       loadOptimizerState(innerStatePath(plan.start_step), *inner_);
+    } else {
+      TANDEM_LOG_INFO("worker {}: async DiLoCo resumes every worker's inner optimizer from the chief's", rank());
     }
   }
+  // Async: each worker's round is one of the job's updates.
+  const int64_t per_round = sync ? 1 : worldSize();
   StepPlan rounds = plan;
-  rounds.steps_per_epoch = std::max<int64_t>(1, plan.steps_per_epoch / h);
-  rounds.total_steps = roundsOf(plan.total_steps, h);
-  rounds.start_step = roundsOf(plan.start_step, h);
+  rounds.steps_per_epoch = std::max<int64_t>(1, plan.steps_per_epoch / h) * per_round;
+  rounds.total_steps = plan.total_steps > 0 ? roundsOf(plan.total_steps, h) * per_round : 0;
+  rounds.start_step = roundsOf(plan.start_step, h) * per_round;
   rounds.optimizer = outer_.get();
   ps_->initialize(model, fingerprint, rounds);
   torch::NoGradGuard no_grad;
   for (const auto& p : params_) global_.push_back(p.detach().clone());
+  last_contact_ = Clock::now();
   if (rank() == 0) {
-    TANDEM_LOG_INFO("DiLoCo: {} local steps a round, then {} (lr {}, momentum {}) on the servers: rounds {} to {}",
-                    h, o.nesterov ? "Nesterov" : "SGD", o.lr, o.momentum, rounds.start_step, rounds.total_steps);
+    TANDEM_LOG_INFO("DiLoCo: {} local steps a round, then {} (lr {}, momentum {}) on the servers{}", h,
+                    o.nesterov ? "Nesterov" : "SGD", o.lr, o.momentum,
+                    plan.total_steps > 0 ? fmt::format(": rounds {} to {}", roundsOf(plan.start_step, h),
+                                                       roundsOf(plan.total_steps, h))
+                                         : "");
   }
 }
 
@@ -90,8 +102,24 @@ SyncTimes DilocoStrategy::afterUpdate(torch::nn::Module& model, AgreedStep& agre
   ++step_;
   if (step_ % config_.distributed.local_steps != 0 && step_ < total_steps_) {
     agreed.replicas_agree = false;
+    // Servers give up on a worker silent for --peer-timeout; a round may be longer.
+    if (secondsSince(last_contact_) > config_.distributed.peer_timeout_s / 4) {
+      ps_->keepAlive();
+      last_contact_ = Clock::now();
+    }
     return {};
   }
+  return exchange(model, agreed);
+}
+
+bool DilocoStrategy::finishRound(torch::nn::Module& model) {
+  if (step_ % config_.distributed.local_steps == 0) return false;
+  AgreedStep agreed;
+  exchange(model, agreed);
+  return true;
+}
+
+SyncTimes DilocoStrategy::exchange(torch::nn::Module& model, AgreedStep& agreed) {
   std::vector<torch::Tensor> outer;
   {
     torch::NoGradGuard no_grad;
@@ -103,10 +131,8 @@ SyncTimes DilocoStrategy::afterUpdate(torch::nn::Module& model, AgreedStep& agre
   round.stop_requested = stop_wanted_;
   round.checkpoint_requested = checkpoint_wanted_;
   const AgreedStep after = ps_->synchronizeGradients(model, round);  // the pulls are in the model on return
-  {
-    torch::NoGradGuard no_grad;
-    for (size_t p = 0; p < params_.size(); ++p) global_[p].copy_(params_[p]);
-  }
+  keepGlobal();
+  last_contact_ = Clock::now();
   ++rounds_;
   stop_wanted_ = checkpoint_wanted_ = false;
   agreed.loss = after.loss;
@@ -114,15 +140,29 @@ SyncTimes DilocoStrategy::afterUpdate(torch::nn::Module& model, AgreedStep& agre
   agreed.checkpoint = after.checkpoint;
   agreed.replicas_agree = true;
   // The chief's checkpoint holds its own inner state; the others keep theirs.
-  if (rank() != 0 && inner_ != nullptr && (after.checkpoint || after.stop || step_ >= total_steps_)) {
+  if (checkpointsByAgreement() && rank() != 0 && inner_ != nullptr &&
+      (after.checkpoint || after.stop || step_ >= total_steps_)) {
     saveInnerState(step_);
   }
   return after.times;
 }
 
 std::optional<int64_t> DilocoStrategy::prepareCheckpoint(torch::optim::Optimizer&) {
-  ps_->prepareCheckpoint(*outer_);
+  ps_->prepareCheckpoint(*outer_);  // may put the servers' float32 values into the model
+  keepGlobal();
   return std::nullopt;
+}
+
+int64_t DilocoStrategy::awaitJobEnd(int64_t own_step) {
+  if (mode() == TrainingMode::kPsSync) return own_step;
+  ps_->awaitJobEnd(own_step);
+  keepGlobal();
+  return own_step;
+}
+
+void DilocoStrategy::keepGlobal() {
+  torch::NoGradGuard no_grad;
+  for (size_t p = 0; p < params_.size(); ++p) global_[p].copy_(params_[p]);
 }
 
 std::filesystem::path DilocoStrategy::innerStatePath(int64_t step) const {

@@ -6,7 +6,9 @@
 // sync servers average the workers' and apply the outer optimizer
 // (Nesterov momentum by default), and every worker pulls the new global
 // model and trains on from it. The run's last step always ends a round, so
-// the run ends on a global model.
+// the run ends on a global model. Async (--ps-mode async): each worker's
+// outer gradient is applied as it arrives, scaled by its share (1/workers),
+// and the worker goes on with whatever the servers then hold.
 //
 // The exchange is a PsStrategy step whose gradients are the outer
 // gradients: chunks, 16-bit wires, hierarchical sums, GPU staging and the
@@ -20,6 +22,7 @@
 
 #include "cluster/cluster_spec.hpp"
 #include "cluster/job_context.hpp"
+#include "core/clock.hpp"
 #include "train/config.hpp"
 #include "train/ps_strategy.hpp"
 
@@ -36,7 +39,8 @@ int64_t roundsOf(int64_t steps, int64_t h);
 
 class DilocoStrategy final : public Strategy, public RemoteParameters {
  public:
-  DilocoStrategy(cluster::ClusterSpec spec, TrainConfig config, cluster::JobContext& context);
+  // `joined`: as PsStrategy's (the APIs' processes are members already).
+  DilocoStrategy(cluster::ClusterSpec spec, TrainConfig config, cluster::JobContext& context, bool joined = false);
   ~DilocoStrategy() override;
 
   TrainingMode mode() const override { return ps_->mode(); }
@@ -52,9 +56,15 @@ class DilocoStrategy final : public Strategy, public RemoteParameters {
   // At a round's end: pushes the outer gradients, waits for the servers'
   // update and pulls the global model; the loss and stop are then agreed.
   SyncTimes afterUpdate(torch::nn::Module& model, AgreedStep& agreed) override;
+  // Open-ended runs (the APIs): ends a partial last round, if any, so that
+  // every worker holds the global model; true if there was one. Sync: every
+  // worker must call it after the same steps.
+  bool finishRound(torch::nn::Module& model);
   bool workerAppliesUpdates() const override { return true; }
   bool averagesWorkerBatches() const override { return false; }
-  bool checkpointsByAgreement() const override { return true; }
+  // Sync: every worker keeps its inner state at the chief's checkpoints.
+  bool checkpointsByAgreement() const override { return mode() == TrainingMode::kPsSync; }
+  bool sharesJobSteps() const override { return false; }
   void finish() override { ps_->finish(); }
   RemoteParameters* remoteParameters() override { return this; }
   nlohmann::json summary() const override;
@@ -64,15 +74,21 @@ class DilocoStrategy final : public Strategy, public RemoteParameters {
   void allowGatedParameters() override {}
   void awaitParameters(size_t) override {}
   SyncTimes takeParameterWaits() override { return {}; }
-  int64_t awaitJobEnd(int64_t own_step) override { return own_step; }
+  // Async: waits until every other worker's last round is in, and pulls
+  // the final global model.
+  int64_t awaitJobEnd(int64_t own_step) override;
   // Fetches the servers' outer state into outerOptimizer(); the inner
-  // optimizer is the caller's already.
+  // optimizer is the caller's already. Async: each chunk as it is then,
+  // without pausing the others (their next round may be many steps away).
   std::optional<int64_t> prepareCheckpoint(torch::optim::Optimizer& optimizer) override;
   torch::optim::Optimizer* outerOptimizer() override { return outer_.get(); }
 
  private:
   std::filesystem::path innerStatePath(int64_t step) const;
   void saveInnerState(int64_t step) const;
+  void keepGlobal();  // the model's parameters are the global model now
+  // Pushes the outer gradients, waits for the servers' update and pulls.
+  SyncTimes exchange(torch::nn::Module& model, AgreedStep& agreed);
 
   TrainConfig config_;
   std::unique_ptr<PsStrategy> ps_;
@@ -83,6 +99,7 @@ class DilocoStrategy final : public Strategy, public RemoteParameters {
   int64_t step_ = 0;
   int64_t total_steps_ = 0;
   int64_t rounds_ = 0;  // this run's
+  Clock::time_point last_contact_ = Clock::now();  // with the servers
   bool stop_wanted_ = false;
   bool checkpoint_wanted_ = false;
 };

@@ -447,6 +447,10 @@ void PsStrategy::offerOuterGradients(const std::vector<torch::Tensor>& outer) {
   for (size_t p = outer.size(); p-- > 0;) s.capture->offer(p, outer[p]);
 }
 
+void PsStrategy::keepAlive() {
+  if (impl_->worker) impl_->worker->sayAlive();
+}
+
 AgreedStep PsStrategy::synchronizeGradients(torch::nn::Module& model, const LocalStep& local) {
   Impl& s = *impl_;
   Stopwatch watch;
@@ -523,8 +527,12 @@ std::optional<int64_t> PsStrategy::prepareCheckpoint(torch::optim::Optimizer& op
   // Sync: the state after this worker's last step, before anyone's next.
   // Async and SSP: every other worker pauses at its next step boundary, and
   // each chunk is taken with exactly the pushes of the steps before it.
+  // DiLoCo's others may be a round of local steps from their next report:
+  // its async checkpoints take each chunk as it is, labelled with the chief's own step.
   std::optional<ps::SnapshotPoint> point;
-  if (s.mode != TrainingMode::kPsSync) point = s.worker->holdForSnapshot(s.peerDeadline());
+  if (s.mode != TrainingMode::kPsSync && s.config.distributed.local_steps == 0) {
+    point = s.worker->holdForSnapshot(s.peerDeadline());
+  }
   const std::vector<net::Frame> frames =
       s.worker->fetchState(s.mode == TrainingMode::kPsSync ? s.step : 0, s.peerDeadline(), point ? &*point : nullptr);
   if (point) s.worker->releaseSnapshot(s.peerDeadline());

@@ -49,6 +49,8 @@ class PsStrategy final : public Strategy, public RemoteParameters {
   // worker's share of the workers' mean; synchronizeGradients then ends the
   // step as usual. Backward's gradients never reach the servers.
   void offerOuterGradients(const std::vector<torch::Tensor>& outer);
+  // Between steps that send the servers nothing: tells them this worker is alive.
+  void keepAlive();
   // The rate this worker's next pushes apply with (sync: worker 0's rules),
   // replacing the schedule; sent only when it changed.
   void setLearningRate(double lr);

@@ -153,6 +153,9 @@ class Strategy {
   // Periodic checkpoints are taken where AgreedStep::checkpoint says, by
   // every worker (each keeps state of its own), instead of by the chief alone.
   virtual bool checkpointsByAgreement() const { return false; }
+  // Whether each of this worker's steps is one of the job's shared steps
+  // (sharesSteps above).
+  virtual bool sharesJobSteps() const { return sharesSteps(mode()); }
   // After the last step: waits for peers so nobody leaves mid-collective.
   virtual void finish() {}
   // Strategy-specific figures for the run summary.

@@ -123,7 +123,7 @@ TrainingRun::TrainingRun(const TrainConfig& config, Strategy& strategy, cluster:
   }
   // Async PS: every worker's step is one of the job's global steps, so an
   // epoch (each worker's slice of every global batch) is `world` of them.
-  shared_steps_ = sharesSteps(strategy_.mode());
+  shared_steps_ = strategy_.sharesJobSteps();
   steps_per_epoch_ = sampler_->stepsPerEpoch() / c.accumulate * (shared_steps_ ? world_ : 1);
   total_steps_ = c.max_steps > 0 ? c.max_steps : c.epochs * steps_per_epoch_;
   optimizer_ = makeOptimizer(c.optimizer, model_->parameters());

@@ -54,6 +54,13 @@ if part == "allreduce":
 else:
     rel = relative(load("ps-adam"), load("plain-adam"))
     assert rel < 1e-6, f"1 PS-sync worker vs a plain PyTorch Adam loop: relative difference {rel:.2e}"
+    rel = relative(load("diloco-one"), load("plain-adam"))
+    assert rel < 1e-5, f"1 DiLoCo worker, outer SGD at 1, vs a plain PyTorch Adam loop: relative difference {rel:.2e}"
+    d0, d1 = load("diloco-two", 0), load("diloco-two", 1)
+    for name in d0:
+        assert torch.equal(d0[name], d1[name]), f"{name}: sync DiLoCo workers left the last round apart"
+    assert relative(d0, plain) > 1e-3, "2 DiLoCo workers ended where one process did: nothing was local"
+    print("equal: 1 DiLoCo worker ~ plain Adam (1e-5); 2 sync DiLoCo workers end on one global model")
     for mode in ("ps-async", "ps-ssp"):
         log = open(f"{work}/{mode}.log").read()
         losses = [float(v) for v in re.findall(r"\[worker 0\] step \d+ loss ([0-9.]+)", log)]
@@ -95,6 +102,12 @@ ps)
   "$BUILD_DIR/tandem" launch --ps 1 --workers 1 -- "$PY" "$SCRIPT" --out "$WORK/ps-adam" --mode ps-sync \
     --optimizer adam --lr-drop 10
   "$PY" "$SCRIPT" --out "$WORK/plain-adam" --plain --optimizer adam --lr-drop 10
+  # DiLoCo: Adam steps in Python, 3 a round (20 steps: a partial last one);
+  # outer SGD at rate 1 makes each round's global model the worker's own.
+  "$BUILD_DIR/tandem" launch --ps 1 --workers 1 -- "$PY" "$SCRIPT" --out "$WORK/diloco-one" --mode ps-sync \
+    --optimizer adam --lr-drop 10 --local-steps 3 --outer sgd,1,0
+  "$BUILD_DIR/tandem" launch --ps 1 --workers 2 -- "$PY" "$SCRIPT" --out "$WORK/diloco-two" --mode ps-sync \
+    --local-steps 4 --steps 22
   for mode in ps-async ps-ssp; do
     "$BUILD_DIR/tandem" launch --ps 1 --workers 2 -- "$PY" "$SCRIPT" --out "$WORK/$mode" --mode $mode --steps 40 \
       > "$WORK/$mode.log" 2>&1 || { echo "FAIL: $mode"; cat "$WORK/$mode.log"; exit 1; }
@@ -118,6 +131,11 @@ try:
     raise SystemExit("ps-async without servers did not raise")
 except ValueError as e:
     assert "needs parameter servers" in str(e), e
+try:
+    td.DistributedOptimizer(torch.optim.SGD([w], lr=0.1), local_steps=5)
+    raise SystemExit("local_steps with all-reduce did not raise")
+except ValueError as e:
+    assert "local_steps (DiLoCo) applies to mode='ps-sync' or 'ps-async'" in str(e), e
 try:
     td.DistributedOptimizer(torch.optim.Adagrad([w], lr=0.1), mode="ps-sync")
     raise SystemExit("Adagrad on the servers did not raise")

@@ -34,6 +34,8 @@ def main():
     parser.add_argument("--passes", type=int, default=1)
     parser.add_argument("--lr-drop", type=int, default=0)
     parser.add_argument("--wire-dtype", default="fp32")
+    parser.add_argument("--local-steps", type=int, default=None)  # DiLoCo
+    parser.add_argument("--outer", default="nesterov,0.7,0.9", help="DiLoCo: optimizer,lr,momentum")
     args = parser.parse_args()
 
     if args.plain:
@@ -55,8 +57,12 @@ def main():
     if not args.plain:
         td.broadcast_parameters(model.state_dict(), root_rank=0)
         td.broadcast_optimizer_state(optimizer, root_rank=0)
+        outer_name, outer_lr, outer_momentum = args.outer.split(",")
+        diloco = {} if args.local_steps is None else {
+            "local_steps": args.local_steps, "outer_optimizer": outer_name, "outer_lr": float(outer_lr),
+            "outer_momentum": float(outer_momentum)}
         optimizer = td.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(), mode=args.mode,
-                                            backward_passes_per_step=args.passes)
+                                            backward_passes_per_step=args.passes, **diloco)
     # After wrapping, as with Horovod: the scheduler counts the wrapper's steps.
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=args.lr_drop or 10**9, gamma=0.5)
 

@@ -60,6 +60,13 @@ def _server_settings(optimizer):
             "alpha": float(g.get("alpha", 0.99)), "centered": bool(g.get("centered", False))}
 
 
+def _inner_settings(optimizer):
+    """DiLoCo's servers run the outer optimizer; the inner one is the user's
+    own, stepping here, so only its rate is read."""
+    return {"name": "sgd", "lr": float(optimizer.param_groups[0]["lr"]), "momentum": 0.0, "nesterov": False,
+            "weight_decay": 0.0, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "alpha": 0.99, "centered": False}
+
+
 def _named(optimizer, named_parameters):
     """(name, parameter) for every parameter the optimizer updates, in the
     model's order when named_parameters is given (Horovod's checks)."""
@@ -85,9 +92,10 @@ def _named(optimizer, named_parameters):
 class _DistributedOptimizer(torch.optim.Optimizer):
     """The methods DistributedOptimizer adds to the user's optimizer class."""
 
-    def __init__(self, params, named, mode, averager_args, server_args):
+    def __init__(self, params, named, mode, averager_args, server_args, diloco):
         super(self.__class__, self).__init__(params)
         self._mode = mode
+        self._diloco = diloco
         self._named = named
         self._averager_args = averager_args
         self._averager = None
@@ -97,7 +105,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if mode == "allreduce":
             self._averager = _C.GradientAverager(named, *averager_args)
         else:
-            self._servers = _C.PsOptimizer(named, mode, *server_args, _server_settings(self))
+            # DiLoCo: this optimizer steps here; any kind the servers' do not run works.
+            settings = _server_settings(self) if not diloco else _inner_settings(self)
+            self._servers = _C.PsOptimizer(named, mode, *server_args, settings, diloco)
             _live_servers.add(self)
 
     def set_backward_passes_per_step(self, passes):
@@ -133,6 +143,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if closure is not None:
             raise ValueError("DistributedOptimizer.step: closures are not supported by Tandem")
         if self._servers is not None:
+            if self._diloco:
+                # The inner step here; the servers' outer one at a round's end.
+                result = super(self.__class__, self).step()
+                self._servers.step()
+                return result
             self._servers.step()
             self._send_lr()
             return None
@@ -154,7 +169,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def zero_grad(self, set_to_none=True):
         """Unsets every gradient: a reduced gradient must not be added into."""
         if self._servers is not None:
-            self._send_lr()  # a scheduler's new rate applies from this update on
+            if not self._diloco:
+                self._send_lr()  # a scheduler's new rate applies from this update on
             self._servers.zero_grad()
             return
         if self._averager.pending():
@@ -176,7 +192,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none, backward_passes_per_step=1,
                          op=Average, gradient_predivide_factor=1.0, num_groups=0, groups=None,
                          sparse_as_dense=False, process_set=global_process_set, mode="allreduce", staleness=None,
-                         ps_chunk_mb=4.0, bucket_mb=None):
+                         ps_chunk_mb=4.0, bucket_mb=None, local_steps=None, outer_optimizer="nesterov",
+                         outer_lr=0.7, outer_momentum=0.9):
     """Wraps a torch.optim optimizer, as Horovod's does: the result is an
     instance of the optimizer's own class over the same parameter groups.
 
@@ -196,6 +213,14 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
 
     ``backward_passes_per_step`` passes add up before each step(), as in
     Horovod (divide the loss by it for their mean).
+
+    ``local_steps=H`` with mode="ps-sync" or "ps-async" (DiLoCo, a Tandem
+    extension): this optimizer, of any kind, steps on each rank alone; every
+    H steps the ranks push their change since the last global model and the
+    servers apply ``outer_optimizer`` ("nesterov" or "sgd") at ``outer_lr``
+    with ``outer_momentum`` to their mean (async: each as it arrives, scaled
+    by 1/ranks), and step() installs the new global model. finish() ends a
+    partial last round; in ps-sync every rank must make the same steps.
     """
     _check_process_set(process_set, "DistributedOptimizer")
     if mode not in _MODES:
@@ -209,6 +234,17 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         raise ValueError("DistributedOptimizer: gradient_predivide_factor applies to op=Average only")
     if int(backward_passes_per_step) < 1:
         raise ValueError("DistributedOptimizer: backward_passes_per_step must be > 0")
+    diloco = {}
+    if local_steps is not None:
+        if mode not in ("ps-sync", "ps-async"):
+            raise ValueError(f"DistributedOptimizer: local_steps (DiLoCo) applies to mode='ps-sync' or 'ps-async', "
+                             f"not {mode!r}")
+        if isinstance(local_steps, bool) or not isinstance(local_steps, int) or local_steps < 1:
+            raise ValueError(f"DistributedOptimizer: local_steps must be an int >= 1, got {local_steps!r}")
+        diloco = {"local_steps": local_steps, "outer_optimizer": str(outer_optimizer), "outer_lr": float(outer_lr),
+                  "outer_momentum": float(outer_momentum)}
+    elif (outer_optimizer, outer_lr, outer_momentum) != ("nesterov", 0.7, 0.9):
+        raise ValueError("DistributedOptimizer: outer_optimizer, outer_lr and outer_momentum apply with local_steps")
     named = _named(optimizer, named_parameters)
     wire = wire_dtype_of(compression, "DistributedOptimizer")
     if num_groups and groups is None:
@@ -227,7 +263,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     averager_args = (int(backward_passes_per_step), op == Sum, float(gradient_predivide_factor), wire, cap_mb)
     server_args = (1 if staleness is None else int(staleness), int(backward_passes_per_step), float(ps_chunk_mb))
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(_DistributedOptimizer.__dict__))
-    return cls(optimizer.param_groups, named, mode, averager_args, server_args)
+    return cls(optimizer.param_groups, named, mode, averager_args, server_args, diloco)
 
 
 def finish_servers():
