@@ -2,11 +2,14 @@
 # Issue 33's DiLoCo goal: Fashion-MNIST `cnn`, 1 PS + WORKERS workers (8),
 # EPOCHS epochs (1) of batch 32 a worker, per seed: sync (every step's
 # gradients through the server; SGD lr 0.05 momentum 0.9, the defaults)
-# and DiLoCo with H local steps for H in MODES (h10 h50 h200). DiLoCo's
-# workers run INNER (default: sync's SGD), then the server runs the outer
-# optimizer with OUTER's flags (default: none, the paper's Nesterov lr 0.7
-# momentum 0.9). Every mode sees the same samples. Bytes are the server's own count of what crossed
-# its connections (bytes_in + bytes_out: pushes, pulls and the start).
+# and DiLoCo with H local steps for H in MODES (h10 h50 h200; aN: async
+# DiLoCo). DiLoCo's workers run INNER (default: sync's SGD), then the
+# server runs the outer optimizer with OUTER's flags (default: none, the
+# paper's Nesterov lr 0.7 momentum 0.9). MODES may also name async and dc
+# (async with DC-ASGD, lambda0 2) at sync's rate; a run that diverges
+# counts as chance (0.10). Every mode sees the same samples. Bytes are the
+# server's own count of what crossed its connections (bytes_in +
+# bytes_out: pushes, pulls and the start).
 # Prints one row per run, then per mode the mean and spread of test
 # accuracy and its bytes against sync's; writes nothing else.
 # RESULTS=FILE also writes every run's accuracy and bytes there as JSON,
@@ -34,33 +37,46 @@ for seed in $SEEDS; do
   for mode in $MODES; do
     case $mode in
       sync) extra="$SYNC" ;;
+      async) extra="$SYNC --ps-mode async" ;;
+      dc) extra="$SYNC --ps-mode async --delay-compensation 2" ;;
       h*) extra="$INNER --local-steps ${mode#h} $OUTER" ;;
-      *) echo "unknown mode $mode (sync or hN)"; exit 2 ;;
+      a*) extra="$INNER --ps-mode async --local-steps ${mode#a} $OUTER" ;;
+      *) echo "unknown mode $mode (sync, async, dc, hN or aN)"; exit 2 ;;
     esac
     # shellcheck disable=SC2086  # the flags split on purpose
-    "$TANDEM" launch --ps 1 --workers "$WORKERS" -- $ARGS --seed "$seed" $extra --out "$OUT/$mode-$seed" \
-      > "$OUT/$mode-$seed.log" 2>&1 || { tail -5 "$OUT/$mode-$seed.log"; exit 1; }
-    python3 -c "import json; s = json.load(open('$OUT/$mode-$seed/summary.json')); \
-p = json.load(open('$OUT/$mode-$seed/ps/ps-0/summary.json')); \
-print(f'$mode seed $seed: test accuracy {s[\"test_accuracy\"]:.4f}, {(p[\"bytes_in\"] + p[\"bytes_out\"]) / 1e6:.1f} MB, \
-{s[\"wall_seconds\"]:.1f} s')"
+    if ! "$TANDEM" launch --ps 1 --workers "$WORKERS" -- $ARGS --seed "$seed" $extra --out "$OUT/$mode-$seed" \
+      > "$OUT/$mode-$seed.log" 2>&1; then
+      grep -q "loss became" "$OUT/$mode-$seed.log" || { tail -5 "$OUT/$mode-$seed.log"; exit 1; }
+      # A run whose loss went non-finite stops, naming the step: chance accuracy, the bytes it sent.
+      echo '{"test_accuracy": 0.1, "diverged": true, "wall_seconds": 0}' > "$OUT/$mode-$seed/summary.json"
+    fi
+    python3 -c "import json, os; s = json.load(open('$OUT/$mode-$seed/summary.json')); \
+f = '$OUT/$mode-$seed/ps/ps-0/summary.json'; p = json.load(open(f)) if os.path.exists(f) else None; \
+mb = f'{(p[\"bytes_in\"] + p[\"bytes_out\"]) / 1e6:.1f} MB' if p else 'diverged'; \
+print(f'$mode seed $seed: test accuracy {s[\"test_accuracy\"]:.4f}, {mb}, {s[\"wall_seconds\"]:.1f} s')"
   done
 done
 python3 - "$OUT" "$SEEDS" "$MODES" "${RESULTS:-}" "$INNER" "${OUTER:-}" <<'PY'
-import json, statistics, sys
+import json, os, statistics, sys
 out, seeds, modes, results = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4]
-def server_bytes(mode, seed):
-    p = json.load(open(f"{out}/{mode}-{seed}/ps/ps-0/summary.json"))
+def server_bytes(mode, seed):  # None for a run that diverged before the server's summary
+    path = f"{out}/{mode}-{seed}/ps/ps-0/summary.json"
+    if not os.path.exists(path):
+        return None
+    p = json.load(open(path))
     return p["bytes_in"] + p["bytes_out"]
-base = statistics.mean(server_bytes(modes[0], s) for s in seeds)
+def mean_bytes(mode):
+    known = [b for b in (server_bytes(mode, s) for s in seeds) if b is not None]
+    return statistics.mean(known) if known else float("nan")
+base = mean_bytes(modes[0])
 for mode in modes:
     acc = [json.load(open(f"{out}/{mode}-{s}/summary.json"))["test_accuracy"] for s in seeds]
-    mb = statistics.mean(server_bytes(mode, s) for s in seeds)
+    mb = mean_bytes(mode)
     spread = statistics.pstdev(acc) if len(acc) > 1 else 0.0
     print(f"{mode}: accuracy mean {statistics.mean(acc):.4f}, spread (std) {spread:.4f}, min {min(acc):.4f}, "
           f"max {max(acc):.4f}; {mb / 1e6:.1f} MB on the wire, {base / mb:.1f}x fewer than {modes[0]}")
 if results:
-    rows = [{"mode": m, "seed": int(s), "bytes": server_bytes(m, s),
+    rows = [{"mode": m, "seed": int(s), "bytes": server_bytes(m, s) or mean_bytes(m),
              "test_accuracy": json.load(open(f"{out}/{m}-{s}/summary.json"))["test_accuracy"]}
             for m in modes for s in seeds]
     json.dump({"inner": sys.argv[5], "outer": sys.argv[6], "runs": rows}, open(results, "w"), indent=1)

@@ -16,14 +16,11 @@ using testing::checkpointParameters;
 using testing::expectSameParameters;
 using testing::maxAbsoluteDifference;
 using testing::maxRelativeDifference;
-using testing::readFile;
 using testing::runTandem;
+using testing::summaryOf;
 using testing::syntheticTrainArgs;
 using testing::TempDir;
 
-nlohmann::json summaryOf(const std::filesystem::path& dir) {
-  return nlohmann::json::parse(readFile(dir / "summary.json"));
-}
 
 class Diloco : public ::testing::Test {
  protected:

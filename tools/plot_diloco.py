@@ -4,8 +4,9 @@ files (docs/results.md, "DiLoCo").
 
   plot_diloco.py OUT.png LABEL=RESULTS.json [LABEL=RESULTS.json ...]
 
-Each file is one DiLoCo setting; its sync runs are drawn once. A point is
-the mean over seeds, its bar the lowest and highest seed.
+Each file is one DiLoCo setting (modes hN, and aN for async DiLoCo); its
+sync, async and dc runs are drawn once, from the first file that has them.
+A point is the mean over seeds, its bar the lowest and highest seed.
 """
 import json
 import statistics
@@ -15,6 +16,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+
+FLOOR = 0.74  # the plot's lowest accuracy; runs below it are marked on it
 
 
 def by_mode(runs):
@@ -32,21 +36,34 @@ def point(rows):
 
 def main(out, series):
     fig, ax = plt.subplots(figsize=(8, 5.5))
-    sync_drawn = False
+    drawn = set()
+    singles = {"sync": ("s", "black", "sync (every step)"), "async": ("x", "tab:red", "async, sync's rate"),
+               "dc": ("^", "tab:purple", "async + DC-ASGD, sync's rate")}
     for label, path in series:
         modes = by_mode(json.load(open(path))["runs"])
-        if "sync" in modes and not sync_drawn:
-            x, y, lo, hi = point(modes.pop("sync"))
-            ax.errorbar([x], [y], yerr=[[lo], [hi]], fmt="s", color="black", capsize=4, label="sync (every step)")
-            ax.axhline(y - 0.01, color="gray", linestyle=":", label="sync - 1 point")
-            sync_drawn = True
-        modes.pop("sync", None)
-        pts = sorted((point(rows), m) for m, rows in modes.items())
-        xs = [p[0][0] for p in pts]
-        ax.errorbar(xs, [p[0][1] for p in pts], yerr=[[p[0][2] for p in pts], [p[0][3] for p in pts]], marker="o",
-                    capsize=4, label=f"DiLoCo, {label}")
-        for (x, y, _, _), m in pts:
-            ax.annotate(f"H={m[1:]}", (x, y), textcoords="offset points", xytext=(6, -12), fontsize=8)
+        for mode, (marker, color, name) in singles.items():
+            rows = modes.pop(mode, None)
+            if rows is None or mode in drawn:
+                continue
+            x, y, lo, hi = point(rows)
+            if y < FLOOR:  # collapsed to chance: drawn on the floor, its value written
+                ax.plot([x], [FLOOR + 0.003], marker="v", color=color, linestyle="none", label=f"{name}: {y:.2f}")
+                ax.annotate(f"{y:.2f}", (x, FLOOR + 0.003), textcoords="offset points", xytext=(6, 4), fontsize=8)
+            else:
+                ax.errorbar([x], [y], yerr=[[lo], [hi]], fmt=marker, color=color, capsize=4, label=name)
+            if mode == "sync":
+                ax.axhline(y - 0.01, color="gray", linestyle=":", label="sync - 1 point")
+            drawn.add(mode)
+        for prefix, kind, style in (("h", "DiLoCo", "-"), ("a", "async DiLoCo", "--")):
+            pts = sorted((point(rows), m) for m, rows in modes.items() if m.startswith(prefix))
+            if not pts:
+                continue
+            xs = [p[0][0] for p in pts]
+            ax.errorbar(xs, [p[0][1] for p in pts], yerr=[[p[0][2] for p in pts], [p[0][3] for p in pts]],
+                        marker="o", linestyle=style, capsize=4, label=f"{kind}, {label}")
+            for (x, y, _, _), m in pts:
+                ax.annotate(f"H={m[1:]}", (x, y), textcoords="offset points", xytext=(6, -12), fontsize=8)
+    ax.set_ylim(bottom=FLOOR)
     ax.set_xscale("log")
     ax.set_xlabel("bytes through the parameter server (MB, log scale)")
     ax.set_ylabel("test accuracy")

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <ostream>
 #include <string>
@@ -64,6 +65,12 @@ inline void expectSameParameters(const std::string& a, const std::string& b) {
   const auto y = checkpointParameters(b);
   ASSERT_EQ(x.size(), y.size());
   for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(x[i], y[i]) << a << " vs " << b << ", tensor " << i;
+}
+
+// A run's summary.json (a chief's run directory, or a worker's or server's).
+inline nlohmann::json summaryOf(const std::filesystem::path& run_dir) {
+  std::ifstream in(run_dir / "summary.json");
+  return nlohmann::json::parse(in);
 }
 
 // `tandem train` arguments for a small run on synthetic 1x28x28 data, which
