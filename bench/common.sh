@@ -34,3 +34,15 @@ compare() {
   echo "   $a: $sa"
   echo "   $b: $sb"
 }
+
+# scratch_out PREFIX: OUT becomes a fresh directory under /tmp, removed on exit.
+scratch_out() {
+  OUT=$(mktemp -d "/tmp/$1.XXXXXX")
+  trap 'rm -rf "$OUT"' EXIT
+}
+
+# need_fashion_mnist: exits 1, saying where it comes from, when the dataset is missing.
+need_fashion_mnist() {
+  [[ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]] \
+    || { echo "Fashion-MNIST is missing (scripts/setup.sh installs it)"; exit 1; }
+}

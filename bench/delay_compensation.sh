@@ -15,10 +15,9 @@ SEEDS=${2:-"1 2 3 4 5"}
 LAMBDA0=${LAMBDA0:-2}
 MODES=${MODES:-"sync async dc slr both"}
 TANDEM="$BUILD/tandem"
-OUT=$(mktemp -d /tmp/tandem-dc.XXXXXX)
-trap 'rm -rf "$OUT"' EXIT
-[[ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]] \
-  || { echo "Fashion-MNIST is missing (scripts/setup.sh installs it)"; exit 1; }
+source bench/common.sh
+scratch_out tandem-dc
+need_fashion_mnist
 ARGS="--dataset fashion-mnist --model cnn --batch-size 32 --epochs 1 --lr 0.05 --momentum 0.9 --progress plain --log-every 500"
 echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; lambda0 $LAMBDA0"
 for seed in $SEEDS; do

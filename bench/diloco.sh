@@ -23,10 +23,9 @@ MODES=${MODES:-"sync h10 h50 h200"}
 WORKERS=${WORKERS:-8}
 EPOCHS=${EPOCHS:-1}
 TANDEM="$BUILD/tandem"
-OUT=$(mktemp -d /tmp/tandem-diloco.XXXXXX)
-trap 'rm -rf "$OUT"' EXIT
-[[ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]] \
-  || { echo "Fashion-MNIST is missing (scripts/setup.sh installs it)"; exit 1; }
+source bench/common.sh
+scratch_out tandem-diloco
+need_fashion_mnist
 ARGS="--dataset fashion-mnist --model cnn --batch-size 32 --epochs $EPOCHS --threads 1 --progress plain --log-every 500"
 SYNC="--optimizer sgd --lr 0.05 --momentum 0.9"
 INNER=${INNER:-$SYNC}
