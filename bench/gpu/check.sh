@@ -254,12 +254,15 @@ train eq-one "${EQ[@]}" --max-steps 50 --batch-size 128
 launched eq-ps --ps 1 --workers 2 -- "${EQ[@]}" --max-steps 50 --batch-size 64 --ps-mode sync --allow-shared-gpu
 launched eq-ar --workers 2 -- "${EQ[@]}" --max-steps 50 --batch-size 64 --allow-shared-gpu
 launched eq-ps1 --ps 1 --workers 1 -- "${EQ[@]}" --max-steps 50 --batch-size 128 --ps-mode sync
+# DiLoCo, its outer gradients staged from the GPU: outer SGD at rate 1 makes each round's global model the local one.
+launched eq-diloco --ps 1 --workers 1 -- "${EQ[@]}" --max-steps 50 --batch-size 128 --local-steps 5 \
+  --outer-optimizer sgd --outer-lr 1 --outer-momentum 0
 train eq-start "${EQ[@]}" --max-steps 1 --batch-size 128
-for run in eq-one eq-ps eq-ar eq-ps1 eq-start; do
+for run in eq-one eq-ps eq-ar eq-ps1 eq-diloco eq-start; do
   "$T" export --checkpoint "$R/$run/checkpoint.ckpt" --out "$R/$run.pt" --format state_dict > /dev/null 2>&1 ||
     fail "export $run"
 done
-python3 - "$R" "$TABLE" <<'PY' && pass "2 GPU workers (PS sync, all-reduce) and 1 PS + 1 GPU worker match 1 worker on the combined batch within 1e-5" ||
+python3 - "$R" "$TABLE" <<'PY' && pass "2 GPU workers (PS sync, all-reduce), 1 PS + 1 GPU worker and 1 DiLoCo GPU worker match 1 worker on the combined batch within 1e-5" ||
 import sys, torch
 r, table = sys.argv[1:]
 load = lambda n: torch.load(f"{r}/{n}.pt", map_location="cpu")
@@ -267,13 +270,13 @@ one = load("eq-one")
 def gap(name):  # as the CPU tests measure it: the largest of each tensor's |a - b| / |b|
     other = load(name)
     return max(((other[k] - one[k]).norm() / one[k].norm()).item() for k in one if one[k].is_floating_point())
-gaps = {n: gap(n) for n in ("eq-ps", "eq-ar", "eq-ps1", "eq-start")}
+gaps = {n: gap(n) for n in ("eq-ps", "eq-ar", "eq-ps1", "eq-diloco", "eq-start")}
 same = "bit-identical" if gaps["eq-ps1"] == 0 else "not bit-identical: the servers' CPU kernels round differently"
 line = ("| MLP, 50 steps, --deterministic: 2 GPU workers against 1 on the combined batch | cuda | relative gap: PS sync "
-        f"{gaps['eq-ps']:.1e}, all-reduce {gaps['eq-ar']:.1e}; 1 PS + 1 worker {gaps['eq-ps1']:.1e} ({same}) | "
-        f"after 1 step {gaps['eq-start']:.1e} |")
+        f"{gaps['eq-ps']:.1e}, all-reduce {gaps['eq-ar']:.1e}; 1 PS + 1 worker {gaps['eq-ps1']:.1e} ({same}); "
+        f"DiLoCo H=5, outer SGD 1 {gaps['eq-diloco']:.1e} | after 1 step {gaps['eq-start']:.1e} |")
 print(line); open(table, "a").write(line + "\n")
-assert all(gaps[n] < 1e-5 for n in ("eq-ps", "eq-ar", "eq-ps1")) and gaps["eq-start"] > 1e-2
+assert all(gaps[n] < 1e-5 for n in ("eq-ps", "eq-ar", "eq-ps1", "eq-diloco")) and gaps["eq-start"] > 1e-2
 PY
   fail "GPU workers' equivalence"
 
