@@ -90,6 +90,23 @@ TEST(CliHierarchical, EachHostPushesOnceAndTrainsLikeTheFlatLayout) {
   EXPECT_LT(start.back(), start.front());  // it trained
 }
 
+// DiLoCo's outer gradients take the gradients' path: each host sums its
+// workers' changes before one push a chunk, once per round.
+TEST(CliHierarchical, DilocoRoundsArePushedOnceAHostAndTrainLikeTheFlatLayout) {
+  TempDir dir;
+  const auto grouped = runTwoHosts(dir, "dl-auto", "--local-steps 5");
+  const auto flat = runTwoHosts(dir, "dl-off", "--local-steps 5 --hierarchical off");
+  const int64_t chunks = serverChunks(flat);
+  ASSERT_GE(chunks, 2);
+  // 30 steps of 5: 6 rounds.
+  EXPECT_EQ(serverPushes(flat), 4 * 6 * chunks);
+  EXPECT_EQ(serverPushes(grouped), 2 * 6 * chunks);
+  EXPECT_NE(readFile(dir.path() / "dl-auto-worker3.log").find("summed with 1 host-mate(s) first"), std::string::npos);
+  EXPECT_LT(maxAbsoluteDifference(checkpointParameters((grouped / "checkpoint.ckpt").string()),
+                                  checkpointParameters((flat / "checkpoint.ckpt").string())),
+            1e-5);
+}
+
 // Many chunks of uneven sizes (the last one short), so each host-mate owns
 // several and the two own different amounts: the share packs each one's
 // chunks into one exchange and must unpack every value where it belongs.
