@@ -3,13 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <limits>
 
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "core/wire_dtype.hpp"
 #include "train/checkpoint.hpp"
+#include "train/run_directory.hpp"
 
 namespace tandem::train {
 namespace {
@@ -55,7 +55,7 @@ void DilocoStrategy::initialize(torch::nn::Module& model, const nlohmann::json& 
   inner_ = plan.optimizer;
   const OptimizerConfig o = outerOptimizerOf(config_.distributed);
   outer_ = std::make_unique<torch::optim::SGD>(
-      params_, torch::optim::SGDOptions(config_.distributed.outer_lr).momentum(o.momentum).nesterov(o.nesterov));
+      params_, torch::optim::SGDOptions(o.lr).momentum(o.momentum).nesterov(o.nesterov));
   step_ = plan.start_step;
   // Open-ended (the APIs): the caller's finishRound ends the last round.
   total_steps_ = plan.total_steps > 0 ? plan.total_steps : std::numeric_limits<int64_t>::max();
@@ -120,12 +120,13 @@ bool DilocoStrategy::finishRound(torch::nn::Module& model) {
 }
 
 SyncTimes DilocoStrategy::exchange(torch::nn::Module& model, AgreedStep& agreed) {
-  std::vector<torch::Tensor> outer;
   {
+    // The outer gradients take the last global model's place: keepGlobal
+    // below puts the new one there.
     torch::NoGradGuard no_grad;
-    for (size_t p = 0; p < params_.size(); ++p) outer.push_back(global_[p] - params_[p]);
+    for (size_t p = 0; p < params_.size(); ++p) global_[p].sub_(params_[p]);
   }
-  ps_->offerOuterGradients(outer);
+  ps_->offerOuterGradients(global_);
   LocalStep round;
   round.loss_sum = agreed.loss;  // this worker's last step's
   round.stop_requested = stop_wanted_;
@@ -173,25 +174,16 @@ std::filesystem::path DilocoStrategy::innerStatePath(int64_t step) const {
 void DilocoStrategy::saveInnerState(int64_t step) const {
   saveOptimizerState(innerStatePath(step), *inner_);
   // As many as the chief keeps periodic checkpoints, and its final one.
-  if (config_.keep_checkpoints <= 0) return;
-  std::vector<std::pair<int64_t, std::filesystem::path>> kept;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(innerStatePath(step).parent_path(), ec)) {
-    int64_t at = 0;
-    if (std::sscanf(entry.path().filename().c_str(), "step-%ld.pt", &at) == 1) kept.emplace_back(at, entry.path());
-  }
-  std::sort(kept.begin(), kept.end());
-  const size_t keep = static_cast<size_t>(config_.keep_checkpoints) + 1;
-  for (size_t i = 0; i + keep < kept.size(); ++i) std::filesystem::remove(kept[i].second, ec);
+  const int keep = config_.keep_checkpoints > 0 ? config_.keep_checkpoints + 1 : 0;
+  pruneStepFiles(innerStatePath(step).parent_path(), ".pt", step, keep);
 }
 
 nlohmann::json DilocoStrategy::summary() const {
   nlohmann::json s = ps_->summary();
-  int64_t floats = 0;
-  for (const auto& p : params_) floats += p.numel();
   const auto& d = config_.distributed;
-  // Each round pushes and pulls the whole model once.
-  const int64_t bytes = rounds_ * floats * static_cast<int64_t>(wireBytes(d.wire_dtype));
+  // Each round pushes and pulls what this worker exchanges with the servers
+  // once: the model, or with host sums its own chunks.
+  const int64_t bytes = rounds_ * ps_->ownFloats() * static_cast<int64_t>(wireBytes(d.wire_dtype));
   s["diloco"] = {{"local_steps", d.local_steps}, {"outer_optimizer", d.outer_optimizer},
                  {"outer_lr", d.outer_lr},       {"outer_momentum", d.outer_momentum},
                  {"rounds", rounds_},            {"pushed_bytes", bytes},

@@ -451,6 +451,15 @@ void PsStrategy::keepAlive() {
   if (impl_->worker) impl_->worker->sayAlive();
 }
 
+int64_t PsStrategy::ownFloats() const {
+  const Impl& s = *impl_;
+  int64_t floats = 0;
+  for (const auto& c : s.layout.chunks) {
+    if (!s.host || ps::pusherRank(c.key, s.host->size()) == static_cast<size_t>(s.host->rank())) floats += c.length;
+  }
+  return floats;
+}
+
 AgreedStep PsStrategy::synchronizeGradients(torch::nn::Module& model, const LocalStep& local) {
   Impl& s = *impl_;
   Stopwatch watch;
@@ -527,8 +536,7 @@ std::optional<int64_t> PsStrategy::prepareCheckpoint(torch::optim::Optimizer& op
   // Sync: the state after this worker's last step, before anyone's next.
   // Async and SSP: every other worker pauses at its next step boundary, and
   // each chunk is taken with exactly the pushes of the steps before it.
-  // DiLoCo's others may be a round of local steps from their next report:
-  // its async checkpoints take each chunk as it is, labelled with the chief's own step.
+  // DiLoCo: the others may be a round from their next report; each chunk is taken as it is.
   std::optional<ps::SnapshotPoint> point;
   if (s.mode != TrainingMode::kPsSync && s.config.distributed.local_steps == 0) {
     point = s.worker->holdForSnapshot(s.peerDeadline());

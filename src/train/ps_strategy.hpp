@@ -51,6 +51,9 @@ class PsStrategy final : public Strategy, public RemoteParameters {
   void offerOuterGradients(const std::vector<torch::Tensor>& outer);
   // Between steps that send the servers nothing: tells them this worker is alive.
   void keepAlive();
+  // The floats this worker itself pushes and pulls each step: the model, or
+  // with host sums the chunks it owns.
+  int64_t ownFloats() const;
   // The rate this worker's next pushes apply with (sync: worker 0's rules),
   // replacing the schedule; sent only when it changed.
   void setLearningRate(double lr);

@@ -43,16 +43,24 @@ std::optional<FieldDifference> firstLeafDifference(const std::string& where, con
 
 }  // namespace
 
-std::optional<int64_t> checkpointStep(const fs::path& file) {
+namespace {
+// step-N`suffix` -> N; nullopt for any other name.
+std::optional<int64_t> stepOfFile(const fs::path& file, std::string_view suffix) {
   const std::string name = file.filename().string();
-  if (name.rfind("step-", 0) != 0 || name.size() <= 10 || name.substr(name.size() - 5) != ".ckpt") return std::nullopt;
+  if (name.rfind("step-", 0) != 0 || name.size() <= 5 + suffix.size() ||
+      std::string_view(name).substr(name.size() - suffix.size()) != suffix) {
+    return std::nullopt;
+  }
   int64_t step = 0;
   const char* begin = name.data() + 5;
-  const char* end = name.data() + name.size() - 5;
+  const char* end = name.data() + name.size() - suffix.size();
   auto [ptr, ec] = std::from_chars(begin, end, step);
   if (ec != std::errc() || ptr != end) return std::nullopt;
   return step;
 }
+}  // namespace
+
+std::optional<int64_t> checkpointStep(const fs::path& file) { return stepOfFile(file, ".ckpt"); }
 
 fs::path runRecordPath(const fs::path& out_dir) { return out_dir / "run.json"; }
 
@@ -78,10 +86,14 @@ void recordLatest(const fs::path& out_dir, const fs::path& checkpoint) {
 }
 
 void pruneCheckpoints(const fs::path& out_dir, int64_t from_step, int keep) {
+  pruneStepFiles(out_dir / "checkpoints", ".ckpt", from_step, keep);
+}
+
+void pruneStepFiles(const fs::path& dir, std::string_view suffix, int64_t from_step, int keep) {
   std::error_code ec;
   std::vector<std::pair<int64_t, fs::path>> kept;
-  for (const auto& entry : fs::directory_iterator(out_dir / "checkpoints", ec)) {
-    auto step = checkpointStep(entry.path());
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    auto step = stepOfFile(entry.path(), suffix);
     if (!step) continue;
     if (*step > from_step) {
       fs::remove(entry.path(), ec);

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tandem::train {
@@ -30,6 +31,8 @@ void recordLatest(const std::filesystem::path& out_dir, const std::filesystem::p
 // `from_step`, when a run restarts at `from_step`) and, when `keep` > 0,
 // all but the newest `keep` of the rest.
 void pruneCheckpoints(const std::filesystem::path& out_dir, int64_t from_step, int keep);
+// The same over DIR/step-N`suffix` files (a DiLoCo worker's inner states).
+void pruneStepFiles(const std::filesystem::path& dir, std::string_view suffix, int64_t from_step, int keep);
 
 // --overwrite: removes everything in OUT but the entry named `except`
 // (OUT itself stays).
