@@ -3,7 +3,8 @@
 # EPOCHS epochs (1) of batch 32 a worker, per seed: sync (every step's
 # gradients through the server; SGD lr 0.05 momentum 0.9, the defaults)
 # and DiLoCo with H local steps for H in MODES (h10 h50 h200; aN: async
-# DiLoCo). DiLoCo's workers run INNER (default: sync's SGD), then the
+# DiLoCo; sN: streaming DiLoCo, FRAGMENTS (4) fragments each merged
+# DELAY (1) steps after its exchange starts, at MIX (0.5)). DiLoCo's workers run INNER (default: sync's SGD), then the
 # server runs the outer optimizer with OUTER's flags (default: none, the
 # paper's Nesterov lr 0.7 momentum 0.9). MODES may also name async and dc
 # (async with DC-ASGD, lambda0 2) at sync's rate; a run that diverges
@@ -40,7 +41,9 @@ for seed in $SEEDS; do
       dc) extra="$SYNC --ps-mode async --delay-compensation 2" ;;
       h*) extra="$INNER --local-steps ${mode#h} $OUTER" ;;
       a*) extra="$INNER --ps-mode async --local-steps ${mode#a} $OUTER" ;;
-      *) echo "unknown mode $mode (sync, async, dc, hN or aN)"; exit 2 ;;
+      s*) extra="$INNER --local-steps ${mode#s} --fragments ${FRAGMENTS:-4} --fragment-delay ${DELAY:-1}
+                 --fragment-mix ${MIX:-0.5} $OUTER" ;;
+      *) echo "unknown mode $mode (sync, async, dc, hN, aN or sN)"; exit 2 ;;
     esac
     # shellcheck disable=SC2086  # the flags split on purpose
     if ! "$TANDEM" launch --ps 1 --workers "$WORKERS" -- $ARGS --seed "$seed" $extra --out "$OUT/$mode-$seed" \

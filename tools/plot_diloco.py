@@ -4,7 +4,8 @@ files (docs/results.md, "DiLoCo").
 
   plot_diloco.py OUT.png LABEL=RESULTS.json [LABEL=RESULTS.json ...]
 
-Each file is one DiLoCo setting (modes hN, and aN for async DiLoCo); its
+Each file is one DiLoCo setting (modes hN, aN for async DiLoCo, sN for
+streaming DiLoCo); its
 sync, async and dc runs are drawn once, from the first file that has them.
 A point is the mean over seeds, its bar the lowest and highest seed.
 """
@@ -54,7 +55,8 @@ def main(out, series):
             if mode == "sync":
                 ax.axhline(y - 0.01, color="gray", linestyle=":", label="sync - 1 point")
             drawn.add(mode)
-        for prefix, kind, style in (("h", "DiLoCo", "-"), ("a", "async DiLoCo", "--")):
+        for prefix, kind, style in (("h", "DiLoCo", "-"), ("a", "async DiLoCo", "--"),
+                                    ("s", "streaming DiLoCo", "-.")):
             pts = sorted((point(rows), m) for m, rows in modes.items() if m.startswith(prefix))
             if not pts:
                 continue

@@ -100,7 +100,8 @@ void rejectIgnoredFlags(const GivenValues& given, const std::optional<cluster::C
                                  "outer updates), got {}",
                                  config.distributed.local_steps));
   }
-  for (const char* outer : {"/distributed/outer_optimizer", "/distributed/outer_lr", "/distributed/outer_momentum"}) {
+  for (const char* outer : {"/distributed/outer_optimizer", "/distributed/outer_lr", "/distributed/outer_momentum",
+                            "/distributed/fragments", "/distributed/fragment_delay", "/distributed/fragment_mix"}) {
     if (given.contains(outer) && config.distributed.local_steps == 0) {
       throw InputError(fmt::format("{}: only applies with --local-steps H (DiLoCo)", train::trainOption(outer).name()));
     }

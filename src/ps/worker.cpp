@@ -284,8 +284,16 @@ void Worker::receivePulls(Deadline deadline, int64_t step, const std::function<v
 }
 
 StepAgreement Worker::reportStep(int64_t finished, const StepReport& report, Deadline deadline) {
-  Ticket clock = client_->send(0, {.type = msg::kClock, .clock = static_cast<uint32_t>(finished)},
-                               net::copyPayload(encode(report)));
+  Ticket clock = sendReport(finished, report);
+  return awaitReport(clock, finished, deadline);
+}
+
+Ticket Worker::sendReport(int64_t finished, const StepReport& report) {
+  return client_->send(0, {.type = msg::kClock, .clock = static_cast<uint32_t>(finished)},
+                       net::copyPayload(encode(report)));
+}
+
+StepAgreement Worker::awaitReport(Ticket& clock, int64_t finished, Deadline deadline) {
   net::Frame reply = clock.wait(deadline, fmt::format("the end of step {}", finished - 1));
   // --timeline: until every worker reported (ps 0's barrier) and the answer crossed back.
   if (obs::Timeline* timeline = options_.timeline) {

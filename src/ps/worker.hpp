@@ -123,6 +123,10 @@ class Worker {
   // Tells ps 0 this worker finished step `finished`; returns when the job
   // lets it go on (sync: every worker finished; SSP: within the bound).
   StepAgreement reportStep(int64_t finished, const StepReport& report, Deadline deadline);
+  // reportStep in two halves: the agreement may be awaited steps after the
+  // report (streaming DiLoCo overlaps it with training).
+  Ticket sendReport(int64_t finished, const StepReport& report);
+  StepAgreement awaitReport(Ticket& clock, int64_t finished, Deadline deadline);
 
   // Waits for every push of `step` (and any learning-rate change) to be
   // taken by its server.

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "train/optimizer_state.hpp"
 
 namespace tandem::train {
 
@@ -93,6 +94,25 @@ void ChunkedParameters::moveInto(const torch::Tensor& flat) {
     place.copy_(params_[p]);
     params_[p].set_data(place);
   }
+}
+
+int64_t ChunkedParameters::appendOptimizerState(size_t chunk, torch::optim::Optimizer& optimizer,
+                                                const optim::OptimizerSettings& settings, int64_t updates,
+                                                std::vector<float>& values) const {
+  const auto length = static_cast<size_t>(extents_[chunk].length);
+  values.resize(length * static_cast<size_t>(1 + optim::slotCount(settings)), 0.0f);
+  for (const auto& piece : pieces_[chunk]) {
+    const auto state = readKernelState(optimizer, trained_[piece.param], settings);
+    if (!state) continue;  // never updated: zero slots
+    if (state->updates >= 0) updates = state->updates;
+    for (size_t k = 0; k < state->slots.size(); ++k) {
+      if (!state->slots[k].defined()) continue;
+      auto src = state->slots[k].cpu().contiguous();
+      std::memcpy(values.data() + (k + 1) * length + static_cast<size_t>(piece.chunk_offset),
+                  src.data_ptr<float>() + piece.param_offset, static_cast<size_t>(piece.count) * sizeof(float));
+    }
+  }
+  return updates;
 }
 
 }  // namespace tandem::train

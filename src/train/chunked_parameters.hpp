@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/wire_dtype.hpp"
+#include "optim/kernels.hpp"
 #include "ps/key_layout.hpp"
 #include "train/device_transfer.hpp"
 
@@ -43,6 +44,12 @@ class ChunkedParameters {
 
   // Chunk `chunk`'s current values, as float32.
   std::vector<float> gather(size_t chunk) const;
+  // Resume: appends chunk `chunk`'s optimizer slots, read from `optimizer`'s
+  // restored state, to its values in `values`. Returns the updates the chunk
+  // had: torch's count (Adam), or `updates` where torch keeps none (SGD).
+  int64_t appendOptimizerState(size_t chunk, torch::optim::Optimizer& optimizer,
+                               const optim::OptimizerSettings& settings, int64_t updates,
+                               std::vector<float>& values) const;
   // Copies chunk `chunk`'s values, in `format` at `values`, into the
   // parameters; a piece already in place (values inside the parameter's own
   // memory) is left alone. Staged: into the host copies, then on to the

@@ -33,7 +33,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DistributedConfig, bucket_mb, pe
                                                 verify_replicas_every, ps_mode, staleness, ps_chunk_mb, ps_threads,
                                                 wire_dtype, error_feedback, hierarchical, priority, shared_memory, bind,
                                                 gpu_collective, delay_compensation, staleness_lr, local_steps,
-                                                outer_optimizer, outer_lr, outer_momentum)
+                                                outer_optimizer, outer_lr, outer_momentum, fragments,
+                                                fragment_delay, fragment_mix)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, model, loss, model_options, dataset, batch_size, accumulate, epochs,
                                                 max_steps, seed, threads, prefetch_threads, prefetch_depth,
                                                 eval_every_steps, eval_batch_size, log_every_steps,
@@ -64,7 +65,26 @@ void validateDiloco(const DistributedConfig& d) {
   if (!(d.outer_momentum >= 0 && d.outer_momentum < 1)) {
     throw InputError(fmt::format("--outer-momentum: must be in [0, 1), got {}", d.outer_momentum));
   }
+  if (d.fragments < 1) throw InputError(fmt::format("--fragments: must be >= 1, got {}", d.fragments));
+  if (d.fragment_delay < 0) throw InputError(fmt::format("--fragment-delay: must be >= 0, got {}", d.fragment_delay));
+  if (!(d.fragment_mix >= 0 && d.fragment_mix <= 1)) {
+    throw InputError(fmt::format("--fragment-mix: must be in [0, 1], got {}", d.fragment_mix));
+  }
   if (d.local_steps == 0) return;
+  if (streamsFragments(d)) {
+    if (d.fragments > d.local_steps) {
+      throw InputError(fmt::format("--fragments: at most --local-steps ({}), one exchange a step, got {}",
+                                   d.local_steps, d.fragments));
+    }
+    if (d.fragment_delay >= d.local_steps / d.fragments) {
+      throw InputError(fmt::format("--fragment-delay: must be below --local-steps / --fragments ({} / {} = {}), so "
+                                   "that each exchange is merged before the next starts, got {}",
+                                   d.local_steps, d.fragments, d.local_steps / d.fragments, d.fragment_delay));
+    }
+    if (psModeOf(d) != TrainingMode::kPsSync) {
+      throw InputError("--fragments, --fragment-delay: streaming DiLoCo runs with --ps-mode sync");
+    }
+  }
   if (psModeOf(d) == TrainingMode::kPsBounded) {
     throw InputError("--local-steps: DiLoCo runs with --ps-mode sync or async, not with --staleness");
   }
@@ -73,6 +93,10 @@ void validateDiloco(const DistributedConfig& d) {
                                  "workers' changes)",
                                  d.delay_compensation > 0 ? "--delay-compensation" : "--staleness-lr on"));
   }
+}
+
+bool streamsFragments(const DistributedConfig& d) {
+  return d.local_steps > 0 && (d.fragments > 1 || d.fragment_delay > 0);
 }
 
 void applyOptimizerDefaults(OptimizerConfig& c, std::optional<double> momentum, std::optional<double> weight_decay) {
@@ -147,6 +171,10 @@ void validate(const TrainConfig& c, SuppliedParts supplied) {
     throw InputError("--staleness-lr on: needs --ps-mode async or --staleness k > 0 (sync gradients are never stale)");
   }
   validateDiloco(c.distributed);
+  if (streamsFragments(c.distributed) && c.checkpoint_every_steps > 0) {
+    throw InputError("--checkpoint-every: streaming DiLoCo (--fragments, --fragment-delay) checkpoints at the run's "
+                     "end only: no step before it has every worker on one model");
+  }
   if (c.distributed.wire_dtype == WireDtype::kFloat32 && c.distributed.error_feedback) {
     throw InputError("--error-feedback: needs --wire-dtype fp16 or bf16 (float32 loses nothing to carry)");
   }

@@ -122,6 +122,13 @@ struct DistributedConfig {
   std::string outer_optimizer = "nesterov";  // nesterov | sgd (heavy-ball momentum)
   double outer_lr = 0.7;
   double outer_momentum = 0.9;
+  // Streaming DiLoCo (train/fragment_schedule.hpp): the model's chunks in
+  // this many fragments, exchanged at staggered steps; each exchange is
+  // merged `fragment_delay` steps after it starts (overlapped with them), as
+  // mix * local + (1 - mix) * global. 1 and 0: plain DiLoCo.
+  int64_t fragments = 1;
+  int64_t fragment_delay = 0;
+  double fragment_mix = 0.5;
   // PS: on sends queued pushes (and their pulls) first layers first within
   // a window of two chunks per server, and lets the next forward start as
   // soon as its first layers' parameters are in (P3); off: every push goes
@@ -195,6 +202,8 @@ void validate(const TrainConfig& config, SuppliedParts supplied = {});
 // DiLoCo's settings (part of validate); whether they apply at all (servers,
 // --local-steps given) is the flags' check (cli/train_flags.cpp).
 void validateDiloco(const DistributedConfig& d);
+// DiLoCo with --fragments > 1 or --fragment-delay > 0.
+bool streamsFragments(const DistributedConfig& d);
 
 nlohmann::json toJson(const TrainConfig& config);
 // Inverse of toJson for the fields a checkpoint needs to rebuild the model

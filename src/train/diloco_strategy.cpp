@@ -20,6 +20,8 @@ TrainConfig outerRunOf(TrainConfig c) {
   c.optimizer = outerOptimizerOf(c.distributed);
   c.lr = LrScheduleConfig{};
   c.accumulate = 1;
+  // Streaming pushes fragments from every worker itself.
+  if (streamsFragments(c.distributed)) c.distributed.hierarchical = cluster::HostAggregation::kOff;
   return c;
 }
 
@@ -77,10 +79,30 @@ void DilocoStrategy::initialize(torch::nn::Module& model, const nlohmann::json& 
   rounds.total_steps = plan.total_steps > 0 ? roundsOf(plan.total_steps, h) * per_round : 0;
   rounds.start_step = roundsOf(plan.start_step, h) * per_round;
   rounds.optimizer = outer_.get();
+  const auto& d = config_.distributed;
+  std::optional<FragmentSchedule> schedule;
+  if (streamsFragments(d)) {
+    TANDEM_ENFORCE(plan.total_steps > 0, "streaming DiLoCo needs the run's length");
+    schedule.emplace(h, static_cast<int>(d.fragments), d.fragment_delay);
+    // ps 0's clock counts exchanges; each chunk's servers count its fragment's.
+    rounds.start_step = FragmentClocks::reportsAt(*schedule, plan.start_step);
+    rounds.total_steps = FragmentClocks::reportsAfter(*schedule, plan.start_step, plan.total_steps);
+    rounds.steps_per_epoch = std::max<int64_t>(1, plan.steps_per_epoch * d.fragments / h);
+    ps_->streamFragments(FragmentExchange::chunkClocks(*schedule, plan.start_step));
+  }
   ps_->initialize(model, fingerprint, rounds);
-  torch::NoGradGuard no_grad;
-  for (const auto& p : params_) global_.push_back(p.detach().clone());
+  if (schedule) {
+    fragments_ = std::make_unique<FragmentExchange>(*schedule, d.fragment_mix, *ps_, d.wire_dtype, plan.start_step);
+  } else {
+    torch::NoGradGuard no_grad;
+    for (const auto& p : params_) global_.push_back(p.detach().clone());
+  }
   last_contact_ = Clock::now();
+  if (rank() == 0 && schedule) {
+    TANDEM_LOG_INFO("streaming DiLoCo: {} fragment(s), one exchanged every {} step(s), each merged {} step(s) later "
+                    "at mix {}; checkpoints at the run's end only",
+                    d.fragments, h / d.fragments, d.fragment_delay, d.fragment_mix);
+  }
   if (rank() == 0) {
     TANDEM_LOG_INFO("DiLoCo: {} local steps a round, then {} (lr {}, momentum {}) on the servers{}", h,
                     o.nesterov ? "Nesterov" : "SGD", o.lr, o.momentum,
@@ -100,16 +122,39 @@ AgreedStep DilocoStrategy::synchronizeGradients(torch::nn::Module& model, const 
 
 SyncTimes DilocoStrategy::afterUpdate(torch::nn::Module& model, AgreedStep& agreed) {
   ++step_;
+  if (fragments_) return exchangeFragments(agreed);
   if (step_ % config_.distributed.local_steps != 0 && step_ < total_steps_) {
     agreed.replicas_agree = false;
-    // Servers give up on a worker silent for --peer-timeout; a round may be longer.
-    if (secondsSince(last_contact_) > config_.distributed.peer_timeout_s / 4) {
-      ps_->keepAlive();
-      last_contact_ = Clock::now();
-    }
+    keepAliveIfQuiet();
     return {};
   }
   return exchange(model, agreed);
+}
+
+void DilocoStrategy::keepAliveIfQuiet() {
+  if (secondsSince(last_contact_) > config_.distributed.peer_timeout_s / 4) {
+    ps_->keepAlive();
+    last_contact_ = Clock::now();
+  }
+}
+
+SyncTimes DilocoStrategy::exchangeFragments(AgreedStep& agreed) {
+  const ps::StepReport report{agreed.loss, 0.0, stop_wanted_, false};
+  const FragmentExchange::Outcome out = fragments_->afterStep(step_, step_ >= total_steps_, report);
+  if (out.reported) {
+    stop_wanted_ = false;
+    last_contact_ = Clock::now();
+  } else {
+    keepAliveIfQuiet();
+  }
+  if (out.agreement) {
+    agreed.loss = out.agreement->loss;
+    agreed.stop = out.agreement->stop;
+  }
+  agreed.replicas_agree = out.everything;
+  agreed.checkpoint = false;  // the run's end only: no other step has one model
+  if (out.everything && rank() != 0 && inner_ != nullptr) saveInnerState(step_);
+  return out.times;
 }
 
 bool DilocoStrategy::finishRound(torch::nn::Module& model) {
@@ -163,7 +208,7 @@ int64_t DilocoStrategy::awaitJobEnd(int64_t own_step) {
 
 void DilocoStrategy::keepGlobal() {
   torch::NoGradGuard no_grad;
-  for (size_t p = 0; p < params_.size(); ++p) global_[p].copy_(params_[p]);
+  for (size_t p = 0; p < global_.size(); ++p) global_[p].copy_(params_[p]);
 }
 
 std::filesystem::path DilocoStrategy::innerStatePath(int64_t step) const {
@@ -183,11 +228,17 @@ nlohmann::json DilocoStrategy::summary() const {
   const auto& d = config_.distributed;
   // Each round pushes and pulls what this worker exchanges with the servers
   // once: the model, or with host sums its own chunks.
-  const int64_t bytes = rounds_ * ps_->ownFloats() * static_cast<int64_t>(wireBytes(d.wire_dtype));
+  const int64_t floats = fragments_ ? fragments_->pushedFloats() : rounds_ * ps_->ownFloats();
+  const int64_t bytes = floats * static_cast<int64_t>(wireBytes(d.wire_dtype));
   s["diloco"] = {{"local_steps", d.local_steps}, {"outer_optimizer", d.outer_optimizer},
                  {"outer_lr", d.outer_lr},       {"outer_momentum", d.outer_momentum},
                  {"rounds", rounds_},            {"pushed_bytes", bytes},
                  {"pulled_bytes", bytes}};
+  if (fragments_) {
+    s["diloco"].erase("rounds");  // fragments are exchanged one at a time
+    s["diloco"]["streaming"] = {{"fragments", d.fragments}, {"delay", d.fragment_delay},
+                                {"mix", d.fragment_mix},    {"exchanges", fragments_->exchanges()}};
+  }
   return s;
 }
 

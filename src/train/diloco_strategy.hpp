@@ -17,6 +17,10 @@
 // model, the outer optimizer (fetched from the servers) and the chief's
 // inner optimizer; every other worker keeps its inner optimizer in
 // workers/worker-N/inner-state/step-S.pt beside it, so a resume is exact.
+//
+// Streaming (--fragments F, --fragment-delay, --fragment-mix): the model's
+// chunks are exchanged one fragment at a time, on FragmentSchedule's
+// timetable, by a FragmentExchange; the replicas agree only at the end.
 #include <memory>
 #include <vector>
 
@@ -24,6 +28,7 @@
 #include "cluster/job_context.hpp"
 #include "core/clock.hpp"
 #include "train/config.hpp"
+#include "train/fragment_exchange.hpp"
 #include "train/ps_strategy.hpp"
 
 namespace tandem::train {
@@ -89,9 +94,14 @@ class DilocoStrategy final : public Strategy, public RemoteParameters {
   void keepGlobal();  // the model's parameters are the global model now
   // Pushes the outer gradients, waits for the servers' update and pulls.
   SyncTimes exchange(torch::nn::Module& model, AgreedStep& agreed);
+  // Streaming: starts, merges or ends fragments' exchanges after a step.
+  SyncTimes exchangeFragments(AgreedStep& agreed);
+  // Servers give up on a worker silent for --peer-timeout; a round may be longer.
+  void keepAliveIfQuiet();
 
   TrainConfig config_;
   std::unique_ptr<PsStrategy> ps_;
+  std::unique_ptr<FragmentExchange> fragments_;  // streaming only
   std::vector<torch::Tensor> params_;  // trainable, registration order
   std::vector<torch::Tensor> global_;  // the global model as last pulled
   std::unique_ptr<torch::optim::Optimizer> outer_;  // a holder for the servers' outer state

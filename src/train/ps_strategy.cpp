@@ -56,6 +56,7 @@ struct PsStrategy::Impl {
   int64_t pushes_pending_for = -1;     // gated: the step whose pushes nobody has awaited yet
   size_t received_upto = SIZE_MAX;     // gated: the last step's chunks before this one are in the model
   int64_t step = 0;
+  std::function<int64_t(size_t)> chunk_clock;  // streaming DiLoCo: each chunk's start
   std::optional<RemoteParameters::Takeover> takeover;  // a replacement in a running elastic job
   int64_t max_lead = 0;
   bool joined = false;
@@ -152,7 +153,7 @@ struct PsStrategy::Impl {
   // request and its receipt: backward is done with them once their
   // gradients are pushed, and the next forward awaits them (receiveUpTo).
   void placeParametersInArena() {
-    if (sharing_servers == 0 || wire != WireDtype::kFloat32 || host || model.staged()) return;
+    if (sharing_servers == 0 || wire != WireDtype::kFloat32 || host || model.staged() || chunk_clock) return;
     model.placeIn(arenaFloats(worker->pullLanding()));
     parameters_in_arena = true;
   }
@@ -189,33 +190,6 @@ struct PsStrategy::Impl {
     }
     return copy.elapsed();
   }
-
-  // Resume: appends chunk `c`'s optimizer slots, taken from the restored
-  // torch state, to `values`. Returns the updates the chunk already had.
-  int64_t appendOptimizerState(size_t c, torch::optim::Optimizer& optimizer, std::vector<float>& values,
-                               int64_t start_step) const {
-    const auto length = static_cast<size_t>(layout.chunks[c].length);
-    const int slots = optim::slotCount(config.optimizer);
-    values.resize(length * static_cast<size_t>(1 + slots), 0.0f);
-    // Sync applies once per step; async once per push (Adam's count says how many).
-    // Sync: one update per step; async: one per global step (the step is
-    // global); SSP: one per worker per step.
-    int64_t applied = start_step * (mode == TrainingMode::kPsBounded ? n() : 1);
-    for (const auto& piece : model.pieces(c)) {
-      const auto state = readKernelState(optimizer, model.trained()[piece.param], config.optimizer);
-      if (!state) continue;  // never updated: zero slots
-      if (state->updates >= 0) applied = state->updates;
-      const auto& sources = state->slots;
-      for (size_t k = 0; k < sources.size(); ++k) {
-        if (!sources[k].defined()) continue;
-        auto src = sources[k].cpu().contiguous();
-        std::memcpy(values.data() + (k + 1) * length + static_cast<size_t>(piece.chunk_offset),
-                    src.data_ptr<float>() + piece.param_offset, static_cast<size_t>(piece.count) * sizeof(float));
-      }
-    }
-    return applied;
-  }
-
 };
 
 PsStrategy::PsStrategy(cluster::ClusterSpec spec, TrainConfig config, cluster::JobContext& context, bool joined)
@@ -380,8 +354,11 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
         [&](size_t c, int64_t& applied) {
           std::vector<float> values = s.model.gather(c);
           if (plan.start_step > 0 && plan.optimizer != nullptr) {
-            applied = s.appendOptimizerState(c, *plan.optimizer, values, plan.start_step);
+            // Sync: one update per step; async: one per global step; SSP: one per worker per step.
+            const int64_t updates = plan.start_step * (s.mode == TrainingMode::kPsBounded ? s.n() : 1);
+            applied = s.model.appendOptimizerState(c, *plan.optimizer, s.config.optimizer, updates, values);
           }
+          if (s.chunk_clock) applied = s.chunk_clock(c);
           return values;
         },
         startup);
@@ -399,7 +376,7 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
                     answer.start_step);
   }
   if (!s.spec.isChief()) {
-    s.worker->pullAll(s.mode == TrainingMode::kPsSync ? plan.start_step : 0);
+    s.worker->pullAll(s.mode == TrainingMode::kPsSync && !s.chunk_clock ? plan.start_step : 0);
     s.receivePulls(startup, plan.start_step);
   }
 
@@ -445,6 +422,16 @@ void PsStrategy::offerOuterGradients(const std::vector<torch::Tensor>& outer) {
   s.capture->beginMicroStep(0, /*last=*/true, 1.0 / s.n());
   // Last first, as backward would: host-mates sum chunks in that order.
   for (size_t p = outer.size(); p-- > 0;) s.capture->offer(p, outer[p]);
+}
+
+void PsStrategy::streamFragments(std::function<int64_t(size_t)> chunk_clock) {
+  impl_->chunk_clock = std::move(chunk_clock);
+}
+
+PsStrategy::Protocol PsStrategy::protocol() {
+  Impl& s = *impl_;
+  TANDEM_ENFORCE(s.worker != nullptr, "protocol() before initialize or after finish");
+  return {*s.worker, s.model, s.peerDeadline()};
 }
 
 void PsStrategy::keepAlive() {
@@ -542,7 +529,8 @@ std::optional<int64_t> PsStrategy::prepareCheckpoint(torch::optim::Optimizer& op
     point = s.worker->holdForSnapshot(s.peerDeadline());
   }
   const std::vector<net::Frame> frames =
-      s.worker->fetchState(s.mode == TrainingMode::kPsSync ? s.step : 0, s.peerDeadline(), point ? &*point : nullptr);
+      s.worker->fetchState(s.mode == TrainingMode::kPsSync && !s.chunk_clock ? s.step : 0, s.peerDeadline(),
+                           point ? &*point : nullptr);
   if (point) s.worker->releaseSnapshot(s.peerDeadline());
   const int slots = optim::slotCount(s.config.optimizer);
   // Torch tensors for every parameter's slots, filled chunk by chunk.

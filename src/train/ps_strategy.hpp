@@ -6,14 +6,21 @@
 // step clocks: sync barrier, bounded staleness, agreed loss and stop), and
 // pulls the chunks back in forward order, copying each into the model as it
 // arrives. The worker runs no optimizer of its own.
+#include <functional>
 #include <memory>
 
 #include "cluster/cluster_spec.hpp"
 #include "cluster/job_context.hpp"
+#include "core/deadline.hpp"
 #include "train/config.hpp"
 #include "train/strategy.hpp"
 
+namespace tandem::ps {
+class Worker;
+}  // namespace tandem::ps
+
 namespace tandem::train {
+class ChunkedParameters;
 
 class PsStrategy final : public Strategy, public RemoteParameters {
  public:
@@ -51,6 +58,18 @@ class PsStrategy final : public Strategy, public RemoteParameters {
   void offerOuterGradients(const std::vector<torch::Tensor>& outer);
   // Between steps that send the servers nothing: tells them this worker is alive.
   void keepAlive();
+  // Streaming DiLoCo, before initialize(): this worker exchanges fragments
+  // of chunks itself, through protocol(). Chunk c's servers start at
+  // chunk_clock(c) updates instead of the start step, first pulls and
+  // checkpoints take whatever is applied, and pulls never land in the
+  // model by themselves (the caller mixes them in).
+  void streamFragments(std::function<int64_t(size_t chunk)> chunk_clock);
+  struct Protocol {
+    ps::Worker& worker;
+    ChunkedParameters& model;
+    Deadline deadline;  // for this exchange's waits: --peer-timeout and a margin
+  };
+  Protocol protocol();
   // The floats this worker itself pushes and pulls each step: the model, or
   // with host sums the chunks it owns.
   int64_t ownFloats() const;

@@ -21,7 +21,8 @@ const char* const kTrajectoryFields[] = {
     "/model",          "/model_options", "/dataset",       "/batch_size",           "/accumulate",
     "/seed",           "/optimizer",     "/lr",            "/distributed/ps_mode", "/distributed/staleness",
     "/distributed/local_steps", "/distributed/outer_optimizer", "/distributed/outer_lr",
-    "/distributed/outer_momentum",
+    "/distributed/outer_momentum", "/distributed/fragments", "/distributed/fragment_delay",
+    "/distributed/fragment_mix",
 };
 
 std::optional<FieldDifference> firstLeafDifference(const std::string& where, const nlohmann::json& a,

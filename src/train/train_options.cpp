@@ -167,6 +167,17 @@ std::vector<TrainOption> declare() {
        .group = kDiloco, .modes = kServerModes, .strict = true},
       {.flags = "--outer-momentum", .field = "/distributed/outer_momentum",
        .help = "DiLoCo: the outer optimizer's momentum", .group = kDiloco, .modes = kServerModes, .strict = true},
+      {.flags = "--fragments", .field = "/distributed/fragments",
+       .help = "streaming DiLoCo: the model's chunks in F fragments, each exchanged once every --local-steps at "
+               "staggered steps, so that each exchange carries 1/F of the model (sync; 1: all at once)",
+       .group = kDiloco, .modes = kServerModes, .strict = true},
+      {.flags = "--fragment-delay", .field = "/distributed/fragment_delay",
+       .help = "streaming DiLoCo: steps each fragment's exchange overlaps before it is merged (below "
+               "--local-steps / --fragments)",
+       .group = kDiloco, .modes = kServerModes, .strict = true},
+      {.flags = "--fragment-mix", .field = "/distributed/fragment_mix",
+       .help = "streaming DiLoCo: a merged fragment is mix * local + (1 - mix) * the new global values",
+       .group = kDiloco, .modes = kServerModes, .strict = true},
       {.flags = "--ps-chunk-mb", .field = "/distributed/ps_chunk_mb",
        .help = "parameter chunk size spread over the servers; 0: about 16 chunks a server, at least 32, 16 KiB-4 "
                "MiB each",

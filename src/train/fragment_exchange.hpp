@@ -1,0 +1,71 @@
+#pragma once
+// Streaming DiLoCo's exchanges for one worker (Douillard et al. 2025), on
+// FragmentSchedule's timetable. An exchange pushes one fragment's outer
+// gradients (global - local, chunk by chunk) and reports to ps 0, then
+// training goes on; `delay` steps later the servers' new global values are
+// taken in, mixed into the worker's own as mix * local + (1 - mix) * global,
+// and ps 0's agreement (loss, stop) is read. The last step, or a stop,
+// exchanges every fragment and replaces the local values: every worker ends
+// on the global model. A chunk's servers count its own exchanges, so its
+// clock is its fragment's.
+#include <optional>
+#include <vector>
+
+#include "core/wire_dtype.hpp"
+#include "ps/client.hpp"
+#include "ps/protocol.hpp"
+#include "train/fragment_schedule.hpp"
+#include "train/ps_strategy.hpp"
+
+namespace tandem::train {
+
+class FragmentExchange {
+ public:
+  // `ps` must be initialised, with streamFragments(clocks) from
+  // chunkClocks() given before, and its model must hold the global model.
+  FragmentExchange(const FragmentSchedule& schedule, double mix, PsStrategy& ps, WireDtype wire, int64_t start_step);
+
+  // Chunk c's servers' clock at `start_step` (for PsStrategy::streamFragments).
+  static std::function<int64_t(size_t)> chunkClocks(const FragmentSchedule& schedule, int64_t start_step);
+
+  struct Outcome {
+    SyncTimes times;
+    std::optional<ps::StepAgreement> agreement;  // when an exchange was merged
+    bool everything = false;                     // every fragment was exchanged: the replicas agree
+    bool reported = false;                       // a report went to ps 0
+  };
+  // After step `step` (counted from 1) of the run: `last` for its last step.
+  // `report` goes to ps 0 with an exchange started now.
+  Outcome afterStep(int64_t step, bool last, const ps::StepReport& report);
+
+  int64_t exchanges() const { return exchanges_; }
+  int64_t pushedFloats() const { return pushed_floats_; }
+
+ private:
+  struct InFlight {
+    std::vector<size_t> chunks;
+    std::vector<int> fragments;
+    int64_t merge_after = 0;
+    double mix = 0;
+    ps::Ticket report;
+    int64_t finished = 0;  // ps 0's clock after it
+  };
+  void begin(const std::vector<int>& fragments, int64_t merge_after, double mix, const ps::StepReport& report);
+  ps::StepAgreement merge(SyncTimes& times);
+  // Chunk c's local values, from wherever the model lives, into `out`.
+  void gatherLocal(size_t c, float* out) const;
+
+  FragmentSchedule schedule_;
+  double mix_;
+  WireDtype wire_;
+  PsStrategy& ps_;
+  std::vector<float> global_;  // key order: the global model as last merged
+  std::vector<float> outer_;   // key order: pushed outer gradients, kept until taken
+  std::vector<int64_t> clock_;  // by fragment
+  int64_t reports_ = 0;         // ps 0's clock
+  std::optional<InFlight> in_flight_;
+  int64_t exchanges_ = 0;
+  int64_t pushed_floats_ = 0;
+};
+
+}  // namespace tandem::train
