@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "optim/kernels.hpp"
 
 namespace tandem::ps {
 namespace {
@@ -25,6 +26,36 @@ TEST(DelayCompensation, CorrectsTowardsTheValuesNowHeldScaledByTheMeanSquare) {
   compensateDelay(out, now, now, mean_square, 0.5f);
   EXPECT_FLOAT_EQ(mean_square[0], 0.95f * 0.05f + 0.05f);
   EXPECT_EQ(out, grad) << "no delay, no correction";
+}
+
+// The servers fuse the correction into SGD's pass (one pass over memory
+// instead of two); it must give the two-pass bits, for every SGD variant.
+TEST(DelayCompensation, FusedIntoSgdGivesTheTwoPassBits) {
+  const size_t n = 1037;  // not a multiple of any vector width
+  std::vector<float> grad(n), param(n), pulled(n), buffer(n), mean_square(n);
+  for (size_t i = 0; i < n; ++i) {
+    grad[i] = std::sin(0.37f * static_cast<float>(i)) * 0.01f;
+    param[i] = std::cos(0.11f * static_cast<float>(i));
+    pulled[i] = param[i] + 0.001f * std::sin(static_cast<float>(i));
+    buffer[i] = 0.002f * std::cos(0.7f * static_cast<float>(i));
+    mean_square[i] = 1e-5f * static_cast<float>(i % 7);
+  }
+  const optim::SgdSettings variants[] = {
+      {0.05, 0.0, 0.0, false}, {0.05, 0.9, 0.0, false}, {0.05, 0.9, 0.0, true}, {0.05, 0.9, 1e-4, false}};
+  for (const auto& settings : variants) {
+    for (bool first : {true, false}) {
+      std::vector<float> g2 = grad, p2 = param, b2 = buffer, ms2 = mean_square;
+      compensateDelay(g2, p2, pulled, ms2, 2.0f);
+      optim::sgdUpdate(p2, g2, b2, first, settings);
+      std::vector<float> p1 = param, b1 = buffer, ms1 = mean_square;
+      const optim::DelayCorrection fused{pulled.data(), ms1.data(), 2.0f, kDcMeanSquareDecay, kDcEpsilon};
+      optim::sgdUpdate(p1, grad, b1, first, settings, &fused);
+      EXPECT_EQ(p1, p2) << settings.momentum << " " << settings.nesterov << " " << first;
+      EXPECT_EQ(ms1, ms2);
+      EXPECT_EQ(b1, b2);
+      EXPECT_NE(p1, param);
+    }
+  }
 }
 
 TEST(DelayCompensation, RefusesSpansOfOtherLengths) {

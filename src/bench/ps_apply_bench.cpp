@@ -39,10 +39,16 @@ std::vector<ApplyBenchRow> runApplyBench(int64_t floats, double min_seconds) {
   auto add = [&](const std::string& kernel, double seconds) { rows.push_back({kernel, seconds, bytes / seconds / 1e9, 0}); };
   add("memcpy", bestPass([&] { std::memcpy(copy.data(), grad.data(), n * sizeof(float)); }, min_seconds));
   add("sgd-momentum", bestPass([&] { optim::sgdUpdate(param, grad, a, false, {0.01, 0.9, 0.0, false}); }, min_seconds));
-  // What --delay-compensation adds to an async apply: the correction, in
-  // place, from a worker's pulled values and the mean square.
+  // What --delay-compensation adds to an async apply: the correction from
+  // a worker's pulled values and the mean square, inside SGD's pass (as the
+  // servers run it for SGD), and as a pass of its own first (Adam, RMSprop).
   std::vector<float> pulled(n, 0.49f), mean_square(n, 0.0f);
+  const optim::DelayCorrection fused{pulled.data(), mean_square.data(), 0.04f, ps::kDcMeanSquareDecay,
+                                     ps::kDcEpsilon};
   add("sgd-momentum, delay-compensated", bestPass([&] {
+        optim::sgdUpdate(param, grad, a, false, {0.01, 0.9, 0.0, false}, &fused);
+      }, min_seconds));
+  add("sgd-momentum, delay-compensated in two passes", bestPass([&] {
         ps::compensateDelay(grad, param, pulled, mean_square, 0.04f);
         optim::sgdUpdate(param, grad, a, false, {0.01, 0.9, 0.0, false});
       }, min_seconds));

@@ -38,11 +38,18 @@ void requireSameLength(size_t a, size_t b, const char* what) { enforceEq(a, b, w
 // multi-versioned entry points below, they take each entry's instruction set.
 #define TANDEM_LOOP inline __attribute__((always_inline))
 
-template <bool kDecay, bool kMomentum, bool kNesterov>
+template <bool kDecay, bool kMomentum, bool kNesterov, bool kCorrect = false>
 TANDEM_LOOP void sgdLoop(size_t n, float* __restrict param, const float* __restrict grad, float* __restrict buffer,
-                         bool first, float lr, float momentum, float wd) {
+                         bool first, float lr, float momentum, float wd, const float* __restrict pulled = nullptr,
+                         float* __restrict mean_square = nullptr, float lambda0 = 0, float decay = 0,
+                         float eps = 0) {
   for (size_t i = 0; i < n; ++i) {
     float d = grad[i];
+    if constexpr (kCorrect) {  // compensateDelay's arithmetic, in its order
+      const float ms = decay * mean_square[i] + (1.0f - decay) * d * d;
+      mean_square[i] = ms;
+      d = d + lambda0 / std::sqrt(ms + eps) * d * d * (param[i] - pulled[i]);
+    }
     if constexpr (kDecay) d = d + wd * param[i];  // d_p.add(p, weight_decay)
     if constexpr (kMomentum) {
       const float b = first ? d : buffer[i] * momentum + d;  // dampening 0: add_(d_p, 1 - 0)
@@ -96,11 +103,29 @@ TANDEM_LOOP void rmspropLoop(size_t n, float* __restrict param, const float* __r
   }
 }
 
+// sgdLoop with the correction, one instance per option set (inlined into
+// sgdUpdate's multi-versioned body).
+TANDEM_LOOP void sgdCorrected(size_t n, float* p, const float* g, float* b, bool first, float lr, float momentum,
+                              float wd, bool decay, bool use_momentum, bool nesterov, const DelayCorrection& c) {
+  const float* q = c.pulled;
+  float* ms = c.mean_square;
+  if (!use_momentum) {
+    decay ? sgdLoop<true, false, false, true>(n, p, g, b, first, lr, momentum, wd, q, ms, c.lambda0, c.decay, c.eps)
+          : sgdLoop<false, false, false, true>(n, p, g, b, first, lr, momentum, wd, q, ms, c.lambda0, c.decay, c.eps);
+  } else if (nesterov) {
+    decay ? sgdLoop<true, true, true, true>(n, p, g, b, first, lr, momentum, wd, q, ms, c.lambda0, c.decay, c.eps)
+          : sgdLoop<false, true, true, true>(n, p, g, b, first, lr, momentum, wd, q, ms, c.lambda0, c.decay, c.eps);
+  } else {
+    decay ? sgdLoop<true, true, false, true>(n, p, g, b, first, lr, momentum, wd, q, ms, c.lambda0, c.decay, c.eps)
+          : sgdLoop<false, true, false, true>(n, p, g, b, first, lr, momentum, wd, q, ms, c.lambda0, c.decay, c.eps);
+  }
+}
+
 }  // namespace
 
 TANDEM_SIMD_CLONES
 void sgdUpdate(std::span<float> param, std::span<const float> grad, std::span<float> momentum_buffer,
-               bool first_step, const SgdSettings& s) {
+               bool first_step, const SgdSettings& s, const DelayCorrection* correction) {
   requireSameLength(param.size(), grad.size(), "sgd: grad length");
   // torch casts its double hyper-parameters to the tensor's float type.
   const float lr = static_cast<float>(s.lr);
@@ -113,6 +138,10 @@ void sgdUpdate(std::span<float> param, std::span<const float> grad, std::span<fl
   const float* g = grad.data();
   float* b = momentum_buffer.data();
   const bool decay = wd != 0;
+  if (correction != nullptr) {
+    sgdCorrected(n, p, g, b, first_step, lr, momentum, wd, decay, use_momentum, s.nesterov, *correction);
+    return;
+  }
   if (!use_momentum) {
     decay ? sgdLoop<true, false, false>(n, p, g, b, first_step, lr, momentum, wd)
           : sgdLoop<false, false, false>(n, p, g, b, first_step, lr, momentum, wd);
@@ -224,8 +253,9 @@ int slotCount(const OptimizerSettings& s) {
 }
 
 void applyOptimizer(const OptimizerSettings& s, double lr, std::span<float> param, std::span<const float> grad,
-                    std::span<const std::span<float>> slots, int64_t step) {
+                    std::span<const std::span<float>> slots, int64_t step, const DelayCorrection* correction) {
   enforceEq(slots.size(), static_cast<size_t>(slotCount(s)), "optimizer slot count");
+  TANDEM_ENFORCE(correction == nullptr || s.name == "sgd", "a fused delay correction with {}", s.name);
   if (s.name == "adam" || s.name == "adamw") {
     const AdamSettings a{lr, s.beta1, s.beta2, s.eps, s.weight_decay};
     if (s.name == "adam") {
@@ -240,7 +270,7 @@ void applyOptimizer(const OptimizerSettings& s, double lr, std::span<float> para
     rmspropUpdate(param, grad, slots[0], buffer, grad_avg, {lr, s.alpha, s.eps, s.weight_decay, s.momentum, s.centered});
   } else {
     sgdUpdate(param, grad, slots.empty() ? std::span<float>() : slots[0], step == 1,
-              {lr, s.momentum, s.weight_decay, s.nesterov});
+              {lr, s.momentum, s.weight_decay, s.nesterov}, correction);
   }
 }
 

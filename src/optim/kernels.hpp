@@ -20,10 +20,24 @@ struct SgdSettings {
   bool nesterov = false;
 };
 
+// Delay compensation (DC-ASGD, ps/delay_compensation.hpp) inside SGD's
+// own pass: each gradient value is corrected first, with the same
+// operations in the same order as compensateDelay, so the bits are the
+// same, but the pass moves `pulled` and `mean_square` only, not the
+// gradient a second time: 8 streams of floats instead of 6 + 5.
+struct DelayCorrection {
+  const float* pulled = nullptr;  // the pushing worker's pulled values, the chunk's length
+  float* mean_square = nullptr;   // updated first, as in compensateDelay
+  float lambda0 = 0;
+  float decay = 0;
+  float eps = 0;
+};
+
 // `momentum_buffer` has the chunk's length; `first_step` tells that it is not
-// yet initialised (torch clones the first gradient into it).
+// yet initialised (torch clones the first gradient into it). `correction`:
+// delay-compensate each gradient value on the way (null: none).
 void sgdUpdate(std::span<float> param, std::span<const float> grad, std::span<float> momentum_buffer,
-               bool first_step, const SgdSettings& s);
+               bool first_step, const SgdSettings& s, const DelayCorrection* correction = nullptr);
 
 struct AdamSettings {
   double lr = 0.001;
@@ -93,8 +107,10 @@ int slotCount(const OptimizerSettings& s);
 // One update of `param` at rate `lr`. `slots` holds slotCount(s) spans of
 // param's length; `step` is the 1-based count of updates, this one included
 // (SGD's first step initialises the momentum buffer from the gradient).
+// `correction`: SGD only (the caller corrects the gradient itself for the others).
 void applyOptimizer(const OptimizerSettings& s, double lr, std::span<float> param, std::span<const float> grad,
-                    std::span<const std::span<float>> slots, int64_t step);
+                    std::span<const std::span<float>> slots, int64_t step,
+                    const DelayCorrection* correction = nullptr);
 
 // sum[i] += addend[i]: how a sync server adds up the workers' shares.
 void addInto(std::span<float> sum, std::span<const float> addend);

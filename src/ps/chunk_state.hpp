@@ -121,8 +121,9 @@ float* sumGradients(std::vector<zmq::message_t>& grads, size_t length, WireDtype
 // Applies one update with the server's optimizer: `update_index` counts the
 // chunk's updates (Adam's bias correction, SGD's first momentum step),
 // `lr` is the learning rate of this update. Refreshes the wire copy.
+// `correction`: delay compensation fused into the pass (SGD only).
 void applyUpdate(ChunkState& c, const float* grad, uint64_t update_index, double lr,
-                 const ServerConfig& config);
+                 const ServerConfig& config, const optim::DelayCorrection* correction = nullptr);
 
 // Takes the pulls the chunk can answer now: none while an apply owns it.
 std::vector<PendingPull> takeReadyPulls(ChunkState& c);

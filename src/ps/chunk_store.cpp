@@ -153,12 +153,19 @@ void ChunkStore::apply(ApplyJob& job) {
     const uint64_t pulled = c.pulled_at.at(worker);
     lr /= static_cast<double>(std::max<uint64_t>(1, job.update - std::min(pulled, job.update)));
   }
-  if (compensating()) {
-    // In place: each value is read before it is written.
-    const auto n = static_cast<size_t>(c.length);
-    compensateDelay({grad, n}, c.param, c.pulled_by.at(worker), c.mean_square,
-                    static_cast<float>(config_->delay_compensation));
+  if (!compensating()) {
+    applyUpdate(c, grad, job.update, lr, *config_);
+    return;
   }
+  const auto lambda0 = static_cast<float>(config_->delay_compensation);
+  if (config_->optimizer.name == "sgd") {  // one pass: the correction inside SGD's
+    const optim::DelayCorrection fused{c.pulled_by.at(worker).data(), c.mean_square.data(), lambda0,
+                                       kDcMeanSquareDecay, kDcEpsilon};
+    applyUpdate(c, grad, job.update, lr, *config_, &fused);
+    return;
+  }
+  // In place: each value is read before it is written.
+  compensateDelay({grad, static_cast<size_t>(c.length)}, c.param, c.pulled_by.at(worker), c.mean_square, lambda0);
   applyUpdate(c, grad, job.update, lr, *config_);
 }
 
