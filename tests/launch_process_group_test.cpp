@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -342,6 +343,17 @@ TEST(PickFreePortTest, ReturnsBindablePort) {
 
 TEST(PickFreePortTest, UnresolvableHostIsInputError) {
   EXPECT_THROW(pickFreePort("no-such-host.invalid"), InputError);
+}
+
+// A launch picks every task's port in one go: picked one by one, a port
+// just closed can come back (a bench's 8-worker launch got worker 2 and ps 0
+// on one port), and the job fails.
+TEST(PickFreePorts, AreAllDifferent) {
+  const std::vector<int> ports = pickFreePorts("127.0.0.1", 256);
+  ASSERT_EQ(ports.size(), 256u);
+  EXPECT_EQ(std::set<int>(ports.begin(), ports.end()).size(), 256u);
+  for (int port : ports) EXPECT_GT(port, 0);
+  EXPECT_THROW(pickFreePorts("no-such-host.invalid", 2), InputError);
 }
 
 }  // namespace

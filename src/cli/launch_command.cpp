@@ -141,13 +141,15 @@ int runLaunch(LaunchOptions o) {
   if (!program && hasFlag(o.train_args, "--restart-wait")) {
     throw InputError("--restart-wait: launch restarts the tasks itself; use launch --max-restarts N instead");
   }
-  auto hostList = [&o](int count) {
+  // One pick for every port the job needs, so no two tasks get the same one.
+  const std::vector<int> ports = launch::pickFreePorts(o.host, o.workers + o.ps + (program ? 1 : 0));
+  auto hostList = [&o, &ports](int from, int count) {
     std::vector<std::string> hosts;
-    for (int i = 0; i < count; ++i) hosts.push_back(cluster::HostPort{o.host, launch::pickFreePort(o.host)}.str());
+    for (int i = from; i < from + count; ++i) hosts.push_back(cluster::HostPort{o.host, ports[static_cast<size_t>(i)]}.str());
     return hosts;  // HostPort::str brackets an IPv6 host
   };
-  const std::vector<std::string> worker_list = hostList(o.workers);
-  const std::vector<std::string> ps_list = hostList(o.ps);
+  const std::vector<std::string> worker_list = hostList(0, o.workers);
+  const std::vector<std::string> ps_list = hostList(o.workers, o.ps);
   const std::string worker_hosts = fmt::format("{}", fmt::join(worker_list, ","));
   const std::string ps_hosts = fmt::format("{}", fmt::join(ps_list, ","));
 
@@ -181,7 +183,7 @@ int runLaunch(LaunchOptions o) {
   // One secret for every attempt: a restarted task rejoins the same job.
   const launch::JobSecretFile secret(o.train_args);
   const std::string self = launch::selfExecutable();
-  const int master_port = program ? launch::pickFreePort(o.host) : 0;
+  const int master_port = program ? ports.back() : 0;
   const std::string out_dir = program ? o.ps_out : flagValue(o.train_args, "--out").value_or("runs/default");
 
   // After a forwarded stop, 130 is how a task says it saved its state.
