@@ -7,6 +7,8 @@
 #   diloco   --local-steps H (50): one exchange per H steps; the window is
 #            one whole round, H steps ending with its exchange (the first
 #            round is the warm-up)
+#   streaming  the same with --fragments F (5) --fragment-delay D (1): one
+#            fragment's exchange every H/F steps, hidden behind the next D
 # Compute utilisation is the emulated GPU's busy share of a step
 # (forward+backward over the step, the mean over workers), beside the
 # comm-bound optimum's, both from the lab's report; for DiLoCo the lab
@@ -14,7 +16,7 @@
 # This machine cannot carry 8 hosts' 1 Gbit/s in real time: DILATION (4)
 # slows the emulation so it can.
 # Needs root (tandem lab). Usage: sudo bench/lab_diloco.sh [OUT] [PARTS]
-#   PARTS="sync diloco"  STEPS=10  H=50  DILATION=4
+#   PARTS="sync diloco"  STEPS=10  H=50  F=5  D=1  DILATION=4
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-runs/bench-lab-diloco}
@@ -35,6 +37,9 @@ for part in $PARTS; do
     sync) lab_run sync $LAB --warmup-steps 3 -- $TRAIN --max-steps $((STEPS + 3)) ;;
     # shellcheck disable=SC2086
     diloco) lab_run diloco $LAB --warmup-steps "$H" -- $TRAIN --max-steps $((2 * H)) --local-steps "$H" ;;
+    # shellcheck disable=SC2086
+    streaming) lab_run streaming $LAB --warmup-steps "$H" -- $TRAIN --max-steps $((2 * H)) --local-steps "$H" \
+                 --fragments "${F:-5}" --fragment-delay "${D:-1}" ;;
     *) echo "unknown part $part" >&2; exit 2 ;;
   esac
   names+=("$part")

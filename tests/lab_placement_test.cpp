@@ -60,6 +60,11 @@ TEST(LabStepWindow, DifferencesTheCumulativeMeansAfterTheWarmUp) {
   EXPECT_DOUBLE_EQ(w.stepSeconds(), 0.5);
   EXPECT_NEAR(w.breakdown["step"].get<double>(), 0.5, 1e-12);
   EXPECT_NEAR(w.breakdown["exposed_comm"].get<double>(), 0.25, 1e-12);
+  // --measure-steps 1: steps 2 to 3 only (one 0.5 s step).
+  const StepWindow one = steadyWindow(path, 2, 1);
+  EXPECT_EQ(one.steps, 1);
+  EXPECT_DOUBLE_EQ(one.end_time, 101.5);
+  EXPECT_NEAR(one.breakdown["exposed_comm"].get<double>(), 0.25, 1e-12);
   // Too short a run to measure after the warm-up.
   EXPECT_THROW(steadyWindow(path, 4), InputError);
   std::filesystem::remove(path);

@@ -88,6 +88,23 @@ TEST(CommModel, LocalStepsSpreadOneUnoverlappedExchangeOverTheirSteps) {
   EXPECT_THROW(withLocalSteps(exchange, work(), cluster, 0), InputError);
 }
 
+// Streaming DiLoCo: each fragment's share of the exchange hides behind the
+// steps it overlaps; only what sticks out counts.
+TEST(CommModel, StreamingHidesEachFragmentBehindItsOverlappedSteps) {
+  const Cluster slow{4, 1, kTenGbit / 10, 0};
+  Workload bare = work();
+  bare.forward_s = bare.backward_s = 0;
+  const Prediction exchange = predict(bare, slow, {Algorithm::kRingAllReduce});
+  EXPECT_NEAR(exchange.step_s, 1.2, 1e-12);
+  // 5 fragments of 0.24 s, each behind one 0.15 s step: 0.09 s out, 5 times per 10 steps.
+  EXPECT_NEAR(withLocalSteps(exchange, work(), slow, 10, 5, 1).step_s, 0.15 + 0.045, 1e-12);
+  EXPECT_NEAR(withLocalSteps(exchange, work(), slow, 10, 5, 2).step_s, 0.15, 1e-12);  // hidden
+  EXPECT_NEAR(withLocalSteps(exchange, work(), slow, 10, 5, 0).step_s, 0.15 + 0.12, 1e-12);  // as plain DiLoCo
+  EXPECT_DOUBLE_EQ(withLocalSteps(exchange, work(), slow, 10, 5, 1).load.worker_host_bytes, 15e6);
+  EXPECT_THROW(withLocalSteps(exchange, work(), slow, 10, 11, 0), InputError);
+  EXPECT_THROW(withLocalSteps(exchange, work(), slow, 10, 2, -1), InputError);
+}
+
 TEST(CommModel, BadInputIsRefused) {
   EXPECT_THROW(predict(work(), {0, 1, kTenGbit, 0}, {}), InputError);
   EXPECT_THROW(predict(work(), {2, 1, 0, 0}, {}), InputError);

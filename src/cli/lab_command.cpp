@@ -49,6 +49,7 @@ struct LabOptions {
   double link_mbps = 1000;
   double dilation = 1;
   int64_t warmup_steps = 3;
+  int64_t measure_steps = 0;  // after the warm-up; 0: to the end
   double grace_s = 10;
   double message_us = 0;
   double apply_gb_s = 0;
@@ -123,6 +124,7 @@ int runLab(LabOptions o) {
   if (!(o.link_mbps > 0)) throw InputError(fmt::format("--link-mbps: must be positive, got {}", o.link_mbps));
   if (!(o.dilation >= 1)) throw InputError(fmt::format("--dilation: must be >= 1, got {}", o.dilation));
   if (o.warmup_steps < 0) throw InputError(fmt::format("--warmup-steps: must be >= 0, got {}", o.warmup_steps));
+  if (o.measure_steps < 0) throw InputError(fmt::format("--measure-steps: must be >= 0, got {}", o.measure_steps));
   const auto profile_path = flagValue(o.train_args, "--emulate-compute");
   if (o.dilation != 1 && !profile_path) {
     throw InputError("--dilation: only emulated compute can be slowed down with the links; add --emulate-compute "
@@ -250,7 +252,7 @@ int runLab(LabOptions o) {
     const fs::path dir = t.index == 0 ? fs::path(out) : fs::path(out) / "workers" / fmt::format("worker-{}", t.index);
     const nlohmann::json summary = readJson(dir / "summary.json");
     if (t.index == 0) chief_summary = summary;
-    workers.push_back({fmt::format("worker {}", t.index), lab::steadyWindow(dir / "metrics.jsonl", o.warmup_steps),
+    workers.push_back({fmt::format("worker {}", t.index), lab::steadyWindow(dir / "metrics.jsonl", o.warmup_steps, o.measure_steps),
                        summary.value("batch_size_per_worker", int64_t{0}) * summary.value("accumulate", int64_t{1})});
   }
   lab::LabSetup setup;
@@ -265,6 +267,8 @@ int runLab(LabOptions o) {
   const double wire = static_cast<double>(wireBytes(wire_dtype)) / 4;
   setup.model_bytes = 4.0 * wire * chief_summary.value("parameters", 0.0);
   setup.local_steps = std::max<int64_t>(1, std::stoll(flagValue(o.train_args, "--local-steps").value_or("1")));
+  setup.fragments = std::max<int64_t>(1, std::stoll(flagValue(o.train_args, "--fragments").value_or("1")));
+  setup.fragment_delay = std::max<int64_t>(0, std::stoll(flagValue(o.train_args, "--fragment-delay").value_or("0")));
   // As the chief ran it (--staleness 0 is ps-sync, for one).
   setup.mode = parseTrainingMode(chief_summary.value("mode", std::string()), "the chief's summary.json");
   // The layout as the workers built it (their summary's "strategy"):
@@ -328,6 +332,9 @@ Command addLabCommand(CLI::App& app) {
                   "than this machine can carry keep their ratios; reported times are divided back")
       ->capture_default_str();
   cmd->add_option("--warmup-steps", o->warmup_steps, "steps each worker takes before the measurement starts")
+      ->capture_default_str();
+  cmd->add_option("--measure-steps", o->measure_steps,
+                  "steps measured after the warm-up (0: to the run's end)")
       ->capture_default_str();
   cmd->add_option("--grace", o->grace_s, "seconds between SIGTERM and SIGKILL when stopping the tasks")
       ->capture_default_str();

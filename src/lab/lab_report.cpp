@@ -52,8 +52,9 @@ nlohmann::json labReport(const LabSetup& setup, const std::vector<WorkerResult>&
                           {setup.group_bytes, setup.apply_bytes_per_s, setup.message_s, asynchronous,
                            setup.priority && setup.mode == TrainingMode::kPsSync});
   if (diloco) {
-    optimum = plan::withLocalSteps(optimum, work, cluster, setup.local_steps);
-    predicted = plan::withLocalSteps(predicted, work, cluster, setup.local_steps);
+    optimum = plan::withLocalSteps(optimum, work, cluster, setup.local_steps, setup.fragments, setup.fragment_delay);
+    predicted =
+        plan::withLocalSteps(predicted, work, cluster, setup.local_steps, setup.fragments, setup.fragment_delay);
   }
   // The emulated GPU's busy share of a step: forward+backward over the step.
   double busy = 0;
@@ -98,7 +99,8 @@ nlohmann::json labReport(const LabSetup& setup, const std::vector<WorkerResult>&
         {"model_bytes", setup.model_bytes}, {"group_bytes", setup.group_bytes},
         {"message_us", setup.message_s * 1e6}, {"apply_gb_per_s", setup.apply_bytes_per_s / 1e9},
         {"forward_ms", setup.forward_s * 1e3}, {"backward_ms", setup.backward_s * 1e3},
-        {"priority", setup.priority}, {"local_steps", setup.local_steps}}},
+        {"priority", setup.priority}, {"local_steps", setup.local_steps},
+                  {"fragments", setup.fragments}, {"fragment_delay", setup.fragment_delay}}},
       {"tasks", tasks},
       {"links", links},
       {"measured", {{"step_ms", chief_step * 1e3}, {"samples_per_sec", samples_per_s},
@@ -173,7 +175,12 @@ std::string labTable(const nlohmann::json& r) {
                      m.value("compute_utilisation", 0.0), r["predicted"].value("compute_utilisation", 0.0),
                      r["optimum"].value("compute_utilisation", 0.0),
                      r["cluster"].value("local_steps", 1) > 1
-                         ? fmt::format(" (one exchange per {} steps)", r["cluster"]["local_steps"].get<int64_t>())
+                         ? fmt::format(" (one exchange per {} steps{})", r["cluster"]["local_steps"].get<int64_t>(),
+                                       r["cluster"].value("fragments", 1) > 1
+                                           ? fmt::format(", in {} fragments, each overlapping {} step(s)",
+                                                         r["cluster"]["fragments"].get<int64_t>(),
+                                                         r["cluster"].value("fragment_delay", 0))
+                                           : "")
                          : "");
   out += fmt::format("busiest worker link: {:.3f} MB/step measured, {:.3f} MB/step by the algorithm's count ({:.3f})\n",
                      m["busiest_worker_link_bytes_per_step"].get<double>() / 1e6,

@@ -32,6 +32,8 @@ struct LabSetup {
   TrainingMode mode = TrainingMode::kAllReduce;
   bool priority = false;         // sync PS whose next forward waits per stage (--priority on)
   int64_t local_steps = 1;       // DiLoCo: steps per exchange of the model (--local-steps)
+  int64_t fragments = 1;         // streaming DiLoCo: --fragments
+  int64_t fragment_delay = 0;    // streaming DiLoCo: steps each exchange overlaps (--fragment-delay)
 };
 
 struct WorkerResult {

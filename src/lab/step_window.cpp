@@ -9,7 +9,7 @@
 
 namespace tandem::lab {
 
-StepWindow steadyWindow(const std::filesystem::path& metrics, int64_t warmup_steps) {
+StepWindow steadyWindow(const std::filesystem::path& metrics, int64_t warmup_steps, int64_t measure_steps) {
   std::ifstream in(metrics);
   if (!in) throw InputError(fmt::format("{}: cannot open the worker's metrics", metrics.string()));
   std::vector<nlohmann::json> records;
@@ -19,7 +19,12 @@ StepWindow steadyWindow(const std::filesystem::path& metrics, int64_t warmup_ste
   }
   size_t first = 0;
   while (first < records.size() && records[first]["worker_step"].get<int64_t>() < warmup_steps) ++first;
-  if (records.empty() || records.size() - first < 2) {
+  if (measure_steps > 0) {
+    while (!records.empty() && records.back()["worker_step"].get<int64_t>() > warmup_steps + measure_steps) {
+      records.pop_back();
+    }
+  }
+  if (records.empty() || records.size() < first + 2) {
     throw InputError(fmt::format("{}: {} per-step train record(s), too few to measure after {} warm-up step(s); "
                                  "train longer (and keep --log-every 1)",
                                  metrics.string(), records.size(), warmup_steps));

@@ -19,8 +19,10 @@ struct StepWindow {
   double stepSeconds() const { return steps > 0 ? (end_time - begin_time) / static_cast<double>(steps) : 0; }
 };
 
-// Throws InputError naming the file when it holds no per-step records or
-// fewer than `warmup_steps` + 2 of them.
-StepWindow steadyWindow(const std::filesystem::path& metrics, int64_t warmup_steps);
+// The steps after `warmup_steps`, up to `measure_steps` of them (0: to the
+// run's end, whose last step may differ: streaming DiLoCo's exchanges the
+// whole model). Throws InputError naming the file when it holds no
+// per-step records or fewer than `warmup_steps` + 2 of them.
+StepWindow steadyWindow(const std::filesystem::path& metrics, int64_t warmup_steps, int64_t measure_steps = 0);
 
 }  // namespace tandem::lab

@@ -119,15 +119,22 @@ Prediction predict(const Workload& work, const Cluster& cluster, const Layout& l
   return p;
 }
 
-Prediction withLocalSteps(const Prediction& exchange, const Workload& work, const Cluster& cluster, int64_t h) {
+Prediction withLocalSteps(const Prediction& exchange, const Workload& work, const Cluster& cluster, int64_t h,
+                          int64_t fragments, int64_t overlap_steps) {
   if (h < 1) throw InputError(fmt::format("local steps must be >= 1, got {}", h));
+  if (fragments < 1 || fragments > h) {
+    throw InputError(fmt::format("fragments must be in [1, local steps {}], got {}", h, fragments));
+  }
+  if (overlap_steps < 0) throw InputError(fmt::format("overlap steps must be >= 0, got {}", overlap_steps));
   Prediction p = exchange;
   const double per_step = exchange.step_s / static_cast<double>(h);
   p.load.worker_host_bytes /= static_cast<double>(h);
   p.load.server_host_bytes /= static_cast<double>(h);
   p.comm_s = per_step;
   p.single_s = work.forward_s + work.backward_s;
-  p.step_s = p.single_s + per_step;
+  const double fragment_s = exchange.step_s / static_cast<double>(fragments);
+  const double exposed = std::max(0.0, fragment_s - static_cast<double>(overlap_steps) * p.single_s);
+  p.step_s = p.single_s + exposed * static_cast<double>(fragments) / static_cast<double>(h);
   p.overlapped_step_s = std::max(p.single_s, per_step);
   p.efficiency = p.step_s > 0 ? p.single_s / p.step_s : 1.0;
   p.samples_per_s = p.step_s > 0 ? cluster.workers() * work.batch_per_worker / p.step_s : 0;

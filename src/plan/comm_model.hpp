@@ -112,7 +112,12 @@ Prediction predictTandem(const Workload& work, const Cluster& cluster, const Lay
 // the exchange's time, with 1/h of its bytes. overlapped_step_s is the
 // step if each exchange hid behind the next round's compute (streaming).
 // The bottleneck is compute when it outweighs its share of the exchange.
-Prediction withLocalSteps(const Prediction& exchange, const Workload& work, const Cluster& cluster, int64_t h);
+// Streaming DiLoCo (`fragments` > 1 or `overlap_steps` > 0): each of the
+// fragments is exchanged once per h steps, taking 1/fragments of the
+// exchange's time, hidden behind `overlap_steps` steps of compute; only
+// what sticks out of them is added to the steps.
+Prediction withLocalSteps(const Prediction& exchange, const Workload& work, const Cluster& cluster, int64_t h,
+                          int64_t fragments = 1, int64_t overlap_steps = 0);
 
 std::string algorithmName(Algorithm algorithm);
 // "allreduce", "ps-colocated", "ps-dedicated"; InputError otherwise.
