@@ -3,8 +3,9 @@
 # 1 PS + 4 workers, one epoch of batch 32, SGD lr 0.05 momentum 0.9 (the
 # sync defaults), per seed: sync, plain async, async with DC-ASGD
 # (--delay-compensation, LAMBDA0 below: 2, the paper's for the adaptive
-# form), async with staleness-aware rates (--staleness-lr on, slr), and
-# both (MODES picks some).
+# form), async with staleness-aware rates (--staleness-lr on, slr), the
+# same with momentum SLRM_MOMENTUM (0.6) in place of 0.9 (slrm: async's
+# stale updates add momentum of their own), and both (MODES picks some).
 # Prints one row per run and the mean and spread per mode (a run
 # whose loss went non-finite counts as chance, 0.10); writes nothing else.
 # Usage: bench/delay_compensation.sh [build dir] [seeds, e.g. "1 2 3 4 5"]
@@ -18,16 +19,20 @@ TANDEM="$BUILD/tandem"
 source bench/common.sh
 scratch_out tandem-dc
 need_fashion_mnist
-ARGS="--dataset fashion-mnist --model cnn --batch-size 32 --epochs 1 --lr 0.05 --momentum 0.9 --progress plain --log-every 500"
+ARGS="--dataset fashion-mnist --model cnn --batch-size 32 --epochs 1 --lr 0.05 --progress plain --log-every 500"
+# Async adds momentum of its own (stale updates): slrm lowers the explicit one.
+SLRM_MOMENTUM=${SLRM_MOMENTUM:-0.6}
 echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; lambda0 $LAMBDA0"
 for seed in $SEEDS; do
   for mode in $MODES; do
     case $mode in
-      sync) extra="--ps-mode sync" ;;
-      async) extra="--ps-mode async" ;;
-      dc) extra="--ps-mode async --delay-compensation $LAMBDA0" ;;
-      slr) extra="--ps-mode async --staleness-lr on" ;;
-      both) extra="--ps-mode async --staleness-lr on --delay-compensation $LAMBDA0" ;;
+      sync) extra="--momentum 0.9 --ps-mode sync" ;;
+      async) extra="--momentum 0.9 --ps-mode async" ;;
+      dc) extra="--momentum 0.9 --ps-mode async --delay-compensation $LAMBDA0" ;;
+      slr) extra="--momentum 0.9 --ps-mode async --staleness-lr on" ;;
+      slrm) extra="--momentum $SLRM_MOMENTUM --ps-mode async --staleness-lr on" ;;
+      both) extra="--momentum 0.9 --ps-mode async --staleness-lr on --delay-compensation $LAMBDA0" ;;
+      *) echo "unknown mode $mode (sync, async, dc, slr, slrm or both)"; exit 2 ;;
     esac
     # shellcheck disable=SC2086  # the flags split on purpose
     if "$TANDEM" launch --ps 1 --workers 4 -- $ARGS --seed "$seed" $extra --out "$OUT/$mode-$seed" \

@@ -38,8 +38,9 @@ for part in $PARTS; do
     # shellcheck disable=SC2086
     diloco) lab_run diloco $LAB --warmup-steps "$H" -- $TRAIN --max-steps $((2 * H)) --local-steps "$H" ;;
     # shellcheck disable=SC2086
-    streaming) lab_run streaming $LAB --warmup-steps "$H" -- $TRAIN --max-steps $((2 * H)) --local-steps "$H" \
-                 --fragments "${F:-5}" --fragment-delay "${D:-1}" ;;
+    # The second round measured, not the run's last step (which exchanges the whole model at once).
+    streaming) lab_run streaming $LAB --warmup-steps "$H" --measure-steps "$H" -- $TRAIN --max-steps $((2 * H + 10)) \
+                 --local-steps "$H" --fragments "${F:-5}" --fragment-delay "${D:-1}" ;;
     *) echo "unknown part $part" >&2; exit 2 ;;
   esac
   names+=("$part")
