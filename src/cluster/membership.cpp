@@ -166,10 +166,11 @@ void joinCluster(CoordinatorClient& store, const ClusterSpec& spec, const nlohma
       mismatch = fmt::format("fingerprint mismatch: {} differs from {} in {}", tasks[i].name, reference.name, d);
     }
   }
-  if (mismatch.empty()) return;
-  // The chief hosts the store, and its exit takes the store away: it fails
-  // once every other task has compared (or after a short grace), so that
-  // all of them name the mismatch rather than a vanished coordinator.
+  // The chief hosts the store, and its exit takes the store away: it goes
+  // on once every other task has compared (or after a short grace). On a
+  // mismatch all of them then name it rather than a vanished coordinator;
+  // a chief with nothing to do (its run already finished) leaves at once,
+  // and a task still polling for the keys lost the store under it.
   const std::string own = joinKey(generation, spec.role, spec.index);
   if (!spec.isChief()) {
     store.set(comparedKey(own), {}, deadline.atLeast(kCheckRoundTrip));
@@ -180,7 +181,7 @@ void joinCluster(CoordinatorClient& store, const ClusterSpec& spec, const nlohma
     }
     (void)awaitKeys(store, compared, Deadline::after(std::min(kComparedGrace, deadline.remaining())));
   }
-  throw InputError(mismatch);
+  if (!mismatch.empty()) throw InputError(mismatch);
 }
 
 }  // namespace tandem::cluster
