@@ -1,3 +1,4 @@
+#include "launch/free_ports.hpp"
 #include "launch/process_group.hpp"
 
 #include <arpa/inet.h>

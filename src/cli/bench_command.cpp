@@ -9,6 +9,7 @@
 
 #include "cli/commands.hpp"
 #include "cluster/coordinator.hpp"
+#include "launch/free_ports.hpp"
 #include "launch/process_group.hpp"
 #include "bench/allreduce_bench.hpp"
 #include "core/error.hpp"

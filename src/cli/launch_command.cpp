@@ -22,6 +22,7 @@
 #include "launch/job_restart.hpp"
 #include "launch/job_secret_file.hpp"
 #include "launch/job_progress.hpp"
+#include "launch/free_ports.hpp"
 #include "launch/process_group.hpp"
 #include "core/error.hpp"
 #include "train/checkpoint_format.hpp"

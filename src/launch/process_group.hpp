@@ -82,9 +82,4 @@ class ProcessGroup {
 // The path of the running executable (/proc/self/exe), for re-spawning.
 std::string selfExecutable();
 
-// A TCP port on `host` that was free a moment ago (bind to 0, read, close).
-int pickFreePort(const std::string& host = "127.0.0.1");
-// `count` such ports, all different: each stays bound until the last is picked.
-std::vector<int> pickFreePorts(const std::string& host, int count);
-
 }  // namespace tandem::launch

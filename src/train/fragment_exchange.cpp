@@ -16,8 +16,13 @@ std::function<int64_t(size_t)> FragmentExchange::chunkClocks(const FragmentSched
 
 FragmentExchange::FragmentExchange(const FragmentSchedule& schedule, double mix, PsStrategy& ps, WireDtype wire,
                                    int64_t start_step)
-    : schedule_(schedule), mix_(mix), wire_(wire), ps_(ps) {
-  const ps::KeyLayout& layout = ps_.protocol().worker.layout();
+    : schedule_(schedule),
+      mix_(mix),
+      wire_(wire),
+      ps_(ps),
+      worker_(ps.protocol().worker),
+      model_(ps.protocol().model) {
+  const ps::KeyLayout& layout = worker_.layout();
   global_.resize(static_cast<size_t>(layout.total_floats));
   outer_.resize(global_.size());
   for (size_t c = 0; c < layout.chunks.size(); ++c) gatherLocal(c, global_.data() + layout.chunks[c].begin);
@@ -46,8 +51,7 @@ FragmentExchange::Outcome FragmentExchange::afterStep(int64_t step, bool last, c
 
 void FragmentExchange::begin(const std::vector<int>& fragments, int64_t merge_after, double mix,
                              const ps::StepReport& report) {
-  PsStrategy::Protocol io = ps_.protocol();
-  const ps::KeyLayout& layout = io.worker.layout();
+  const ps::KeyLayout& layout = worker_.layout();
   InFlight flight{.fragments = fragments, .merge_after = merge_after, .mix = mix};
   const float share = 1.0f / static_cast<float>(ps_.worldSize());
   for (int p : fragments) {
@@ -59,44 +63,44 @@ void FragmentExchange::begin(const std::vector<int>& fragments, int64_t merge_af
       // Each worker's share of the mean, as the sync servers sum them.
       for (int64_t i = 0; i < at.length; ++i) outer[i] = (global[i] - outer[i]) * share;
       // Zero-copy: outer_ stays as it is until merge() has awaited the push.
-      io.worker.push(c, outer, clock_[static_cast<size_t>(p)]);
+      worker_.push(c, outer, clock_[static_cast<size_t>(p)]);
       pushed_floats_ += at.length;
       flight.chunks.push_back(c);
     }
   }
   flight.finished = reports_ + 1;
-  flight.report = io.worker.sendReport(flight.finished, report);
+  flight.report = worker_.sendReport(flight.finished, report);
   in_flight_ = std::move(flight);
 }
 
 ps::StepAgreement FragmentExchange::merge(SyncTimes& times) {
-  PsStrategy::Protocol io = ps_.protocol();
-  const ps::KeyLayout& layout = io.worker.layout();
+  const ps::KeyLayout& layout = worker_.layout();
+  const Deadline deadline = ps_.protocol().deadline;
   InFlight flight = std::move(*in_flight_);
   in_flight_.reset();
   Stopwatch watch;
   double mixing = 0;
   const int64_t clock = clock_[static_cast<size_t>(flight.fragments.front())];
-  io.worker.awaitPushes(io.deadline, clock);
+  worker_.awaitPushes(deadline, clock);
   std::vector<float> local;
-  io.worker.receivePulls(io.deadline, clock, [&](size_t c, const net::Frame& frame) {
+  worker_.receivePulls(deadline, clock, [&](size_t c, const net::Frame& frame) {
     Stopwatch mix_watch;
     const ps::Chunk& at = layout.chunks[c];
     float* global = global_.data() + at.begin;
     decodeWire(wire_, frame.payload.data(), global, static_cast<size_t>(at.length));
     if (flight.mix == 0) {
-      io.model.scatter(c, global, WireDtype::kFloat32);
+      model_.scatter(c, global, WireDtype::kFloat32);
     } else {
       local.resize(static_cast<size_t>(at.length));
       gatherLocal(c, local.data());
       const auto m = static_cast<float>(flight.mix);
       for (int64_t i = 0; i < at.length; ++i) local[i] = m * local[i] + (1 - m) * global[i];
-      io.model.scatter(c, local.data(), WireDtype::kFloat32);
+      model_.scatter(c, local.data(), WireDtype::kFloat32);
     }
     mixing += mix_watch.elapsed();
   });
   for (int p : flight.fragments) ++clock_[static_cast<size_t>(p)];
-  const ps::StepAgreement agreement = io.worker.awaitReport(flight.report, flight.finished, io.deadline);
+  const ps::StepAgreement agreement = worker_.awaitReport(flight.report, flight.finished, deadline);
   reports_ = flight.finished;
   ++exchanges_;
   times.update += mixing;
@@ -105,9 +109,8 @@ ps::StepAgreement FragmentExchange::merge(SyncTimes& times) {
 }
 
 void FragmentExchange::gatherLocal(size_t c, float* out) const {
-  const ChunkedParameters& model = ps_.protocol().model;
-  for (const auto& piece : model.pieces(c)) {
-    const torch::Tensor values = model.trained()[piece.param].detach().view(-1).narrow(0, piece.param_offset, piece.count);
+  for (const auto& piece : model_.pieces(c)) {
+    const torch::Tensor values = model_.trained()[piece.param].detach().view(-1).narrow(0, piece.param_offset, piece.count);
     torch::from_blob(out + piece.chunk_offset, {piece.count}, torch::kFloat32).copy_(values);
   }
 }

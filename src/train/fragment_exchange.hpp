@@ -59,6 +59,8 @@ class FragmentExchange {
   double mix_;
   WireDtype wire_;
   PsStrategy& ps_;
+  ps::Worker& worker_;         // ps_'s protocol
+  ChunkedParameters& model_;   // ps_'s model, by chunk
   std::vector<float> global_;  // key order: the global model as last merged
   std::vector<float> outer_;   // key order: pushed outer gradients, kept until taken
   std::vector<int64_t> clock_;  // by fragment
