@@ -15,6 +15,7 @@ TEST(PsApplyBench, ReportsEveryKernelInOrderAgainstMemcpy) {
   std::vector<std::string> kernels;
   for (const auto& r : rows) kernels.push_back(r.kernel);
   EXPECT_EQ(kernels, (std::vector<std::string>{"memcpy", "sgd-momentum", "sgd-momentum, delay-compensated",
+                                                "sgd-momentum, delay-compensated, constant lambda",
                                                 "sgd-momentum, delay-compensated in two passes", "adam",
                                                 "sum of 4 gradients"}));
   ASSERT_FALSE(rows.empty());

@@ -248,6 +248,32 @@ TEST_F(PsTraining, DelayCompensatedAsyncRunsStatesItsMemoryAndSyncRefusesIt) {
   EXPECT_NE(stale.output.find("--staleness-lr on: needs --ps-mode async"), std::string::npos) << stale.output;
 }
 
+// The constant form (DC-ASGD-c) keeps no mean squares: each server's memory
+// is the workers' pulled values alone. The form needs a lambda0.
+TEST_F(PsTraining, ConstantDelayCompensationKeepsOnlyThePulledValues) {
+  const std::string args = "--max-steps 20 --seed 3 --optimizer sgd --lr 0.01 --ps-mode async "
+                           "--delay-compensation 0.04 --delay-compensation-form constant";
+  auto run = runTandem("launch --ps 1 --workers 2 -- " + syntheticTrainArgs("mlp", 16, dir_.str("dcc"), args));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto server = summaryOf(dir_.path() / "dcc" / "ps" / "ps-0");
+  ASSERT_TRUE(server.contains("delay_compensation")) << server.dump();
+  EXPECT_EQ(server["delay_compensation"]["form"], "constant");
+  EXPECT_GT(server["floats"].get<int64_t>(), 0);
+  EXPECT_EQ(server["delay_compensation"]["bytes"].get<int64_t>(), 2 * 4 * server["floats"].get<int64_t>());
+  auto bare = runTandem("launch --ps 1 --workers 1 -- " +
+                        syntheticTrainArgs("mlp", 16, dir_.str("bare"),
+                                           "--max-steps 2 --ps-mode async --delay-compensation-form constant"));
+  EXPECT_EQ(bare.exit_code, 2) << bare.output;
+  EXPECT_NE(bare.output.find("--delay-compensation-form: only applies with --delay-compensation"), std::string::npos)
+      << bare.output;
+  auto unknown = runTandem("launch --ps 1 --workers 1 -- " +
+                           syntheticTrainArgs("mlp", 16, dir_.str("bare"),
+                                              "--max-steps 2 --ps-mode async --delay-compensation 0.04 "
+                                              "--delay-compensation-form linear"));
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.output;
+  EXPECT_NE(unknown.output.find("--delay-compensation-form"), std::string::npos) << unknown.output;
+}
+
 // Async counts the job's steps: a slowed worker's share goes to the fast
 // one, and the checkpoint holds every worker's every update.
 TEST_F(PsTraining, AsyncMaxStepsCountsTheJobsUpdatesAndTheCheckpointHasThemAll) {
@@ -405,7 +431,8 @@ TEST(BenchPsApply, ReportsEveryKernelAgainstMemcpy) {
   auto run = testing::runTandem("bench ps-apply --mb 1 --seconds 0.05");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   for (const char* kernel :
-       {"memcpy", "sgd-momentum", "sgd-momentum, delay-compensated", "adam", "sum of 4 gradients", "vs memcpy"}) {
+       {"memcpy", "sgd-momentum", "sgd-momentum, delay-compensated", "delay-compensated, constant lambda", "adam",
+        "sum of 4 gradients", "vs memcpy"}) {
     EXPECT_NE(run.output.find(kernel), std::string::npos) << kernel << "\n" << run.output;
   }
   auto bad = testing::runTandem("bench ps-apply --mb 0");

@@ -194,6 +194,21 @@ TEST(ChunkStoreAsync, DelayCompensationCorrectsEachPushByWhatChangedSinceItsWork
   expectValues(again[0], {pulled[0] - 0.25f * 2, pulled[1] - 0.25f * 2, pulled[2] - 0.25f * 2});
 }
 
+// The constant form: lambda0 itself, with no mean square.
+TEST(ChunkStoreAsync, ConstantDelayCompensationScalesByLambdaZeroAlone) {
+  ServerConfig config = configFor(TrainingMode::kPsAsync, 2);
+  config.delay_compensation = 0.5;
+  config.delay_form = DelayForm::kConstant;
+  ChunkStore store = storeFor(config);
+  runApply(store, store.push(0, 0, 0, gradient({1, 1, 1}), 0));
+  runApply(store, store.push(1, 0, 0, gradient({1, 1, 1}), 0));
+  const float corrected = 1.0f + 0.5f * 1.0f * (-0.5f);
+  auto answered = store.pull(0, pullFrom(1, 9), 0);
+  ASSERT_EQ(answered.size(), 1u);
+  expectValues(answered[0], {0.5f - 0.25f * corrected, 1.5f - 0.25f * corrected, 2.5f - 0.25f * corrected});
+  EXPECT_TRUE(store.chunks()[0].mean_square.empty());
+}
+
 // Staleness-aware rates: a push's rate is divided by the updates its chunk
 // took since its worker pulled, when that is more than one.
 TEST(ChunkStoreAsync, StalenessDividesAPushsRateByTheUpdatesSinceItsWorkersPull) {

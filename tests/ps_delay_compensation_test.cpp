@@ -28,6 +28,15 @@ TEST(DelayCompensation, CorrectsTowardsTheValuesNowHeldScaledByTheMeanSquare) {
   EXPECT_EQ(out, grad) << "no delay, no correction";
 }
 
+TEST(DelayCompensation, ConstantLambdaKeepsNoMeanSquare) {
+  const std::vector<float> grad{1.0f, -2.0f}, now{1.0f, 1.0f}, pulled{0.0f, 2.0f};
+  std::vector<float> out = grad;
+  compensateDelay(out, now, pulled, {}, 0.5f);
+  // g + lambda0 g^2 (now - pulled)
+  EXPECT_FLOAT_EQ(out[0], 1.0f + 0.5f * 1.0f * 1.0f);
+  EXPECT_FLOAT_EQ(out[1], -2.0f + 0.5f * 4.0f * -1.0f);
+}
+
 // The servers fuse the correction into SGD's pass (one pass over memory
 // instead of two); it must give the two-pass bits, for every SGD variant.
 TEST(DelayCompensation, FusedIntoSgdGivesTheTwoPassBits) {
@@ -42,18 +51,26 @@ TEST(DelayCompensation, FusedIntoSgdGivesTheTwoPassBits) {
   }
   const optim::SgdSettings variants[] = {
       {0.05, 0.0, 0.0, false}, {0.05, 0.9, 0.0, false}, {0.05, 0.9, 0.0, true}, {0.05, 0.9, 1e-4, false}};
-  for (const auto& settings : variants) {
-    for (bool first : {true, false}) {
-      std::vector<float> g2 = grad, p2 = param, b2 = buffer, ms2 = mean_square;
-      compensateDelay(g2, p2, pulled, ms2, 2.0f);
-      optim::sgdUpdate(p2, g2, b2, first, settings);
-      std::vector<float> p1 = param, b1 = buffer, ms1 = mean_square;
-      const optim::DelayCorrection fused{pulled.data(), ms1.data(), 2.0f, kDcMeanSquareDecay, kDcEpsilon};
-      optim::sgdUpdate(p1, grad, b1, first, settings, &fused);
-      EXPECT_EQ(p1, p2) << settings.momentum << " " << settings.nesterov << " " << first;
-      EXPECT_EQ(ms1, ms2);
-      EXPECT_EQ(b1, b2);
-      EXPECT_NE(p1, param);
+  for (const bool adaptive : {true, false}) {
+    for (const auto& settings : variants) {
+      for (bool first : {true, false}) {
+        // The constant form: empty mean squares for the pass, a null pointer fused.
+        std::vector<float> g2 = grad, p2 = param, b2 = buffer, ms2 = adaptive ? mean_square : std::vector<float>{};
+        compensateDelay(g2, p2, pulled, ms2, 2.0f);
+        optim::sgdUpdate(p2, g2, b2, first, settings);
+        std::vector<float> p1 = param, b1 = buffer, ms1 = adaptive ? mean_square : std::vector<float>{};
+        const optim::DelayCorrection fused{pulled.data(), adaptive ? ms1.data() : nullptr, 2.0f, kDcMeanSquareDecay,
+                                           kDcEpsilon};
+        optim::sgdUpdate(p1, grad, b1, first, settings, &fused);
+        EXPECT_EQ(p1, p2) << adaptive << " " << settings.momentum << " " << settings.nesterov << " " << first;
+        EXPECT_EQ(ms1, ms2);
+        EXPECT_EQ(b1, b2);
+        EXPECT_NE(p1, param);
+        // The two forms differ: the correction is not a no-op in either.
+        std::vector<float> p3 = param, b3 = buffer;
+        optim::sgdUpdate(p3, grad, b3, first, settings);
+        EXPECT_NE(p1, p3) << "corrected like plain SGD";
+      }
     }
   }
 }

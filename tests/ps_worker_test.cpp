@@ -320,6 +320,12 @@ TEST(DelayCompensationConfig, RoundTripsAndSyncServersRefuseIt) {
   ServerConfig c = makeConfig(TrainingMode::kPsAsync, 2, {{0, 4}});
   c.delay_compensation = 0.04;
   EXPECT_DOUBLE_EQ(serverConfigFromJson(toJson(c), "chief").delay_compensation, 0.04);
+  EXPECT_EQ(serverConfigFromJson(toJson(c), "chief").delay_form, DelayForm::kAdaptive);
+  c.delay_form = DelayForm::kConstant;
+  EXPECT_EQ(serverConfigFromJson(toJson(c), "chief").delay_form, DelayForm::kConstant);
+  auto unknown = toJson(c);
+  unknown["delay_compensation_form"] = "linear";
+  EXPECT_THROW(serverConfigFromJson(unknown, "chief"), InputError);
   c.mode = TrainingMode::kPsSync;
   try {
     serverConfigFromJson(toJson(c), "chief");

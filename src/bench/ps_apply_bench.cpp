@@ -41,15 +41,20 @@ std::vector<ApplyBenchRow> runApplyBench(int64_t floats, double min_seconds) {
   add("sgd-momentum", bestPass([&] { optim::sgdUpdate(param, grad, a, false, {0.01, 0.9, 0.0, false}); }, min_seconds));
   // What --delay-compensation adds to an async apply: the correction from
   // a worker's pulled values and the mean square, inside SGD's pass (as the
-  // servers run it for SGD), and as a pass of its own first (Adam, RMSprop).
+  // servers run it for SGD), and as a pass of its own first (Adam, RMSprop);
+  // the constant form reads no mean squares.
   std::vector<float> pulled(n, 0.49f), mean_square(n, 0.0f);
-  const optim::DelayCorrection fused{pulled.data(), mean_square.data(), 0.04f, ps::kDcMeanSquareDecay,
+  const optim::DelayCorrection fused{pulled.data(), mean_square.data(), 2.0f, ps::kDcMeanSquareDecay,
                                      ps::kDcEpsilon};
+  const optim::DelayCorrection constant{pulled.data(), nullptr, 0.04f};
   add("sgd-momentum, delay-compensated", bestPass([&] {
         optim::sgdUpdate(param, grad, a, false, {0.01, 0.9, 0.0, false}, &fused);
       }, min_seconds));
+  add("sgd-momentum, delay-compensated, constant lambda", bestPass([&] {
+        optim::sgdUpdate(param, grad, a, false, {0.01, 0.9, 0.0, false}, &constant);
+      }, min_seconds));
   add("sgd-momentum, delay-compensated in two passes", bestPass([&] {
-        ps::compensateDelay(grad, param, pulled, mean_square, 0.04f);
+        ps::compensateDelay(grad, param, pulled, mean_square, 2.0f);
         optim::sgdUpdate(param, grad, a, false, {0.01, 0.9, 0.0, false});
       }, min_seconds));
   add("adam", bestPass([&] { optim::adamUpdate(param, grad, a, b, ++step, {0.001, 0.9, 0.999, 1e-8, 0.0}); }, min_seconds));

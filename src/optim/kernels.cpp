@@ -38,17 +38,22 @@ void requireSameLength(size_t a, size_t b, const char* what) { enforceEq(a, b, w
 // multi-versioned entry points below, they take each entry's instruction set.
 #define TANDEM_LOOP inline __attribute__((always_inline))
 
-template <bool kDecay, bool kMomentum, bool kNesterov, bool kCorrect = false>
+// Which delay correction a loop applies first (DelayCorrection).
+enum class Dc { kNone, kAdaptive, kConstant };
+
+template <bool kDecay, bool kMomentum, bool kNesterov, Dc kCorrect = Dc::kNone>
 TANDEM_LOOP void sgdLoop(size_t n, float* __restrict param, const float* __restrict grad, float* __restrict buffer,
                          bool first, float lr, float momentum, float wd, const float* __restrict pulled = nullptr,
                          float* __restrict mean_square = nullptr, float lambda0 = 0, float decay = 0,
                          float eps = 0) {
   for (size_t i = 0; i < n; ++i) {
     float d = grad[i];
-    if constexpr (kCorrect) {  // compensateDelay's arithmetic, in its order
+    if constexpr (kCorrect == Dc::kAdaptive) {  // compensateDelay's arithmetic, in its order
       const float ms = decay * mean_square[i] + (1.0f - decay) * d * d;
       mean_square[i] = ms;
       d = d + lambda0 / std::sqrt(ms + eps) * d * d * (param[i] - pulled[i]);
+    } else if constexpr (kCorrect == Dc::kConstant) {
+      d = d + lambda0 * d * d * (param[i] - pulled[i]);
     }
     if constexpr (kDecay) d = d + wd * param[i];  // d_p.add(p, weight_decay)
     if constexpr (kMomentum) {
@@ -103,22 +108,30 @@ TANDEM_LOOP void rmspropLoop(size_t n, float* __restrict param, const float* __r
   }
 }
 
-// sgdLoop with the correction, one instance per option set (inlined into
-// sgdUpdate's multi-versioned body).
-TANDEM_LOOP void sgdCorrected(size_t n, float* p, const float* g, float* b, bool first, float lr, float momentum,
-                              float wd, bool decay, bool use_momentum, bool nesterov, const DelayCorrection& c) {
+// sgdLoop with the correction of form K, one instance per option set
+// (inlined into sgdUpdate's multi-versioned body).
+template <Dc K>
+TANDEM_LOOP void sgdCorrectedAs(size_t n, float* p, const float* g, float* b, bool first, float lr, float momentum,
+                                float wd, bool decay, bool use_momentum, bool nesterov, const DelayCorrection& c) {
   const float* q = c.pulled;
   float* ms = c.mean_square;
   if (!use_momentum) {
-    decay ? sgdLoop<true, false, false, true>(n, p, g, b, first, lr, momentum, wd, q, ms, c.lambda0, c.decay, c.eps)
-          : sgdLoop<false, false, false, true>(n, p, g, b, first, lr, momentum, wd, q, ms, c.lambda0, c.decay, c.eps);
+    decay ? sgdLoop<true, false, false, K>(n, p, g, b, first, lr, momentum, wd, q, ms, c.lambda0, c.decay, c.eps)
+          : sgdLoop<false, false, false, K>(n, p, g, b, first, lr, momentum, wd, q, ms, c.lambda0, c.decay, c.eps);
   } else if (nesterov) {
-    decay ? sgdLoop<true, true, true, true>(n, p, g, b, first, lr, momentum, wd, q, ms, c.lambda0, c.decay, c.eps)
-          : sgdLoop<false, true, true, true>(n, p, g, b, first, lr, momentum, wd, q, ms, c.lambda0, c.decay, c.eps);
+    decay ? sgdLoop<true, true, true, K>(n, p, g, b, first, lr, momentum, wd, q, ms, c.lambda0, c.decay, c.eps)
+          : sgdLoop<false, true, true, K>(n, p, g, b, first, lr, momentum, wd, q, ms, c.lambda0, c.decay, c.eps);
   } else {
-    decay ? sgdLoop<true, true, false, true>(n, p, g, b, first, lr, momentum, wd, q, ms, c.lambda0, c.decay, c.eps)
-          : sgdLoop<false, true, false, true>(n, p, g, b, first, lr, momentum, wd, q, ms, c.lambda0, c.decay, c.eps);
+    decay ? sgdLoop<true, true, false, K>(n, p, g, b, first, lr, momentum, wd, q, ms, c.lambda0, c.decay, c.eps)
+          : sgdLoop<false, true, false, K>(n, p, g, b, first, lr, momentum, wd, q, ms, c.lambda0, c.decay, c.eps);
   }
+}
+
+TANDEM_LOOP void sgdCorrected(size_t n, float* p, const float* g, float* b, bool first, float lr, float momentum,
+                              float wd, bool decay, bool use_momentum, bool nesterov, const DelayCorrection& c) {
+  c.mean_square != nullptr
+      ? sgdCorrectedAs<Dc::kAdaptive>(n, p, g, b, first, lr, momentum, wd, decay, use_momentum, nesterov, c)
+      : sgdCorrectedAs<Dc::kConstant>(n, p, g, b, first, lr, momentum, wd, decay, use_momentum, nesterov, c);
 }
 
 }  // namespace

@@ -24,10 +24,11 @@ struct SgdSettings {
 // own pass: each gradient value is corrected first, with the same
 // operations in the same order as compensateDelay, so the bits are the
 // same, but the pass moves `pulled` and `mean_square` only, not the
-// gradient a second time: 8 streams of floats instead of 6 + 5.
+// gradient a second time: 8 streams of floats instead of 6 + 5 (6 with a
+// constant lambda, which keeps no mean squares).
 struct DelayCorrection {
   const float* pulled = nullptr;  // the pushing worker's pulled values, the chunk's length
-  float* mean_square = nullptr;   // updated first, as in compensateDelay
+  float* mean_square = nullptr;   // updated first, as in compensateDelay; null: constant lambda0
   float lambda0 = 0;
   float decay = 0;
   float eps = 0;

@@ -71,7 +71,7 @@ void ChunkStore::set(size_t index, const net::Frame& f) {
   // Every worker starts from these values: the chief has them, the others pull them.
   if (compensating()) {
     c.pulled_by.assign(static_cast<size_t>(config_->workers), c.param);
-    c.mean_square.assign(static_cast<size_t>(c.length), 0.0f);
+    if (config_->delay_form == DelayForm::kAdaptive) c.mean_square.assign(static_cast<size_t>(c.length), 0.0f);
   }
   if (config_->staleness_lr) c.pulled_at.assign(static_cast<size_t>(config_->workers), c.applied);
 }
@@ -159,7 +159,9 @@ void ChunkStore::apply(ApplyJob& job) {
   }
   const auto lambda0 = static_cast<float>(config_->delay_compensation);
   if (config_->optimizer.name == "sgd") {  // one pass: the correction inside SGD's
-    const optim::DelayCorrection fused{c.pulled_by.at(worker).data(), c.mean_square.data(), lambda0,
+    // A constant lambda keeps no mean squares: a null pointer says so.
+    const optim::DelayCorrection fused{c.pulled_by.at(worker).data(),
+                                       c.mean_square.empty() ? nullptr : c.mean_square.data(), lambda0,
                                        kDcMeanSquareDecay, kDcEpsilon};
     applyUpdate(c, grad, job.update, lr, *config_, &fused);
     return;

@@ -62,6 +62,7 @@ nlohmann::json toJson(const ServerConfig& c) {
           {"generation", c.generation},
           {"replaces", c.replaces},
           {"delay_compensation", c.delay_compensation},
+          {"delay_compensation_form", c.delay_form},
           {"staleness_lr", c.staleness_lr}};
 }
 
@@ -115,6 +116,10 @@ ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer
     if (c.delay_compensation > 0 && c.mode == TrainingMode::kPsSync) {
       throw InputError(fmt::format("{}: ps-init: delay_compensation needs async or bounded-staleness mode", peer));
     }
+  }
+  if (j.is_object() && j.contains("delay_compensation_form")) {
+    c.delay_form = parseEnum(kDelayFormNames, field<std::string>(j, "delay_compensation_form", peer),
+                             fmt::format("{}: ps-init: delay_compensation_form", peer));
   }
   if (j.is_object() && j.contains("staleness_lr")) {
     c.staleness_lr = field<bool>(j, "staleness_lr", peer);

@@ -18,6 +18,7 @@
 #include "core/training_mode.hpp"
 #include "core/wire_dtype.hpp"
 #include "optim/kernels.hpp"
+#include "ps/delay_compensation.hpp"
 
 namespace tandem::ps {
 
@@ -57,6 +58,7 @@ struct ServerConfig {
   // Async and SSP: DC-ASGD's lambda0 (ps/delay_compensation.hpp); 0: off.
   // Each server then keeps, per worker, the values that worker last pulled.
   double delay_compensation = 0;
+  DelayForm delay_form = DelayForm::kAdaptive;
   // Async and SSP: each push's rate divided by its staleness, the updates
   // its chunk took between its worker's pull and this apply (Zhang et al.,
   // IJCAI 2016), when that is more than one.

@@ -188,13 +188,15 @@ nlohmann::json ParameterServer::Impl::summary(double wall_seconds) const {
   // job's updates (async) however often a worker was replaced.
   if (options.index == 0 && clocks) j["steps_by_worker"] = clocks->stepsByWorker();
   if (config && config->delay_compensation > 0) {
-    // Its memory: each worker's last pulled values and a mean square, per chunk.
+    // Its memory: each worker's last pulled values and (adaptive) a mean square, per chunk.
     uint64_t floats = 0;
     for (const auto& c : store.chunks()) {
       floats += c.mean_square.size();
       for (const auto& pulled : c.pulled_by) floats += pulled.size();
     }
-    j["delay_compensation"] = {{"lambda0", config->delay_compensation}, {"bytes", floats * sizeof(float)}};
+    j["delay_compensation"] = {{"lambda0", config->delay_compensation},
+                               {"form", config->delay_form},
+                               {"bytes", floats * sizeof(float)}};
   }
   if (config) j["staleness_lr"] = config->staleness_lr;
   j.update(stats.toJson(store.chunks().size()));

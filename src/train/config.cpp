@@ -32,7 +32,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DistributedConfig, bucket_mb, pe
                                                 restart_wait_s,
                                                 verify_replicas_every, ps_mode, staleness, ps_chunk_mb, ps_threads,
                                                 wire_dtype, error_feedback, hierarchical, priority, shared_memory, bind,
-                                                gpu_collective, delay_compensation, staleness_lr, local_steps,
+                                                gpu_collective, delay_compensation, delay_compensation_form,
+                                                staleness_lr, local_steps,
                                                 outer_optimizer, outer_lr, outer_momentum, fragments,
                                                 fragment_delay, fragment_mix)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, model, loss, model_options, dataset, batch_size, accumulate, epochs,
@@ -166,6 +167,9 @@ void validate(const TrainConfig& c, SuppliedParts supplied) {
   if (c.distributed.delay_compensation > 0 && psModeOf(c.distributed) == TrainingMode::kPsSync) {
     throw InputError("--delay-compensation: needs --ps-mode async or --staleness k > 0 (sync gradients are never "
                      "stale)");
+  }
+  if (c.distributed.delay_compensation_form != ps::DelayForm::kAdaptive && c.distributed.delay_compensation == 0) {
+    throw InputError("--delay-compensation-form: only applies with --delay-compensation LAMBDA0 > 0");
   }
   if (c.distributed.staleness_lr == Switch::kOn && psModeOf(c.distributed) == TrainingMode::kPsSync) {
     throw InputError("--staleness-lr on: needs --ps-mode async or --staleness k > 0 (sync gradients are never stale)");

@@ -17,6 +17,7 @@
 #include "models/model_options.hpp"
 #include "obs/progress.hpp"
 #include "optim/kernels.hpp"
+#include "ps/delay_compensation.hpp"
 
 namespace tandem {
 // Older configs' aliases (float16, ...) still load.
@@ -112,6 +113,8 @@ struct DistributedConfig {
   GpuCollective gpu_collective = GpuCollective::kAuto;
   // Async and SSP: DC-ASGD's lambda0 on the servers (ps/delay_compensation.hpp); 0: off.
   double delay_compensation = 0;
+  // adaptive (lambda0 over each value's root mean square gradient) or constant
+  ps::DelayForm delay_compensation_form = ps::DelayForm::kAdaptive;
   // Async and SSP: each push's rate divided by its staleness on the servers.
   Switch staleness_lr = Switch::kOff;
   // DiLoCo (train/diloco_strategy.hpp): > 0, each worker takes this many

@@ -90,6 +90,7 @@ struct PsStrategy::Impl {
     c.wire = wire;
     c.push_groups = push_groups;
     c.delay_compensation = config.distributed.delay_compensation;
+    c.delay_form = config.distributed.delay_compensation_form;
     c.staleness_lr = config.distributed.staleness_lr == Switch::kOn;
     c.generation = context.start().generation, c.replaces = context.start().replaces;
     return c;
@@ -297,6 +298,7 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
               {"wire_dtype", wireDtypeName(s.wire)},
               {"error_feedback", s.config.distributed.error_feedback},
               {"delay_compensation", s.config.distributed.delay_compensation},
+              {"delay_compensation_form", s.config.distributed.delay_compensation_form},
               {"staleness_lr", s.config.distributed.staleness_lr},
               {"local_steps", s.config.distributed.local_steps},
               {"layout", fmt::format("{:016x}", s.layout.fingerprint())}};

@@ -149,9 +149,13 @@ std::vector<TrainOption> declare() {
        .help = "bounded staleness: a worker runs at most k steps ahead of the slowest (0 = sync)", .group = kServers,
        .modes = kServerModes, .strict = true, .show_default = false},
       {.flags = "--delay-compensation", .field = "/distributed/delay_compensation",
-       .help = "async and bounded staleness: DC-ASGD's lambda0 (2 in its paper, adaptive form; 0: off); servers correct each "
-               "push towards the values now held, keeping each worker's last pulled values",
+       .help = "async and bounded staleness: DC-ASGD's lambda0 (its paper: 2 adaptive, 0.04 constant; 0: off); servers "
+               "correct each push towards the values now held, keeping each worker's last pulled values",
        .group = kServers, .modes = kServerModes, .strict = true, .show_default = false},
+      {.flags = "--delay-compensation-form", .field = "/distributed/delay_compensation_form",
+       .help = "adaptive (lambda0 over each value's root mean square gradient, one more float per value) or constant "
+               "(lambda0 itself; the cheaper apply)",
+       .group = kServers, .modes = kServerModes, .strict = true, .choices = enumChoices(ps::kDelayFormNames)},
       {.flags = "--staleness-lr", .field = "/distributed/staleness_lr",
        .help = "async and bounded staleness: on divides each push's rate by its staleness (the updates its chunk "
                "took since its worker pulled), as in staleness-aware async SGD",
