@@ -15,6 +15,10 @@
 # accuracy and its bytes against sync's; writes nothing else.
 # RESULTS=FILE also writes every run's accuracy and bytes there as JSON,
 # for tools/plot_diloco.py.
+# TASK=resnet20 trains resnet20 on learnable synthetic data instead
+# (SYNTHETIC: --synthetic-shape 3x16x16 --synthetic-classes 100
+# --synthetic-size 25600, a class template plus as much noise; the test
+# split has its own noise and labels), batch 16.
 # Usage: bench/diloco.sh [build dir] [seeds, e.g. "1 2 3 4 5"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,10 +32,15 @@ source bench/common.sh
 scratch_out tandem-diloco
 need_fashion_mnist
 ARGS="--dataset fashion-mnist --model cnn --batch-size 32 --epochs $EPOCHS --threads 1 --progress plain --log-every 500"
+if [[ ${TASK:-cnn} == resnet20 ]]; then
+  SYNTHETIC=${SYNTHETIC:-"--synthetic-shape 3x16x16 --synthetic-classes 100 --synthetic-size 25600"}
+  ARGS="--dataset synthetic $SYNTHETIC --model resnet20 --batch-size 16 --epochs $EPOCHS --threads 1
+        --progress plain --log-every 500"
+fi
 SYNC="--optimizer sgd --lr 0.05 --momentum 0.9"
 INNER=${INNER:-$SYNC}
 OUTER=${OUTER:-}
-echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $WORKERS workers, $EPOCHS epoch(s);" \
+echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $WORKERS workers; $ARGS;" \
   "DiLoCo inner: $INNER; outer: ${OUTER:-defaults}"
 for seed in $SEEDS; do
   for mode in $MODES; do

@@ -30,8 +30,7 @@ TANDEM=${TANDEM:-build/tandem}
 source bench/common.sh
 need_fashion_mnist
 mkdir -p "$OUT"
-ARGS="--dataset fashion-mnist --model cnn --batch-size 32 --epochs 1 --threads 1 --progress plain --log-every 500
-      --ps-chunk-mb 0.025"
+ARGS="--dataset fashion-mnist --model cnn --batch-size 32 --epochs 1 --threads 1 --ps-chunk-mb 0.025"
 SYNC="--optimizer sgd --lr 0.05 --momentum 0.9"
 INNER="--optimizer adamw --lr 0.002"
 OUTER="--outer-lr 1.0 --outer-momentum 0.5"

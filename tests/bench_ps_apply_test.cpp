@@ -16,7 +16,10 @@ TEST(PsApplyBench, ReportsEveryKernelInOrderAgainstMemcpy) {
   for (const auto& r : rows) kernels.push_back(r.kernel);
   EXPECT_EQ(kernels, (std::vector<std::string>{"memcpy", "sgd-momentum", "sgd-momentum, delay-compensated",
                                                 "sgd-momentum, delay-compensated, constant lambda",
-                                                "sgd-momentum, delay-compensated in two passes", "adam",
+                                                "sgd-momentum, delay-compensated in two passes",
+                                                "async push and pull, sgd-momentum",
+                                                "async push and pull, delay-compensated",
+                                                "async push and pull, delay-compensated, constant lambda", "adam",
                                                 "sum of 4 gradients"}));
   ASSERT_FALSE(rows.empty());
   EXPECT_EQ(rows[0].vs_memcpy, 1.0);

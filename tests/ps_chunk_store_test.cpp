@@ -209,6 +209,33 @@ TEST(ChunkStoreAsync, ConstantDelayCompensationScalesByLambdaZeroAlone) {
   EXPECT_TRUE(store.chunks()[0].mean_square.empty());
 }
 
+// A compensating server copies a pull's values once: the reply sends the
+// worker's record itself. A reply still held (being sent) keeps its values
+// when the worker pulls again; a record no reply holds is reused.
+TEST(ChunkStoreAsync, APullsRecordIsItsReplyAndAHeldReplyKeepsItsValues) {
+  ServerConfig config = configFor(TrainingMode::kPsAsync, 2);
+  config.delay_compensation = 0.5;
+  ChunkStore store = storeFor(config);
+  auto first = store.pull(0, pullFrom(1, 1), 0);
+  ASSERT_EQ(first.size(), 1u);
+  const std::vector<float> set = floatsIn(first[0]);
+  EXPECT_EQ(first[0].payload.data(), store.chunks()[0].pulled_by[1]->data()) << "the reply is not the record";
+  runApply(store, store.push(0, 0, 0, gradient({1, 1, 1}), 0));
+  auto second = store.pull(0, pullFrom(1, 2), 0);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(floatsIn(first[0]), set) << "a reply being sent was overwritten";
+  EXPECT_NE(floatsIn(second[0]), set);
+  EXPECT_EQ(second[0].payload.data(), store.chunks()[0].pulled_by[1]->data());
+  const void* kept = second[0].payload.data();
+  first.clear();
+  second.clear();  // both sent
+  runApply(store, store.push(0, 0, 1, gradient({1, 1, 1}), 0));
+  auto third = store.pull(0, pullFrom(1, 3), 0);
+  ASSERT_EQ(third.size(), 1u);
+  EXPECT_EQ(third[0].payload.data(), kept) << "a free record was not reused";
+  EXPECT_EQ(floatsIn(third[0]), std::vector<float>(store.chunks()[0].param.begin(), store.chunks()[0].param.end()));
+}
+
 // Staleness-aware rates: a push's rate is divided by the updates its chunk
 // took since its worker pulled, when that is more than one.
 TEST(ChunkStoreAsync, StalenessDividesAPushsRateByTheUpdatesSinceItsWorkersPull) {

@@ -40,21 +40,31 @@ def main(out, path):
         for r in runs:
             if r["link_mbit_per_s"] == link:
                 modes.setdefault(r["mode"], []).append(r)
-        for mode, rows in modes.items():
+        series = {}
+        for mode, rows in sorted(modes.items(), key=lambda kv: (kv[0][0], int(kv[0][1:]) if kv[0][1:].isdigit() else 0)):
             marker, color, name = style(mode)
             acc = [r["test_accuracy"] for r in rows]
             walls = [r["wall_seconds"] for r in rows if r["wall_seconds"]]
             y = statistics.mean(acc)
             if not walls or y < FLOOR:
                 x = statistics.mean(walls) if walls else 0
+                ended = f"{len(walls)}/{len(rows)} ran to the end" if walls else "every run stopped, loss not finite"
                 ax.plot([x], [FLOOR + 0.003], marker=marker, color=color, linestyle="none",
-                        label=f"{name}: {y:.2f} ({len(walls)}/{len(rows)} finished)")
+                        label=f"{name}: {y:.2f}, chance ({ended})")
                 continue
             x = statistics.mean(walls)
-            ax.errorbar([x], [y], xerr=[[x - min(walls)], [max(walls) - x]], yerr=[[y - min(acc)], [max(acc) - y]],
-                        fmt=marker, color=color, capsize=3, label=name)
-            ax.annotate(name.split()[-1] if mode[0] in "hs" else "", (x, y), textcoords="offset points",
-                        xytext=(5, 5), fontsize=7)
+            point = (x, y, x - min(walls), max(walls) - x, y - min(acc), max(acc) - y, mode)
+            series.setdefault(mode if mode in STYLE else mode[0], []).append(point)
+        for key, pts in series.items():
+            marker, color, name = STYLE[key]
+            if key not in ("sync", "async", "dc", "dcc"):
+                name = f"{name}, H = " + ", ".join(p[6][1:] for p in pts)
+            ax.errorbar([p[0] for p in pts], [p[1] for p in pts], xerr=[[p[2] for p in pts], [p[3] for p in pts]],
+                        yerr=[[p[4] for p in pts], [p[5] for p in pts]], fmt=marker, color=color, capsize=3,
+                        linestyle="-" if len(pts) > 1 else "none", label=name)
+            if len(pts) > 1:
+                for p in pts:
+                    ax.annotate(f"H={p[6][1:]}", (p[0], p[1]), textcoords="offset points", xytext=(5, 5), fontsize=7)
         ax.set_ylim(bottom=FLOOR)
         ax.set_xlim(left=0)
         ax.set_xlabel("the chief's training time (s)")

@@ -57,6 +57,19 @@ std::vector<ApplyBenchRow> runApplyBench(int64_t floats, double min_seconds) {
         ps::compensateDelay(grad, param, pulled, mean_square, 2.0f);
         optim::sgdUpdate(param, grad, a, false, {0.01, 0.9, 0.0, false});
       }, min_seconds));
+  // An async server's work per push: the apply, then the pusher's next
+  // pull, whose values are copied into the reply. A compensating server's
+  // reply is that worker's record (ps::recordPull): the same one copy.
+  std::vector<float> reply(n);
+  const optim::SgdSettings sgd{0.01, 0.9, 0.0, false};
+  auto cycle = [&](const optim::DelayCorrection* correction, float* record) {
+    optim::sgdUpdate(param, grad, a, false, sgd, correction);
+    std::memcpy(record, param.data(), n * sizeof(float));
+  };
+  add("async push and pull, sgd-momentum", bestPass([&] { cycle(nullptr, reply.data()); }, min_seconds));
+  add("async push and pull, delay-compensated", bestPass([&] { cycle(&fused, pulled.data()); }, min_seconds));
+  add("async push and pull, delay-compensated, constant lambda",
+      bestPass([&] { cycle(&constant, pulled.data()); }, min_seconds));
   add("adam", bestPass([&] { optim::adamUpdate(param, grad, a, b, ++step, {0.001, 0.9, 0.999, 1e-8, 0.0}); }, min_seconds));
   // What a sync server does before applying: add up the workers' shares.
   add("sum of 4 gradients", bestPass([&] {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <iterator>
 #include <memory>
@@ -117,6 +118,19 @@ std::vector<PendingPull> takeReadyPulls(ChunkState& c) {
     }
     return true;
   });
+}
+
+std::shared_ptr<const std::vector<float>> recordPull(ChunkState& c, size_t worker) {
+  auto& record = c.pulled_by.at(worker);
+  if (record && record.use_count() == 1) {
+    // No reply holds it any more; the fence orders our writes after the
+    // last sender's reads (its release of the reference).
+    std::atomic_thread_fence(std::memory_order_acquire);
+    std::memcpy(record->data(), c.param.data(), paramBytes(c));
+  } else {
+    record = std::make_shared<std::vector<float>>(c.param);
+  }
+  return record;
 }
 
 zmq::message_t pullPayload(const ChunkState& c, const PendingPull& pull, bool sync, WireDtype wire) {

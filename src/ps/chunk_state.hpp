@@ -75,8 +75,9 @@ struct ChunkState {
   // keeps the bytes it started with.
   std::shared_ptr<const std::vector<uint16_t>> wire_param;
   // Delay compensation: by worker, the values it last pulled (empty when
-  // off), and the gradients' moving mean square.
-  std::vector<std::vector<float>> pulled_by;
+  // off), and the gradients' moving mean square. A float32 pull sends the
+  // record itself (recordPull), so one copy serves the reply and the record.
+  std::vector<std::shared_ptr<std::vector<float>>> pulled_by;
   std::vector<float> mean_square;
   // Staleness-aware rates: by worker, the chunk's update count it last pulled.
   std::vector<uint64_t> pulled_at;
@@ -86,6 +87,10 @@ struct ChunkState {
 // `pushers` (pushersOf) among `workers`.
 void initChunk(ChunkState& c, const ChunkRange& range, const optim::OptimizerSettings& optimizer, int workers,
                std::vector<int> pushers);
+
+// Delay compensation: copies the values into `worker`'s record and returns
+// it. A record a reply may still be sending is replaced, not overwritten.
+std::shared_ptr<const std::vector<float>> recordPull(ChunkState& c, size_t worker);
 
 // Bytes of the chunk's values alone, and of values plus optimizer slots
 // (what ps-state answers and a resuming ps-set may carry).

@@ -70,7 +70,8 @@ void ChunkStore::set(size_t index, const net::Frame& f) {
   c.initialized = true;
   // Every worker starts from these values: the chief has them, the others pull them.
   if (compensating()) {
-    c.pulled_by.assign(static_cast<size_t>(config_->workers), c.param);
+    c.pulled_by.clear();
+    for (int w = 0; w < config_->workers; ++w) c.pulled_by.push_back(std::make_shared<std::vector<float>>(c.param));
     if (config_->delay_form == DelayForm::kAdaptive) c.mean_square.assign(static_cast<size_t>(c.length), 0.0f);
   }
   if (config_->staleness_lr) c.pulled_at.assign(static_cast<size_t>(config_->workers), c.applied);
@@ -160,14 +161,14 @@ void ChunkStore::apply(ApplyJob& job) {
   const auto lambda0 = static_cast<float>(config_->delay_compensation);
   if (config_->optimizer.name == "sgd") {  // one pass: the correction inside SGD's
     // A constant lambda keeps no mean squares: a null pointer says so.
-    const optim::DelayCorrection fused{c.pulled_by.at(worker).data(),
+    const optim::DelayCorrection fused{c.pulled_by.at(worker)->data(),
                                        c.mean_square.empty() ? nullptr : c.mean_square.data(), lambda0,
                                        kDcMeanSquareDecay, kDcEpsilon};
     applyUpdate(c, grad, job.update, lr, *config_, &fused);
     return;
   }
   // In place: each value is read before it is written.
-  compensateDelay({grad, static_cast<size_t>(c.length)}, c.param, c.pulled_by.at(worker), c.mean_square, lambda0);
+  compensateDelay({grad, static_cast<size_t>(c.length)}, c.param, *c.pulled_by.at(worker), c.mean_square, lambda0);
   applyUpdate(c, grad, job.update, lr, *config_);
 }
 
@@ -199,8 +200,9 @@ std::vector<Reply> ChunkStore::answer(ChunkState& c) {
   std::vector<Reply> replies;
   for (auto& p : takeReadyPulls(c)) {
     // What this worker's next gradients are computed on.
+    std::shared_ptr<const std::vector<float>> record;
     if (!p.with_state && p.worker >= 0 && p.worker < config_->workers) {
-      if (compensating()) c.pulled_by[static_cast<size_t>(p.worker)] = c.param;
+      if (compensating()) record = recordPull(c, static_cast<size_t>(p.worker));
       if (config_->staleness_lr) c.pulled_at[static_cast<size_t>(p.worker)] = c.applied;
     }
     Reply r{.routing = p.routing,
@@ -212,6 +214,8 @@ std::vector<Reply> ChunkStore::answer(ChunkState& c) {
       r.header.flags = net::kFlagInArena;
       r.payload = pullIntoArena(c, *p.into, config_->wire);
       r.shared_bytes = p.into->bytes.size();
+    } else if (record && config_->wire == WireDtype::kFloat32) {
+      r.payload = net::sharedPayload(record, record->data(), paramBytes(c));  // the record is the reply
     } else {
       r.payload = pullPayload(c, p, sync(), config_->wire);
     }

@@ -192,7 +192,7 @@ nlohmann::json ParameterServer::Impl::summary(double wall_seconds) const {
     uint64_t floats = 0;
     for (const auto& c : store.chunks()) {
       floats += c.mean_square.size();
-      for (const auto& pulled : c.pulled_by) floats += pulled.size();
+      for (const auto& pulled : c.pulled_by) floats += pulled->size();
     }
     j["delay_compensation"] = {{"lambda0", config->delay_compensation},
                                {"form", config->delay_form},
