@@ -6,8 +6,9 @@
 # DiLoCo; sN: streaming DiLoCo, FRAGMENTS (4) fragments each merged
 # DELAY (1) steps after its exchange starts, at MIX (0.5)). DiLoCo's workers run INNER (default: sync's SGD), then the
 # server runs the outer optimizer with OUTER's flags (default: none, the
-# paper's Nesterov lr 0.7 momentum 0.9). MODES may also name async and dc
-# (async with DC-ASGD, lambda0 2) at sync's rate; a run that diverges
+# paper's Nesterov lr 0.7 momentum 0.9). MODES may also name async, dc
+# and dcc (async with DC-ASGD, adaptive or constant) at sync's rate (the
+# modes are bench/common.sh's mode_flags); a run that diverges
 # counts as chance (0.10). Every mode sees the same samples. Bytes are the
 # server's own count of what crossed its connections (bytes_in +
 # bytes_out: pushes, pulls and the start).
@@ -16,9 +17,10 @@
 # RESULTS=FILE also writes every run's accuracy and bytes there as JSON,
 # for tools/plot_diloco.py.
 # TASK=resnet20 trains resnet20 on learnable synthetic data instead
-# (SYNTHETIC: --synthetic-shape 3x16x16 --synthetic-classes 100
-# --synthetic-size 25600, a class template plus as much noise; the test
-# split has its own noise and labels), batch 16.
+# (SYNTHETIC: --synthetic-shape 3x16x16 --synthetic-classes 400
+# --synthetic-size 51200, a class template plus as much noise; the test
+# split has its own noise and labels), batch BATCH (16): 400 steps a
+# worker per epoch.
 # Usage: bench/diloco.sh [build dir] [seeds, e.g. "1 2 3 4 5"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,8 +35,8 @@ scratch_out tandem-diloco
 need_fashion_mnist
 ARGS="--dataset fashion-mnist --model cnn --batch-size 32 --epochs $EPOCHS --threads 1 --progress plain --log-every 500"
 if [[ ${TASK:-cnn} == resnet20 ]]; then
-  SYNTHETIC=${SYNTHETIC:-"--synthetic-shape 3x16x16 --synthetic-classes 100 --synthetic-size 25600"}
-  ARGS="--dataset synthetic $SYNTHETIC --model resnet20 --batch-size 16 --epochs $EPOCHS --threads 1
+  SYNTHETIC=${SYNTHETIC:-"--synthetic-shape 3x16x16 --synthetic-classes 400 --synthetic-size 51200"}
+  ARGS="--dataset synthetic $SYNTHETIC --model resnet20 --batch-size ${BATCH:-16} --epochs $EPOCHS --threads 1
         --progress plain --log-every 500"
 fi
 SYNC="--optimizer sgd --lr 0.05 --momentum 0.9"
@@ -44,16 +46,7 @@ echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $WORKERS wor
   "DiLoCo inner: $INNER; outer: ${OUTER:-defaults}"
 for seed in $SEEDS; do
   for mode in $MODES; do
-    case $mode in
-      sync) extra="$SYNC" ;;
-      async) extra="$SYNC --ps-mode async" ;;
-      dc) extra="$SYNC --ps-mode async --delay-compensation 2" ;;
-      h*) extra="$INNER --local-steps ${mode#h} $OUTER" ;;
-      a*) extra="$INNER --ps-mode async --local-steps ${mode#a} $OUTER" ;;
-      s*) extra="$INNER --local-steps ${mode#s} --fragments ${FRAGMENTS:-4} --fragment-delay ${DELAY:-1}
-                 --fragment-mix ${MIX:-0.5} $OUTER" ;;
-      *) echo "unknown mode $mode (sync, async, dc, hN, aN or sN)"; exit 2 ;;
-    esac
+    extra=$(mode_flags "$mode")
     # shellcheck disable=SC2086  # the flags split on purpose
     if ! "$TANDEM" launch --ps 1 --workers "$WORKERS" -- $ARGS --seed "$seed" $extra --out "$OUT/$mode-$seed" \
       > "$OUT/$mode-$seed.log" 2>&1; then

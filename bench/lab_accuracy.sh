@@ -38,15 +38,7 @@ echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; 8 hosts x (1
 for link in $LINKS; do
   for seed in $SEEDS; do
     for mode in $MODES; do
-      case $mode in
-        sync) extra="$SYNC" ;;
-        async) extra="$SYNC --ps-mode async" ;;
-        dc) extra="$SYNC --ps-mode async --delay-compensation 2" ;;
-        dcc) extra="$SYNC --ps-mode async --delay-compensation $DCC_LAMBDA --delay-compensation-form constant" ;;
-        h*) extra="$INNER --local-steps ${mode#h} $OUTER" ;;
-        s*) extra="$INNER --local-steps ${mode#s} --fragments 4 --fragment-delay 1 --fragment-mix 0.5 $OUTER" ;;
-        *) echo "unknown mode $mode (sync, async, dc, dcc, hN or sN)"; exit 2 ;;
-      esac
+      extra=$(mode_flags "$mode")
       run="$OUT/$mode-$link-$seed"
       # shellcheck disable=SC2086  # the flags split on purpose
       if ! "$TANDEM" lab --hosts 8 --ps 8 --link-mbps "$link" --warmup-steps 3 -- \

@@ -2,7 +2,7 @@
 """Test accuracy against bytes on the wire, from bench/diloco.sh's RESULTS
 files (docs/results.md, "DiLoCo").
 
-  plot_diloco.py OUT.png LABEL=RESULTS.json [LABEL=RESULTS.json ...]
+  plot_diloco.py [--title TEXT] [--floor ACC] OUT.png LABEL=RESULTS.json [LABEL=RESULTS.json ...]
 
 Each file is one DiLoCo setting (modes hN, aN for async DiLoCo, sN for
 streaming DiLoCo); its
@@ -19,7 +19,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
-FLOOR = 0.74  # the plot's lowest accuracy; runs below it are marked on it
+FLOOR = 0.74  # the plot's lowest accuracy (--floor); runs below it are marked on it
+TITLE = "Fashion-MNIST cnn, 1 PS + 8 workers, 1 epoch: accuracy against bytes (5 seeds, min-max)"
 
 
 def by_mode(runs):
@@ -35,7 +36,7 @@ def point(rows):
     return statistics.mean(r["bytes"] for r in rows) / 1e6, mean, mean - min(acc), max(acc) - mean
 
 
-def main(out, series):
+def main(out, series, title=TITLE, floor=FLOOR):
     fig, ax = plt.subplots(figsize=(8, 5.5))
     drawn = set()
     singles = {"sync": ("s", "black", "sync (every step)"), "async": ("x", "tab:red", "async, sync's rate"),
@@ -47,9 +48,9 @@ def main(out, series):
             if rows is None or mode in drawn:
                 continue
             x, y, lo, hi = point(rows)
-            if y < FLOOR:  # collapsed to chance: drawn on the floor, its value written
-                ax.plot([x], [FLOOR + 0.003], marker="v", color=color, linestyle="none", label=f"{name}: {y:.2f}")
-                ax.annotate(f"{y:.2f}", (x, FLOOR + 0.003), textcoords="offset points", xytext=(6, 4), fontsize=8)
+            if y < floor:  # collapsed to chance: drawn on the floor, its value written
+                ax.plot([x], [floor + 0.003], marker="v", color=color, linestyle="none", label=f"{name}: {y:.2f}")
+                ax.annotate(f"{y:.2f}", (x, floor + 0.003), textcoords="offset points", xytext=(6, 4), fontsize=8)
             else:
                 ax.errorbar([x], [y], yerr=[[lo], [hi]], fmt=marker, color=color, capsize=4, label=name)
             if mode == "sync":
@@ -65,11 +66,11 @@ def main(out, series):
                         marker="o", linestyle=style, capsize=4, label=f"{kind}, {label}")
             for (x, y, _, _), m in pts:
                 ax.annotate(f"H={m[1:]}", (x, y), textcoords="offset points", xytext=(6, -12), fontsize=8)
-    ax.set_ylim(bottom=FLOOR)
+    ax.set_ylim(bottom=floor)
     ax.set_xscale("log")
     ax.set_xlabel("bytes through the parameter server (MB, log scale)")
     ax.set_ylabel("test accuracy")
-    ax.set_title("Fashion-MNIST cnn, 1 PS + 8 workers, 1 epoch: accuracy against bytes (5 seeds, min-max)")
+    ax.set_title(title)
     ax.title.set_fontsize(10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
@@ -78,6 +79,11 @@ def main(out, series):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 3:
+    args = sys.argv[1:]
+    options = {}
+    while args and args[0] in ("--title", "--floor") and len(args) > 1:
+        options[args[0][2:]] = args[1] if args[0] == "--title" else float(args[1])
+        args = args[2:]
+    if len(args) < 2:
         sys.exit(__doc__)
-    main(sys.argv[1], [tuple(a.split("=", 1)) for a in sys.argv[2:]])
+    main(args[0], [tuple(a.split("=", 1)) for a in args[1:]], **options)
