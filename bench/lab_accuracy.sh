@@ -4,7 +4,8 @@
 # PS on each, links of LINKS Mbit/s each way (100 and 1000), per seed, for
 # the modes of bench/diloco.sh: sync and async at sync's rate (SGD lr 0.05
 # momentum 0.9), async with DC-ASGD (dc: adaptive, lambda0 2; dcc: the
-# constant form, lambda0 DCC_LAMBDA), DiLoCo with H local steps (hN, AdamW
+# constant form, lambda0 DCC_LAMBDA), async made stable (slrm:
+# --staleness-lr on, momentum 0.6), DiLoCo with H local steps (hN, AdamW
 # lr 0.002 inside; outer Nesterov lr 1.0 momentum 0.5), streaming DiLoCo
 # (sN: 4 fragments, delay 1, mix 0.5). One epoch of batch 32 a worker.
 # The model's chunks are cut small (--ps-chunk-mb 0.025, 16 of them) so

@@ -21,6 +21,7 @@ FLOOR = 0.74
 STYLE = {"sync": ("s", "black", "sync"), "async": ("x", "tab:red", "async"),
          "dc": ("^", "tab:purple", "async + DC-ASGD (adaptive)"),
          "dcc": ("v", "tab:pink", "async + DC-ASGD (constant)"),
+         "slrm": ("P", "tab:orange", "async, --staleness-lr on, momentum 0.6"),
          "h": ("o", "tab:blue", "DiLoCo"), "s": ("D", "tab:green", "streaming DiLoCo")}
 
 
@@ -57,7 +58,7 @@ def main(out, path):
             series.setdefault(mode if mode in STYLE else mode[0], []).append(point)
         for key, pts in series.items():
             marker, color, name = STYLE[key]
-            if key not in ("sync", "async", "dc", "dcc"):
+            if key not in ("sync", "async", "dc", "dcc", "slrm"):
                 name = f"{name}, H = " + ", ".join(p[6][1:] for p in pts)
             ax.errorbar([p[0] for p in pts], [p[1] for p in pts], xerr=[[p[2] for p in pts], [p[3] for p in pts]],
                         yerr=[[p[4] for p in pts], [p[5] for p in pts]], fmt=marker, color=color, capsize=3,
