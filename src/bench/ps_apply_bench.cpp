@@ -38,7 +38,8 @@ std::vector<ApplyBenchRow> runApplyBench(int64_t floats, double min_seconds) {
   std::vector<ApplyBenchRow> rows;
   auto add = [&](const std::string& kernel, double seconds) { rows.push_back({kernel, seconds, bytes / seconds / 1e9, 0}); };
   add("memcpy", bestPass([&] { std::memcpy(copy.data(), grad.data(), n * sizeof(float)); }, min_seconds));
-  add("sgd-momentum", bestPass([&] { optim::sgdUpdate(param, grad, a, false, {0.01, 0.9, 0.0, false}); }, min_seconds));
+  const optim::SgdSettings sgd{0.01, 0.9, 0.0, false};
+  add("sgd-momentum", bestPass([&] { optim::sgdUpdate(param, grad, a, false, sgd); }, min_seconds));
   // What --delay-compensation adds to an async apply: the correction from
   // a worker's pulled values and the mean square, inside SGD's pass (as the
   // servers run it for SGD), and as a pass of its own first (Adam, RMSprop);
@@ -47,21 +48,18 @@ std::vector<ApplyBenchRow> runApplyBench(int64_t floats, double min_seconds) {
   const optim::DelayCorrection fused{pulled.data(), mean_square.data(), 2.0f, ps::kDcMeanSquareDecay,
                                      ps::kDcEpsilon};
   const optim::DelayCorrection constant{pulled.data(), nullptr, 0.04f};
-  add("sgd-momentum, delay-compensated", bestPass([&] {
-        optim::sgdUpdate(param, grad, a, false, {0.01, 0.9, 0.0, false}, &fused);
-      }, min_seconds));
-  add("sgd-momentum, delay-compensated, constant lambda", bestPass([&] {
-        optim::sgdUpdate(param, grad, a, false, {0.01, 0.9, 0.0, false}, &constant);
-      }, min_seconds));
+  add("sgd-momentum, delay-compensated",
+      bestPass([&] { optim::sgdUpdate(param, grad, a, false, sgd, &fused); }, min_seconds));
+  add("sgd-momentum, delay-compensated, constant lambda",
+      bestPass([&] { optim::sgdUpdate(param, grad, a, false, sgd, &constant); }, min_seconds));
   add("sgd-momentum, delay-compensated in two passes", bestPass([&] {
         ps::compensateDelay(grad, param, pulled, mean_square, 2.0f);
-        optim::sgdUpdate(param, grad, a, false, {0.01, 0.9, 0.0, false});
+        optim::sgdUpdate(param, grad, a, false, sgd);
       }, min_seconds));
   // An async server's work per push: the apply, then the pusher's next
   // pull, whose values are copied into the reply. A compensating server's
   // reply is that worker's record (ps::recordPull): the same one copy.
   std::vector<float> reply(n);
-  const optim::SgdSettings sgd{0.01, 0.9, 0.0, false};
   auto cycle = [&](const optim::DelayCorrection* correction, float* record) {
     optim::sgdUpdate(param, grad, a, false, sgd, correction);
     std::memcpy(record, param.data(), n * sizeof(float));

@@ -161,9 +161,9 @@ void ChunkStore::apply(ApplyJob& job) {
   const auto lambda0 = static_cast<float>(config_->delay_compensation);
   if (config_->optimizer.name == "sgd") {  // one pass: the correction inside SGD's
     // A constant lambda keeps no mean squares: a null pointer says so.
-    const optim::DelayCorrection fused{c.pulled_by.at(worker)->data(),
-                                       c.mean_square.empty() ? nullptr : c.mean_square.data(), lambda0,
-                                       kDcMeanSquareDecay, kDcEpsilon};
+    float* mean_square = config_->delay_form == DelayForm::kAdaptive ? c.mean_square.data() : nullptr;
+    const optim::DelayCorrection fused{c.pulled_by.at(worker)->data(), mean_square, lambda0, kDcMeanSquareDecay,
+                                       kDcEpsilon};
     applyUpdate(c, grad, job.update, lr, *config_, &fused);
     return;
   }

@@ -25,8 +25,9 @@ inline constexpr EnumNames<DelayForm, 2> kDelayFormNames = {
 TANDEM_ENUM_JSON(DelayForm, kDelayFormNames, "delay compensation form")
 
 // Turns `grad` into g' in place and updates `mean_square` (adaptive; empty:
-// constant lambda0). Every other span has the same length. Built like the optimizer kernels (vectorised, no FMA
-// contraction), so every server computes the same bits.
+// constant lambda0). Every other span has the same length. Built like the
+// optimizer kernels (vectorised, no FMA contraction), so every server
+// computes the same bits.
 void compensateDelay(std::span<float> grad, std::span<const float> now, std::span<const float> pulled,
                      std::span<float> mean_square, float lambda0);
 
