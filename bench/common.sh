@@ -52,8 +52,20 @@ need_fashion_mnist() {
 # and dc (DC-ASGD adaptive, lambda0 2) and dcc (constant, DCC_LAMBDA, 0.04)
 # at sync's rate; slrm, async at sync's rate with --staleness-lr on and
 # momentum SLRM_MOMENTUM (0.6); hN DiLoCo, aN async DiLoCo, sN streaming DiLoCo
-# (FRAGMENTS 4, DELAY 1, MIX 0.5), each with H = N. Exits 2 on another.
+# (FRAGMENTS 4, DELAY 1, MIX 0.5), each with H = N. A suffix q8 or q4
+# (h50q4) adds --push-bits 8 or 4. Exits 2 on another.
 mode_flags() {
+  local mode=$1 bits=""
+  if [[ $mode =~ ^(.+)q([48])$ ]]; then
+    mode=${BASH_REMATCH[1]}
+    bits=" --push-bits ${BASH_REMATCH[2]}"
+  fi
+  local flags
+  flags=$(mode_flags_of "$mode") || exit 2
+  echo "$flags$bits"
+}
+
+mode_flags_of() {
   case $1 in
     sync) echo "$SYNC" ;;
     async) echo "$SYNC --ps-mode async" ;;

@@ -59,7 +59,8 @@ class PyGradientAverager {
 class PyPsOptimizer {
  public:
   PyPsOptimizer(const std::vector<std::pair<std::string, torch::Tensor>>& named, const std::string& mode,
-                int staleness, int passes, double chunk_mb, const py::dict& settings, const py::dict& diloco)
+                int staleness, int passes, double chunk_mb, const py::dict& settings, const py::dict& diloco,
+                int push_bits)
       : holder_(std::make_shared<ParameterHolder>(named)) {
     tandem::api::PsOptimizerOptions o;
     if (!diloco.empty()) {
@@ -68,6 +69,7 @@ class PyPsOptimizer {
       o.outer_lr = diloco["outer_lr"].cast<double>();
       o.outer_momentum = diloco["outer_momentum"].cast<double>();
     }
+    o.push_bits = push_bits;
     o.mode = tandem::parseServerMode(mode, "DistributedOptimizer: mode");
     o.staleness = staleness;
     o.backward_passes_per_step = passes;
@@ -194,9 +196,9 @@ PYBIND11_MODULE(_C, m) {
       .def("pending", &PyGradientAverager::pending);
   py::class_<PyPsOptimizer>(m, "PsOptimizer")
       .def(py::init<const std::vector<std::pair<std::string, torch::Tensor>>&, const std::string&, int, int, double,
-                    const py::dict&, const py::dict&>(),
+                    const py::dict&, const py::dict&, int>(),
            py::arg("named_parameters"), py::arg("mode"), py::arg("staleness"), py::arg("backward_passes_per_step"),
-           py::arg("chunk_mb"), py::arg("settings"), py::arg("diloco") = py::dict())
+           py::arg("chunk_mb"), py::arg("settings"), py::arg("diloco") = py::dict(), py::arg("push_bits") = 0)
       .def("set_lr", &PyPsOptimizer::setLearningRate)
       .def("step", &PyPsOptimizer::step)
       .def("zero_grad", &PyPsOptimizer::zeroGrad)

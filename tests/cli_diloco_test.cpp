@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <iostream>
 
 #include "support/process.hpp"
 #include "support/run_artifacts.hpp"
@@ -163,6 +164,34 @@ TEST_F(Diloco, SixteenBitWireHalvesTheBytes) {
   EXPECT_EQ(d["pushed_bytes"].get<int64_t>(), 2 * 2 * server["floats"].get<int64_t>());
 }
 
+// 8-bit pushes: a byte a value and a float32 scale per 128 (one chunk
+// here); pulls stay float32, and error feedback keeps the run near
+// float32's. The server receives exactly what the workers say they pushed.
+TEST_F(Diloco, EightBitPushesCarryAQuarterOfTheBytes) {
+  const std::string args = "--seed 2 --local-steps 5 --max-steps 20 --ps-chunk-mb 64";
+  auto fp32 = launch(2, "fp32", args);
+  ASSERT_EQ(fp32.exit_code, 0) << fp32.output;
+  auto int8 = launch(2, "int8", args + " --push-bits 8");
+  ASSERT_EQ(int8.exit_code, 0) << int8.output;
+  const auto server = summaryOf(dir_.path() / "int8" / "ps" / "ps-0");
+  ASSERT_EQ(server["chunks"], 1);
+  const int64_t floats = server["floats"];
+  int64_t pushed = 0;
+  for (const auto& dir : {dir_.path() / "int8", dir_.path() / "int8" / "workers" / "worker-1"}) {
+    const auto d = summaryOf(dir)["strategy"]["diloco"];
+    EXPECT_EQ(d["push_format"], "int8");
+    EXPECT_EQ(d["pushed_bytes"].get<int64_t>(), 4 * (floats + 4 * ((floats + 127) / 128))) << "4 rounds, " << dir;
+    EXPECT_EQ(d["pulled_bytes"].get<int64_t>(), 4 * 4 * floats) << dir;
+    pushed += d["pushed_bytes"].get<int64_t>();
+  }
+  EXPECT_EQ(pushed, server["bytes_in"].get<int64_t>());
+  const double apart = maxRelativeDifference(checkpointParameters(dir_.str("int8/checkpoint.ckpt")),
+                                             checkpointParameters(dir_.str("fp32/checkpoint.ckpt")));
+  std::cout << "8-bit pushes end " << apart << " (largest relative difference) from float32's\n";
+  EXPECT_GT(apart, 0.0);
+  EXPECT_LT(apart, 1e-2);
+}
+
 TEST_F(Diloco, BadInputNamesTheFlag) {
   struct Case {
     std::string args;
@@ -177,6 +206,8 @@ TEST_F(Diloco, BadInputNamesTheFlag) {
       {"--local-steps 5 --outer-momentum 1", "--outer-momentum: must be in [0, 1)"},
       {"--local-steps 5 --staleness 2", "--local-steps: DiLoCo runs with --ps-mode sync or async, not with --staleness"},
       {"--local-steps 5 --ps-mode async --staleness-lr on", "--local-steps: not with --staleness-lr on"},
+      {"--local-steps 5 --push-bits 3", "--push-bits 3: expected 8 or 4"},
+      {"--push-bits 8", "--push-bits: only applies with parameter servers", false},
   };
   for (const Case& c : cases) {
     const std::string args = "--max-steps 4 " + c.args;

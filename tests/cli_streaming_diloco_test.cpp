@@ -1,13 +1,17 @@
 // End-to-end tests of streaming DiLoCo (--fragments, --fragment-delay,
 // --fragment-mix) on real `tandem launch` processes: where the exchange
 // reduces to a known run it gives that run, each exchange carries one
-// fragment (counted by the servers), a run resumes from its end, and bad
-// input names its flag.
+// fragment (counted by the servers), a run resumes from its end or from a
+// checkpoint mid-run, and bad input names its flag.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
 
 #include "support/process.hpp"
 #include "support/run_artifacts.hpp"
@@ -15,6 +19,7 @@
 namespace tandem {
 namespace {
 using testing::checkpointParameters;
+using testing::expectSameParameters;
 using testing::maxAbsoluteDifference;
 using testing::runTandem;
 using testing::summaryOf;
@@ -117,6 +122,29 @@ TEST_F(StreamingDiloco, EachExchangeCarriesOneFragment) {
   EXPECT_EQ(pushed, server["bytes_in"].get<int64_t>());
 }
 
+// 4 bits a pushed value, plus a float32 scale per 128 of each chunk's
+// values; pulls stay float32.
+TEST_F(StreamingDiloco, FourBitPushesCarryAnEighthOfTheBytes) {
+  auto run = launch(2, "int4", "--seed 2 --local-steps 4 --fragments 2 --fragment-delay 1 --max-steps 18 --push-bits 4");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto server = summaryOf(dir_.path() / "int4" / "ps" / "ps-0");
+  const int64_t floats = server["floats"], chunks = server["chunks"];
+  int64_t pushed = 0;
+  for (const auto& dir : {dir_.path() / "int4", dir_.path() / "int4" / "workers" / "worker-1"}) {
+    const auto d = summaryOf(dir)["strategy"]["diloco"];
+    EXPECT_EQ(d["pulled_bytes"].get<int64_t>(), 5 * 4 * floats) << "four models and the last, " << dir;
+    const int64_t bytes = d["pushed_bytes"];
+    // Per chunk: ceil(n / 2) codes and ceil(n / 128) scales.
+    EXPECT_GE(bytes, 5 * (floats / 2 + 4 * (floats / 128))) << dir;
+    EXPECT_LE(bytes, 5 * (floats / 2 + chunks + 4 * (floats / 128 + chunks))) << dir;
+    pushed += bytes;
+  }
+  EXPECT_EQ(pushed, server["bytes_in"].get<int64_t>());
+  const auto losses = testing::trainLosses(dir_.str("int4"));
+  ASSERT_GE(losses.size(), 2u);
+  EXPECT_LT(losses.back(), losses.front());
+}
+
 // The run's last step exchanges every fragment, so a resume starts from one
 // global model, with each chunk's servers at their own fragment's count.
 TEST_F(StreamingDiloco, ResumesFromTheRunsEnd) {
@@ -134,6 +162,57 @@ TEST_F(StreamingDiloco, ResumesFromTheRunsEnd) {
   EXPECT_NE(other.output.find("distributed/fragments differs"), std::string::npos) << other.output;
 }
 
+// A checkpoint lands right after a merge, with no exchange in flight: the
+// servers' global model in the chief's file, and each worker's own model
+// (and inner state) beside it. Resuming there ends where the uninterrupted
+// run did, bit for bit; a worker's missing own model is named.
+TEST_F(StreamingDiloco, ResumesFromAMidRunCheckpointExactly) {
+  namespace fs = std::filesystem;
+  const std::string args = "--seed 8 --optimizer adam --lr 0.002 --local-steps 4 --fragments 2 --fragment-delay 1 "
+                           "--max-steps 20 --checkpoint-every 8";
+  auto straight = launch(2, "straight", args);
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+  // Due after step 8, asked for in the report of the exchange that starts
+  // there, agreed at its merge after step 9.
+  const fs::path run = dir_.path() / "straight";
+  ASSERT_TRUE(fs::exists(run / "checkpoints" / "step-9.ckpt"));
+  // Once each: due after 8 and 16, taken at the merges after 9 and 17 (and
+  // the run's end, 20), by the chief and by every worker beside it.
+  auto files = [](const fs::path& dir, const std::string& suffix) {
+    std::vector<std::string> names;
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      if (entry.path().extension() == suffix) names.push_back(entry.path().filename().string());
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  EXPECT_EQ(files(run / "checkpoints", ".ckpt"), (std::vector<std::string>{"step-17.ckpt", "step-9.ckpt"}));
+  const std::vector<std::string> kept{"step-17.pt", "step-20.pt", "step-9.pt"};
+  for (const char* worker : {"worker-0", "worker-1"}) {
+    EXPECT_EQ(files(run / "workers" / worker / "local-model", ".pt"), kept) << worker;
+  }
+  EXPECT_EQ(files(run / "workers" / "worker-1" / "inner-state", ".pt"), kept);
+
+  // The same directory as if the run had died after its checkpoint at step 9.
+  auto restart = [&](const std::string& name) {
+    const fs::path copy = dir_.path() / name;
+    fs::copy(run, copy, fs::copy_options::recursive);
+    fs::remove(copy / "checkpoint.ckpt");
+    std::ofstream(copy / "checkpoints" / "latest") << "checkpoints/step-9.ckpt\n";
+    return copy;
+  };
+  restart("resumed");
+  auto resumed = launch(2, "resumed", args);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("at step 9"), std::string::npos) << resumed.output;
+  expectSameParameters(dir_.str("straight/checkpoint.ckpt"), dir_.str("resumed/checkpoint.ckpt"));
+
+  fs::remove(restart("missing") / "workers" / "worker-1" / "local-model" / "step-9.pt");
+  auto missing = launch(2, "missing", args);
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("local-model/step-9.pt: missing"), std::string::npos) << missing.output;
+}
+
 TEST_F(StreamingDiloco, BadInputNamesTheFlag) {
   const std::pair<std::string, std::string> cases[] = {
       {"--fragments 2", "--fragments: only applies with --local-steps"},
@@ -142,7 +221,6 @@ TEST_F(StreamingDiloco, BadInputNamesTheFlag) {
       {"--local-steps 4 --fragments 2 --fragment-delay 2", "--fragment-delay: must be below --local-steps / --fragments"},
       {"--local-steps 4 --fragment-mix 1.5", "--fragment-mix: must be in [0, 1]"},
       {"--local-steps 4 --fragments 2 --ps-mode async", "streaming DiLoCo runs with --ps-mode sync"},
-      {"--local-steps 4 --fragments 2 --checkpoint-every 4", "--checkpoint-every: streaming DiLoCo"},
   };
   for (const auto& [args, says] : cases) {
     auto run = launch(1, "bad", "--max-steps 4 " + args);

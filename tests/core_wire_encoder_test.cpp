@@ -1,4 +1,4 @@
-// The one 16-bit encoder behind all-reduce buckets and PS pushes.
+// The one encoder behind all-reduce buckets and PS pushes.
 #include "core/wire_encoder.hpp"
 
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 namespace tandem {
 namespace {
 
-std::vector<float> decoded(WireDtype wire, const uint16_t* bits, size_t n) {
+std::vector<float> decoded(WireDtype wire, const void* bits, size_t n) {
   std::vector<float> out(n);
   decodeWire(wire, bits, out.data(), n);
   return out;
@@ -20,8 +20,8 @@ std::vector<float> decoded(WireDtype wire, const uint16_t* bits, size_t n) {
 TEST(WireEncoder, EachSlotKeepsItsOwnBufferAcrossEncodes) {
   WireEncoder encoder(WireDtype::kBfloat16, false, 2);
   const std::vector<float> a{1.0f, 2.5f, -3.0f}, b{0.25f, 8.0f};
-  const uint16_t* slot0 = encoder.encode(0, a.data(), a.size());
-  const uint16_t* slot1 = encoder.encode(1, b.data(), b.size());
+  const void* slot0 = encoder.encode(0, a.data(), a.size());
+  const void* slot1 = encoder.encode(1, b.data(), b.size());
   EXPECT_EQ(decoded(WireDtype::kBfloat16, slot0, 3), a);  // exact in bf16
   EXPECT_EQ(decoded(WireDtype::kBfloat16, slot1, 2), b);
   const std::vector<float> a2{4.0f, 5.0f, 6.0f};

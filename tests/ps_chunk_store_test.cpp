@@ -110,6 +110,30 @@ TEST(ChunkStoreSync, HoldsAPullUntilEveryPushersGradientOfTheStepIsApplied) {
   EXPECT_DOUBLE_EQ(store.push(1, 0, 1, gradient({0, 0, 0}), 0)->lr, 0.25);
 }
 
+// --push-bits 4: each push is decoded from its codes and block scale, the
+// workers' sum is taken in float32, and a push of float32's size is refused.
+TEST(ChunkStoreSync, DecodesQuantisedPushesBeforeSummingThem) {
+  ServerConfig config = configFor(TrainingMode::kPsSync, 2);
+  config.push_bits = 4;
+  ChunkStore store = storeFor(config);
+  const PushFormat format = config.pushFormat();
+  auto encoded = [&](const std::vector<float>& values) {
+    zmq::message_t m(format.bytes(values.size()));
+    format.encode(values.data(), nullptr, m.data(), values.size());
+    return m;
+  };
+  net::Frame plain = frame(msg::kPush, {1, 2, 3});
+  EXPECT_EQ(refusalOf([&] { store.requirePayload(0, plain, format); }),
+            "ps-push of chunk 7 carries 12 bytes; the chunk holds 3 values (6 bytes as int4)");
+  EXPECT_FALSE(store.push(0, 0, 0, encoded({7.0f, -3.5f, 1.2f}), 0));  // scale 1: 7, -4, 1
+  const auto applied = runApply(store, store.push(1, 0, 0, encoded({0.5f, 0.0f, -3.5f}), 0));  // scale 0.5: 1, 0, -7
+  ASSERT_EQ(applied.replies.size(), 0u);
+  EXPECT_TRUE(store.pull(0, pullFrom(0, 1), 1).size() == 1);
+  const auto replies = store.pull(0, pullFrom(1, 2), 1);
+  ASSERT_EQ(replies.size(), 1u);
+  expectValues(replies[0], {1 - 0.5f * 7.5f, 2 - 0.5f * -4.0f, 3 - 0.5f * -2.5f});
+}
+
 TEST(ChunkStoreSync, RefusesAPushOfAnotherStepATwiceAndANonPusherNamingThem) {
   ChunkStore store = storeFor(configFor(TrainingMode::kPsSync, 2));
   EXPECT_EQ(refusalOf([&] { store.push(1, 0, 1, gradient({0, 0, 0}), 0); }),
@@ -142,7 +166,7 @@ TEST(ChunkStore, RefusesRequestsForChunksItDoesNotHold) {
   EXPECT_EQ(refusalOf([&] { store.indexOf(other.header); }), "unknown key 8: ps 1 does not hold that chunk");
   other.header.key_begin = kKey;
   EXPECT_EQ(refusalOf([&] { store.indexOf(other.header); }), "ps-pull covers keys [7, 9); requests name exactly one chunk");
-  EXPECT_EQ(refusalOf([&] { store.requirePayload(0, frame(msg::kPush, {1, 2}), WireDtype::kBfloat16); }),
+  EXPECT_EQ(refusalOf([&] { store.requirePayload(0, frame(msg::kPush, {1, 2}), PushFormat{WireDtype::kBfloat16}); }),
             "ps-push of chunk 7 carries 8 bytes; the chunk holds 3 values (6 bytes as bf16)");
   EXPECT_EQ(refusalOf([&] { store.set(0, frame(msg::kSet, {1, 2})); }),
             "ps-set of chunk 7 carries 8 bytes; the chunk holds 3 values (12 bytes as fp32)");

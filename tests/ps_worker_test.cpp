@@ -315,6 +315,24 @@ TEST(PushGroups, EachHostPushesEachChunkThroughOneWorker) {
   EXPECT_EQ(serverConfigFromJson(toJson(c), "chief").push_groups, c.push_groups);
 }
 
+// Quantised pushes travel in ps-init; other widths are refused, naming the field.
+TEST(PushBitsConfig, RoundTripsAndOtherWidthsAreRefused) {
+  ServerConfig c = makeConfig(TrainingMode::kPsSync, 2, {{0, 4}});
+  EXPECT_EQ(serverConfigFromJson(toJson(c), "chief").push_bits, 0);
+  c.push_bits = 4;
+  EXPECT_EQ(serverConfigFromJson(toJson(c), "chief").push_bits, 4);
+  EXPECT_EQ(serverConfigFromJson(toJson(c), "chief").pushFormat().name(), "int4");
+  auto odd = toJson(c);
+  odd["push_bits"] = 5;
+  try {
+    serverConfigFromJson(odd, "chief");
+    ADD_FAILURE() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("chief: ps-init: push_bits 5: expected 8 or 4"), std::string::npos)
+        << e.what();
+  }
+}
+
 // Delay compensation travels in ps-init, and only async or SSP servers take it.
 TEST(DelayCompensationConfig, RoundTripsAndSyncServersRefuseIt) {
   ServerConfig c = makeConfig(TrainingMode::kPsAsync, 2, {{0, 4}});

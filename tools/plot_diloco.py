@@ -5,7 +5,7 @@ files (docs/results.md, "DiLoCo").
   plot_diloco.py [--title TEXT] [--floor ACC] OUT.png LABEL=RESULTS.json [LABEL=RESULTS.json ...]
 
 Each file is one DiLoCo setting (modes hN, aN for async DiLoCo, sN for
-streaming DiLoCo); its
+streaming DiLoCo, each with an optional q8 or q4 for 8- or 4-bit pushes); its
 sync, async and dc runs are drawn once, from the first file that has them.
 A point is the mean over seeds, its bar the lowest and highest seed.
 """
@@ -28,6 +28,11 @@ def by_mode(runs):
     for r in runs:
         modes.setdefault(r["mode"], []).append(r)
     return modes
+
+
+def tag(mode):
+    h, _, bits = mode[1:].partition("q")
+    return f"H={h}" + (f" {bits}-bit" if bits else "")
 
 
 def point(rows):
@@ -64,8 +69,9 @@ def main(out, series, title=TITLE, floor=FLOOR):
             xs = [p[0][0] for p in pts]
             ax.errorbar(xs, [p[0][1] for p in pts], yerr=[[p[0][2] for p in pts], [p[0][3] for p in pts]],
                         marker="o", linestyle=style, capsize=4, label=f"{kind}, {label}")
-            for (x, y, _, _), m in pts:
-                ax.annotate(f"H={m[1:]}", (x, y), textcoords="offset points", xytext=(6, -12), fontsize=8)
+            for i, ((x, y, _, _), m) in enumerate(pts):  # neighbours alternate below and above
+                ax.annotate(tag(m), (x, y), textcoords="offset points", xytext=(6, -12 if i % 2 == 0 else 6),
+                            fontsize=8)
     ax.set_ylim(bottom=floor)
     ax.set_xscale("log")
     ax.set_xlabel("bytes through the parameter server (MB, log scale)")

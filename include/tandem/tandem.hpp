@@ -128,6 +128,10 @@ struct DistributedOptions {
   std::string outer_optimizer = "nesterov";
   double outer_lr = 0.7;
   double outer_momentum = 0.9;
+  // PS modes: 8 or 4 sends each push (gradient, or DiLoCo's change) in that
+  // many bits a value, with a scale per 128 values and error feedback;
+  // pulls keep InitOptions::wire_dtype. 0: pushes in the wire dtype.
+  int push_bits = 0;
 };
 
 // Wraps the user's optimizer. AllReduce: gradients are averaged over all

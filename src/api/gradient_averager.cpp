@@ -179,6 +179,7 @@ DistributedOptimizer::DistributedOptimizer(torch::optim::Optimizer& optimizer, t
     : impl_(new Impl{optimizer, std::nullopt, nullptr}) {
   if (options.mode == Mode::AllReduce) {
     if (options.local_steps != 0) throw InputError("tandem: local_steps (DiLoCo) needs parameter servers (PsSync, PsAsync)");
+    if (options.push_bits != 0) throw InputError("tandem: push_bits needs parameter servers (PsSync, PsAsync, Ssp)");
     impl_->averager.emplace(module, options.backward_passes_per_step);
     return;
   }
@@ -193,6 +194,7 @@ DistributedOptimizer::DistributedOptimizer(torch::optim::Optimizer& optimizer, t
   ps.outer_optimizer = options.outer_optimizer;
   ps.outer_lr = options.outer_lr;
   ps.outer_momentum = options.outer_momentum;
+  ps.push_bits = options.push_bits;
   if (options.local_steps > 0 && options.mode == Mode::Ssp) {
     throw InputError("tandem: local_steps (DiLoCo) runs with PsSync or PsAsync, not Ssp");
   }

@@ -129,6 +129,7 @@ PsOptimizer::PsOptimizer(torch::nn::Module& module, const PsOptimizerOptions& op
   d.ps_chunk_mb = options.chunk_mb;
   d.wire_dtype = parseWireDtype(job.options.wire_dtype, "tandem::init: wire_dtype");
   d.error_feedback = job.options.error_feedback;
+  d.push_bits = checkPushBits(options.push_bits, "tandem: push_bits");
   d.peer_timeout_s = job.options.peer_timeout_s;
   d.rendezvous_timeout_s = job.options.rendezvous_timeout_s;
   d.local_steps = options.local_steps;

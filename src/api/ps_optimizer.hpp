@@ -26,6 +26,7 @@ struct PsOptimizerOptions {
   std::string outer_optimizer = "nesterov";
   double outer_lr = 0.7;
   double outer_momentum = 0.9;
+  int push_bits = 0;  // 8 or 4: quantised pushes (core/push_format.hpp)
 };
 
 class PsOptimizer {

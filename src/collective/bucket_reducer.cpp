@@ -18,7 +18,7 @@ size_t BucketReducer::reduce(size_t bucket, float* data, size_t count, size_t ex
   const size_t values = count - exact_tail;
   // The bucket's own buffer, the same every step: the communicator's cache
   // keys on the address.
-  uint16_t* buffer = encoder_->encode(bucket, data, values);
+  auto* buffer = static_cast<uint16_t*>(encoder_->encode(bucket, data, values));
   comm_.allreduceSum16(buffer, values, wire_);
   decodeWire(wire_, buffer, data, values);
   if (exact_tail > 0) comm_.allreduceSum(data + values, exact_tail);

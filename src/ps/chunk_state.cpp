@@ -68,17 +68,18 @@ float* floatsOf(zmq::message_t& message, std::vector<float>& scratch) {
   return scratch.data();
 }
 
-float* gradientOf(zmq::message_t& message, size_t length, WireDtype wire, std::vector<float>& scratch) {
-  if (wire == WireDtype::kFloat32) return floatsOf(message, scratch);
+float* gradientOf(zmq::message_t& message, size_t length, const PushFormat& format, std::vector<float>& scratch) {
+  if (format.raw()) return floatsOf(message, scratch);
   scratch.resize(length);
-  decodeWire(wire, message.data(), scratch.data(), length);
+  format.decode(message.data(), scratch.data(), length);
   return scratch.data();
 }
 
-float* sumGradients(std::vector<zmq::message_t>& grads, size_t length, WireDtype wire, std::vector<float>& scratch) {
-  float* sum = gradientOf(grads[0], length, wire, scratch);
-  if (wire != WireDtype::kFloat32) {
-    for (size_t w = 1; w < grads.size(); ++w) decodeAddWire(wire, grads[w].data(), sum, length);
+float* sumGradients(std::vector<zmq::message_t>& grads, size_t length, const PushFormat& format,
+                    std::vector<float>& scratch) {
+  float* sum = gradientOf(grads[0], length, format, scratch);
+  if (!format.raw()) {
+    for (size_t w = 1; w < grads.size(); ++w) format.decodeAdd(grads[w].data(), sum, length);
     return sum;
   }
   std::vector<float> addend_scratch;

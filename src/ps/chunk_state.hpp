@@ -107,7 +107,7 @@ zmq::message_t packState(const ChunkState& c);
 // Remakes c.wire_param from c.param for a 16-bit wire; nothing for fp32.
 void refreshWireCopy(ChunkState& c, WireDtype wire);
 
-// Bytes of one chunk's values on the wire (pushes and pulls).
+// Bytes of one chunk's values in a pull (pushes: ServerConfig::pushFormat).
 size_t wirePayloadBytes(const ChunkState& c, WireDtype wire);
 
 // Floats of a received message. ZeroMQ may hand over a buffer at any byte
@@ -116,12 +116,13 @@ float* floatsOf(zmq::message_t& message, std::vector<float>& scratch);
 
 // A pushed gradient as floats: the message itself (float32, aligned), or
 // decoded into `scratch`.
-float* gradientOf(zmq::message_t& message, size_t length, WireDtype wire, std::vector<float>& scratch);
+float* gradientOf(zmq::message_t& message, size_t length, const PushFormat& format, std::vector<float>& scratch);
 
 // The sum of the workers' gradients, in worker order (so every run adds in
 // the same order), in float32, written into the first one's buffer or
 // `scratch`.
-float* sumGradients(std::vector<zmq::message_t>& grads, size_t length, WireDtype wire, std::vector<float>& scratch);
+float* sumGradients(std::vector<zmq::message_t>& grads, size_t length, const PushFormat& format,
+                    std::vector<float>& scratch);
 
 // Applies one update with the server's optimizer: `update_index` counts the
 // chunk's updates (Adam's bias correction, SGD's first momentum step),

@@ -51,19 +51,19 @@ size_t ChunkStore::indexOf(const net::FrameHeader& h) const {
   return it->second;
 }
 
-void ChunkStore::requirePayload(size_t index, const net::Frame& f, WireDtype wire) const {
+void ChunkStore::requirePayload(size_t index, const net::Frame& f, const PushFormat& format) const {
   const ChunkState& c = chunks_[index];
-  const size_t expected = wirePayloadBytes(c, wire);
+  const size_t expected = format.bytes(static_cast<size_t>(c.length));
   if (f.payload.size() != expected) {
     throw Refusal{fmt::format("{} of chunk {} carries {} bytes; the chunk holds {} values ({} bytes as {})",
                               kMessages.nameOf(f.header.type), c.key, f.payload.size(), c.length, expected,
-                              wireDtypeName(wire))};
+                              format.name())};
   }
 }
 
 void ChunkStore::set(size_t index, const net::Frame& f) {
   ChunkState& c = chunks_[index];
-  if (!loadChunk(c, f.payload.data(), f.payload.size())) requirePayload(index, f, WireDtype::kFloat32);
+  if (!loadChunk(c, f.payload.data(), f.payload.size())) requirePayload(index, f, PushFormat{});
   refreshWireCopy(c, config_->wire);
   c.applied = f.header.clock;
   c.received = f.header.clock;
@@ -146,7 +146,7 @@ void ChunkStore::apply(ApplyJob& job) {
   std::vector<float> scratch;
   // Each sync worker pre-scaled its gradient by 1/workers: the sum is the
   // mean. An async job's one gradient is its own sum.
-  float* grad = sumGradients(job.grads, static_cast<size_t>(c.length), config_->wire, scratch);
+  float* grad = sumGradients(job.grads, static_cast<size_t>(c.length), config_->pushFormat(), scratch);
   double lr = job.lr;
   // Async and SSP: one push, from this worker, computed on what it last pulled here.
   const auto worker = job.arrivals.empty() ? size_t{0} : static_cast<size_t>(job.arrivals.front().first);

@@ -58,6 +58,7 @@ nlohmann::json toJson(const ServerConfig& c) {
           {"start_step", c.start_step},
           {"total_steps", c.total_steps},
           {"wire_dtype", wireDtypeName(c.wire)},
+          {"push_bits", c.push_bits},
           {"push_groups", c.push_groups},
           {"generation", c.generation},
           {"replaces", c.replaces},
@@ -104,6 +105,9 @@ ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer
   // Optional: a chief from before the field sends float32.
   if (j.is_object() && j.contains("wire_dtype")) {
     c.wire = parseWireDtype(field<std::string>(j, "wire_dtype", peer), fmt::format("{}: ps-init: wire_dtype", peer));
+  }
+  if (j.is_object() && j.contains("push_bits")) {
+    c.push_bits = checkPushBits(field<int>(j, "push_bits", peer), fmt::format("{}: ps-init: push_bits", peer));
   }
   if (j.is_object() && j.contains("generation")) c.generation = field<uint64_t>(j, "generation", peer);
   if (j.is_object() && j.contains("replaces")) c.replaces = field<uint64_t>(j, "replaces", peer);

@@ -15,6 +15,7 @@
 
 #include "net/frame.hpp"
 #include "net/shared_arena.hpp"
+#include "core/push_format.hpp"
 #include "core/training_mode.hpp"
 #include "core/wire_dtype.hpp"
 #include "optim/kernels.hpp"
@@ -45,6 +46,8 @@ struct ServerConfig {
   uint64_t total_steps = 0;
   // How pushes arrive and pulls leave; ps-set and ps-state stay float32.
   WireDtype wire = WireDtype::kFloat32;
+  // 8 or 4: pushes arrive quantised (core/push_format.hpp); 0: in `wire`.
+  int push_bits = 0;
   // Sync mode, hierarchical: the workers of each host, who first sum their
   // gradients among themselves; chunk k of a host is pushed (and pulled) by
   // one of them only, group[k % group size]. Empty: every worker pushes
@@ -65,6 +68,7 @@ struct ServerConfig {
   bool staleness_lr = false;
 
   double lrAt(uint64_t step) const;
+  PushFormat pushFormat() const { return {wire, push_bits}; }
   // "5s": how errors name the peer timeout.
   std::string peerTimeoutText() const;
 };

@@ -56,9 +56,10 @@ void ParameterServer::Impl::onInit(const std::string& routing, net::Frame& f) {
   workers.reset(c.workers);
   clocks.emplace(c.mode, c.staleness, c.workers, c.start_step, c.total_steps);
   const int64_t floats = totalFloats(store.chunks());
-  TANDEM_LOG_INFO("{}: {} mode, {} worker(s), {} chunk(s), {:.1f} MB, optimizer {}, {} apply thread(s), {} on the wire",
+  TANDEM_LOG_INFO("{}: {} mode, {} worker(s), {} chunk(s), {:.1f} MB, optimizer {}, {} apply thread(s), {} on the wire{}",
                   name, modeName(c.mode), c.workers, store.chunks().size(), static_cast<double>(floats) * 4 / 1e6,
-                  c.optimizer.name, apply_threads, wireDtypeName(c.wire));
+                  c.optimizer.name, apply_threads, wireDtypeName(c.wire),
+                  c.push_bits ? fmt::format(" (pushes {})", c.pushFormat().name()) : "");
   admission.initialised(c);
   config = std::move(c);
   replyOk(routing, f.header.request_id);
@@ -172,7 +173,7 @@ void ParameterServer::Impl::onPush(const std::string& routing, net::Frame& f) {
     const ArenaDestination named = namedArenaBytes(w, f, options.max_payload_bytes);
     f.payload = arenaMessage(named.arena, named.bytes);
   }
-  store.requirePayload(index, f, config->wire);
+  store.requirePayload(index, f, config->pushFormat());
   if (!admission.isReady()) throw Refusal{"ps-push before every chunk was initialised"};
   const size_t bytes = f.payload.size();
   std::optional<ApplyJob> job = store.push(w, index, f.header.clock, std::move(f.payload), timelineNow());

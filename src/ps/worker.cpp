@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <string_view>
 
 #include "core/error.hpp"
 #include "core/logging.hpp"
@@ -44,7 +45,8 @@ Worker::Worker(WorkerOptions options, net::JobSecurity security)
       client_(std::make_unique<PsClient>(options_.servers, std::move(security), net::kMaxPayloadBytes,
                                          options_.liveness)) {
   const size_t chunks = options_.layout.chunks.size();
-  if (options_.wire != WireDtype::kFloat32) encoder_.emplace(options_.wire, options_.error_feedback, chunks);
+  const PushFormat pushes{options_.wire, options_.push_bits};
+  if (!pushes.raw()) encoder_.emplace(pushes, options_.error_feedback || pushes.quantised(), chunks);
   push_tickets_.resize(chunks);
   pull_tickets_.resize(chunks);
   pull_expected_.assign(chunks, false);
@@ -78,7 +80,7 @@ net::ArenaRef Worker::pullRef(size_t c) const {
 }
 
 zmq::message_t Worker::pushPayload(size_t c, const void* data, net::FrameHeader& header) const {
-  const size_t bytes = chunkWireBytes(c);
+  const size_t bytes = chunkPushBytes(c);
   if (sharesWith(c) && arena_->contains(data, bytes)) {
     header.flags |= net::kFlagInArena;
     return net::copyPayload(net::encode(net::ArenaRef{arena_->offsetOf(data), bytes}));
@@ -159,7 +161,7 @@ void Worker::push(size_t c, const float* grad, int64_t step) {
   if (pending_[c].pull_needed) pull_expected_[c] = true;
   const auto server = static_cast<size_t>(serverOf(c));
   const size_t window = options_.push_window_bytes;
-  if (window == 0 || in_flight_bytes_[server] == 0 || in_flight_bytes_[server] + chunkWireBytes(c) <= window) {
+  if (window == 0 || in_flight_bytes_[server] == 0 || in_flight_bytes_[server] + chunkPushBytes(c) <= window) {
     sendPush(c);
   } else {
     waiting_[server].insert(c);
@@ -169,7 +171,7 @@ void Worker::push(size_t c, const float* grad, int64_t step) {
 void Worker::sendPush(size_t c) {
   Pending& p = pending_[c];
   const int server = serverOf(c);
-  const size_t bytes = chunkWireBytes(c);
+  const size_t bytes = chunkPushBytes(c);
   net::FrameHeader header = chunkHeader(msg::kPush, c, p.step);
   zmq::message_t payload = pushPayload(c, p.data, header);
   std::function<void()> taken;
@@ -195,7 +197,7 @@ void Worker::pushTaken(int server, size_t bytes) {
   auto& queue = waiting_[s];
   while (!queue.empty()) {
     const size_t c = *queue.begin();
-    if (in_flight_bytes_[s] > 0 && in_flight_bytes_[s] + chunkWireBytes(c) > options_.push_window_bytes) break;
+    if (in_flight_bytes_[s] > 0 && in_flight_bytes_[s] + chunkPushBytes(c) > options_.push_window_bytes) break;
     queue.erase(queue.begin());
     sendPush(c);
   }
@@ -238,7 +240,9 @@ void Worker::trace(const char* what, size_t c, const Ticket& ticket, int64_t ste
   const Ticket::Times t = ticket.times();
   if (t.replied_us == 0) return;
   timeline->span(fmt::format("{} chunk {}", what, c), obs::Lane::kComm, t.queued_us, t.replied_us,
-                 {{"server", serverOf(c)}, {"bytes", chunkWireBytes(c)}, {"step", step}});
+                 {{"server", serverOf(c)},
+                  {"bytes", std::string_view(what) == "push" ? chunkPushBytes(c) : chunkWireBytes(c)},
+                  {"step", step}});
 }
 
 void Worker::receivePulls(Deadline deadline, int64_t step, const std::function<void(size_t, const net::Frame&)>& sink,

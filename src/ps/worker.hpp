@@ -46,9 +46,10 @@ struct WorkerOptions {
   // socket copies. Servers that cannot map it get bytes as before.
   bool shared_memory = false;
   // A 16-bit wire carries each push's rounding into the chunk's next push
-  // (--error-feedback).
+  // (--error-feedback); quantised pushes always do.
   bool error_feedback = false;
   obs::Timeline* timeline = nullptr;  // --timeline: pushes, pulls and step ends on the communication lane
+  int push_bits = 0;  // 8 or 4: pushes quantised, with error feedback (core/push_format.hpp)
 };
 
 // The window priority scheduling uses by default: two of the largest chunks
@@ -177,6 +178,9 @@ class Worker {
   size_t chunkWireBytes(size_t c) const {
     return static_cast<size_t>(options_.layout.chunks[c].length) * wireBytes(options_.wire);
   }
+  size_t chunkPushBytes(size_t c) const {
+    return PushFormat{options_.wire, options_.push_bits}.bytes(static_cast<size_t>(options_.layout.chunks[c].length));
+  }
   // Chunk c's pull lands here in the arena, after the gradients.
   net::ArenaRef pullRef(size_t c) const;
   uint64_t landingOffset() const;
@@ -187,7 +191,7 @@ class Worker {
   bool sharesWith(size_t c) const { return !arena_mapped_.empty() && arena_mapped_[static_cast<size_t>(serverOf(c))]; }
 
   WorkerOptions options_;
-  std::optional<WireEncoder> encoder_;       // 16-bit wires: a buffer (and residuals) by chunk
+  std::optional<WireEncoder> encoder_;       // encoded pushes: a buffer (and residuals) by chunk
   std::shared_ptr<net::SharedArena> arena_;  // [gradients: float32][pulls: wire dtype]
   std::vector<bool> arena_mapped_;           // by server, from its hello answer
   std::unique_ptr<PsClient> client_;

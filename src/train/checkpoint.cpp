@@ -1,6 +1,9 @@
 #include "train/checkpoint.hpp"
 
+#include <fmt/ranges.h>
+
 #include <cstring>
+#include <functional>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -59,28 +62,63 @@ void saveCheckpoint(const std::filesystem::path& path, const CheckpointMeta& met
   obs::writeFileAtomically(path, file);
 }
 
-void saveOptimizerState(const std::filesystem::path& path, const torch::optim::Optimizer& optimizer) {
-  torch::serialize::OutputArchive archive;
-  optimizer.save(archive);
+namespace {
+
+void saveArchive(const std::filesystem::path& path, torch::serialize::OutputArchive& archive) {
   std::ostringstream bytes;
   archive.save_to(bytes);
   std::filesystem::create_directories(path.parent_path());
   obs::writeFileAtomically(path, bytes.str());
 }
 
-void loadOptimizerState(const std::filesystem::path& path, torch::optim::Optimizer& optimizer) {
+// Reads `path` into `read`'s archive; InputError naming the file and `what`
+// it should hold when it is missing or unreadable.
+void loadArchive(const std::filesystem::path& path, std::string_view what,
+                 const std::function<void(torch::serialize::InputArchive&)>& read) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
-    throw InputError(fmt::format("{}: missing: this worker's optimizer state for the checkpoint it resumes from",
-                                 path.string()));
+    throw InputError(fmt::format("{}: missing: this worker's {} for the checkpoint it resumes from", path.string(), what));
   }
   try {
     torch::serialize::InputArchive archive;
     archive.load_from(path.string(), torch::Device(torch::kCPU));
-    optimizer.load(archive);
+    read(archive);
   } catch (const c10::Error& e) {
-    throw InputError(fmt::format("{}: cannot restore optimizer state: {}", path.string(), e.what_without_backtrace()));
+    throw InputError(fmt::format("{}: cannot restore {}: {}", path.string(), what, e.what_without_backtrace()));
   }
+}
+
+}  // namespace
+
+void saveOptimizerState(const std::filesystem::path& path, const torch::optim::Optimizer& optimizer) {
+  torch::serialize::OutputArchive archive;
+  optimizer.save(archive);
+  saveArchive(path, archive);
+}
+
+void loadOptimizerState(const std::filesystem::path& path, torch::optim::Optimizer& optimizer) {
+  loadArchive(path, "optimizer state", [&](torch::serialize::InputArchive& archive) { optimizer.load(archive); });
+}
+
+void saveTensors(const std::filesystem::path& path, const std::vector<torch::Tensor>& tensors) {
+  torch::serialize::OutputArchive archive;
+  for (size_t i = 0; i < tensors.size(); ++i) archive.write(std::to_string(i), tensors[i].detach().cpu());
+  saveArchive(path, archive);
+}
+
+void loadTensors(const std::filesystem::path& path, const std::vector<torch::Tensor>& into) {
+  loadArchive(path, "own parameters", [&](torch::serialize::InputArchive& archive) {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < into.size(); ++i) {
+      torch::Tensor t;
+      archive.read(std::to_string(i), t);
+      if (!t.sizes().equals(into[i].sizes())) {
+        throw InputError(fmt::format("{}: tensor {} has shape {}, the model's has {}", path.string(), i,
+                                     fmt::join(t.sizes(), "x"), fmt::join(into[i].sizes(), "x")));
+      }
+      into[i].copy_(t);
+    }
+  });
 }
 
 LoadedCheckpoint::LoadedCheckpoint(const std::filesystem::path& path) : path_(path) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "models/registry.hpp"
 #include "train/checkpoint_format.hpp"
@@ -30,6 +31,10 @@ void saveCheckpoint(const std::filesystem::path& path, const CheckpointMeta& met
 void saveOptimizerState(const std::filesystem::path& path, const torch::optim::Optimizer& optimizer);
 // Throws InputError naming the file when it is missing or unreadable.
 void loadOptimizerState(const std::filesystem::path& path, torch::optim::Optimizer& optimizer);
+// Tensors alone (a streaming DiLoCo worker's own parameters), in order, and
+// back into tensors of the same shapes; errors as loadOptimizerState's.
+void saveTensors(const std::filesystem::path& path, const std::vector<torch::Tensor>& tensors);
+void loadTensors(const std::filesystem::path& path, const std::vector<torch::Tensor>& into);
 
 class LoadedCheckpoint {
  public:

@@ -31,7 +31,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LrScheduleConfig, kind, unit, bo
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DistributedConfig, bucket_mb, peer_timeout_s, rendezvous_timeout_s, heartbeat_timeout_s,
                                                 restart_wait_s,
                                                 verify_replicas_every, ps_mode, staleness, ps_chunk_mb, ps_threads,
-                                                wire_dtype, error_feedback, hierarchical, priority, shared_memory, bind,
+                                                wire_dtype, error_feedback, push_bits, hierarchical, priority, shared_memory, bind,
                                                 gpu_collective, delay_compensation, delay_compensation_form,
                                                 staleness_lr, local_steps,
                                                 outer_optimizer, outer_lr, outer_momentum, fragments,
@@ -175,13 +175,10 @@ void validate(const TrainConfig& c, SuppliedParts supplied) {
     throw InputError("--staleness-lr on: needs --ps-mode async or --staleness k > 0 (sync gradients are never stale)");
   }
   validateDiloco(c.distributed);
-  if (streamsFragments(c.distributed) && c.checkpoint_every_steps > 0) {
-    throw InputError("--checkpoint-every: streaming DiLoCo (--fragments, --fragment-delay) checkpoints at the run's "
-                     "end only: no step before it has every worker on one model");
-  }
   if (c.distributed.wire_dtype == WireDtype::kFloat32 && c.distributed.error_feedback) {
     throw InputError("--error-feedback: needs --wire-dtype fp16 or bf16 (float32 loses nothing to carry)");
   }
+  checkPushBits(c.distributed.push_bits);
   if (c.debug_step_delay_ms < 0) throw InputError("--debug-step-delay-ms: must be >= 0");
   if (c.out_dir.empty()) throw InputError("--out: must not be empty");
   for (int64_t w : c.model_options.mlp_widths) requirePositive(w, "--mlp-widths");

@@ -103,6 +103,9 @@ struct DistributedConfig {
   // (core/wire_dtype.hpp). Master weights and optimizer state stay float32.
   WireDtype wire_dtype = WireDtype::kFloat32;
   bool error_feedback = false;  // carry each value's rounding into its next send
+  // PS pushes quantised to 8 or 4 bits a value, with error feedback
+  // (core/push_format.hpp); 0: pushes travel as wire_dtype. Pulls keep it.
+  int push_bits = 0;
   // All-reduce and sync PS: auto sums each host's workers' gradients
   // locally before one of them sends the host's sum (when the job spans
   // hosts and a host has several workers); off has every worker send alone.

@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 
 #include "core/error.hpp"
 #include "core/logging.hpp"
+#include "core/push_format.hpp"
 #include "core/wire_dtype.hpp"
 #include "train/checkpoint.hpp"
 #include "train/run_directory.hpp"
@@ -67,7 +69,7 @@ void DilocoStrategy::initialize(torch::nn::Module& model, const nlohmann::json& 
     if (rank() == 0) {
       LoadedCheckpoint(plan.resume_from).restoreOuter(*outer_);
     } else if (inner_ != nullptr && sync) {
-      loadOptimizerState(innerStatePath(plan.start_step), *inner_);
+      loadOptimizerState(workerStatePath("inner-state", plan.start_step), *inner_);
     } else {
       TANDEM_LOG_INFO("worker {}: async DiLoCo resumes every worker's inner optimizer from the chief's", rank());
     }
@@ -92,7 +94,12 @@ void DilocoStrategy::initialize(torch::nn::Module& model, const nlohmann::json& 
   }
   ps_->initialize(model, fingerprint, rounds);
   if (schedule) {
-    fragments_ = std::make_unique<FragmentExchange>(*schedule, d.fragment_mix, *ps_, d.wire_dtype, plan.start_step);
+    const PushFormat pushes{d.wire_dtype, d.push_bits};
+    fragments_ = std::make_unique<FragmentExchange>(*schedule, d.fragment_mix, *ps_, pushes, plan.start_step);
+    // The exchange took the global model from the model; the worker trains on from its own.
+    if (!plan.resume_from.empty() && plan.start_step > 0) {
+      loadTensors(workerStatePath("local-model", plan.start_step), params_);
+    }
   } else {
     torch::NoGradGuard no_grad;
     for (const auto& p : params_) global_.push_back(p.detach().clone());
@@ -100,7 +107,7 @@ void DilocoStrategy::initialize(torch::nn::Module& model, const nlohmann::json& 
   last_contact_ = Clock::now();
   if (rank() == 0 && schedule) {
     TANDEM_LOG_INFO("streaming DiLoCo: {} fragment(s), one exchanged every {} step(s), each merged {} step(s) later "
-                    "at mix {}; checkpoints at the run's end only",
+                    "at mix {}",
                     d.fragments, h / d.fragments, d.fragment_delay, d.fragment_mix);
   }
   if (rank() == 0) {
@@ -139,10 +146,10 @@ void DilocoStrategy::keepAliveIfQuiet() {
 }
 
 SyncTimes DilocoStrategy::exchangeFragments(AgreedStep& agreed) {
-  const ps::StepReport report{agreed.loss, 0.0, stop_wanted_, false};
+  const ps::StepReport report{agreed.loss, 0.0, stop_wanted_, checkpoint_wanted_};
   const FragmentExchange::Outcome out = fragments_->afterStep(step_, step_ >= total_steps_, report);
   if (out.reported) {
-    stop_wanted_ = false;
+    stop_wanted_ = checkpoint_wanted_ = false;
     last_contact_ = Clock::now();
   } else {
     keepAliveIfQuiet();
@@ -151,9 +158,13 @@ SyncTimes DilocoStrategy::exchangeFragments(AgreedStep& agreed) {
     agreed.loss = out.agreement->loss;
     agreed.stop = out.agreement->stop;
   }
-  agreed.replicas_agree = out.everything;
-  agreed.checkpoint = false;  // the run's end only: no other step has one model
-  if (out.everything && rank() != 0 && inner_ != nullptr) saveInnerState(step_);
+  agreed.replicas_agree = on_global_ = out.everything;
+  // Right after a merge no exchange is in flight: the servers hold every
+  // fragment's last global values, and each worker its own model.
+  agreed.checkpoint = out.agreement && out.agreement->checkpoint && !out.everything;
+  // The chief asks each step until one is taken: asks since the report are this one's.
+  if (agreed.checkpoint) checkpoint_wanted_ = false;
+  if (agreed.checkpoint || out.everything) saveWorkerState(step_);
   return out.times;
 }
 
@@ -186,17 +197,25 @@ SyncTimes DilocoStrategy::exchange(torch::nn::Module& model, AgreedStep& agreed)
   agreed.checkpoint = after.checkpoint;
   agreed.replicas_agree = true;
   // The chief's checkpoint holds its own inner state; the others keep theirs.
-  if (checkpointsByAgreement() && rank() != 0 && inner_ != nullptr &&
-      (after.checkpoint || after.stop || step_ >= total_steps_)) {
-    saveInnerState(step_);
-  }
+  if (checkpointsByAgreement() && (after.checkpoint || after.stop || step_ >= total_steps_)) saveWorkerState(step_);
   return after.times;
 }
 
 std::optional<int64_t> DilocoStrategy::prepareCheckpoint(torch::optim::Optimizer&) {
-  ps_->prepareCheckpoint(*outer_);  // may put the servers' float32 values into the model
+  if (fragments_ && !on_global_) {
+    torch::NoGradGuard no_grad;
+    own_model_.clear();
+    for (const auto& p : params_) own_model_.push_back(p.detach().clone());
+  }
+  ps_->prepareCheckpoint(*outer_);  // may put the servers' float32 values into the model (streaming: always)
   keepGlobal();
   return std::nullopt;
+}
+
+void DilocoStrategy::checkpointSaved() {
+  torch::NoGradGuard no_grad;
+  for (size_t p = 0; p < own_model_.size(); ++p) params_[p].copy_(own_model_[p]);
+  own_model_.clear();
 }
 
 int64_t DilocoStrategy::awaitJobEnd(int64_t own_step) {
@@ -211,16 +230,23 @@ void DilocoStrategy::keepGlobal() {
   for (size_t p = 0; p < global_.size(); ++p) global_[p].copy_(params_[p]);
 }
 
-std::filesystem::path DilocoStrategy::innerStatePath(int64_t step) const {
-  return std::filesystem::path(config_.out_dir) / "workers" / fmt::format("worker-{}", rank()) / "inner-state" /
+std::filesystem::path DilocoStrategy::workerStatePath(const char* kind, int64_t step) const {
+  return std::filesystem::path(config_.out_dir) / "workers" / fmt::format("worker-{}", rank()) / kind /
          fmt::format("step-{}.pt", step);
 }
 
-void DilocoStrategy::saveInnerState(int64_t step) const {
-  saveOptimizerState(innerStatePath(step), *inner_);
+void DilocoStrategy::saveWorkerState(int64_t step) const {
   // As many as the chief keeps periodic checkpoints, and its final one.
   const int keep = config_.keep_checkpoints > 0 ? config_.keep_checkpoints + 1 : 0;
-  pruneStepFiles(innerStatePath(step).parent_path(), ".pt", step, keep);
+  auto save = [&](const char* kind, const std::function<void(const std::filesystem::path&)>& write) {
+    const std::filesystem::path path = workerStatePath(kind, step);
+    write(path);
+    pruneStepFiles(path.parent_path(), ".pt", step, keep);
+  };
+  // The chief's checkpoint holds its own inner state.
+  if (rank() != 0 && inner_ != nullptr) save("inner-state", [&](const auto& path) { saveOptimizerState(path, *inner_); });
+  // Streaming: between merges each worker's model is its own.
+  if (fragments_) save("local-model", [&](const auto& path) { saveTensors(path, params_); });
 }
 
 nlohmann::json DilocoStrategy::summary() const {
@@ -228,12 +254,13 @@ nlohmann::json DilocoStrategy::summary() const {
   const auto& d = config_.distributed;
   // Each round pushes and pulls what this worker exchanges with the servers
   // once: the model, or with host sums its own chunks.
-  const int64_t floats = fragments_ ? fragments_->pushedFloats() : rounds_ * ps_->ownFloats();
-  const int64_t bytes = floats * static_cast<int64_t>(wireBytes(d.wire_dtype));
+  // Pushes may be quantised (--push-bits); pulls travel in the wire dtype.
+  const int64_t pushed = fragments_ ? fragments_->pushedBytes() : rounds_ * ps_->ownBytes({d.wire_dtype, d.push_bits});
+  const int64_t pulled = fragments_ ? fragments_->pulledBytes() : rounds_ * ps_->ownBytes({d.wire_dtype, 0});
   s["diloco"] = {{"local_steps", d.local_steps}, {"outer_optimizer", d.outer_optimizer},
                  {"outer_lr", d.outer_lr},       {"outer_momentum", d.outer_momentum},
-                 {"rounds", rounds_},            {"pushed_bytes", bytes},
-                 {"pulled_bytes", bytes}};
+                 {"rounds", rounds_},            {"pushed_bytes", pushed},
+                 {"pulled_bytes", pulled},       {"push_format", PushFormat{d.wire_dtype, d.push_bits}.name()}};
   if (fragments_) {
     s["diloco"].erase("rounds");  // fragments are exchanged one at a time
     s["diloco"]["streaming"] = {{"fragments", d.fragments}, {"delay", d.fragment_delay},

@@ -20,7 +20,10 @@
 //
 // Streaming (--fragments F, --fragment-delay, --fragment-mix): the model's
 // chunks are exchanged one fragment at a time, on FragmentSchedule's
-// timetable, by a FragmentExchange; the replicas agree only at the end.
+// timetable, by a FragmentExchange; the replicas agree only at the end. A
+// checkpoint is taken right after a merge, with no exchange in flight: it
+// holds the servers' global model, and every worker keeps its own model in
+// workers/worker-N/local-model/step-S.pt beside its inner state.
 #include <memory>
 #include <vector>
 
@@ -87,10 +90,14 @@ class DilocoStrategy final : public Strategy, public RemoteParameters {
   // without pausing the others (their next round may be many steps away).
   std::optional<int64_t> prepareCheckpoint(torch::optim::Optimizer& optimizer) override;
   torch::optim::Optimizer* outerOptimizer() override { return outer_.get(); }
+  // Streaming, mid-run: this worker's own model comes back.
+  void checkpointSaved() override;
 
  private:
-  std::filesystem::path innerStatePath(int64_t step) const;
-  void saveInnerState(int64_t step) const;
+  // workers/worker-N/`kind`/step-S.pt: "inner-state" or "local-model".
+  std::filesystem::path workerStatePath(const char* kind, int64_t step) const;
+  // What a checkpoint at `step` needs of this worker beside the chief's file.
+  void saveWorkerState(int64_t step) const;
   void keepGlobal();  // the model's parameters are the global model now
   // Pushes the outer gradients, waits for the servers' update and pulls.
   SyncTimes exchange(torch::nn::Module& model, AgreedStep& agreed);
@@ -112,6 +119,8 @@ class DilocoStrategy final : public Strategy, public RemoteParameters {
   Clock::time_point last_contact_ = Clock::now();  // with the servers
   bool stop_wanted_ = false;
   bool checkpoint_wanted_ = false;
+  bool on_global_ = false;                // streaming: the last step exchanged every fragment
+  std::vector<torch::Tensor> own_model_;  // streaming: this worker's, while a checkpoint holds the global one
 };
 
 }  // namespace tandem::train

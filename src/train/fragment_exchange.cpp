@@ -14,11 +14,11 @@ std::function<int64_t(size_t)> FragmentExchange::chunkClocks(const FragmentSched
   };
 }
 
-FragmentExchange::FragmentExchange(const FragmentSchedule& schedule, double mix, PsStrategy& ps, WireDtype wire,
-                                   int64_t start_step)
+FragmentExchange::FragmentExchange(const FragmentSchedule& schedule, double mix, PsStrategy& ps,
+                                   const PushFormat& format, int64_t start_step)
     : schedule_(schedule),
       mix_(mix),
-      wire_(wire),
+      format_(format),
       ps_(ps),
       worker_(ps.protocol().worker),
       model_(ps.protocol().model) {
@@ -52,7 +52,10 @@ FragmentExchange::Outcome FragmentExchange::afterStep(int64_t step, bool last, c
 void FragmentExchange::begin(const std::vector<int>& fragments, int64_t merge_after, double mix,
                              const ps::StepReport& report) {
   const ps::KeyLayout& layout = worker_.layout();
-  InFlight flight{.fragments = fragments, .merge_after = merge_after, .mix = mix};
+  InFlight flight;
+  flight.fragments = fragments;
+  flight.merge_after = merge_after;
+  flight.mix = mix;
   const float share = 1.0f / static_cast<float>(ps_.worldSize());
   for (int p : fragments) {
     for (size_t c : schedule_.chunksOf(p, layout.chunks.size())) {
@@ -64,7 +67,8 @@ void FragmentExchange::begin(const std::vector<int>& fragments, int64_t merge_af
       for (int64_t i = 0; i < at.length; ++i) outer[i] = (global[i] - outer[i]) * share;
       // Zero-copy: outer_ stays as it is until merge() has awaited the push.
       worker_.push(c, outer, clock_[static_cast<size_t>(p)]);
-      pushed_floats_ += at.length;
+      pushed_bytes_ += static_cast<int64_t>(format_.bytes(static_cast<size_t>(at.length)));
+      pulled_bytes_ += at.length * static_cast<int64_t>(wireBytes(format_.wire));
       flight.chunks.push_back(c);
     }
   }
@@ -87,7 +91,7 @@ ps::StepAgreement FragmentExchange::merge(SyncTimes& times) {
     Stopwatch mix_watch;
     const ps::Chunk& at = layout.chunks[c];
     float* global = global_.data() + at.begin;
-    decodeWire(wire_, frame.payload.data(), global, static_cast<size_t>(at.length));
+    decodeWire(format_.wire, frame.payload.data(), global, static_cast<size_t>(at.length));
     if (flight.mix == 0) {
       model_.scatter(c, global, WireDtype::kFloat32);
     } else {

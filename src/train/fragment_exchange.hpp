@@ -11,7 +11,7 @@
 #include <optional>
 #include <vector>
 
-#include "core/wire_dtype.hpp"
+#include "core/push_format.hpp"
 #include "ps/client.hpp"
 #include "ps/protocol.hpp"
 #include "train/fragment_schedule.hpp"
@@ -23,7 +23,9 @@ class FragmentExchange {
  public:
   // `ps` must be initialised, with streamFragments(clocks) from
   // chunkClocks() given before, and its model must hold the global model.
-  FragmentExchange(const FragmentSchedule& schedule, double mix, PsStrategy& ps, WireDtype wire, int64_t start_step);
+  // Pushes travel as `format` (the servers' pushFormat), pulls as its wire.
+  FragmentExchange(const FragmentSchedule& schedule, double mix, PsStrategy& ps, const PushFormat& format,
+                   int64_t start_step);
 
   // Chunk c's servers' clock at `start_step` (for PsStrategy::streamFragments).
   static std::function<int64_t(size_t)> chunkClocks(const FragmentSchedule& schedule, int64_t start_step);
@@ -39,7 +41,8 @@ class FragmentExchange {
   Outcome afterStep(int64_t step, bool last, const ps::StepReport& report);
 
   int64_t exchanges() const { return exchanges_; }
-  int64_t pushedFloats() const { return pushed_floats_; }
+  int64_t pushedBytes() const { return pushed_bytes_; }
+  int64_t pulledBytes() const { return pulled_bytes_; }
 
  private:
   struct InFlight {
@@ -57,7 +60,7 @@ class FragmentExchange {
 
   FragmentSchedule schedule_;
   double mix_;
-  WireDtype wire_;
+  PushFormat format_;
   PsStrategy& ps_;
   ps::Worker& worker_;         // ps_'s protocol
   ChunkedParameters& model_;   // ps_'s model, by chunk
@@ -67,7 +70,8 @@ class FragmentExchange {
   int64_t reports_ = 0;         // ps 0's clock
   std::optional<InFlight> in_flight_;
   int64_t exchanges_ = 0;
-  int64_t pushed_floats_ = 0;
+  int64_t pushed_bytes_ = 0;
+  int64_t pulled_bytes_ = 0;
 };
 
 }  // namespace tandem::train

@@ -45,7 +45,10 @@ class FragmentSchedule {
 };
 
 // A run of streaming DiLoCo over steps (start, end], resumed at `start`
-// from a run that ended there (its last step exchanged every fragment).
+// from a run that ended there (its last step exchanged every fragment) or
+// from a checkpoint taken right after a merge. Servers and workers number
+// the exchanges alike from `start`, which is all the clocks need: after a
+// mid-run checkpoint a chunk's count may run one ahead of its exchanges.
 struct FragmentClocks {
   // Updates chunk c of fragment p has had at `start`: its servers' clock.
   static int64_t chunkAt(const FragmentSchedule& s, int p, int64_t start);

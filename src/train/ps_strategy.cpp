@@ -88,6 +88,7 @@ struct PsStrategy::Impl {
     c.total_steps = plan.total_steps > 0 ? static_cast<uint64_t>(plan.total_steps)
                                          : std::numeric_limits<uint32_t>::max();
     c.wire = wire;
+    c.push_bits = config.distributed.push_bits;
     c.push_groups = push_groups;
     c.delay_compensation = config.distributed.delay_compensation;
     c.delay_form = config.distributed.delay_compensation_form;
@@ -297,6 +298,7 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
               {"chunk_bytes", chunk_floats * 4},
               {"wire_dtype", wireDtypeName(s.wire)},
               {"error_feedback", s.config.distributed.error_feedback},
+              {"push_bits", s.config.distributed.push_bits},
               {"delay_compensation", s.config.distributed.delay_compensation},
               {"delay_compensation_form", s.config.distributed.delay_compensation_form},
               {"staleness_lr", s.config.distributed.staleness_lr},
@@ -344,7 +346,7 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
                         liveness, s.context.start().generation,
                         // Pushes from shared memory would copy from the device into pageable memory.
                         s.config.distributed.shared_memory == Switch::kOn && !s.model.staged(),
-                        s.config.distributed.error_feedback, plan.timeline},
+                        s.config.distributed.error_feedback, plan.timeline, s.config.distributed.push_bits},
       s.context.security());
   const Deadline startup =
       Deadline::afterSeconds(cluster::startupSeconds(s.context.start(), s.config.distributed.rendezvous_timeout_s));
@@ -440,13 +442,14 @@ void PsStrategy::keepAlive() {
   if (impl_->worker) impl_->worker->sayAlive();
 }
 
-int64_t PsStrategy::ownFloats() const {
+int64_t PsStrategy::ownBytes(const PushFormat& format) const {
   const Impl& s = *impl_;
-  int64_t floats = 0;
+  size_t bytes = 0;
   for (const auto& c : s.layout.chunks) {
-    if (!s.host || ps::pusherRank(c.key, s.host->size()) == static_cast<size_t>(s.host->rank())) floats += c.length;
+    const bool own = !s.host || ps::pusherRank(c.key, s.host->size()) == static_cast<size_t>(s.host->rank());
+    if (own) bytes += format.bytes(static_cast<size_t>(c.length));
   }
-  return floats;
+  return static_cast<int64_t>(bytes);
 }
 
 AgreedStep PsStrategy::synchronizeGradients(torch::nn::Module& model, const LocalStep& local) {
@@ -549,9 +552,9 @@ std::optional<int64_t> PsStrategy::prepareCheckpoint(torch::optim::Optimizer& op
     }
     const auto* floats = static_cast<const float*>(frame.payload.data());
     // The worker computes with the wire's rounding of the servers' float32
-    // values; the checkpoint keeps the float32 ones. A snapshot's values
-    // replace this worker's last pull too, so the checkpoint is all of one step.
-    if (s.wire != WireDtype::kFloat32 || point) s.model.scatter(c, floats, WireDtype::kFloat32);
+    // values (streaming DiLoCo: with its own); the checkpoint keeps the servers'. A
+    // snapshot's values replace this worker's last pull too, so the checkpoint is all of one step.
+    if (s.wire != WireDtype::kFloat32 || point || s.chunk_clock) s.model.scatter(c, floats, WireDtype::kFloat32);
     for (const auto& piece : s.model.pieces(c)) {
       applied[piece.param] = std::max<int64_t>(applied[piece.param], frame.header.clock);
       for (int k = 0; k < slots; ++k) {

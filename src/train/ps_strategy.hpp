@@ -12,6 +12,7 @@
 #include "cluster/cluster_spec.hpp"
 #include "cluster/job_context.hpp"
 #include "core/deadline.hpp"
+#include "core/push_format.hpp"
 #include "train/config.hpp"
 #include "train/strategy.hpp"
 
@@ -70,9 +71,9 @@ class PsStrategy final : public Strategy, public RemoteParameters {
     Deadline deadline;  // for this exchange's waits: --peer-timeout and a margin
   };
   Protocol protocol();
-  // The floats this worker itself pushes and pulls each step: the model, or
-  // with host sums the chunks it owns.
-  int64_t ownFloats() const;
+  // The bytes this worker itself pushes or pulls each step in `format`: the
+  // model, or with host sums the chunks it owns.
+  int64_t ownBytes(const PushFormat& format) const;
   // The rate this worker's next pushes apply with (sync: worker 0's rules),
   // replacing the schedule; sent only when it changed.
   void setLearningRate(double lr);

@@ -103,6 +103,8 @@ class RemoteParameters {
   // State the servers keep besides the run's optimizer's (DiLoCo's outer
   // optimizer), filled by prepareCheckpoint; null when there is none.
   virtual torch::optim::Optimizer* outerOptimizer() { return nullptr; }
+  // After worker 0 saved the checkpoint prepareCheckpoint prepared.
+  virtual void checkpointSaved() {}
 };
 
 // Replicas that must stay equal, and can be compared (all-reduce).

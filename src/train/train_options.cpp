@@ -207,6 +207,11 @@ std::vector<TrainOption> declare() {
       {.flags = "--error-feedback", .field = "/distributed/error_feedback",
        .help = "with --wire-dtype fp16|bf16: carry each gradient's rounding into its next push or all-reduce",
        .group = kWire, .modes = kDistributedModes},
+      {.flags = "--push-bits", .field = "/distributed/push_bits",
+       .help = "PS: 8 or 4 sends each push (a gradient, or DiLoCo's outer gradient) in that many bits a value, with "
+               "a float32 scale per 128 values, and carries what that lost into the chunk's next push; pulls keep "
+               "--wire-dtype (0: pushes as --wire-dtype)",
+       .group = kWire, .modes = kServerModes, .strict = true, .show_default = false},
       {.flags = "--emulate-compute", .field = "/emulate_compute",
        .help = "a GPU profile (JSON, profiles/): forward and backward become timed waits shaped like the model's "
                "FLOPs, everything else stays real",

@@ -297,6 +297,7 @@ void TrainingRun::saveAt(bool periodic, int64_t done_steps) {
       periodic ? out_dir_ / "checkpoints" / fmt::format("step-{}.ckpt", step) : out_dir_ / "checkpoint.ckpt";
   saveCheckpoint(path, {toJson(c_), step, step / steps_per_epoch_, modelFingerprint(*model_)}, *model_,
                  optimizer_.get(), remote_ ? remote_->outerOptimizer() : nullptr);
+  if (remote_) remote_->checkpointSaved();
   recordLatest(out_dir_, path);
   if (periodic) pruneCheckpoints(out_dir_, step, c_.keep_checkpoints);
   last_checkpoint_at_ = train_seconds_;

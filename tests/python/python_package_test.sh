@@ -60,7 +60,14 @@ else:
     for name in d0:
         assert torch.equal(d0[name], d1[name]), f"{name}: sync DiLoCo workers left the last round apart"
     assert relative(d0, plain) > 1e-3, "2 DiLoCo workers ended where one process did: nothing was local"
-    print("equal: 1 DiLoCo worker ~ plain Adam (1e-5); 2 sync DiLoCo workers end on one global model")
+    # 4-bit pushes with error feedback: one global model still, near float32's.
+    q0, q1 = load("diloco-int4", 0), load("diloco-int4", 1)
+    for name in q0:
+        assert torch.equal(q0[name], q1[name]), f"{name}: 4-bit DiLoCo workers left the last round apart"
+    rel = relative(q0, d0)
+    assert 0 < rel < 5e-2, f"4-bit pushes vs float32 DiLoCo: relative difference {rel:.2e}"
+    print(f"equal: 1 DiLoCo worker ~ plain Adam (1e-5); 2 sync DiLoCo workers end on one global model; "
+          f"4-bit pushes end {rel:.1e} from float32's")
     for mode in ("ps-async", "ps-ssp"):
         log = open(f"{work}/{mode}.log").read()
         losses = [float(v) for v in re.findall(r"\[worker 0\] step \d+ loss ([0-9.]+)", log)]
@@ -108,6 +115,8 @@ ps)
     --optimizer adam --lr-drop 10 --local-steps 3 --outer sgd,1,0
   "$BUILD_DIR/tandem" launch --ps 1 --workers 2 -- "$PY" "$SCRIPT" --out "$WORK/diloco-two" --mode ps-sync \
     --local-steps 4 --steps 22
+  "$BUILD_DIR/tandem" launch --ps 1 --workers 2 -- "$PY" "$SCRIPT" --out "$WORK/diloco-int4" --mode ps-sync \
+    --local-steps 4 --steps 22 --push-bits 4
   for mode in ps-async ps-ssp; do
     "$BUILD_DIR/tandem" launch --ps 1 --workers 2 -- "$PY" "$SCRIPT" --out "$WORK/$mode" --mode $mode --steps 40 \
       > "$WORK/$mode.log" 2>&1 || { echo "FAIL: $mode"; cat "$WORK/$mode.log"; exit 1; }
@@ -136,6 +145,12 @@ try:
     raise SystemExit("local_steps with all-reduce did not raise")
 except ValueError as e:
     assert "local_steps (DiLoCo) applies to mode='ps-sync' or 'ps-async'" in str(e), e
+for bits, says in ((3, "push_bits must be 8 or 4"), (8, "push_bits applies to the ps modes")):
+    try:
+        td.DistributedOptimizer(torch.optim.SGD([w], lr=0.1), push_bits=bits)
+        raise SystemExit(f"push_bits={bits} with all-reduce did not raise")
+    except ValueError as e:
+        assert says in str(e), e
 try:
     td.DistributedOptimizer(torch.optim.Adagrad([w], lr=0.1), mode="ps-sync")
     raise SystemExit("Adagrad on the servers did not raise")

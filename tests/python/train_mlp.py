@@ -6,6 +6,7 @@ on its contiguous slice; at the end each rank saves its parameters.
 --plain trains the whole batch with torch alone (no tandem), the reference;
 --bad-rank R gives rank R a different model, which must be refused;
 --mode picks DistributedOptimizer's mode (ps-* under tandem launch --ps);
+--push-bits 8|4 quantises its pushes (ps modes);
 --passes K splits each rank's slice into K backward passes per step;
 --lr-drop halves the learning rate from that step on, as a scheduler would."""
 import argparse
@@ -36,6 +37,7 @@ def main():
     parser.add_argument("--wire-dtype", default="fp32")
     parser.add_argument("--local-steps", type=int, default=None)  # DiLoCo
     parser.add_argument("--outer", default="nesterov,0.7,0.9", help="DiLoCo: optimizer,lr,momentum")
+    parser.add_argument("--push-bits", type=int, default=0)
     args = parser.parse_args()
 
     if args.plain:
@@ -62,7 +64,8 @@ def main():
             "local_steps": args.local_steps, "outer_optimizer": outer_name, "outer_lr": float(outer_lr),
             "outer_momentum": float(outer_momentum)}
         optimizer = td.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(), mode=args.mode,
-                                            backward_passes_per_step=args.passes, **diloco)
+                                            backward_passes_per_step=args.passes, push_bits=args.push_bits,
+                                            **diloco)
     # After wrapping, as with Horovod: the scheduler counts the wrapper's steps.
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=args.lr_drop or 10**9, gamma=0.5)
 

@@ -107,7 +107,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         else:
             # DiLoCo: this optimizer steps here; any kind the servers' do not run works.
             settings = _server_settings(self) if not diloco else _inner_settings(self)
-            self._servers = _C.PsOptimizer(named, mode, *server_args, settings, diloco)
+            staleness, passes, chunk_mb, push_bits = server_args
+            self._servers = _C.PsOptimizer(named, mode, staleness, passes, chunk_mb, settings, diloco, push_bits)
             _live_servers.add(self)
 
     def set_backward_passes_per_step(self, passes):
@@ -193,7 +194,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                          op=Average, gradient_predivide_factor=1.0, num_groups=0, groups=None,
                          sparse_as_dense=False, process_set=global_process_set, mode="allreduce", staleness=None,
                          ps_chunk_mb=4.0, bucket_mb=None, local_steps=None, outer_optimizer="nesterov",
-                         outer_lr=0.7, outer_momentum=0.9):
+                         outer_lr=0.7, outer_momentum=0.9, push_bits=0):
     """Wraps a torch.optim optimizer, as Horovod's does: the result is an
     instance of the optimizer's own class over the same parameter groups.
 
@@ -221,6 +222,11 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     with ``outer_momentum`` to their mean (async: each as it arrives, scaled
     by 1/ranks), and step() installs the new global model. finish() ends a
     partial last round; in ps-sync every rank must make the same steps.
+
+    ``push_bits=8`` or ``4`` with a ps mode (a Tandem extension): each push
+    (gradient, or DiLoCo's change) travels in that many bits a value, with a
+    float32 scale per 128 values, and what that loses is carried into the
+    chunk's next push; pulls keep init(wire_dtype=...).
     """
     _check_process_set(process_set, "DistributedOptimizer")
     if mode not in _MODES:
@@ -245,6 +251,10 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                   "outer_momentum": float(outer_momentum)}
     elif (outer_optimizer, outer_lr, outer_momentum) != ("nesterov", 0.7, 0.9):
         raise ValueError("DistributedOptimizer: outer_optimizer, outer_lr and outer_momentum apply with local_steps")
+    if push_bits not in (0, 4, 8) or isinstance(push_bits, bool):
+        raise ValueError(f"DistributedOptimizer: push_bits must be 8 or 4 (0: off), got {push_bits!r}")
+    if push_bits and mode == "allreduce":
+        raise ValueError("DistributedOptimizer: push_bits applies to the ps modes, not mode='allreduce'")
     named = _named(optimizer, named_parameters)
     wire = wire_dtype_of(compression, "DistributedOptimizer")
     if num_groups and groups is None:
@@ -261,7 +271,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         raise ValueError("DistributedOptimizer: compression, op, gradient_predivide_factor and groups apply to "
                          "mode='allreduce'; parameter servers take init(wire_dtype=...)")
     averager_args = (int(backward_passes_per_step), op == Sum, float(gradient_predivide_factor), wire, cap_mb)
-    server_args = (1 if staleness is None else int(staleness), int(backward_passes_per_step), float(ps_chunk_mb))
+    server_args = (1 if staleness is None else int(staleness), int(backward_passes_per_step), float(ps_chunk_mb),
+                   int(push_bits))
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named, mode, averager_args, server_args, diloco)
 
