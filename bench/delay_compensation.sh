@@ -2,42 +2,33 @@
 # Issue 33's async case at the sync learning rate: Fashion-MNIST `cnn`,
 # 1 PS + 4 workers, one epoch of batch 32, SGD lr 0.05 momentum 0.9 (the
 # sync defaults), per seed: sync, plain async, async with DC-ASGD
-# (--delay-compensation, LAMBDA0 below: 2, the paper's for the adaptive
-# form; dcc: the constant form at DCC_LAMBDA, the paper's 0.04 by
-# default), async with staleness-aware rates (--staleness-lr on, slr),
-# the same with momentum SLRM_MOMENTUM (0.6) in place of 0.9 (slrm:
-# async's stale updates add momentum of their own), and both (MODES
-# picks some). Prints one row per run and the mean and spread per mode (a
-# run whose loss went non-finite counts as chance, 0.10); writes nothing
-# else.
+# (--delay-compensation, LAMBDA0: 2, the paper's for the adaptive form;
+# dcc: the constant form at DCC_LAMBDA, the paper's 0.04 by default),
+# async with staleness-aware rates (--staleness-lr on, slr), the same with
+# momentum SLRM_MOMENTUM (0.6) in place of 0.9 (slrm: async's stale
+# updates add momentum of their own), and both (MODES picks some; the
+# modes are bench/common.sh's mode_flags). Prints one row per run and the
+# mean and spread per mode (a run whose loss went non-finite counts as
+# chance, 0.10); writes nothing else.
 # Usage: bench/delay_compensation.sh [build dir] [seeds, e.g. "1 2 3 4 5"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 SEEDS=${2:-"1 2 3 4 5"}
-LAMBDA0=${LAMBDA0:-2}
-DCC_LAMBDA=${DCC_LAMBDA:-0.04}
+export LAMBDA0=${LAMBDA0:-2} DCC_LAMBDA=${DCC_LAMBDA:-0.04}
 MODES=${MODES:-"sync async dc slr both"}
 TANDEM="$BUILD/tandem"
 source bench/common.sh
 scratch_out tandem-dc
 need_fashion_mnist
-ARGS="--dataset fashion-mnist --model cnn --batch-size 32 --epochs 1 --lr 0.05 --progress plain --log-every 500"
+ARGS="--dataset fashion-mnist --model cnn --batch-size 32 --epochs 1 --progress plain --log-every 500"
 # Async adds momentum of its own (stale updates): slrm lowers the explicit one.
-SLRM_MOMENTUM=${SLRM_MOMENTUM:-0.6}
+export SLRM_MOMENTUM=${SLRM_MOMENTUM:-0.6}
+SYNC="--optimizer sgd --lr 0.05 --momentum 0.9"
 echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; lambda0 $LAMBDA0 (adaptive), $DCC_LAMBDA (constant)"
 for seed in $SEEDS; do
   for mode in $MODES; do
-    case $mode in
-      sync) extra="--momentum 0.9 --ps-mode sync" ;;
-      async) extra="--momentum 0.9 --ps-mode async" ;;
-      dc) extra="--momentum 0.9 --ps-mode async --delay-compensation $LAMBDA0" ;;
-      dcc) extra="--momentum 0.9 --ps-mode async --delay-compensation $DCC_LAMBDA --delay-compensation-form constant" ;;
-      slr) extra="--momentum 0.9 --ps-mode async --staleness-lr on" ;;
-      slrm) extra="--momentum $SLRM_MOMENTUM --ps-mode async --staleness-lr on" ;;
-      both) extra="--momentum 0.9 --ps-mode async --staleness-lr on --delay-compensation $LAMBDA0" ;;
-      *) echo "unknown mode $mode (sync, async, dc, dcc, slr, slrm or both)"; exit 2 ;;
-    esac
+    extra=$(mode_flags "$mode")
     # shellcheck disable=SC2086  # the flags split on purpose
     if "$TANDEM" launch --ps 1 --workers 4 -- $ARGS --seed "$seed" $extra --out "$OUT/$mode-$seed" \
       > "$OUT/$mode-$seed.log" 2>&1; then
