@@ -66,7 +66,7 @@ class ChunkStore {
 
   // The chunk a request names; Refusal when it names none of ours.
   size_t indexOf(const net::FrameHeader& header) const;
-  // Refusal unless `bytes` is one chunk's values on `wire`.
+  // Refusal unless the payload is one chunk's values in `format`.
   void requirePayload(size_t index, const net::Frame& f, const PushFormat& format) const;
 
   // ps-set: a chunk's starting values (and optimizer slots, resuming) at

@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <string_view>
 
 #include "core/error.hpp"
 #include "core/logging.hpp"
@@ -45,7 +44,7 @@ Worker::Worker(WorkerOptions options, net::JobSecurity security)
       client_(std::make_unique<PsClient>(options_.servers, std::move(security), net::kMaxPayloadBytes,
                                          options_.liveness)) {
   const size_t chunks = options_.layout.chunks.size();
-  const PushFormat pushes{options_.wire, options_.push_bits};
+  const PushFormat pushes = options_.pushFormat();
   if (!pushes.raw()) encoder_.emplace(pushes, options_.error_feedback || pushes.quantised(), chunks);
   push_tickets_.resize(chunks);
   pull_tickets_.resize(chunks);
@@ -234,15 +233,13 @@ Ticket Worker::waitSent(size_t c, Deadline deadline, bool pull_ticket, const std
 
 // --timeline: a push (queued until the server took it) or a pull (queued
 // until its version arrived) on the communication lane.
-void Worker::trace(const char* what, size_t c, const Ticket& ticket, int64_t step) const {
+void Worker::trace(const char* what, size_t c, size_t bytes, const Ticket& ticket, int64_t step) const {
   obs::Timeline* timeline = options_.timeline;
   if (timeline == nullptr) return;
   const Ticket::Times t = ticket.times();
   if (t.replied_us == 0) return;
   timeline->span(fmt::format("{} chunk {}", what, c), obs::Lane::kComm, t.queued_us, t.replied_us,
-                 {{"server", serverOf(c)},
-                  {"bytes", std::string_view(what) == "push" ? chunkPushBytes(c) : chunkWireBytes(c)},
-                  {"step", step}});
+                 {{"server", serverOf(c)}, {"bytes", bytes}, {"step", step}});
 }
 
 void Worker::receivePulls(Deadline deadline, int64_t step, const std::function<void(size_t, const net::Frame&)>& sink,
@@ -256,7 +253,7 @@ void Worker::receivePulls(Deadline deadline, int64_t step, const std::function<v
     const std::string what = fmt::format("the pull of chunk {} for step {}", c, step);
     Ticket ticket = waitSent(c, deadline, /*pull_ticket=*/true, what);
     net::Frame frame = ticket.wait(deadline, what);
-    trace("pull", c, ticket, step);
+    trace("pull", c, chunkWireBytes(c), ticket, step);
     {
       std::lock_guard lock(window_mutex_);
       pull_tickets_[c] = Ticket();
@@ -316,7 +313,7 @@ void Worker::awaitPushes(Deadline deadline, int64_t step) {
     Ticket ticket = waitSent(c, deadline, /*pull_ticket=*/false, what);
     if (!ticket.valid()) continue;
     ticket.wait(deadline, what);
-    trace("push", c, ticket, step);
+    trace("push", c, chunkPushBytes(c), ticket, step);
     std::lock_guard lock(window_mutex_);
     push_tickets_[c] = Ticket();
   }

@@ -50,6 +50,8 @@ struct WorkerOptions {
   bool error_feedback = false;
   obs::Timeline* timeline = nullptr;  // --timeline: pushes, pulls and step ends on the communication lane
   int push_bits = 0;  // 8 or 4: pushes quantised, with error feedback (core/push_format.hpp)
+
+  PushFormat pushFormat() const { return {wire, push_bits}; }
 };
 
 // The window priority scheduling uses by default: two of the largest chunks
@@ -174,12 +176,12 @@ class Worker {
   void sendPush(size_t c);  // under window_mutex_
   void pushTaken(int server, size_t bytes);  // I/O thread: the window moves on
   Ticket waitSent(size_t c, Deadline deadline, bool pull_ticket, const std::string& what);
-  void trace(const char* what, size_t c, const Ticket& ticket, int64_t step) const;
+  void trace(const char* what, size_t c, size_t bytes, const Ticket& ticket, int64_t step) const;
   size_t chunkWireBytes(size_t c) const {
     return static_cast<size_t>(options_.layout.chunks[c].length) * wireBytes(options_.wire);
   }
   size_t chunkPushBytes(size_t c) const {
-    return PushFormat{options_.wire, options_.push_bits}.bytes(static_cast<size_t>(options_.layout.chunks[c].length));
+    return options_.pushFormat().bytes(static_cast<size_t>(options_.layout.chunks[c].length));
   }
   // Chunk c's pull lands here in the arena, after the gradients.
   net::ArenaRef pullRef(size_t c) const;

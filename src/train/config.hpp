@@ -12,6 +12,7 @@
 #include "cluster/host_aggregation.hpp"
 #include "core/enum_json.hpp"
 #include "core/training_mode.hpp"
+#include "core/push_format.hpp"
 #include "core/wire_dtype.hpp"
 #include "data/dataset_options.hpp"
 #include "models/model_options.hpp"
@@ -210,6 +211,8 @@ void validate(const TrainConfig& config, SuppliedParts supplied = {});
 void validateDiloco(const DistributedConfig& d);
 // DiLoCo with --fragments > 1 or --fragment-delay > 0.
 bool streamsFragments(const DistributedConfig& d);
+// How this run's PS pushes travel: --wire-dtype, or --push-bits.
+inline PushFormat pushFormatOf(const DistributedConfig& d) { return {d.wire_dtype, d.push_bits}; }
 
 nlohmann::json toJson(const TrainConfig& config);
 // Inverse of toJson for the fields a checkpoint needs to rebuild the model

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <functional>
 #include <limits>
 
 #include "core/error.hpp"
@@ -94,8 +93,7 @@ void DilocoStrategy::initialize(torch::nn::Module& model, const nlohmann::json& 
   }
   ps_->initialize(model, fingerprint, rounds);
   if (schedule) {
-    const PushFormat pushes{d.wire_dtype, d.push_bits};
-    fragments_ = std::make_unique<FragmentExchange>(*schedule, d.fragment_mix, *ps_, pushes, plan.start_step);
+    fragments_ = std::make_unique<FragmentExchange>(*schedule, d.fragment_mix, *ps_, pushFormatOf(d), plan.start_step);
     // The exchange took the global model from the model; the worker trains on from its own.
     if (!plan.resume_from.empty() && plan.start_step > 0) {
       loadTensors(workerStatePath("local-model", plan.start_step), params_);
@@ -238,15 +236,18 @@ std::filesystem::path DilocoStrategy::workerStatePath(const char* kind, int64_t 
 void DilocoStrategy::saveWorkerState(int64_t step) const {
   // As many as the chief keeps periodic checkpoints, and its final one.
   const int keep = config_.keep_checkpoints > 0 ? config_.keep_checkpoints + 1 : 0;
-  auto save = [&](const char* kind, const std::function<void(const std::filesystem::path&)>& write) {
-    const std::filesystem::path path = workerStatePath(kind, step);
-    write(path);
-    pruneStepFiles(path.parent_path(), ".pt", step, keep);
-  };
   // The chief's checkpoint holds its own inner state.
-  if (rank() != 0 && inner_ != nullptr) save("inner-state", [&](const auto& path) { saveOptimizerState(path, *inner_); });
+  if (rank() != 0 && inner_ != nullptr) {
+    const std::filesystem::path path = workerStatePath("inner-state", step);
+    saveOptimizerState(path, *inner_);
+    pruneStepFiles(path.parent_path(), ".pt", step, keep);
+  }
   // Streaming: between merges each worker's model is its own.
-  if (fragments_) save("local-model", [&](const auto& path) { saveTensors(path, params_); });
+  if (fragments_) {
+    const std::filesystem::path path = workerStatePath("local-model", step);
+    saveTensors(path, params_);
+    pruneStepFiles(path.parent_path(), ".pt", step, keep);
+  }
 }
 
 nlohmann::json DilocoStrategy::summary() const {
@@ -255,12 +256,13 @@ nlohmann::json DilocoStrategy::summary() const {
   // Each round pushes and pulls what this worker exchanges with the servers
   // once: the model, or with host sums its own chunks.
   // Pushes may be quantised (--push-bits); pulls travel in the wire dtype.
-  const int64_t pushed = fragments_ ? fragments_->pushedBytes() : rounds_ * ps_->ownBytes({d.wire_dtype, d.push_bits});
+  const PushFormat pushes = pushFormatOf(d);
+  const int64_t pushed = fragments_ ? fragments_->pushedBytes() : rounds_ * ps_->ownBytes(pushes);
   const int64_t pulled = fragments_ ? fragments_->pulledBytes() : rounds_ * ps_->ownBytes({d.wire_dtype, 0});
   s["diloco"] = {{"local_steps", d.local_steps}, {"outer_optimizer", d.outer_optimizer},
                  {"outer_lr", d.outer_lr},       {"outer_momentum", d.outer_momentum},
                  {"rounds", rounds_},            {"pushed_bytes", pushed},
-                 {"pulled_bytes", pulled},       {"push_format", PushFormat{d.wire_dtype, d.push_bits}.name()}};
+                 {"pulled_bytes", pulled},       {"push_format", pushes.name()}};
   if (fragments_) {
     s["diloco"].erase("rounds");  // fragments are exchanged one at a time
     s["diloco"]["streaming"] = {{"fragments", d.fragments}, {"delay", d.fragment_delay},
