@@ -13,8 +13,8 @@
 #   inception  Inception v3 on K80s (0.70 + 1.40 s), 25 Gbit/s dilated by
 #              DILATION, 4 hosts x 2 workers, a PS on every host
 # The two 4-host jobs run flat (--hierarchical off), as when the table in
-# docs/results.md was first measured; hierarchical hosts now overlap the
-# next forward too (docs/parameter-server.md, "Priority scheduling").
+# docs/results/priority.md was first measured; hierarchical hosts now
+# overlap the next forward too (docs/parameter-server.md, "Priority scheduling").
 # Needs root (tandem lab). Usage: sudo bench/lab_priority.sh [OUT] [PARTS]
 #   PARTS="queue resnet110 inception"  STEPS=20  DILATION=4
 set -euo pipefail

@@ -2,6 +2,8 @@
 // Horovod-style surface is written in Python (tandem/torch/__init__.py) over
 // these calls. Every wait releases the GIL; C++ errors arrive as Python
 // exceptions carrying the C++ message (ValueError for bad input).
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
@@ -13,11 +15,58 @@
 
 #include "api/ps_optimizer.hpp"
 #include "core/error.hpp"
+#include "core/training_mode.hpp"
+#include "train/option_keywords.hpp"
 #include "tandem/tandem.hpp"
 
 namespace py = pybind11;
 
 namespace {
+
+// Keyword arguments as the declaration's values (train/option_keywords.hpp):
+// None, booleans, numbers, names, and lists of numbers.
+nlohmann::json keywordValue(const py::handle& value) {
+  if (value.is_none()) return nullptr;
+  if (py::isinstance<py::bool_>(value)) return value.cast<bool>();
+  if (py::isinstance<py::int_>(value)) return value.cast<int64_t>();
+  if (py::isinstance<py::float_>(value)) return value.cast<double>();
+  if (py::isinstance<py::str>(value)) return value.cast<std::string>();
+  if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
+    nlohmann::json items = nlohmann::json::array();
+    for (const auto& item : value) items.push_back(keywordValue(item));
+    return items;
+  }
+  throw tandem::InputError(fmt::format("expected None, a bool, a number, a string or a list, got {}",
+                                       py::str(py::type::of(value)).cast<std::string>()));
+}
+
+nlohmann::json keywordValues(const py::dict& values) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [key, value] : values) {
+    const auto name = key.cast<std::string>();
+    try {
+      j[name] = keywordValue(value);
+    } catch (const tandem::InputError& e) {
+      throw tandem::InputError(fmt::format("{}: {}", name, e.what()));
+    }
+  }
+  return j;
+}
+
+// Converts a declaration value for Python.
+py::object pythonValue(const nlohmann::json& value) {
+  if (value.is_null()) return py::none();
+  if (value.is_boolean()) return py::bool_(value.get<bool>());
+  if (value.is_number_integer()) return py::int_(value.get<int64_t>());
+  if (value.is_number()) return py::float_(value.get<double>());
+  if (value.is_string()) return py::str(value.get<std::string>());
+  py::list items;
+  if (value.is_array()) {
+    for (const auto& item : value) items.append(pythonValue(item));
+    return std::move(items);
+  }
+  return py::str(value.dump());
+}
 
 // A torch::nn::Module holding the Python model's parameters (the same
 // tensors), so the C++ gradient buckets can hook them. Dotted names become
@@ -59,21 +108,13 @@ class PyGradientAverager {
 class PyPsOptimizer {
  public:
   PyPsOptimizer(const std::vector<std::pair<std::string, torch::Tensor>>& named, const std::string& mode,
-                int staleness, int passes, double chunk_mb, const py::dict& settings, const py::dict& diloco,
-                int push_bits)
+                int staleness, int passes, const py::dict& settings, const py::dict& options)
       : holder_(std::make_shared<ParameterHolder>(named)) {
     tandem::api::PsOptimizerOptions o;
-    if (!diloco.empty()) {
-      o.local_steps = diloco["local_steps"].cast<int64_t>();
-      o.outer_optimizer = diloco["outer_optimizer"].cast<std::string>();
-      o.outer_lr = diloco["outer_lr"].cast<double>();
-      o.outer_momentum = diloco["outer_momentum"].cast<double>();
-    }
-    o.push_bits = push_bits;
+    o.keywords = keywordValues(options);
     o.mode = tandem::parseServerMode(mode, "DistributedOptimizer: mode");
     o.staleness = staleness;
     o.backward_passes_per_step = passes;
-    o.chunk_mb = chunk_mb;
     auto& k = o.optimizer;
     k.name = settings["name"].cast<std::string>();
     k.momentum = settings["momentum"].cast<double>();
@@ -113,6 +154,38 @@ PYBIND11_MODULE(_C, m) {
   py::register_exception<tandem::PeerError>(m, "PeerError", PyExc_RuntimeError);
   py::register_exception<tandem::InputError>(m, "InputError", PyExc_ValueError);
 
+  // The one declaration of the training options, for tandem.torch's
+  // keywords, their defaults and their docstrings.
+  m.def("options", [] {
+    py::list out;
+    for (const auto& o : tandem::train::trainOptions()) {
+      py::dict d;
+      d["keyword"] = std::string(o.keyword());
+      d["flag"] = std::string(o.name());
+      d["default"] = pythonValue(tandem::train::keywordDefault(o));
+      d["help"] = o.help;
+      d["choices"] = o.choices;
+      out.append(d);
+    }
+    return out;
+  });
+  // Checks values given by keyword as `tandem train` checks its flags
+  // (ValueError naming `who` and the keyword).
+  m.def(
+      "check_options",
+      [](const std::string& who, const py::dict& values) {
+        tandem::train::TrainConfig config;
+        tandem::train::applyKeywordValues(config, keywordValues(values), who);
+      },
+      py::arg("who"), py::arg("values"));
+  m.def("mode_names", [] {
+    std::vector<std::string> names;
+    for (auto mode : {tandem::Mode::AllReduce, tandem::Mode::PsSync, tandem::Mode::PsAsync, tandem::Mode::Ssp}) {
+      names.emplace_back(tandem::modeName(mode));
+    }
+    return names;
+  });
+  const tandem::InitOptions init_defaults;
   m.def(
       "init",
       [](double rendezvous_timeout_s, double peer_timeout_s, double bucket_mb, std::string wire_dtype,
@@ -121,9 +194,11 @@ PYBIND11_MODULE(_C, m) {
         tandem::init({rendezvous_timeout_s, peer_timeout_s, bucket_mb, std::move(wire_dtype), error_feedback,
                       std::move(hierarchical), std::move(secret_file), insecure});
       },
-      py::arg("rendezvous_timeout_s") = 60.0, py::arg("peer_timeout_s") = 120.0, py::arg("bucket_mb") = 0.0,
-      py::arg("wire_dtype") = "fp32", py::arg("error_feedback") = false, py::arg("hierarchical") = "auto",
-      py::arg("secret_file") = "", py::arg("insecure") = false);
+      py::arg("rendezvous_timeout_s") = init_defaults.rendezvous_timeout_s,
+      py::arg("peer_timeout_s") = init_defaults.peer_timeout_s, py::arg("bucket_mb") = init_defaults.bucket_mb,
+      py::arg("wire_dtype") = init_defaults.wire_dtype, py::arg("error_feedback") = init_defaults.error_feedback,
+      py::arg("hierarchical") = init_defaults.hierarchical, py::arg("secret_file") = init_defaults.secret_file,
+      py::arg("insecure") = init_defaults.insecure);
   m.def("shutdown", [] {
     py::gil_scoped_release release;
     tandem::shutdown();
@@ -195,10 +270,10 @@ PYBIND11_MODULE(_C, m) {
       .def("zero_grad", &PyGradientAverager::zeroGrad)
       .def("pending", &PyGradientAverager::pending);
   py::class_<PyPsOptimizer>(m, "PsOptimizer")
-      .def(py::init<const std::vector<std::pair<std::string, torch::Tensor>>&, const std::string&, int, int, double,
-                    const py::dict&, const py::dict&, int>(),
+      .def(py::init<const std::vector<std::pair<std::string, torch::Tensor>>&, const std::string&, int, int,
+                    const py::dict&, const py::dict&>(),
            py::arg("named_parameters"), py::arg("mode"), py::arg("staleness"), py::arg("backward_passes_per_step"),
-           py::arg("chunk_mb"), py::arg("settings"), py::arg("diloco") = py::dict(), py::arg("push_bits") = 0)
+           py::arg("settings"), py::arg("options"))
       .def("set_lr", &PyPsOptimizer::setLearningRate)
       .def("step", &PyPsOptimizer::step)
       .def("zero_grad", &PyPsOptimizer::zeroGrad)

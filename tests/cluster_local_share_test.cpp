@@ -40,8 +40,8 @@ TEST(LocalProcessesTest, FlagClusterCountsWorkersForAWorkerAndEveryTaskForAServe
 
 // A worker beside its own server must not count the server's start-up as
 // another process's load (1 PS + 1 worker ran 1 thread instead of 2 in two
-// of three runs, docs/results.md): with another task of the job on the
-// host, the busy cores are not measured. Here a spinner holds a core while
+// of three runs, docs/results/parameter-server.md): with another task of
+// the job on the host, the busy cores are not measured. Here a spinner holds a core while
 // the plan is made; a measurement would see it and leave that core alone.
 TEST(ThreadPlanTest, AWorkerBesideItsServerDoesNotCountTheServersStartUpAsBusy) {
   std::atomic<bool> stop{false};

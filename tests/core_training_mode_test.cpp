@@ -7,19 +7,19 @@
 namespace tandem {
 namespace {
 
-TEST(TrainingMode, EveryNameParsesBackToItsMode) {
-  for (TrainingMode mode : {TrainingMode::kStandalone, TrainingMode::kAllReduce, TrainingMode::kPsSync,
-                            TrainingMode::kPsAsync, TrainingMode::kPsBounded}) {
-    EXPECT_EQ(parseTrainingMode(modeName(mode), "--mode"), mode) << modeName(mode);
+TEST(Mode, EveryNameParsesBackToItsMode) {
+  for (Mode mode : {Mode::Standalone, Mode::AllReduce, Mode::PsSync,
+                            Mode::PsAsync, Mode::Ssp}) {
+    EXPECT_EQ(parseMode(modeName(mode), "--mode"), mode) << modeName(mode);
     if (usesServers(mode)) {
       EXPECT_EQ(parseServerMode(modeName(mode), "mode"), mode);
     }
   }
-  EXPECT_EQ(modeName(TrainingMode::kPsBounded), "ps-ssp");
+  EXPECT_EQ(modeName(Mode::Ssp), "ps-ssp");
 }
 
-TEST(TrainingMode, OtherSpellingsAreBadInputListingTheNames) {
-  testing::expectInputError([] { parseTrainingMode("sync", "--mode"); },
+TEST(Mode, OtherSpellingsAreBadInputListingTheNames) {
+  testing::expectInputError([] { parseMode("sync", "--mode"); },
                             {"--mode: unknown mode 'sync'", "standalone, allreduce, ps-sync, ps-async, ps-ssp"});
   testing::expectInputError([] { parseServerMode("ssp", "DistributedOptimizer: mode"); },
                             {"unknown mode 'ssp' (bounded staleness is now ps-ssp)", "use one of ps-sync, ps-async, ps-ssp"});

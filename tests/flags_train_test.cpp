@@ -55,8 +55,8 @@ TEST(TrainFlags, EachValueLandsInItsRunConfigFieldByTheFieldsType) {
   EXPECT_EQ(c.dataset.synthetic_shape.channels, 1);
   EXPECT_EQ(c.dataset.synthetic_shape.width, 28);
   EXPECT_TRUE(c.dataset.augment);
-  EXPECT_EQ(c.distributed.ps_mode, train::PsMode::kAsync);
-  EXPECT_EQ(train::psModeOf(c.distributed), TrainingMode::kPsAsync);
+  EXPECT_EQ(c.distributed.ps_mode, Mode::PsAsync);
+  EXPECT_EQ(train::psModeOf(c.distributed), Mode::PsAsync);
   EXPECT_EQ(c.amp, train::Amp::kBf16);
   EXPECT_EQ(c.distributed.wire_dtype, WireDtype::kFloat16);
   EXPECT_EQ(c.lr.kind, train::LrScheduleKind::kPiecewise);

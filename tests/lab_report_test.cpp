@@ -22,7 +22,7 @@ LabSetup flatFourByTwo() {
   s.backward_s = 0.020;
   s.model_bytes = 1.08e6;
   s.group_bytes = 16.9e3;
-  s.mode = TrainingMode::kPsSync;
+  s.mode = Mode::PsSync;
   return s;
 }
 

@@ -15,7 +15,7 @@ namespace {
 
 using tandem::testing::refusalOf;
 
-ServerConfig start(uint64_t generation, uint64_t replaces = 0, TrainingMode mode = TrainingMode::kPsSync) {
+ServerConfig start(uint64_t generation, uint64_t replaces = 0, Mode mode = Mode::PsSync) {
   ServerConfig c;
   c.mode = mode;
   c.workers = 2;
@@ -90,7 +90,7 @@ TEST(Admission, OnlyAsyncAndSspJobsTakeAReplacementWorker) {
   a.initialised(start(5));
   EXPECT_FALSE(a.elastic());
   EXPECT_NE(a.bindRefusal("worker 1 is already connected").reason.find("cannot take a replacement"), std::string::npos);
-  for (TrainingMode mode : {TrainingMode::kPsAsync, TrainingMode::kPsBounded}) {
+  for (Mode mode : {Mode::PsAsync, Mode::Ssp}) {
     a.initialised(start(5, 0, mode));
     EXPECT_TRUE(a.elastic());
     EXPECT_EQ(a.bindRefusal("worker 1 is already connected").reason, "worker 1 is already connected");

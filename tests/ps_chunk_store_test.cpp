@@ -24,7 +24,7 @@ constexpr uint64_t kKey = 7;
 const std::vector<float> kInitial{1.0f, 2.0f, 3.0f};
 
 // Plain SGD, rate 0.5 at schedule step 0 and 0.25 after; one chunk.
-ServerConfig configFor(TrainingMode mode, int workers) {
+ServerConfig configFor(Mode mode, int workers) {
   ServerConfig c;
   c.mode = mode;
   c.workers = workers;
@@ -87,7 +87,7 @@ void expectValues(const Reply& r, const std::vector<float>& expected) {
 }
 
 TEST(ChunkStoreSync, HoldsAPullUntilEveryPushersGradientOfTheStepIsApplied) {
-  ChunkStore store = storeFor(configFor(TrainingMode::kPsSync, 2));
+  ChunkStore store = storeFor(configFor(Mode::PsSync, 2));
   EXPECT_TRUE(store.pull(0, pullFrom(0, 1), 1).empty()) << "step 1's values before step 0 was applied";
   EXPECT_FALSE(store.push(0, 0, 0, gradient({1, 1, 1}), 0)) << "an apply started with worker 1's push missing";
   EXPECT_TRUE(store.holdsPullOf("w0"));
@@ -113,7 +113,7 @@ TEST(ChunkStoreSync, HoldsAPullUntilEveryPushersGradientOfTheStepIsApplied) {
 // --push-bits 4: each push is decoded from its codes and block scale, the
 // workers' sum is taken in float32, and a push of float32's size is refused.
 TEST(ChunkStoreSync, DecodesQuantisedPushesBeforeSummingThem) {
-  ServerConfig config = configFor(TrainingMode::kPsSync, 2);
+  ServerConfig config = configFor(Mode::PsSync, 2);
   config.push_bits = 4;
   ChunkStore store = storeFor(config);
   const PushFormat format = config.pushFormat();
@@ -135,14 +135,14 @@ TEST(ChunkStoreSync, DecodesQuantisedPushesBeforeSummingThem) {
 }
 
 TEST(ChunkStoreSync, RefusesAPushOfAnotherStepATwiceAndANonPusherNamingThem) {
-  ChunkStore store = storeFor(configFor(TrainingMode::kPsSync, 2));
+  ChunkStore store = storeFor(configFor(Mode::PsSync, 2));
   EXPECT_EQ(refusalOf([&] { store.push(1, 0, 1, gradient({0, 0, 0}), 0); }),
             "worker 1 pushed chunk 7 for step 1 but the chunk is at step 0");
   store.push(1, 0, 0, gradient({0, 0, 0}), 0);
   EXPECT_EQ(refusalOf([&] { store.push(1, 0, 0, gradient({0, 0, 0}), 0); }),
             "worker 1 pushed chunk 7 twice for step 0");
   // Hierarchical: one host of two workers pushes chunk 7 through worker 7 % 2.
-  ServerConfig grouped = configFor(TrainingMode::kPsSync, 2);
+  ServerConfig grouped = configFor(Mode::PsSync, 2);
   grouped.push_groups = {{0, 1}};
   ChunkStore hierarchical = storeFor(grouped);
   EXPECT_EQ(refusalOf([&] { hierarchical.push(0, 0, 0, gradient({0, 0, 0}), 0); }),
@@ -154,12 +154,12 @@ TEST(ChunkStore, RefusesRequestsForChunksItDoesNotHold) {
   ChunkStore store("ps 1");
   EXPECT_EQ(refusalOf([&] { store.indexOf(frame(msg::kPull).header); }),
             "ps 1 has not been initialised by the chief yet");
-  ServerConfig twice = configFor(TrainingMode::kPsSync, 1);
+  ServerConfig twice = configFor(Mode::PsSync, 1);
   twice.chunks.push_back(twice.chunks[0]);
   EXPECT_EQ(refusalOf([&] { ChunkStore::validate(twice); }), "ps-init lists chunk 7 twice");
   EXPECT_EQ(refusalOf([&] { store.reset(twice); }), "ps-init lists chunk 7 twice");
   EXPECT_FALSE(store.initialized()) << "a refused init changed the store";
-  store.reset(configFor(TrainingMode::kPsSync, 1));
+  store.reset(configFor(Mode::PsSync, 1));
   net::Frame other = frame(msg::kPull);
   other.header.key_begin = other.header.key_end = 8;
   ++other.header.key_end;
@@ -174,7 +174,7 @@ TEST(ChunkStore, RefusesRequestsForChunksItDoesNotHold) {
 }
 
 TEST(ChunkStoreAsync, AppliesOnePushAtATimeInArrivalOrderAndAWorkerSeesItsOwnPush) {
-  ChunkStore store = storeFor(configFor(TrainingMode::kPsAsync, 2));
+  ChunkStore store = storeFor(configFor(Mode::PsAsync, 2));
   auto first = store.push(0, 0, 0, gradient({2, 2, 2}), 11);
   ASSERT_TRUE(first);
   EXPECT_DOUBLE_EQ(first->lr, 0.5);  // the job's global step 0
@@ -197,7 +197,7 @@ TEST(ChunkStoreAsync, AppliesOnePushAtATimeInArrivalOrderAndAWorkerSeesItsOwnPus
 // DC-ASGD: every worker starts from the set values; a push is corrected by
 // what changed since its worker's last pull, and a pull resets that.
 TEST(ChunkStoreAsync, DelayCompensationCorrectsEachPushByWhatChangedSinceItsWorkersPull) {
-  ServerConfig config = configFor(TrainingMode::kPsAsync, 2);
+  ServerConfig config = configFor(Mode::PsAsync, 2);
   config.delay_compensation = 0.5;
   ChunkStore store = storeFor(config);
   // Worker 0 computed on the set values: nothing to correct. SGD at 0.5.
@@ -220,7 +220,7 @@ TEST(ChunkStoreAsync, DelayCompensationCorrectsEachPushByWhatChangedSinceItsWork
 
 // The constant form: lambda0 itself, with no mean square.
 TEST(ChunkStoreAsync, ConstantDelayCompensationScalesByLambdaZeroAlone) {
-  ServerConfig config = configFor(TrainingMode::kPsAsync, 2);
+  ServerConfig config = configFor(Mode::PsAsync, 2);
   config.delay_compensation = 0.5;
   config.delay_form = DelayForm::kConstant;
   ChunkStore store = storeFor(config);
@@ -237,7 +237,7 @@ TEST(ChunkStoreAsync, ConstantDelayCompensationScalesByLambdaZeroAlone) {
 // worker's record itself. A reply still held (being sent) keeps its values
 // when the worker pulls again; a record no reply holds is reused.
 TEST(ChunkStoreAsync, APullsRecordIsItsReplyAndAHeldReplyKeepsItsValues) {
-  ServerConfig config = configFor(TrainingMode::kPsAsync, 2);
+  ServerConfig config = configFor(Mode::PsAsync, 2);
   config.delay_compensation = 0.5;
   ChunkStore store = storeFor(config);
   auto first = store.pull(0, pullFrom(1, 1), 0);
@@ -263,7 +263,7 @@ TEST(ChunkStoreAsync, APullsRecordIsItsReplyAndAHeldReplyKeepsItsValues) {
 // Staleness-aware rates: a push's rate is divided by the updates its chunk
 // took since its worker pulled, when that is more than one.
 TEST(ChunkStoreAsync, StalenessDividesAPushsRateByTheUpdatesSinceItsWorkersPull) {
-  ServerConfig config = configFor(TrainingMode::kPsAsync, 3);
+  ServerConfig config = configFor(Mode::PsAsync, 3);
   config.staleness_lr = true;
   ChunkStore store = storeFor(config);
   runApply(store, store.push(0, 0, 0, gradient({1, 0, 0}), 0));  // fresh: 0.5
@@ -287,7 +287,7 @@ class SnapshotOrder : public ::testing::TestWithParam<bool> {};
 
 TEST_P(SnapshotOrder, ASnapshotHoldsExactlyThePushesOfTheStepsItIncludes) {
   const bool report_first = GetParam();
-  const ServerConfig config = configFor(TrainingMode::kPsAsync, 2);
+  const ServerConfig config = configFor(Mode::PsAsync, 2);
   ChunkStore store = storeFor(config);
   StepClocks clocks(config.mode, 0, 2, 0, 100);
   const StepReport report{0.5, 0.01, false};
@@ -335,7 +335,7 @@ INSTANTIATE_TEST_SUITE_P(ReportBeforeOrAfterTheHold, SnapshotOrder, ::testing::B
 // held for the start fails at once naming it, and so does every later one
 // that would have to wait; a pull that can be answered still is.
 TEST(ChunkStoreSync, AWorkerThatLeavesToStartAgainFailsEveryWaitingPullAtOnce) {
-  ChunkStore store = storeFor(configFor(TrainingMode::kPsSync, 2));
+  ChunkStore store = storeFor(configFor(Mode::PsSync, 2));
   store.push(0, 0, 0, gradient({1, 1, 1}), 0);
   const auto t0 = Clock::now();
   EXPECT_TRUE(store.pull(0, pullFrom(0, 1, t0), 1).empty());
@@ -356,12 +356,12 @@ TEST(ChunkStoreSync, AWorkerThatLeavesToStartAgainFailsEveryWaitingPullAtOnce) {
   EXPECT_NE(textOf(later[0]).find("worker 1 left to start again in place"), std::string::npos);
   EXPECT_FALSE(store.holdsPullOf("w0"));
   // Async and SSP jobs take the worker back instead (elastic).
-  ChunkStore async = storeFor(configFor(TrainingMode::kPsAsync, 2));
+  ChunkStore async = storeFor(configFor(Mode::PsAsync, 2));
   EXPECT_FALSE(async.depart(1));
 }
 
 TEST(ChunkStoreSync, AHeldPullFailsAtThePeerTimeoutNamingTheMissingPushes) {
-  ChunkStore store = storeFor(configFor(TrainingMode::kPsSync, 3));
+  ChunkStore store = storeFor(configFor(Mode::PsSync, 3));
   store.push(1, 0, 0, gradient({1, 1, 1}), 0);
   const auto t0 = Clock::now();
   store.pull(0, pullFrom(1, 9, t0), 1);
@@ -379,16 +379,16 @@ TEST(ChunkStoreSync, AHeldPullFailsAtThePeerTimeoutNamingTheMissingPushes) {
 // next start re-initialises the store while that send may still be in
 // flight, so the old values must outlive the reset.
 TEST(ChunkStore, ValuesSentWithoutACopyOutliveTheNextInit) {
-  ChunkStore store = storeFor(configFor(TrainingMode::kPsSync, 1));
+  ChunkStore store = storeFor(configFor(Mode::PsSync, 1));
   auto replies = store.pull(0, pullFrom(0, 1), 0);
   ASSERT_EQ(replies.size(), 1u);
-  store.reset(configFor(TrainingMode::kPsSync, 1));
+  store.reset(configFor(Mode::PsSync, 1));
   EXPECT_FALSE(store.everyChunkSet()) << "the new start's chunk must be set again";
   expectValues(replies[0], kInitial);
 }
 
 TEST(ChunkStoreAsync, StoppedApplyingStartsNoQueuedPush) {
-  ChunkStore store = storeFor(configFor(TrainingMode::kPsBounded, 2));
+  ChunkStore store = storeFor(configFor(Mode::Ssp, 2));
   auto first = store.push(0, 0, 0, gradient({1, 1, 1}), 0);
   store.push(1, 0, 0, gradient({1, 1, 1}), 0);
   store.stopApplying(true);

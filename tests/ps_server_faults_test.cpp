@@ -17,7 +17,7 @@ std::vector<char> headerBytes(FrameHeader h) {
 }
 
 TEST_F(PsServer, MalformedFramesGetAnErrorAndOthersAreStillServed) {
-  ServerConfig c = makeConfig(TrainingMode::kPsSync, 1, {{0, 4}});
+  ServerConfig c = makeConfig(Mode::PsSync, 1, {{0, 4}});
   start(c);
   Peer junk = worker();  // never says hello
   Peer w0 = worker(0);
@@ -111,7 +111,7 @@ TEST_F(PsServer, MalformedFramesGetAnErrorAndOthersAreStillServed) {
 // --- 5. hello and lifecycle -------------------------------------------------
 
 TEST_F(PsServer, HellosWaitForTheChiefAndAreChecked) {
-  start(makeConfig(TrainingMode::kPsSync, 2, {{0, 3}, {1, 2}}), {}, /*initialize=*/false);
+  start(makeConfig(Mode::PsSync, 2, {{0, 3}, {1, 2}}), {}, /*initialize=*/false);
   Peer early = worker(), wrong_layout = worker(), no_such = worker();
   const uint64_t early_hello = early.send({.type = ps::msg::kHello}, encode(Hello{1, kFingerprint}));
   const uint64_t wrong_hello = wrong_layout.send({.type = ps::msg::kHello}, encode(Hello{0, 0xBAD}));
@@ -132,7 +132,7 @@ TEST_F(PsServer, HellosWaitForTheChiefAndAreChecked) {
 // worker over (the old one died), continuing its clock; the old socket is
 // a stranger from then on.
 TEST_F(PsServer, AnAsyncJobTakesAReplacementForAWorker) {
-  start(makeConfig(TrainingMode::kPsAsync, 2, {{0, 2}}));
+  start(makeConfig(Mode::PsAsync, 2, {{0, 2}}));
   Peer w0 = worker(0), old_w1 = worker(1);
   agreementOf(old_w1.request({.type = ps::msg::kClock, .clock = 1}, encode(StepReport{0.5, 0.01, false})));
   Peer replacement = worker();
@@ -159,7 +159,7 @@ TEST_F(PsServer, AnAsyncJobTakesAReplacementForAWorker) {
 // An async checkpoint's snapshot: ps-state with a snapshot point waits for
 // every worker's pushes up to its clock there, even one still on the way.
 TEST_F(PsServer, ASnapshotWaitsForThePushesOfTheStepsItIncludes) {
-  start(makeConfig(TrainingMode::kPsAsync, 2, {{0, 3}}));
+  start(makeConfig(Mode::PsAsync, 2, {{0, 3}}));
   Peer chief = worker(0), w1 = worker(1);
   const uint64_t hold = chief.send({.type = ps::msg::kHold});
   // Not answered while worker 1 is mid-step; and the server has the hold
@@ -186,7 +186,7 @@ TEST_F(PsServer, ASnapshotWaitsForThePushesOfTheStepsItIncludes) {
 }
 
 TEST_F(PsServer, ServeReturnsOnceEveryWorkerIsDone) {
-  start(makeConfig(TrainingMode::kPsSync, 2, {{0, 2}}));
+  start(makeConfig(Mode::PsSync, 2, {{0, 2}}));
   Peer w0 = worker(0), w1 = worker(1);
   sayGoodbye(w0);
   EXPECT_FALSE(server_->finishes(kQuiet)) << "serve() returned while worker 1 was still there";
@@ -201,7 +201,7 @@ TEST_F(PsServer, ServeReturnsOnceEveryWorkerIsDone) {
 // keeps the socket open until the workers hung up, so that each goodbye
 // reply is read, and waits at most 2 s for one that never hangs up.
 TEST_F(PsServer, ClosesOnlyAfterTheWorkersHungUpAndAtMostTwoSecondsLater) {
-  start(makeConfig(TrainingMode::kPsSync, 2, {{0, 2}}));
+  start(makeConfig(Mode::PsSync, 2, {{0, 2}}));
   Peer w0 = worker(0), w1 = worker(1);
   sayGoodbye(w0);
   expectOk(w1.request({.type = ps::msg::kDone}));
@@ -209,7 +209,7 @@ TEST_F(PsServer, ClosesOnlyAfterTheWorkersHungUpAndAtMostTwoSecondsLater) {
   w1.hangUp();
   EXPECT_TRUE(server_->finishes(1000ms)) << "serve() went on after every worker hung up";
 
-  start(makeConfig(TrainingMode::kPsSync, 1, {{0, 2}}));
+  start(makeConfig(Mode::PsSync, 1, {{0, 2}}));
   Peer stays = worker(0);
   expectOk(stays.request({.type = ps::msg::kDone}));
   const auto since = Clock::now();
@@ -218,7 +218,7 @@ TEST_F(PsServer, ClosesOnlyAfterTheWorkersHungUpAndAtMostTwoSecondsLater) {
 }
 
 TEST_F(PsServer, ASilentWorkerIsListedAsLost) {
-  ServerConfig c = makeConfig(TrainingMode::kPsSync, 2, {{0, 2}});
+  ServerConfig c = makeConfig(Mode::PsSync, 2, {{0, 2}});
   c.peer_timeout_s = 0.5;
   start(c);
   Peer w0 = worker(0), w1 = worker(1);
@@ -234,7 +234,7 @@ TEST_F(PsServer, ASilentWorkerIsListedAsLost) {
 // worker's connection is gone, so it must not leave its place to another
 // that said goodbye and has not hung up yet: serve() waits for that one too.
 TEST_F(PsServer, AKilledWorkerDoesNotLetTheServerCloseUnderAGoodbye) {
-  ServerConfig c = makeConfig(TrainingMode::kPsSync, 2, {{0, 2}});
+  ServerConfig c = makeConfig(Mode::PsSync, 2, {{0, 2}});
   c.peer_timeout_s = 0.5;
   start(c);
   Peer w0 = worker(0), w1 = worker(1);
@@ -266,7 +266,7 @@ void trainAlone(Peer& w0, double seconds) {
 // silence (while worker 0 trains) would let serve() end the moment worker 0
 // says goodbye.
 TEST_F(PsServer, AWorkerThatPushesNothingHereIsLostATimeoutAfterItsPushersAreDone) {
-  ServerConfig c = makeConfig(TrainingMode::kPsSync, 2, {{0, 2}});
+  ServerConfig c = makeConfig(Mode::PsSync, 2, {{0, 2}});
   c.push_groups = {{0, 1}};
   c.peer_timeout_s = 0.4;
   start(c, {.index = 1});
@@ -284,7 +284,7 @@ TEST_F(PsServer, AWorkerThatPushesNothingHereIsLostATimeoutAfterItsPushersAreDon
 // At ps 0 every worker owes each step's report, so there a silent one is
 // given up after one timeout, pusher or not.
 TEST_F(PsServer, PsZeroGivesUpASilentWorkerThatPushesNothingThereAfterOneTimeout) {
-  ServerConfig c = makeConfig(TrainingMode::kPsSync, 2, {{0, 2}});
+  ServerConfig c = makeConfig(Mode::PsSync, 2, {{0, 2}});
   c.push_groups = {{0, 1}};
   c.peer_timeout_s = 0.4;
   start(c);
@@ -302,7 +302,7 @@ TEST_F(PsServer, PsZeroGivesUpASilentWorkerThatPushesNothingThereAfterOneTimeout
 // computes 0.5 s: each gap is within the 0.8 s peer timeout, so worker 0
 // must not be declared lost even though 1 s passed since it last sent.
 TEST_F(PsServer, TimeSpentWaitingOnTheServerIsNotSilence) {
-  ServerConfig c = makeConfig(TrainingMode::kPsSync, 2, {{0, 2}});
+  ServerConfig c = makeConfig(Mode::PsSync, 2, {{0, 2}});
   c.peer_timeout_s = 0.8;
   start(c);
   Peer w0 = worker(0), w1 = worker(1);
@@ -325,7 +325,7 @@ TEST_F(PsServer, TimeSpentWaitingOnTheServerIsNotSilence) {
 // pushing) expires after the peer timeout, so serve() returns once every
 // worker is gone instead of holding the pull forever.
 TEST_F(PsServer, ServeReturnsWhenEveryWorkerDiedEvenWithAPullHeld) {
-  ServerConfig c = makeConfig(TrainingMode::kPsSync, 2, {{0, 2}});
+  ServerConfig c = makeConfig(Mode::PsSync, 2, {{0, 2}});
   c.peer_timeout_s = 0.5;
   start(c);
   {
@@ -344,7 +344,7 @@ TEST_F(PsServer, ServeReturnsWhenEveryWorkerDiedEvenWithAPullHeld) {
 // --peer-timeout (30 s here); so does a later report of that start. An
 // async job takes the worker back when it returns, so nothing fails there.
 TEST_F(PsServer, ASyncWorkerLeavingToStartAgainFailsTheWaitsForItAtOnce) {
-  ServerConfig c = makeConfig(TrainingMode::kPsSync, 3, {{0, 2}});
+  ServerConfig c = makeConfig(Mode::PsSync, 3, {{0, 2}});
   c.peer_timeout_s = 30;
   start(c);
   Peer w0 = worker(0), w1 = worker(1), w2 = worker(2);
@@ -360,14 +360,14 @@ TEST_F(PsServer, ASyncWorkerLeavingToStartAgainFailsTheWaitsForItAtOnce) {
   expectError(w2.await(reportClock(w2, 1, {})), "worker 1 left to start again in place");
   EXPECT_LT(secondsSince(since), 1.5);
 
-  start(makeConfig(TrainingMode::kPsAsync, 2, {{0, 2}}));
+  start(makeConfig(Mode::PsAsync, 2, {{0, 2}}));
   Peer a0 = worker(0), a1 = worker(1);
   expectOk(a1.request({.type = ps::msg::kLeave}));
   EXPECT_EQ(a0.await(pull(a0, 0, 0)).header.type, ps::msg::kValues);
 }
 
 TEST_F(PsServer, ThrowsPeerErrorWhenTheChiefNeverInitialises) {
-  start(makeConfig(TrainingMode::kPsSync, 1, {{0, 2}}), {.startup_timeout_s = 0.3}, /*initialize=*/false);
+  start(makeConfig(Mode::PsSync, 1, {{0, 2}}), {.startup_timeout_s = 0.3}, /*initialize=*/false);
   try {
     server_->summary(2000ms);
     ADD_FAILURE() << "serve() returned without an init";

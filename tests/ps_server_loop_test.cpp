@@ -16,7 +16,7 @@ TEST_F(PsServer, AFailedApplyStopsServeNamingTheChunk) {
   options.apply_fault = [](uint64_t key, uint64_t update) {
     if (key == 1) throw std::runtime_error("injected fault in update " + std::to_string(update));
   };
-  start(makeConfig(TrainingMode::kPsSync, 1, {{0, 4}, {1, 4}}), options);
+  start(makeConfig(Mode::PsSync, 1, {{0, 4}, {1, 4}}), options);
   Peer w0 = worker(0);
   expectOk(w0.await(push(w0, 0, 0, pattern(4, 0.1f, 0.0f))));
   expectOk(w0.await(push(w0, 1, 0, pattern(4, 0.1f, 0.0f))));

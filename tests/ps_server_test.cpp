@@ -10,7 +10,7 @@ namespace tandem::ps::testing {
 namespace {
 
 TEST_F(PsServer, SyncSumsBothWorkersAndHoldsPullsUntilTheStepIsApplied) {
-  ServerConfig c = makeConfig(TrainingMode::kPsSync, 2, {{0, 5}, {7, 3}});
+  ServerConfig c = makeConfig(Mode::PsSync, 2, {{0, 5}, {7, 3}});
   c.optimizer.name = "sgd";
   c.optimizer.momentum = 0.9;
   start(c);
@@ -65,7 +65,7 @@ TEST_F(PsServer, SyncSumsBothWorkersAndHoldsPullsUntilTheStepIsApplied) {
 // --- 2. async ---------------------------------------------------------------
 
 TEST_F(PsServer, AsyncAppliesAdamPushesInArrivalOrder) {
-  ServerConfig c = makeConfig(TrainingMode::kPsAsync, 2, {{3, 6}});
+  ServerConfig c = makeConfig(Mode::PsAsync, 2, {{3, 6}});
   c.optimizer.name = "adam";
   c.lr_by_step = {0.01, 0.002};
   start(c);
@@ -96,7 +96,7 @@ TEST_F(PsServer, AsyncAppliesAdamPushesInArrivalOrder) {
 // --- 3. clocks --------------------------------------------------------------
 
 TEST_F(PsServer, SyncClockIsABarrierWithTheMeanLoss) {
-  start(makeConfig(TrainingMode::kPsSync, 2, {{0, 2}}));
+  start(makeConfig(Mode::PsSync, 2, {{0, 2}}));
   Peer w0 = worker(0), w1 = worker(1);
 
   const uint64_t first = reportClock(w0, 1, {.loss = 1.0, .compute_seconds = 0.2});
@@ -125,7 +125,7 @@ TEST_F(PsServer, SyncClockIsABarrierWithTheMeanLoss) {
 }
 
 TEST_F(PsServer, SspLetsAWorkerRunOneStepAhead) {
-  ServerConfig c = makeConfig(TrainingMode::kPsBounded, 2, {{0, 2}});
+  ServerConfig c = makeConfig(Mode::Ssp, 2, {{0, 2}});
   c.staleness = 1;
   start(c);
   Peer w0 = worker(0), w1 = worker(1);
@@ -157,7 +157,7 @@ TEST_F(PsServer, SspLetsAWorkerRunOneStepAhead) {
 }
 
 TEST_F(PsServer, AsyncClockNeverWaits) {
-  start(makeConfig(TrainingMode::kPsAsync, 2, {{0, 2}}));
+  start(makeConfig(Mode::PsAsync, 2, {{0, 2}}));
   Peer w0 = worker(0);
   worker(1);  // says hello, then never reports
   for (uint32_t step = 1; step <= 4; ++step) {
@@ -168,7 +168,7 @@ TEST_F(PsServer, AsyncClockNeverWaits) {
 }
 
 TEST_F(PsServer, AClockWaitExpiresNamingTheLateWorker) {
-  ServerConfig c = makeConfig(TrainingMode::kPsSync, 2, {{0, 2}});
+  ServerConfig c = makeConfig(Mode::PsSync, 2, {{0, 2}});
   c.peer_timeout_s = 0.5;
   start(c);
   Peer w0 = worker(0), w1 = worker(1);
@@ -189,7 +189,7 @@ TEST_F(PsServer, AClockWaitExpiresNamingTheLateWorker) {
 // survived: only an init naming the start that initialised this server is
 // taken, and the server then forgets that start's state entirely.
 TEST_F(PsServer, TheChiefsNextStartAfterAFailureStartsTheServerOverAndNoOtherInitDoes) {
-  ServerConfig c = makeConfig(TrainingMode::kPsSync, 2, {{0, 4}});
+  ServerConfig c = makeConfig(Mode::PsSync, 2, {{0, 4}});
   c.optimizer.name = "sgd";
   c.optimizer.momentum = 0.9;
   c.generation = 0xA1;

@@ -109,10 +109,10 @@ struct SameHostJob {
   KeyLayout layout = buildKeyLayout({{"w", 6}, {"b", 4}}, 2, 16);
   std::vector<std::unique_ptr<RunningServer>> servers;
   std::vector<ServerAddress> addresses;
-  TrainingMode mode;
+  Mode mode;
   WireDtype wire;
 
-  SameHostJob(TrainingMode mode, WireDtype wire) : mode(mode), wire(wire) {
+  SameHostJob(Mode mode, WireDtype wire) : mode(mode), wire(wire) {
     for (int i = 0; i < 2; ++i) {
       servers.push_back(std::make_unique<RunningServer>(ServerOptions{.bind_host = "127.0.0.1", .index = i}));
       addresses.push_back({net::sameHostEndpoint(servers.back()->port(), tandem::testing::testSecurity()), "ps " + std::to_string(i)});
@@ -129,7 +129,7 @@ struct SameHostJob {
 // Worker 0 pushes from its arena and pulls into it; worker 1 sends bytes.
 // Both see the same mean update, and the servers count what crossed where.
 TEST(PsSharedMemory, ASyncStepThroughSharedMemoryMatchesOneThroughTheSocket) {
-  SameHostJob job(TrainingMode::kPsSync, WireDtype::kFloat32);
+  SameHostJob job(Mode::PsSync, WireDtype::kFloat32);
   const Deadline deadline = Deadline::afterSeconds(5);
   Worker chief = job.worker(0, true);
   Worker other = job.worker(1, false);
@@ -182,7 +182,7 @@ TEST(PsSharedMemory, ASyncStepThroughSharedMemoryMatchesOneThroughTheSocket) {
 // Async, 16-bit wire: the pushes are bytes (the worker rounds them outside
 // the arena), the pulls land in the arena in the wire's format.
 TEST(PsSharedMemory, SixteenBitPullsLandInTheArenaInTheWireFormat) {
-  SameHostJob job(TrainingMode::kPsAsync, WireDtype::kBfloat16);
+  SameHostJob job(Mode::PsAsync, WireDtype::kBfloat16);
   const Deadline deadline = Deadline::afterSeconds(5);
   Worker w = job.worker(0, true);
   w.initServers(job.configs(1), [&](size_t c, int64_t&) { return initial(job.layout, c); }, deadline);
@@ -210,11 +210,11 @@ TEST(PsSharedMemory, OnlySameHostWorkersThatOfferedAnArenaMayNameOne) {
   RunningServer server(ServerOptions{.bind_host = "127.0.0.1", .index = 0});
   const KeyLayout layout = buildKeyLayout({{"w", 4}}, 1, 16);
   const Deadline deadline = Deadline::afterSeconds(5);
-  Worker tcp({.servers = {{server.endpoint(), "ps 0"}}, .layout = layout, .mode = TrainingMode::kPsAsync,
+  Worker tcp({.servers = {{server.endpoint(), "ps 0"}}, .layout = layout, .mode = Mode::PsAsync,
               .shared_memory = true},
              tandem::testing::testSecurity());
   EXPECT_EQ(tcp.sharedArena(), nullptr) << "no server on this host's socket: nothing to share";
-  ServerConfig config = makeConfig(TrainingMode::kPsAsync, 2, {{layout.chunks[0].key, 4}});
+  ServerConfig config = makeConfig(Mode::PsAsync, 2, {{layout.chunks[0].key, 4}});
   config.layout_fingerprint = layout.fingerprint();
   tcp.initServers({config}, [](size_t, int64_t&) { return std::vector<float>(4, 1.0f); }, deadline);
   tcp.hello(deadline);

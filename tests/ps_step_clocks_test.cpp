@@ -22,7 +22,7 @@ StepAgreement step(StepClocks& clocks, int worker) {
 }
 
 TEST(StepClocksAsync, TheJobsStepsAreSharedAndNeverOvershot) {
-  StepClocks clocks(TrainingMode::kPsAsync, 0, 2, 0, 5);
+  StepClocks clocks(Mode::PsAsync, 0, 2, 0, 5);
   // Both workers start one step unasked (2 granted); three more remain.
   EXPECT_FALSE(step(clocks, 0).finished);  // global 1, grants the 3rd
   EXPECT_FALSE(step(clocks, 0).finished);  // global 2, grants the 4th
@@ -37,11 +37,11 @@ TEST(StepClocksAsync, TheJobsStepsAreSharedAndNeverOvershot) {
 }
 
 TEST(StepClocksAsync, ALostWorkersGrantGoesToTheOthers) {
-  StepClocks clocks(TrainingMode::kPsAsync, 0, 2, 10, 13);  // resumed at 10, three steps to make
+  StepClocks clocks(Mode::PsAsync, 0, 2, 10, 13);  // resumed at 10, three steps to make
   EXPECT_FALSE(step(clocks, 0).finished);  // 11; grants the 13th
   EXPECT_TRUE(step(clocks, 0).finished);   // 12; worker 1 still holds the 13th
   clocks.lose(1);                          // ...and dies: the 13th is free again
-  StepClocks fresh(TrainingMode::kPsAsync, 0, 2, 10, 13);
+  StepClocks fresh(Mode::PsAsync, 0, 2, 10, 13);
   step(fresh, 0);
   fresh.lose(1);
   EXPECT_FALSE(step(fresh, 0).finished);  // 12; takes the dead worker's step
@@ -52,7 +52,7 @@ TEST(StepClocksAsync, ALostWorkersGrantGoesToTheOthers) {
 // An elastic job's replacement continues its predecessor's clock; the step
 // the dead one held goes back, and the replacement starts one of its own.
 TEST(StepClocksAsync, AReplacementContinuesTheLostWorkersClock) {
-  StepClocks clocks(TrainingMode::kPsAsync, 0, 2, 10, 16);  // 2 granted at the start, 4 left
+  StepClocks clocks(Mode::PsAsync, 0, 2, 10, 16);  // 2 granted at the start, 4 left
   step(clocks, 0);                                // 11, grants a 3rd
   step(clocks, 1);                                // 12, grants a 4th
   step(clocks, 1);                                // 13, grants a 5th; worker 1 holds it and dies
@@ -69,7 +69,7 @@ TEST(StepClocksAsync, AReplacementContinuesTheLostWorkersClock) {
 // SSP's bound holds against the live workers only: a lost worker no longer
 // holds the others back, and its replacement does again.
 TEST(StepClocksBounded, TheBoundHoldsAgainstLiveWorkersOnly) {
-  StepClocks clocks(TrainingMode::kPsBounded, 1, 2, 0);
+  StepClocks clocks(Mode::Ssp, 1, 2, 0);
   step(clocks, 0);  // 1, within 1 of worker 1's 0
   clocks.report(0, 2, report(), "w0", 2);
   EXPECT_TRUE(clocks.release().empty()) << "step 2 is 2 ahead of worker 1";
@@ -90,7 +90,7 @@ TEST(StepClocksBounded, TheBoundHoldsAgainstLiveWorkersOnly) {
 
 // Sync mode still waits for a lost worker: its steps fail by timeout.
 TEST(StepClocksSync, ALostWorkerStillHoldsTheStep) {
-  StepClocks clocks(TrainingMode::kPsSync, 0, 2, 0);
+  StepClocks clocks(Mode::PsSync, 0, 2, 0);
   clocks.report(0, 1, report(), "w0", 1);
   clocks.lose(1);
   EXPECT_TRUE(clocks.release().empty());
@@ -99,7 +99,7 @@ TEST(StepClocksSync, ALostWorkerStillHoldsTheStep) {
 // A checkpoint's hold: every other worker is held at its next step
 // boundary; the chief learns where each stands once all wait.
 TEST(StepClocksHold, PausesEveryOtherWorkerAtAStepBoundary) {
-  StepClocks clocks(TrainingMode::kPsAsync, 0, 3, 0, 100);
+  StepClocks clocks(Mode::PsAsync, 0, 3, 0, 100);
   step(clocks, 0);
   step(clocks, 1);
   clocks.hold(0, "chief", 9);
@@ -121,12 +121,12 @@ TEST(StepClocksHold, PausesEveryOtherWorkerAtAStepBoundary) {
   // The holder's next report ends a hold too; sync takes none.
   clocks.hold(0, "chief", 11);
   step(clocks, 0);
-  StepClocks sync(TrainingMode::kPsSync, 0, 2, 0);
+  StepClocks sync(Mode::PsSync, 0, 2, 0);
   EXPECT_THROW(sync.hold(0, "chief", 1), InputError);
 }
 
 TEST(StepClocksAwait, AnsweredOnceEveryOtherWorkerIsDoneOrLost) {
-  StepClocks clocks(TrainingMode::kPsAsync, 0, 3, 0, 100);
+  StepClocks clocks(Mode::PsAsync, 0, 3, 0, 100);
   step(clocks, 0);
   step(clocks, 1);
   clocks.awaitOthers(0, "w0", 7);
@@ -143,7 +143,7 @@ TEST(StepClocksAwait, AnsweredOnceEveryOtherWorkerIsDoneOrLost) {
 }
 
 TEST(StepClocksSync, ReportsTheStepItselfAsTheGlobalStep) {
-  StepClocks clocks(TrainingMode::kPsSync, 0, 2, 4, 0);
+  StepClocks clocks(Mode::PsSync, 0, 2, 4, 0);
   clocks.report(0, 5, report(1.0), "w0", 1);
   EXPECT_TRUE(clocks.release().empty());  // waits for worker 1
   clocks.report(1, 5, report(3.0), "w1", 2);
@@ -159,7 +159,7 @@ TEST(StepClocksSync, ReportsTheStepItselfAsTheGlobalStep) {
 // DiLoCo's chief asks for a checkpoint in its report; every worker hears it
 // in the step's agreement, through the wire's encoding too.
 TEST(StepClocksSync, OneWorkersCheckpointWishReachesEveryWorker) {
-  StepClocks clocks(TrainingMode::kPsSync, 0, 2, 0, 0);
+  StepClocks clocks(Mode::PsSync, 0, 2, 0, 0);
   StepReport wish = report(1.0);
   wish.checkpoint = true;
   clocks.report(0, 1, wish, "w0", 1);
@@ -179,7 +179,7 @@ TEST(StepClocksSync, OneWorkersCheckpointWishReachesEveryWorker) {
 }
 
 TEST(StepClocksStall, AHeldStepIsReportedOnceNamingTheLateWorkers) {
-  StepClocks clocks(TrainingMode::kPsSync, 0, 3, 0, 0);
+  StepClocks clocks(Mode::PsSync, 0, 3, 0, 0);
   clocks.report(0, 1, report(), "w0", 1);
   clocks.report(1, 1, report(), "w1", 2);
   EXPECT_TRUE(clocks.release().empty());  // worker 2 has not finished step 1

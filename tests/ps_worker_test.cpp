@@ -23,14 +23,14 @@ struct Job {
   std::vector<std::unique_ptr<RunningServer>> servers;
   std::vector<ServerAddress> addresses;
 
-  explicit Job(TrainingMode mode, WireDtype wire = WireDtype::kFloat32) : wire(wire) {
+  explicit Job(Mode mode, WireDtype wire = WireDtype::kFloat32) : wire(wire) {
     for (int i = 0; i < 2; ++i) {
       servers.push_back(std::make_unique<RunningServer>(ServerOptions{.bind_host = "127.0.0.1", .index = i}));
       addresses.push_back({servers.back()->endpoint(), "ps " + std::to_string(i)});
     }
     this->mode = mode;
   }
-  TrainingMode mode;
+  Mode mode;
   WireDtype wire;
 
   std::vector<ServerConfig> configs(int workers) const { return configsFor(layout, mode, wire, workers, 10); }
@@ -38,7 +38,7 @@ struct Job {
 };
 
 TEST(PsWorker, TwoSyncWorkersPushReportAndPullTheMeanUpdate) {
-  Job job(TrainingMode::kPsSync);
+  Job job(Mode::PsSync);
   ASSERT_EQ(job.layout.chunks.size(), 3u);  // 4 + 4 + 2 floats over 2 servers
   const Deadline deadline = Deadline::afterSeconds(5);
   Worker chief = job.worker(0);
@@ -80,7 +80,7 @@ TEST(PsWorker, TwoSyncWorkersPushReportAndPullTheMeanUpdate) {
 TEST(PsWorker, SixteenBitWireRoundsPushesAndPullsButServersKeepFloat32) {
   for (WireDtype wire : {WireDtype::kFloat16, WireDtype::kBfloat16}) {
     SCOPED_TRACE(wireDtypeName(wire));
-    Job job(TrainingMode::kPsSync, wire);
+    Job job(Mode::PsSync, wire);
     const Deadline deadline = Deadline::afterSeconds(5);
     Worker chief = job.worker(0);
     chief.initServers(job.configs(2), [&](size_t c, int64_t&) { return initial(job.layout, c); }, deadline);
@@ -125,13 +125,13 @@ TEST(PsWorker, SixteenBitWireRoundsPushesAndPullsButServersKeepFloat32) {
 }
 
 TEST(PsWorker, AFloat32PushToASixteenBitServerIsRefusedNamingTheFormat) {
-  Job job(TrainingMode::kPsAsync, WireDtype::kFloat16);
+  Job job(Mode::PsAsync, WireDtype::kFloat16);
   const Deadline deadline = Deadline::afterSeconds(5);
   Worker chief = job.worker(0);
   chief.initServers(job.configs(2), [&](size_t c, int64_t&) { return initial(job.layout, c); }, deadline);
   chief.hello(deadline);
   // A worker that thinks the wire is float32 sends twice the bytes.
-  Worker wrong({job.addresses, job.layout, TrainingMode::kPsAsync, 1, WireDtype::kFloat32}, tandem::testing::testSecurity());
+  Worker wrong({job.addresses, job.layout, Mode::PsAsync, 1, WireDtype::kFloat32}, tandem::testing::testSecurity());
   const std::vector<float> g(4, 1.0f);
   wrong.hello(deadline);
   wrong.push(0, g.data(), 0);
@@ -144,7 +144,7 @@ TEST(PsWorker, AFloat32PushToASixteenBitServerIsRefusedNamingTheFormat) {
 }
 
 TEST(PsWorker, FetchStateReturnsEveryChunksValuesAndSlots) {
-  Job job(TrainingMode::kPsAsync);
+  Job job(Mode::PsAsync);
   const Deadline deadline = Deadline::afterSeconds(5);
   Worker w = job.worker(0);
   w.initServers(job.configs(1), [&](size_t c, int64_t&) { return initial(job.layout, c); }, deadline);
@@ -161,10 +161,10 @@ TEST(PsWorker, FetchStateReturnsEveryChunksValuesAndSlots) {
 }
 
 TEST(PsWorker, AServerThatIsNotThereIsNamedWhenTheDeadlinePasses) {
-  Job job(TrainingMode::kPsSync);
+  Job job(Mode::PsSync);
   auto addresses = job.addresses;
   addresses[1] = {net::tcpEndpoint("127.0.0.1", tandem::testing::freePort()), "ps 1"};  // nobody listens
-  Worker w({addresses, job.layout, TrainingMode::kPsSync, 0}, tandem::testing::testSecurity());
+  Worker w({addresses, job.layout, Mode::PsSync, 0}, tandem::testing::testSecurity());
   const auto started = Clock::now();
   try {
     w.initServers(job.configs(1), [&](size_t c, int64_t&) { return initial(job.layout, c); },
@@ -226,7 +226,7 @@ TEST(PushWindow, QueuedPushesGoOutFirstChunkFirst) {
     HandServer server;
     const KeyLayout layout = buildKeyLayout({{"a", 4}, {"b", 4}, {"c", 4}, {"d", 4}}, 1, 16);
     ASSERT_EQ(layout.chunks.size(), 4u);
-    Worker w({{{server.endpoint, "ps 0"}}, layout, TrainingMode::kPsSync, 0, WireDtype::kFloat32, window}, tandem::testing::testSecurity());
+    Worker w({{{server.endpoint, "ps 0"}}, layout, Mode::PsSync, 0, WireDtype::kFloat32, window}, tandem::testing::testSecurity());
     std::vector<std::vector<float>> grads(4, std::vector<float>(4, 1.0f));
     for (size_t c = 4; c-- > 0;) w.push(c, grads[c].data(), 0);  // backward's order
     std::vector<uint32_t> pulls;
@@ -276,7 +276,7 @@ TEST(PushWindow, HostMatesPushingToOneServerShareTheDefaultWindow) {
 TEST(PushWindow, AServerThatNeverTakesThePushAheadIsNamed) {
   HandServer server;
   const KeyLayout layout = buildKeyLayout({{"a", 4}, {"b", 4}}, 1, 16);
-  Worker w({{{server.endpoint, "ps 0"}}, layout, TrainingMode::kPsSync, 0, WireDtype::kFloat32, 16}, tandem::testing::testSecurity());
+  Worker w({{{server.endpoint, "ps 0"}}, layout, Mode::PsSync, 0, WireDtype::kFloat32, 16}, tandem::testing::testSecurity());
   std::vector<float> g(4, 1.0f);
   w.push(1, g.data(), 0);
   w.push(0, g.data(), 0);
@@ -298,7 +298,7 @@ TEST(PushWindow, AServerThatNeverTakesThePushAheadIsNamed) {
 namespace tandem::ps::testing {
 namespace {
 
-ServerConfig groupedConfig(std::vector<std::vector<int>> groups, TrainingMode mode = TrainingMode::kPsSync) {
+ServerConfig groupedConfig(std::vector<std::vector<int>> groups, Mode mode = Mode::PsSync) {
   ServerConfig c = makeConfig(mode, 4, {{0, 4}, {1, 4}, {2, 4}});
   c.push_groups = std::move(groups);
   return c;
@@ -317,7 +317,7 @@ TEST(PushGroups, EachHostPushesEachChunkThroughOneWorker) {
 
 // Quantised pushes travel in ps-init; other widths are refused, naming the field.
 TEST(PushBitsConfig, RoundTripsAndOtherWidthsAreRefused) {
-  ServerConfig c = makeConfig(TrainingMode::kPsSync, 2, {{0, 4}});
+  ServerConfig c = makeConfig(Mode::PsSync, 2, {{0, 4}});
   EXPECT_EQ(serverConfigFromJson(toJson(c), "chief").push_bits, 0);
   c.push_bits = 4;
   EXPECT_EQ(serverConfigFromJson(toJson(c), "chief").push_bits, 4);
@@ -335,7 +335,7 @@ TEST(PushBitsConfig, RoundTripsAndOtherWidthsAreRefused) {
 
 // Delay compensation travels in ps-init, and only async or SSP servers take it.
 TEST(DelayCompensationConfig, RoundTripsAndSyncServersRefuseIt) {
-  ServerConfig c = makeConfig(TrainingMode::kPsAsync, 2, {{0, 4}});
+  ServerConfig c = makeConfig(Mode::PsAsync, 2, {{0, 4}});
   c.delay_compensation = 0.04;
   EXPECT_DOUBLE_EQ(serverConfigFromJson(toJson(c), "chief").delay_compensation, 0.04);
   EXPECT_EQ(serverConfigFromJson(toJson(c), "chief").delay_form, DelayForm::kAdaptive);
@@ -344,7 +344,7 @@ TEST(DelayCompensationConfig, RoundTripsAndSyncServersRefuseIt) {
   auto unknown = toJson(c);
   unknown["delay_compensation_form"] = "linear";
   EXPECT_THROW(serverConfigFromJson(unknown, "chief"), InputError);
-  c.mode = TrainingMode::kPsSync;
+  c.mode = Mode::PsSync;
   try {
     serverConfigFromJson(toJson(c), "chief");
     ADD_FAILURE() << "expected InputError";
@@ -353,18 +353,18 @@ TEST(DelayCompensationConfig, RoundTripsAndSyncServersRefuseIt) {
               std::string::npos)
         << e.what();
   }
-  c.mode = TrainingMode::kPsAsync;
+  c.mode = Mode::PsAsync;
   c.delay_compensation = -1;
   EXPECT_THROW(serverConfigFromJson(toJson(c), "chief"), InputError);
   c.delay_compensation = 0;
   c.staleness_lr = true;
   EXPECT_TRUE(serverConfigFromJson(toJson(c), "chief").staleness_lr);
-  c.mode = TrainingMode::kPsSync;
+  c.mode = Mode::PsSync;
   EXPECT_THROW(serverConfigFromJson(toJson(c), "chief"), InputError);
 }
 
 TEST(PushGroups, GroupsThatDoNotCoverEveryWorkerOnceAreRefused) {
-  auto refused = [](std::vector<std::vector<int>> groups, TrainingMode mode, const std::string& needle) {
+  auto refused = [](std::vector<std::vector<int>> groups, Mode mode, const std::string& needle) {
     try {
       serverConfigFromJson(toJson(groupedConfig(std::move(groups), mode)), "chief");
       ADD_FAILURE() << "accepted; wanted " << needle;
@@ -372,17 +372,17 @@ TEST(PushGroups, GroupsThatDoNotCoverEveryWorkerOnceAreRefused) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  refused({{0, 1}, {1, 2, 3}}, TrainingMode::kPsSync, "repeated");
-  refused({{0, 1}, {2}}, TrainingMode::kPsSync, "leave a worker out");
-  refused({{0, 1}, {2, 7}}, TrainingMode::kPsSync, "out of range");
-  refused({{0, 1}, {}}, TrainingMode::kPsSync, "empty group");
-  refused({{0, 1}, {2, 3}}, TrainingMode::kPsAsync, "need sync mode");
+  refused({{0, 1}, {1, 2, 3}}, Mode::PsSync, "repeated");
+  refused({{0, 1}, {2}}, Mode::PsSync, "leave a worker out");
+  refused({{0, 1}, {2, 7}}, Mode::PsSync, "out of range");
+  refused({{0, 1}, {}}, Mode::PsSync, "empty group");
+  refused({{0, 1}, {2, 3}}, Mode::PsAsync, "need sync mode");
 }
 
 // A push from a worker that is not the chunk's pusher is refused, naming
 // who pushes it; the server keeps the step waiting for the right one.
 TEST(PushGroups, AServerRefusesAPushFromAWorkerThatIsNotTheChunksPusher) {
-  Job job(TrainingMode::kPsSync);
+  Job job(Mode::PsSync);
   auto configs = job.configs(2);
   for (auto& c : configs) c.push_groups = {{0, 1}};  // one host: chunk k from worker k % 2
   const Deadline deadline = Deadline::afterSeconds(5);

@@ -76,14 +76,14 @@ TEST(TrainOptions, NamedSettingsBecomeTheConfigsEnums) {
 }
 
 TEST(TrainOptions, AStrictOptionIsRefusedWhereItWouldChangeNothing) {
-  testing::expectInputError([] { requireApplies(trainOption("/distributed/ps_mode"), TrainingMode::kAllReduce); },
+  testing::expectInputError([] { requireApplies(trainOption("/distributed/ps_mode"), Mode::AllReduce); },
                             {"--ps-mode", "parameter servers"});
   testing::expectInputError(
-      [] { requireApplies(trainOption("/distributed/verify_replicas_every"), TrainingMode::kPsAsync); },
+      [] { requireApplies(trainOption("/distributed/verify_replicas_every"), Mode::PsAsync); },
       {"--verify-replicas-every", "all-reduce", "ps-async"});
-  EXPECT_NO_THROW(requireApplies(trainOption("/distributed/staleness"), TrainingMode::kPsBounded));
+  EXPECT_NO_THROW(requireApplies(trainOption("/distributed/staleness"), Mode::Ssp));
   // Not strict: the same flags may go to a standalone run compared with a distributed one.
-  EXPECT_NO_THROW(requireApplies(trainOption("/distributed/ps_chunk_mb"), TrainingMode::kStandalone));
+  EXPECT_NO_THROW(requireApplies(trainOption("/distributed/ps_chunk_mb"), Mode::Standalone));
 }
 
 }  // namespace

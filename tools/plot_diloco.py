@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Test accuracy against bytes on the wire, from bench/diloco.sh's RESULTS
-files (docs/results.md, "DiLoCo").
+files (docs/results/diloco.md).
 
   plot_diloco.py [--title TEXT] [--floor ACC] OUT.png LABEL=RESULTS.json [LABEL=RESULTS.json ...]
 

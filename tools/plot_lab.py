@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Plots of the scale-out lab's seed scenarios (docs/results.md).
+"""Plots of the scale-out lab's seed scenarios (docs/results/lab.md).
 
   plot_lab.py resnet110 RESULTS.json OUT.png
       aggregate steps/s against workers for each layout, measured in the

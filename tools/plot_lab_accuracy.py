@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Test accuracy against training time in the lab, one panel per link
-speed, from bench/lab_accuracy.sh's OUT/results.json (docs/results.md).
+speed, from bench/lab_accuracy.sh's OUT/results.json
+(docs/results/diloco.md, "Accuracy against training time in the lab").
 
   plot_lab_accuracy.py OUT.png RESULTS.json
 

@@ -18,24 +18,30 @@
 #include <vector>
 
 #include "tandem/collectives.hpp"
+#include "tandem/mode.hpp"
+#include "tandem/option_defaults.hpp"
 
 namespace tandem {
 
+// Fields that `tandem train` also takes (as --rendezvous-timeout, ...) get
+// their defaults and checks from the same declaration (option_default).
 struct InitOptions {
-  double rendezvous_timeout_s = 60;  // how long init() waits for every rank
-  double peer_timeout_s = 120;       // how long a collective waits for a peer
+  // how long init() waits for every rank
+  double rendezvous_timeout_s = option_default<double>("rendezvous_timeout_s");
+  // how long a collective waits for a peer
+  double peer_timeout_s = option_default<double>("peer_timeout_s");
   // DistributedOptimizer's gradient bucket cap in MiB; 0: sized from the
   // model, about 16 buckets of 0.25-4 MiB (as `tandem train` does).
-  double bucket_mb = 0;
+  double bucket_mb = option_default<double>("bucket_mb");
   // How DistributedOptimizer's gradient buckets and PS chunks travel: "fp32",
   // "fp16" or "bf16" (half the bytes; weights and optimizer state stay
   // float32). error_feedback carries each value's rounding into its next send.
-  std::string wire_dtype = "fp32";
-  bool error_feedback = false;
+  std::string wire_dtype = option_default<std::string>("wire_dtype");
+  bool error_feedback = option_default<bool>("error_feedback");
   // "auto": when the job spans hosts and a host runs several workers, sums
   // go over each host's loopback first (`tandem train --hierarchical`);
   // "off": every worker sends its own.
-  std::string hierarchical = "auto";
+  std::string hierarchical = option_default<std::string>("hierarchical");
   // Who may reach the job's servers (docs/security.md): the secret in this
   // file (`tandem secret new FILE`); empty: $TANDEM_SECRET_FILE, else the
   // user's ~/.config/tandem/job-secret. insecure lets anyone in.
@@ -107,31 +113,30 @@ class GradientAverager {
   std::unique_ptr<Impl> impl_;
 };
 
-// How DistributedOptimizer makes the replicas agree.
-enum class Mode {
-  AllReduce,  // average gradients over the workers; every worker steps its optimizer
-  PsSync,     // parameter servers apply the mean of every worker's gradient, once per step
-  PsAsync,    // parameter servers apply each worker's gradient as it arrives
-  Ssp,        // like PsAsync, but no worker runs more than `staleness` steps ahead of the slowest
-};
+// How DistributedOptimizer makes the replicas agree: Mode (tandem/mode.hpp),
+// AllReduce or a parameter-server mode (Standalone is refused).
 
 struct DistributedOptions {
   Mode mode = Mode::AllReduce;
   int staleness = 1;                 // Ssp only
   int backward_passes_per_step = 1;  // passes whose gradients add up before each step()
-  double ps_chunk_mb = 4;            // PS modes: parameter chunk size
+  // The rest as `tandem train` takes them (--ps-chunk-mb, ...): defaults
+  // and checks from the same declaration.
+  // PS modes: parameter chunk size in MiB; 0: from the model, about 16
+  // chunks a server (as `tandem train` does).
+  double ps_chunk_mb = option_default<double>("ps_chunk_mb");
   // PsSync and PsAsync: DiLoCo. > 0: the optimizer steps on each rank
   // alone, and every `local_steps` steps the servers apply the outer
   // optimizer (nesterov or sgd) to the ranks' mean change; finish() ends a
   // partial last round. 0: off.
-  int64_t local_steps = 0;
-  std::string outer_optimizer = "nesterov";
-  double outer_lr = 0.7;
-  double outer_momentum = 0.9;
+  int64_t local_steps = option_default<int64_t>("local_steps");
+  std::string outer_optimizer = option_default<std::string>("outer_optimizer");
+  double outer_lr = option_default<double>("outer_lr");
+  double outer_momentum = option_default<double>("outer_momentum");
   // PS modes: 8 or 4 sends each push (gradient, or DiLoCo's change) in that
   // many bits a value, with a scale per 128 values and error feedback;
   // pulls keep InitOptions::wire_dtype. 0: pushes in the wire dtype.
-  int push_bits = 0;
+  int push_bits = option_default<int>("push_bits");
 };
 
 // Wraps the user's optimizer. AllReduce: gradients are averaged over all

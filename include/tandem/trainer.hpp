@@ -14,6 +14,9 @@
 // tandem::init() in the same process: fit() joins the job itself.
 #include <torch/torch.h>
 
+#include "tandem/mode.hpp"
+#include "tandem/option_defaults.hpp"
+
 #include <functional>
 #include <optional>
 #include <memory>
@@ -30,27 +33,31 @@ struct TensorData {
 // The batch mean loss of the model's outputs against int64 targets [N].
 using LossFn = std::function<torch::Tensor(const torch::Tensor& outputs, const torch::Tensor& targets)>;
 
+// The fields `tandem train` also takes (--batch-size, ...) get their
+// defaults and checks from the same declaration (option_default).
 struct TrainerOptions {
   std::string name = "user-model";  // in logs, the summary and the workers' agreement check
-  int64_t batch_size = 64;          // per worker
-  int64_t max_steps = 0;            // > 0: train this many steps instead of `epochs`
-  int64_t epochs = 1;
-  std::string optimizer = "sgd";    // sgd | adam | adamw | rmsprop
-  double lr = 0.05;
+  int64_t batch_size = option_default<int64_t>("batch_size");  // per worker
+  // > 0: train this many steps instead of `epochs`
+  int64_t max_steps = option_default<int64_t>("max_steps");
+  int64_t epochs = option_default<int64_t>("epochs");
+  std::string optimizer = option_default<std::string>("optimizer");  // sgd | adam | adamw | rmsprop
+  double lr = option_default<double>("lr");
   // Unset: the optimizer's own default, as `tandem train` takes it:
   // momentum 0.9 for sgd and 0 for rmsprop; weight decay 0.01 for adamw, else 0.
   std::optional<double> momentum;      // sgd, rmsprop
   std::optional<double> weight_decay;
-  uint64_t seed = 42;               // data order
-  std::string out_dir = "runs/default";
+  uint64_t seed = option_default<uint64_t>("seed");  // data order
+  std::string out_dir = option_default<std::string>("out_dir");
   bool overwrite = false;           // start again in a used out_dir instead of resuming from it
-  int64_t eval_every_steps = 0;     // 0: at every epoch end
-  int64_t log_every_steps = 50;
-  int64_t checkpoint_every_steps = 0;
-  std::string ps_mode = "sync";     // with parameter servers: sync | async
-  int staleness = -1;               // >= 0: bounded staleness instead
-  double peer_timeout_s = 120;
-  double rendezvous_timeout_s = 60;
+  int64_t eval_every_steps = option_default<int64_t>("eval_every_steps");  // 0: at every epoch end
+  int64_t log_every_steps = option_default<int64_t>("log_every_steps");
+  int64_t checkpoint_every_steps = option_default<int64_t>("checkpoint_every_steps");
+  // with parameter servers: PsSync or PsAsync
+  Mode ps_mode = option_default<Mode>("ps_mode");
+  int staleness = option_default<int>("staleness");  // >= 0: bounded staleness instead
+  double peer_timeout_s = option_default<double>("peer_timeout_s");
+  double rendezvous_timeout_s = option_default<double>("rendezvous_timeout_s");
 };
 
 // Trains `module`, called through `forward`, on `train_data`; evaluates on

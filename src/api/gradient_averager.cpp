@@ -161,18 +161,6 @@ struct DistributedOptimizer::Impl {
   bool local_steps = false;                       // DiLoCo: the optimizer steps here, the servers every round
 };
 
-namespace {
-
-TrainingMode trainingModeOf(Mode mode) {
-  switch (mode) {
-    case Mode::PsSync: return TrainingMode::kPsSync;
-    case Mode::PsAsync: return TrainingMode::kPsAsync;
-    case Mode::Ssp: return TrainingMode::kPsBounded;
-    default: return TrainingMode::kAllReduce;
-  }
-}
-
-}  // namespace
 
 DistributedOptimizer::DistributedOptimizer(torch::optim::Optimizer& optimizer, torch::nn::Module& module,
                                            const DistributedOptions& options)
@@ -183,21 +171,22 @@ DistributedOptimizer::DistributedOptimizer(torch::optim::Optimizer& optimizer, t
     impl_->averager.emplace(module, options.backward_passes_per_step);
     return;
   }
-  api::PsOptimizerOptions ps;
-  ps.mode = trainingModeOf(options.mode);
-  ps.staleness = options.staleness;
-  ps.backward_passes_per_step = options.backward_passes_per_step;
-  ps.chunk_mb = options.ps_chunk_mb;
-  ps.optimizer = api::serverOptimizerOf(optimizer);
-  ps.lr = api::learningRateOf(optimizer);
-  ps.local_steps = options.local_steps;
-  ps.outer_optimizer = options.outer_optimizer;
-  ps.outer_lr = options.outer_lr;
-  ps.outer_momentum = options.outer_momentum;
-  ps.push_bits = options.push_bits;
+  if (!usesServers(options.mode)) {
+    throw InputError(fmt::format("tandem: DistributedOptimizer runs AllReduce or a parameter-server mode, not {}",
+                                 modeName(options.mode)));
+  }
   if (options.local_steps > 0 && options.mode == Mode::Ssp) {
     throw InputError("tandem: local_steps (DiLoCo) runs with PsSync or PsAsync, not Ssp");
   }
+  api::PsOptimizerOptions ps;
+  ps.mode = options.mode;
+  ps.staleness = options.staleness;
+  ps.backward_passes_per_step = options.backward_passes_per_step;
+  ps.optimizer = api::serverOptimizerOf(optimizer);
+  ps.lr = api::learningRateOf(optimizer);
+  ps.keywords = {{"ps_chunk_mb", options.ps_chunk_mb},         {"local_steps", options.local_steps},
+                 {"outer_optimizer", options.outer_optimizer}, {"outer_lr", options.outer_lr},
+                 {"outer_momentum", options.outer_momentum},   {"push_bits", options.push_bits}};
   impl_->servers = std::make_unique<api::PsOptimizer>(module, ps);
   impl_->local_steps = options.local_steps > 0;
 }

@@ -8,6 +8,7 @@
 #include "api/job.hpp"
 #include "core/error.hpp"
 #include "train/diloco_strategy.hpp"
+#include "train/option_keywords.hpp"
 #include "train/ps_strategy.hpp"
 
 namespace tandem::api {
@@ -112,36 +113,26 @@ PsOptimizer::PsOptimizer(torch::nn::Module& module, const PsOptimizerOptions& op
   if (!usesServers(options.mode)) {
     throw InputError(fmt::format("tandem: {} is not a parameter-server mode", modeName(options.mode)));
   }
-  if (options.mode == TrainingMode::kPsBounded && options.staleness < 1) {
+  if (options.mode == Mode::Ssp && options.staleness < 1) {
     throw InputError(fmt::format("tandem: ps-ssp needs a staleness of at least 1, got {}", options.staleness));
   }
-  if (!(options.lr >= 0) || !(options.chunk_mb > 0)) {
-    throw InputError(fmt::format("tandem: learning rate {} and chunk size {} MB must be positive", options.lr,
-                                 options.chunk_mb));
+  if (!(options.lr >= 0)) {
+    throw InputError(fmt::format("tandem: learning rate {} must not be negative", options.lr));
   }
   train::TrainConfig config;
   static_cast<optim::OptimizerSettings&>(config.optimizer) = options.optimizer;
   config.optimizer.lr = options.lr;
   config.accumulate = options.backward_passes_per_step;
   auto& d = config.distributed;
-  d.ps_mode = options.mode == TrainingMode::kPsAsync ? train::PsMode::kAsync : train::PsMode::kSync;
-  d.staleness = options.mode == TrainingMode::kPsBounded ? options.staleness : -1;
-  d.ps_chunk_mb = options.chunk_mb;
+  d.ps_mode = options.mode == Mode::PsAsync ? Mode::PsAsync : Mode::PsSync;
+  d.staleness = options.mode == Mode::Ssp ? options.staleness : -1;
   d.wire_dtype = parseWireDtype(job.options.wire_dtype, "tandem::init: wire_dtype");
   d.error_feedback = job.options.error_feedback;
-  d.push_bits = checkPushBits(options.push_bits, "tandem: push_bits");
   d.peer_timeout_s = job.options.peer_timeout_s;
   d.rendezvous_timeout_s = job.options.rendezvous_timeout_s;
-  d.local_steps = options.local_steps;
-  d.outer_optimizer = options.outer_optimizer;
-  d.outer_lr = options.outer_lr;
-  d.outer_momentum = options.outer_momentum;
+  train::applyKeywordValues(config, options.keywords, "tandem");
   Impl& s = *impl_;
-  if (options.local_steps != 0) {
-    if (options.local_steps < 0) {
-      throw InputError(fmt::format("tandem: local_steps must be >= 1 (0: off), got {}", options.local_steps));
-    }
-    train::validateDiloco(d);  // the outer settings and the mode, named as the CLI's flags
+  if (d.local_steps > 0) {
     s.diloco = std::make_unique<train::DilocoStrategy>(*job.spec, config, processContext(), /*joined=*/true);
     torch::NoGradGuard no_grad;
     s.diloco->initialize(module, nlohmann::json::object(), {1, 0, 0, nullptr, nullptr, ""});

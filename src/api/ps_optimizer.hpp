@@ -2,6 +2,7 @@
 // The parameter-server side of the APIs' DistributedOptimizer: the trainer's
 // PsStrategy over the user's module, with the optimizer's settings read from
 // the user's optimizer and its learning rate sent whenever it changes.
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include <memory>
@@ -13,20 +14,17 @@
 namespace tandem::api {
 
 struct PsOptimizerOptions {
-  TrainingMode mode = TrainingMode::kPsSync;  // a server mode (usesServers)
+  Mode mode = Mode::PsSync;  // a server mode (usesServers)
   int staleness = 1;  // ps-ssp: steps a worker may run ahead of the slowest
   int backward_passes_per_step = 1;
-  double chunk_mb = 4;
   optim::OptimizerSettings optimizer;  // what the servers run
   double lr = 0.01;                 // the rate of the first step
-  // DiLoCo (> 0): the caller's optimizer steps locally; step() counts its
-  // steps and every local_steps of them exchanges the change for the
-  // servers' outer update (train/diloco_strategy.hpp).
-  int64_t local_steps = 0;
-  std::string outer_optimizer = "nesterov";
-  double outer_lr = 0.7;
-  double outer_momentum = 0.9;
-  int push_bits = 0;  // 8 or 4: quantised pushes (core/push_format.hpp)
+  // The training options the caller gives by keyword (train/option_keywords.hpp):
+  // ps_chunk_mb, push_bits, and DiLoCo's local_steps (> 0: the caller's
+  // optimizer steps locally and every local_steps steps the change goes to
+  // the servers' outer optimizer) and outer_*. Unnamed ones keep the
+  // declaration's default; all are checked as `tandem train` checks them.
+  nlohmann::json keywords = nlohmann::json::object();
 };
 
 class PsOptimizer {

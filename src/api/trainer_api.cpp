@@ -49,7 +49,7 @@ train::TrainConfig configFrom(const TrainerOptions& o) {
   c.eval_every_steps = o.eval_every_steps;
   c.log_every_steps = o.log_every_steps;
   c.checkpoint_every_steps = o.checkpoint_every_steps;
-  c.distributed.ps_mode = parseEnum(train::kPsModeNames, o.ps_mode, "tandem::fit: ps_mode");
+  c.distributed.ps_mode = o.ps_mode;
   c.distributed.staleness = o.staleness;
   c.distributed.peer_timeout_s = o.peer_timeout_s;
   c.distributed.rendezvous_timeout_s = o.rendezvous_timeout_s;

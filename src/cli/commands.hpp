@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 #include <vector>
+#include "train/config.hpp"
 
 namespace tandem::cli {
 
@@ -26,9 +27,9 @@ Command addLaunchCommand(CLI::App& app);
 // `lab`: a cluster of emulated hosts in network namespaces (lab/).
 Command addLabCommand(CLI::App& app);
 
-// `--timeline` among the tasks' train arguments: every task wrote its own
-// file under the run directory (`--out`); merges them into OUT/timeline.json.
-void mergeTaskTimelines(const std::vector<std::string>& train_args);
+// A run with --timeline (`config.timeline`): every task wrote its own file
+// under the run directory; merges them into OUT/timeline.json.
+void mergeTaskTimelines(const train::TrainConfig& config);
 // `bench allreduce` and `bench ps-apply`.
 Command addBenchCommand(CLI::App& app);
 // `secret new FILE` (net/job_security.hpp).

@@ -17,6 +17,7 @@
 
 #include "cli/arg_style.hpp"
 #include "cli/commands.hpp"
+#include "cli/train_flags.hpp"
 #include "core/error.hpp"
 #include "core/wire_dtype.hpp"
 #include "lab/lab_report.hpp"
@@ -109,11 +110,15 @@ int runLab(LabOptions o) {
     return 0;
   }
   if (!o.train_args.empty() && o.train_args.front() == "train") o.train_args.erase(o.train_args.begin());
-  for (const char* flag : {"--worker-hosts", "--ps-hosts", "--job-name", "--task-index", "--coordinator",
-                           "--log-every"}) {
+  // The tasks' run config, parsed as they will parse it.
+  const ParsedTrainArgs train = parseTrainArgs(o.train_args);
+  for (const char* flag : {"--worker-hosts", "--ps-hosts", "--job-name", "--task-index", "--coordinator"}) {
     if (hasFlag(o.train_args, flag)) {
       throw InputError(fmt::format("{}: the lab sets it for its tasks; remove it from the train arguments", flag));
     }
+  }
+  if (train.given.contains("/log_every_steps")) {
+    throw InputError("--log-every: the lab sets it for its tasks; remove it from the train arguments");
   }
   if (o.ps_placement != "colocated" && o.ps_placement != "dedicated") {
     throw InputError(fmt::format("--ps-placement: '{}' is not colocated or dedicated", o.ps_placement));
@@ -125,7 +130,8 @@ int runLab(LabOptions o) {
   if (!(o.dilation >= 1)) throw InputError(fmt::format("--dilation: must be >= 1, got {}", o.dilation));
   if (o.warmup_steps < 0) throw InputError(fmt::format("--warmup-steps: must be >= 0, got {}", o.warmup_steps));
   if (o.measure_steps < 0) throw InputError(fmt::format("--measure-steps: must be >= 0, got {}", o.measure_steps));
-  const auto profile_path = flagValue(o.train_args, "--emulate-compute");
+  const std::optional<std::string> profile_path =
+      train.config.emulate_compute.empty() ? std::nullopt : std::optional(train.config.emulate_compute);
   if (o.dilation != 1 && !profile_path) {
     throw InputError("--dilation: only emulated compute can be slowed down with the links; add --emulate-compute "
                      "PROFILE to the train arguments");
@@ -138,8 +144,12 @@ int runLab(LabOptions o) {
   }
 
   std::vector<std::string> common = o.train_args;
-  const std::string out = flagValue(common, "--out").value_or("runs/lab");
-  if (!hasFlag(common, "--out")) common.insert(common.end(), {"--out", out});
+  train::TrainConfig run = train.config;  // as the tasks run it
+  if (!train.given.contains("/out_dir")) {
+    run.out_dir = "runs/lab";
+    common.insert(common.end(), {"--out", run.out_dir});
+  }
+  const std::string& out = run.out_dir;
   // The scaled profile lives as long as the run, whichever way it ends.
   struct RemovedAtExit {
     std::optional<fs::path> path;
@@ -159,13 +169,13 @@ int runLab(LabOptions o) {
   // Every task shares this machine's cores, whatever host it plays.
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int tasks = static_cast<int>(placement.workers.size() + placement.servers.size());
-  if (!hasFlag(common, "--threads")) common.insert(common.end(), {"--threads", std::to_string(std::max(1, cores / tasks))});
-  if (o.ps > 0 && !hasFlag(common, "--ps-threads")) common.insert(common.end(), {"--ps-threads", "1"});
+  if (!train.given.contains("/threads")) common.insert(common.end(), {"--threads", std::to_string(std::max(1, cores / tasks))});
+  if (o.ps > 0 && !train.given.contains("/distributed/ps_threads")) common.insert(common.end(), {"--ps-threads", "1"});
   common.insert(common.end(), {"--log-every", "1"});
   // Dilated links are dilation times slower, so is every wait on them: at
   // dilation 16 the default 5 s of heartbeat silence, 0.3 s emulated, lost
   // healthy servers behind a TCP retransmission.
-  if (o.dilation != 1 && !hasFlag(common, "--heartbeat-timeout")) {
+  if (o.dilation != 1 && !train.given.contains("/distributed/heartbeat_timeout_s")) {
     const double heartbeat_s = std::min(3600.0, train::DistributedConfig{}.heartbeat_timeout_s * o.dilation);
     common.insert(common.end(), {"--heartbeat-timeout", fmt::format("{}", heartbeat_s)});
   }
@@ -240,8 +250,8 @@ int runLab(LabOptions o) {
   } catch (const Error& e) {
     std::fprintf(stderr, "lab: warning: %s\n", e.what());
   }
-  mergeTaskTimelines(common);
-  if (std::find(common.begin(), common.end(), "--timeline") != common.end()) {
+  mergeTaskTimelines(run);
+  if (run.timeline) {
     addLinkTracks(fs::path(out) / "timeline.json", sampler.samples(), o.dilation);
   }
 
@@ -263,14 +273,15 @@ int runLab(LabOptions o) {
   setup.link_bits_per_s = o.link_mbps * 1e6;
   setup.dilation = o.dilation;
   // --wire-dtype: the same floats in fewer bytes (as tandem plan counts them).
-  const auto wire_dtype = parseWireDtype(flagValue(o.train_args, "--wire-dtype").value_or("fp32"));
+  const WireDtype wire_dtype = train.config.distributed.wire_dtype;
   const double wire = static_cast<double>(wireBytes(wire_dtype)) / 4;
   setup.model_bytes = 4.0 * wire * chief_summary.value("parameters", 0.0);
-  setup.local_steps = std::max<int64_t>(1, std::stoll(flagValue(o.train_args, "--local-steps").value_or("1")));
-  setup.fragments = std::max<int64_t>(1, std::stoll(flagValue(o.train_args, "--fragments").value_or("1")));
-  setup.fragment_delay = std::max<int64_t>(0, std::stoll(flagValue(o.train_args, "--fragment-delay").value_or("0")));
+  const train::DistributedConfig& d = train.config.distributed;
+  setup.local_steps = std::max<int64_t>(1, d.local_steps);  // 0: every step exchanges
+  setup.fragments = d.fragments;
+  setup.fragment_delay = d.fragment_delay;
   // As the chief ran it (--staleness 0 is ps-sync, for one).
-  setup.mode = parseTrainingMode(chief_summary.value("mode", std::string()), "the chief's summary.json");
+  setup.mode = parseMode(chief_summary.value("mode", std::string()), "the chief's summary.json");
   // The layout as the workers built it (their summary's "strategy"):
   // hierarchical or not, and the PS chunks they cut.
   const nlohmann::json strategy = chief_summary.value("strategy", nlohmann::json::object());

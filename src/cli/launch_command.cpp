@@ -17,6 +17,7 @@
 
 #include "cli/arg_style.hpp"
 #include "cli/commands.hpp"
+#include "cli/train_flags.hpp"
 #include "obs/timeline.hpp"
 #include "cluster/cluster_spec.hpp"
 #include "launch/job_restart.hpp"
@@ -92,17 +93,18 @@ std::vector<std::pair<std::string, std::string>> programEnvironment(const std::v
 
 // Async PS training goes on without a dead worker (the servers and the
 // others carry its share); every other mode needs every worker for each step.
-bool continuesAfterWorkerFailure(const LaunchOptions& o) {
+// (`train`: the run config of `tandem train` tasks; none for a program).
+bool continuesAfterWorkerFailure(const LaunchOptions& o, const std::optional<ParsedTrainArgs>& train) {
   if (o.on_worker_failure != "auto") return o.on_worker_failure == "continue";
-  return o.ps > 0 && flagValue(o.train_args, "--ps-mode") == "async" && !flagValue(o.train_args, "--staleness");
+  return o.ps > 0 && train && train::psModeOf(train->config.distributed) == Mode::PsAsync;
 }
 
 }  // namespace
 
-void mergeTaskTimelines(const std::vector<std::string>& args) {
+void mergeTaskTimelines(const train::TrainConfig& config) {
   namespace fs = std::filesystem;
-  if (std::find(args.begin(), args.end(), "--timeline") == args.end()) return;
-  const std::string out = flagValue(args, "--out").value_or("runs/default");
+  if (!config.timeline) return;
+  const std::string& out = config.out_dir;
   std::vector<fs::path> files;
   std::error_code ec;
   for (const auto& entry : fs::recursive_directory_iterator(out, ec)) {
@@ -128,6 +130,10 @@ int runLaunch(LaunchOptions o) {
   // `launch -- ./trainer ...` runs a program; `-- --model x` and `-- train ...` run `tandem train`.
   const bool program = !o.train_args.empty() && namesProgram(o.train_args.front());
   const std::string program_path = program ? resolveProgram(o.train_args.front()) : "";
+  // The tasks' run config, parsed as they will parse it: a bad flag is
+  // named once, here, instead of by every task.
+  const std::optional<ParsedTrainArgs> train =
+      program ? std::nullopt : std::optional<ParsedTrainArgs>(parseTrainArgs(o.train_args));
   if (o.workers < 1) throw InputError(fmt::format("--workers: must be >= 1, got {}", o.workers));
   if (o.ps < 0) throw InputError(fmt::format("--ps: must be >= 0, got {}", o.ps));
   if (o.on_worker_failure == "continue" && o.ps == 0) {
@@ -139,7 +145,7 @@ int runLaunch(LaunchOptions o) {
       throw InputError(fmt::format("{}: launch sets the cluster flags itself; remove it from the train arguments", flag));
     }
   }
-  if (!program && hasFlag(o.train_args, "--restart-wait")) {
+  if (train && train->given.contains("/distributed/restart_wait_s")) {
     throw InputError("--restart-wait: launch restarts the tasks itself; use launch --max-restarts N instead");
   }
   // One pick for every port the job needs, so no two tasks get the same one.
@@ -163,7 +169,7 @@ int runLaunch(LaunchOptions o) {
   // launcher. A program's servers get only what a server needs.
   auto commonArguments = [&](const std::vector<std::string>& train_args) {
     std::vector<std::string> common = program ? std::vector<std::string>{"--out", o.ps_out} : train_args;
-    if (o.ps > 0 && !hasFlag(common, "--ps-threads")) {
+    if (o.ps > 0 && !(train && train->given.contains("/distributed/ps_threads"))) {
       common.push_back("--ps-threads");
       common.push_back(std::to_string(std::max(1, cores / o.ps)));
     }
@@ -185,7 +191,7 @@ int runLaunch(LaunchOptions o) {
   const launch::JobSecretFile secret(o.train_args);
   const std::string self = launch::selfExecutable();
   const int master_port = program ? ports.back() : 0;
-  const std::string out_dir = program ? o.ps_out : flagValue(o.train_args, "--out").value_or("runs/default");
+  const std::string out_dir = program ? o.ps_out : train->config.out_dir;
 
   // After a forwarded stop, 130 is how a task says it saved its state.
   bool forwarded = false;
@@ -194,7 +200,7 @@ int runLaunch(LaunchOptions o) {
   };
   // Worker 0 saves the checkpoint and the servers hold the parameters: their
   // failure always stops the job.
-  const bool carry_on = continuesAfterWorkerFailure(o);
+  const bool carry_on = continuesAfterWorkerFailure(o, train);
   auto stops_job = [&](const launch::ChildExit& e) {
     return failed(e) && !(carry_on && e.name.rfind("worker ", 0) == 0 && e.name != "worker 0");
   };
@@ -210,7 +216,7 @@ int runLaunch(LaunchOptions o) {
 
   // Async and SSP parameter-server jobs are elastic: a worker other than the
   // chief that fails is started again alone and joins the running job.
-  const bool elastic = !program && o.ps > 0 && flagValue(o.train_args, "--ps-mode") == "async";
+  const bool elastic = train && o.ps > 0 && train->config.distributed.ps_mode == Mode::PsAsync;
   int restarts = 0;
   std::set<pid_t> replaced;  // failed workers whose replacement joined
   auto writeRecord = [&](const launch::RestartRecord& record) {
@@ -313,7 +319,7 @@ int runLaunch(LaunchOptions o) {
     writeRecord(record);
     progress.restart();
   }
-  mergeTaskTimelines(o.train_args);
+  if (train) mergeTaskTimelines(train->config);
   for (const auto& e : result.exits) {
     if (e.exit_code == 130) {
       std::fprintf(stderr, "launch: stopped by signal; worker 0 saved a checkpoint\n");

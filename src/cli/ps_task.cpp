@@ -46,7 +46,7 @@ int runPsTask(const cluster::ClusterSpec& spec, const train::TrainConfig& config
     const auto& lost = summary.at("lost_workers");
     if (lost.empty()) break;
     // The chief's init set the mode (an API job's flags here do not say it).
-    const bool async = summary.at("mode") == std::string(modeName(TrainingMode::kPsAsync));
+    const bool async = summary.at("mode") == std::string(modeName(Mode::PsAsync));
     // Async training goes on without lost workers; it failed only if none is left.
     const bool failed = !async || lost.size() == summary.at("workers").get<size_t>();
     if (failed && config.distributed.restart_wait_s > 0) {

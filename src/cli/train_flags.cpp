@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "cli/arg_style.hpp"
 #include "core/logging.hpp"
 #include "train/checkpoint_format.hpp"
 #include "train/run_directory.hpp"
@@ -91,9 +92,9 @@ void applyResumeDefaults(train::TrainConfig& config, const GivenValues& values) 
 // where it selects behaviour (its declaration says strict).
 void rejectIgnoredFlags(const GivenValues& given, const std::optional<cluster::ClusterSpec>& spec,
                         const train::TrainConfig& config) {
-  const TrainingMode mode = !spec                    ? TrainingMode::kStandalone
+  const Mode mode = !spec                    ? Mode::Standalone
                             : spec->numServers() > 0 ? train::psModeOf(config.distributed)
-                                                     : TrainingMode::kAllReduce;
+                                                     : Mode::AllReduce;
   for (const auto& entry : given) train::requireApplies(train::trainOption(entry.first), mode);
   if (given.contains("/distributed/local_steps") && config.distributed.local_steps < 1) {
     throw InputError(fmt::format("--local-steps: must be >= 1 (the steps each worker takes between the servers' "
@@ -168,6 +169,31 @@ TrainFlags addTrainFlags(CLI::App& cmd) {
       ->capture_default_str();
 
   return flags;
+}
+
+ParsedTrainArgs parseTrainArgs(const std::vector<std::string>& args) {
+  CLI::App app;
+  CLI::App& cmd = *app.add_subcommand("train");
+  const TrainFlags flags = addTrainFlags(cmd);
+  collectUnknownArguments(app);
+  std::vector<std::string> words = {"tandem", "train"};
+  words.insert(words.end(), args.begin(), args.end());
+  std::vector<const char*> argv;
+  for (const auto& w : words) argv.push_back(w.c_str());
+  std::vector<std::string> spelled = normalizeFlagSpelling(static_cast<int>(argv.size()), argv.data());
+  std::vector<const char*> normalized;
+  for (const auto& w : spelled) normalized.push_back(w.c_str());
+  try {
+    app.parse(static_cast<int>(normalized.size()), normalized.data());
+  } catch (const CLI::ParseError& e) {
+    throw InputError(fmt::format("train arguments: {}", e.what()));
+  }
+  const CLI::App* where = nullptr;
+  if (const auto unknown = unknownArguments(app, &where); !unknown.empty()) {
+    throw InputError(unknownArgumentsMessage(*where, unknown));
+  }
+  applyTrainOptions(flags);
+  return {*flags.config, *flags.given};
 }
 
 void applyTrainOptions(const TrainFlags& flags) { applyGivenValues(*flags.config, *flags.given); }

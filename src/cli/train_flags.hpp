@@ -42,4 +42,14 @@ void applyTrainOptions(const TrainFlags& flags);
 // it shapes the trajectory). Throws InputError naming the flag.
 void completeTrainConfig(const TrainFlags& flags, const std::optional<cluster::ClusterSpec>& spec);
 
+// `tandem train`'s arguments as launch and lab hold them (after `--`),
+// parsed as `tandem train` parses them: the run config they give (defaults
+// for what they leave out; a --resume checkpoint's flags are not read) and
+// the options they give. Throws InputError naming a bad flag or value.
+struct ParsedTrainArgs {
+  train::TrainConfig config;
+  GivenValues given;
+};
+ParsedTrainArgs parseTrainArgs(const std::vector<std::string>& args);
+
 }  // namespace tandem::cli

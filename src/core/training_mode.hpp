@@ -1,28 +1,29 @@
 #pragma once
-// How a run trains, spelled one way everywhere: flags and the APIs parse
-// these names, and summaries, logs, the lab and the servers print them.
-// Torch-free.
+// The names of the one mode enum (tandem/mode.hpp), spelled one way
+// everywhere: flags and the APIs parse them, and summaries, logs, the lab
+// and the servers print them. `--ps-mode` takes a server mode's name without
+// its "ps-" (sync, async). Torch-free.
+#include <string>
 #include <string_view>
+#include <vector>
+
+#include "tandem/mode.hpp"
 
 namespace tandem {
 
-enum class TrainingMode {
-  kStandalone,  // "standalone"
-  kAllReduce,   // "allreduce"
-  kPsSync,      // "ps-sync": parameter servers, every worker's gradient each step
-  kPsAsync,     // "ps-async": each push applied as it arrives
-  kPsBounded,   // "ps-ssp": stale synchronous parallel, at most `staleness` steps apart
-};
-
-std::string_view modeName(TrainingMode mode);
+std::string_view modeName(Mode mode);
 
 // One of the names above (parseServerMode: ps-sync, ps-async or ps-ssp).
 // Throws InputError naming `what`, the text and the names it could have been.
-TrainingMode parseTrainingMode(std::string_view text, std::string_view what);
-TrainingMode parseServerMode(std::string_view text, std::string_view what);
+Mode parseMode(std::string_view text, std::string_view what);
+Mode parseServerMode(std::string_view text, std::string_view what);
 
-constexpr bool usesServers(TrainingMode mode) {
-  return mode == TrainingMode::kPsSync || mode == TrainingMode::kPsAsync || mode == TrainingMode::kPsBounded;
-}
+constexpr bool usesServers(Mode mode) { return mode == Mode::PsSync || mode == Mode::PsAsync || mode == Mode::Ssp; }
+
+// `--ps-mode`'s spelling of PsSync and PsAsync ("sync", "async"): the
+// server mode's name without "ps-". Ssp has none: --staleness selects it.
+std::string_view psModeChoice(Mode mode);
+Mode parsePsModeChoice(std::string_view text, std::string_view what);
+std::vector<std::string> psModeChoices();
 
 }  // namespace tandem

@@ -64,7 +64,8 @@ Prefetcher::~Prefetcher() {
 void Prefetcher::run() {
   // Without this each prefetch thread gets its own OpenMP team for its small
   // tensor ops, whose spinning threads steal the cores the training
-  // thread's team is using (measured: tandem/bare 0.75 -> see docs/results.md).
+  // thread's team is using (measured: tandem/bare 0.75 -> see
+  // docs/results/standalone.md).
   // Only this thread's OpenMP setting: at::set_num_threads(1) also stores the
   // process-wide count, which a thread's first at::parallel_for in our own
   // code (inline, with its own once-per-thread flag) then copied into the

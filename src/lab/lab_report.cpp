@@ -46,11 +46,11 @@ nlohmann::json labReport(const LabSetup& setup, const std::vector<WorkerResult>&
   plan::Workload exchanged = work;
   if (diloco) exchanged.forward_s = exchanged.backward_s = 0;
   plan::Prediction optimum = plan::predict(exchanged, cluster, layout);
-  const bool asynchronous = setup.mode == TrainingMode::kPsAsync || setup.mode == TrainingMode::kPsBounded;
+  const bool asynchronous = setup.mode == Mode::PsAsync || setup.mode == Mode::Ssp;
   plan::Prediction predicted =
       plan::predictTandem(exchanged, cluster, layout,
                           {setup.group_bytes, setup.apply_bytes_per_s, setup.message_s, asynchronous,
-                           setup.priority && setup.mode == TrainingMode::kPsSync});
+                           setup.priority && setup.mode == Mode::PsSync});
   if (diloco) {
     optimum = plan::withLocalSteps(optimum, work, cluster, setup.local_steps, setup.fragments, setup.fragment_delay);
     predicted =

@@ -29,7 +29,7 @@ struct LabSetup {
   double group_bytes = 0;        // bucket or chunk cap
   double message_s = 0;          // this machine's fixed cost per bucket or chunk message (undilated)
   double apply_bytes_per_s = 0;  // a server's apply rate (0: free)
-  TrainingMode mode = TrainingMode::kAllReduce;
+  Mode mode = Mode::AllReduce;
   bool priority = false;         // sync PS whose next forward waits per stage (--priority on)
   int64_t local_steps = 1;       // DiLoCo: steps per exchange of the model (--local-steps)
   int64_t fragments = 1;         // streaming DiLoCo: --fragments

@@ -47,7 +47,7 @@ class Admission {
   // Whether a worker index already connected may be taken over by a new
   // connection (a replacement for a worker that died): only async and SSP
   // jobs; a sync step needs every worker's gradient of that step.
-  bool elastic() const { return mode_ != TrainingMode::kPsSync; }
+  bool elastic() const { return mode_ != Mode::PsSync; }
   // The Refusal for a hello the worker registry would not bind (`why`).
   Refusal bindRefusal(std::string why) const;
 
@@ -57,7 +57,7 @@ class Admission {
   uint64_t generation_ = 0;
   uint64_t layout_fingerprint_ = 0;
   int workers_ = 0;
-  TrainingMode mode_ = TrainingMode::kPsSync;
+  Mode mode_ = Mode::PsSync;
   std::vector<HeldHello> held_;
 };
 

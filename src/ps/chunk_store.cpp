@@ -119,7 +119,7 @@ std::optional<ApplyJob> ChunkStore::push(int w, size_t index, uint32_t clock, zm
   // Async: the schedule runs over the job's global step, as TensorFlow's
   // does. SSP counts steps per worker: one round of every worker's push is
   // one schedule step. The queue is in order: this push is update `received`.
-  const uint64_t lr_step = config_->mode == TrainingMode::kPsAsync
+  const uint64_t lr_step = config_->mode == Mode::PsAsync
                                ? c.received
                                : c.received / static_cast<uint64_t>(config_->workers);
   c.queue.push_back({std::move(grad), lrOf(w, lr_step), w, received_us});

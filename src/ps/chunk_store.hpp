@@ -121,7 +121,7 @@ class ChunkStore {
   void stopApplying(bool stop) { stopping_ = stop; }
 
  private:
-  bool sync() const { return config_->mode == TrainingMode::kPsSync; }
+  bool sync() const { return config_->mode == Mode::PsSync; }
   bool compensating() const { return config_->delay_compensation > 0; }
   double lrOf(int worker, uint64_t lr_step) const;
   std::optional<ApplyJob> startAsync(size_t index);

@@ -73,7 +73,7 @@ int64_t chunkFloatsFor(int64_t total_floats, int64_t requested_chunk_floats, int
 // the comm-bound optimum with 256 KiB chunks and 0.88-1.03 with 32 KiB;
 // 4 hosts x 4 flat at 0.88 with 8 chunks a server and 0.96 with 16; 8 hosts
 // at 0.88 with 4 a server and 0.97 with 8 (docs/parameter-server.md,
-// "Layout"; docs/results.md).
+// "Layout"; docs/results/hierarchical-ps.md).
 int64_t autoPsChunkFloats(int64_t total_floats, int servers);
 
 // Servers of `layout` that hold no chunk, in increasing order: worth a

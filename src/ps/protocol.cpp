@@ -117,7 +117,7 @@ ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer
       throw InputError(fmt::format("{}: ps-init: delay_compensation {} is not in [0, 1e6]", peer,
                                    c.delay_compensation));
     }
-    if (c.delay_compensation > 0 && c.mode == TrainingMode::kPsSync) {
+    if (c.delay_compensation > 0 && c.mode == Mode::PsSync) {
       throw InputError(fmt::format("{}: ps-init: delay_compensation needs async or bounded-staleness mode", peer));
     }
   }
@@ -127,14 +127,14 @@ ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer
   }
   if (j.is_object() && j.contains("staleness_lr")) {
     c.staleness_lr = field<bool>(j, "staleness_lr", peer);
-    if (c.staleness_lr && c.mode == TrainingMode::kPsSync) {
+    if (c.staleness_lr && c.mode == Mode::PsSync) {
       throw InputError(fmt::format("{}: ps-init: staleness_lr needs async or bounded-staleness mode", peer));
     }
   }
   if (j.is_object() && j.contains("push_groups")) {
     c.push_groups = field<std::vector<std::vector<int>>>(j, "push_groups", peer);
     if (!c.push_groups.empty()) {
-      if (c.mode != TrainingMode::kPsSync) throw InputError(fmt::format("{}: ps-init: push_groups need sync mode", peer));
+      if (c.mode != Mode::PsSync) throw InputError(fmt::format("{}: ps-init: push_groups need sync mode", peer));
       // Bounded before allocating: groups list workers once each.
       if (c.workers > (1 << 16)) throw InputError(fmt::format("{}: ps-init: {} workers is too many", peer, c.workers));
       std::vector<int> seen(static_cast<size_t>(c.workers), 0);

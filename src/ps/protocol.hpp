@@ -30,7 +30,7 @@ struct ChunkRange {
 
 // Everything one server needs to know, sent once by the chief (msg::kInit).
 struct ServerConfig {
-  TrainingMode mode = TrainingMode::kPsSync;  // a server mode (usesServers)
+  Mode mode = Mode::PsSync;  // a server mode (usesServers)
   int staleness = 0;  // bounded mode only
   int workers = 1;
   optim::OptimizerSettings optimizer;

@@ -198,7 +198,7 @@ void ParameterServer::Impl::onPull(const std::string& routing, net::Frame& f) {
       throw Refusal{fmt::format("worker {} offered {} bytes of shared memory for chunk {}'s {} bytes", w,
                                 into->ref.bytes, c.key, bytes)};
     }
-  } else if (f.header.type == msg::kState && f.payload.size() != 0 && config && config->mode != TrainingMode::kPsSync) {
+  } else if (f.header.type == msg::kState && f.payload.size() != 0 && config && config->mode != Mode::PsSync) {
     try {
       snapshot = decodeSnapshotPoint(f.bytes(), workers.size(), fmt::format("worker {}", w)).clocks;
     } catch (const InputError& e) {

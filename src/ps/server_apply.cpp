@@ -42,7 +42,7 @@ void ParameterServer::Impl::finishJob(size_t index, Stopwatch& watch) {
 void ParameterServer::Impl::submit(std::optional<ApplyJob> job) {
   if (!job) return;
   const uint64_t key = store.at(job->chunk).key;
-  const std::string what = config->mode == TrainingMode::kPsSync
+  const std::string what = config->mode == Mode::PsSync
                                ? fmt::format("{}: sync apply of chunk {} for step {}", name, key, job->update)
                                : fmt::format("{}: apply of chunk {} (update {})", name, key, job->update);
   pool->submit(what, [this, key, job = std::make_shared<ApplyJob>(std::move(*job))] {

@@ -9,7 +9,7 @@
 
 namespace tandem::ps {
 
-StepClocks::StepClocks(TrainingMode mode, int staleness, int workers, uint32_t start_step, uint64_t total_steps)
+StepClocks::StepClocks(Mode mode, int staleness, int workers, uint32_t start_step, uint64_t total_steps)
     : mode_(mode),
       staleness_(staleness),
       clocks_(static_cast<size_t>(workers), start_step),
@@ -60,7 +60,7 @@ void StepClocks::lose(int worker) {
 }
 
 void StepClocks::hold(int worker, std::string routing, uint64_t request_id) {
-  if (mode_ == TrainingMode::kPsSync) throw InputError("ps-hold: a sync job's every step is a snapshot already");
+  if (mode_ == Mode::PsSync) throw InputError("ps-hold: a sync job's every step is a snapshot already");
   if (hold_) throw InputError(fmt::format("ps-hold: worker {} holds the job already", hold_->worker));
   hold_ = Hold{worker, std::move(routing), request_id};
 }
@@ -87,7 +87,7 @@ void StepClocks::rejoin(int worker) {
   lost_[w] = false;
   done_[w] = false;
   returnGrant(worker);
-  if (mode_ == TrainingMode::kPsAsync) {
+  if (mode_ == Mode::PsAsync) {
     ++granted_;
     holds_grant_[w] = true;
   }
@@ -112,13 +112,13 @@ uint32_t StepClocks::slowest() const {
 }
 
 uint64_t StepClocks::globalStep() const {
-  if (mode_ == TrainingMode::kPsAsync) return start_step_ + reported_;
+  if (mode_ == Mode::PsAsync) return start_step_ + reported_;
   return *std::max_element(clocks_.begin(), clocks_.end());
 }
 
 int64_t StepClocks::allowedLead() const {
-  if (mode_ == TrainingMode::kPsSync) return 0;
-  if (mode_ == TrainingMode::kPsBounded) return staleness_;
+  if (mode_ == Mode::PsSync) return 0;
+  if (mode_ == Mode::Ssp) return staleness_;
   return std::numeric_limits<int64_t>::max() / 2;
 }
 
@@ -134,7 +134,7 @@ std::vector<StepClocks::Answer> StepClocks::release() {
     StepAgreement a;
     a.slowest_clock = std::min(slowest_clock, it->clock);
     max_staleness_ = std::max(max_staleness_, it->clock - a.slowest_clock);
-    if (mode_ == TrainingMode::kPsSync) {
+    if (mode_ == Mode::PsSync) {
       const Totals& t = totals_[it->clock];
       a.loss = t.loss_sum / std::max(1, t.reports);
       a.slowest_compute_seconds = t.slowest;
@@ -146,7 +146,7 @@ std::vector<StepClocks::Answer> StepClocks::release() {
       a.stop = it->report.stop;
     }
     a.global_step = it->clock;
-    if (mode_ == TrainingMode::kPsAsync) {
+    if (mode_ == Mode::PsAsync) {
       a.global_step = globalStep();
       a.finished = granted_ >= total_steps_;
       if (!a.finished && !a.stop) {
@@ -168,7 +168,7 @@ std::vector<StepClocks::Answer> StepClocks::release() {
       continue;
     }
     StepAgreement a;
-    a.global_step = mode_ == TrainingMode::kPsAsync ? globalStep() : clocks_[static_cast<size_t>(it->worker)];
+    a.global_step = mode_ == Mode::PsAsync ? globalStep() : clocks_[static_cast<size_t>(it->worker)];
     a.slowest_clock = clocks_[static_cast<size_t>(it->worker)];
     a.finished = true;
     answers.push_back({std::move(it->routing), it->request_id, clocks_[static_cast<size_t>(it->worker)], a});

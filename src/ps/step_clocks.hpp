@@ -21,7 +21,7 @@ class StepClocks {
   // Async: the job makes `total_steps` whole-model updates in all; every
   // worker starts one step unasked and is granted each further one while
   // the total allows, so a fast worker takes on a slow one's share.
-  StepClocks(TrainingMode mode, int staleness, int workers, uint32_t start_step, uint64_t total_steps = 0);
+  StepClocks(Mode mode, int staleness, int workers, uint32_t start_step, uint64_t total_steps = 0);
 
   // A held "may I go on" request, released as a reply or failed.
   struct Answer {
@@ -107,7 +107,7 @@ class StepClocks {
   std::vector<int> lateFor(uint32_t clock) const;
   // Whether a step may have to wait for `worker`: it has not finished and,
   // outside sync mode, has not been given up on.
-  bool holdsBack(size_t worker) const { return !done_[worker] && !(lost_[worker] && mode_ != TrainingMode::kPsSync); }
+  bool holdsBack(size_t worker) const { return !done_[worker] && !(lost_[worker] && mode_ != Mode::PsSync); }
   struct Totals {
     double loss_sum = 0;
     int reports = 0;
@@ -131,7 +131,7 @@ class StepClocks {
   };
   std::optional<Hold> hold_;
 
-  TrainingMode mode_;
+  Mode mode_;
   int staleness_;
   std::vector<uint32_t> clocks_;
   std::vector<bool> done_;

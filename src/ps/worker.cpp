@@ -156,7 +156,7 @@ void Worker::push(size_t c, const float* grad, int64_t step) {
   // The pull goes out with the push: the server answers it when the update
   // is applied, so apply and transfer overlap the rest of backward. SSP
   // pulls after reportStep().
-  if (options_.mode != TrainingMode::kPsBounded) pending_[c].pull_needed = options_.mode == TrainingMode::kPsSync ? step + 1 : 0;
+  if (options_.mode != Mode::Ssp) pending_[c].pull_needed = options_.mode == Mode::PsSync ? step + 1 : 0;
   if (pending_[c].pull_needed) pull_expected_[c] = true;
   const auto server = static_cast<size_t>(serverOf(c));
   const size_t window = options_.push_window_bytes;

@@ -31,7 +31,7 @@ namespace tandem::ps {
 struct WorkerOptions {
   std::vector<ServerAddress> servers;
   KeyLayout layout;
-  TrainingMode mode = TrainingMode::kPsSync;
+  Mode mode = Mode::PsSync;
   uint32_t index = 0;  // this worker's index
   WireDtype wire = WireDtype::kFloat32;  // pushes and pulls; the servers' config says the same
   // Priority scheduling (P3): at most this many bytes of pushes (with their
@@ -86,7 +86,7 @@ class Worker {
   // Where those servers write pulled values: the whole model in key order,
   // in the wire dtype, after the gradients. Null without an arena.
   std::byte* pullLanding() const;
-  TrainingMode mode() const { return options_.mode; }
+  Mode mode() const { return options_.mode; }
   int servers() const { return static_cast<int>(options_.servers.size()); }
 
   // Chief only: each server's config, then every chunk's values. `values`

@@ -19,7 +19,7 @@ class AllReduceStrategy final : public Strategy, public ReplicaCheck {
   AllReduceStrategy(cluster::ClusterSpec spec, DistributedConfig config, cluster::JobContext& context);
   ~AllReduceStrategy() override;
 
-  TrainingMode mode() const override { return TrainingMode::kAllReduce; }
+  Mode mode() const override { return Mode::AllReduce; }
   int rank() const override;
   int worldSize() const override;
   // Starts the coordinator (chief), joins the cluster, connects Gloo,

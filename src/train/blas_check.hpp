@@ -30,7 +30,7 @@ std::string blasAdvice(const BlasReport& report);
 // OpenBLAS 0.3.21 picks its AVX-512 "Cooperlake"/"SkylakeX" kernels, but
 // Zen 4 executes 512-bit FMAs as two 256-bit halves: its AVX2 "Haswell"
 // kernels ran the MLP's GEMMs 1.08x (1 thread) to 1.15x (2 threads) faster
-// here (bench/blas_candidates.sh, docs/results.md).
+// here (bench/blas_candidates.sh, docs/results/standalone.md).
 std::optional<std::string> preferredOpenBlasCore();
 
 // OpenBLAS reads OPENBLAS_CORETYPE once, when it is loaded. If the variable

@@ -42,7 +42,7 @@ void awaitNextStart(const cluster::ClusterSpec& spec, const net::JobSecurity& se
 // start is failing. Returns the start to wait past, 0 when there is none.
 uint64_t startBeingReplaced(const cluster::ClusterSpec& spec, const DistributedConfig& config,
                             const net::JobSecurity& security, std::chrono::milliseconds timeout) {
-  const bool elastic = spec.numServers() > 0 && psModeOf(config) != TrainingMode::kPsSync;
+  const bool elastic = spec.numServers() > 0 && psModeOf(config) != Mode::PsSync;
   if (config.restart_wait_s <= 0 || elastic) return 0;
   cluster::CoordinatorClient store(spec.coordinator, timeout, security);
   const auto current = store.tryGet(cluster::kGenerationKey);

@@ -21,8 +21,18 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DatasetOptions, name, data_dir, 
                                                 synthetic_seed)
 }  // namespace tandem::data
 
-namespace tandem::train {
+namespace tandem {
+void from_json(const nlohmann::json& j, Mode& m) {
+  const std::string text = j.get<std::string>();
+  if (text == psModeChoice(Mode::PsSync) || text == psModeChoice(Mode::PsAsync)) {
+    m = parsePsModeChoice(text, "ps_mode");
+  } else {
+    m = parseMode(text, "ps_mode");
+  }
+}
+}  // namespace tandem
 
+namespace tandem::train {
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OptimizerConfig, name, lr, momentum, nesterov, weight_decay, beta1,
                                                 beta2, eps, alpha, centered)
@@ -82,11 +92,11 @@ void validateDiloco(const DistributedConfig& d) {
                                    "that each exchange is merged before the next starts, got {}",
                                    d.local_steps, d.fragments, d.local_steps / d.fragments, d.fragment_delay));
     }
-    if (psModeOf(d) != TrainingMode::kPsSync) {
+    if (psModeOf(d) != Mode::PsSync) {
       throw InputError("--fragments, --fragment-delay: streaming DiLoCo runs with --ps-mode sync");
     }
   }
-  if (psModeOf(d) == TrainingMode::kPsBounded) {
+  if (psModeOf(d) == Mode::Ssp) {
     throw InputError("--local-steps: DiLoCo runs with --ps-mode sync or async, not with --staleness");
   }
   if (d.delay_compensation > 0 || d.staleness_lr == Switch::kOn) {
@@ -104,6 +114,47 @@ void applyOptimizerDefaults(OptimizerConfig& c, std::optional<double> momentum, 
   const optim::OptimizerSettings defaults = optim::optimizerDefaults(c.name);
   c.momentum = momentum.value_or(defaults.momentum);
   c.weight_decay = weight_decay.value_or(defaults.weight_decay);
+}
+
+void validateDistributed(const DistributedConfig& d) {
+  if (!(d.bucket_mb >= 0)) throw InputError("--bucket-mb: must be >= 0 (0: sized from the model)");
+  if (!(d.peer_timeout_s > 0)) throw InputError("--peer-timeout: must be > 0 seconds");
+  if (!(d.rendezvous_timeout_s > 0)) throw InputError("--rendezvous-timeout: must be > 0 seconds");
+  if (!(d.restart_wait_s >= 0)) throw InputError("--restart-wait: must be >= 0 seconds");
+  if (!(d.heartbeat_timeout_s >= 0.1 && d.heartbeat_timeout_s <= 3600)) {
+    throw InputError("--heartbeat-timeout: must be 0.1-3600 seconds");
+  }
+  if (d.verify_replicas_every < 0) throw InputError("--verify-replicas-every: must be >= 0");
+  if (d.ps_mode != Mode::PsSync && d.ps_mode != Mode::PsAsync) {
+    throw InputError(fmt::format("--ps-mode: expected {}, got {}", choicesText(psModeChoices()),
+                                 modeName(d.ps_mode)));
+  }
+  if (d.staleness < -1) {
+    throw InputError(fmt::format("--staleness: must be >= 0, got {}", d.staleness));
+  }
+  if (!(d.ps_chunk_mb >= 0) || d.ps_chunk_mb > 64) {
+    throw InputError(fmt::format("--ps-chunk-mb: must be 0 (from the model) or in (0, 64], got {}",
+                                 d.ps_chunk_mb));
+  }
+  if (d.ps_threads < 0) throw InputError("--ps-threads: must be >= 0");
+  if (!(d.delay_compensation >= 0 && d.delay_compensation <= 1e6)) {
+    throw InputError(fmt::format("--delay-compensation: must be in [0, 1e6], got {}", d.delay_compensation));
+  }
+  if (d.delay_compensation > 0 && psModeOf(d) == Mode::PsSync) {
+    throw InputError("--delay-compensation: needs --ps-mode async or --staleness k > 0 (sync gradients are never "
+                     "stale)");
+  }
+  if (d.delay_compensation_form != ps::DelayForm::kAdaptive && d.delay_compensation == 0) {
+    throw InputError("--delay-compensation-form: only applies with --delay-compensation LAMBDA0 > 0");
+  }
+  if (d.staleness_lr == Switch::kOn && psModeOf(d) == Mode::PsSync) {
+    throw InputError("--staleness-lr on: needs --ps-mode async or --staleness k > 0 (sync gradients are never stale)");
+  }
+  validateDiloco(d);
+  if (d.wire_dtype == WireDtype::kFloat32 && d.error_feedback) {
+    throw InputError("--error-feedback: needs --wire-dtype fp16 or bf16 (float32 loses nothing to carry)");
+  }
+  checkPushBits(d.push_bits);
 }
 
 void validate(const TrainConfig& c, SuppliedParts supplied) {
@@ -145,49 +196,16 @@ void validate(const TrainConfig& c, SuppliedParts supplied) {
     throw InputError("--nesterov: needs --optimizer sgd with --momentum > 0");
   }
   requirePositive(c.accumulate, "--accumulate");
-  if (!(c.distributed.bucket_mb >= 0)) throw InputError("--bucket-mb: must be >= 0 (0: sized from the model)");
-  if (!(c.distributed.peer_timeout_s > 0)) throw InputError("--peer-timeout: must be > 0 seconds");
-  if (!(c.distributed.rendezvous_timeout_s > 0)) throw InputError("--rendezvous-timeout: must be > 0 seconds");
-  if (!(c.distributed.restart_wait_s >= 0)) throw InputError("--restart-wait: must be >= 0 seconds");
-  if (!(c.distributed.heartbeat_timeout_s >= 0.1 && c.distributed.heartbeat_timeout_s <= 3600)) {
-    throw InputError("--heartbeat-timeout: must be 0.1-3600 seconds");
-  }
-  if (c.distributed.verify_replicas_every < 0) throw InputError("--verify-replicas-every: must be >= 0");
-  if (c.distributed.staleness < -1) {
-    throw InputError(fmt::format("--staleness: must be >= 0, got {}", c.distributed.staleness));
-  }
-  if (!(c.distributed.ps_chunk_mb >= 0) || c.distributed.ps_chunk_mb > 64) {
-    throw InputError(fmt::format("--ps-chunk-mb: must be 0 (from the model) or in (0, 64], got {}",
-                                 c.distributed.ps_chunk_mb));
-  }
-  if (c.distributed.ps_threads < 0) throw InputError("--ps-threads: must be >= 0");
-  if (!(c.distributed.delay_compensation >= 0 && c.distributed.delay_compensation <= 1e6)) {
-    throw InputError(fmt::format("--delay-compensation: must be in [0, 1e6], got {}", c.distributed.delay_compensation));
-  }
-  if (c.distributed.delay_compensation > 0 && psModeOf(c.distributed) == TrainingMode::kPsSync) {
-    throw InputError("--delay-compensation: needs --ps-mode async or --staleness k > 0 (sync gradients are never "
-                     "stale)");
-  }
-  if (c.distributed.delay_compensation_form != ps::DelayForm::kAdaptive && c.distributed.delay_compensation == 0) {
-    throw InputError("--delay-compensation-form: only applies with --delay-compensation LAMBDA0 > 0");
-  }
-  if (c.distributed.staleness_lr == Switch::kOn && psModeOf(c.distributed) == TrainingMode::kPsSync) {
-    throw InputError("--staleness-lr on: needs --ps-mode async or --staleness k > 0 (sync gradients are never stale)");
-  }
-  validateDiloco(c.distributed);
-  if (c.distributed.wire_dtype == WireDtype::kFloat32 && c.distributed.error_feedback) {
-    throw InputError("--error-feedback: needs --wire-dtype fp16 or bf16 (float32 loses nothing to carry)");
-  }
-  checkPushBits(c.distributed.push_bits);
+  validateDistributed(c.distributed);
   if (c.debug_step_delay_ms < 0) throw InputError("--debug-step-delay-ms: must be >= 0");
   if (c.out_dir.empty()) throw InputError("--out: must not be empty");
   for (int64_t w : c.model_options.mlp_widths) requirePositive(w, "--mlp-widths");
 }
 
-TrainingMode psModeOf(const DistributedConfig& config) {
-  if (config.staleness == 0) return TrainingMode::kPsSync;
-  if (config.staleness > 0) return TrainingMode::kPsBounded;
-  return config.ps_mode == PsMode::kAsync ? TrainingMode::kPsAsync : TrainingMode::kPsSync;
+Mode psModeOf(const DistributedConfig& config) {
+  if (config.staleness == 0) return Mode::PsSync;
+  if (config.staleness > 0) return Mode::Ssp;
+  return config.ps_mode;
 }
 
 nlohmann::json toJson(const TrainConfig& config) { return config; }

@@ -24,6 +24,10 @@ namespace tandem {
 // Older configs' aliases (float16, ...) still load.
 inline void to_json(nlohmann::json& j, WireDtype d) { j = wireDtypeName(d); }
 inline void from_json(const nlohmann::json& j, WireDtype& d) { d = parseWireDtype(j.get<std::string>(), "wire_dtype"); }
+// A mode's JSON is its name; configs saved before the one mode enum hold
+// --ps-mode's spelling (sync, async), which still loads.
+inline void to_json(nlohmann::json& j, Mode m) { j = modeName(m); }
+void from_json(const nlohmann::json& j, Mode& m);
 }  // namespace tandem
 
 namespace tandem::train {
@@ -42,10 +46,6 @@ enum class LrScheduleKind { kConstant, kPiecewise, kCosine };
 inline constexpr EnumNames<LrScheduleKind, 3> kLrScheduleNames = {
     {{LrScheduleKind::kConstant, "constant"}, {LrScheduleKind::kPiecewise, "piecewise"}, {LrScheduleKind::kCosine, "cosine"}}};
 enum class LrUnit { kStep, kEpoch };
-// --ps-mode: every worker's gradient each step, or each push as it comes
-// (--staleness k >= 0 makes either bounded; psModeOf gives the mode).
-enum class PsMode { kSync, kAsync };
-inline constexpr EnumNames<PsMode, 2> kPsModeNames = {{{PsMode::kSync, "sync"}, {PsMode::kAsync, "async"}}};
 // --gpu-collective: how GPU workers' all-reduce sums (train/nccl_buckets.hpp).
 enum class GpuCollective { kAuto, kNccl, kGloo };
 inline constexpr EnumNames<GpuCollective, 3> kGpuCollectiveNames = {
@@ -56,7 +56,6 @@ TANDEM_ENUM_JSON(LrScaling, kLrScalingNames, "lr scaling")
 TANDEM_ENUM_JSON(Amp, kAmpNames, "amp")
 TANDEM_ENUM_JSON(LrScheduleKind, kLrScheduleNames, "lr schedule")
 TANDEM_ENUM_JSON(LrUnit, kLrUnitNames, "lr boundary unit")
-TANDEM_ENUM_JSON(PsMode, kPsModeNames, "ps mode")
 TANDEM_ENUM_JSON(GpuCollective, kGpuCollectiveNames, "gpu collective")
 
 // The optimizer exactly as the kernels take it (every mode runs the same
@@ -95,8 +94,10 @@ struct DistributedConfig {
   // task continuing from the newest checkpoint).
   double restart_wait_s = 0;
   int64_t verify_replicas_every = 0;     // compare parameter checksums every N steps (0: never)
-  // Parameter-server mode (used when the cluster has PS tasks).
-  PsMode ps_mode = PsMode::kSync;
+  // Parameter-server mode (used when the cluster has PS tasks): PsSync,
+  // every worker's gradient each step, or PsAsync, each push as it comes
+  // (--ps-mode sync|async; psModeOf gives the mode --staleness makes it).
+  Mode ps_mode = Mode::PsSync;
   int staleness = -1;                    // >= 0: bounded staleness (0 is sync), overriding ps_mode
   double ps_chunk_mb = 0;                // parameter chunk size; 0: from the model (ps::autoPsChunkFloats)
   int ps_threads = 0;                    // apply threads per server (0: all cores)
@@ -152,7 +153,7 @@ struct DistributedConfig {
 
 // The consistency a PS run uses, from --ps-mode and --staleness (0: sync):
 // ps-sync, ps-async or ps-ssp.
-TrainingMode psModeOf(const DistributedConfig& config);
+Mode psModeOf(const DistributedConfig& config);
 
 struct TrainConfig {
   std::string model = "cnn";    // a registered name, or a TorchScript file
@@ -206,8 +207,11 @@ struct SuppliedParts {
 // Checks ranges and combinations; throws InputError naming the flag. Names
 // of parts the caller supplies are not checked.
 void validate(const TrainConfig& config, SuppliedParts supplied = {});
-// DiLoCo's settings (part of validate); whether they apply at all (servers,
-// --local-steps given) is the flags' check (cli/train_flags.cpp).
+// How the tasks talk (part of validate; the APIs' DistributedOptimizer and
+// init run it on their options too), DiLoCo's settings included.
+void validateDistributed(const DistributedConfig& d);
+// DiLoCo's settings (part of validateDistributed); whether they apply at
+// all (servers, --local-steps given) is the flags' check (cli/train_flags.cpp).
 void validateDiloco(const DistributedConfig& d);
 // DiLoCo with --fragments > 1 or --fragment-delay > 0.
 bool streamsFragments(const DistributedConfig& d);

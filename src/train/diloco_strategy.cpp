@@ -63,7 +63,7 @@ void DilocoStrategy::initialize(torch::nn::Module& model, const nlohmann::json& 
   // Open-ended (the APIs): the caller's finishRound ends the last round.
   total_steps_ = plan.total_steps > 0 ? plan.total_steps : std::numeric_limits<int64_t>::max();
   // A run resumes from the end of a round: its checkpoints are taken there.
-  const bool sync = mode() == TrainingMode::kPsSync;
+  const bool sync = mode() == Mode::PsSync;
   if (!plan.resume_from.empty() && plan.start_step > 0) {
     if (rank() == 0) {
       LoadedCheckpoint(plan.resume_from).restoreOuter(*outer_);
@@ -217,7 +217,7 @@ void DilocoStrategy::checkpointSaved() {
 }
 
 int64_t DilocoStrategy::awaitJobEnd(int64_t own_step) {
-  if (mode() == TrainingMode::kPsSync) return own_step;
+  if (mode() == Mode::PsSync) return own_step;
   ps_->awaitJobEnd(own_step);
   keepGlobal();
   return own_step;

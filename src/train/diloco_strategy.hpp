@@ -51,7 +51,7 @@ class DilocoStrategy final : public Strategy, public RemoteParameters {
   DilocoStrategy(cluster::ClusterSpec spec, TrainConfig config, cluster::JobContext& context, bool joined = false);
   ~DilocoStrategy() override;
 
-  TrainingMode mode() const override { return ps_->mode(); }
+  Mode mode() const override { return ps_->mode(); }
   int rank() const override { return ps_->rank(); }
   int worldSize() const override { return ps_->worldSize(); }
   int serverCount() const override { return ps_->serverCount(); }
@@ -71,7 +71,7 @@ class DilocoStrategy final : public Strategy, public RemoteParameters {
   bool workerAppliesUpdates() const override { return true; }
   bool averagesWorkerBatches() const override { return false; }
   // Sync: every worker keeps its inner state at the chief's checkpoints.
-  bool checkpointsByAgreement() const override { return mode() == TrainingMode::kPsSync; }
+  bool checkpointsByAgreement() const override { return mode() == Mode::PsSync; }
   bool sharesJobSteps() const override { return false; }
   void finish() override { ps_->finish(); }
   RemoteParameters* remoteParameters() override { return this; }

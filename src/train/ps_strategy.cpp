@@ -31,7 +31,7 @@ struct PsStrategy::Impl {
   cluster::JobContext& context;
   cluster::ClusterSpec spec;
   TrainConfig config;
-  TrainingMode mode = TrainingMode::kPsSync;
+  Mode mode = Mode::PsSync;
   ClusterJoin join;
   ps::KeyLayout layout;
   ChunkedParameters model;                    // trainable, registration order, by chunk
@@ -75,7 +75,7 @@ struct PsStrategy::Impl {
     const auto& o = config.optimizer;
     c.optimizer = o;
     // The server holds the global step, so it looks the rate up itself.
-    const double per_update = static_cast<double>(config.accumulate) * (mode == TrainingMode::kPsSync ? n() : 1);
+    const double per_update = static_cast<double>(config.accumulate) * (mode == Mode::PsSync ? n() : 1);
     // Open-ended (total_steps 0): one rate; the APIs send theirs with ps-lr.
     const int64_t table_steps = std::max<int64_t>(1, plan.total_steps);
     LrSchedule schedule(config.optimizer, config.lr, plan.steps_per_epoch, table_steps, per_update);
@@ -211,7 +211,7 @@ PsStrategy::~PsStrategy() {
   // place (--restart-wait) rejoins; in sync the others must start again too,
   // so their waits for this start fail at once, not at --peer-timeout.
   const bool rejoins = s.config.distributed.restart_wait_s > 0 && s.context.start().training;
-  if (s.worker && !s.worker->done() && (!rejoins || s.mode == TrainingMode::kPsSync)) {
+  if (s.worker && !s.worker->done() && (!rejoins || s.mode == Mode::PsSync)) {
     try {
       rejoins ? s.worker->sayLeaving(Deadline::afterSeconds(1.0)) : s.worker->sayDone(Deadline::afterSeconds(1.0));
     } catch (const std::exception&) {
@@ -219,7 +219,7 @@ PsStrategy::~PsStrategy() {
   }
 }
 
-TrainingMode PsStrategy::mode() const { return impl_->mode; }
+Mode PsStrategy::mode() const { return impl_->mode; }
 int PsStrategy::rank() const { return impl_->spec.index; }
 int PsStrategy::worldSize() const { return impl_->spec.num_workers; }
 int PsStrategy::serverCount() const { return impl_->spec.numServers(); }
@@ -228,7 +228,7 @@ std::optional<RemoteParameters::Takeover> PsStrategy::takeover() const { return 
 int64_t PsStrategy::awaitJobEnd(int64_t own_step) {
   Impl& s = *impl_;
   awaitParameters();
-  if (s.mode == TrainingMode::kPsSync) return own_step;
+  if (s.mode == Mode::PsSync) return own_step;
   // The others have at most one granted step (async) or the staleness
   // bound's worth (SSP) to finish; a dead one is given up on by ps 0 after
   // --peer-timeout of silence.
@@ -291,7 +291,7 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
   // Async and SSP jobs are elastic: a replacement for a lost worker joins
   // with the run directory's newest checkpoint, not the one the job started
   // from, and takes its step from ps 0 instead (hello).
-  if (s.mode != TrainingMode::kPsSync) fp.erase("start_step");
+  if (s.mode != Mode::PsSync) fp.erase("start_step");
   fp["ps"] = {{"mode", std::string(modeName(s.mode))},
               {"staleness", s.config.distributed.staleness},
               {"servers", s.spec.numServers()},
@@ -306,7 +306,7 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
               {"layout", fmt::format("{:016x}", s.layout.fingerprint())}};
   // Hierarchical aggregation needs the coordinator's store to meet host-mates.
   const auto groups = cluster::workersByHost(s.spec);
-  if (s.mode == TrainingMode::kPsSync && !s.joined && cluster::useHostGroups(groups, s.config.distributed.hierarchical)) {
+  if (s.mode == Mode::PsSync && !s.joined && cluster::useHostGroups(groups, s.config.distributed.hierarchical)) {
     s.push_groups = groups;
   }
   fp["ps"]["hierarchical"] = s.push_groups;
@@ -359,7 +359,7 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
           std::vector<float> values = s.model.gather(c);
           if (plan.start_step > 0 && plan.optimizer != nullptr) {
             // Sync: one update per step; async: one per global step; SSP: one per worker per step.
-            const int64_t updates = plan.start_step * (s.mode == TrainingMode::kPsBounded ? s.n() : 1);
+            const int64_t updates = plan.start_step * (s.mode == Mode::Ssp ? s.n() : 1);
             applied = s.model.appendOptimizerState(c, *plan.optimizer, s.config.optimizer, updates, values);
           }
           if (s.chunk_clock) applied = s.chunk_clock(c);
@@ -371,7 +371,7 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
   s.sharing_servers = s.worker->serversSharingMemory();
   s.placeParametersInArena();
   s.step = plan.start_step;
-  if (s.mode != TrainingMode::kPsSync && (answer.clock != plan.start_step || answer.start_step != plan.start_step)) {
+  if (s.mode != Mode::PsSync && (answer.clock != plan.start_step || answer.start_step != plan.start_step)) {
     s.takeover = Takeover{answer.start_step, answer.clock};
     s.step = answer.clock;
     TANDEM_LOG_WARN("{}: joined a running job in place of a lost worker {}: continuing its clock at step {} ({} "
@@ -380,7 +380,7 @@ void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fing
                     answer.start_step);
   }
   if (!s.spec.isChief()) {
-    s.worker->pullAll(s.mode == TrainingMode::kPsSync && !s.chunk_clock ? plan.start_step : 0);
+    s.worker->pullAll(s.mode == Mode::PsSync && !s.chunk_clock ? plan.start_step : 0);
     s.receivePulls(startup, plan.start_step);
   }
 
@@ -415,7 +415,7 @@ void PsStrategy::beforeBackward(const LocalStep& so_far, int micro_step) {
   awaitParameters();  // backward reads every weight and rewrites the pushed gradients
   const bool last = micro_step + 1 == so_far.micro_steps;
   // Sync: each worker's share of the mean. Otherwise every push is an update.
-  const double workers = s.mode == TrainingMode::kPsSync ? s.n() : 1;
+  const double workers = s.mode == Mode::PsSync ? s.n() : 1;
   const double micro_steps = so_far.sum_micro_steps ? 1 : static_cast<double>(so_far.micro_steps);
   s.capture->beginMicroStep(micro_step, last, 1.0 / (micro_steps * workers));
 }
@@ -470,7 +470,7 @@ AgreedStep PsStrategy::synchronizeGradients(torch::nn::Module& model, const Loca
   s.max_lead = std::max<int64_t>(s.max_lead, finished - agreement.slowest_clock);
   // Bounded staleness pulls only once ps 0 lets this worker go on, so that
   // it starts from the freshest values it is allowed.
-  if (s.mode == TrainingMode::kPsBounded) s.worker->pullAll(0);
+  if (s.mode == Mode::Ssp) s.worker->pullAll(0);
   // Gated: the next backward, which rewrites the pushed gradients, waits
   // for the pushes instead, so the next forward may start before them.
   if (s.gated) {
@@ -483,9 +483,9 @@ AgreedStep PsStrategy::synchronizeGradients(torch::nn::Module& model, const Loca
   s.received_upto = 0;
   if (!s.gated) agreed.times.update = s.receiveUpTo(deadline, s.step, s.layout.chunks.size());
   const double total = watch.elapsed();
-  if (s.mode == TrainingMode::kPsSync) {
+  if (s.mode == Mode::PsSync) {
     agreed.times.wait_workers = std::clamp(agreement.slowest_compute_seconds - compute, 0.0, clock_wait);
-  } else if (s.mode == TrainingMode::kPsBounded &&
+  } else if (s.mode == Mode::Ssp &&
              finished - static_cast<int64_t>(agreement.slowest_clock) >= s.config.distributed.staleness) {
     agreed.times.wait_workers = clock_wait;  // held at the staleness bound
   }
@@ -493,7 +493,7 @@ AgreedStep PsStrategy::synchronizeGradients(torch::nn::Module& model, const Loca
   agreed.loss = agreement.loss;
   agreed.stop = agreement.stop;
   agreed.checkpoint = agreement.checkpoint;
-  if (s.mode == TrainingMode::kPsAsync) {
+  if (s.mode == Mode::PsAsync) {
     agreed.global_step = static_cast<int64_t>(agreement.global_step);
     agreed.finished = agreement.finished;
   }
@@ -530,11 +530,11 @@ std::optional<int64_t> PsStrategy::prepareCheckpoint(torch::optim::Optimizer& op
   // each chunk is taken with exactly the pushes of the steps before it.
   // DiLoCo: the others may be a round from their next report; each chunk is taken as it is.
   std::optional<ps::SnapshotPoint> point;
-  if (s.mode != TrainingMode::kPsSync && s.config.distributed.local_steps == 0) {
+  if (s.mode != Mode::PsSync && s.config.distributed.local_steps == 0) {
     point = s.worker->holdForSnapshot(s.peerDeadline());
   }
   const std::vector<net::Frame> frames =
-      s.worker->fetchState(s.mode == TrainingMode::kPsSync && !s.chunk_clock ? s.step : 0, s.peerDeadline(),
+      s.worker->fetchState(s.mode == Mode::PsSync && !s.chunk_clock ? s.step : 0, s.peerDeadline(),
                            point ? &*point : nullptr);
   if (point) s.worker->releaseSnapshot(s.peerDeadline());
   const int slots = optim::slotCount(s.config.optimizer);
@@ -565,7 +565,7 @@ std::optional<int64_t> PsStrategy::prepareCheckpoint(torch::optim::Optimizer& op
     }
   }
   const std::optional<int64_t> step =
-      point && s.mode == TrainingMode::kPsAsync ? std::optional<int64_t>(point->global_step) : std::nullopt;
+      point && s.mode == Mode::PsAsync ? std::optional<int64_t>(point->global_step) : std::nullopt;
   if (slots == 0) return step;
   for (size_t p = 0; p < s.model.params().size(); ++p) {
     if (applied[p] == 0) continue;  // torch has no state before a parameter's first update

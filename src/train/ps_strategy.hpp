@@ -33,7 +33,7 @@ class PsStrategy final : public Strategy, public RemoteParameters {
   PsStrategy(cluster::ClusterSpec spec, TrainConfig config, cluster::JobContext& context, bool joined = false);
   ~PsStrategy() override;
 
-  TrainingMode mode() const override;
+  Mode mode() const override;
   int rank() const override;
   int worldSize() const override;
   int serverCount() const override;

@@ -19,7 +19,7 @@ TrainingDevice placeDeviceOf(const TrainConfig& c, const models::Model& model, b
 }  // namespace
 
 RunPlacement placeRun(const TrainConfig& c, const models::Model& model, bool supplied, bool emulated,
-                      TrainingMode mode, bool strategy_applies_update) {
+                      Mode mode, bool strategy_applies_update) {
   RunPlacement placement{placeDeviceOf(c, model, supplied, emulated), c.amp};
   const torch::Device& device = placement.device.device;
   if (c.channels_last && usesServers(mode)) {

@@ -120,16 +120,16 @@ class ReplicaCheck {
 // LR scaling then counts workers), and whether each worker's step is one of
 // the job's shared global steps (async: --max-steps and epochs count the
 // job's steps, and synchronizeGradients reports the global step).
-inline bool serversApplyUpdates(TrainingMode mode) { return usesServers(mode); }
-inline bool averagesWorkers(TrainingMode mode) {
-  return mode != TrainingMode::kPsAsync && mode != TrainingMode::kPsBounded;
+inline bool serversApplyUpdates(Mode mode) { return usesServers(mode); }
+inline bool averagesWorkers(Mode mode) {
+  return mode != Mode::PsAsync && mode != Mode::Ssp;
 }
-inline bool sharesSteps(TrainingMode mode) { return mode == TrainingMode::kPsAsync; }
+inline bool sharesSteps(Mode mode) { return mode == Mode::PsAsync; }
 
 class Strategy {
  public:
   virtual ~Strategy() = default;
-  virtual TrainingMode mode() const = 0;
+  virtual Mode mode() const = 0;
   virtual int rank() const = 0;
   virtual int worldSize() const = 0;
   virtual int serverCount() const { return 0; }
@@ -175,7 +175,7 @@ AgreedStep averageMicroBatches(torch::nn::Module& model, const LocalStep& local)
 // Averages accumulated micro-batch gradients; no communication.
 class StandaloneStrategy final : public Strategy {
  public:
-  TrainingMode mode() const override { return TrainingMode::kStandalone; }
+  Mode mode() const override { return Mode::Standalone; }
   int rank() const override { return 0; }
   int worldSize() const override { return 1; }
   void initialize(torch::nn::Module&, const nlohmann::json&, const StepPlan&) override {}

@@ -15,8 +15,8 @@ namespace {
 
 using List = TrainOption::List;
 
-constexpr ModeSet kAllReduceOnly = modeBit(TrainingMode::kAllReduce);
-constexpr ModeSet kHostSums = modeBit(TrainingMode::kAllReduce) | modeBit(TrainingMode::kPsSync);
+constexpr ModeSet kAllReduceOnly = modeBit(Mode::AllReduce);
+constexpr ModeSet kHostSums = modeBit(Mode::AllReduce) | modeBit(Mode::PsSync);
 
 const char* const kCluster = "Cluster";
 const char* const kServers = "Parameter server";
@@ -44,7 +44,7 @@ std::vector<TrainOption> declare() {
       {.flags = "--mlp-widths", .field = "/model_options/mlp_widths", .help = "hidden widths of the mlp model",
        .list = List::kIntegers},
       {.flags = "--dataset", .field = "/dataset/name", .help = "fashion-mnist, mnist-idx, cifar10, cifar100, imagefolder (--data-dir with train/<class>/ and val/<class>/ "
-       "images) or synthetic"},
+       "images) or synthetic", .keyword_name = "dataset"},
       {.flags = "--data-dir", .field = "/dataset/data_dir",
        .help = "dataset directory (default: the dataset's standard location)", .show_default = false},
       {.flags = "--augment", .field = "/dataset/augment", .help = "pad-4 random crop and horizontal flip on training images"},
@@ -83,7 +83,7 @@ std::vector<TrainOption> declare() {
       {.flags = "--prefetch-threads", .field = "/prefetch_threads", .help = "input pipeline threads (0: build batches inline; -1: 1, or 0 when the compute threads take every core)"},
       {.flags = "--prefetch-depth", .field = "/prefetch_depth", .help = "batches the input pipeline may run ahead"},
       {.flags = "--optimizer", .field = "/optimizer/name", .help = "sgd, adam, adamw or rmsprop",
-       .choices = optim::optimizerNames()},
+       .choices = optim::optimizerNames(), .keyword_name = "optimizer"},
       {.flags = "--lr", .field = "/optimizer/lr", .help = "base learning rate"},
       {.flags = "--momentum", .field = "/optimizer/momentum",
        .help = "momentum of sgd (default 0.9) or rmsprop (default 0)", .show_default = false},
@@ -96,18 +96,18 @@ std::vector<TrainOption> declare() {
       {.flags = "--rmsprop-alpha", .field = "/optimizer/alpha", .help = "smoothing constant of rmsprop"},
       {.flags = "--rmsprop-centered", .field = "/optimizer/centered", .help = "rmsprop normalised by the gradient's variance"},
       {.flags = "--lr-schedule", .field = "/lr/kind", .help = "constant, piecewise or cosine",
-       .choices = enumChoices(kLrScheduleNames)},
+       .choices = enumChoices(kLrScheduleNames), .keyword_name = "lr_schedule"},
       {.flags = "--lr-boundaries", .field = "/lr/boundaries", .help = "piecewise boundaries (comma-separated)",
-       .show_default = false, .list = List::kIntegers},
+       .show_default = false, .list = List::kIntegers, .keyword_name = "lr_boundaries"},
       {.flags = "--lr-values", .field = "/lr/values", .help = "piecewise rates, one more than boundaries",
-       .show_default = false, .list = List::kNumbers},
+       .show_default = false, .list = List::kNumbers, .keyword_name = "lr_values"},
       {.flags = "--lr-boundary-unit", .field = "/lr/unit", .help = "piecewise boundaries in 'step' or 'epoch'",
-       .choices = enumChoices(kLrUnitNames)},
+       .choices = enumChoices(kLrUnitNames), .keyword_name = "lr_boundary_unit"},
       {.flags = "--min-lr", .field = "/lr/min_lr", .help = "cosine floor"},
       {.flags = "--warmup-steps", .field = "/lr/warmup_steps", .help = "linear warmup steps before the schedule"},
       {.flags = "--lr-scaling", .field = "/lr/scaling",
        .help = "none, or linear: rates x (workers x accumulate), warming up from the unscaled rate",
-       .choices = enumChoices(kLrScalingNames)},
+       .choices = enumChoices(kLrScalingNames), .keyword_name = "lr_scaling"},
       {.flags = "--eval-every", .field = "/eval_every_steps", .help = "evaluate every N steps (0: at each epoch end)"},
       {.flags = "--eval-batch-size", .field = "/eval_batch_size", .help = "evaluation batch size"},
       {.flags = "--log-every", .field = "/log_every_steps", .help = "write a metrics line every N steps"},
@@ -144,7 +144,7 @@ std::vector<TrainOption> declare() {
        .modes = kAllReduceOnly, .strict = true},
       {.flags = "--ps-mode", .field = "/distributed/ps_mode",
        .help = "sync (mean of every worker per step) or async (each push applied as it comes); --staleness k bounds either",
-       .group = kServers, .modes = kServerModes, .strict = true, .choices = enumChoices(kPsModeNames)},
+       .group = kServers, .modes = kServerModes, .strict = true, .choices = psModeChoices()},
       {.flags = "--staleness", .field = "/distributed/staleness",
        .help = "bounded staleness: a worker runs at most k steps ahead of the slowest (0 = sync)", .group = kServers,
        .modes = kServerModes, .strict = true, .show_default = false},
@@ -253,6 +253,22 @@ std::string_view TrainOption::name() const {
   return all.substr(0, all.find(','));
 }
 
+std::string_view TrainOption::keyword() const {
+  if (!keyword_name.empty()) return keyword_name;
+  const std::string_view f = field;
+  return f.substr(f.rfind('/') + 1);
+}
+
+bool TrainOption::hasFlag(std::string_view flag) const {
+  std::string_view all = flags;
+  while (!all.empty()) {
+    const size_t comma = std::min(all.find(','), all.size());
+    if (all.substr(0, comma) == flag) return true;
+    all.remove_prefix(std::min(comma + 1, all.size()));
+  }
+  return false;
+}
+
 const std::vector<TrainOption>& trainOptions() {
   static const std::vector<TrainOption> options = declare();
   return options;
@@ -303,7 +319,7 @@ nlohmann::json parseOptionValue(const TrainOption& o, const nlohmann::json& curr
                           current.type_name()));
 }
 
-void requireApplies(const TrainOption& o, TrainingMode mode) {
+void requireApplies(const TrainOption& o, Mode mode) {
   if (!o.strict || (o.modes & modeBit(mode)) != 0) return;
   if (o.modes == kServerModes) {
     throw InputError(fmt::format("{}: only applies with parameter servers, and this run has none (add PS tasks: "

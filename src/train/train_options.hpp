@@ -1,6 +1,6 @@
 #pragma once
 // Every `tandem train` option that sets the run config, declared once: its
-// flag, where its value lives in the run config (a JSON pointer into
+// flag, its keyword in the APIs, where its value lives in the run config (a JSON pointer into
 // toJson: the form checkpoints store, --resume merges and summary.json
 // reports), its help, the modes it changes anything in, and for a named
 // setting its allowed names. Its type and default are TrainConfig's own.
@@ -17,13 +17,13 @@
 
 namespace tandem::train {
 
-// A set of TrainingModes.
+// A set of Modes.
 using ModeSet = uint8_t;
-constexpr ModeSet modeBit(TrainingMode m) { return static_cast<ModeSet>(1u << static_cast<unsigned>(m)); }
+constexpr ModeSet modeBit(Mode m) { return static_cast<ModeSet>(1u << static_cast<unsigned>(m)); }
 inline constexpr ModeSet kServerModes =
-    modeBit(TrainingMode::kPsSync) | modeBit(TrainingMode::kPsAsync) | modeBit(TrainingMode::kPsBounded);
-inline constexpr ModeSet kDistributedModes = modeBit(TrainingMode::kAllReduce) | kServerModes;
-inline constexpr ModeSet kEveryMode = modeBit(TrainingMode::kStandalone) | kDistributedModes;
+    modeBit(Mode::PsSync) | modeBit(Mode::PsAsync) | modeBit(Mode::Ssp);
+inline constexpr ModeSet kDistributedModes = modeBit(Mode::AllReduce) | kServerModes;
+inline constexpr ModeSet kEveryMode = modeBit(Mode::Standalone) | kDistributedModes;
 
 struct TrainOption {
   std::string flags{};  // CLI11's spelling: "--eps,--adam-eps" (aliases after the first)
@@ -42,8 +42,14 @@ struct TrainOption {
   // A value written other than as the field's JSON (--synthetic-shape
   // 3x32x32): its parse, InputError naming the flag. Null: by the field's type.
   nlohmann::json (*parse)(std::string_view text) = nullptr;
+  // What the C++ API's option structs and tandem.torch's keywords call it
+  // (train/option_keywords.hpp); empty: the field's last part
+  // ("/distributed/ps_chunk_mb": ps_chunk_mb).
+  std::string keyword_name{};
 
-  std::string_view name() const;  // the first flag: "--eps"
+  std::string_view name() const;     // the first flag: "--eps"
+  std::string_view keyword() const;  // "eps"
+  bool hasFlag(std::string_view flag) const;  // any of its spellings
 };
 
 // Every option, in help order.
@@ -59,6 +65,6 @@ nlohmann::json parseOptionValue(const TrainOption& option, const nlohmann::json&
 
 // Refuses (InputError naming the flag and the mode) a strict option given
 // to a run of `mode`; a non-strict one is accepted and changes nothing.
-void requireApplies(const TrainOption& option, TrainingMode mode);
+void requireApplies(const TrainOption& option, Mode mode);
 
 }  // namespace tandem::train

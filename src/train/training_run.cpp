@@ -252,7 +252,7 @@ void TrainingRun::openInputAndLogs() {
   local_end_ = local_ + std::max<int64_t>(0, total_steps_ - start_step_);
   // On a machine whose cores the compute threads already fill, a prefetch
   // thread preempts one of them and the whole OpenMP team waits for it: the
-  // cnn ran 4-14% slower with one (docs/results.md).
+  // cnn ran 4-14% slower with one (docs/results/standalone.md).
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   // On a GPU the cores only build batches: one thread does it ahead.
   const bool on_gpu = device.device.is_cuda();

@@ -126,8 +126,29 @@ ps)
 errors)
 # Mistakes are exceptions that name the culprit.
 "$PY" - <<'PY'
+import inspect
 import tandem.torch as td
 import torch
+from tandem import _C
+# Every default the Python faces share with `tandem train`, keyword by keyword,
+# against the extension's copy of the one declaration, and in the docstrings.
+declared = {o["keyword"]: o for o in _C.options()}
+# None defaults mean "not given": local_steps (off), staleness (ps-ssp's
+# own) and bucket_mb (init()'s); `optimizer` is the wrapped one, not a name.
+for fn in (td.init, td.DistributedOptimizer):
+    shared = [p for p in inspect.signature(fn).parameters.values() if p.name in declared and p.name != "optimizer"]
+    assert len(shared) >= 6, [p.name for p in shared]
+    for p in shared:
+        if p.default is None and p.name in ("local_steps", "staleness", "bucket_mb"):
+            continue
+        assert p.default == declared[p.name]["default"], (fn.__name__, p.name, p.default, declared[p.name]["default"])
+        assert f"``{p.name}`` ({declared[p.name]['flag']}" in fn.__doc__, (fn.__name__, p.name)
+assert declared["ps_chunk_mb"]["default"] == 0, declared["ps_chunk_mb"]
+try:
+    td.DistributedOptimizer(torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1), local_steps=True)
+    raise SystemExit("local_steps=True did not raise")
+except ValueError as e:
+    assert "DistributedOptimizer: local_steps: expected an integer, got true" in str(e), e
 try:
     td.rank()
     raise SystemExit("rank() before init() did not raise")
@@ -145,7 +166,7 @@ try:
     raise SystemExit("local_steps with all-reduce did not raise")
 except ValueError as e:
     assert "local_steps (DiLoCo) applies to mode='ps-sync' or 'ps-async'" in str(e), e
-for bits, says in ((3, "push_bits must be 8 or 4"), (8, "push_bits applies to the ps modes")):
+for bits, says in ((3, "push_bits 3: expected 8 or 4"), (8, "push_bits applies to the ps modes")):
     try:
         td.DistributedOptimizer(torch.optim.SGD([w], lr=0.1), push_bits=bits)
         raise SystemExit(f"push_bits={bits} with all-reduce did not raise")

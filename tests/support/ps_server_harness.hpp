@@ -236,7 +236,7 @@ inline std::vector<float> pattern(int64_t n, float scale, float offset) {
   return v;
 }
 
-inline ServerConfig makeConfig(TrainingMode mode, int workers, std::vector<ChunkRange> chunks) {
+inline ServerConfig makeConfig(Mode mode, int workers, std::vector<ChunkRange> chunks) {
   ServerConfig c;
   c.mode = mode;
   c.workers = workers;
@@ -249,7 +249,7 @@ inline ServerConfig makeConfig(TrainingMode mode, int workers, std::vector<Chunk
 
 // What the chief sends each server of `layout`: its chunks, `mode` among
 // `workers`, SGD at 0.5, and the layout's fingerprint.
-inline std::vector<ServerConfig> configsFor(const KeyLayout& layout, TrainingMode mode, WireDtype wire, int workers,
+inline std::vector<ServerConfig> configsFor(const KeyLayout& layout, Mode mode, WireDtype wire, int workers,
                                             uint64_t total_steps) {
   std::vector<ServerConfig> out;
   for (size_t i = 0; i < layout.server_floats.size(); ++i) {

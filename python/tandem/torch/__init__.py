@@ -37,14 +37,19 @@ from tandem.torch.optimizer import (DistributedOptimizer, broadcast_optimizer_st
                                     broadcast_parameters, finish_servers as _finish_servers)
 from tandem.torch.sync_batch_norm import SyncBatchNorm  # noqa: E402,F401
 from tandem.torch import elastic  # noqa: E402,F401
+from tandem.torch import _options  # noqa: E402
+from tandem.torch._options import DEFAULTS  # noqa: E402
 
 InputError = _C.InputError
 PeerError = _C.PeerError
 HorovodInternalError = PeerError  # what a dead or silent peer raises
 
 
-def init(comm=None, process_sets=None, rendezvous_timeout_s=60.0, peer_timeout_s=120.0, bucket_mb=0.0,
-         wire_dtype="fp32", error_feedback=False, hierarchical="auto"):
+@_options.documented("rendezvous_timeout_s", "peer_timeout_s", "bucket_mb", "wire_dtype", "error_feedback",
+                     "hierarchical")
+def init(comm=None, process_sets=None, rendezvous_timeout_s=DEFAULTS["rendezvous_timeout_s"],
+         peer_timeout_s=DEFAULTS["peer_timeout_s"], bucket_mb=DEFAULTS["bucket_mb"], wire_dtype=DEFAULTS["wire_dtype"],
+         error_feedback=DEFAULTS["error_feedback"], hierarchical=DEFAULTS["hierarchical"]):
     """Joins the job (TF_CONFIG from tandem launch, or torchrun, mpirun, srun);
     alone when none is set. A second call is a no-op, as in Horovod; after
     shutdown() it joins again. bucket_mb 0 sizes DistributedOptimizer's

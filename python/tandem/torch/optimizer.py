@@ -7,10 +7,12 @@ from contextlib import contextmanager
 import torch
 
 from tandem import _C
+from tandem.torch import _options
+from tandem.torch._options import DEFAULTS
 from tandem.torch.compression import Compression, wire_dtype_of
 from tandem.torch.ops import Average, Sum, broadcast_object, global_process_set, _check_process_set, _OPS
 
-_MODES = ("allreduce", "ps-sync", "ps-async", "ps-ssp")
+_MODES = tuple(_C.mode_names())
 _live_servers = weakref.WeakSet()  # PS-mode optimizers to finish at shutdown
 
 
@@ -92,7 +94,7 @@ def _named(optimizer, named_parameters):
 class _DistributedOptimizer(torch.optim.Optimizer):
     """The methods DistributedOptimizer adds to the user's optimizer class."""
 
-    def __init__(self, params, named, mode, averager_args, server_args, diloco):
+    def __init__(self, params, named, mode, averager_args, server_args, server_options, diloco):
         super(self.__class__, self).__init__(params)
         self._mode = mode
         self._diloco = diloco
@@ -107,8 +109,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         else:
             # DiLoCo: this optimizer steps here; any kind the servers' do not run works.
             settings = _server_settings(self) if not diloco else _inner_settings(self)
-            staleness, passes, chunk_mb, push_bits = server_args
-            self._servers = _C.PsOptimizer(named, mode, staleness, passes, chunk_mb, settings, diloco, push_bits)
+            staleness, passes = server_args
+            self._servers = _C.PsOptimizer(named, mode, staleness, passes, settings, server_options)
             _live_servers.add(self)
 
     def set_backward_passes_per_step(self, passes):
@@ -190,11 +192,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             _live_servers.discard(self)
 
 
+@_options.documented("ps_chunk_mb", "local_steps", "outer_optimizer", "outer_lr", "outer_momentum", "push_bits")
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none, backward_passes_per_step=1,
                          op=Average, gradient_predivide_factor=1.0, num_groups=0, groups=None,
                          sparse_as_dense=False, process_set=global_process_set, mode="allreduce", staleness=None,
-                         ps_chunk_mb=4.0, bucket_mb=None, local_steps=None, outer_optimizer="nesterov",
-                         outer_lr=0.7, outer_momentum=0.9, push_bits=0):
+                         ps_chunk_mb=DEFAULTS["ps_chunk_mb"], bucket_mb=None, local_steps=None,
+                         outer_optimizer=DEFAULTS["outer_optimizer"], outer_lr=DEFAULTS["outer_lr"],
+                         outer_momentum=DEFAULTS["outer_momentum"], push_bits=DEFAULTS["push_bits"]):
     """Wraps a torch.optim optimizer, as Horovod's does: the result is an
     instance of the optimizer's own class over the same parameter groups.
 
@@ -240,19 +244,15 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         raise ValueError("DistributedOptimizer: gradient_predivide_factor applies to op=Average only")
     if int(backward_passes_per_step) < 1:
         raise ValueError("DistributedOptimizer: backward_passes_per_step must be > 0")
-    diloco = {}
-    if local_steps is not None:
-        if mode not in ("ps-sync", "ps-async"):
-            raise ValueError(f"DistributedOptimizer: local_steps (DiLoCo) applies to mode='ps-sync' or 'ps-async', "
-                             f"not {mode!r}")
-        if isinstance(local_steps, bool) or not isinstance(local_steps, int) or local_steps < 1:
-            raise ValueError(f"DistributedOptimizer: local_steps must be an int >= 1, got {local_steps!r}")
-        diloco = {"local_steps": local_steps, "outer_optimizer": str(outer_optimizer), "outer_lr": float(outer_lr),
-                  "outer_momentum": float(outer_momentum)}
-    elif (outer_optimizer, outer_lr, outer_momentum) != ("nesterov", 0.7, 0.9):
+    outer = {"outer_optimizer": outer_optimizer, "outer_lr": outer_lr, "outer_momentum": outer_momentum}
+    server_options = {"ps_chunk_mb": ps_chunk_mb, "local_steps": local_steps, "push_bits": push_bits, **outer}
+    _options.check("DistributedOptimizer", **server_options)
+    diloco = bool(local_steps)
+    if diloco and mode not in ("ps-sync", "ps-async"):
+        raise ValueError(f"DistributedOptimizer: local_steps (DiLoCo) applies to mode='ps-sync' or 'ps-async', "
+                         f"not {mode!r}")
+    if not diloco and any(value != DEFAULTS[keyword] for keyword, value in outer.items()):
         raise ValueError("DistributedOptimizer: outer_optimizer, outer_lr and outer_momentum apply with local_steps")
-    if push_bits not in (0, 4, 8) or isinstance(push_bits, bool):
-        raise ValueError(f"DistributedOptimizer: push_bits must be 8 or 4 (0: off), got {push_bits!r}")
     if push_bits and mode == "allreduce":
         raise ValueError("DistributedOptimizer: push_bits applies to the ps modes, not mode='allreduce'")
     named = _named(optimizer, named_parameters)
@@ -271,10 +271,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         raise ValueError("DistributedOptimizer: compression, op, gradient_predivide_factor and groups apply to "
                          "mode='allreduce'; parameter servers take init(wire_dtype=...)")
     averager_args = (int(backward_passes_per_step), op == Sum, float(gradient_predivide_factor), wire, cap_mb)
-    server_args = (1 if staleness is None else int(staleness), int(backward_passes_per_step), float(ps_chunk_mb),
-                   int(push_bits))
+    server_args = (1 if staleness is None else int(staleness), int(backward_passes_per_step))
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(_DistributedOptimizer.__dict__))
-    return cls(optimizer.param_groups, named, mode, averager_args, server_args, diloco)
+    return cls(optimizer.param_groups, named, mode, averager_args, server_args, server_options, diloco)
 
 
 def finish_servers():
