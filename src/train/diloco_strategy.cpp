@@ -195,7 +195,7 @@ SyncTimes DilocoStrategy::exchange(torch::nn::Module& model, AgreedStep& agreed)
   agreed.checkpoint = after.checkpoint;
   agreed.replicas_agree = true;
   // The chief's checkpoint holds its own inner state; the others keep theirs.
-  if (checkpointsByAgreement() && (after.checkpoint || after.stop || step_ >= total_steps_)) saveWorkerState(step_);
+  if (policy().checkpoints_by_agreement && (after.checkpoint || after.stop || step_ >= total_steps_)) saveWorkerState(step_);
   return after.times;
 }
 

@@ -68,11 +68,14 @@ class DilocoStrategy final : public Strategy, public RemoteParameters {
   // every worker holds the global model; true if there was one. Sync: every
   // worker must call it after the same steps.
   bool finishRound(torch::nn::Module& model);
-  bool workerAppliesUpdates() const override { return true; }
-  bool averagesWorkerBatches() const override { return false; }
-  // Sync: every worker keeps its inner state at the chief's checkpoints.
-  bool checkpointsByAgreement() const override { return mode() == Mode::PsSync; }
-  bool sharesJobSteps() const override { return false; }
+  // Workers step their own optimizer on their own batches; sync: every
+  // worker keeps its inner state at the chief's checkpoints.
+  StepPolicy policy() const override {
+    return {.worker_applies_updates = true,
+            .averages_worker_batches = false,
+            .shares_job_steps = false,
+            .checkpoints_by_agreement = mode() == Mode::PsSync};
+  }
   void finish() override { ps_->finish(); }
   RemoteParameters* remoteParameters() override { return this; }
   nlohmann::json summary() const override;

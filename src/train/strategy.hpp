@@ -61,7 +61,7 @@ struct AgreedStep {
   // Every worker holds the same parameters after this step (false between
   // DiLoCo's outer updates): what an evaluation or checkpoint may read.
   bool replicas_agree = true;
-  bool checkpoint = false;  // checkpointsByAgreement: every worker checkpoints at this step
+  bool checkpoint = false;  // StepPolicy::checkpoints_by_agreement: every worker checkpoints at this step
 };
 
 // What a strategy whose parameters live on servers adds to a run: the
@@ -115,16 +115,29 @@ class ReplicaCheck {
   virtual void verifyReplicas(torch::nn::Module& model, int64_t step) = 0;
 };
 
-// Whether the mode's servers apply the update (the trainer then runs no
-// optimizer), whether one update averages every worker's batch (the linear
-// LR scaling then counts workers), and whether each worker's step is one of
-// the job's shared global steps (async: --max-steps and epochs count the
-// job's steps, and synchronizeGradients reports the global step).
-inline bool serversApplyUpdates(Mode mode) { return usesServers(mode); }
-inline bool averagesWorkers(Mode mode) {
-  return mode != Mode::PsAsync && mode != Mode::Ssp;
+// How a mode's steps go, decided once per run: the trainer reads it at
+// start instead of asking the strategy at each step.
+struct StepPolicy {
+  // This worker runs the optimizer; false: the servers apply the update.
+  bool worker_applies_updates = true;
+  // One update averages every worker's batch (linear LR scaling then counts workers).
+  bool averages_worker_batches = true;
+  // Each worker's step is one of the job's shared global steps (async:
+  // --max-steps and epochs count the job's steps, and synchronizeGradients
+  // reports the global step).
+  bool shares_job_steps = false;
+  // Periodic checkpoints are taken where AgreedStep::checkpoint says, by
+  // every worker (each keeps state of its own), instead of by the chief alone.
+  bool checkpoints_by_agreement = false;
+};
+
+// The policy of a mode whose gradients travel every step.
+constexpr StepPolicy stepPolicyOf(Mode mode) {
+  return {.worker_applies_updates = !usesServers(mode),
+          .averages_worker_batches = mode != Mode::PsAsync && mode != Mode::Ssp,
+          .shares_job_steps = mode == Mode::PsAsync,
+          .checkpoints_by_agreement = false};
 }
-inline bool sharesSteps(Mode mode) { return mode == Mode::PsAsync; }
 
 class Strategy {
  public:
@@ -143,21 +156,12 @@ class Strategy {
   // Called after the last backward of an update. On return every parameter's
   // .grad holds the mean gradient the update must use.
   virtual AgreedStep synchronizeGradients(torch::nn::Module& model, const LocalStep& local) = 0;
-  // Called after the worker's optimizer step (workerAppliesUpdates), before
+  // Called after the worker's optimizer step (policy().worker_applies_updates), before
   // the step is counted: may exchange parameters and amend `agreed`.
   // Returns the time it spent.
   virtual SyncTimes afterUpdate(torch::nn::Module& model, AgreedStep& agreed) { return {}; }
-  // Whether this worker runs the optimizer (else the servers do), and
-  // whether its update averages every worker's batch (linear LR scaling
-  // then counts workers).
-  virtual bool workerAppliesUpdates() const { return !serversApplyUpdates(mode()); }
-  virtual bool averagesWorkerBatches() const { return averagesWorkers(mode()); }
-  // Periodic checkpoints are taken where AgreedStep::checkpoint says, by
-  // every worker (each keeps state of its own), instead of by the chief alone.
-  virtual bool checkpointsByAgreement() const { return false; }
-  // Whether each of this worker's steps is one of the job's shared steps
-  // (sharesSteps above).
-  virtual bool sharesJobSteps() const { return sharesSteps(mode()); }
+  // How this strategy's steps go (stepPolicyOf its mode unless it differs).
+  virtual StepPolicy policy() const { return stepPolicyOf(mode()); }
   // After the last step: waits for peers so nobody leaves mid-collective.
   virtual void finish() {}
   // Strategy-specific figures for the run summary.

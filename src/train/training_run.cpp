@@ -86,7 +86,7 @@ constexpr int64_t kWarmupSteps = 2;
 
 TrainingRun::TrainingRun(const TrainConfig& config, Strategy& strategy, cluster::JobStart& start,
                          const std::atomic<bool>* stop, const TrainerParts& parts)
-    : c_(config), strategy_(strategy), start_(start), stop_(stop), uncaught_at_start_(std::uncaught_exceptions()) {
+    : c_(config), strategy_(strategy), policy_(strategy.policy()), start_(start), stop_(stop), uncaught_at_start_(std::uncaught_exceptions()) {
   const TrainConfig& c = c_;
   threads_ = c.threads > 0 ? c.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   // Emulated compute computes next to nothing, and idle OpenMP threads spin:
@@ -112,7 +112,7 @@ TrainingRun::TrainingRun(const TrainConfig& config, Strategy& strategy, cluster:
   }
   model_->train();
   placement_ = placeRun(c, *model_, parts.model != nullptr, emulated_ != nullptr, strategy_.mode(),
-                        !strategy_.workerAppliesUpdates());
+                        !policy_.worker_applies_updates);
 
   // The sampler counts micro-batches; an update consumes `accumulate` of them.
   world_ = strategy_.worldSize();
@@ -123,12 +123,11 @@ TrainingRun::TrainingRun(const TrainConfig& config, Strategy& strategy, cluster:
   }
   // Async PS: every worker's step is one of the job's global steps, so an
   // epoch (each worker's slice of every global batch) is `world` of them.
-  shared_steps_ = strategy_.sharesJobSteps();
-  steps_per_epoch_ = sampler_->stepsPerEpoch() / c.accumulate * (shared_steps_ ? world_ : 1);
+  steps_per_epoch_ = sampler_->stepsPerEpoch() / c.accumulate * (policy_.shares_job_steps ? world_ : 1);
   total_steps_ = c.max_steps > 0 ? c.max_steps : c.epochs * steps_per_epoch_;
   optimizer_ = makeOptimizer(c.optimizer, model_->parameters());
   // Linear scaling counts the samples one update averages over.
-  const int averaged_workers = strategy_.averagesWorkerBatches() ? world_ : 1;
+  const int averaged_workers = policy_.averages_worker_batches ? world_ : 1;
   schedule_.emplace(c.optimizer, c.lr, steps_per_epoch_, total_steps_,
                     static_cast<double>(averaged_workers * c.accumulate));
 
@@ -247,7 +246,7 @@ void TrainingRun::openInputAndLogs() {
   const bool took_over = takeover.has_value();
   const int64_t taken_clock = took_over ? takeover->clock : 0;
   const int64_t data_start = took_over ? takeover->job_start_step : start_step_;
-  local_ = shared_steps_ ? data_start / world_ : data_start;
+  local_ = policy_.shares_job_steps ? data_start / world_ : data_start;
   if (took_over) local_ += taken_clock - data_start;
   local_end_ = local_ + std::max<int64_t>(0, total_steps_ - start_step_);
   // On a machine whose cores the compute threads already fill, a prefetch
@@ -268,9 +267,9 @@ void TrainingRun::openInputAndLogs() {
                                            on_gpu ? makeStreamCopier(device.device) : nullptr);
   progress_.emplace(start_step_, total_steps_, c.progress);
   global_batch_ = c.batch_size * world_ * c.accumulate;
-  samples_per_job_step_ = shared_steps_ ? c.batch_size * c.accumulate : global_batch_;
+  samples_per_job_step_ = policy_.shares_job_steps ? c.batch_size * c.accumulate : global_batch_;
   parameters_ = model_->parameters();
-  done_ = took_over && !shared_steps_ ? taken_clock : start_step_;
+  done_ = took_over && !policy_.shares_job_steps ? taken_clock : start_step_;
   loop_watch_ = Stopwatch();
 }
 
@@ -330,7 +329,7 @@ void TrainingRun::step() {
   step_input.micro_steps = static_cast<int>(c.accumulate);
   // A checkpoint this step is due for must reach the strategy now.
   step_input.checkpoint_requested =
-      checkpoint_wanted_ || (chief_ && !shared_steps_ && crossed(done_, done_ + 1, c.checkpoint_every_steps));
+      checkpoint_wanted_ || (chief_ && !policy_.shares_job_steps && crossed(done_, done_ + 1, c.checkpoint_every_steps));
   for (int micro = 0; micro < step_input.micro_steps; ++micro) {
     data::Batch batch = feeder_->next();
     breakdown_.add(obs::Phase::kInputWait, phase.lap());
@@ -371,7 +370,7 @@ void TrainingRun::step() {
   breakdown_.add(obs::Phase::kExposedComm, agreed.times.exposed_comm);
   breakdown_.add(obs::Phase::kWaitWorkers, agreed.times.wait_workers);
   phase.lap();
-  if (!strategy_.workerAppliesUpdates()) {
+  if (!policy_.worker_applies_updates) {
     breakdown_.add(obs::Phase::kUpdate, agreed.times.update);
   } else {
     // fp16: every worker checks the same averaged gradients, so all of
@@ -391,7 +390,7 @@ void TrainingRun::step() {
   done_ = agreed.global_step >= 0 ? agreed.global_step : done_ + 1;
   start_.finished_steps = done_;  // how far a failed start got (train --restart-wait)
   if (++local_steps_ == kWarmupSteps) faults_after_warmup_ = minorFaults();
-  budget_spent_ = shared_steps_ && agreed.finished;
+  budget_spent_ = policy_.shares_job_steps && agreed.finished;
   if (timeline_) timeline_->span(fmt::format("step {}", done_), obs::Lane::kLoop, step_start_us, obs::Timeline::nowUs());
   if (agreed.stop && done_ < total_steps_ && !budget_spent_) {
     stop_agreed_ = true;
@@ -444,7 +443,7 @@ void TrainingRun::afterStep(int64_t before, double lr, const AgreedStep& agreed,
   const bool step_due = crossed(before, done_, c.checkpoint_every_steps);
   const bool time_due = c.checkpoint_secs > 0 && train_seconds_ - last_checkpoint_at_ >= c.checkpoint_secs;
   checkpoint_wanted_ = checkpoint_wanted_ || ((step_due || time_due) && chief_);
-  const bool save_now = strategy_.checkpointsByAgreement() ? agreed.checkpoint : agreed.replicas_agree;
+  const bool save_now = policy_.checkpoints_by_agreement ? agreed.checkpoint : agreed.replicas_agree;
   if (save_now && checkpoint_wanted_ && chief_ && !last) saveAt(/*periodic=*/true, done_);
   if (save_now) checkpoint_wanted_ = false;
 }
@@ -470,7 +469,7 @@ void TrainingRun::end() {
 nlohmann::json TrainingRun::summary() {
   const TrainConfig& c = c_;
   const int64_t trained_steps = end_step_ - start_step_;
-  const double job_seconds = shared_steps_ ? loop_seconds_ : train_seconds_;
+  const double job_seconds = policy_.shares_job_steps ? loop_seconds_ : train_seconds_;
   const TrainingDevice& device = placement_.device;
   nlohmann::json summary = {
       {"model", c.model},

@@ -77,6 +77,7 @@ class TrainingRun {
   Stopwatch wall_;
   const TrainConfig& c_;
   Strategy& strategy_;
+  const StepPolicy policy_;  // the strategy's, read once
   cluster::JobStart& start_;
   const std::atomic<bool>* stop_;
   int threads_ = 1;
@@ -89,7 +90,6 @@ class TrainingRun {
   RunPlacement placement_;
   int world_ = 1;
   std::optional<data::ShardSampler> sampler_;
-  bool shared_steps_ = false;  // async PS: each worker's step is one of the job's
   int64_t steps_per_epoch_ = 1;
   int64_t total_steps_ = 1;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
@@ -103,7 +103,7 @@ class TrainingRun {
   LossScale loss_scale_;  // fp16 only
   bool gated_ = false;    // the model's stages wait for the strategy's parameters
   // Due, and waiting for a step after which the replicas agree (DiLoCo's
-  // round ends); checkpoints with checkpointsByAgreement for every worker's.
+  // round ends); with policy_.checkpoints_by_agreement for every worker's.
   bool eval_wanted_ = false;
   bool checkpoint_wanted_ = false;
   RemoteParameters* remote_ = nullptr;  // the strategy's, when its parameters live on servers (from join)
