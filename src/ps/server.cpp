@@ -69,7 +69,7 @@ void ParameterServer::Impl::onInit(const std::string& routing, net::Frame& f) {
 void ParameterServer::Impl::onSet(const std::string& routing, net::Frame& f) {
   const size_t index = store.indexOf(f.header);
   if (admission.isReady()) throw Refusal{fmt::format("ps-set of chunk {} after training started", store.at(index).key)};
-  store.set(index, f);
+  store.set(index, f.header.clock, f.bytes());
   replyOk(routing, f.header.request_id);
   checkReady();
 }
@@ -150,33 +150,24 @@ ArenaDestination ParameterServer::Impl::namedArenaBytes(int w, const net::Frame&
   }
 }
 
-namespace {
-
-// A message over bytes of a worker's arena, keeping the mapping alive.
-zmq::message_t arenaMessage(std::shared_ptr<net::SharedArena> arena, std::span<std::byte> bytes) {
-  auto* keep = new std::shared_ptr<net::SharedArena>(std::move(arena));
-  return zmq::message_t(
-      bytes.data(), bytes.size(), [](void*, void* hint) { delete static_cast<std::shared_ptr<net::SharedArena>*>(hint); },
-      keep);
-}
-
-}  // namespace
-
 void ParameterServer::Impl::onPush(const std::string& routing, net::Frame& f) {
   const int w = workerOf(routing, f.header.type);
   const size_t index = store.indexOf(f.header);
   const bool shared = (f.header.flags & net::kFlagInArena) != 0;
+  OwnedBytes grad;
   if (shared) {
     // The bytes stay in the worker's memory until the apply reads them: it
     // rewrites them only after this chunk's next pull is answered, which
-    // waits for this push to be applied.
+    // waits for this push to be applied. The arena's owner keeps them mapped.
     const ArenaDestination named = namedArenaBytes(w, f, options.max_payload_bytes);
-    f.payload = arenaMessage(named.arena, named.bytes);
+    grad = {named.arena, named.bytes};
+  } else {
+    grad = net::adoptPayload(std::move(f.payload));
   }
-  store.requirePayload(index, f, config->pushFormat());
+  store.requirePayload(index, f.header.type, grad.view(), config->pushFormat());
   if (!admission.isReady()) throw Refusal{"ps-push before every chunk was initialised"};
-  const size_t bytes = f.payload.size();
-  std::optional<ApplyJob> job = store.push(w, index, f.header.clock, std::move(f.payload), timelineNow());
+  const size_t bytes = grad.size();
+  std::optional<ApplyJob> job = store.push(w, index, f.header.clock, std::move(grad), timelineNow());
   ++stats.pushes;
   stats.bytes_in += bytes;
   if (shared) stats.shared_bytes_in += bytes;

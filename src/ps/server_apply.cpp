@@ -80,7 +80,7 @@ void ParameterServer::Impl::send(std::vector<Reply> replies) {
       options.timeline->span(fmt::format("pull chunk {} for worker {}", r.header.key_begin, r.worker), kPullLane,
                              r.received_us, obs::Timeline::nowUs(), {{"version", r.header.clock}});
     }
-    reply(r.routing, r.header, std::move(r.payload), r.shared_bytes);
+    reply(r.routing, r.header, net::sharedPayload(std::move(r.payload)), r.shared_bytes);
   }
 }
 
