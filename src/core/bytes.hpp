@@ -36,6 +36,7 @@ struct OwnedBytes {
   size_t size() const { return bytes.size(); }
   bool empty() const { return bytes.empty(); }
   std::span<const std::byte> view() const { return bytes; }
+  std::string_view text() const { return {reinterpret_cast<const char*>(bytes.data()), bytes.size()}; }
 };
 
 // A fresh copy of `size` bytes at `data` (nothing for 0): for replies that

@@ -20,6 +20,7 @@ class Admission {
     std::string routing;
     uint64_t request_id = 0;
     Hello hello;
+    bool same_host = false;  // it came over the same-host socket (its shared memory may be mapped)
   };
 
   // Whether the chief's init `c` may start here: true when it replaces the
