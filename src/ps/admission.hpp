@@ -4,7 +4,7 @@
 // worker's hello is answered once the init of the start it joined has
 // arrived and every chunk is set, and only if it names a worker of that
 // start with the chief's parameter layout. Pure, as ChunkStore is: the
-// server decodes, asks, and sends what it is told (server.cpp).
+// request handler decodes, asks, and replies as it is told (request_handler.cpp).
 #include <cstdint>
 #include <string>
 #include <vector>
