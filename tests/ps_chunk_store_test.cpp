@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "ps/messages.hpp"
@@ -34,21 +35,22 @@ ServerConfig configFor(Mode mode, int workers) {
   return c;
 }
 
-net::Frame frame(net::MessageType type, const std::vector<float>& values = {}, uint32_t clock = 0) {
-  return {.header = {.type = type, .clock = clock, .key_begin = kKey, .key_end = kKey + 1},
-          .payload = zmq::message_t(values.data(), values.size() * sizeof(float))};
+net::FrameHeader header(net::MessageType type) {
+  return {.type = type, .key_begin = kKey, .key_end = kKey + 1};
 }
+
+std::span<const std::byte> bytesOf(const std::vector<float>& values) { return std::as_bytes(std::span(values)); }
 
 // A store initialised by `config` whose one chunk holds kInitial.
 ChunkStore storeFor(const ServerConfig& config) {
   ChunkStore store("ps 0");
   store.reset(config);
-  store.set(0, frame(msg::kSet, kInitial));
+  store.set(0, 0, bytesOf(kInitial));
   EXPECT_TRUE(store.everyChunkSet());
   return store;
 }
 
-zmq::message_t gradient(const std::vector<float>& values) { return {values.data(), values.size() * sizeof(float)}; }
+OwnedBytes gradient(const std::vector<float>& values) { return copyBytes(values.data(), values.size() * sizeof(float)); }
 
 PendingPull pullFrom(int worker, uint64_t request_id, Clock::time_point since = Clock::now(),
                      std::vector<uint32_t> snapshot = {}) {
@@ -118,12 +120,12 @@ TEST(ChunkStoreSync, DecodesQuantisedPushesBeforeSummingThem) {
   ChunkStore store = storeFor(config);
   const PushFormat format = config.pushFormat();
   auto encoded = [&](const std::vector<float>& values) {
-    zmq::message_t m(format.bytes(values.size()));
+    std::vector<std::byte> m(format.bytes(values.size()));
     format.encode(values.data(), nullptr, m.data(), values.size());
-    return m;
+    return copyBytes(m.data(), m.size());
   };
-  net::Frame plain = frame(msg::kPush, {1, 2, 3});
-  EXPECT_EQ(refusalOf([&] { store.requirePayload(0, plain, format); }),
+  const std::vector<float> plain{1, 2, 3};
+  EXPECT_EQ(refusalOf([&] { store.requirePayload(0, msg::kPush, bytesOf(plain), format); }),
             "ps-push of chunk 7 carries 12 bytes; the chunk holds 3 values (6 bytes as int4)");
   EXPECT_FALSE(store.push(0, 0, 0, encoded({7.0f, -3.5f, 1.2f}), 0));  // scale 1: 7, -4, 1
   const auto applied = runApply(store, store.push(1, 0, 0, encoded({0.5f, 0.0f, -3.5f}), 0));  // scale 0.5: 1, 0, -7
@@ -152,7 +154,7 @@ TEST(ChunkStoreSync, RefusesAPushOfAnotherStepATwiceAndANonPusherNamingThem) {
 
 TEST(ChunkStore, RefusesRequestsForChunksItDoesNotHold) {
   ChunkStore store("ps 1");
-  EXPECT_EQ(refusalOf([&] { store.indexOf(frame(msg::kPull).header); }),
+  EXPECT_EQ(refusalOf([&] { store.indexOf(header(msg::kPull)); }),
             "ps 1 has not been initialised by the chief yet");
   ServerConfig twice = configFor(Mode::PsSync, 1);
   twice.chunks.push_back(twice.chunks[0]);
@@ -160,15 +162,15 @@ TEST(ChunkStore, RefusesRequestsForChunksItDoesNotHold) {
   EXPECT_EQ(refusalOf([&] { store.reset(twice); }), "ps-init lists chunk 7 twice");
   EXPECT_FALSE(store.initialized()) << "a refused init changed the store";
   store.reset(configFor(Mode::PsSync, 1));
-  net::Frame other = frame(msg::kPull);
-  other.header.key_begin = other.header.key_end = 8;
-  ++other.header.key_end;
-  EXPECT_EQ(refusalOf([&] { store.indexOf(other.header); }), "unknown key 8: ps 1 does not hold that chunk");
-  other.header.key_begin = kKey;
-  EXPECT_EQ(refusalOf([&] { store.indexOf(other.header); }), "ps-pull covers keys [7, 9); requests name exactly one chunk");
-  EXPECT_EQ(refusalOf([&] { store.requirePayload(0, frame(msg::kPush, {1, 2}), PushFormat{WireDtype::kBfloat16}); }),
+  net::FrameHeader other = header(msg::kPull);
+  other.key_begin = other.key_end = 8;
+  ++other.key_end;
+  EXPECT_EQ(refusalOf([&] { store.indexOf(other); }), "unknown key 8: ps 1 does not hold that chunk");
+  other.key_begin = kKey;
+  EXPECT_EQ(refusalOf([&] { store.indexOf(other); }), "ps-pull covers keys [7, 9); requests name exactly one chunk");
+  EXPECT_EQ(refusalOf([&] { store.requirePayload(0, msg::kPush, bytesOf({1, 2}), PushFormat{WireDtype::kBfloat16}); }),
             "ps-push of chunk 7 carries 8 bytes; the chunk holds 3 values (6 bytes as bf16)");
-  EXPECT_EQ(refusalOf([&] { store.set(0, frame(msg::kSet, {1, 2})); }),
+  EXPECT_EQ(refusalOf([&] { store.set(0, 0, bytesOf({1, 2})); }),
             "ps-set of chunk 7 carries 8 bytes; the chunk holds 3 values (12 bytes as fp32)");
   EXPECT_FALSE(store.everyChunkSet());
 }

@@ -158,6 +158,12 @@ zmq::message_t sharedPayload(std::shared_ptr<const std::vector<char>> bytes) {
   return sharedPayload(std::shared_ptr<const void>(std::move(bytes)), data, size);
 }
 
+OwnedBytes adoptPayload(zmq::message_t payload) {
+  if (payload.size() == 0) return {};
+  auto message = std::make_shared<zmq::message_t>(std::move(payload));
+  return {message, {static_cast<std::byte*>(message->data()), message->size()}};
+}
+
 void configureSocket(zmq::socket_t& socket, uint64_t max_payload_bytes, bool ipv6) {
   socket.set(zmq::sockopt::linger, 0);
   socket.set(zmq::sockopt::maxmsgsize,

@@ -27,6 +27,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/bytes.hpp"
+
 namespace tandem::net {
 
 inline constexpr uint32_t kFrameMagic = 0x4D444E54;  // bytes "TNDM" on the wire
@@ -134,6 +136,13 @@ inline zmq::message_t copyPayload(const std::vector<char>& bytes) { return copyP
 zmq::message_t sharedPayload(std::shared_ptr<const void> owner, const void* data, size_t size);
 // Zero-copy from a shared, immutable byte vector.
 zmq::message_t sharedPayload(std::shared_ptr<const std::vector<char>> bytes);
+// Zero-copy from bytes a pure layer handed out (its owner rides along).
+inline zmq::message_t sharedPayload(SharedBytes bytes) {
+  return sharedPayload(std::move(bytes.owner), bytes.data(), bytes.size());
+}
+// A received payload as bytes a pure layer may keep (and write): the
+// message moves behind the owner, its buffer stays where it is.
+OwnedBytes adoptPayload(zmq::message_t payload);
 
 // Settings every Tandem socket gets: no linger on close (a dead peer must
 // not stall shutdown), and libzmq itself drops a peer that sends a part

@@ -4,7 +4,7 @@
 // worker's hello is answered once the init of the start it joined has
 // arrived and every chunk is set, and only if it names a worker of that
 // start with the chief's parameter layout. Pure, as ChunkStore is: the
-// server decodes, asks, and sends what it is told (server.cpp).
+// request handler decodes, asks, and replies as it is told (request_handler.cpp).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -20,6 +20,7 @@ class Admission {
     std::string routing;
     uint64_t request_id = 0;
     Hello hello;
+    bool same_host = false;  // it came over the same-host socket (its shared memory may be mapped)
   };
 
   // Whether the chief's init `c` may start here: true when it replaces the

@@ -9,7 +9,6 @@
 #include <numeric>
 #include <span>
 
-#include "net/frame.hpp"
 #include "optim/kernels.hpp"
 
 namespace tandem::ps {
@@ -29,9 +28,10 @@ size_t paramBytes(const ChunkState& c) { return static_cast<size_t>(c.length) * 
 
 size_t stateBytes(const ChunkState& c) { return paramBytes(c) * (1 + c.slots.size()); }
 
-bool loadChunk(ChunkState& c, const void* data, size_t size) {
+bool loadChunk(ChunkState& c, std::span<const std::byte> payload) {
   const size_t bytes = paramBytes(c);
-  const auto* in = static_cast<const char*>(data);
+  const size_t size = payload.size();
+  const auto* in = payload.data();
   if (size == stateBytes(c)) {
     // A resumed run: the optimizer state comes along.
     for (size_t k = 0; k < c.slots.size(); ++k) std::memcpy(c.slots[k].data(), in + (k + 1) * bytes, bytes);
@@ -42,13 +42,13 @@ bool loadChunk(ChunkState& c, const void* data, size_t size) {
   return true;
 }
 
-zmq::message_t packState(const ChunkState& c) {
+SharedBytes packState(const ChunkState& c) {
   const size_t bytes = paramBytes(c);
-  zmq::message_t payload(stateBytes(c));
-  auto* out = static_cast<char*>(payload.data());
+  auto packed = std::make_shared<std::vector<std::byte>>(stateBytes(c));
+  std::byte* out = packed->data();
   std::memcpy(out, c.param.data(), bytes);
   for (size_t k = 0; k < c.slots.size(); ++k) std::memcpy(out + (k + 1) * bytes, c.slots[k].data(), bytes);
-  return payload;
+  return {packed, *packed};
 }
 
 void refreshWireCopy(ChunkState& c, WireDtype wire) {
@@ -60,30 +60,30 @@ void refreshWireCopy(ChunkState& c, WireDtype wire) {
 
 size_t wirePayloadBytes(const ChunkState& c, WireDtype wire) { return static_cast<size_t>(c.length) * wireBytes(wire); }
 
-float* floatsOf(zmq::message_t& message, std::vector<float>& scratch) {
-  auto address = reinterpret_cast<uintptr_t>(message.data());
-  if (address % alignof(float) == 0) return static_cast<float*>(message.data());
-  scratch.resize(message.size() / sizeof(float));
-  std::memcpy(scratch.data(), message.data(), message.size());
+float* floatsOf(std::span<std::byte> bytes, std::vector<float>& scratch) {
+  auto address = reinterpret_cast<uintptr_t>(bytes.data());
+  if (address % alignof(float) == 0) return reinterpret_cast<float*>(bytes.data());
+  scratch.resize(bytes.size() / sizeof(float));
+  std::memcpy(scratch.data(), bytes.data(), bytes.size());
   return scratch.data();
 }
 
-float* gradientOf(zmq::message_t& message, size_t length, const PushFormat& format, std::vector<float>& scratch) {
-  if (format.raw()) return floatsOf(message, scratch);
+float* gradientOf(std::span<std::byte> bytes, size_t length, const PushFormat& format, std::vector<float>& scratch) {
+  if (format.raw()) return floatsOf(bytes, scratch);
   scratch.resize(length);
-  format.decode(message.data(), scratch.data(), length);
+  format.decode(bytes.data(), scratch.data(), length);
   return scratch.data();
 }
 
-float* sumGradients(std::vector<zmq::message_t>& grads, size_t length, const PushFormat& format,
+float* sumGradients(std::vector<OwnedBytes>& grads, size_t length, const PushFormat& format,
                     std::vector<float>& scratch) {
-  float* sum = gradientOf(grads[0], length, format, scratch);
+  float* sum = gradientOf(grads[0].bytes, length, format, scratch);
   if (!format.raw()) {
     for (size_t w = 1; w < grads.size(); ++w) format.decodeAdd(grads[w].data(), sum, length);
     return sum;
   }
   std::vector<float> addend_scratch;
-  for (size_t w = 1; w < grads.size(); ++w) optim::addInto({sum, length}, {floatsOf(grads[w], addend_scratch), length});
+  for (size_t w = 1; w < grads.size(); ++w) optim::addInto({sum, length}, {floatsOf(grads[w].bytes, addend_scratch), length});
   return sum;
 }
 
@@ -134,23 +134,24 @@ std::shared_ptr<const std::vector<float>> recordPull(ChunkState& c, size_t worke
   return record;
 }
 
-zmq::message_t pullPayload(const ChunkState& c, const PendingPull& pull, bool sync, WireDtype wire) {
+SharedBytes pullPayload(const ChunkState& c, const PendingPull& pull, bool sync, WireDtype wire) {
   if (pull.with_state) return packState(c);
   if (wire != WireDtype::kFloat32) {
-    return net::sharedPayload(c.wire_param, c.wire_param->data(), wirePayloadBytes(c, wire));
+    return {c.wire_param, std::as_bytes(std::span(*c.wire_param)).first(wirePayloadBytes(c, wire))};
   }
   if (sync && pull.needed == c.applied) {
-    return net::sharedPayload(std::shared_ptr<const void>(c.param.data(), [](const void*) {}), c.param.data(),
-                              paramBytes(c));
+    // No owner: retired chunks are kept (ChunkStore::reset), so the values outlive the send.
+    return {nullptr, std::as_bytes(std::span(c.param))};
   }
-  return net::copyPayload(c.param.data(), paramBytes(c));
+  return shared(copyBytes(c.param.data(), paramBytes(c)));
 }
 
-zmq::message_t pullIntoArena(const ChunkState& c, const ArenaDestination& into, WireDtype wire) {
+SharedBytes pullIntoArena(const ChunkState& c, const ArenaDestination& into, WireDtype wire) {
   const void* values = wire == WireDtype::kFloat32 ? static_cast<const void*>(c.param.data())
                                                    : static_cast<const void*>(c.wire_param->data());
   std::memcpy(into.bytes.data(), values, into.bytes.size());  // its size was checked against the chunk's
-  return net::copyPayload(net::encode(into.ref));
+  auto ref = std::make_shared<const std::vector<char>>(net::encode(into.ref));
+  return {ref, std::as_bytes(std::span(*ref))};
 }
 
 std::vector<PendingPull> takeExpiredPulls(ChunkState& c, Clock::duration timeout, Clock::time_point now) {

@@ -5,8 +5,6 @@
 // No sockets: the server's I/O loop decides when; this file says what.
 // Not thread-safe: a chunk is touched by the I/O thread, or by the one apply
 // job that owns it while `busy`.
-#include <zmq.hpp>
-
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -15,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/bytes.hpp"
 #include "core/clock.hpp"
 #include "net/shared_arena.hpp"
 #include "ps/protocol.hpp"
@@ -44,7 +43,7 @@ struct PendingPull {
 };
 
 struct QueuedPush {
-  zmq::message_t grad;
+  OwnedBytes grad;
   double lr = 0;  // the pushing worker's rate when it pushed
   int worker = -1;
   int64_t received_us = 0;  // timeline only
@@ -61,7 +60,7 @@ struct ChunkState {
   uint64_t received = 0;    // updates started or queued (async)
   // Sync: this step's gradients, by worker, summed in worker order, from
   // the workers that push this chunk (every worker, or one per host).
-  std::vector<std::optional<zmq::message_t>> step_grads;
+  std::vector<std::optional<OwnedBytes>> step_grads;
   std::vector<int> pushers;  // ascending
   std::vector<int64_t> step_grad_us;  // when each arrived, for the timeline
   int step_grad_count = 0;
@@ -99,10 +98,10 @@ size_t stateBytes(const ChunkState& c);
 
 // Loads a ps-set payload: the values, or the values and the slots. Returns
 // false, changing nothing, when `size` is neither.
-bool loadChunk(ChunkState& c, const void* data, size_t size);
+bool loadChunk(ChunkState& c, std::span<const std::byte> bytes);
 
 // [param][slot 0][slot 1]..., copied.
-zmq::message_t packState(const ChunkState& c);
+SharedBytes packState(const ChunkState& c);
 
 // Remakes c.wire_param from c.param for a 16-bit wire; nothing for fp32.
 void refreshWireCopy(ChunkState& c, WireDtype wire);
@@ -110,18 +109,18 @@ void refreshWireCopy(ChunkState& c, WireDtype wire);
 // Bytes of one chunk's values in a pull (pushes: ServerConfig::pushFormat).
 size_t wirePayloadBytes(const ChunkState& c, WireDtype wire);
 
-// Floats of a received message. ZeroMQ may hand over a buffer at any byte
+// Floats of received bytes. ZeroMQ may hand over a buffer at any byte
 // offset; an unaligned one is copied into `scratch` first.
-float* floatsOf(zmq::message_t& message, std::vector<float>& scratch);
+float* floatsOf(std::span<std::byte> bytes, std::vector<float>& scratch);
 
-// A pushed gradient as floats: the message itself (float32, aligned), or
+// A pushed gradient as floats: its own bytes (float32, aligned), or
 // decoded into `scratch`.
-float* gradientOf(zmq::message_t& message, size_t length, const PushFormat& format, std::vector<float>& scratch);
+float* gradientOf(std::span<std::byte> bytes, size_t length, const PushFormat& format, std::vector<float>& scratch);
 
 // The sum of the workers' gradients, in worker order (so every run adds in
 // the same order), in float32, written into the first one's buffer or
 // `scratch`.
-float* sumGradients(std::vector<zmq::message_t>& grads, size_t length, const PushFormat& format,
+float* sumGradients(std::vector<OwnedBytes>& grads, size_t length, const PushFormat& format,
                     std::vector<float>& scratch);
 
 // Applies one update with the server's optimizer: `update_index` counts the
@@ -139,10 +138,10 @@ std::vector<PendingPull> takeReadyPulls(ChunkState& c);
 // sync pull of exactly the current version is zero-copy (nobody can push the
 // next step before receiving it, so the values cannot change while ZeroMQ
 // still reads them); anything else is a snapshot, so the next apply may start.
-zmq::message_t pullPayload(const ChunkState& c, const PendingPull& pull, bool sync, WireDtype wire);
+SharedBytes pullPayload(const ChunkState& c, const PendingPull& pull, bool sync, WireDtype wire);
 // A pull into shared memory: writes the values there (in the wire dtype)
 // and returns the reference the reply carries.
-zmq::message_t pullIntoArena(const ChunkState& c, const ArenaDestination& into, WireDtype wire);
+SharedBytes pullIntoArena(const ChunkState& c, const ArenaDestination& into, WireDtype wire);
 
 // Takes the pulls that have waited `timeout` or longer by `now`.
 std::vector<PendingPull> takeExpiredPulls(ChunkState& c, Clock::duration timeout, Clock::time_point now);

@@ -51,22 +51,22 @@ size_t ChunkStore::indexOf(const net::FrameHeader& h) const {
   return it->second;
 }
 
-void ChunkStore::requirePayload(size_t index, const net::Frame& f, const PushFormat& format) const {
+void ChunkStore::requirePayload(size_t index, net::MessageType type, std::span<const std::byte> payload,
+                                const PushFormat& format) const {
   const ChunkState& c = chunks_[index];
   const size_t expected = format.bytes(static_cast<size_t>(c.length));
-  if (f.payload.size() != expected) {
+  if (payload.size() != expected) {
     throw Refusal{fmt::format("{} of chunk {} carries {} bytes; the chunk holds {} values ({} bytes as {})",
-                              kMessages.nameOf(f.header.type), c.key, f.payload.size(), c.length, expected,
-                              format.name())};
+                              kMessages.nameOf(type), c.key, payload.size(), c.length, expected, format.name())};
   }
 }
 
-void ChunkStore::set(size_t index, const net::Frame& f) {
+void ChunkStore::set(size_t index, uint32_t clock, std::span<const std::byte> payload) {
   ChunkState& c = chunks_[index];
-  if (!loadChunk(c, f.payload.data(), f.payload.size())) requirePayload(index, f, PushFormat{});
+  if (!loadChunk(c, payload)) requirePayload(index, msg::kSet, payload, PushFormat{});
   refreshWireCopy(c, config_->wire);
-  c.applied = f.header.clock;
-  c.received = f.header.clock;
+  c.applied = clock;
+  c.received = clock;
   c.initialized = true;
   // Every worker starts from these values: the chief has them, the others pull them.
   if (compensating()) {
@@ -88,7 +88,7 @@ double ChunkStore::lrOf(int worker, uint64_t lr_step) const {
   return sent ? *sent : config_->lrAt(lr_step);
 }
 
-std::optional<ApplyJob> ChunkStore::push(int w, size_t index, uint32_t clock, zmq::message_t grad,
+std::optional<ApplyJob> ChunkStore::push(int w, size_t index, uint32_t clock, OwnedBytes grad,
                                          int64_t received_us) {
   ChunkState& c = chunks_[index];
   if (sync()) {
@@ -107,7 +107,7 @@ std::optional<ApplyJob> ChunkStore::push(int w, size_t index, uint32_t clock, zm
     if (++c.step_grad_count < static_cast<int>(c.pushers.size())) return std::nullopt;
     // The step is complete: hand its gradients to one apply.
     c.busy = true;
-    ApplyJob job{.chunk = index, .update = c.applied, .lr = lrOf(0, c.applied)};  // the chief's schedule is the table's
+    ApplyJob job{.chunk = index, .key = c.key, .update = c.applied, .lr = lrOf(0, c.applied)};  // the chief's schedule is the table's
     for (size_t p = 0; p < c.step_grads.size(); ++p) {
       if (!c.step_grads[p]) continue;
       job.grads.push_back(*std::exchange(c.step_grads[p], std::nullopt));
@@ -135,7 +135,7 @@ std::optional<ApplyJob> ChunkStore::startAsync(size_t index) {
   c.busy = true;
   QueuedPush next = std::move(c.queue.front());
   c.queue.pop_front();
-  ApplyJob job{.chunk = index, .update = c.applied, .lr = next.lr};
+  ApplyJob job{.chunk = index, .key = c.key, .update = c.applied, .lr = next.lr};
   job.grads.push_back(std::move(next.grad));
   job.arrivals.emplace_back(next.worker, next.received_us);
   return job;
@@ -215,7 +215,7 @@ std::vector<Reply> ChunkStore::answer(ChunkState& c) {
       r.payload = pullIntoArena(c, *p.into, config_->wire);
       r.shared_bytes = p.into->bytes.size();
     } else if (record && config_->wire == WireDtype::kFloat32) {
-      r.payload = net::sharedPayload(record, record->data(), paramBytes(c));  // the record is the reply
+      r.payload = {record, std::as_bytes(std::span(*record))};  // the record is the reply
     } else {
       r.payload = pullPayload(c, p, sync(), config_->wire);
     }
@@ -227,7 +227,7 @@ std::vector<Reply> ChunkStore::answer(ChunkState& c) {
 Reply ChunkStore::error(const PendingPull& p, const std::string& reason) const {
   return {.routing = p.routing,
           .header = {.type = net::MessageType::kError, .request_id = p.request_id},
-          .payload = net::copyPayload(reason)};
+          .payload = shared(copyBytes(reason))};
 }
 
 std::vector<Reply> ChunkStore::expire(Clock::time_point now) {

@@ -6,8 +6,6 @@
 // test can replay any ordering in microseconds.
 // The server's I/O thread owns it. An ApplyJob runs elsewhere (the apply
 // pool) and touches only its own chunk, which is `busy` meanwhile.
-#include <zmq.hpp>
-
 #include <cstdint>
 #include <deque>
 #include <optional>
@@ -16,8 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/bytes.hpp"
 #include "core/clock.hpp"
-#include "net/frame.hpp"
 #include "ps/chunk_state.hpp"
 #include "ps/protocol.hpp"
 
@@ -29,10 +27,12 @@ struct Refusal {
 };
 
 // A frame for one requester: an answered pull, or the error that fails it.
+// `payload` may point into chunk memory or a worker's record (zero-copy):
+// its owner keeps that alive, and the sender wraps it without a copy.
 struct Reply {
   std::string routing{};
   net::FrameHeader header{};
-  zmq::message_t payload{};
+  SharedBytes payload{};
   uint64_t shared_bytes = 0;  // values written into the requester's shared memory (a pull into its arena)
   int worker = -1;            // for the timeline's pull span
   int64_t received_us = 0;    // when the pull arrived (0: no timeline)
@@ -41,11 +41,12 @@ struct Reply {
 // One update of one chunk, for the apply pool.
 struct ApplyJob {
   size_t chunk = 0;
+  uint64_t key = 0;     // the chunk's, for names in spans and errors
   uint64_t update = 0;  // the chunk's updates before this one (a sync job's step)
   double lr = 0;
   // Sync: every pusher's gradient of the step, in worker order, to be summed.
   // Async and SSP: one push.
-  std::vector<zmq::message_t> grads{};
+  std::vector<OwnedBytes> grads{};
   std::vector<std::pair<int, int64_t>> arrivals{};  // (worker, received_us): the timeline's queued spans
 };
 
@@ -66,12 +67,13 @@ class ChunkStore {
 
   // The chunk a request names; Refusal when it names none of ours.
   size_t indexOf(const net::FrameHeader& header) const;
-  // Refusal unless the payload is one chunk's values in `format`.
-  void requirePayload(size_t index, const net::Frame& f, const PushFormat& format) const;
+  // Refusal unless `payload` (of a `type` request) is one chunk's values in `format`.
+  void requirePayload(size_t index, net::MessageType type, std::span<const std::byte> payload,
+                      const PushFormat& format) const;
 
   // ps-set: a chunk's starting values (and optimizer slots, resuming) at
   // update `clock`. Refusal when the payload is neither.
-  void set(size_t index, const net::Frame& f);
+  void set(size_t index, uint32_t clock, std::span<const std::byte> payload);
   bool everyChunkSet() const;
 
   // A worker's learning rate (ps-lr), used for its pushes from now on in
@@ -81,7 +83,8 @@ class ChunkStore {
   // Stores worker `worker`'s gradient for the chunk (the caller then
   // acknowledges it) and returns the apply it completes or starts, if any.
   // Sync: `clock` must be the chunk's step, from one of its pushers, once.
-  std::optional<ApplyJob> push(int worker, size_t index, uint32_t clock, zmq::message_t grad, int64_t received_us);
+  // The store keeps `grad` (and its owner) until the apply has read it.
+  std::optional<ApplyJob> push(int worker, size_t index, uint32_t clock, OwnedBytes grad, int64_t received_us);
 
   // Holds `pull` until the chunk can answer it: sync, once step `clock` is
   // applied; otherwise once everything received is (a worker always sees

@@ -10,13 +10,10 @@
 
 #include "core/error.hpp"
 #include "core/patient_wait.hpp"
-#include "net/wire.hpp"
+#include "ps/message_fields.hpp"
 
 namespace tandem::ps {
 namespace {
-
-uint64_t bitsOf(double v) { return std::bit_cast<uint64_t>(v); }
-double doubleOf(uint64_t bits) { return std::bit_cast<double>(bits); }
 
 template <class T>
 T field(const nlohmann::json& j, const char* name, std::string_view peer) {
@@ -166,87 +163,6 @@ std::vector<int> pushersOf(const ServerConfig& config, uint64_t key) {
   return pushers;
 }
 
-std::vector<char> encode(const Hello& hello) {
-  net::PayloadWriter w;
-  w.putU32(hello.worker);
-  w.putU64(hello.layout_fingerprint);
-  w.putU64(hello.generation);
-  if (hello.arena) {
-    w.putU32(hello.arena->pid);
-    w.putU32(static_cast<uint32_t>(hello.arena->fd));
-    w.putU64(hello.arena->bytes);
-    w.putRaw(hello.arena->token.data(), hello.arena->token.size());
-  }
-  return w.take();
-}
-
-std::vector<char> encode(const SnapshotPoint& point) {
-  net::PayloadWriter w;
-  w.putU64(point.global_step);
-  w.putU32(static_cast<uint32_t>(point.clocks.size()));
-  for (uint32_t clock : point.clocks) w.putU32(clock);
-  return w.take();
-}
-
-SnapshotPoint decodeSnapshotPoint(std::span<const std::byte> bytes, size_t workers, std::string_view peer) {
-  net::PayloadReader r(bytes, peer, "snapshot point");
-  SnapshotPoint point;
-  point.global_step = r.u64("global step");
-  const uint32_t count = r.u32("worker count");
-  if (workers != 0 && count != workers) {
-    throw InputError(fmt::format("{}: snapshot point: {} clocks for {} worker(s)", peer, count, workers));
-  }
-  for (uint32_t i = 0; i < count; ++i) point.clocks.push_back(r.u32("clock"));
-  r.expectEnd();
-  return point;
-}
-
-std::vector<char> encode(const HelloAnswer& answer) {
-  net::PayloadWriter w;
-  w.putU32(answer.clock);
-  w.putU32(answer.start_step);
-  w.putU32(answer.arena_mapped ? 1 : 0);
-  return w.take();
-}
-
-HelloAnswer decodeHelloAnswer(std::span<const std::byte> bytes, std::string_view peer) {
-  net::PayloadReader r(bytes, peer, "hello answer");
-  HelloAnswer a;
-  a.clock = r.u32("clock");
-  a.start_step = r.u32("start step");
-  const uint32_t mapped = r.u32("shared memory");
-  if (mapped > 1) throw InputError(fmt::format("{}: hello answer: shared-memory flag {} is neither 0 nor 1", peer, mapped));
-  a.arena_mapped = mapped == 1;
-  r.expectEnd();
-  if (a.clock < a.start_step) {
-    throw InputError(fmt::format("{}: hello answer: clock {} is before the start step {}", peer, a.clock, a.start_step));
-  }
-  return a;
-}
-
-Hello decodeHello(std::span<const std::byte> bytes, std::string_view peer) {
-  net::PayloadReader r(bytes, peer, "ps-hello payload");
-  Hello h;
-  h.worker = r.u32("worker");
-  h.layout_fingerprint = r.u64("layout fingerprint");
-  h.generation = r.u64("generation");
-  if (r.remaining() > 0) {
-    net::ArenaHandle arena;
-    arena.pid = r.u32("shared-memory pid");
-    arena.fd = static_cast<int32_t>(r.u32("shared-memory fd"));
-    arena.bytes = r.u64("shared-memory size");
-    const auto token = r.rest();
-    if (token.size() != arena.token.size()) {
-      throw InputError(fmt::format("{}: ps-hello payload: shared-memory token of {} bytes, expected {}", peer,
-                                   token.size(), arena.token.size()));
-    }
-    std::memcpy(arena.token.data(), token.data(), token.size());
-    h.arena = arena;
-  }
-  r.expectEnd();
-  return h;
-}
-
 ServerConfig decodeServerInit(std::string_view text, uint64_t max_payload_bytes, std::string_view peer) {
   nlohmann::json j;
   try {
@@ -266,56 +182,110 @@ ServerConfig decodeServerInit(std::string_view text, uint64_t max_payload_bytes,
   return c;
 }
 
-namespace {
+// --- binary payloads: one layout per message, read and written alike -------
+
+namespace fields {
+
 // A step's yes/no answers share one word.
-constexpr uint32_t kStopBit = 1, kCheckpointBit = 2;
-uint32_t flagBits(bool stop, bool checkpoint) { return (stop ? kStopBit : 0) | (checkpoint ? kCheckpointBit : 0); }
-}  // namespace
+constexpr Bit kStopBit{1}, kCheckpointBit{2};
 
-std::vector<char> encode(const StepReport& report) {
-  net::PayloadWriter w;
-  w.putU64(bitsOf(report.loss));
-  w.putU64(bitsOf(report.compute_seconds));
-  w.putU32(flagBits(report.stop, report.checkpoint));
-  return w.take();
+template <>
+struct Layout<Hello> {
+  static constexpr std::string_view what = "ps-hello payload";
+  template <class F, class M>
+  static void fields(F& f, M& h) {
+    f.u32("worker", h.worker);
+    f.u64("layout fingerprint", h.layout_fingerprint);
+    f.u64("generation", h.generation);
+    f.optionalTail(h.arena, [](auto& f, auto& arena) {  // a same-host worker's shared memory
+      f.u32("shared-memory pid", arena.pid);
+      f.i32("shared-memory fd", arena.fd);
+      f.u64("shared-memory size", arena.bytes);
+      f.tailBytes("shared-memory token", arena.token);
+    });
+  }
+};
+
+template <>
+struct Layout<HelloAnswer> {
+  static constexpr std::string_view what = "hello answer";
+  template <class F, class M>
+  static void fields(F& f, M& a) {
+    f.u32("clock", a.clock);
+    f.u32("start step", a.start_step);
+    f.flag("shared memory", "shared-memory flag", a.arena_mapped);
+  }
+};
+
+template <>
+struct Layout<SnapshotPoint> {
+  static constexpr std::string_view what = "snapshot point";
+  // `workers`: the clocks a decoded point must hold (0: any number).
+  template <class F, class M>
+  static void fields(F& f, M& p, size_t workers = 0) {
+    f.u64("global step", p.global_step);
+    f.u32s("worker count", "clock", p.clocks, [&](uint32_t count, std::string_view peer) {
+      if (workers != 0 && count != workers) {
+        throw InputError(fmt::format("{}: snapshot point: {} clocks for {} worker(s)", peer, count, workers));
+      }
+    });
+  }
+};
+
+template <>
+struct Layout<StepReport> {
+  static constexpr std::string_view what = "ps-clock payload";
+  template <class F, class M>
+  static void fields(F& f, M& s) {
+    f.f64("loss", s.loss);
+    f.f64("compute seconds", s.compute_seconds);
+    f.bits("flags", kStopBit, s.stop, kCheckpointBit, s.checkpoint);
+  }
+};
+
+template <>
+struct Layout<StepAgreement> {
+  static constexpr std::string_view what = "ps-clock reply";
+  template <class F, class M>
+  static void fields(F& f, M& a) {
+    f.f64("loss", a.loss);
+    f.f64("slowest compute seconds", a.slowest_compute_seconds);
+    f.bits("flags", kStopBit, a.stop, kCheckpointBit, a.checkpoint);
+    f.u32("slowest clock", a.slowest_clock);
+    f.u64("global step", a.global_step);
+    f.truthy("finished", a.finished);
+  }
+};
+
+}  // namespace fields
+
+std::vector<char> encode(const Hello& hello) { return fields::encodeMessage(hello); }
+Hello decodeHello(std::span<const std::byte> bytes, std::string_view peer) {
+  return fields::decodeMessage<Hello>(bytes, peer);
 }
 
-StepReport decodeStepReport(std::span<const std::byte> bytes, std::string_view peer) {
-  net::PayloadReader r(bytes, peer, "ps-clock payload");
-  StepReport s;
-  s.loss = doubleOf(r.u64("loss"));
-  s.compute_seconds = doubleOf(r.u64("compute seconds"));
-  const uint32_t flags = r.u32("flags");
-  s.stop = (flags & kStopBit) != 0;
-  s.checkpoint = (flags & kCheckpointBit) != 0;
-  r.expectEnd();
-  return s;
-}
-
-std::vector<char> encode(const StepAgreement& a) {
-  net::PayloadWriter w;
-  w.putU64(bitsOf(a.loss));
-  w.putU64(bitsOf(a.slowest_compute_seconds));
-  w.putU32(flagBits(a.stop, a.checkpoint));
-  w.putU32(a.slowest_clock);
-  w.putU64(a.global_step);
-  w.putU32(a.finished ? 1 : 0);
-  return w.take();
-}
-
-StepAgreement decodeStepAgreement(std::span<const std::byte> bytes, std::string_view peer) {
-  net::PayloadReader r(bytes, peer, "ps-clock reply");
-  StepAgreement a;
-  a.loss = doubleOf(r.u64("loss"));
-  a.slowest_compute_seconds = doubleOf(r.u64("slowest compute seconds"));
-  const uint32_t flags = r.u32("flags");
-  a.stop = (flags & kStopBit) != 0;
-  a.checkpoint = (flags & kCheckpointBit) != 0;
-  a.slowest_clock = r.u32("slowest clock");
-  a.global_step = r.u64("global step");
-  a.finished = r.u32("finished") != 0;
-  r.expectEnd();
+std::vector<char> encode(const HelloAnswer& answer) { return fields::encodeMessage(answer); }
+HelloAnswer decodeHelloAnswer(std::span<const std::byte> bytes, std::string_view peer) {
+  HelloAnswer a = fields::decodeMessage<HelloAnswer>(bytes, peer);
+  if (a.clock < a.start_step) {
+    throw InputError(fmt::format("{}: hello answer: clock {} is before the start step {}", peer, a.clock, a.start_step));
+  }
   return a;
+}
+
+std::vector<char> encode(const SnapshotPoint& point) { return fields::encodeMessage(point); }
+SnapshotPoint decodeSnapshotPoint(std::span<const std::byte> bytes, size_t workers, std::string_view peer) {
+  return fields::decodeMessage<SnapshotPoint>(bytes, peer, workers);
+}
+
+std::vector<char> encode(const StepReport& report) { return fields::encodeMessage(report); }
+StepReport decodeStepReport(std::span<const std::byte> bytes, std::string_view peer) {
+  return fields::decodeMessage<StepReport>(bytes, peer);
+}
+
+std::vector<char> encode(const StepAgreement& agreement) { return fields::encodeMessage(agreement); }
+StepAgreement decodeStepAgreement(std::span<const std::byte> bytes, std::string_view peer) {
+  return fields::decodeMessage<StepAgreement>(bytes, peer);
 }
 
 net::MessageType replyTypeOf(net::MessageType request) {

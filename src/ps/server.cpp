@@ -1,333 +1,184 @@
-#include "ps/messages.hpp"
+// The parameter server's I/O: sockets in, the request handler's replies
+// out, applies on the pool. Everything the job decides lives in
+// RequestHandler (ps/request_handler.hpp); this file owns only what touches
+// the operating system: the ROUTER sockets and their connection watches,
+// which socket each peer came in on, the eventfd the pool wakes the loop
+// with, and the pool itself.
 #include "ps/server.hpp"
 
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
-#include <algorithm>
-#include <cmath>
-#include <cstring>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
 #include <utility>
 
 #include "core/error.hpp"
-#include "core/stop_request.hpp"
 #include "core/logging.hpp"
-#include "ps/server_impl.hpp"
+#include "core/patient_wait.hpp"
+#include "core/stop_request.hpp"
+#include "net/connection_watch.hpp"
+#include "ps/apply_pool.hpp"
+#include "ps/messages.hpp"
+#include "ps/request_handler.hpp"
 
 namespace tandem::ps {
 namespace {
 
 constexpr int kMaxMessagesPerTurn = 64;  // then completions and timeouts get their turn
 
-}  // namespace
+// Timeline lanes of a server.
+constexpr auto kRequestLane = obs::Lane::kLoop;
+constexpr auto kApplyLane = obs::Lane::kComm;
+constexpr auto kPullLane = obs::Lane::kBackward;
 
-using MessageType = net::MessageType;
+// On an apply job's thread: the apply's span from construction to
+// destruction, and each consumed push's time in the queue before it.
+class TimelineApply {
+ public:
+  TimelineApply(obs::Timeline* timeline, uint64_t key, uint64_t update)
+      : timeline_(timeline), key_(key), update_(update), start_us_(timeline ? obs::Timeline::nowUs() : 0) {}
+  ~TimelineApply() {
+    if (timeline_ == nullptr) return;
+    timeline_->span(fmt::format("apply chunk {}", key_), kApplyLane, start_us_, obs::Timeline::nowUs(),
+                    {{"update", update_}});
+  }
+  TimelineApply(const TimelineApply&) = delete;
+  TimelineApply& operator=(const TimelineApply&) = delete;
 
-int ParameterServer::Impl::workerOf(const std::string& routing, MessageType type) {
-  const int w = workers.touch(routing, true);
-  if (w < 0) throw Refusal{fmt::format("{} before ps-hello: say which worker you are first", kMessages.nameOf(type))};
-  return w;
-}
+  void queued(int worker, int64_t received_us) {
+    if (timeline_ == nullptr || received_us == 0) return;
+    timeline_->span(fmt::format("queued: chunk {} from worker {}", key_, worker), kRequestLane, received_us,
+                    start_us_, {{"update", update_}});
+  }
 
-void ParameterServer::Impl::onInit(const std::string& routing, net::Frame& f) {
-  ServerConfig c;
-  try {
-    c = decodeServerInit(f.text(), options.max_payload_bytes, "chief");
-  } catch (const InputError& e) {
-    throw Refusal{e.what()};
-  }
-  // Checked before anything changes: a refused init leaves the server as it was.
-  ChunkStore::validate(c);
-  if (admission.mayInit(c, name)) {
-    startOver();
-    TANDEM_LOG_WARN("{}: the chief started again after a failure ({:016x} replaces {:016x}); starting over from its "
-                    "step {}",
-                    name, c.generation, c.replaces, c.start_step);
-  }
-  store.reset(c);
-  heard_every_step.assign(static_cast<size_t>(c.workers), options.index == 0 ? 1 : 0);
-  for (const auto& chunk : store.chunks()) {
-    for (int w : chunk.pushers) heard_every_step[static_cast<size_t>(w)] = 1;
-  }
-  liveness.emplace(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(c.peer_timeout_s)));
-  workers.reset(c.workers);
-  clocks.emplace(c.mode, c.staleness, c.workers, c.start_step, c.total_steps);
-  const int64_t floats = totalFloats(store.chunks());
-  TANDEM_LOG_INFO("{}: {} mode, {} worker(s), {} chunk(s), {:.1f} MB, optimizer {}, {} apply thread(s), {} on the wire{}",
-                  name, modeName(c.mode), c.workers, store.chunks().size(), static_cast<double>(floats) * 4 / 1e6,
-                  c.optimizer.name, apply_threads, wireDtypeName(c.wire),
-                  c.push_bits ? fmt::format(" (pushes {})", c.pushFormat().name()) : "");
-  admission.initialised(c);
-  config = std::move(c);
-  replyOk(routing, f.header.request_id);
-  checkReady();
-}
-
-void ParameterServer::Impl::onSet(const std::string& routing, net::Frame& f) {
-  const size_t index = store.indexOf(f.header);
-  if (admission.isReady()) throw Refusal{fmt::format("ps-set of chunk {} after training started", store.at(index).key)};
-  store.set(index, f);
-  replyOk(routing, f.header.request_id);
-  checkReady();
-}
-
-void ParameterServer::Impl::checkReady() {
-  if (admission.isReady() || !store.everyChunkSet()) return;
-  for (auto& held : admission.ready()) {
-    try {
-      registerWorker(held.routing, held.request_id, held.hello);
-    } catch (const Refusal& r) {
-      ++stats.bad_frames;
-      TANDEM_LOG_WARN("{}: refused a hello: {}", name, r.reason);
-      replyError(held.routing, held.request_id, r.reason);
-    }
-  }
-}
-
-void ParameterServer::Impl::onHello(const std::string& routing, net::Frame& f) {
-  Hello h;
-  try {
-    h = decodeHello(f.bytes(), "a client");
-  } catch (const InputError& e) {
-    throw Refusal{e.what()};
-  }
-  // Workers may arrive before the chief has initialised this server, or
-  // before the init of the start they joined (the chief's next start after
-  // a failure): they are answered once it has arrived.
-  if (admission.admitNow({routing, f.header.request_id, h})) registerWorker(routing, f.header.request_id, h);
-}
-
-void ParameterServer::Impl::registerWorker(const std::string& routing, uint64_t request_id, const Hello& h) {
-  admission.check(h);
-  bool replaced = false;
-  if (std::string why = workers.bind(routing, h.worker, admission.elastic(), &replaced); !why.empty()) {
-    throw admission.bindRefusal(std::move(why));
-  }
-  HelloAnswer answer;
-  if (options.index == 0) {
-    if (replaced) clocks->rejoin(static_cast<int>(h.worker));
-    answer = {clocks->clockOf(static_cast<int>(h.worker)), config->start_step};
-  }
-  answer.arena_mapped = mapArena(routing, static_cast<int>(h.worker), h);
-  if (replaced) {
-    ++stats.rejoins;
-    TANDEM_LOG_WARN("{}: worker {} rejoined from a new connection (a replacement){}; its old connection is dropped",
-                    name, h.worker, options.index == 0 ? fmt::format(" at its step {}", answer.clock) : std::string());
-  }
-  reply(routing, {.type = MessageType::kOk, .request_id = request_id}, net::copyPayload(encode(answer)));
-  if (replaced && options.index == 0) answerClocks();
-}
-
-bool ParameterServer::Impl::mapArena(const std::string& routing, int worker, const Hello& h) {
-  arenas.erase(worker);  // a replacement's hello replaces its predecessor's
-  // Only over the same-host socket: a remote member's handle would name a
-  // process here that is not its own.
-  if (!h.arena || !reply_socket.contains(routing)) return false;
-  try {
-    arenas[worker] = net::SharedArena::open(*h.arena, fmt::format("worker {}", worker));
-    return true;
-  } catch (const InputError& e) {
-    TANDEM_LOG_WARN("{}: worker {} sends its bytes through the socket: {}", name, worker, e.what());
-    return false;
-  }
-}
-
-ArenaDestination ParameterServer::Impl::namedArenaBytes(int w, const net::Frame& f, size_t most) {
-  const auto it = arenas.find(w);
-  if (it == arenas.end()) {
-    throw Refusal{fmt::format("worker {} sent a {} naming shared memory, but none of its is mapped here", w,
-                              kMessages.nameOf(f.header.type))};
-  }
-  const std::string peer = fmt::format("worker {}", w);
-  try {
-    const net::ArenaRef ref = net::decodeArenaRef(f.bytes(), peer);
-    return {it->second, it->second->slice(ref, most, peer), ref};
-  } catch (const InputError& e) {
-    throw Refusal{e.what()};
-  }
-}
-
-namespace {
-
-// A message over bytes of a worker's arena, keeping the mapping alive.
-zmq::message_t arenaMessage(std::shared_ptr<net::SharedArena> arena, std::span<std::byte> bytes) {
-  auto* keep = new std::shared_ptr<net::SharedArena>(std::move(arena));
-  return zmq::message_t(
-      bytes.data(), bytes.size(), [](void*, void* hint) { delete static_cast<std::shared_ptr<net::SharedArena>*>(hint); },
-      keep);
-}
+ private:
+  obs::Timeline* timeline_;
+  uint64_t key_;
+  uint64_t update_;
+  int64_t start_us_;
+};
 
 }  // namespace
 
-void ParameterServer::Impl::onPush(const std::string& routing, net::Frame& f) {
-  const int w = workerOf(routing, f.header.type);
-  const size_t index = store.indexOf(f.header);
-  const bool shared = (f.header.flags & net::kFlagInArena) != 0;
-  if (shared) {
-    // The bytes stay in the worker's memory until the apply reads them: it
-    // rewrites them only after this chunk's next pull is answered, which
-    // waits for this push to be applied.
-    const ArenaDestination named = namedArenaBytes(w, f, options.max_payload_bytes);
-    f.payload = arenaMessage(named.arena, named.bytes);
+struct ParameterServer::Impl {
+  ServerOptions options;
+  std::string name;
+  // Declared before the sockets so that it is destroyed after them: its
+  // chunk memory is what zero-copy replies still being sent point into.
+  std::unique_ptr<RequestHandler> handler;
+  zmq::context_t context{1};
+  std::unique_ptr<net::ZapHandler> zap;  // admits the job's members; outlives the router
+  // The job's port (CURVE when secure) and, for a loopback server, its
+  // same-host Unix socket (a private directory instead of CURVE).
+  zmq::socket_t router{context, zmq::socket_type::router};
+  std::optional<zmq::socket_t> local_router;
+  std::string local_endpoint;  // ipc://...; empty without local_router
+  // Peers that came in on local_router, by routing id; the rest on router.
+  std::unordered_map<std::string, zmq::socket_t*> reply_socket;
+  // Closing waits for workers to hang up, on either socket.
+  std::unique_ptr<net::ConnectionWatch> connections, local_connections;
+  int port = 0;
+  int wake_fd = -1;
+  struct Completion {
+    size_t chunk = 0;
+    double seconds = 0;
+  };
+  std::mutex completions_mutex;
+  std::vector<Completion> completions;
+  std::unique_ptr<ApplyPool> pool;
+
+  int openConnections() { return connections->open() + (local_connections ? local_connections->open() : 0); }
+
+  void wake() {
+    uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(wake_fd, &one, sizeof(one));
   }
-  store.requirePayload(index, f, config->pushFormat());
-  if (!admission.isReady()) throw Refusal{"ps-push before every chunk was initialised"};
-  const size_t bytes = f.payload.size();
-  std::optional<ApplyJob> job = store.push(w, index, f.header.clock, std::move(f.payload), timelineNow());
-  ++stats.pushes;
-  stats.bytes_in += bytes;
-  if (shared) stats.shared_bytes_in += bytes;
-  replyOk(routing, f.header.request_id);
-  submit(std::move(job));
-}
 
-void ParameterServer::Impl::onPull(const std::string& routing, net::Frame& f) {
-  const int w = workerOf(routing, f.header.type);
-  const size_t index = store.indexOf(f.header);
-  const ChunkState& c = store.at(index);
-  const std::string what = kMessages.nameOf(f.header.type);
-  std::vector<uint32_t> snapshot;
-  std::optional<ArenaDestination> into;
-  if ((f.header.flags & net::kFlagInArena) != 0) {  // a ps-pull: handle() refuses the flag on ps-state
-    into = namedArenaBytes(w, f, SIZE_MAX);
-    const size_t bytes = wirePayloadBytes(c, config ? config->wire : WireDtype::kFloat32);
-    if (into->ref.bytes != bytes) {
-      throw Refusal{fmt::format("worker {} offered {} bytes of shared memory for chunk {}'s {} bytes", w,
-                                into->ref.bytes, c.key, bytes)};
-    }
-  } else if (f.header.type == msg::kState && f.payload.size() != 0 && config && config->mode != Mode::PsSync) {
-    try {
-      snapshot = decodeSnapshotPoint(f.bytes(), workers.size(), fmt::format("worker {}", w)).clocks;
-    } catch (const InputError& e) {
-      throw Refusal{e.what()};
-    }
-  } else if (f.payload.size() != 0) {
-    throw Refusal{what + " carries no payload"};
-  }
-  if (!admission.isReady()) throw Refusal{what + " before every chunk was initialised"};
-  ++stats.pulls;
-  send(store.pull(index,
-                  {routing, f.header.request_id, 0, f.header.type == msg::kState, Clock::now(), w, timelineNow(),
-                   std::move(snapshot), std::move(into)},
-                  f.header.clock));
-}
+  // One received message: validated into a request, handled, answered.
+  void receive(std::vector<zmq::message_t>& parts, size_t total, bool same_host);
+  // Sends the replies in order, then starts the applies.
+  void carryOut(Outbox out);
+  void submit(ApplyJob job);
+  // Hands finished applies back to the handler (I/O thread).
+  void drainCompletions();
+};
 
-void ParameterServer::Impl::onClock(const std::string& routing, net::Frame& f) {
-  const int w = workerOf(routing, f.header.type);
-  if (options.index != 0) throw Refusal{fmt::format("ps-clock goes to ps 0, not {}", name)};
-  try {
-    const StepReport report = decodeStepReport(f.bytes(), fmt::format("worker {}", w));
-    clocks->report(w, f.header.clock, report, routing, f.header.request_id);
-  } catch (const InputError& e) {
-    throw Refusal{e.what()};
-  }
-  answerClocks();
-}
-
-void ParameterServer::Impl::onAwait(const std::string& routing, net::Frame& f) {
-  const int w = workerOf(routing, f.header.type);
-  if (options.index != 0) throw Refusal{fmt::format("ps-await-workers goes to ps 0, not {}", name)};
-  clocks->awaitOthers(w, routing, f.header.request_id);
-  answerClocks();
-}
-
-void ParameterServer::Impl::onHold(const std::string& routing, net::Frame& f) {
-  const int w = workerOf(routing, f.header.type);
-  if (options.index != 0) throw Refusal{fmt::format("{} goes to ps 0, not {}", kMessages.nameOf(f.header.type), name)};
-  try {
-    if (f.header.type == msg::kHold) {
-      clocks->hold(w, routing, f.header.request_id);
-    } else {
-      clocks->unhold(w);
-      replyOk(routing, f.header.request_id);
-    }
-  } catch (const InputError& e) {
-    throw Refusal{e.what()};
-  }
-  answerClocks();
-}
-
-void ParameterServer::Impl::onDone(const std::string& routing, net::Frame& f) {
-  const int w = workerOf(routing, f.header.type);
-  clocks->finish(w);
-  replyOk(routing, f.header.request_id);
-  answerClocks();  // a finished worker no longer holds anyone back
-}
-
-void ParameterServer::Impl::onLeave(const std::string& routing, net::Frame& f) {
-  const int w = workerOf(routing, f.header.type);
-  replyOk(routing, f.header.request_id);
-  if (!store.depart(w)) return;
-  TANDEM_LOG_WARN("{}: worker {} left to start again in place; this start's waits for it fail now", name, w);
-  expireClockWaits();
-  send(store.expire(Clock::now()));
-}
-
-void ParameterServer::Impl::onLr(const std::string& routing, net::Frame& f) {
-  const int w = workerOf(routing, f.header.type);
-  double lr = 0;
-  if (f.payload.size() != sizeof(lr)) {
-    throw Refusal{fmt::format("ps-lr carries {} bytes; it holds one 8-byte float", f.payload.size())};
-  }
-  std::memcpy(&lr, f.payload.data(), sizeof(lr));
-  if (!std::isfinite(lr) || lr < 0) throw Refusal{fmt::format("worker {} sent learning rate {}", w, lr)};
-  store.setLr(w, lr);
-  replyOk(routing, f.header.request_id);
-}
-
-void ParameterServer::Impl::handle(std::vector<zmq::message_t>& parts, size_t total) {
+void ParameterServer::Impl::receive(std::vector<zmq::message_t>& parts, size_t total, bool same_host) {
   if (parts.empty()) return;
   const std::string routing(static_cast<const char*>(parts[0].data()), parts[0].size());
-  const std::string peer = workers.nameOf(routing);
   uint64_t request_id = 0;
+  Request request;
   try {
     if (parts.size() >= 2) request_id = net::salvageRequestId(parts[1].data(), parts[1].size());
-    net::Frame f = net::decodeFrame(std::span(parts).subspan(1), total - 1, options.max_payload_bytes, peer, kMessages);
-    request_id = f.header.request_id;
-    if ((f.header.flags & net::kFlagInArena) != 0 && f.header.type != msg::kPush &&
-        f.header.type != msg::kPull) {
-      throw Refusal{fmt::format("{} cannot name shared memory", kMessages.nameOf(f.header.type))};
-    }
-    switch (net::code(f.header.type)) {
-      case net::code(msg::kHello): onHello(routing, f); break;
-      case net::code(msg::kInit): onInit(routing, f); break;
-      case net::code(msg::kSet): onSet(routing, f); break;
-      case net::code(msg::kPush): onPush(routing, f); break;
-      case net::code(msg::kPull):
-      case net::code(msg::kState): onPull(routing, f); break;
-      case net::code(msg::kClock): onClock(routing, f); break;
-      case net::code(msg::kDone): onDone(routing, f); break;
-      case net::code(msg::kLeave): onLeave(routing, f); break;
-      case net::code(msg::kAwaitWorkers): onAwait(routing, f); break;
-      case net::code(msg::kLr): onLr(routing, f); break;
-      case net::code(msg::kAlive):
-        workerOf(routing, f.header.type);  // heard from it: that is all
-        replyOk(routing, f.header.request_id);
-        break;
-      case net::code(msg::kHold):
-      case net::code(msg::kRelease): onHold(routing, f); break;
-      default:
-        throw Refusal{fmt::format("{} is not a parameter-server request", kMessages.nameOf(f.header.type))};
-    }
+    net::Frame f = net::decodeFrame(std::span(parts).subspan(1), total - 1, options.max_payload_bytes,
+                                    handler->peerName(routing), kMessages);
+    request = {routing, f.header, net::adoptPayload(std::move(f.payload)), same_host};
   } catch (const InputError& e) {
-    ++stats.bad_frames;
-    if (uint64_t more = 0; reject_log.allow(peer, more)) {
-      TANDEM_LOG_WARN("{}: rejected a frame from {}: {}{}", name, peer, e.what(), reject_log.suppressedText(more));
-    }
-    replyError(routing, request_id, e.what());
-  } catch (const Refusal& r) {
-    ++stats.bad_frames;
-    if (uint64_t more = 0; reject_log.allow(peer, more)) {
-      TANDEM_LOG_WARN("{}: refused a request from {}: {}{}", name, peer, r.reason, reject_log.suppressedText(more));
-    }
-    replyError(routing, request_id, r.reason);
+    carryOut(handler->refuseFrame(routing, request_id, e.what()));
+    return;
   } catch (const std::bad_alloc&) {
-    ++stats.bad_frames;
-    replyError(routing, request_id, fmt::format("{} ran out of memory serving this request", name));
+    carryOut(handler->refuseFrame(routing, request_id, fmt::format("{} ran out of memory serving this request", name)));
+    return;
   }
+  Outbox out = handler->handle(request, Clock::now());
+  while (out.retry_when_idle) {
+    // The chief started over: its previous start's applies finish first.
+    while (handler->applying()) {
+      pool->rethrowFailure();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      drainCompletions();
+    }
+    out = handler->handle(request, Clock::now());
+  }
+  carryOut(std::move(out));
+}
+
+void ParameterServer::Impl::carryOut(Outbox out) {
+  for (auto& r : out.replies) {
+    if (options.timeline != nullptr && r.received_us != 0) {
+      options.timeline->span(fmt::format("pull chunk {} for worker {}", r.header.key_begin, r.worker), kPullLane,
+                             r.received_us, obs::Timeline::nowUs(), {{"version", r.header.clock}});
+    }
+    zmq::message_t id(r.routing.data(), r.routing.size());
+    const auto local = reply_socket.find(r.routing);
+    net::sendFrame(local == reply_socket.end() ? router : *local->second, r.header,
+                   net::sharedPayload(std::move(r.payload)), &id);
+  }
+  for (auto& job : out.applies) submit(std::move(job));
+}
+
+void ParameterServer::Impl::submit(ApplyJob job) {
+  std::string what = handler->describe(job);
+  pool->submit(std::move(what), [this, job = std::make_shared<ApplyJob>(std::move(job))] {
+    Stopwatch watch;
+    {
+      // The span closes before the completion wakes the pulls the apply releases.
+      TimelineApply span(options.timeline, job->key, job->update);
+      for (const auto& [worker, received_us] : job->arrivals) span.queued(worker, received_us);
+      if (options.apply_fault) options.apply_fault(job->key, job->update);
+      handler->apply(*job);
+    }
+    const double seconds = watch.elapsed();
+    {
+      std::lock_guard lock(completions_mutex);
+      completions.push_back({job->chunk, seconds});
+    }
+    wake();
+  });
+}
+
+void ParameterServer::Impl::drainCompletions() {
+  std::vector<Completion> done;
+  {
+    std::lock_guard lock(completions_mutex);
+    done.swap(completions);
+  }
+  for (const auto& d : done) carryOut(handler->applied(d.chunk, d.seconds));
 }
 
 ParameterServer::ParameterServer(ServerOptions options, const net::JobSecurity& security)
@@ -335,7 +186,6 @@ ParameterServer::ParameterServer(ServerOptions options, const net::JobSecurity& 
   Impl& s = *impl_;
   s.options = std::move(options);
   s.name = fmt::format("ps {}", s.options.index);
-  s.store = ChunkStore(s.name);
   auto configure = [&s](zmq::socket_t& socket) {
     net::configureSocket(socket, s.options.max_payload_bytes, net::isIpv6(s.options.bind_host));
     socket.set(zmq::sockopt::sndhwm, 0);  // a ROUTER drops at the high-water mark: never do that to a reply
@@ -368,7 +218,10 @@ ParameterServer::ParameterServer(ServerOptions options, const net::JobSecurity& 
   if (s.wake_fd < 0) throw Error(fmt::format("{}: eventfd failed", s.name));
   // A failed job has no completion to deliver: wake the loop to rethrow it.
   s.pool = std::make_unique<ApplyPool>(s.options.apply_threads, [&s] { s.wake(); });
-  s.apply_threads = s.pool->threads();
+  s.handler = std::make_unique<RequestHandler>(RequestHandler::Options{.index = s.options.index,
+                                                                       .max_payload_bytes = s.options.max_payload_bytes,
+                                                                       .apply_threads = s.pool->threads(),
+                                                                       .timeline = s.options.timeline});
 }
 
 ParameterServer::~ParameterServer() {
@@ -389,7 +242,6 @@ nlohmann::json ParameterServer::serve(const std::atomic<bool>* abort) {
   std::vector<zmq_pollitem_t> items = {{s.router.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, s.wake_fd, ZMQ_POLLIN, 0}};
   if (s.local_router) items.push_back({s.local_router->handle(), 0, ZMQ_POLLIN, 0});
   std::vector<zmq::message_t> parts;
-  Clock::time_point last_report = Clock::now();
   Clock::time_point last_check = Clock::now();
   while (true) {
     if (abort != nullptr && abort->load()) break;
@@ -410,28 +262,27 @@ nlohmann::json ParameterServer::serve(const std::atomic<bool>* abort) {
         const size_t total = net::receiveParts(socket, parts, 3);
         if (total == 0) break;
         if (item == 2) s.reply_socket.try_emplace(parts[0].to_string(), &socket);
-        s.handle(parts, total);
+        s.receive(parts, total, item == 2);
       }
     }
     // Timeouts are checked a few times a second, not after every message.
     if (Clock::now() - last_check < std::chrono::milliseconds(50)) continue;
     last_check = Clock::now();
-    s.reportProgress(last_report, std::chrono::seconds(30));
     s.openConnections();  // keeps the monitors' queues short
     // Before its chief initialised it, a server has no job to finish.
-    if (!s.config && stopRequested()) {
+    if (!s.handler->initialised() && stopRequested()) {
       throw Interrupted(fmt::format("{}: stopped by a signal before the chief (worker 0) initialised it", s.name));
     }
-    if (!s.config && Clock::now() > startup_deadline) {
+    if (!s.handler->initialised() && Clock::now() > startup_deadline) {
       throw PeerError(fmt::format(
           "{}: the chief (worker 0) did not initialise this server within {}", s.name,
           formatDuration(std::chrono::milliseconds(static_cast<int64_t>(s.options.startup_timeout_s * 1000)))));
     }
-    s.expireClockWaits();
-    s.send(s.store.expire(Clock::now()));
-    if (s.everyoneGone()) break;
+    RequestHandler::Tick tick = s.handler->tick(Clock::now());
+    s.carryOut(std::move(tick.out));
+    if (tick.everyone_gone) break;
   }
-  s.store.stopApplying(true);
+  s.handler->stopApplying();
   // A goodbye reply still queued at close can be lost, failing its worker:
   // close once every connection is gone, or after 2 s (a lost worker may
   // never hang up). Allowing one open connection per lost worker let a
@@ -445,7 +296,7 @@ nlohmann::json ParameterServer::serve(const std::atomic<bool>* abort) {
   s.pool->finish();  // let running applies finish before the summary
   s.pool->rethrowFailure();
   s.drainCompletions();
-  return s.summary(wall.elapsed());
+  return s.handler->summary(wall.elapsed());
 }
 
 }  // namespace tandem::ps

@@ -1,0 +1,169 @@
+#pragma once
+// What a parameter server does with each request, without its sockets:
+// ps-lite's request handler. The server's I/O loop (server.cpp) receives a
+// frame, hands it to `handle` with the time, and sends what comes back; it
+// runs the applies the handler asks for on its pool and reports each one's
+// end to `applied`; a few times a second it calls `tick` for the timeouts.
+// The handler owns the job's state: the chunks (ChunkStore), who is
+// admitted, the workers and their liveness, ps 0's step clocks, the
+// counters. So a test can play any sequence of requests, completions and
+// times against it with no socket and no thread.
+//
+// Not thread-safe: the I/O thread calls everything except `apply`, which
+// a pool thread runs on a chunk the handler marked busy.
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/bytes.hpp"
+#include "core/clock.hpp"
+#include "core/log_limiter.hpp"
+#include "net/shared_arena.hpp"
+#include "obs/timeline.hpp"
+#include "ps/admission.hpp"
+#include "ps/chunk_store.hpp"
+#include "ps/protocol.hpp"
+#include "ps/server_stats.hpp"
+#include "ps/step_clocks.hpp"
+#include "ps/worker_liveness.hpp"
+#include "ps/worker_registry.hpp"
+
+namespace tandem::ps {
+
+// One received, validated frame.
+struct Request {
+  std::string routing;
+  net::FrameHeader header{};
+  // Kept (a push's gradient) by sharing its owner; an apply may overwrite it.
+  OwnedBytes payload{};
+  // It came over the same-host socket: only such a worker's shared memory
+  // names a process on this host.
+  bool same_host = false;
+};
+
+// What the I/O loop is to do after a call: send the replies in order, then
+// run the applies on the pool.
+struct Outbox {
+  std::vector<Reply> replies;
+  std::vector<ApplyJob> applies;
+  // The chief started over while applies run: nothing changed; hand the
+  // same request back once `applying()` is false (the loop waits, sending
+  // what their completions release).
+  bool retry_when_idle = false;
+};
+
+class RequestHandler {
+ public:
+  struct Options {
+    int index = 0;  // this server's among the PS tasks; ps 0 keeps the step clocks
+    uint64_t max_payload_bytes = net::kMaxPayloadBytes;
+    int apply_threads = 1;                // for the log and the summary
+    obs::Timeline* timeline = nullptr;   // stamps arrivals for the spans the loop writes
+  };
+
+  explicit RequestHandler(Options options);
+
+  const std::string& name() const { return name_; }  // "ps 0"
+  // Whether the chief's init has arrived (a job to finish).
+  bool initialised() const { return config_.has_value(); }
+  // How errors and logs name the peer on `routing`.
+  std::string peerName(const std::string& routing) const { return workers_.nameOf(routing); }
+
+  // One request. Its refusal (bad payload, wrong order, unknown chunk) is
+  // an error reply to it; the handler stays as it was for everyone else.
+  Outbox handle(const Request& request, Clock::time_point now);
+  // A frame that failed validation before it became a request.
+  Outbox refuseFrame(const std::string& routing, uint64_t request_id, const std::string& reason);
+
+  // Runs `job` on its chunk: any thread, while the chunk is busy.
+  void apply(ApplyJob& job) { store_.apply(job); }
+  // How an apply's failure names it.
+  std::string describe(const ApplyJob& job) const;
+  // An apply ended (`seconds` long): the pulls it releases, the next apply.
+  Outbox applied(size_t chunk, double seconds);
+  bool applying() const { return store_.busy(); }
+  // Starts no queued apply from now on (the server is closing).
+  void stopApplying() { store_.stopApplying(true); }
+
+  // Timeouts: held steps and pulls that waited too long fail, naming who
+  // they wait for; silent workers are given up on. A progress line every
+  // 30 s. `everyone_gone`: every worker is done or lost.
+  struct Tick {
+    Outbox out;
+    bool everyone_gone = false;
+  };
+  Tick tick(Clock::time_point now);
+
+  // The summary serve() returns.
+  nlohmann::json summary(double wall_seconds) const;
+
+ private:
+  using MessageType = net::MessageType;
+
+  // Every reply goes through here: the exchange counts as hearing from the
+  // worker (time it waited on us is not silence), and its bytes are counted.
+  void reply(Outbox& out, Reply r);
+  void replyOk(Outbox& out, const std::string& routing, uint64_t request_id);
+  void replyError(Outbox& out, const std::string& routing, uint64_t request_id, const std::string& reason);
+  void replies(Outbox& out, std::vector<Reply> rs);
+  int64_t timelineNow() const { return options_.timeline != nullptr ? obs::Timeline::nowUs() : 0; }
+
+  void dispatch(Outbox& out, const Request& r, Clock::time_point now);
+  int workerOf(const std::string& routing, MessageType type);
+  void onInit(Outbox& out, const Request& r);
+  void onSet(Outbox& out, const Request& r);
+  void checkReady(Outbox& out);
+  void onHello(Outbox& out, const Request& r);
+  // Binds the hello's worker to `routing` and answers it: on ps 0 with the
+  // steps that worker has finished (a replacement continues from there).
+  void registerWorker(Outbox& out, const Admission::HeldHello& held);
+  // Maps a same-host worker's offered shared memory; false when it has none
+  // or it cannot be mapped here (the worker then sends bytes).
+  bool mapArena(int worker, const Hello& h, bool same_host);
+  // The bytes of worker `w`'s shared memory that `r` (flagged kFlagInArena)
+  // names, at most `most` of them; a Refusal names the worker.
+  ArenaDestination namedArenaBytes(int w, const Request& r, size_t most);
+  void onPush(Outbox& out, const Request& r);
+  void onPull(Outbox& out, const Request& r, Clock::time_point now);
+  void onStepClock(Outbox& out, const Request& r);  // ps-clock, ps-await-workers, ps-hold, ps-release (ps 0)
+  void onDone(Outbox& out, const Request& r);
+  void onLeave(Outbox& out, const Request& r, Clock::time_point now);
+  void onLr(Outbox& out, const Request& r);
+
+  void answerClocks(Outbox& out);
+  // Names the workers holding up a step wait: first in a warning once the
+  // wait runs long, then in the error that fails it at the peer timeout,
+  // or at once after a sync worker departed.
+  void expireClockWaits(Outbox& out);
+  // Gives up on the workers `liveness_` finds lost; true when every worker
+  // is done or lost.
+  bool everyoneGone(Outbox& out, Clock::time_point now);
+  void reportProgress(Clock::time_point now);
+
+  Options options_;
+  std::string name_;
+  ChunkStore store_;
+  std::optional<ServerConfig> config_;
+  Admission admission_;  // the init's start, and the hellos held until it is ready
+  WorkerRegistry workers_;
+  std::optional<StepClocks> clocks_;  // from init; only ps 0 gets reports
+  // By worker: sends this server something every step (a push here, or at
+  // ps 0 its step report). Hierarchical sync jobs push each chunk through
+  // one worker a host, so at other servers the rest may say nothing
+  // between their hello and their goodbye.
+  std::vector<char> heard_every_step_;
+  // By worker: the shared memory of a worker on this host (ps-hello), which
+  // its pushes and pulls may then name instead of carrying bytes.
+  std::unordered_map<int, std::shared_ptr<net::SharedArena>> arenas_;
+  std::optional<WorkerLiveness> liveness_;  // from init: the peer timeout
+  LogLimiter reject_log_;  // what any peer can make the server say, at a bounded rate
+  ServerStats stats_;
+  Clock::time_point last_report_ = Clock::now();
+};
+
+}  // namespace tandem::ps

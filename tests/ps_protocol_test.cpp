@@ -1,0 +1,163 @@
+// The parameter server's binary payloads, each declared once
+// (ps/message_fields.hpp): the bytes are the ones the wire has always
+// carried (spelled out here field by field with PayloadWriter), every
+// message reads back what was written, and a payload cut short, grown
+// long or with a bad field is an InputError naming the peer and field.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "net/wire.hpp"
+#include "ps/protocol.hpp"
+#include "support/expect_input_error.hpp"
+
+namespace tandem::ps {
+namespace {
+
+using tandem::testing::expectInputError;
+
+std::span<const std::byte> bytesOf(const std::vector<char>& v) { return std::as_bytes(std::span(v)); }
+
+std::vector<char> cut(std::vector<char> v, size_t drop) {
+  v.resize(v.size() - drop);
+  return v;
+}
+
+std::vector<char> grown(std::vector<char> v) {
+  v.push_back('x');
+  return v;
+}
+
+uint64_t bits(double v) { return std::bit_cast<uint64_t>(v); }
+
+TEST(PsProtocol, HelloKeepsItsWireBytesAndRoundTripsWithAndWithoutSharedMemory) {
+  Hello plain{.worker = 3, .layout_fingerprint = 0x1122334455667788, .generation = 9};
+  net::PayloadWriter w;
+  w.putU32(3);
+  w.putU64(0x1122334455667788);
+  w.putU64(9);
+  EXPECT_EQ(encode(plain), w.bytes());
+  const Hello back = decodeHello(bytesOf(encode(plain)), "worker 3");
+  EXPECT_EQ(back.worker, 3u);
+  EXPECT_EQ(back.layout_fingerprint, plain.layout_fingerprint);
+  EXPECT_EQ(back.generation, 9u);
+  EXPECT_FALSE(back.arena);
+
+  Hello shared = plain;
+  shared.arena = net::ArenaHandle{.pid = 77, .fd = -5, .bytes = 4096, .token = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}};
+  w.putU32(77);
+  w.putU32(static_cast<uint32_t>(-5));
+  w.putU64(4096);
+  w.putRaw(shared.arena->token.data(), shared.arena->token.size());
+  EXPECT_EQ(encode(shared), w.bytes());
+  EXPECT_EQ(decodeHello(bytesOf(encode(shared)), "worker 3").arena, shared.arena);
+
+  expectInputError([&] { decodeHello(bytesOf(cut(encode(plain), 1)), "worker 3"); },
+                   {"frame from worker 3", "ps-hello payload truncated at generation"});
+  expectInputError([&] { decodeHello(bytesOf(cut(encode(shared), 1)), "worker 3"); },
+                   {"worker 3: ps-hello payload: shared-memory token of 15 bytes, expected 16"});
+  expectInputError([&] { decodeHello(bytesOf(grown(encode(shared))), "worker 3"); },
+                   {"shared-memory token of 17 bytes, expected 16"});
+}
+
+TEST(PsProtocol, HelloAnswerRoundTripsAndRefusesABadFlagOrAClockBeforeTheStart) {
+  const HelloAnswer a{.clock = 12, .start_step = 10, .arena_mapped = true};
+  net::PayloadWriter w;
+  w.putU32(12);
+  w.putU32(10);
+  w.putU32(1);
+  EXPECT_EQ(encode(a), w.bytes());
+  const HelloAnswer back = decodeHelloAnswer(bytesOf(encode(a)), "ps 0");
+  EXPECT_EQ(back.clock, 12u);
+  EXPECT_EQ(back.start_step, 10u);
+  EXPECT_TRUE(back.arena_mapped);
+
+  net::PayloadWriter bad_flag;
+  bad_flag.putU32(12);
+  bad_flag.putU32(10);
+  bad_flag.putU32(2);
+  expectInputError([&] { decodeHelloAnswer(bytesOf(bad_flag.bytes()), "ps 0"); },
+                   {"ps 0: hello answer: shared-memory flag 2 is neither 0 nor 1"});
+  expectInputError([&] { decodeHelloAnswer(bytesOf(encode(HelloAnswer{.clock = 3, .start_step = 4})), "ps 0"); },
+                   {"ps 0: hello answer: clock 3 is before the start step 4"});
+  expectInputError([&] { decodeHelloAnswer(bytesOf(cut(encode(a), 4)), "ps 0"); },
+                   {"hello answer truncated at shared memory"});
+  expectInputError([&] { decodeHelloAnswer(bytesOf(grown(encode(a))), "ps 0"); },
+                   {"hello answer has 1 unexpected trailing bytes"});
+}
+
+TEST(PsProtocol, SnapshotPointHoldsExactlyTheWorkersClocksAndReservesOnlyWhatArrived) {
+  const SnapshotPoint p{.global_step = 1234, .clocks = {5, 0, 7}};
+  net::PayloadWriter w;
+  w.putU64(1234);
+  w.putU32(3);
+  for (uint32_t c : p.clocks) w.putU32(c);
+  EXPECT_EQ(encode(p), w.bytes());
+  const SnapshotPoint back = decodeSnapshotPoint(bytesOf(encode(p)), 3, "ps 0");
+  EXPECT_EQ(back.global_step, 1234u);
+  EXPECT_EQ(back.clocks, p.clocks);
+  EXPECT_EQ(decodeSnapshotPoint(bytesOf(encode(p)), 0, "ps 0").clocks, p.clocks) << "0 workers: any count";
+
+  expectInputError([&] { decodeSnapshotPoint(bytesOf(encode(p)), 2, "worker 1"); },
+                   {"worker 1: snapshot point: 3 clocks for 2 worker(s)"});
+  expectInputError([&] { decodeSnapshotPoint(bytesOf(cut(encode(p), 4)), 3, "worker 1"); },
+                   {"snapshot point truncated at clock"});
+  expectInputError([&] { decodeSnapshotPoint(bytesOf(grown(encode(p))), 3, "worker 1"); },
+                   {"snapshot point has 1 unexpected trailing bytes"});
+  // A count of four billion with no clocks behind it fails at the bytes' end.
+  net::PayloadWriter liar;
+  liar.putU64(0);
+  liar.putU32(0xFFFFFFFF);
+  expectInputError([&] { decodeSnapshotPoint(bytesOf(liar.bytes()), 0, "worker 1"); },
+                   {"snapshot point truncated at clock"});
+}
+
+TEST(PsProtocol, StepReportAndAgreementKeepTheirWireBytesAndFlagWord) {
+  const StepReport r{.loss = 0.25, .compute_seconds = 1.5, .stop = true, .checkpoint = true};
+  net::PayloadWriter w;
+  w.putU64(bits(0.25));
+  w.putU64(bits(1.5));
+  w.putU32(3);
+  EXPECT_EQ(encode(r), w.bytes());
+  const StepReport rb = decodeStepReport(bytesOf(encode(r)), "worker 2");
+  EXPECT_EQ(rb.loss, 0.25);
+  EXPECT_EQ(rb.compute_seconds, 1.5);
+  EXPECT_TRUE(rb.stop);
+  EXPECT_TRUE(rb.checkpoint);
+  EXPECT_FALSE(decodeStepReport(bytesOf(encode(StepReport{.checkpoint = true})), "w").stop);
+
+  const StepAgreement a{.loss = -2.0, .slowest_compute_seconds = 0.5, .stop = false, .slowest_clock = 41,
+                        .global_step = 1ull << 40, .finished = true, .checkpoint = true};
+  net::PayloadWriter wa;
+  wa.putU64(bits(-2.0));
+  wa.putU64(bits(0.5));
+  wa.putU32(2);
+  wa.putU32(41);
+  wa.putU64(1ull << 40);
+  wa.putU32(1);
+  EXPECT_EQ(encode(a), wa.bytes());
+  const StepAgreement ab = decodeStepAgreement(bytesOf(encode(a)), "ps 0");
+  EXPECT_EQ(ab.loss, -2.0);
+  EXPECT_EQ(ab.slowest_compute_seconds, 0.5);
+  EXPECT_FALSE(ab.stop);
+  EXPECT_TRUE(ab.checkpoint);
+  EXPECT_EQ(ab.slowest_clock, 41u);
+  EXPECT_EQ(ab.global_step, 1ull << 40);
+  EXPECT_TRUE(ab.finished);
+
+  expectInputError([&] { decodeStepReport(bytesOf(cut(encode(r), 1)), "worker 2"); },
+                   {"frame from worker 2", "ps-clock payload truncated at flags"});
+  expectInputError([&] { decodeStepReport(bytesOf(grown(encode(r))), "worker 2"); },
+                   {"ps-clock payload has 1 unexpected trailing bytes"});
+  expectInputError([&] { decodeStepAgreement(bytesOf(cut(encode(a), 4)), "ps 0"); },
+                   {"ps-clock reply truncated at finished"});
+  expectInputError([&] { decodeStepAgreement({}, "ps 0"); }, {"ps-clock reply truncated at loss"});
+}
+
+}  // namespace
+}  // namespace tandem::ps
