@@ -145,13 +145,13 @@ TEST(PsSharedMemory, ASyncStepThroughSharedMemoryMatchesOneThroughTheSocket) {
     for (size_t c = 0; c < job.layout.chunks.size(); ++c) w.push(c, grads + job.layout.chunks[c].begin, 0);
     w.reportStep(1, {1.0, 0.1, false}, deadline);
     w.awaitPushes(deadline, 0);
-    w.receivePulls(deadline, 0, [&](size_t c, const net::Frame& f) {
-      ASSERT_EQ(f.payload.size(), static_cast<size_t>(job.layout.chunks[c].length) * sizeof(float));
+    w.receivePulls(deadline, 0, [&](size_t c, const PulledValues& v) {
+      ASSERT_EQ(v.count, static_cast<size_t>(job.layout.chunks[c].length));
       if (w.sharedArena()) {
-        EXPECT_TRUE(w.sharedArena()->contains(f.payload.data(), f.payload.size())) << "chunk " << c;
+        EXPECT_TRUE(w.sharedArena()->contains(v.data, v.count * sizeof(float))) << "chunk " << c;
       }
-      const auto* floats = static_cast<const float*>(f.payload.data());
-      pulled[c].assign(floats, floats + job.layout.chunks[c].length);
+      const auto* floats = static_cast<const float*>(v.data);
+      pulled[c].assign(floats, floats + v.count);
     });
     w.sayDone(deadline);
   };
@@ -192,11 +192,12 @@ TEST(PsSharedMemory, SixteenBitPullsLandInTheArenaInTheWireFormat) {
   for (const auto& chunk : job.layout.chunks) grads.emplace_back(static_cast<size_t>(chunk.length), 2.0f);
   for (size_t c = 0; c < grads.size(); ++c) w.push(c, grads[c].data(), 0);
   w.awaitPushes(deadline, 0);
-  w.receivePulls(deadline, 0, [&](size_t c, const net::Frame& f) {
-    EXPECT_TRUE(w.sharedArena()->contains(f.payload.data(), f.payload.size()));
+  w.receivePulls(deadline, 0, [&](size_t c, const PulledValues& v) {
+    EXPECT_TRUE(w.sharedArena()->contains(v.data, v.count * 2));
     std::vector<float> got(static_cast<size_t>(job.layout.chunks[c].length));
-    ASSERT_EQ(f.payload.size(), got.size() * 2);
-    decodeWire(WireDtype::kBfloat16, f.payload.data(), got.data(), got.size());
+    ASSERT_EQ(v.count, got.size());
+    ASSERT_EQ(v.wire, WireDtype::kBfloat16);
+    decodeWire(WireDtype::kBfloat16, v.data, got.data(), got.size());
     std::vector<float> expected = initial(job.layout, c);
     for (auto& v : expected) v -= 0.5f * 2.0f;  // small integers: exact in bfloat16
     EXPECT_EQ(got, expected) << "chunk " << c;

@@ -53,9 +53,10 @@ TEST(PsWorker, TwoSyncWorkersPushReportAndPullTheMeanUpdate) {
     const StepAgreement agreed = w.reportStep(1, {1.0, 0.1, false}, deadline);
     EXPECT_EQ(agreed.slowest_clock, 1u);
     w.awaitPushes(deadline, 0);
-    w.receivePulls(deadline, 0, [&](size_t c, const net::Frame& f) {
-      const auto* floats = static_cast<const float*>(f.payload.data());
-      pulled[c].assign(floats, floats + job.layout.chunks[c].length);
+    w.receivePulls(deadline, 0, [&](size_t c, const PulledValues& v) {
+      ASSERT_EQ(v.count, static_cast<size_t>(job.layout.chunks[c].length));
+      const auto* floats = static_cast<const float*>(v.data);
+      pulled[c].assign(floats, floats + v.count);
     });
     w.sayDone(deadline);
   };
@@ -99,25 +100,26 @@ TEST(PsWorker, SixteenBitWireRoundsPushesAndPullsButServersKeepFloat32) {
       for (size_t c = 0; c < grads.size(); ++c) w.push(c, grads[c].data(), 0);
       w.reportStep(1, {1.0, 0.1, false}, deadline);
       w.awaitPushes(deadline, 0);
-      w.receivePulls(deadline, 0, [&](size_t c, const net::Frame& f) {
-        ASSERT_EQ(f.payload.size(), static_cast<size_t>(job.layout.chunks[c].length) * 2);
-        pulled[c].resize(static_cast<size_t>(job.layout.chunks[c].length));
-        decodeWire(wire, f.payload.data(), pulled[c].data(), pulled[c].size());
+      w.receivePulls(deadline, 0, [&](size_t c, const PulledValues& v) {
+        ASSERT_EQ(v.count, static_cast<size_t>(job.layout.chunks[c].length));
+        ASSERT_EQ(v.wire, wire);
+        pulled[c].resize(v.count);
+        decodeWire(wire, v.data, pulled[c].data(), pulled[c].size());
       });
     };
     Worker other = job.worker(1);
     std::thread second([&] { run(other, 0.3f, pulled1); });
     run(chief, 0.1f, pulled0);
     second.join();
-    const auto state = chief.fetchState(1, deadline);
+    const auto state = chief.fetchState(1, /*slots=*/0, deadline);
     for (size_t c = 0; c < 3; ++c) {
       std::vector<float> master = initial(job.layout, c), rounded;
       for (auto& v : master) v -= 0.5f * (round(0.1f) + round(0.3f));
       for (float v : master) rounded.push_back(round(v));
       EXPECT_EQ(pulled0[c], rounded) << "chunk " << c;
       EXPECT_EQ(pulled1[c], rounded) << "chunk " << c;
-      const auto* floats = static_cast<const float*>(state[c].payload.data());
-      EXPECT_EQ(std::vector<float>(floats, floats + job.layout.chunks[c].length), master) << "chunk " << c;
+      const auto values = state[c].values();
+      EXPECT_EQ(std::vector<float>(values.begin(), values.end()), master) << "chunk " << c;
     }
     chief.sayDone(deadline);
     other.sayDone(deadline);
@@ -149,13 +151,19 @@ TEST(PsWorker, FetchStateReturnsEveryChunksValuesAndSlots) {
   Worker w = job.worker(0);
   w.initServers(job.configs(1), [&](size_t c, int64_t&) { return initial(job.layout, c); }, deadline);
   w.hello(deadline);
-  const auto frames = w.fetchState(0, deadline);
-  ASSERT_EQ(frames.size(), 3u);
+  const auto states = w.fetchState(0, /*slots=*/0, deadline);
+  ASSERT_EQ(states.size(), 3u);
   for (size_t c = 0; c < 3; ++c) {
     // Plain SGD keeps no slots: the values alone.
-    ASSERT_EQ(frames[c].payload.size(), static_cast<size_t>(job.layout.chunks[c].length) * sizeof(float));
-    const auto* floats = static_cast<const float*>(frames[c].payload.data());
-    EXPECT_EQ(std::vector<float>(floats, floats + job.layout.chunks[c].length), initial(job.layout, c));
+    const auto values = states[c].values();
+    EXPECT_EQ(std::vector<float>(values.begin(), values.end()), initial(job.layout, c));
+  }
+  // Asked for a slot the servers' optimizer does not keep, every chunk's size is wrong.
+  try {
+    w.fetchState(0, /*slots=*/1, deadline);
+    FAIL() << "state of another size was taken";
+  } catch (const PeerError& e) {
+    EXPECT_NE(std::string(e.what()).find("bytes of state for chunk 0"), std::string::npos) << e.what();
   }
   w.sayDone(deadline);
 }
@@ -282,7 +290,7 @@ TEST(PushWindow, AServerThatNeverTakesThePushAheadIsNamed) {
   w.push(0, g.data(), 0);
   const auto started = Clock::now();
   try {
-    w.receivePulls(Deadline::afterSeconds(0.3), 0, [](size_t, const net::Frame&) {});
+    w.receivePulls(Deadline::afterSeconds(0.3), 0, [](size_t, const PulledValues&) {});
     FAIL() << "a pull queued behind an unanswered push was received";
   } catch (const PeerError& e) {
     EXPECT_NE(std::string(e.what()).find("ps 0 did not take the pushes ahead of the pull of chunk 0"),

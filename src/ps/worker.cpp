@@ -242,8 +242,7 @@ void Worker::trace(const char* what, size_t c, size_t bytes, const Ticket& ticke
                  {{"server", serverOf(c)}, {"bytes", bytes}, {"step", step}});
 }
 
-void Worker::receivePulls(Deadline deadline, int64_t step, const std::function<void(size_t, const net::Frame&)>& sink,
-                          size_t end) {
+void Worker::receivePulls(Deadline deadline, int64_t step, const PullSink& sink, size_t end) {
   end = std::min(end, options_.layout.chunks.size());
   for (size_t c = 0; c < end; ++c) {
     {
@@ -280,7 +279,7 @@ void Worker::receivePulls(Deadline deadline, int64_t step, const std::function<v
       throw PeerError(fmt::format("ps {} sent {} bytes for chunk {} ({} expected)", serverOf(c), frame.payload.size(),
                                   c, expected));
     }
-    sink(c, frame);
+    sink(c, {frame.payload.data(), static_cast<size_t>(options_.layout.chunks[c].length), options_.wire});
   }
 }
 
@@ -328,18 +327,28 @@ StepAgreement Worker::awaitWorkers(int64_t step, Deadline deadline) {
   return decodeStepAgreement(reply.bytes(), "ps 0");
 }
 
-std::vector<net::Frame> Worker::fetchState(int64_t version, Deadline deadline, const SnapshotPoint* snapshot) {
+std::vector<FetchedState> Worker::fetchState(int64_t version, int slots, Deadline deadline,
+                                           const SnapshotPoint* snapshot) {
   std::vector<Ticket> tickets;
   const std::vector<char> point = snapshot != nullptr ? encode(*snapshot) : std::vector<char>();
   for (size_t c = 0; c < options_.layout.chunks.size(); ++c) {
     tickets.push_back(client_->send(serverOf(c), chunkHeader(msg::kState, c, version),
                                     point.empty() ? zmq::message_t() : net::copyPayload(point)));
   }
-  std::vector<net::Frame> frames;
+  std::vector<FetchedState> states(tickets.size());
   for (size_t c = 0; c < tickets.size(); ++c) {
-    frames.push_back(tickets[c].wait(deadline, fmt::format("the optimizer state of chunk {}", c)));
+    net::Frame frame = tickets[c].wait(deadline, fmt::format("the optimizer state of chunk {}", c));
+    const auto length = static_cast<size_t>(options_.layout.chunks[c].length);
+    if (frame.payload.size() != length * sizeof(float) * static_cast<size_t>(1 + slots)) {
+      throw PeerError(fmt::format("ps {} sent {} bytes of state for chunk {}", serverOf(c), frame.payload.size(), c));
+    }
+    FetchedState& state = states[c];
+    state.clock = frame.header.clock;
+    state.length_ = length;
+    state.bytes_ = shared(net::adoptPayload(std::move(frame.payload)));
+    state.floats_ = {reinterpret_cast<const float*>(state.bytes_.data()), length * static_cast<size_t>(1 + slots)};
   }
-  return frames;
+  return states;
 }
 
 SnapshotPoint Worker::holdForSnapshot(Deadline deadline) {

@@ -15,7 +15,10 @@
 #include <set>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
+
+#include "core/bytes.hpp"
 
 #include "core/deadline.hpp"
 #include "core/wire_encoder.hpp"
@@ -68,6 +71,31 @@ size_t defaultPushWindow(const KeyLayout& layout, WireDtype wire, size_t pushers
 // chunks (chunk c is host[c % host.size()]'s, pusherRank).
 size_t hostPushersPerServer(const KeyLayout& layout, const std::vector<int>& host, int worker, bool hierarchical);
 
+// A pulled chunk's values as they arrived: `count` values in `wire`,
+// checked for size. Valid only during the sink call that receives it.
+struct PulledValues {
+  const void* data = nullptr;
+  size_t count = 0;
+  WireDtype wire = WireDtype::kFloat32;
+};
+
+// A chunk's state as a server holds it (fetchState): its float32 values
+// and optimizer slots, each `length` floats, and the updates it had.
+struct FetchedState {
+  int64_t clock = 0;  // updates applied to the chunk
+  std::span<const float> values() const { return slot(-1); }
+  // Optimizer slot k (0-based: SGD's momentum; Adam's first and second moments).
+  std::span<const float> slot(int k) const {
+    return {floats_.data() + static_cast<size_t>(k + 1) * length_, length_};
+  }
+
+ private:
+  friend class Worker;
+  SharedBytes bytes_;                 // keeps floats_ alive
+  std::span<const float> floats_{};   // values, then the slots
+  size_t length_ = 0;
+};
+
 class Worker {
  public:
   // `security`: the job's, for its connections to the servers.
@@ -115,13 +143,13 @@ class Worker {
   void pullAll(int64_t needed);
 
   // Waits for the pulls of chunks [0, end) in flight (or still queued behind
-  // the push window), in key order, and hands each reply (values in the
-  // wire dtype) to `sink`, which must copy what it needs. Chunks not pulled
-  // since the last call are skipped, so growing `end` receives the model in
-  // stages. Throws PeerError naming the chunk and server when one is late or
-  // the wrong size.
-  void receivePulls(Deadline deadline, int64_t step, const std::function<void(size_t, const net::Frame&)>& sink,
-                    size_t end = SIZE_MAX);
+  // the push window), in key order, and hands each chunk's values (in the
+  // wire dtype, from the reply or from shared memory) to `sink`, which must
+  // copy what it needs. Chunks not pulled since the last call are skipped,
+  // so growing `end` receives the model in stages. Throws PeerError naming
+  // the chunk and server when one is late or the wrong size.
+  using PullSink = std::function<void(size_t chunk, const PulledValues& values)>;
+  void receivePulls(Deadline deadline, int64_t step, const PullSink& sink, size_t end = SIZE_MAX);
 
   // Tells ps 0 this worker finished step `finished`; returns when the job
   // lets it go on (sync: every worker finished; SSP: within the bound).
@@ -139,11 +167,13 @@ class Worker {
   // the job's global step.
   StepAgreement awaitWorkers(int64_t step, Deadline deadline);
 
-  // Every chunk's values and optimizer slots, at `version` (sync: after
-  // that step; 0: whatever is applied), one frame per chunk in key order.
-  // With a snapshot point (async, SSP: from holdForSnapshot), each chunk as
-  // of every worker's pushes up to its clock there, and no later ones.
-  std::vector<net::Frame> fetchState(int64_t version, Deadline deadline, const SnapshotPoint* snapshot = nullptr);
+  // Every chunk's values and its optimizer's `slots` slots, at `version`
+  // (sync: after that step; 0: whatever is applied), in key order. With a
+  // snapshot point (async, SSP: from holdForSnapshot), each chunk as of
+  // every worker's pushes up to its clock there, and no later ones. Throws
+  // PeerError naming the server that sends another size.
+  std::vector<FetchedState> fetchState(int64_t version, int slots, Deadline deadline,
+                                     const SnapshotPoint* snapshot = nullptr);
 
   // Async and SSP, the chief before a checkpoint: ps 0 holds every other
   // worker at its next step boundary and answers with where the job

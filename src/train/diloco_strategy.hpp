@@ -80,11 +80,9 @@ class DilocoStrategy final : public Strategy, public RemoteParameters {
   RemoteParameters* remoteParameters() override { return this; }
   nlohmann::json summary() const override;
 
-  // Pulls land during afterUpdate, never behind a forward.
+  // Pulls land during afterUpdate, never behind a forward (no gated
+  // parameters), and every worker starts with the job.
   std::optional<Takeover> takeover() const override { return std::nullopt; }
-  void allowGatedParameters() override {}
-  void awaitParameters(size_t) override {}
-  SyncTimes takeParameterWaits() override { return {}; }
   // Async: waits until every other worker's last round is in, and pulls
   // the final global model.
   int64_t awaitJobEnd(int64_t own_step) override;

@@ -87,11 +87,11 @@ ps::StepAgreement FragmentExchange::merge(SyncTimes& times) {
   const int64_t clock = clock_[static_cast<size_t>(flight.fragments.front())];
   worker_.awaitPushes(deadline, clock);
   std::vector<float> local;
-  worker_.receivePulls(deadline, clock, [&](size_t c, const net::Frame& frame) {
+  worker_.receivePulls(deadline, clock, [&](size_t c, const ps::PulledValues& values) {
     Stopwatch mix_watch;
     const ps::Chunk& at = layout.chunks[c];
     float* global = global_.data() + at.begin;
-    decodeWire(format_.wire, frame.payload.data(), global, static_cast<size_t>(at.length));
+    decodeWire(values.wire, values.data, global, values.count);
     if (flight.mix == 0) {
       model_.scatter(c, global, WireDtype::kFloat32);
     } else {

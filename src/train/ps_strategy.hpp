@@ -23,7 +23,7 @@ class Worker;
 namespace tandem::train {
 class ChunkedParameters;
 
-class PsStrategy final : public Strategy, public RemoteParameters {
+class PsStrategy final : public Strategy, public RemoteParameters, public GatedParameters {
  public:
   // Nothing touches the network until initialize(). Uses the config's
   // optimizer, schedule and distributed settings. `joined`: the process is
@@ -43,6 +43,7 @@ class PsStrategy final : public Strategy, public RemoteParameters {
   // state along. Throws PeerError naming a server that never answers.
   void initialize(torch::nn::Module& model, const nlohmann::json& fingerprint, const StepPlan& plan) override;
   RemoteParameters* remoteParameters() override { return this; }
+  GatedParameters* gatedParameters() override { return this; }
   std::optional<Takeover> takeover() const override;
   // Async and SSP: asks ps 0 to answer once every other worker is done or
   // lost, then pulls the final parameters. Sync: every worker already ended

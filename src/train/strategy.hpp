@@ -64,10 +64,29 @@ struct AgreedStep {
   bool checkpoint = false;  // StepPolicy::checkpoints_by_agreement: every worker checkpoints at this step
 };
 
-// What a strategy whose parameters live on servers adds to a run: the
-// values arrive after the step (with priority scheduling, while the next
-// forward runs), the job's end and a checkpoint's state come from the
-// servers, and an elastic job's replacement worker takes over a clock.
+// Parameters that arrive after the step, while the next forward runs
+// (a parameter server with priority scheduling): the trainer awaits each
+// stage's parameters before that stage reads them.
+class GatedParameters {
+ public:
+  virtual ~GatedParameters() = default;
+  // The caller promises to call awaitParameters before anything reads the
+  // parameters after synchronizeGradients: from then on,
+  // synchronizeGradients may return while the next step's values are still
+  // arriving, first layers first.
+  virtual void allowGatedParameters() = 0;
+  // Waits until the first `count` trainable parameters (registration order)
+  // hold the update; by default all of them.
+  virtual void awaitParameters(size_t count = SIZE_MAX) = 0;
+  // The time awaitParameters spent since the last call: waiting
+  // (exposed_comm) and copying values in (update), to count in the step
+  // whose forward it delayed.
+  virtual SyncTimes takeParameterWaits() = 0;
+};
+
+// What a strategy whose parameters live on servers adds to a run: the job's
+// end and a checkpoint's state come from the servers, and an elastic job's
+// replacement worker takes over a clock.
 class RemoteParameters {
  public:
   virtual ~RemoteParameters() = default;
@@ -79,18 +98,6 @@ class RemoteParameters {
     int64_t clock = 0;           // the predecessor's clock: that start plus the steps it finished
   };
   virtual std::optional<Takeover> takeover() const = 0;
-  // Priority scheduling. The caller promises to call awaitParameters before
-  // anything reads the parameters after synchronizeGradients: from then on,
-  // synchronizeGradients may return while the next step's values are still
-  // arriving, first layers first.
-  virtual void allowGatedParameters() = 0;
-  // Waits until the first `count` trainable parameters (registration order)
-  // hold the update; by default all of them.
-  virtual void awaitParameters(size_t count = SIZE_MAX) = 0;
-  // The time awaitParameters spent since the last call: waiting
-  // (exposed_comm) and copying values in (update), to count in the step
-  // whose forward it delayed.
-  virtual SyncTimes takeParameterWaits() = 0;
   // Worker 0, after its last step and before its final evaluation and
   // checkpoint: waits until every other worker's last update is in, and
   // brings the final parameters into the model. Returns the job's step.
@@ -169,6 +176,7 @@ class Strategy {
   // What the mode adds to a run, if anything: parameters that live on
   // servers, or replicas that can be compared. Null when it adds nothing.
   virtual RemoteParameters* remoteParameters() { return nullptr; }
+  virtual GatedParameters* gatedParameters() { return nullptr; }
   virtual ReplicaCheck* replicaCheck() { return nullptr; }
 };
 

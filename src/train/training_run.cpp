@@ -197,10 +197,11 @@ void TrainingRun::join() {
                        {steps_per_epoch_, total_steps_, start_step_, optimizer_.get(), timeline, resume_from_});
   start_.training = true;  // startup is over: a failure from here on may restart in place
   remote_ = strategy_.remoteParameters();
-  if (!remote_) return;
-  remote_->allowGatedParameters();  // every read below awaits them first
+  arriving_ = strategy_.gatedParameters();
+  if (!arriving_) return;
+  arriving_->allowGatedParameters();  // every read below awaits them first
   // A built-in model's stages each wait for their own parameters.
-  model_->setParameterGate([this](size_t count) { remote_->awaitParameters(count); });
+  model_->setParameterGate([this](size_t count) { arriving_->awaitParameters(count); });
   gated_ = true;
 }
 

@@ -107,11 +107,12 @@ class TrainingRun {
   bool eval_wanted_ = false;
   bool checkpoint_wanted_ = false;
   RemoteParameters* remote_ = nullptr;  // the strategy's, when its parameters live on servers (from join)
-  // Parameters that live in the model are always there: these wait only for remote ones.
+  GatedParameters* arriving_ = nullptr;  // the strategy's, when they arrive behind the next forward (from join)
+  // Parameters that live in the model are always there: these wait only for arriving ones.
   void awaitParameters(size_t count = SIZE_MAX) {
-    if (remote_) remote_->awaitParameters(count);
+    if (arriving_) arriving_->awaitParameters(count);
   }
-  SyncTimes takeParameterWaits() { return remote_ ? remote_->takeParameterWaits() : SyncTimes{}; }
+  SyncTimes takeParameterWaits() { return arriving_ ? arriving_->takeParameterWaits() : SyncTimes{}; }
 
   std::optional<obs::Timeline> timeline_;  // --timeline (from join on): written when the run ends
 

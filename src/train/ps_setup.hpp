@@ -1,0 +1,74 @@
+#pragma once
+// Joining a job's parameter servers with a model: the key layout its
+// trainable parameters make, the workers' rendezvous (their fingerprints
+// must agree), the host-mates a hierarchical sync job sums with, the
+// protocol worker, the chief's init of every server (config, learning-rate
+// table, initial values or a checkpoint's state) and every worker's hello
+// and first pull. What it makes is the PS client's connection, which the
+// push pipeline and the strategies use; the setup keeps nothing itself.
+#include <torch/torch.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "cluster/cluster_spec.hpp"
+#include "cluster/job_context.hpp"
+#include "ps/key_layout.hpp"
+#include "train/chunked_parameters.hpp"
+#include "train/cluster_join.hpp"
+#include "train/config.hpp"
+#include "train/ps_host_group.hpp"
+#include "train/strategy.hpp"
+
+namespace tandem::ps {
+class Worker;
+}  // namespace tandem::ps
+
+namespace tandem::train {
+
+// A worker's connection to the servers, ready for its first step.
+struct PsConnection {
+  PsConnection();
+  PsConnection(PsConnection&&) noexcept;
+  PsConnection& operator=(PsConnection&&) noexcept;
+  ~PsConnection();
+
+  ps::KeyLayout layout;
+  ChunkedParameters model;  // trainable, registration order, by chunk
+  ClusterJoin join;         // the coordinator's store (host-mates meet there)
+  std::vector<std::vector<int>> push_groups;  // sync, hierarchical: workers by host; empty: flat
+  std::unique_ptr<PsHostGroup> host;          // this worker's host-mates, when it sums with them
+  std::unique_ptr<ps::Worker> worker;         // the protocol
+  size_t push_window = 0;                     // bytes per server (priority scheduling); 0: none
+  int sharing_servers = 0;                    // servers that read and write this worker's shared memory
+  bool parameters_in_arena = false;           // the model is those servers' pull landing area
+  torch::Tensor shared_grads;                 // where those servers read pushes; undefined: none
+  int64_t step = 0;  // this worker's first step: the plan's, or a lost predecessor's clock
+  std::optional<RemoteParameters::Takeover> takeover;  // a replacement in a running elastic job
+};
+
+struct PsSetup {
+  const cluster::ClusterSpec& spec;
+  const TrainConfig& config;
+  Mode mode = Mode::PsSync;  // a server mode
+  cluster::JobContext& context;
+  bool joined = false;  // already a member (the APIs' init): no rendezvous
+  // Streaming DiLoCo: chunk c's servers start at chunk_clock(c) updates, and
+  // pulls never land in the model by themselves. Empty: off.
+  std::function<int64_t(size_t chunk)> chunk_clock;
+};
+
+// Connects `model`'s trainable parameters (contiguous float32) to the job's
+// servers, as `setup` says, for a run planned as `plan`; `fingerprint` is
+// what every worker must agree on, to which the PS settings are added.
+// Throws Error for a parameter the servers cannot hold, PeerError naming a
+// server or host-mate that never answers, InputError for a disagreement.
+PsConnection connectToServers(torch::nn::Module& model, const nlohmann::json& fingerprint, const StepPlan& plan,
+                              const PsSetup& setup);
+
+}  // namespace tandem::train
