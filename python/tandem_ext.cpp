@@ -169,15 +169,18 @@ PYBIND11_MODULE(_C, m) {
     }
     return out;
   });
-  // Checks values given by keyword as `tandem train` checks its flags
-  // (ValueError naming `who` and the keyword).
+  // Checks values given by keyword as `tandem train` checks its flags, for
+  // a run of `mode` (ValueError naming `who` and the keyword).
   m.def(
       "check_options",
-      [](const std::string& who, const py::dict& values) {
+      [](const std::string& who, const py::dict& values, const std::string& mode) {
         tandem::train::TrainConfig config;
+        const tandem::Mode m = tandem::parseMode(mode, who + ": mode");
+        if (m == tandem::Mode::PsAsync) config.distributed.ps_mode = m;
+        if (m == tandem::Mode::Ssp) config.distributed.staleness = 1;
         tandem::train::applyKeywordValues(config, keywordValues(values), who);
       },
-      py::arg("who"), py::arg("values"));
+      py::arg("who"), py::arg("values"), py::arg("mode"));
   m.def("mode_names", [] {
     std::vector<std::string> names;
     for (auto mode : {tandem::Mode::AllReduce, tandem::Mode::PsSync, tandem::Mode::PsAsync, tandem::Mode::Ssp}) {

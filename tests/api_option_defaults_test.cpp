@@ -42,7 +42,8 @@ TEST(OptionDefaults, DistributedOptionsHoldTheDeclaredDefaults) {
                   {o.outer_optimizer, "outer_optimizer"},
                   {o.outer_lr, "outer_lr"},
                   {o.outer_momentum, "outer_momentum"},
-                  {o.push_bits, "push_bits"}});
+                  {o.push_bits, "push_bits"},
+                  {o.delay_compensation, "delay_compensation"}});
 }
 
 TEST(OptionDefaults, TrainerOptionsHoldTheDeclaredDefaults) {

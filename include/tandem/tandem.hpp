@@ -137,6 +137,9 @@ struct DistributedOptions {
   // many bits a value, with a scale per 128 values and error feedback;
   // pulls keep InitOptions::wire_dtype. 0: pushes in the wire dtype.
   int push_bits = option_default<int>("push_bits");
+  // PsAsync and Ssp: DC-ASGD's lambda0 on the servers (0: off), which
+  // correct each push towards the values they now hold.
+  double delay_compensation = option_default<double>("delay_compensation");
 };
 
 // Wraps the user's optimizer. AllReduce: gradients are averaged over all

@@ -168,6 +168,9 @@ DistributedOptimizer::DistributedOptimizer(torch::optim::Optimizer& optimizer, t
   if (options.mode == Mode::AllReduce) {
     if (options.local_steps != 0) throw InputError("tandem: local_steps (DiLoCo) needs parameter servers (PsSync, PsAsync)");
     if (options.push_bits != 0) throw InputError("tandem: push_bits needs parameter servers (PsSync, PsAsync, Ssp)");
+    if (options.delay_compensation != 0) {
+      throw InputError("tandem: delay_compensation needs parameter servers (PsAsync, Ssp)");
+    }
     impl_->averager.emplace(module, options.backward_passes_per_step);
     return;
   }
@@ -186,7 +189,8 @@ DistributedOptimizer::DistributedOptimizer(torch::optim::Optimizer& optimizer, t
   ps.lr = api::learningRateOf(optimizer);
   ps.keywords = {{"ps_chunk_mb", options.ps_chunk_mb},         {"local_steps", options.local_steps},
                  {"outer_optimizer", options.outer_optimizer}, {"outer_lr", options.outer_lr},
-                 {"outer_momentum", options.outer_momentum},   {"push_bits", options.push_bits}};
+                 {"outer_momentum", options.outer_momentum},   {"push_bits", options.push_bits},
+                 {"delay_compensation", options.delay_compensation}};
   impl_->servers = std::make_unique<api::PsOptimizer>(module, ps);
   impl_->local_steps = options.local_steps > 0;
 }

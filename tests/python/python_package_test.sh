@@ -145,16 +145,22 @@ for fn in (td.init, td.DistributedOptimizer):
         assert f"``{p.name}`` ({declared[p.name]['flag']}" in fn.__doc__, (fn.__name__, p.name)
 assert declared["ps_chunk_mb"]["default"] == 0, declared["ps_chunk_mb"]
 try:
-    td.DistributedOptimizer(torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1), local_steps=True)
-    raise SystemExit("local_steps=True did not raise")
-except ValueError as e:
-    assert "DistributedOptimizer: local_steps: expected an integer, got true" in str(e), e
-try:
     td.rank()
     raise SystemExit("rank() before init() did not raise")
 except RuntimeError as e:
     assert "init()" in str(e), e
 td.init()
+def refused(says, **kwargs):
+    try:
+        td.DistributedOptimizer(torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1), **kwargs)
+        raise SystemExit(f"{kwargs} did not raise")
+    except ValueError as e:
+        assert says in str(e), e
+refused("DistributedOptimizer: local_steps: expected an integer, got true", local_steps=True)
+# Checked for the mode asked: DC-ASGD corrects stale gradients, which sync never has.
+refused("DistributedOptimizer: delay_compensation: needs ps_mode async", mode="ps-sync", delay_compensation=2.0)
+refused("delay_compensation applies to the ps modes", delay_compensation=2.0)
+refused("needs parameter servers", mode="ps-async", delay_compensation=2.0)  # its check passed
 w = torch.zeros(2, requires_grad=True)
 try:
     td.DistributedOptimizer(torch.optim.SGD([w], lr=0.1), mode="ps-async")
@@ -166,9 +172,10 @@ try:
     raise SystemExit("local_steps with all-reduce did not raise")
 except ValueError as e:
     assert "local_steps (DiLoCo) applies to mode='ps-sync' or 'ps-async'" in str(e), e
-for bits, says in ((3, "push_bits 3: expected 8 or 4"), (8, "push_bits applies to the ps modes")):
+for bits, mode, says in ((3, "ps-sync", "push_bits 3: expected 8 or 4"),
+                         (8, "allreduce", "push_bits applies to the ps modes")):
     try:
-        td.DistributedOptimizer(torch.optim.SGD([w], lr=0.1), push_bits=bits)
+        td.DistributedOptimizer(torch.optim.SGD([w], lr=0.1), push_bits=bits, mode=mode)
         raise SystemExit(f"push_bits={bits} with all-reduce did not raise")
     except ValueError as e:
         assert says in str(e), e

@@ -20,7 +20,7 @@ def documented(*keywords):
     return wrap
 
 
-def check(who, **values):
+def check(who, mode, **values):
     """Raises ValueError, naming ``who`` and the keyword, for a value its
-    flag would refuse (None keeps the default)."""
-    _C.check_options(who, values)
+    flag would refuse in a run of ``mode`` (None keeps the default)."""
+    _C.check_options(who, values, mode)

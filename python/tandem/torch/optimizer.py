@@ -192,13 +192,15 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             _live_servers.discard(self)
 
 
-@_options.documented("ps_chunk_mb", "local_steps", "outer_optimizer", "outer_lr", "outer_momentum", "push_bits")
+@_options.documented("ps_chunk_mb", "local_steps", "outer_optimizer", "outer_lr", "outer_momentum", "push_bits",
+                     "delay_compensation")
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none, backward_passes_per_step=1,
                          op=Average, gradient_predivide_factor=1.0, num_groups=0, groups=None,
                          sparse_as_dense=False, process_set=global_process_set, mode="allreduce", staleness=None,
                          ps_chunk_mb=DEFAULTS["ps_chunk_mb"], bucket_mb=None, local_steps=None,
                          outer_optimizer=DEFAULTS["outer_optimizer"], outer_lr=DEFAULTS["outer_lr"],
-                         outer_momentum=DEFAULTS["outer_momentum"], push_bits=DEFAULTS["push_bits"]):
+                         outer_momentum=DEFAULTS["outer_momentum"], push_bits=DEFAULTS["push_bits"],
+                         delay_compensation=DEFAULTS["delay_compensation"]):
     """Wraps a torch.optim optimizer, as Horovod's does: the result is an
     instance of the optimizer's own class over the same parameter groups.
 
@@ -245,16 +247,18 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     if int(backward_passes_per_step) < 1:
         raise ValueError("DistributedOptimizer: backward_passes_per_step must be > 0")
     outer = {"outer_optimizer": outer_optimizer, "outer_lr": outer_lr, "outer_momentum": outer_momentum}
-    server_options = {"ps_chunk_mb": ps_chunk_mb, "local_steps": local_steps, "push_bits": push_bits, **outer}
-    _options.check("DistributedOptimizer", **server_options)
+    server_options = {"ps_chunk_mb": ps_chunk_mb, "local_steps": local_steps, "push_bits": push_bits,
+                      "delay_compensation": delay_compensation, **outer}
+    for keyword in ("push_bits", "delay_compensation"):
+        if server_options[keyword] and mode == "allreduce":
+            raise ValueError(f"DistributedOptimizer: {keyword} applies to the ps modes, not mode='allreduce'")
+    _options.check("DistributedOptimizer", mode, **server_options)
     diloco = bool(local_steps)
     if diloco and mode not in ("ps-sync", "ps-async"):
         raise ValueError(f"DistributedOptimizer: local_steps (DiLoCo) applies to mode='ps-sync' or 'ps-async', "
                          f"not {mode!r}")
     if not diloco and any(value != DEFAULTS[keyword] for keyword, value in outer.items()):
         raise ValueError("DistributedOptimizer: outer_optimizer, outer_lr and outer_momentum apply with local_steps")
-    if push_bits and mode == "allreduce":
-        raise ValueError("DistributedOptimizer: push_bits applies to the ps modes, not mode='allreduce'")
     named = _named(optimizer, named_parameters)
     wire = wire_dtype_of(compression, "DistributedOptimizer")
     if num_groups and groups is None:
