@@ -18,8 +18,7 @@ JobSecretFile::JobSecretFile(const std::vector<std::string>& task_args) {
     return a == "--insecure" || a == "--secret-file" || a.starts_with("--secret-file=") || a == "--secret_file" ||
            a.starts_with("--secret_file=");
   });
-  const char* from_env = std::getenv("TANDEM_SECRET_FILE");
-  if (chosen || (from_env != nullptr && *from_env != '\0')) return;
+  if (chosen || !net::secretFileFromEnvironment().empty()) return;
   const auto base = std::filesystem::temp_directory_path() / "tandem-job-XXXXXX";
   std::string dir = base.string();
   if (::mkdtemp(dir.data()) == nullptr) {  // mode 0700
@@ -29,12 +28,12 @@ JobSecretFile::JobSecretFile(const std::vector<std::string>& task_args) {
   dir_ = dir;
   path_ = dir_ / "job-secret";
   net::writeSecretFile(path_, net::generateJobKeys());
-  ::setenv("TANDEM_SECRET_FILE", path_.c_str(), 1);
+  ::setenv(net::kSecretFileVariable, path_.c_str(), 1);
 }
 
 JobSecretFile::~JobSecretFile() {
   if (dir_.empty()) return;
-  ::unsetenv("TANDEM_SECRET_FILE");
+  ::unsetenv(net::kSecretFileVariable);
   std::error_code ec;
   std::filesystem::remove_all(dir_, ec);
 }

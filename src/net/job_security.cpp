@@ -139,6 +139,11 @@ JobKeys userSecret() {
   return readSecretFile(path);
 }
 
+std::filesystem::path secretFileFromEnvironment() {
+  const char* value = std::getenv(kSecretFileVariable);
+  return value != nullptr ? std::filesystem::path(value) : std::filesystem::path();
+}
+
 JobSecurity resolveJobSecurity(const std::string& secret_file, bool insecure) {
   if (insecure) {
     TANDEM_LOG_WARN("--insecure: the job's ports take anyone who reaches them, unauthenticated and unencrypted");
@@ -146,12 +151,8 @@ JobSecurity resolveJobSecurity(const std::string& secret_file, bool insecure) {
     none.source = "--insecure";
     return none;
   }
-  std::filesystem::path path = secret_file;
-  if (path.empty()) {
-    if (const char* from_env = std::getenv("TANDEM_SECRET_FILE"); from_env != nullptr && *from_env != '\0') {
-      path = from_env;
-    }
-  }
+  const std::filesystem::path path =
+      secret_file.empty() ? secretFileFromEnvironment() : std::filesystem::path(secret_file);
   JobSecurity security = JobSecurity::withKeys(path.empty() ? userSecret() : readSecretFile(path));
   security.source = path.empty() ? userSecretPath().string() : path.string();
   return security;

@@ -56,6 +56,11 @@ class JobSecurity {
   std::optional<JobKeys> keys_;
 };
 
+// $TANDEM_SECRET_FILE when it is set and not empty, else empty: the one
+// place the variable is read (tandem launch sets it for its tasks).
+inline constexpr const char* kSecretFileVariable = "TANDEM_SECRET_FILE";
+std::filesystem::path secretFileFromEnvironment();
+
 // The process's setting: `secret_file` if given, else $TANDEM_SECRET_FILE,
 // else the user's secret; none with `insecure` (which logs a warning).
 JobSecurity resolveJobSecurity(const std::string& secret_file, bool insecure);
