@@ -9,14 +9,16 @@
 #include "core/logging.hpp"
 #include "core/push_format.hpp"
 #include "core/wire_dtype.hpp"
+#include "ps/worker.hpp"
 #include "train/checkpoint.hpp"
+#include "train/ps_server_state.hpp"
 #include "train/run_directory.hpp"
 
 namespace tandem::train {
 namespace {
 
-// The run as its PsStrategy sees it: the servers' optimizer is the outer
-// one, at one constant rate, and each round is one of its steps.
+// The run as the servers see it: their optimizer is the outer one, at one
+// constant rate, and each round is one of their steps.
 TrainConfig outerRunOf(TrainConfig c) {
   c.optimizer = outerOptimizerOf(c.distributed);
   c.lr = LrScheduleConfig{};
@@ -44,7 +46,10 @@ int64_t roundsOf(int64_t steps, int64_t h) { return (steps + h - 1) / h; }
 DilocoStrategy::DilocoStrategy(cluster::ClusterSpec spec, TrainConfig config, cluster::JobContext& context,
                                bool joined)
     : config_(std::move(config)),
-      ps_(std::make_unique<PsStrategy>(std::move(spec), outerRunOf(config_), context, joined)) {
+      spec_(std::move(spec)),
+      context_(context),
+      joined_(joined),
+      mode_(psModeOf(config_.distributed)) {
   TANDEM_ENFORCE(config_.distributed.local_steps > 0, "DiLoCo without --local-steps");
 }
 
@@ -82,6 +87,8 @@ void DilocoStrategy::initialize(torch::nn::Module& model, const nlohmann::json& 
   rounds.optimizer = outer_.get();
   const auto& d = config_.distributed;
   std::optional<FragmentSchedule> schedule;
+  const TrainConfig outer_run = outerRunOf(config_);
+  PsSetup setup{spec_, outer_run, mode_, context_, joined_};
   if (streamsFragments(d)) {
     TANDEM_ENFORCE(plan.total_steps > 0, "streaming DiLoCo needs the run's length");
     schedule.emplace(h, static_cast<int>(d.fragments), d.fragment_delay);
@@ -89,16 +96,22 @@ void DilocoStrategy::initialize(torch::nn::Module& model, const nlohmann::json& 
     rounds.start_step = FragmentClocks::reportsAt(*schedule, plan.start_step);
     rounds.total_steps = FragmentClocks::reportsAfter(*schedule, plan.start_step, plan.total_steps);
     rounds.steps_per_epoch = std::max<int64_t>(1, plan.steps_per_epoch * d.fragments / h);
-    ps_->streamFragments(FragmentExchange::chunkClocks(*schedule, plan.start_step));
+    setup.chunk_clock = FragmentExchange::chunkClocks(*schedule, plan.start_step);
   }
-  ps_->initialize(model, fingerprint, rounds);
+  link_ = connectToServers(model, fingerprint, rounds, setup);
+  clock_ = link_.step;
+  round_start_ = Clock::now();
   if (schedule) {
-    fragments_ = std::make_unique<FragmentExchange>(*schedule, d.fragment_mix, *ps_, pushFormatOf(d), plan.start_step);
+    fragments_ = std::make_unique<FragmentExchange>(*schedule, d.fragment_mix, link_, worldSize(), pushFormatOf(d),
+                                                    plan.start_step);
     // The exchange took the global model from the model; the worker trains on from its own.
     if (!plan.resume_from.empty() && plan.start_step > 0) {
       loadTensors(workerStatePath("local-model", plan.start_step), params_);
     }
   } else {
+    pushes_ = std::make_unique<PsPushPipeline>(*link_.worker, link_.model, link_.host.get(), link_.shared_grads,
+                                               /*from_autograd=*/false);
+    pulls_ = std::make_unique<PsPullLanding>(link_);
     torch::NoGradGuard no_grad;
     for (const auto& p : params_) global_.push_back(p.detach().clone());
   }
@@ -138,7 +151,7 @@ SyncTimes DilocoStrategy::afterUpdate(torch::nn::Module& model, AgreedStep& agre
 
 void DilocoStrategy::keepAliveIfQuiet() {
   if (secondsSince(last_contact_) > config_.distributed.peer_timeout_s / 4) {
-    ps_->keepAlive();
+    if (link_.worker) link_.worker->sayAlive();
     last_contact_ = Clock::now();
   }
 }
@@ -180,12 +193,25 @@ SyncTimes DilocoStrategy::exchange(torch::nn::Module& model, AgreedStep& agreed)
     torch::NoGradGuard no_grad;
     for (size_t p = 0; p < params_.size(); ++p) global_[p].sub_(params_[p]);
   }
-  ps_->offerOuterGradients(global_);
-  LocalStep round;
-  round.loss_sum = agreed.loss;  // this worker's last step's
-  round.stop_requested = stop_wanted_;
-  round.checkpoint_requested = checkpoint_wanted_;
-  const AgreedStep after = ps_->synchronizeGradients(model, round);  // the pulls are in the model on return
+  Stopwatch watch;
+  const double compute = secondsSince(round_start_);
+  // Each worker's share of the mean (async: of the update).
+  pushes_->offer(clock_, global_, 1.0 / worldSize());
+  const Deadline deadline = link_.peerDeadline();
+  pushes_->drain(deadline);
+  const int64_t finished = clock_ + 1;
+  const ps::StepAgreement after =
+      link_.worker->reportStep(finished, {agreed.loss, compute, stop_wanted_, checkpoint_wanted_}, deadline);
+  const double clock_wait = watch.elapsed();
+  max_lead_ = std::max<int64_t>(max_lead_, finished - after.slowest_clock);
+  link_.worker->awaitPushes(deadline, clock_);
+  SyncTimes times;
+  pulls_->expect();
+  times.update = pulls_->receive(deadline, clock_);
+  if (mode_ == Mode::PsSync) times.wait_workers = std::clamp(after.slowest_compute_seconds - compute, 0.0, clock_wait);
+  times.exposed_comm = std::max(0.0, watch.elapsed() - times.update - times.wait_workers);
+  clock_ = finished;
+  round_start_ = Clock::now();
   keepGlobal();
   last_contact_ = Clock::now();
   ++rounds_;
@@ -196,7 +222,7 @@ SyncTimes DilocoStrategy::exchange(torch::nn::Module& model, AgreedStep& agreed)
   agreed.replicas_agree = true;
   // The chief's checkpoint holds its own inner state; the others keep theirs.
   if (policy().checkpoints_by_agreement && (after.checkpoint || after.stop || step_ >= total_steps_)) saveWorkerState(step_);
-  return after.times;
+  return times;
 }
 
 std::optional<int64_t> DilocoStrategy::prepareCheckpoint(torch::optim::Optimizer&) {
@@ -205,7 +231,15 @@ std::optional<int64_t> DilocoStrategy::prepareCheckpoint(torch::optim::Optimizer
     own_model_.clear();
     for (const auto& p : params_) own_model_.push_back(p.detach().clone());
   }
-  ps_->prepareCheckpoint(*outer_);  // may put the servers' float32 values into the model (streaming: always)
+  // May put the servers' float32 values into the model (streaming: always).
+  const OptimizerConfig outer = outerOptimizerOf(config_.distributed);
+  fetchServerState(link_,
+                   {.mode = mode_,
+                    .step = clock_,
+                    .streaming = fragments_ != nullptr,
+                    .wire = config_.distributed.wire_dtype,
+                    .optimizer = &outer},
+                   *outer_);
   keepGlobal();
   return std::nullopt;
 }
@@ -218,9 +252,17 @@ void DilocoStrategy::checkpointSaved() {
 
 int64_t DilocoStrategy::awaitJobEnd(int64_t own_step) {
   if (mode() == Mode::PsSync) return own_step;
-  ps_->awaitJobEnd(own_step);
+  // The others have at most one granted round to finish; a dead one is
+  // given up on by ps 0 after --peer-timeout of silence.
+  pulls_->receiveFinalModel(clock_, Deadline::afterSeconds(config_.distributed.peer_timeout_s * 2.0 + 5.0));
   keepGlobal();
   return own_step;
+}
+
+void DilocoStrategy::finish() {
+  if (link_.worker && !link_.worker->done()) link_.worker->sayDone(link_.peerDeadline());
+  pushes_.reset();       // nothing pushes any more
+  link_.worker.reset();  // hang up at once: a server closes once its workers have
 }
 
 void DilocoStrategy::keepGlobal() {
@@ -251,14 +293,16 @@ void DilocoStrategy::saveWorkerState(int64_t step) const {
 }
 
 nlohmann::json DilocoStrategy::summary() const {
-  nlohmann::json s = ps_->summary();
+  nlohmann::json s = link_.summary();
+  s["priority"] = false;  // pulls land during the exchange, never behind a forward
+  s["max_lead_steps"] = max_lead_;
   const auto& d = config_.distributed;
   // Each round pushes and pulls what this worker exchanges with the servers
   // once: the model, or with host sums its own chunks.
   // Pushes may be quantised (--push-bits); pulls travel in the wire dtype.
   const PushFormat pushes = pushFormatOf(d);
-  const int64_t pushed = fragments_ ? fragments_->pushedBytes() : rounds_ * ps_->ownBytes(pushes);
-  const int64_t pulled = fragments_ ? fragments_->pulledBytes() : rounds_ * ps_->ownBytes({d.wire_dtype, 0});
+  const int64_t pushed = fragments_ ? fragments_->pushedBytes() : rounds_ * link_.ownBytes(pushes);
+  const int64_t pulled = fragments_ ? fragments_->pulledBytes() : rounds_ * link_.ownBytes({d.wire_dtype, 0});
   s["diloco"] = {{"local_steps", d.local_steps}, {"outer_optimizer", d.outer_optimizer},
                  {"outer_lr", d.outer_lr},       {"outer_momentum", d.outer_momentum},
                  {"rounds", rounds_},            {"pushed_bytes", pushed},

@@ -10,9 +10,10 @@
 // outer gradient is applied as it arrives, scaled by its share (1/workers),
 // and the worker goes on with whatever the servers then hold.
 //
-// The exchange is a PsStrategy step whose gradients are the outer
-// gradients: chunks, 16-bit wires, hierarchical sums, GPU staging and the
-// step clock are the same code. Replicas agree only after a round, so
+// The exchange is a parameter-server step whose gradients are the outer
+// gradients, on the PS client's parts (PsConnection, PsPushPipeline,
+// PsPullLanding): chunks, 16-bit wires, hierarchical sums, GPU staging and
+// the step clock are the same code. Replicas agree only after a round, so
 // evaluations and checkpoints wait for one. A checkpoint holds the global
 // model, the outer optimizer (fetched from the servers) and the chief's
 // inner optimizer; every other worker keeps its inner optimizer in
@@ -32,7 +33,10 @@
 #include "core/clock.hpp"
 #include "train/config.hpp"
 #include "train/fragment_exchange.hpp"
-#include "train/ps_strategy.hpp"
+#include "train/ps_pull_landing.hpp"
+#include "train/ps_push_pipeline.hpp"
+#include "train/ps_setup.hpp"
+#include "train/strategy.hpp"
 
 namespace tandem::train {
 
@@ -47,14 +51,16 @@ int64_t roundsOf(int64_t steps, int64_t h);
 
 class DilocoStrategy final : public Strategy, public RemoteParameters {
  public:
-  // `joined`: as PsStrategy's (the APIs' processes are members already).
+  // `joined`: the process is a member of the job already (the APIs'
+  // init()), so initialize() skips the rendezvous. `context` must outlive
+  // the strategy.
   DilocoStrategy(cluster::ClusterSpec spec, TrainConfig config, cluster::JobContext& context, bool joined = false);
   ~DilocoStrategy() override;
 
-  Mode mode() const override { return ps_->mode(); }
-  int rank() const override { return ps_->rank(); }
-  int worldSize() const override { return ps_->worldSize(); }
-  int serverCount() const override { return ps_->serverCount(); }
+  Mode mode() const override { return mode_; }
+  int rank() const override { return spec_.index; }
+  int worldSize() const override { return spec_.num_workers; }
+  int serverCount() const override { return spec_.numServers(); }
   // Joins as a PS worker over rounds instead of steps. Resuming: the
   // servers get the checkpoint's outer state, and a worker other than the
   // chief loads its own inner optimizer state into plan.optimizer.
@@ -76,7 +82,8 @@ class DilocoStrategy final : public Strategy, public RemoteParameters {
             .shares_job_steps = false,
             .checkpoints_by_agreement = mode() == Mode::PsSync};
   }
-  void finish() override { ps_->finish(); }
+  // Tells every server this worker is done.
+  void finish() override;
   RemoteParameters* remoteParameters() override { return this; }
   nlohmann::json summary() const override;
 
@@ -108,7 +115,14 @@ class DilocoStrategy final : public Strategy, public RemoteParameters {
   void keepAliveIfQuiet();
 
   TrainConfig config_;
-  std::unique_ptr<PsStrategy> ps_;
+  cluster::ClusterSpec spec_;
+  cluster::JobContext& context_;
+  bool joined_ = false;
+  Mode mode_ = Mode::PsSync;
+  // The parts, in this order: the pushes and pulls go before the connection.
+  PsConnection link_;
+  std::unique_ptr<PsPushPipeline> pushes_;  // unstreamed: the outer gradients
+  std::unique_ptr<PsPullLanding> pulls_;    // unstreamed: the global model
   std::unique_ptr<FragmentExchange> fragments_;  // streaming only
   std::vector<torch::Tensor> params_;  // trainable, registration order
   std::vector<torch::Tensor> global_;  // the global model as last pulled
@@ -117,6 +131,9 @@ class DilocoStrategy final : public Strategy, public RemoteParameters {
   int64_t step_ = 0;
   int64_t total_steps_ = 0;
   int64_t rounds_ = 0;  // this run's
+  int64_t clock_ = 0;   // ps 0's: the exchanges this worker has reported
+  int64_t max_lead_ = 0;  // the furthest this worker ran ahead of the slowest one, in rounds
+  Clock::time_point round_start_ = Clock::now();
   Clock::time_point last_contact_ = Clock::now();  // with the servers
   bool stop_wanted_ = false;
   bool checkpoint_wanted_ = false;

@@ -14,14 +14,15 @@ std::function<int64_t(size_t)> FragmentExchange::chunkClocks(const FragmentSched
   };
 }
 
-FragmentExchange::FragmentExchange(const FragmentSchedule& schedule, double mix, PsStrategy& ps,
+FragmentExchange::FragmentExchange(const FragmentSchedule& schedule, double mix, PsConnection& link, int workers,
                                    const PushFormat& format, int64_t start_step)
     : schedule_(schedule),
       mix_(mix),
       format_(format),
-      ps_(ps),
-      worker_(ps.protocol().worker),
-      model_(ps.protocol().model) {
+      link_(link),
+      workers_(workers),
+      worker_(*link.worker),
+      model_(link.model) {
   const ps::KeyLayout& layout = worker_.layout();
   global_.resize(static_cast<size_t>(layout.total_floats));
   outer_.resize(global_.size());
@@ -56,7 +57,7 @@ void FragmentExchange::begin(const std::vector<int>& fragments, int64_t merge_af
   flight.fragments = fragments;
   flight.merge_after = merge_after;
   flight.mix = mix;
-  const float share = 1.0f / static_cast<float>(ps_.worldSize());
+  const float share = 1.0f / static_cast<float>(workers_);
   for (int p : fragments) {
     for (size_t c : schedule_.chunksOf(p, layout.chunks.size())) {
       const ps::Chunk& at = layout.chunks[c];
@@ -79,7 +80,7 @@ void FragmentExchange::begin(const std::vector<int>& fragments, int64_t merge_af
 
 ps::StepAgreement FragmentExchange::merge(SyncTimes& times) {
   const ps::KeyLayout& layout = worker_.layout();
-  const Deadline deadline = ps_.protocol().deadline;
+  const Deadline deadline = link_.peerDeadline();
   InFlight flight = std::move(*in_flight_);
   in_flight_.reset();
   Stopwatch watch;

@@ -15,19 +15,20 @@
 #include "ps/client.hpp"
 #include "ps/protocol.hpp"
 #include "train/fragment_schedule.hpp"
-#include "train/ps_strategy.hpp"
+#include "train/ps_setup.hpp"
 
 namespace tandem::train {
 
 class FragmentExchange {
  public:
-  // `ps` must be initialised, with streamFragments(clocks) from
-  // chunkClocks() given before, and its model must hold the global model.
-  // Pushes travel as `format` (the servers' pushFormat), pulls as its wire.
-  FragmentExchange(const FragmentSchedule& schedule, double mix, PsStrategy& ps, const PushFormat& format,
-                   int64_t start_step);
+  // `link` (one of `workers`' connections, which outlives the exchange)
+  // was set up with chunkClocks()' clocks, and its model holds the global
+  // model. Pushes travel as `format` (the servers' pushFormat), pulls as
+  // its wire.
+  FragmentExchange(const FragmentSchedule& schedule, double mix, PsConnection& link, int workers,
+                   const PushFormat& format, int64_t start_step);
 
-  // Chunk c's servers' clock at `start_step` (for PsStrategy::streamFragments).
+  // Chunk c's servers' clock at `start_step` (PsSetup::chunk_clock).
   static std::function<int64_t(size_t)> chunkClocks(const FragmentSchedule& schedule, int64_t start_step);
 
   struct Outcome {
@@ -61,9 +62,10 @@ class FragmentExchange {
   FragmentSchedule schedule_;
   double mix_;
   PushFormat format_;
-  PsStrategy& ps_;
-  ps::Worker& worker_;         // ps_'s protocol
-  ChunkedParameters& model_;   // ps_'s model, by chunk
+  PsConnection& link_;
+  int workers_;
+  ps::Worker& worker_;         // link_'s protocol
+  ChunkedParameters& model_;   // link_'s model, by chunk
   std::vector<float> global_;  // key order: the global model as last merged
   std::vector<float> outer_;   // key order: pushed outer gradients, kept until taken
   std::vector<int64_t> clock_;  // by fragment

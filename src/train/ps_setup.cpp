@@ -21,7 +21,33 @@ namespace tandem::train {
 PsConnection::PsConnection() = default;
 PsConnection::PsConnection(PsConnection&&) noexcept = default;
 PsConnection& PsConnection::operator=(PsConnection&&) noexcept = default;
-PsConnection::~PsConnection() = default;
+PsConnection::~PsConnection() {
+  if (!worker || worker->done() || start == nullptr) return;
+  const bool rejoins = restarts_in_place && start->training;
+  if (rejoins && !sync) return;
+  try {
+    rejoins ? worker->sayLeaving(Deadline::afterSeconds(1.0)) : worker->sayDone(Deadline::afterSeconds(1.0));
+  } catch (const std::exception&) {
+  }
+}
+
+int64_t PsConnection::ownBytes(const PushFormat& format) const {
+  size_t bytes = 0;
+  for (const auto& c : layout.chunks) {
+    const bool own = !host || ps::pusherRank(c.key, host->size()) == static_cast<size_t>(host->rank());
+    if (own) bytes += format.bytes(static_cast<size_t>(c.length));
+  }
+  return static_cast<int64_t>(bytes);
+}
+
+nlohmann::json PsConnection::summary() const {
+  return {{"servers", servers},
+          {"chunks", layout.chunks.size()},
+          {"hierarchical", !push_groups.empty()},
+          {"push_window_bytes", push_window},  // per server; 0: none
+          {"shared_memory_servers", sharing_servers},
+          {"parameters_in_shared_memory", parameters_in_arena}};  // pulls land in the model
+}
 
 namespace {
 
@@ -149,6 +175,8 @@ PsConnection connectToServers(torch::nn::Module& model, const nlohmann::json& fi
   const cluster::ClusterSpec& spec = setup.spec;
   const DistributedConfig& d = setup.config.distributed;
   PsConnection link;
+  link.servers = spec.numServers();
+  link.peer_timeout_s = d.peer_timeout_s;
   std::vector<ps::TensorSpec> specs;
   std::vector<torch::Tensor> params;
   for (const auto& item : model.named_parameters()) {
@@ -245,6 +273,10 @@ PsConnection connectToServers(torch::nn::Module& model, const nlohmann::json& fi
                   link.sharing_servers > 0 ? fmt::format(", shared memory with {} server(s) here", link.sharing_servers)
                                            : "",
                   watch.elapsed());
+  // From here a failure tells the servers.
+  link.start = &setup.context.start();
+  link.restarts_in_place = d.restart_wait_s > 0;
+  link.sync = setup.mode == Mode::PsSync;
   return link;
 }
 

@@ -18,6 +18,8 @@
 
 #include "cluster/cluster_spec.hpp"
 #include "cluster/job_context.hpp"
+#include "core/deadline.hpp"
+#include "core/push_format.hpp"
 #include "ps/key_layout.hpp"
 #include "train/chunked_parameters.hpp"
 #include "train/cluster_join.hpp"
@@ -36,7 +38,21 @@ struct PsConnection {
   PsConnection();
   PsConnection(PsConnection&&) noexcept;
   PsConnection& operator=(PsConnection&&) noexcept;
+  // Failing out (the worker is neither done nor hung up): tells the
+  // servers, briefly, that it is done, or, if it may start again in place
+  // (--restart-wait, once training began), that it is leaving: a sync
+  // job's others must start again too, and their waits for this start
+  // then fail at once, not at --peer-timeout. An async task that rejoins
+  // says nothing. Whatever pushes through the worker must be gone first.
   ~PsConnection();
+
+  // Each wait for the servers: --peer-timeout and a margin.
+  Deadline peerDeadline() const { return Deadline::afterSeconds(peer_timeout_s + 5.0); }
+  // The bytes this worker itself pushes or pulls a step in `format`: the
+  // model, or with host sums the chunks it owns.
+  int64_t ownBytes(const PushFormat& format) const;
+  // The summary's PS fields.
+  nlohmann::json summary() const;
 
   ps::KeyLayout layout;
   ChunkedParameters model;  // trainable, registration order, by chunk
@@ -50,6 +66,13 @@ struct PsConnection {
   torch::Tensor shared_grads;                 // where those servers read pushes; undefined: none
   int64_t step = 0;  // this worker's first step: the plan's, or a lost predecessor's clock
   std::optional<RemoteParameters::Takeover> takeover;  // a replacement in a running elastic job
+  int servers = 0;
+  double peer_timeout_s = 0;
+  // For the farewell: the job's start (null until connected), whether it
+  // restarts in place, and whether it is sync.
+  const cluster::JobStart* start = nullptr;
+  bool restarts_in_place = false;
+  bool sync = false;
 };
 
 struct PsSetup {

@@ -4,23 +4,18 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <cstring>
-#include <limits>
 #include <optional>
 #include <utility>
 
-#include "cluster/job_start.hpp"
-#include "collective/comm_thread.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
-#include "core/wire_dtype.hpp"
-#include "ps/key_layout.hpp"
 #include "ps/worker.hpp"
 #include "train/chunked_parameters.hpp"
-#include "train/optimizer_state.hpp"
 #include "train/ps_host_group.hpp"
+#include "train/ps_pull_landing.hpp"
 #include "train/ps_push_pipeline.hpp"
+#include "train/ps_server_state.hpp"
 #include "train/ps_setup.hpp"
 
 namespace tandem::train {
@@ -33,75 +28,29 @@ struct PsStrategy::Impl {
   bool joined = false;
   PsConnection link;                       // the layout, the model by chunk, the worker, the host-mates
   std::unique_ptr<PsPushPipeline> pushes;  // backward to the wire; null before initialize
-  std::vector<float> pulled;               // hierarchical: the model as pulled, in key order
+  std::unique_ptr<PsPullLanding> pulls;    // the wire to the model
   // Priority scheduling: pulls may still be arriving when a step ends; the
   // trainer's awaitParameters takes them in, first chunks first.
   bool gated = false;
-  SyncTimes parameter_waits;           // awaitParameters since the trainer last asked
-  double gated_this_step = 0;          // seconds awaitParameters took since the step began
-  int64_t pushes_pending_for = -1;     // gated: the step whose pushes nobody has awaited yet
-  size_t received_upto = SIZE_MAX;     // gated: the last step's chunks before this one are in the model
+  SyncTimes parameter_waits;        // awaitParameters since the trainer last asked
+  double gated_this_step = 0;       // seconds awaitParameters took since the step began
+  int64_t pushes_pending_for = -1;  // gated: the step whose pushes nobody has awaited yet
   int64_t step = 0;
-  std::function<int64_t(size_t)> chunk_clock;  // streaming DiLoCo: each chunk's start
   int64_t max_lead = 0;
   Clock::time_point cycle_start = Clock::now();
 
   int n() const { return spec.num_workers; }
   ps::Worker& worker() const { return *link.worker; }
-  const ps::KeyLayout& layout() const { return link.layout; }
-  Deadline peerDeadline() const { return Deadline::afterSeconds(config.distributed.peer_timeout_s + 5.0); }
-
-  // Copies the pulled chunks before `end` into the model, first layers
-  // first; returns the seconds spent copying. `pulled_for`: the step the
-  // pulls answer (for the timeline).
-  double receivePulls(Deadline deadline, int64_t pulled_for, size_t end = SIZE_MAX) {
-    double copying = 0;
-    worker().receivePulls(
-        deadline, pulled_for,
-        [&](size_t c, const ps::PulledValues& v) {
-          Stopwatch copy;
-          link.model.scatter(c, v.data, v.wire);
-          copying += copy.elapsed();
-        },
-        end);
-    return copying;
-  }
 
   // Gated: the last step's pushes, awaited before anything rewrites or
   // reads past them (the next backward, checkpoints, the end).
   void awaitGatedPushes() {
     if (pushes_pending_for < 0) return;
     Stopwatch watch;
-    worker().awaitPushes(peerDeadline(), pushes_pending_for);
+    worker().awaitPushes(link.peerDeadline(), pushes_pending_for);
     pushes_pending_for = -1;
     parameter_waits.exposed_comm += watch.elapsed();
     gated_this_step += watch.elapsed();
-  }
-
-  // Copies the last step's pulled chunks from received_upto to `end` into
-  // the model and moves received_upto on; returns the seconds copying.
-  // Hierarchical: the owners' pulls land in `pulled` and the host shares
-  // them in whole groups, so that every host-mate runs the same shares in
-  // the same order however its callers cut the model.
-  double receiveUpTo(Deadline deadline, int64_t pulled_for, size_t end) {
-    if (!link.host) {
-      received_upto = end;
-      return receivePulls(deadline, pulled_for, end);
-    }
-    const size_t from = received_upto;
-    received_upto = link.host->shareEnd(end);
-    worker().receivePulls(
-        deadline, pulled_for,
-        [&](size_t c, const ps::PulledValues& v) {
-          decodeWire(v.wire, v.data, pulled.data() + layout().chunks[c].begin, v.count);
-        },
-        received_upto);
-    link.host->share(pulled.data(), from, received_upto, deadline);
-    Stopwatch copy;
-    for (size_t c = from; c < received_upto; ++c) {
-      link.model.scatter(c, pulled.data() + layout().chunks[c].begin, WireDtype::kFloat32);
-    }
-    return copy.elapsed();
   }
 };
 
@@ -111,22 +60,11 @@ PsStrategy::PsStrategy(cluster::ClusterSpec spec, TrainConfig config, cluster::J
   impl_->spec = std::move(spec);
   impl_->config = std::move(config);
   impl_->mode = psModeOf(impl_->config.distributed);
+  TANDEM_ENFORCE(impl_->config.distributed.local_steps == 0, "DiLoCo runs on DilocoStrategy");
 }
 
-PsStrategy::~PsStrategy() {
-  Impl& s = *impl_;
-  s.pushes.reset();  // its threads push through the worker
-  // Failing out: tell the servers, briefly. A task that starts again in
-  // place (--restart-wait) rejoins; in sync the others must start again too,
-  // so their waits for this start fail at once, not at --peer-timeout.
-  const bool rejoins = s.config.distributed.restart_wait_s > 0 && s.context.start().training;
-  if (s.link.worker && !s.worker().done() && (!rejoins || s.mode == Mode::PsSync)) {
-    try {
-      rejoins ? s.worker().sayLeaving(Deadline::afterSeconds(1.0)) : s.worker().sayDone(Deadline::afterSeconds(1.0));
-    } catch (const std::exception&) {
-    }
-  }
-}
+// The pushes go first: their threads push through the connection's worker.
+PsStrategy::~PsStrategy() { impl_->pushes.reset(); }
 
 Mode PsStrategy::mode() const { return impl_->mode; }
 int PsStrategy::rank() const { return impl_->spec.index; }
@@ -144,31 +82,22 @@ int64_t PsStrategy::awaitJobEnd(int64_t own_step) {
   const int staleness = std::max(0, s.config.distributed.staleness);
   const Deadline deadline =
       Deadline::afterSeconds(s.config.distributed.peer_timeout_s * (2.0 + staleness) + 5.0);
-  const ps::StepAgreement agreement = s.worker().awaitWorkers(s.step, deadline);
-  // Pulls answer once every push received before them is applied.
-  s.worker().pullAll(0);
-  s.receivePulls(deadline, s.step);
-  return static_cast<int64_t>(agreement.global_step);
+  return static_cast<int64_t>(s.pulls->receiveFinalModel(s.step, deadline).global_step);
 }
 nlohmann::json PsStrategy::summary() const {
-  const PsConnection& link = impl_->link;
-  return {{"servers", impl_->spec.numServers()},
-          {"chunks", link.layout.chunks.size()},
-          {"hierarchical", !link.push_groups.empty()},
-          {"priority", impl_->gated},  // the next forward waits per stage
-          {"push_window_bytes", link.push_window},  // per server; 0: none
-          {"shared_memory_servers", link.sharing_servers},
-          {"parameters_in_shared_memory", link.parameters_in_arena},  // pulls land in the model
-          {"max_lead_steps", impl_->max_lead}};
+  nlohmann::json s = impl_->link.summary();
+  s["priority"] = impl_->gated;  // the next forward waits per stage
+  s["max_lead_steps"] = impl_->max_lead;
+  return s;
 }
 
 void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fingerprint, const StepPlan& plan) {
   Impl& s = *impl_;
-  s.link = connectToServers(model, fingerprint, plan, {s.spec, s.config, s.mode, s.context, s.joined, s.chunk_clock});
-  if (s.link.host) s.pulled.assign(static_cast<size_t>(s.layout().total_floats), 0.0f);
+  s.link = connectToServers(model, fingerprint, plan, {s.spec, s.config, s.mode, s.context, s.joined});
+  s.pulls = std::make_unique<PsPullLanding>(s.link);
   s.step = s.link.step;
   s.pushes = std::make_unique<PsPushPipeline>(s.worker(), s.link.model, s.link.host.get(), s.link.shared_grads,
-                                              /*from_autograd=*/s.config.distributed.local_steps == 0);
+                                              /*from_autograd=*/true);
   s.cycle_start = Clock::now();
 }
 
@@ -182,47 +111,17 @@ void PsStrategy::beforeBackward(const LocalStep& so_far, int micro_step) {
   s.pushes->beginMicroStep(s.step, micro_step, last, 1.0 / (micro_steps * workers));
 }
 
-void PsStrategy::offerOuterGradients(const std::vector<torch::Tensor>& outer) {
-  Impl& s = *impl_;
-  s.pushes->offer(s.step, outer, 1.0 / s.n());
-}
-
-void PsStrategy::streamFragments(std::function<int64_t(size_t)> chunk_clock) {
-  impl_->chunk_clock = std::move(chunk_clock);
-}
-
-PsStrategy::Protocol PsStrategy::protocol() {
-  Impl& s = *impl_;
-  TANDEM_ENFORCE(s.link.worker != nullptr, "protocol() before initialize or after finish");
-  return {s.worker(), s.link.model, s.peerDeadline()};
-}
-
-void PsStrategy::keepAlive() {
-  if (impl_->link.worker) impl_->worker().sayAlive();
-}
-
-int64_t PsStrategy::ownBytes(const PushFormat& format) const {
-  const Impl& s = *impl_;
-  size_t bytes = 0;
-  const PsHostGroup* host = s.link.host.get();
-  for (const auto& c : s.layout().chunks) {
-    const bool own = !host || ps::pusherRank(c.key, host->size()) == static_cast<size_t>(host->rank());
-    if (own) bytes += format.bytes(static_cast<size_t>(c.length));
-  }
-  return static_cast<int64_t>(bytes);
-}
-
 AgreedStep PsStrategy::synchronizeGradients(torch::nn::Module& model, const LocalStep& local) {
   Impl& s = *impl_;
   Stopwatch watch;
   // Compute only: the forward's waits for the last step's parameters are not.
   const double compute = std::max(0.0, secondsSince(s.cycle_start) - s.gated_this_step);
   s.gated_this_step = 0;
-  s.pushes->drain(s.peerDeadline());
+  s.pushes->drain(s.link.peerDeadline());
   const ps::StepReport report{local.loss_sum / local.micro_steps, compute, local.stop_requested,
                               local.checkpoint_requested};
   const int64_t finished = s.step + 1;
-  const Deadline deadline = s.peerDeadline();
+  const Deadline deadline = s.link.peerDeadline();
   const ps::StepAgreement agreement = s.worker().reportStep(finished, report, deadline);
   const double clock_wait = watch.elapsed();
   s.max_lead = std::max<int64_t>(s.max_lead, finished - agreement.slowest_clock);
@@ -238,8 +137,8 @@ AgreedStep PsStrategy::synchronizeGradients(torch::nn::Module& model, const Loca
   }
   AgreedStep agreed;
   // Gated: the next forward takes the pulls in as it reaches their layers.
-  s.received_upto = 0;
-  if (!s.gated) agreed.times.update = s.receiveUpTo(deadline, s.step, s.layout().chunks.size());
+  s.pulls->expect();
+  if (!s.gated) agreed.times.update = s.pulls->receive(deadline, s.step, s.link.layout.chunks.size());
   const double total = watch.elapsed();
   if (s.mode == Mode::PsSync) {
     agreed.times.wait_workers = std::clamp(agreement.slowest_compute_seconds - compute, 0.0, clock_wait);
@@ -270,9 +169,9 @@ void PsStrategy::awaitParameters(size_t count) {
   if (!s.link.worker) return;
   if (count >= s.link.model.params().size()) s.awaitGatedPushes();  // everything the step sent is in
   const size_t end = s.link.model.chunksThrough(count);
-  if (end <= s.received_upto) return;  // in already (always when ungated)
+  if (s.pulls->holds(end)) return;  // in already (always when ungated)
   Stopwatch watch;
-  const double copying = s.receiveUpTo(s.peerDeadline(), s.step - 1, end);
+  const double copying = s.pulls->receive(s.link.peerDeadline(), s.step - 1, end);
   s.parameter_waits.update += copying;
   s.parameter_waits.exposed_comm += std::max(0.0, watch.elapsed() - copying);
   s.gated_this_step += watch.elapsed();
@@ -283,50 +182,13 @@ SyncTimes PsStrategy::takeParameterWaits() { return std::exchange(impl_->paramet
 std::optional<int64_t> PsStrategy::prepareCheckpoint(torch::optim::Optimizer& optimizer) {
   Impl& s = *impl_;
   awaitParameters();
-  // Sync: the state after this worker's last step, before anyone's next.
-  // Async and SSP: every other worker pauses at its next step boundary, and
-  // each chunk is taken with exactly the pushes of the steps before it.
-  // DiLoCo: the others may be a round from their next report; each chunk is taken as it is.
-  std::optional<ps::SnapshotPoint> point;
-  if (s.mode != Mode::PsSync && s.config.distributed.local_steps == 0) {
-    point = s.worker().holdForSnapshot(s.peerDeadline());
-  }
-  const int slots = optim::slotCount(s.config.optimizer);
-  const std::vector<ps::FetchedState> chunks =
-      s.worker().fetchState(s.mode == Mode::PsSync && !s.chunk_clock ? s.step : 0, slots, s.peerDeadline(),
-                            point ? &*point : nullptr);
-  if (point) s.worker().releaseSnapshot(s.peerDeadline());
-  ChunkedParameters& model = s.link.model;
-  // Torch tensors for every parameter's slots, filled chunk by chunk.
-  std::vector<std::vector<torch::Tensor>> state(model.params().size());
-  std::vector<int64_t> applied(model.params().size(), 0);
-  for (size_t p = 0; p < model.params().size(); ++p) {
-    for (int k = 0; k < slots; ++k) state[p].push_back(torch::zeros_like(model.params()[p]));
-  }
-  for (size_t c = 0; c < chunks.size(); ++c) {
-    const ps::FetchedState& chunk = chunks[c];
-    // The worker computes with the wire's rounding of the servers' float32
-    // values (streaming DiLoCo: with its own); the checkpoint keeps the servers'. A
-    // snapshot's values replace this worker's last pull too, so the checkpoint is all of one step.
-    if (s.config.distributed.wire_dtype != WireDtype::kFloat32 || point || s.chunk_clock) {
-      model.scatter(c, chunk.values().data(), WireDtype::kFloat32);
-    }
-    for (const auto& piece : model.pieces(c)) {
-      applied[piece.param] = std::max<int64_t>(applied[piece.param], chunk.clock);
-      for (int k = 0; k < slots; ++k) {
-        std::memcpy(state[piece.param][static_cast<size_t>(k)].data_ptr<float>() + piece.param_offset,
-                    chunk.slot(k).data() + piece.chunk_offset, static_cast<size_t>(piece.count) * sizeof(float));
-      }
-    }
-  }
-  const std::optional<int64_t> step =
-      point && s.mode == Mode::PsAsync ? std::optional<int64_t>(point->global_step) : std::nullopt;
-  if (slots == 0) return step;
-  for (size_t p = 0; p < model.params().size(); ++p) {
-    if (applied[p] == 0) continue;  // torch has no state before a parameter's first update
-    writeKernelState(optimizer, model.trained()[p], s.config.optimizer, {std::move(state[p]), applied[p]});
-  }
-  return step;
+  return fetchServerState(s.link,
+                          {.mode = s.mode,
+                           .step = s.step,
+                           .pause_others = s.mode != Mode::PsSync,
+                           .wire = s.config.distributed.wire_dtype,
+                           .optimizer = &s.config.optimizer},
+                          optimizer);
 }
 
 void PsStrategy::setLearningRate(double lr) {
@@ -341,7 +203,7 @@ void PsStrategy::setLearningRate(double lr) {
 void PsStrategy::finish() {
   Impl& s = *impl_;
   awaitParameters();
-  if (s.link.worker && !s.worker().done()) s.worker().sayDone(s.peerDeadline());
+  if (s.link.worker && !s.worker().done()) s.worker().sayDone(s.link.peerDeadline());
   s.pushes.reset();       // nothing pushes any more
   s.link.worker.reset();  // hang up at once: a server closes once its workers have
 }

@@ -6,27 +6,20 @@
 // step clocks: sync barrier, bounded staleness, agreed loss and stop), and
 // pulls the chunks back in forward order, copying each into the model as it
 // arrives. The worker runs no optimizer of its own.
-#include <functional>
 #include <memory>
 
 #include "cluster/cluster_spec.hpp"
 #include "cluster/job_context.hpp"
-#include "core/deadline.hpp"
-#include "core/push_format.hpp"
 #include "train/config.hpp"
 #include "train/strategy.hpp"
 
-namespace tandem::ps {
-class Worker;
-}  // namespace tandem::ps
-
 namespace tandem::train {
-class ChunkedParameters;
 
 class PsStrategy final : public Strategy, public RemoteParameters, public GatedParameters {
  public:
   // Nothing touches the network until initialize(). Uses the config's
-  // optimizer, schedule and distributed settings. `joined`: the process is
+  // optimizer, schedule and distributed settings; DiLoCo (--local-steps)
+  // is DilocoStrategy's, on the same parts. `joined`: the process is
   // already a member of the job (the APIs' init()), so initialize() skips
   // the rendezvous; the servers still check every worker's layout.
   // `context` (the job's start and security) must outlive the strategy.
@@ -53,28 +46,6 @@ class PsStrategy final : public Strategy, public RemoteParameters, public GatedP
   AgreedStep synchronizeGradients(torch::nn::Module& model, const LocalStep& local) override;
   // Tells every server this worker is done.
   void finish() override;
-  // DiLoCo (--local-steps): `outer` (one tensor per trainable parameter, in
-  // registration order) takes the place of a step's gradients, as this
-  // worker's share of the workers' mean; synchronizeGradients then ends the
-  // step as usual. Backward's gradients never reach the servers.
-  void offerOuterGradients(const std::vector<torch::Tensor>& outer);
-  // Between steps that send the servers nothing: tells them this worker is alive.
-  void keepAlive();
-  // Streaming DiLoCo, before initialize(): this worker exchanges fragments
-  // of chunks itself, through protocol(). Chunk c's servers start at
-  // chunk_clock(c) updates instead of the start step, first pulls and
-  // checkpoints take whatever is applied, and pulls never land in the
-  // model by themselves (the caller mixes them in).
-  void streamFragments(std::function<int64_t(size_t chunk)> chunk_clock);
-  struct Protocol {
-    ps::Worker& worker;
-    ChunkedParameters& model;
-    Deadline deadline;  // for this exchange's waits: --peer-timeout and a margin
-  };
-  Protocol protocol();
-  // The bytes this worker itself pushes or pulls each step in `format`: the
-  // model, or with host sums the chunks it owns.
-  int64_t ownBytes(const PushFormat& format) const;
   // The rate this worker's next pushes apply with (sync: worker 0's rules),
   // replacing the schedule; sent only when it changed.
   void setLearningRate(double lr);
