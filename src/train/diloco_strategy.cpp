@@ -88,7 +88,7 @@ void DilocoStrategy::initialize(torch::nn::Module& model, const nlohmann::json& 
   const auto& d = config_.distributed;
   std::optional<FragmentSchedule> schedule;
   const TrainConfig outer_run = outerRunOf(config_);
-  PsSetup setup{spec_, outer_run, mode_, context_, joined_};
+  PsSetup setup{spec_, outer_run, mode_, context_, joined_, {}};
   if (streamsFragments(d)) {
     TANDEM_ENFORCE(plan.total_steps > 0, "streaming DiLoCo needs the run's length");
     schedule.emplace(h, static_cast<int>(d.fragments), d.fragment_delay);

@@ -93,7 +93,7 @@ nlohmann::json PsStrategy::summary() const {
 
 void PsStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fingerprint, const StepPlan& plan) {
   Impl& s = *impl_;
-  s.link = connectToServers(model, fingerprint, plan, {s.spec, s.config, s.mode, s.context, s.joined});
+  s.link = connectToServers(model, fingerprint, plan, {s.spec, s.config, s.mode, s.context, s.joined, {}});
   s.pulls = std::make_unique<PsPullLanding>(s.link);
   s.step = s.link.step;
   s.pushes = std::make_unique<PsPushPipeline>(s.worker(), s.link.model, s.link.host.get(), s.link.shared_grads,

@@ -74,8 +74,6 @@ RunDirectoryPlan planRunDirectory(const TrainConfig& c, bool chief) {
   return {c.resume_from, false};
 }
 
-bool crossed(int64_t before, int64_t after, int64_t every) { return every > 0 && before / every != after / every; }
-
 // Page faults from the end of the second step: the first maps the optimizer
 // state and the allocator's pools, and the second may map a second
 // generation of gradients while the first is still held (0 to 16k faults on
@@ -134,6 +132,14 @@ TrainingRun::TrainingRun(const TrainConfig& config, Strategy& strategy, cluster:
   // Worker 0 owns the run directory; the others keep their own metrics
   // beside it, so a straggler's breakdown can be read after the run.
   chief_ = strategy_.rank() == 0;
+  cadence_.emplace(CadenceRules{.log_every = c.log_every_steps,
+                                .eval_every = c.eval_every_steps,
+                                .steps_per_epoch = steps_per_epoch_,
+                                .verify_every = c.distributed.verify_replicas_every,
+                                .checkpoint_every = c.checkpoint_every_steps,
+                                .checkpoint_secs = c.checkpoint_secs,
+                                .chief = chief_,
+                                .checkpoints_by_agreement = policy_.checkpoints_by_agreement});
   out_dir_ = c.out_dir;
   const RunDirectoryPlan plan = planRunDirectory(c, chief_);
   resume_from_ = plan.resume_from;
@@ -300,99 +306,28 @@ void TrainingRun::saveAt(bool periodic, int64_t done_steps) {
   if (remote_) remote_->checkpointSaved();
   recordLatest(out_dir_, path);
   if (periodic) pruneCheckpoints(out_dir_, step, c_.keep_checkpoints);
-  last_checkpoint_at_ = train_seconds_;
+  cadence_->saved(train_seconds_);
 }
 
 void TrainingRun::step() {
-  const TrainConfig& c = c_;
-  const torch::Device& device = placement_.device.device;
-  const Amp amp = placement_.amp;
   // Parameters awaited between steps (an evaluation, a checkpoint) are not
   // this step's.
   takeParameterWaits();
   Stopwatch step_watch;
-  Stopwatch phase;
-  const int64_t step_start_us = obs::Timeline::nowUs();
-  int64_t mark_us = step_start_us;
-  auto spanTo = [&](const char* name, nlohmann::json args = nullptr) {
-    if (!timeline_) return;
-    const int64_t now = obs::Timeline::nowUs();
-    timeline_->span(name, obs::Lane::kLoop, mark_us, now, std::move(args));
-    mark_us = now;
-  };
+  StepTimer timer(breakdown_, timeline_ ? &*timeline_ : nullptr);
   const double lr = schedule_->at(done_);
   setLearningRate(*optimizer_, lr);
-  // Unset, not zeroed: backward then hands over fresh gradient tensors
-  // instead of adding into buffers a strategy may still be reading.
-  for (auto& p : parameters_) p.mutable_grad().reset();
-
-  LocalStep step_input;
-  step_input.micro_steps = static_cast<int>(c.accumulate);
   // A checkpoint this step is due for must reach the strategy now.
-  step_input.checkpoint_requested =
-      checkpoint_wanted_ || (chief_ && !policy_.shares_job_steps && crossed(done_, done_ + 1, c.checkpoint_every_steps));
-  for (int micro = 0; micro < step_input.micro_steps; ++micro) {
-    data::Batch batch = feeder_->next();
-    breakdown_.add(obs::Phase::kInputWait, phase.lap());
-    spanTo("input wait");
-    // Priority scheduling: an emulated layer or a built-in model's stage
-    // waits for its own weights; a TorchScript forward for all of them.
-    torch::Tensor loss;
-    if (emulated_) {
-      loss = emulated_->forward([&](size_t count) { awaitParameters(count); },
-                                timeline_ ? &*timeline_ : nullptr);
-    } else {
-      if (!model_->gatesStages()) awaitParameters();
-      if (c.channels_last) batch.inputs = batch.inputs.contiguous(at::MemoryFormat::ChannelsLast);
-      AutocastScope autocast(device, amp);
-      loss = loss_fn_(model_->forward(batch.inputs), batch.targets);
-    }
-    step_input.loss_sum += loss.item<double>();
-    step_input.stop_requested = stopRequested();
-    strategy_.beforeBackward(step_input, micro);
-    if (amp == Amp::kFp16) {
-      (loss * loss_scale_.scale()).backward();
-    } else {
-      loss.backward();
-    }
-    if (c.debug_step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(c.debug_step_delay_ms));
-    // Waiting for the last step's parameters is communication, not compute.
-    const SyncTimes awaited = takeParameterWaits();
-    breakdown_.add(obs::Phase::kForwardBackward, std::max(0.0, phase.lap() - awaited.exposed_comm - awaited.update));
-    breakdown_.add(obs::Phase::kExposedComm, awaited.exposed_comm);
-    breakdown_.add(obs::Phase::kUpdate, awaited.update);
-    spanTo(emulated_ ? "forward+backward (emulated)" : "forward+backward",
-           {{"awaited_parameters_ms", awaited.exposed_comm * 1e3}});
-  }
-
-  AgreedStep agreed = strategy_.synchronizeGradients(*model_, step_input);
-  spanTo("synchronize", {{"exposed_comm_ms", agreed.times.exposed_comm * 1e3},
-                         {"wait_workers_ms", agreed.times.wait_workers * 1e3}});
-  breakdown_.add(obs::Phase::kExposedComm, agreed.times.exposed_comm);
-  breakdown_.add(obs::Phase::kWaitWorkers, agreed.times.wait_workers);
-  phase.lap();
-  if (!policy_.worker_applies_updates) {
-    breakdown_.add(obs::Phase::kUpdate, agreed.times.update);
-  } else {
-    // fp16: every worker checks the same averaged gradients, so all of
-    // them skip an overflowing step together.
-    const bool apply = amp != Amp::kFp16 || loss_scale_.update(unscaleGradients(parameters_, loss_scale_.scale()));
-    if (apply) fusedOptimizerStep(*optimizer_, c.optimizer, lr);
-    breakdown_.add(obs::Phase::kUpdate, phase.lap());
-  }
-  spanTo("update");
-  const SyncTimes after = strategy_.afterUpdate(*model_, agreed);
-  breakdown_.add(obs::Phase::kExposedComm, after.exposed_comm);
-  breakdown_.add(obs::Phase::kWaitWorkers, after.wait_workers);
-  breakdown_.add(obs::Phase::kUpdate, after.update);
-  if (after.exposed_comm + after.wait_workers + after.update > 0) spanTo("outer update");
-  breakdown_.endStep();
-  const int64_t before = done_;
-  done_ = agreed.global_step >= 0 ? agreed.global_step : done_ + 1;
-  start_.finished_steps = done_;  // how far a failed start got (train --restart-wait)
-  if (++local_steps_ == kWarmupSteps) faults_after_warmup_ = minorFaults();
-  budget_spent_ = policy_.shares_job_steps && agreed.finished;
-  if (timeline_) timeline_->span(fmt::format("step {}", done_), obs::Lane::kLoop, step_start_us, obs::Timeline::nowUs());
+  const LocalStep local = computeGradients(timer, cadence_->checkpointRequested(done_, policy_.shares_job_steps));
+  AgreedStep agreed = strategy_.synchronizeGradients(*model_, local);
+  timer.span("synchronize", {{"exposed_comm_ms", agreed.times.exposed_comm * 1e3},
+                             {"wait_workers_ms", agreed.times.wait_workers * 1e3}});
+  timer.add(obs::Phase::kExposedComm, agreed.times.exposed_comm);
+  timer.add(obs::Phase::kWaitWorkers, agreed.times.wait_workers);
+  timer.lap();
+  applyUpdate(timer, agreed, lr);
+  const int64_t before = advance(agreed);
+  timer.spanStep(done_);
   if (agreed.stop && done_ < total_steps_ && !budget_spent_) {
     stop_agreed_ = true;
     progress_->message(fmt::format("stop requested: ending after step {} with a checkpoint", done_));
@@ -404,10 +339,83 @@ void TrainingRun::step() {
   ++local_;
 }
 
+LocalStep TrainingRun::computeGradients(StepTimer& timer, bool checkpoint_requested) {
+  const TrainConfig& c = c_;
+  const torch::Device& device = placement_.device.device;
+  const Amp amp = placement_.amp;
+  // Unset, not zeroed: backward then hands over fresh gradient tensors
+  // instead of adding into buffers a strategy may still be reading.
+  for (auto& p : parameters_) p.mutable_grad().reset();
+  LocalStep local;
+  local.micro_steps = static_cast<int>(c.accumulate);
+  local.checkpoint_requested = checkpoint_requested;
+  for (int micro = 0; micro < local.micro_steps; ++micro) {
+    data::Batch batch = feeder_->next();
+    timer.add(obs::Phase::kInputWait, timer.lap());
+    timer.span("input wait");
+    // Priority scheduling: an emulated layer or a built-in model's stage
+    // waits for its own weights; a TorchScript forward for all of them.
+    torch::Tensor loss;
+    if (emulated_) {
+      loss = emulated_->forward([&](size_t count) { awaitParameters(count); }, timer.timeline());
+    } else {
+      if (!model_->gatesStages()) awaitParameters();
+      if (c.channels_last) batch.inputs = batch.inputs.contiguous(at::MemoryFormat::ChannelsLast);
+      AutocastScope autocast(device, amp);
+      loss = loss_fn_(model_->forward(batch.inputs), batch.targets);
+    }
+    local.loss_sum += loss.item<double>();
+    local.stop_requested = stopRequested();
+    strategy_.beforeBackward(local, micro);
+    if (amp == Amp::kFp16) {
+      (loss * loss_scale_.scale()).backward();
+    } else {
+      loss.backward();
+    }
+    if (c.debug_step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(c.debug_step_delay_ms));
+    // Waiting for the last step's parameters is communication, not compute.
+    const SyncTimes awaited = takeParameterWaits();
+    timer.add(obs::Phase::kForwardBackward, std::max(0.0, timer.lap() - awaited.exposed_comm - awaited.update));
+    timer.add(obs::Phase::kExposedComm, awaited.exposed_comm);
+    timer.add(obs::Phase::kUpdate, awaited.update);
+    timer.span(emulated_ ? "forward+backward (emulated)" : "forward+backward",
+               {{"awaited_parameters_ms", awaited.exposed_comm * 1e3}});
+  }
+  return local;
+}
+
+void TrainingRun::applyUpdate(StepTimer& timer, AgreedStep& agreed, double lr) {
+  if (!policy_.worker_applies_updates) {
+    timer.add(obs::Phase::kUpdate, agreed.times.update);
+  } else {
+    // fp16: every worker checks the same averaged gradients, so all of
+    // them skip an overflowing step together.
+    const bool apply =
+        placement_.amp != Amp::kFp16 || loss_scale_.update(unscaleGradients(parameters_, loss_scale_.scale()));
+    if (apply) fusedOptimizerStep(*optimizer_, c_.optimizer, lr);
+    timer.add(obs::Phase::kUpdate, timer.lap());
+  }
+  timer.span("update");
+  const SyncTimes after = strategy_.afterUpdate(*model_, agreed);
+  timer.add(obs::Phase::kExposedComm, after.exposed_comm);
+  timer.add(obs::Phase::kWaitWorkers, after.wait_workers);
+  timer.add(obs::Phase::kUpdate, after.update);
+  if (after.exposed_comm + after.wait_workers + after.update > 0) timer.span("outer update");
+  breakdown_.endStep();
+}
+
+int64_t TrainingRun::advance(const AgreedStep& agreed) {
+  const int64_t before = done_;
+  done_ = agreed.global_step >= 0 ? agreed.global_step : done_ + 1;
+  start_.finished_steps = done_;  // how far a failed start got (train --restart-wait)
+  if (++local_steps_ == kWarmupSteps) faults_after_warmup_ = minorFaults();
+  budget_spent_ = policy_.shares_job_steps && agreed.finished;
+  return before;
+}
+
 void TrainingRun::afterStep(int64_t before, double lr, const AgreedStep& agreed, double step_seconds) {
   const TrainConfig& c = c_;
-  const double step_loss = agreed.loss;
-  interval_.loss_sum += step_loss;
+  interval_.loss_sum += agreed.loss;
   ++interval_.steps;
   interval_.global_steps += done_ - before;
   const int64_t epoch = (done_ - 1) / steps_per_epoch_;
@@ -423,7 +431,9 @@ void TrainingRun::afterStep(int64_t before, double lr, const AgreedStep& agreed,
                             : 0;
   const double interval_loss = interval_.loss_sum / static_cast<double>(interval_.steps);
   const bool last = done_ >= total_steps_ || stop_agreed_ || budget_spent_;
-  if (crossed(before, done_, c.log_every_steps) || last) {
+  const DueAfterStep due =
+      cadence_->after({before, done_, last, agreed.replicas_agree, agreed.checkpoint, train_seconds_});
+  if (due.log) {
     writer_->append({{"type", "train"}, {"step", done_}, {"worker_step", local_steps_}, {"epoch", epoch},
                      {"loss", interval_loss}, {"lr", lr},
                      {"samples_per_sec", samples_per_sec}, {"step_breakdown", breakdown_.toJson()}});
@@ -431,22 +441,10 @@ void TrainingRun::afterStep(int64_t before, double lr, const AgreedStep& agreed,
     interval_ = IntervalStats{};
   }
   progress_->update({done_, epoch, interval_loss, samples_per_sec, lr, worker_samples_per_sec});
-
-  const bool eval_due = c.eval_every_steps > 0 ? crossed(before, done_, c.eval_every_steps)
-                                               : crossed(before, done_, steps_per_epoch_);
   // Only a model every worker holds is evaluated or saved.
-  eval_wanted_ = eval_wanted_ || eval_due;
-  if (chief_ && eval_wanted_ && agreed.replicas_agree && !last) evaluateAt(done_);
-  if (agreed.replicas_agree) eval_wanted_ = false;
-  if (ReplicaCheck* check = strategy_.replicaCheck(); check && crossed(before, done_, c.distributed.verify_replicas_every)) {
-    check->verifyReplicas(*model_, done_);
-  }
-  const bool step_due = crossed(before, done_, c.checkpoint_every_steps);
-  const bool time_due = c.checkpoint_secs > 0 && train_seconds_ - last_checkpoint_at_ >= c.checkpoint_secs;
-  checkpoint_wanted_ = checkpoint_wanted_ || ((step_due || time_due) && chief_);
-  const bool save_now = policy_.checkpoints_by_agreement ? agreed.checkpoint : agreed.replicas_agree;
-  if (save_now && checkpoint_wanted_ && chief_ && !last) saveAt(/*periodic=*/true, done_);
-  if (save_now) checkpoint_wanted_ = false;
+  if (due.evaluate) evaluateAt(done_);
+  if (ReplicaCheck* check = strategy_.replicaCheck(); check && due.verify_replicas) check->verifyReplicas(*model_, done_);
+  if (due.checkpoint) saveAt(/*periodic=*/true, done_);
 }
 
 void TrainingRun::end() {

@@ -31,6 +31,8 @@
 #include "train/lr_schedule.hpp"
 #include "train/run_placement.hpp"
 #include "train/runtime_info.hpp"
+#include "train/step_cadence.hpp"
+#include "train/step_timer.hpp"
 #include "train/strategy.hpp"
 #include "train/trainer.hpp"
 
@@ -70,7 +72,14 @@ class TrainingRun {
   void evaluateAt(int64_t done_steps);
   void saveAt(bool periodic, int64_t done_steps);
   bool stopRequested() const { return stop_ != nullptr && stop_->load(); }
-  // The step's cadences after its update: log, eval, replica check, checkpoint.
+  // A step's phases, in order. Forward and backward of each micro-batch;
+  // the strategy's hooks take the gradients meanwhile.
+  LocalStep computeGradients(StepTimer& timer, bool checkpoint_requested);
+  // The worker's own update, if it applies one, then the strategy's.
+  void applyUpdate(StepTimer& timer, AgreedStep& agreed, double lr);
+  // Counts the step; returns the job's step before it.
+  int64_t advance(const AgreedStep& agreed);
+  // The cadences that fell due: log, eval, replica check, checkpoint.
   void afterStep(int64_t before, double lr, const AgreedStep& agreed, double step_seconds);
 
   // Setup.
@@ -102,10 +111,7 @@ class TrainingRun {
   bool nothing_to_do_ = false;
   LossScale loss_scale_;  // fp16 only
   bool gated_ = false;    // the model's stages wait for the strategy's parameters
-  // Due, and waiting for a step after which the replicas agree (DiLoCo's
-  // round ends); with policy_.checkpoints_by_agreement for every worker's.
-  bool eval_wanted_ = false;
-  bool checkpoint_wanted_ = false;
+  std::optional<StepCadence> cadence_;  // log, eval, replica check, checkpoint
   RemoteParameters* remote_ = nullptr;  // the strategy's, when its parameters live on servers (from join)
   GatedParameters* arriving_ = nullptr;  // the strategy's, when they arrive behind the next forward (from join)
   // Parameters that live in the model are always there: these wait only for arriving ones.
@@ -140,7 +146,6 @@ class TrainingRun {
   double train_seconds_ = 0;
   double final_loss_ = 0;  // mean loss of the last logged interval
   EvalResult last_eval_;
-  double last_checkpoint_at_ = 0;  // train_seconds_ at the last checkpoint
   // The job's global step: the loop's own count, or what ps 0 reports when
   // steps are shared. Cadences fire when it crosses them.
   int64_t done_ = 0;
