@@ -10,12 +10,15 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "api/ps_optimizer.hpp"
 #include "core/error.hpp"
+#include "cluster/host_aggregation.hpp"
 #include "core/training_mode.hpp"
+#include "core/wire_dtype.hpp"
 #include "train/option_keywords.hpp"
 #include "tandem/tandem.hpp"
 
@@ -63,7 +66,7 @@ py::object pythonValue(const nlohmann::json& value) {
   py::list items;
   if (value.is_array()) {
     for (const auto& item : value) items.append(pythonValue(item));
-    return std::move(items);
+    return items;
   }
   return py::str(value.dump());
 }
@@ -82,6 +85,12 @@ class ParameterHolder : public torch::nn::Module {
   }
 };
 
+// A keyword's wire dtype by name; "": init()'s.
+std::optional<tandem::WireDtype> wireDtypeOrInit(const std::string& name) {
+  if (name.empty()) return std::nullopt;
+  return tandem::parseWireDtype(name, "wire_dtype");
+}
+
 // GradientAverager over a Python model's named parameters.
 class PyGradientAverager {
  public:
@@ -89,7 +98,7 @@ class PyGradientAverager {
                      double predivide, const std::string& wire_dtype, double bucket_mb)
       : holder_(std::make_shared<ParameterHolder>(named)),
         averager_(*holder_, tandem::AveragerOptions{passes, sum ? tandem::ReduceOp::Sum : tandem::ReduceOp::Average,
-                                                    predivide, wire_dtype, bucket_mb}) {}
+                                                    predivide, wireDtypeOrInit(wire_dtype), bucket_mb}) {}
   void synchronize() {
     py::gil_scoped_release release;
     averager_.synchronize();
@@ -193,14 +202,23 @@ PYBIND11_MODULE(_C, m) {
       "init",
       [](double rendezvous_timeout_s, double peer_timeout_s, double bucket_mb, std::string wire_dtype,
          bool error_feedback, std::string hierarchical, std::string secret_file, bool insecure) {
+        const tandem::InitOptions options{
+            rendezvous_timeout_s,
+            peer_timeout_s,
+            bucket_mb,
+            tandem::parseWireDtype(wire_dtype, "tandem.torch.init: wire_dtype"),
+            error_feedback,
+            tandem::parseEnum(tandem::cluster::kHostAggregationNames, hierarchical, "tandem.torch.init: hierarchical"),
+            std::move(secret_file),
+            insecure};
         py::gil_scoped_release release;
-        tandem::init({rendezvous_timeout_s, peer_timeout_s, bucket_mb, std::move(wire_dtype), error_feedback,
-                      std::move(hierarchical), std::move(secret_file), insecure});
+        tandem::init(options);
       },
       py::arg("rendezvous_timeout_s") = init_defaults.rendezvous_timeout_s,
       py::arg("peer_timeout_s") = init_defaults.peer_timeout_s, py::arg("bucket_mb") = init_defaults.bucket_mb,
-      py::arg("wire_dtype") = init_defaults.wire_dtype, py::arg("error_feedback") = init_defaults.error_feedback,
-      py::arg("hierarchical") = init_defaults.hierarchical, py::arg("secret_file") = init_defaults.secret_file,
+      py::arg("wire_dtype") = tandem::wireDtypeName(init_defaults.wire_dtype),
+      py::arg("error_feedback") = init_defaults.error_feedback,
+      py::arg("hierarchical") = std::string(tandem::enumName(tandem::cluster::kHostAggregationNames, init_defaults.hierarchical)), py::arg("secret_file") = init_defaults.secret_file,
       py::arg("insecure") = init_defaults.insecure);
   m.def("shutdown", [] {
     py::gil_scoped_release release;

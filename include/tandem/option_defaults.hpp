@@ -11,7 +11,8 @@ namespace tandem {
 // (ps_chunk_mb, local_steps, wire_dtype, ...), as `tandem train --help`
 // shows it. Throws std::logic_error for a keyword no option has or a type
 // its value is not: a bug in the caller, not input. Thread-safe.
-// Instantiated for bool, int, int64_t, uint64_t, double, std::string and Mode.
+// Instantiated for bool, int, int64_t, uint64_t, double, std::string, Mode,
+// WireDtype and HostAggregation.
 template <class T>
 T option_default(std::string_view keyword);
 

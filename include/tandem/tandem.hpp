@@ -14,12 +14,15 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "tandem/collectives.hpp"
+#include "tandem/host_aggregation.hpp"
 #include "tandem/mode.hpp"
 #include "tandem/option_defaults.hpp"
+#include "tandem/wire_dtype.hpp"
 
 namespace tandem {
 
@@ -33,15 +36,16 @@ struct InitOptions {
   // DistributedOptimizer's gradient bucket cap in MiB; 0: sized from the
   // model, about 16 buckets of 0.25-4 MiB (as `tandem train` does).
   double bucket_mb = option_default<double>("bucket_mb");
-  // How DistributedOptimizer's gradient buckets and PS chunks travel: "fp32",
-  // "fp16" or "bf16" (half the bytes; weights and optimizer state stay
-  // float32). error_feedback carries each value's rounding into its next send.
-  std::string wire_dtype = option_default<std::string>("wire_dtype");
+  // How DistributedOptimizer's gradient buckets and PS chunks travel:
+  // float32, or fp16 or bf16 (half the bytes; weights and optimizer state
+  // stay float32). error_feedback carries each value's rounding into its
+  // next send.
+  WireDtype wire_dtype = option_default<WireDtype>("wire_dtype");
   bool error_feedback = option_default<bool>("error_feedback");
-  // "auto": when the job spans hosts and a host runs several workers, sums
+  // kAuto: when the job spans hosts and a host runs several workers, sums
   // go over each host's loopback first (`tandem train --hierarchical`);
-  // "off": every worker sends its own.
-  std::string hierarchical = option_default<std::string>("hierarchical");
+  // kOff: every worker sends its own.
+  HostAggregation hierarchical = option_default<HostAggregation>("hierarchical");
   // Who may reach the job's servers (docs/security.md): the secret in this
   // file (`tandem secret new FILE`); empty: $TANDEM_SECRET_FILE, else the
   // user's ~/.config/tandem/job-secret. insecure lets anyone in.
@@ -81,8 +85,8 @@ struct AveragerOptions {
   // size()/f after it (Horovod's).
   ReduceOp op = ReduceOp::Average;
   double gradient_predivide_factor = 1.0;
-  std::string wire_dtype;  // empty: InitOptions::wire_dtype
-  double bucket_mb = -1;   // negative: InitOptions::bucket_mb
+  std::optional<WireDtype> wire_dtype;  // unset: InitOptions::wire_dtype
+  double bucket_mb = -1;                // negative: InitOptions::bucket_mb
 };
 
 class GradientAverager {

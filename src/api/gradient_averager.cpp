@@ -77,8 +77,7 @@ GradientAverager::GradientAverager(torch::nn::Module& module, const AveragerOpti
   if (job.size() > 1) {
     const uint64_t layout = parameterLayout(module);
     api::requireAgreement(job, layout, "parameter names or shapes");
-    const std::string wire_name = options.wire_dtype.empty() ? job.options.wire_dtype : options.wire_dtype;
-    const WireDtype wire = parseWireDtype(wire_name, "wire_dtype");
+    const WireDtype wire = options.wire_dtype.value_or(job.options.wire_dtype);
     const bool feedback = job.options.error_feedback && wire != WireDtype::kFloat32;
     const size_t cap = train::bucketCapBytes(module, options.bucket_mb >= 0 ? options.bucket_mb : job.options.bucket_mb);
     // Averages divide before the sum (by the workers, or by the predivide

@@ -126,7 +126,7 @@ PsOptimizer::PsOptimizer(torch::nn::Module& module, const PsOptimizerOptions& op
   auto& d = config.distributed;
   d.ps_mode = options.mode == Mode::PsAsync ? Mode::PsAsync : Mode::PsSync;
   d.staleness = options.mode == Mode::Ssp ? options.staleness : -1;
-  d.wire_dtype = parseWireDtype(job.options.wire_dtype, "tandem::init: wire_dtype");
+  d.wire_dtype = job.options.wire_dtype;
   d.error_feedback = job.options.error_feedback;
   d.peer_timeout_s = job.options.peer_timeout_s;
   d.rendezvous_timeout_s = job.options.rendezvous_timeout_s;

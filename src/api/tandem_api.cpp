@@ -83,9 +83,7 @@ void init(const InitOptions& options) {
   if (!(options.rendezvous_timeout_s > 0) || !(options.peer_timeout_s > 0) || !(options.bucket_mb >= 0)) {
     throw InputError("tandem::init: timeouts must be positive and bucket_mb must not be negative");
   }
-  const cluster::HostAggregation hierarchical =
-      parseEnum(cluster::kHostAggregationNames, options.hierarchical, "tandem::init: hierarchical");
-  if (parseWireDtype(options.wire_dtype, "tandem::init: wire_dtype") == WireDtype::kFloat32 && options.error_feedback) {
+  if (options.wire_dtype == WireDtype::kFloat32 && options.error_feedback) {
     throw InputError("tandem::init: error_feedback needs wire_dtype fp16 or bf16");
   }
   auto job = std::make_unique<Job>();
@@ -119,7 +117,7 @@ void init(const InitOptions& options) {
     comm.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.peer_timeout_s * 1000));
     if (spec.num_workers > 1) {
       job->gloo_store = std::make_unique<cluster::PrefixStore>("gloo", *job->join.store);
-      const auto groups = cluster::hostGroupsFor(spec, hierarchical, *job->join.store, comm.local_host,
+      const auto groups = cluster::hostGroupsFor(spec, options.hierarchical, *job->join.store, comm.local_host,
                                                  Deadline::afterSeconds(options.rendezvous_timeout_s));
       job->comm = collective::connectByHost(*job->gloo_store, comm, groups);
       job->comm_thread = std::make_unique<collective::CommThread>();

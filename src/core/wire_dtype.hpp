@@ -14,10 +14,9 @@
 #include <string_view>
 
 #include "core/enum_names.hpp"
+#include "tandem/wire_dtype.hpp"
 
 namespace tandem {
-
-enum class WireDtype { kFloat32, kFloat16, kBfloat16 };
 
 inline constexpr EnumNames<WireDtype, 3> kWireDtypeNames = {
     {{WireDtype::kFloat32, "fp32"}, {WireDtype::kFloat16, "fp16"}, {WireDtype::kBfloat16, "bf16"}}};

@@ -118,5 +118,7 @@ template uint64_t option_default<uint64_t>(std::string_view);
 template double option_default<double>(std::string_view);
 template std::string option_default<std::string>(std::string_view);
 template Mode option_default<Mode>(std::string_view);
+template WireDtype option_default<WireDtype>(std::string_view);
+template HostAggregation option_default<HostAggregation>(std::string_view);
 
 }  // namespace tandem

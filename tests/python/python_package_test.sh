@@ -149,6 +149,15 @@ try:
     raise SystemExit("rank() before init() did not raise")
 except RuntimeError as e:
     assert "init()" in str(e), e
+# init()'s settings are typed in C++: a bad name is refused before anything joins.
+for kwargs, says in (({"wire_dtype": "fp64"}, "tandem.torch.init: wire_dtype fp64: expected fp32, fp16 or bf16"),
+                     ({"hierarchical": "maybe"}, "tandem.torch.init: hierarchical: expected auto or off, got 'maybe'")):
+    try:
+        td.init(**kwargs)
+        raise SystemExit(f"init({kwargs}) did not raise")
+    except ValueError as e:
+        assert says in str(e), e
+    assert not td.is_initialized()
 td.init()
 def refused(says, **kwargs):
     try:
