@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "net/frame.hpp"
+#include "net/frame_header.hpp"
 #include "net/shared_arena.hpp"
 #include "core/push_format.hpp"
 #include "core/training_mode.hpp"
