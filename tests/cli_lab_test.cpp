@@ -30,8 +30,9 @@ std::string writeProfile(const TempDir& dir) {
 
 // The namespaces of the lab run by `pid` (tests may run side by side).
 size_t namespacesOf(pid_t pid) {
+  static const lab::AdminTools tools = lab::findAdminTools(captureEnvironment());
   size_t n = 0;
-  for (const auto& name : lab::labNamespaces()) n += name.rfind("tandem-lab-" + std::to_string(pid) + "-", 0) == 0;
+  for (const auto& name : lab::labNamespaces(tools)) n += name.rfind("tandem-lab-" + std::to_string(pid) + "-", 0) == 0;
   return n;
 }
 

@@ -207,7 +207,7 @@ TEST(CliBlas, NamesLibTorchItsCudaBuildAndItsOwnBlasWithoutAFalseWarning) {
   auto run = runTandem("train " + testing::syntheticTrainArgs("mlp", 16, dir.str("run"), "--max-steps 1"));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const auto summary = nlohmann::json::parse(readFile(dir.path() / "run" / "summary.json"));
-  const auto runtime = train::runtimeInfo();
+  const auto runtime = train::runtimeInfo(captureEnvironment());
   EXPECT_EQ(summary["libtorch"], runtime.libtorch);
   if (runtime.cuda_build.empty()) {
     EXPECT_TRUE(summary["cuda"].is_null()) << summary["cuda"];

@@ -16,21 +16,21 @@ namespace {
 
 using namespace std::chrono_literals;
 
-TEST(JobContext, ReadsItsStartFromTheEnvironmentOnceAndHasNoSecurityUntilGivenOne) {
-  ::setenv("TANDEM_RESTART", "replaces=abc;until_ms=0;restarts=2", 1);
-  JobContext restarted;
-  ::unsetenv("TANDEM_RESTART");
+TEST(JobContext, ReadsItsStartFromItsEnvironmentAndHasNoSecurityUntilGivenOne) {
+  Environment env{{"TANDEM_RESTART", "replaces=abc;until_ms=0;restarts=2"}};
+  const JobContext restarted(env);
+  env.clear();
   EXPECT_EQ(restarted.start().replaces, 0xabcu);
   EXPECT_EQ(restarted.start().restarts, 2);
-  JobContext first;  // read after the variable went: a first start
+  EXPECT_EQ(lookupVariable(restarted.environment(), "TANDEM_RESTART"), "replaces=abc;until_ms=0;restarts=2");
+  JobContext first(env);  // no variable: a first start
   EXPECT_EQ(first.start().replaces, 0u);
-  EXPECT_EQ(restarted.start().replaces, 0xabcu) << "one context's start changed with the environment";
+  EXPECT_EQ(first.start().restarts, 0);
   EXPECT_THROW(first.security(), Error) << "sockets were offered a security nobody resolved";
   first.setSecurity(net::JobSecurity::insecure());
   EXPECT_FALSE(first.security().secure());
-  ::setenv("TANDEM_RESTART", "replaces=zz", 1);
-  testing::expectInputError([] { JobContext bad; }, {"TANDEM_RESTART"});
-  ::unsetenv("TANDEM_RESTART");
+  testing::expectInputError([] { JobContext bad(Environment{{"TANDEM_RESTART", "replaces=zz"}}); },
+                            {"TANDEM_RESTART"});
 }
 
 // Two jobs in one process, each with its own secret: each coordinator

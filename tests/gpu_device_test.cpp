@@ -19,7 +19,7 @@ using testing::numberOf;
 // The device worker 0 of this host takes under --device auto; a test that
 // needs a GPU skips, saying why, where that is the CPU.
 #define TANDEM_NEED_GPU(name)                                                   \
-  const TrainingDevice name##_choice = chooseTrainingDevice("auto", {});        \
+  const TrainingDevice name##_choice = chooseTrainingDevice("auto", {}, captureEnvironment());        \
   if (!name##_choice.device.is_cuda()) GTEST_SKIP() << "no GPU here: " << name##_choice.reason; \
   const torch::Device name = name##_choice.device
 
@@ -47,9 +47,9 @@ TEST(GpuDeviceTest, EachLocalRankGetsItsOwnGpuAndTooManyAreRefused) {
   EXPECT_EQ(first.index(), 0);
   const int visible = static_cast<int>(torch::cuda::device_count());
   for (int rank = 0; rank < visible; ++rank) {
-    EXPECT_EQ(chooseTrainingDevice("cuda", {rank, visible, "test"}).device.index(), rank);
+    EXPECT_EQ(chooseTrainingDevice("cuda", {rank, visible, "test"}, captureEnvironment()).device.index(), rank);
   }
-  EXPECT_THROW(chooseTrainingDevice("cuda", {visible, visible + 1, "test"}), InputError);
+  EXPECT_THROW(chooseTrainingDevice("cuda", {visible, visible + 1, "test"}, captureEnvironment()), InputError);
 }
 
 TEST(GpuDeviceTest, OptimizerStateMovesToTheGpuAndStepsThere) {

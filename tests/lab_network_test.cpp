@@ -19,6 +19,11 @@
 namespace tandem::lab {
 namespace {
 
+const AdminTools& tools() {
+  static const AdminTools found = findAdminTools(captureEnvironment());
+  return found;
+}
+
 // Moves the calling thread into the host's network namespace.
 void enter(const VirtualNetwork& net, int host) {
   const int fd = ::open(("/run/netns/" + net.namespaceName(host)).c_str(), O_RDONLY | O_CLOEXEC);
@@ -40,14 +45,14 @@ TEST(LabNetwork, ShapesEachLinkCountsItsBytesAndLeavesNothingBehind) {
   const std::string id = "t" + std::to_string(::getpid() % 100000);
   auto mine = [&id] {
     size_t n = 0;
-    for (const auto& name : labNamespaces()) n += name.rfind("tandem-lab-" + id + "-", 0) == 0;
+    for (const auto& name : labNamespaces(tools())) n += name.rfind("tandem-lab-" + id + "-", 0) == 0;
     return n;
   };
   constexpr size_t kBytes = 3'000'000;
   double seconds = 0;
   size_t received = 0;
   {
-    VirtualNetwork net(2, {100e6}, id);
+    VirtualNetwork net(2, {100e6}, tools(), id);
     EXPECT_EQ(mine(), 2u);
     const auto start = net.counters();
     std::thread server([&] {
@@ -105,7 +110,7 @@ TEST(LabNetwork, ShapesEachLinkCountsItsBytesAndLeavesNothingBehind) {
 TEST(LabNetwork, EachLinkQueuesAsLongAsTheShapeSays) {
   if (!missingLabPrivileges().empty()) GTEST_SKIP() << missingLabPrivileges();
   const std::string id = "q" + std::to_string(::getpid() % 100000);
-  VirtualNetwork net(1, {.bits_per_s = 20e6, .queue_s = 0.35}, id);
+  VirtualNetwork net(1, {.bits_per_s = 20e6, .queue_s = 0.35}, tools(), id);
   const auto show = [](const std::string& command) {
     std::string out;
     FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
@@ -119,7 +124,7 @@ TEST(LabNetwork, EachLinkQueuesAsLongAsTheShapeSays) {
   EXPECT_NE(up.find("lat 350ms"), std::string::npos) << up;
   const std::string down = show("tc qdisc show dev tl" + id + "h0");
   EXPECT_NE(down.find("lat 350ms"), std::string::npos) << down;
-  EXPECT_THROW(VirtualNetwork(1, {.bits_per_s = 20e6, .queue_s = 0}, id + "z"), InputError);
+  EXPECT_THROW(VirtualNetwork(1, {.bits_per_s = 20e6, .queue_s = 0}, tools(), id + "z"), InputError);
 }
 
 // A burst beyond a link's queue is dropped at the sender's end, and the lab
@@ -127,7 +132,7 @@ TEST(LabNetwork, EachLinkQueuesAsLongAsTheShapeSays) {
 TEST(LabNetwork, PacketsBeyondTheQueueAreCountedAsDrops) {
   if (!missingLabPrivileges().empty()) GTEST_SKIP() << missingLabPrivileges();
   const std::string id = "d" + std::to_string(::getpid() % 100000);
-  VirtualNetwork net(2, {.bits_per_s = 1e6, .queue_s = 0.01}, id);
+  VirtualNetwork net(2, {.bits_per_s = 1e6, .queue_s = 0.01}, tools(), id);
   for (const auto& d : net.droppedPackets()) {
     EXPECT_EQ(d.sent_packets, 0u);
     EXPECT_EQ(d.received_packets, 0u);
@@ -160,11 +165,11 @@ TEST(LabNetwork, StaleLabsOfADeadOwnerAreRemoved) {
   // Never destroyed, as if its owner were killed; held by a static so that
   // LeakSanitizer knows it is meant.
   [[maybe_unused]] static VirtualNetwork* leaked = nullptr;
-  leaked = new VirtualNetwork(1, {1e9}, std::to_string(child));
-  const auto names = labNamespaces();
+  leaked = new VirtualNetwork(1, {1e9}, tools(), std::to_string(child));
+  const auto names = labNamespaces(tools());
   ASSERT_NE(std::find(names.begin(), names.end(), "tandem-lab-" + std::to_string(child) + "-h0"), names.end());
-  EXPECT_GE(removeStaleLabs(), 1);
-  const auto after = labNamespaces();
+  EXPECT_GE(removeStaleLabs(tools()), 1);
+  const auto after = labNamespaces(tools());
   EXPECT_EQ(std::find(after.begin(), after.end(), "tandem-lab-" + std::to_string(child) + "-h0"), after.end());
 }
 

@@ -98,7 +98,7 @@ TEST(ChildExitTest, Describe) {
 }
 
 TEST(ProcessGroupTest, NoChildrenIsOk) {
-  ProcessGroup group(true);
+  ProcessGroup group(captureEnvironment(), true);
   GroupResult result = group.wait(100ms);
   EXPECT_TRUE(result.ok);
   EXPECT_TRUE(result.exits.empty());
@@ -106,7 +106,7 @@ TEST(ProcessGroupTest, NoChildrenIsOk) {
 
 TEST(ProcessGroupTest, AllSucceed) {
   CapturedOutput out;
-  ProcessGroup group(true, out.fd());
+  ProcessGroup group(captureEnvironment(), true, out.fd());
   group.start(sh("worker 0", "exit 0"));
   group.start(sh("worker 1", "sleep 0.1; exit 0"));
   GroupResult result = group.wait(1s);
@@ -123,14 +123,14 @@ TEST(ProcessGroupTest, AllSucceed) {
 }
 
 TEST(ProcessGroupTest, UnprefixedChildrenInheritOutput) {
-  ProcessGroup group(false);
+  ProcessGroup group(captureEnvironment(), false);
   group.start(sh("worker 0", "exit 0"));
   EXPECT_TRUE(group.wait(1s).ok);
 }
 
 TEST(ProcessGroupTest, FailureTerminatesTheRest) {
   CapturedOutput out;
-  ProcessGroup group(true, out.fd());
+  ProcessGroup group(captureEnvironment(), true, out.fd());
   group.start(sh("worker 0", "exec sleep 30"));
   group.start(sh("worker 1", "sleep 0.2; exit 3"));
   auto start = std::chrono::steady_clock::now();
@@ -154,7 +154,7 @@ TEST(ProcessGroupTest, EscalatesToSigkillAfterGrace) {
   TempDir dir;
   std::string ready = dir.str("ready");
   CapturedOutput out;
-  ProcessGroup group(true, out.fd());
+  ProcessGroup group(captureEnvironment(), true, out.fd());
   // The stubborn child ignores SIGTERM; the failing one waits until it does.
   group.start(sh("stubborn", "trap '' TERM; touch " + ready + "; exec sleep 30"));
   group.start(sh("failing", "while [ ! -f " + ready + " ]; do sleep 0.01; done; exit 1"));
@@ -172,7 +172,7 @@ TEST(ProcessGroupTest, EscalatesToSigkillAfterGrace) {
 
 TEST(ProcessGroupTest, ReportsDeathBySignal) {
   CapturedOutput out;
-  ProcessGroup group(true, out.fd());
+  ProcessGroup group(captureEnvironment(), true, out.fd());
   group.start(sh("worker 2", "kill -9 $$"));
   GroupResult result = group.wait(1s);
   EXPECT_FALSE(result.ok);
@@ -185,7 +185,7 @@ TEST(ProcessGroupTest, ReportsDeathBySignal) {
 
 TEST(ProcessGroupTest, PrefixesLinesWithoutInterleaving) {
   CapturedOutput out;
-  ProcessGroup group(true, out.fd());
+  ProcessGroup group(captureEnvironment(), true, out.fd());
   // Many small writes from two children at once, stdout and stderr mixed, and
   // a last line without a newline.
   std::string script =
@@ -222,14 +222,14 @@ TEST(ProcessGroupTest, PrefixesLinesWithoutInterleaving) {
   EXPECT_NE(text.find("[w1] tail\n"), std::string::npos);
 }
 
-TEST(ProcessGroupTest, ExtraEnvironmentOverridesOurs) {
-  ::setenv("TANDEM_PG_TEST_VAR", "ours", 1);
+TEST(ProcessGroupTest, ChildrenStartWithTheGroupsEnvironmentAndTheirOwn) {
+  Environment ours = captureEnvironment();
+  ours["TANDEM_PG_TEST_VAR"] = "ours";
   CapturedOutput out;
-  ProcessGroup group(true, out.fd());
+  ProcessGroup group(ours, true, out.fd());
   group.start(sh("c", "echo \"$TANDEM_PG_TEST_VAR $TANDEM_PG_NEW\"; env | grep -c '^TANDEM_PG_TEST_VAR='",
                  {{"TANDEM_PG_TEST_VAR", "theirs"}, {"TANDEM_PG_NEW", "new"}}));
   group.start(sh("d", "echo \"$TANDEM_PG_TEST_VAR\""));
-  ::unsetenv("TANDEM_PG_TEST_VAR");
   ASSERT_TRUE(group.wait(1s).ok);
   std::string text = out.text();
   EXPECT_NE(text.find("[c] theirs new\n"), std::string::npos) << text;
@@ -239,7 +239,7 @@ TEST(ProcessGroupTest, ExtraEnvironmentOverridesOurs) {
 
 TEST(ProcessGroupTest, ExecFailureExits127WithMessage) {
   CapturedOutput out;
-  ProcessGroup group(true, out.fd());
+  ProcessGroup group(captureEnvironment(), true, out.fd());
   group.start(ChildSpec{"bad", {"/nonexistent/tandem-prog", "x"}, {}});
   GroupResult result = group.wait(1s);
   EXPECT_FALSE(result.ok);
@@ -251,7 +251,7 @@ TEST(ProcessGroupTest, ExecFailureExits127WithMessage) {
 }
 
 TEST(ProcessGroupTest, EmptyCommandLineThrowsNamingChild) {
-  ProcessGroup group(true);
+  ProcessGroup group(captureEnvironment(), true);
   try {
     group.start(ChildSpec{"worker 4", {}, {}});
     ADD_FAILURE() << "expected Error";
@@ -264,7 +264,7 @@ TEST(ProcessGroupTest, ForwardsStopSignal) {
   TempDir dir;
   std::string ready = dir.str("ready");
   CapturedOutput out;
-  ProcessGroup group(true, out.fd());
+  ProcessGroup group(captureEnvironment(), true, out.fd());
   group.start(sh("worker 0", "trap 'kill $!; exit 7' TERM; sleep 30 & touch " + ready + "; wait"));
   bool sent = false;
   auto start = std::chrono::steady_clock::now();
@@ -283,7 +283,7 @@ TEST(ProcessGroupTest, ForwardsStopSignal) {
 
 TEST(ProcessGroupTest, GrandchildHoldingThePipeDoesNotDelayWait) {
   CapturedOutput out;
-  ProcessGroup group(true, out.fd());
+  ProcessGroup group(captureEnvironment(), true, out.fd());
   // The background sleep keeps the pipe's write end open after sh exits.
   group.start(sh("g", "sleep 3 & echo done"));
   auto start = std::chrono::steady_clock::now();
@@ -299,7 +299,7 @@ TEST(ProcessGroupTest, DestructorKillsAndReaps) {
   CapturedOutput out;
   auto start = std::chrono::steady_clock::now();
   {
-    ProcessGroup group(true, out.fd());
+    ProcessGroup group(captureEnvironment(), true, out.fd());
     group.start(sh("worker 0", "echo $$ > " + pid_file + ".tmp; mv " + pid_file + ".tmp " + pid_file +
                                    "; sleep 2 & exec sleep 30"));
     waitForFile(pid_file);
@@ -313,7 +313,7 @@ TEST(ProcessGroupTest, SignalAllReachesChildren) {
   TempDir dir;
   std::string ready = dir.str("ready");
   CapturedOutput out;
-  ProcessGroup group(true, out.fd());
+  ProcessGroup group(captureEnvironment(), true, out.fd());
   group.start(sh("worker 0", "trap 'exit 5' USR1; touch " + ready + "; while :; do sleep 0.05; done"));
   waitForFile(ready);
   group.signalAll(SIGUSR1);

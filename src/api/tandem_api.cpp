@@ -37,7 +37,7 @@ std::unique_ptr<Job>& current() {
 }
 
 cluster::JobContext& processContext() {
-  static cluster::JobContext context;
+  static cluster::JobContext context(captureEnvironment());  // the APIs' entry point
   return context;
 }
 
@@ -88,7 +88,7 @@ void init(const InitOptions& options) {
   }
   auto job = std::make_unique<Job>();
   job->options = options;
-  const cluster::ProcessSetup process = cluster::setUpProcess({}, 0, cluster::captureEnvironment());
+  const cluster::ProcessSetup process = cluster::setUpProcess({}, 0, api::processContext().environment());
   cluster::requireWorkerTask(process, "tandem::init");
   job->spec = process.spec;
   job->local_size = process.local.count;
@@ -98,7 +98,7 @@ void init(const InitOptions& options) {
 
   // Joined once a job has peers or servers; the communicator links workers.
   if (job->spec && (job->spec->num_workers > 1 || job->spec->numServers() > 0)) {
-    api::processContext().setSecurity(net::resolveJobSecurity(options.secret_file, options.insecure));
+    api::processContext().setSecurity(net::resolveJobSecurity(options.secret_file, options.insecure, api::processContext().environment()));
     const cluster::ClusterSpec& spec = *job->spec;
     train::DistributedConfig config;
     config.rendezvous_timeout_s = options.rendezvous_timeout_s;

@@ -66,7 +66,8 @@ std::string fit(std::shared_ptr<torch::nn::Module> module,
   }
   if (!module || !forward || !loss) throw InputError("tandem::fit: module, forward and loss must all be given");
   train::TrainConfig config = configFrom(options);
-  const cluster::ProcessSetup process = cluster::setUpProcess({}, 0, cluster::captureEnvironment());
+  cluster::JobContext& context = api::processContext();
+  const cluster::ProcessSetup process = cluster::setUpProcess({}, 0, context.environment());
   cluster::requireWorkerTask(process, "tandem::fit");
   const std::optional<cluster::ClusterSpec>& spec = process.spec;
   config.threads = process.threads.threads;
@@ -79,9 +80,8 @@ std::string fit(std::shared_ptr<torch::nn::Module> module,
       std::make_shared<data::TensorDataset>("training data", train_data.inputs, train_data.targets),
       std::make_shared<data::TensorDataset>("test data", test_data.inputs, test_data.targets)};
   parts.loss = std::move(loss);  // the same signature as the trainer's LossFunction
-  cluster::JobContext& context = api::processContext();
-  // The default secret ($TANDEM_SECRET_FILE, else the user's), as init()'s.
-  if (spec) context.setSecurity(net::resolveJobSecurity("", false));
+  // The default secret (TANDEM_SECRET_FILE, else the user's), as init()'s.
+  if (spec) context.setSecurity(net::resolveJobSecurity("", false, context.environment()));
   train::Trainer trainer(config, train::makeStrategy(spec, config, context), context, nullptr, std::move(parts));
   return trainer.run().dump(2);
 }

@@ -37,11 +37,11 @@ std::string humanBytes(size_t bytes) {
   return fmt::format("{}B", bytes);
 }
 
-int runWorker(const AllreduceBenchOptions& o, const std::vector<size_t>& sizes) {
+int runWorker(const AllreduceBenchOptions& o, const std::vector<size_t>& sizes, const Environment& env) {
   cluster::HostPort coordinator = cluster::parseHostPort(o.coordinator, "--coordinator");
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
-  // The user's secret (or $TANDEM_SECRET_FILE), as a job's tasks default to.
-  const net::JobSecurity security = net::resolveJobSecurity("", false);
+  // The user's secret (or TANDEM_SECRET_FILE), as a job's tasks default to.
+  const net::JobSecurity security = net::resolveJobSecurity("", false, env);
   std::unique_ptr<cluster::CoordinatorServer> server;
   if (o.rank == 0) server = std::make_unique<cluster::CoordinatorServer>(coordinator.host, coordinator.port, security);
   cluster::CoordinatorClient store(coordinator, timeout, security);
@@ -84,14 +84,14 @@ int runWorker(const AllreduceBenchOptions& o, const std::vector<size_t>& sizes) 
   return 0;
 }
 
-int runAllreduceBench(const AllreduceBenchOptions& o) {
+int runAllreduceBench(const AllreduceBenchOptions& o, const Environment& env) {
   if (o.workers < 1) throw InputError(fmt::format("--workers: must be >= 1, got {}", o.workers));
   const auto sizes = bench::parseByteSizes(o.sizes);
-  if (o.rank >= 0) return runWorker(o, sizes);
+  if (o.rank >= 0) return runWorker(o, sizes, env);
 
   const double loopback = bench::measureLoopbackTcpGbps();
   const std::string coordinator = cluster::HostPort{o.host, launch::pickFreePort(o.host)}.str();
-  launch::ProcessGroup group(/*prefix_output=*/false);
+  launch::ProcessGroup group(env, /*prefix_output=*/false);
   for (int i = 0; i < o.workers; ++i) {
     launch::ChildSpec child;
     child.name = fmt::format("worker {}", i);
@@ -148,8 +148,8 @@ Command addBenchCommand(CLI::App& app) {
   auto seconds = std::make_shared<double>(2);
   apply->add_option("--mb", *mb, "buffer size in MB (beyond the caches)")->capture_default_str();
   apply->add_option("--seconds", *seconds, "minimum time per kernel")->capture_default_str();
-  return {cmd, [o, allreduce, mb, seconds] {
-    if (allreduce->parsed()) return runAllreduceBench(*o);
+  return {cmd, [o, allreduce, mb, seconds](const Environment& env) {
+    if (allreduce->parsed()) return runAllreduceBench(*o, env);
     return runApplyBench(static_cast<int64_t>(*mb * 1e6 / 4), *seconds);
   }};
 }

@@ -6,11 +6,13 @@
 #include <functional>
 #include <string>
 #include <vector>
+#include "core/environment.hpp"
 #include "train/config.hpp"
 
 namespace tandem::cli {
 
-using Action = std::function<int()>;
+// Runs with the environment main captured: nothing below reads its own.
+using Action = std::function<int(const Environment& env)>;
 
 struct Command {
   CLI::App* app;

@@ -25,7 +25,7 @@ Command addEvalCommand(CLI::App& app) {
   cmd->add_option("--data-dir", opts->data_dir, "override the dataset directory stored in the checkpoint");
   cmd->add_option("--batch-size", opts->batch_size, "evaluation batch size")->capture_default_str();
   cmd->add_option("--threads", opts->threads, "torch threads (0: all cores)")->capture_default_str();
-  return {cmd, [opts] {
+  return {cmd, [opts](const Environment&) {
     if (opts->batch_size <= 0) throw InputError("--batch-size: must be positive");
     if (opts->threads > 0) torch::set_num_threads(opts->threads);
     train::LoadedCheckpoint checkpoint(opts->checkpoint);

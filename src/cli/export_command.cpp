@@ -29,7 +29,7 @@ Command addExportCommand(CLI::App& app) {
                   "auto (torchscript for a TorchScript model, else state_dict), torchscript or state_dict")
       ->capture_default_str();
   cmd->add_option("--data-dir", opts->data_dir, "override the dataset directory stored in the checkpoint");
-  return {cmd, [opts] {
+  return {cmd, [opts](const Environment&) {
     if (opts->format != "auto" && opts->format != "torchscript" && opts->format != "state_dict") {
       throw InputError(
           fmt::format("--format: unknown format '{}' (use auto, torchscript or state_dict)", opts->format));

@@ -103,9 +103,10 @@ void addLinkTracks(const fs::path& timeline, const std::vector<lab::CounterSampl
   }
 }
 
-int runLab(LabOptions o) {
+int runLab(LabOptions o, const Environment& env) {
+  const lab::AdminTools tools = lab::findAdminTools(env);
   if (o.cleanup) {
-    const int removed = lab::removeStaleLabs();
+    const int removed = lab::removeStaleLabs(tools);
     std::fprintf(stderr, "lab: removed %d namespace(s) of labs whose owner is gone\n", removed);
     return 0;
   }
@@ -139,7 +140,7 @@ int runLab(LabOptions o) {
   const lab::Placement placement =
       lab::place({o.hosts, o.workers_per_host, o.ps, o.ps_placement == "dedicated"});
   if (const std::string missing = lab::missingLabPrivileges(); !missing.empty()) throw Error(missing);
-  if (const int stale = lab::removeStaleLabs(); stale > 0) {
+  if (const int stale = lab::removeStaleLabs(tools); stale > 0) {
     std::fprintf(stderr, "lab: removed %d namespace(s) left by a lab whose owner is gone\n", stale);
   }
 
@@ -188,7 +189,7 @@ int runLab(LabOptions o) {
   // The queue holds 50 ms of the emulated link whatever the dilation, so
   // that a dilated run drops what the cluster would (at a fixed 100 ms, 4 x
   // 2 flat PS workers overflowed it at dilation 4 but not at 2).
-  lab::VirtualNetwork network(placement.hosts, {.bits_per_s = lab_bits_per_s, .queue_s = kLabQueueS * o.dilation});
+  lab::VirtualNetwork network(placement.hosts, {.bits_per_s = lab_bits_per_s, .queue_s = kLabQueueS * o.dilation}, tools);
   auto address = [&network](int host) { return network.address(host); };
   const std::string worker_hosts = lab::hostList(placement.workers, address);
   const std::string ps_hosts = lab::hostList(placement.servers, address);
@@ -199,8 +200,8 @@ int runLab(LabOptions o) {
                o.ps > 0 ? ", servers at " : "", ps_hosts.c_str());
 
   launch::JobProgress progress(/*live=*/::isatty(STDOUT_FILENO) == 1);
-  const launch::JobSecretFile secret(o.train_args);
-  launch::ProcessGroup group;
+  const launch::JobSecretFile secret(o.train_args, env);
+  launch::ProcessGroup group(secret.forTasks(env));
   if (job_progress) {
     group.setLineHook([&progress](const std::string& child, std::string_view line) {
       return progress.onLine(child, line);
@@ -364,7 +365,7 @@ Command addLabCommand(CLI::App& app) {
   cmd->add_option("train_args", o->train_args, "after --: arguments for `tandem train`");
   cmd->footer("Example:\n  sudo tandem lab --hosts 2 --link-mbps 100 -- --model resnet20 --dataset synthetic "
               "--synthetic-shape 3x32x32 --emulate-compute my-gpu.json --max-steps 30 --out runs/lab --overwrite");
-  return {cmd, [o] { return runLab(*o); }};
+  return {cmd, [o](const Environment& env) { return runLab(*o, env); }};
 }
 
 }  // namespace tandem::cli

@@ -50,7 +50,7 @@ struct LaunchOptions {
 };
 
 // The executable a program name means, as a shell would find it.
-std::string resolveProgram(const std::string& name) {
+std::string resolveProgram(const std::string& name, const Environment& env) {
   namespace fs = std::filesystem;
   auto runnable = [](const fs::path& p) {
     std::error_code ec;
@@ -60,8 +60,8 @@ std::string resolveProgram(const std::string& name) {
     if (!runnable(name)) throw InputError(fmt::format("launch: program '{}' is not an executable file", name));
     return name;
   }
-  const char* path = std::getenv("PATH");
-  std::string_view dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  const std::string path = variableOr(env, "PATH", "/usr/local/bin:/usr/bin:/bin");
+  std::string_view dirs = path;
   while (!dirs.empty()) {
     const size_t colon = dirs.find(':');
     const fs::path candidate = fs::path(std::string(dirs.substr(0, colon))) / name;
@@ -77,18 +77,19 @@ std::string resolveProgram(const std::string& name) {
 std::vector<std::pair<std::string, std::string>> programEnvironment(const std::vector<std::string>& workers,
                                                                     const std::vector<std::string>& servers,
                                                                     int index, const std::string& host,
-                                                                    int master_port, int threads) {
+                                                                    int master_port, int threads,
+                                                                    const Environment& env) {
   nlohmann::json cluster = {{"worker", workers}};
   if (!servers.empty()) cluster["ps"] = servers;
   const nlohmann::json tf_config = {{"cluster", cluster}, {"task", {{"type", "worker"}, {"index", index}}}};
   const std::string world = std::to_string(workers.size());
-  std::vector<std::pair<std::string, std::string>> env{
+  std::vector<std::pair<std::string, std::string>> vars{
       {"TF_CONFIG", tf_config.dump()},  {"RANK", std::to_string(index)}, {"WORLD_SIZE", world},
       {"LOCAL_RANK", std::to_string(index)}, {"LOCAL_WORLD_SIZE", world}, {"MASTER_ADDR", host},
       {"MASTER_PORT", std::to_string(master_port)}};
   // torchrun's habit too: each local worker gets its share of the cores.
-  if (std::getenv("OMP_NUM_THREADS") == nullptr) env.emplace_back("OMP_NUM_THREADS", std::to_string(threads));
-  return env;
+  if (!env.contains("OMP_NUM_THREADS")) vars.emplace_back("OMP_NUM_THREADS", std::to_string(threads));
+  return vars;
 }
 
 // Async PS training goes on without a dead worker (the servers and the
@@ -124,12 +125,12 @@ void mergeTaskTimelines(const train::TrainConfig& config) {
 
 namespace {
 
-int runLaunch(LaunchOptions o) {
+int runLaunch(LaunchOptions o, const Environment& env) {
   // torchrun habit: `launch ... -- train --model x` names the subcommand again.
   if (!o.train_args.empty() && o.train_args.front() == "train") o.train_args.erase(o.train_args.begin());
   // `launch -- ./trainer ...` runs a program; `-- --model x` and `-- train ...` run `tandem train`.
   const bool program = !o.train_args.empty() && namesProgram(o.train_args.front());
-  const std::string program_path = program ? resolveProgram(o.train_args.front()) : "";
+  const std::string program_path = program ? resolveProgram(o.train_args.front(), env) : "";
   // The tasks' run config, parsed as they will parse it: a bad flag is
   // named once, here, instead of by every task.
   const std::optional<ParsedTrainArgs> train =
@@ -188,7 +189,8 @@ int runLaunch(LaunchOptions o) {
   std::signal(SIGINT, onLaunchSignal);
   std::signal(SIGTERM, onLaunchSignal);
   // One secret for every attempt: a restarted task rejoins the same job.
-  const launch::JobSecretFile secret(o.train_args);
+  const launch::JobSecretFile secret(o.train_args, env);
+  const Environment task_env = secret.forTasks(env);
   const std::string self = launch::selfExecutable();
   const int master_port = program ? ports.back() : 0;
   const std::string out_dir = program ? o.ps_out : train->config.out_dir;
@@ -246,7 +248,7 @@ int runLaunch(LaunchOptions o) {
     const bool first_attempt = restarts == 0;
     const std::vector<std::string> common = commonArguments(train_args);
     {
-      launch::ProcessGroup group;
+      launch::ProcessGroup group(task_env);
       if (job_progress) {
         group.setLineHook([&progress](const std::string& child, std::string_view line) {
           return progress.onLine(child, line);
@@ -260,7 +262,7 @@ int runLaunch(LaunchOptions o) {
           child.argv = train_args;
           child.argv.front() = program_path;
           child.extra_env = programEnvironment(worker_list, ps_list, index, o.host, master_port,
-                                               std::max(1, cores / o.workers));
+                                               std::max(1, cores / o.workers), env);
           group.start(child);
           return;
         }
@@ -360,7 +362,7 @@ Command addLaunchCommand(CLI::App& app) {
               "  tandem launch --ps 1 --workers 4 -- --ps-mode async --out runs/ps\n"
               "  tandem launch --workers 2 -- ./my_trainer --epochs 3      # any program: TF_CONFIG, RANK, "
               "WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT are set");
-  return {cmd, [options] { return runLaunch(*options); }};
+  return {cmd, [options](const Environment& env) { return runLaunch(*options, env); }};
 }
 
 }  // namespace tandem::cli

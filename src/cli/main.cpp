@@ -30,10 +30,10 @@
 
 namespace {
 
-std::string versionText() {
+std::string versionText(const tandem::Environment& env) {
   int zmq_major = 0, zmq_minor = 0, zmq_patch = 0;
   zmq_version(&zmq_major, &zmq_minor, &zmq_patch);
-  const auto runtime = tandem::train::runtimeInfo();
+  const auto runtime = tandem::train::runtimeInfo(env);
   const auto blas = tandem::train::describeBlas(runtime);
   return fmt::format("tandem {}\nLibTorch {}\nCUDA {}\nBLAS {}\nGloo: LibTorch's (c10d ProcessGroupGloo)\nZeroMQ {}.{}.{}",
                      TANDEM_VERSION, runtime.libtorch,
@@ -49,9 +49,11 @@ std::string versionText() {
 // batch 64: about 175 minor faults per step, 20 with release off). A
 // training process reuses the same sizes every step, so it keeps them. A
 // user's TCMALLOC_RELEASE_RATE wins.
-void keepFreedMemory() {
+void keepFreedMemory(const tandem::Environment& env) {
 #ifdef TANDEM_WITH_TCMALLOC
-  if (std::getenv("TCMALLOC_RELEASE_RATE") == nullptr) MallocExtension::instance()->SetMemoryReleaseRate(0);
+  if (!env.contains("TCMALLOC_RELEASE_RATE")) MallocExtension::instance()->SetMemoryReleaseRate(0);
+#else
+  (void)env;
 #endif
 }
 
@@ -61,13 +63,15 @@ int main(int argc, char** argv) {
   // `tandem train ... | head`: a closed pipe must not kill a run that is
   // still training; writes to it fail instead, and are dropped.
   std::signal(SIGPIPE, SIG_IGN);
-  keepFreedMemory();
+  // The one reading of the environment; every command is handed it.
+  tandem::Environment env = tandem::captureEnvironment();
+  keepFreedMemory(env);
 
   CLI::App app{"Tandem: data-parallel training of LibTorch models (standalone, all-reduce, parameter server)"};
   app.require_subcommand(0, 1);
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
-  app.set_version_flag("--version", std::function<std::string()>(versionText));
+  app.set_version_flag("--version", std::function<std::string()>([&env] { return versionText(env); }));
 
   const tandem::cli::Command commands[] = {tandem::cli::addTrainCommand(app), tandem::cli::addEvalCommand(app),
                                            tandem::cli::addExportCommand(app),
@@ -103,7 +107,7 @@ int main(int argc, char** argv) {
   // faster set on this CPU, `train` starts itself again (same pid and
   // arguments) with OPENBLAS_CORETYPE set; `launch` sets it for its tasks.
   if (app.got_subcommand("train") || app.got_subcommand("launch")) {
-    const bool selected = tandem::train::selectPreferredOpenBlasCore();
+    const bool selected = tandem::train::selectPreferredOpenBlasCore(env);
     if (selected && app.got_subcommand("train")) {
       ::execv("/proc/self/exe", argv);
       std::perror("tandem: re-executing with OPENBLAS_CORETYPE set failed; continuing with OpenBLAS's own choice");
@@ -112,7 +116,7 @@ int main(int argc, char** argv) {
   try {
     tandem::configureLogging(log_level);
     for (const auto& command : commands) {
-      if (command.app->parsed()) return command.action();
+      if (command.app->parsed()) return command.action(env);
     }
     std::fprintf(stderr, "error: no command given\n%s", app.help().c_str());
     return 2;

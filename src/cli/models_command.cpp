@@ -7,7 +7,7 @@ namespace tandem::cli {
 
 Command addModelsCommand(CLI::App& app) {
   auto* cmd = app.add_subcommand("models", "List every registered model with its parameter count");
-  return {cmd, [] {
+  return {cmd, [](const Environment&) {
     fmt::print("{:<14} {:>12}  {:<16} {}\n", "model", "parameters", "default input", "description");
     for (const auto& info : models::listModels()) {
       auto model = models::createModel(info.name, info.default_input);

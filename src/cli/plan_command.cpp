@@ -274,7 +274,7 @@ Command addPlanCommand(CLI::App& app) {
   cmd->add_flag("--recommend", f->recommend,
                 "also name the fastest of Tandem's layouts and bucket/chunk sizes for each row");
   cmd->add_flag("--json", f->json, "print JSON instead of a table");
-  return {cmd, [f] { return run(*f); }};
+  return {cmd, [f](const Environment&) { return run(*f); }};
 }
 
 }  // namespace tandem::cli

@@ -17,7 +17,7 @@ Command addSecretCommand(CLI::App& app) {
   cmd->require_subcommand(1);
   auto path = std::make_shared<std::string>();
   make->add_option("FILE", *path, "where to write it")->required();
-  return {cmd, [path] {
+  return {cmd, [path](const Environment&) {
             net::writeSecretFile(*path, net::generateJobKeys());
             std::fprintf(stderr,
                          "wrote the job secret %s; copy it (mode 0600) to every host of the job and pass "

@@ -50,7 +50,7 @@ Command addTrainCommand(CLI::App& app) {
                "torchrun environment)");
   const TrainFlags flags = addTrainFlags(*cmd);
 
-  return {cmd, [flags] {
+  return {cmd, [flags](const Environment& env) {
     const std::shared_ptr<train::TrainConfig>& config = flags.config;
     applyTrainOptions(flags);
     const std::string& progress = *flags.progress;
@@ -63,10 +63,10 @@ Command addTrainCommand(CLI::App& app) {
     // Where this process sits, its start (a restart in place says which)
     // and, in a cluster, its security: worked out once here, passed down.
     const cluster::ProcessSetup process =
-        cluster::setUpProcess(*flags.cluster, config->threads, cluster::captureEnvironment());
+        cluster::setUpProcess(*flags.cluster, config->threads, env);
     const std::optional<cluster::ClusterSpec>& spec = process.spec;
-    cluster::JobContext context;
-    if (spec) context.setSecurity(net::resolveJobSecurity(*flags.secret_file, *flags.insecure));
+    cluster::JobContext context(env);
+    if (spec) context.setSecurity(net::resolveJobSecurity(*flags.secret_file, *flags.insecure, env));
     completeTrainConfig(flags, spec);
     if (const std::string& bind = config->distributed.bind; bind == "0.0.0.0" || bind == "::" || bind == "*") {
       TANDEM_LOG_WARN("--bind {}: this task's ports listen on every interface, reachable from any network this "

@@ -12,8 +12,6 @@
 
 #include "core/error.hpp"
 
-extern char** environ;
-
 namespace tandem::cluster {
 namespace {
 
@@ -32,12 +30,6 @@ int parsePort(std::string_view port, const std::string& text, const std::string&
                                  port));
   }
   return static_cast<int>(*value);
-}
-
-std::optional<std::string> lookup(const Environment& env, const std::string& name) {
-  auto it = env.find(name);
-  if (it == env.end()) return std::nullopt;
-  return it->second;
 }
 
 int envInt(const Environment& env, const std::string& name) {
@@ -267,8 +259,8 @@ bool pairPresent(const Environment& env, const std::string& a, const std::string
 }
 
 HostPort masterAddress(const Environment& env) {
-  auto addr = lookup(env, "MASTER_ADDR");
-  auto port = lookup(env, "MASTER_PORT");
+  auto addr = lookupVariable(env, "MASTER_ADDR");
+  auto port = lookupVariable(env, "MASTER_PORT");
   std::string host(trim(addr.value_or("")));
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   if (host.empty()) throw InputError("MASTER_ADDR: empty host");
@@ -352,20 +344,9 @@ std::string taskName(Role role, int index) {
 
 std::string ClusterSpec::taskName() const { return cluster::taskName(role, index); }
 
-Environment captureEnvironment() {
-  Environment env;
-  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
-    std::string_view kv(*entry);
-    size_t eq = kv.find('=');
-    if (eq == std::string_view::npos) continue;
-    env.emplace(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
-  }
-  return env;
-}
-
 std::optional<ClusterSpec> resolveClusterSpec(const ClusterFlags& flags, const Environment& env) {
   // An empty TF_CONFIG is how scripts "unset" it; TensorFlow ignores it too.
-  auto tf_config = lookup(env, "TF_CONFIG");
+  auto tf_config = lookupVariable(env, "TF_CONFIG");
   bool has_tf_config = tf_config && !trim(*tf_config).empty();
   bool has_flags = clusterFlagsGiven(flags);
   if (has_flags && has_tf_config) {

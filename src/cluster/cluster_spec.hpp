@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/environment.hpp"
+
 namespace tandem::cluster {
 
 enum class Role { kWorker, kPs };
@@ -54,11 +56,6 @@ struct ClusterFlags {
   int task_index = -1;       // --task_index / --task_id
   std::string coordinator;   // --coordinator h:p (needed by mpirun/slurm sources)
 };
-
-using Environment = std::map<std::string, std::string>;
-
-// The process environment as a map; called once, by the CLI.
-Environment captureEnvironment();
 
 // Whole-string integer parse of a variable or field (surrounding blanks
 // allowed); nullopt for anything else, e.g. "12abc", which from_chars alone

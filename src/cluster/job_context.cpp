@@ -4,7 +4,9 @@
 
 namespace tandem::cluster {
 
-JobContext::JobContext() { readRestartEnvironment(start_); }
+JobContext::JobContext(Environment env) : environment_(std::move(env)) {
+  readRestartEnvironment(environment_, start_);
+}
 
 JobContext::JobContext(net::JobSecurity security) : security_(std::move(security)) {}
 

@@ -14,9 +14,10 @@ namespace tandem::cluster {
 
 class JobContext {
  public:
-  // Reads TANDEM_RESTART (a task restarted in place). Throws InputError
-  // naming the variable when it is malformed.
-  JobContext();
+  // Keeps the entry point's `env` for the layers below, and reads its
+  // TANDEM_RESTART (a task restarted in place). Throws InputError naming
+  // the variable when it is malformed.
+  explicit JobContext(Environment env);
   // A context that is a job's first start and uses `security`: for a
   // program (or test) that hosts its own job.
   explicit JobContext(net::JobSecurity security);
@@ -33,7 +34,11 @@ class JobContext {
   // of the entry point, not of the input).
   const net::JobSecurity& security() const;
 
+  // The environment its entry point captured (empty for a hosted job).
+  const Environment& environment() const { return environment_; }
+
  private:
+  Environment environment_;
   JobStart start_;
   std::optional<net::JobSecurity> security_;
 };

@@ -44,8 +44,8 @@ void parseRestartEnvironment(std::string_view text, JobStart& start) {
   }
 }
 
-void readRestartEnvironment(JobStart& start) {
-  if (const char* text = std::getenv(kVariable); text != nullptr) parseRestartEnvironment(text, start);
+void readRestartEnvironment(const Environment& env, JobStart& start) {
+  if (const auto text = lookupVariable(env, kVariable)) parseRestartEnvironment(*text, start);
 }
 
 uint64_t newGeneration() {

@@ -12,6 +12,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/environment.hpp"
+
 namespace tandem::cluster {
 
 struct JobStart {
@@ -25,10 +27,10 @@ struct JobStart {
   std::atomic<int64_t> finished_steps{-1};
 };
 
-// This process's start, from TANDEM_RESTART when set (a restarted task);
-// its entry point reads it once, into its JobContext. Throws InputError
-// naming the variable when it is malformed.
-void readRestartEnvironment(JobStart& start);
+// This process's start, from `env`'s TANDEM_RESTART when set (a restarted
+// task); its entry point reads it once, into its JobContext. Throws
+// InputError naming the variable when it is malformed.
+void readRestartEnvironment(const Environment& env, JobStart& start);
 
 // Reads a TANDEM_RESTART value ("replaces=HEX;until_ms=N;restarts=N",
 // as restartEnvironment writes it) into `start`. Throws InputError naming

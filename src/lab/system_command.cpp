@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 
 #include "core/error.hpp"
@@ -19,9 +18,8 @@ std::string commandLine(const std::vector<std::string>& argv) {
   return line;
 }
 
-std::string findTool(const std::string& name) {
-  std::string dirs = std::getenv("PATH") != nullptr ? std::getenv("PATH") : "";
-  dirs += ":/usr/sbin:/sbin:/usr/bin:/bin";
+std::string findTool(const std::string& name, const Environment& env) {
+  const std::string dirs = variableOr(env, "PATH", "") + ":/usr/sbin:/sbin:/usr/bin:/bin";
   for (size_t begin = 0; begin <= dirs.size();) {
     const size_t end = std::min(dirs.find(':', begin), dirs.size());
     const std::string candidate = dirs.substr(begin, end - begin) + "/" + name;
@@ -31,12 +29,13 @@ std::string findTool(const std::string& name) {
   throw Error(fmt::format("'{}' was not found (Debian package iproute2; scripts/setup.sh installs it)", name));
 }
 
+AdminTools findAdminTools(const Environment& env) { return {findTool("ip", env), findTool("tc", env)}; }
+
 CommandResult runCommand(const std::vector<std::string>& argv) {
   if (argv.empty()) throw Error("runCommand: empty command");
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw Error(fmt::format("pipe: {}", std::strerror(errno)));
-  const std::string tool = argv.front().find('/') == std::string::npos ? findTool(argv.front()) : argv.front();
-  std::vector<char*> args{const_cast<char*>(tool.c_str())};
+  std::vector<char*> args{const_cast<char*>(argv.front().c_str())};
   for (size_t i = 1; i < argv.size(); ++i) args.push_back(const_cast<char*>(argv[i].c_str()));
   args.push_back(nullptr);
   const pid_t pid = ::fork();

@@ -47,19 +47,20 @@ void runQuietly(const std::vector<std::string>& argv) { (void)runCommand(argv); 
 
 // IPv6 would have every interface send router solicitations and multicast
 // reports on its own: bytes on the counters that no task sent.
-void disableIpv6(const std::string& interface, const std::string& netns = "") {
+void disableIpv6(const std::string& ip, const std::string& interface, const std::string& netns = "") {
   const std::string knob = fmt::format("/proc/sys/net/ipv6/conf/{}/disable_ipv6", interface);
   if (netns.empty()) {
     std::ofstream(knob) << "1\n";
   } else {
-    runChecked({"ip", "netns", "exec", netns, "sh", "-c", "echo 1 > " + knob});
+    runChecked({ip, "netns", "exec", netns, "sh", "-c", "echo 1 > " + knob});
   }
 }
 
 }  // namespace
 
-VirtualNetwork::VirtualNetwork(int hosts, LinkShape shape, std::string lab_id)
-    : hosts_(hosts), id_(lab_id.empty() ? std::to_string(::getpid()) : std::move(lab_id)) {
+VirtualNetwork::VirtualNetwork(int hosts, LinkShape shape, AdminTools tools, std::string lab_id)
+    : tools_(std::move(tools)),
+      hosts_(hosts), id_(lab_id.empty() ? std::to_string(::getpid()) : std::move(lab_id)) {
   if (hosts < 1 || hosts > 250) throw InputError(fmt::format("--hosts: a lab holds 1 to 250 hosts, got {}", hosts));
   if (!(shape.bits_per_s >= 1e5)) {
     throw InputError(fmt::format("--link-mbps: the link rate must be at least 0.1 Mbit/s, got {} bit/s",
@@ -73,24 +74,24 @@ VirtualNetwork::VirtualNetwork(int hosts, LinkShape shape, std::string lab_id)
   for (int h = 0; h < hosts; ++h) namespaces_.push_back(fmt::format("{}{}-h{}", kNamespacePrefix, id_, h));
   built_ = true;
   try {
-    runChecked({"ip", "link", "add", bridge_, "type", "bridge"});
-    disableIpv6(bridge_);
-    runChecked({"ip", "link", "set", bridge_, "up"});
+    runChecked({tools_.ip, "link", "add", bridge_, "type", "bridge"});
+    disableIpv6(tools_.ip, bridge_);
+    runChecked({tools_.ip, "link", "set", bridge_, "up"});
     const std::string mtu = std::to_string(shape.mtu);
     const std::vector<std::string> tbf = words(tbfArgs(shape));
     for (int h = 0; h < hosts; ++h) {
       const std::string& ns = namespaces_[static_cast<size_t>(h)];
       const std::string port = switchPort(h);
-      runChecked({"ip", "netns", "add", ns});
-      runChecked({"ip", "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns});
-      disableIpv6(port);
-      disableIpv6("all", ns);
-      runChecked({"ip", "link", "set", port, "mtu", mtu, "master", bridge_, "up"});
-      runChecked({"ip", "-n", ns, "link", "set", "lo", "up"});
-      runChecked({"ip", "-n", ns, "link", "set", "eth0", "mtu", mtu, "up"});
-      runChecked({"ip", "-n", ns, "addr", "add", address(h) + "/24", "dev", "eth0"});
-      std::vector<std::string> up = {"tc", "-n", ns, "qdisc", "add", "dev", "eth0", "root", "tbf"};
-      std::vector<std::string> down = {"tc", "qdisc", "add", "dev", port, "root", "tbf"};
+      runChecked({tools_.ip, "netns", "add", ns});
+      runChecked({tools_.ip, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns});
+      disableIpv6(tools_.ip, port);
+      disableIpv6(tools_.ip, "all", ns);
+      runChecked({tools_.ip, "link", "set", port, "mtu", mtu, "master", bridge_, "up"});
+      runChecked({tools_.ip, "-n", ns, "link", "set", "lo", "up"});
+      runChecked({tools_.ip, "-n", ns, "link", "set", "eth0", "mtu", mtu, "up"});
+      runChecked({tools_.ip, "-n", ns, "addr", "add", address(h) + "/24", "dev", "eth0"});
+      std::vector<std::string> up = {tools_.tc, "-n", ns, "qdisc", "add", "dev", "eth0", "root", "tbf"};
+      std::vector<std::string> down = {tools_.tc, "qdisc", "add", "dev", port, "root", "tbf"};
       up.insert(up.end(), tbf.begin(), tbf.end());
       down.insert(down.end(), tbf.begin(), tbf.end());
       runChecked(up);
@@ -109,10 +110,10 @@ void VirtualNetwork::tearDown() {
   built_ = false;
   // Deleting a namespace deletes its veth end, and with it the switch port.
   for (int h = 0; h < hosts_; ++h) {
-    runQuietly({"ip", "netns", "del", namespaces_[static_cast<size_t>(h)]});
-    runQuietly({"ip", "link", "del", switchPort(h)});
+    runQuietly({tools_.ip, "netns", "del", namespaces_[static_cast<size_t>(h)]});
+    runQuietly({tools_.ip, "link", "del", switchPort(h)});
   }
-  runQuietly({"ip", "link", "del", bridge_});
+  runQuietly({tools_.ip, "link", "del", bridge_});
 }
 
 std::string VirtualNetwork::address(int host) const { return fmt::format("10.77.0.{}", host + 1); }
@@ -120,7 +121,7 @@ std::string VirtualNetwork::address(int host) const { return fmt::format("10.77.
 std::string VirtualNetwork::switchPort(int host) const { return fmt::format("tl{}h{}", id_, host); }
 
 std::vector<std::string> VirtualNetwork::execPrefix(int host) const {
-  return {findTool("ip"), "netns", "exec", namespaceName(host)};
+  return {tools_.ip, "netns", "exec", namespaceName(host)};
 }
 
 std::vector<LinkCounters> VirtualNetwork::counters() const {
@@ -151,7 +152,7 @@ uint64_t qdiscDrops(std::vector<std::string> argv) {
 
 std::vector<LinkDrops> VirtualNetwork::droppedPackets() const {
   std::vector<LinkDrops> out;
-  const std::string tc = findTool("tc");
+  const std::string& tc = tools_.tc;
   for (int h = 0; h < hosts_; ++h) {
     // The host's own end shapes what it sends; the switch port what it receives.
     out.push_back({qdiscDrops({tc, "-s", "-j", "-n", namespaceName(h), "qdisc", "show", "dev", "eth0"}),
@@ -175,9 +176,9 @@ std::string missingLabPrivileges() {
   return text + "; run it as root (e.g. sudo)";
 }
 
-std::vector<std::string> labNamespaces() {
+std::vector<std::string> labNamespaces(const AdminTools& tools) {
   std::vector<std::string> out;
-  const CommandResult r = runCommand({"ip", "netns", "list"});
+  const CommandResult r = runCommand({tools.ip, "netns", "list"});
   std::istringstream in(r.output);
   for (std::string line; std::getline(in, line);) {
     const std::string name = line.substr(0, line.find(' '));
@@ -186,21 +187,21 @@ std::vector<std::string> labNamespaces() {
   return out;
 }
 
-int removeStaleLabs() {
+int removeStaleLabs(const AdminTools& tools) {
   static const std::regex kName(R"(tandem-lab-(\d+)-h(\d+))");
   int removed = 0;
   std::set<std::string> dead_ids;
-  for (const auto& name : labNamespaces()) {
+  for (const auto& name : labNamespaces(tools)) {
     std::smatch m;
     if (!std::regex_match(name, m, kName)) continue;
     const pid_t owner = static_cast<pid_t>(std::stol(m[1]));
     if (owner == ::getpid() || ::kill(owner, 0) == 0 || errno == EPERM) continue;
-    runQuietly({"ip", "netns", "del", name});
-    runQuietly({"ip", "link", "del", fmt::format("tl{}h{}", m[1].str(), m[2].str())});
+    runQuietly({tools.ip, "netns", "del", name});
+    runQuietly({tools.ip, "link", "del", fmt::format("tl{}h{}", m[1].str(), m[2].str())});
     dead_ids.insert(m[1]);
     ++removed;
   }
-  for (const auto& id : dead_ids) runQuietly({"ip", "link", "del", fmt::format("tl{}br", id)});
+  for (const auto& id : dead_ids) runQuietly({tools.ip, "link", "del", fmt::format("tl{}br", id)});
   return removed;
 }
 

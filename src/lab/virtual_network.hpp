@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "lab/system_command.hpp"
+
 namespace tandem::lab {
 
 struct LinkShape {
@@ -39,7 +41,7 @@ class VirtualNetwork {
   // "tandem-lab-ID-hN", interfaces "tlIDhN"); the caller's pid by default,
   // which is how a later lab finds leftovers whose owner died. Throws Error
   // naming the failing command, after removing whatever was built.
-  VirtualNetwork(int hosts, LinkShape shape, std::string lab_id = "");
+  VirtualNetwork(int hosts, LinkShape shape, AdminTools tools, std::string lab_id = "");
   ~VirtualNetwork();  // removes the namespaces, links and bridge
   VirtualNetwork(const VirtualNetwork&) = delete;
   VirtualNetwork& operator=(const VirtualNetwork&) = delete;
@@ -58,6 +60,7 @@ class VirtualNetwork {
 
  private:
   std::string switchPort(int host) const;
+  AdminTools tools_;
   int hosts_;
   std::string id_;
   std::string bridge_;
@@ -71,10 +74,10 @@ std::string missingLabPrivileges();
 
 // Removes labs whose owning process is gone (killed before it could clean
 // up). Returns the number of namespaces removed.
-int removeStaleLabs();
+int removeStaleLabs(const AdminTools& tools);
 
 // The lab namespaces that exist now ("tandem-lab-..."), for tests and
 // `tandem lab --cleanup`.
-std::vector<std::string> labNamespaces();
+std::vector<std::string> labNamespaces(const AdminTools& tools);
 
 }  // namespace tandem::lab

@@ -13,12 +13,12 @@
 
 namespace tandem::launch {
 
-JobSecretFile::JobSecretFile(const std::vector<std::string>& task_args) {
+JobSecretFile::JobSecretFile(const std::vector<std::string>& task_args, const Environment& env) {
   const bool chosen = std::any_of(task_args.begin(), task_args.end(), [](const std::string& a) {
     return a == "--insecure" || a == "--secret-file" || a.starts_with("--secret-file=") || a == "--secret_file" ||
            a.starts_with("--secret_file=");
   });
-  if (chosen || !net::secretFileFromEnvironment().empty()) return;
+  if (chosen || !net::secretFileFromEnvironment(env).empty()) return;
   const auto base = std::filesystem::temp_directory_path() / "tandem-job-XXXXXX";
   std::string dir = base.string();
   if (::mkdtemp(dir.data()) == nullptr) {  // mode 0700
@@ -28,12 +28,15 @@ JobSecretFile::JobSecretFile(const std::vector<std::string>& task_args) {
   dir_ = dir;
   path_ = dir_ / "job-secret";
   net::writeSecretFile(path_, net::generateJobKeys());
-  ::setenv(net::kSecretFileVariable, path_.c_str(), 1);
+}
+
+Environment JobSecretFile::forTasks(Environment env) const {
+  if (!path_.empty()) env.insert_or_assign(net::kSecretFileVariable, path_.string());
+  return env;
 }
 
 JobSecretFile::~JobSecretFile() {
   if (dir_.empty()) return;
-  ::unsetenv(net::kSecretFileVariable);
   std::error_code ec;
   std::filesystem::remove_all(dir_, ec);
 }

@@ -7,19 +7,23 @@
 #include <string>
 #include <vector>
 
+#include "core/environment.hpp"
+
 namespace tandem::launch {
 
 class JobSecretFile {
  public:
   // Does nothing when the tasks' arguments already choose (--secret-file,
-  // --insecure) or TANDEM_SECRET_FILE is set: the user's choice stands.
-  explicit JobSecretFile(const std::vector<std::string>& task_args);
+  // --insecure) or `env` sets TANDEM_SECRET_FILE: the user's choice stands.
+  JobSecretFile(const std::vector<std::string>& task_args, const Environment& env);
   ~JobSecretFile();
   JobSecretFile(const JobSecretFile&) = delete;
   JobSecretFile& operator=(const JobSecretFile&) = delete;
 
   // The file, or empty when the user chose.
   const std::filesystem::path& path() const { return path_; }
+  // `env` with the file named to the tasks (unchanged when the user chose).
+  Environment forTasks(Environment env) const;
 
  private:
   std::filesystem::path dir_, path_;

@@ -21,8 +21,6 @@
 #include "core/clock.hpp"
 #include "core/error.hpp"
 
-extern char** environ;
-
 namespace tandem::launch {
 namespace {
 
@@ -159,6 +157,7 @@ std::string ChildExit::describe() const {
 }
 
 struct ProcessGroup::Impl {
+  Environment environment;
   bool prefix_output;
   int output_fd;
   std::vector<Child> children;
@@ -174,7 +173,7 @@ struct ProcessGroup::Impl {
   int wake[2] = {-1, -1};
   std::thread relay;
 
-  Impl(bool prefix, int fd) : prefix_output(prefix), output_fd(fd) {}
+  Impl(Environment env, bool prefix, int fd) : environment(std::move(env)), prefix_output(prefix), output_fd(fd) {}
 
   void poke() {
     char byte = 1;
@@ -362,8 +361,8 @@ struct ProcessGroup::Impl {
   }
 };
 
-ProcessGroup::ProcessGroup(bool prefix_output, int output_fd)
-    : impl_(std::make_unique<Impl>(prefix_output, output_fd)) {}
+ProcessGroup::ProcessGroup(Environment environment, bool prefix_output, int output_fd)
+    : impl_(std::make_unique<Impl>(std::move(environment), prefix_output, output_fd)) {}
 
 ProcessGroup::~ProcessGroup() {
   for (auto& c : impl_->children) {
@@ -388,16 +387,9 @@ void ProcessGroup::start(const ChildSpec& child) {
   // Everything the child needs is built before fork: between fork and exec
   // only async-signal-safe calls are allowed (the relay thread may hold the
   // allocator's lock at the moment we fork).
-  std::vector<std::string> env_strings;
-  std::set<std::string> overridden;
-  for (const auto& [key, value] : child.extra_env) overridden.insert(key);
-  // The child inherits our environment, as exec would; extra_env wins.
-  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
-    std::string_view kv(*entry);
-    if (overridden.count(std::string(kv.substr(0, kv.find('=')))) > 0) continue;
-    env_strings.emplace_back(kv);
-  }
-  for (const auto& [key, value] : child.extra_env) env_strings.push_back(key + "=" + value);
+  Environment child_env = impl_->environment;
+  for (const auto& [key, value] : child.extra_env) child_env.insert_or_assign(key, value);
+  std::vector<std::string> env_strings = environmentEntries(child_env);
   std::vector<char*> envp;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);

@@ -13,12 +13,14 @@
 #include <string_view>
 #include <vector>
 
+#include "core/environment.hpp"
+
 namespace tandem::launch {
 
 struct ChildSpec {
   std::string name;               // "worker 0", "ps 1": prefix and error name
   std::vector<std::string> argv;  // argv[0] is the executable path
-  std::vector<std::pair<std::string, std::string>> extra_env;  // added to ours
+  std::vector<std::pair<std::string, std::string>> extra_env;  // added to the group's environment
 };
 
 struct ChildExit {
@@ -41,9 +43,11 @@ struct GroupResult {
 // signalAll() from the main loop when a SIGINT/SIGTERM flag is seen.
 class ProcessGroup {
  public:
-  // `prefix_output`: relay lines as "[name] line" to `output_fd` (our stdout
-  // by default; tests pass a file). Else children inherit our fds.
-  explicit ProcessGroup(bool prefix_output = true, int output_fd = 1);
+  // `environment`: what every child starts with (its entry point's, plus
+  // what the job adds), before its own extra_env. `prefix_output`: relay
+  // lines as "[name] line" to `output_fd` (our stdout by default; tests pass
+  // a file). Else children inherit our fds.
+  explicit ProcessGroup(Environment environment, bool prefix_output = true, int output_fd = 1);
   ~ProcessGroup();  // kills and reaps any child still running
 
   // What becomes of one relayed line of `child`: nullopt relays it as usual

@@ -107,9 +107,8 @@ JobKeys readSecretFile(const std::filesystem::path& path) {
                                path.string(), kMagic));
 }
 
-std::filesystem::path userSecretPath() {
-  const char* home = std::getenv("HOME");
-  std::string dir = home != nullptr ? home : "";
+std::filesystem::path userSecretPath(const Environment& env) {
+  std::string dir = variableOr(env, "HOME", "");
   if (dir.empty()) {
     if (const passwd* pw = ::getpwuid(::getuid()); pw != nullptr && pw->pw_dir != nullptr) dir = pw->pw_dir;
   }
@@ -117,8 +116,8 @@ std::filesystem::path userSecretPath() {
   return std::filesystem::path(dir) / ".config" / "tandem" / "job-secret";
 }
 
-JobKeys userSecret() {
-  const auto path = userSecretPath();
+JobKeys userSecret(const Environment& env) {
+  const auto path = userSecretPath(env);
   if (std::filesystem::exists(path)) return readSecretFile(path);
   std::error_code ec;
   std::filesystem::create_directories(path.parent_path(), ec);
@@ -139,12 +138,11 @@ JobKeys userSecret() {
   return readSecretFile(path);
 }
 
-std::filesystem::path secretFileFromEnvironment() {
-  const char* value = std::getenv(kSecretFileVariable);
-  return value != nullptr ? std::filesystem::path(value) : std::filesystem::path();
+std::filesystem::path secretFileFromEnvironment(const Environment& env) {
+  return variableOr(env, kSecretFileVariable, "");
 }
 
-JobSecurity resolveJobSecurity(const std::string& secret_file, bool insecure) {
+JobSecurity resolveJobSecurity(const std::string& secret_file, bool insecure, const Environment& env) {
   if (insecure) {
     TANDEM_LOG_WARN("--insecure: the job's ports take anyone who reaches them, unauthenticated and unencrypted");
     JobSecurity none = JobSecurity::insecure();
@@ -152,9 +150,9 @@ JobSecurity resolveJobSecurity(const std::string& secret_file, bool insecure) {
     return none;
   }
   const std::filesystem::path path =
-      secret_file.empty() ? secretFileFromEnvironment() : std::filesystem::path(secret_file);
-  JobSecurity security = JobSecurity::withKeys(path.empty() ? userSecret() : readSecretFile(path));
-  security.source = path.empty() ? userSecretPath().string() : path.string();
+      secret_file.empty() ? secretFileFromEnvironment(env) : std::filesystem::path(secret_file);
+  JobSecurity security = JobSecurity::withKeys(path.empty() ? userSecret(env) : readSecretFile(path));
+  security.source = path.empty() ? userSecretPath(env).string() : path.string();
   return security;
 }
 

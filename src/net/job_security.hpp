@@ -17,6 +17,8 @@
 #include <string>
 #include <thread>
 
+#include "core/environment.hpp"
+
 namespace tandem::net {
 
 // Z85 text, 40 characters each.
@@ -37,9 +39,10 @@ JobKeys readSecretFile(const std::filesystem::path& path);
 
 // The user's own secret, shared by every job of theirs that sees the same
 // home directory (as Erlang's cookie): ~/.config/tandem/job-secret, created
-// on first use.
-std::filesystem::path userSecretPath();
-JobKeys userSecret();
+// on first use. The home directory is `env`'s HOME, else the password
+// database's.
+std::filesystem::path userSecretPath(const Environment& env);
+JobKeys userSecret(const Environment& env);
 
 // How this process's sockets authenticate. Empty keys: insecure.
 class JobSecurity {
@@ -56,14 +59,14 @@ class JobSecurity {
   std::optional<JobKeys> keys_;
 };
 
-// $TANDEM_SECRET_FILE when it is set and not empty, else empty: the one
-// place the variable is read (tandem launch sets it for its tasks).
+// `env`'s TANDEM_SECRET_FILE when it is set and not empty, else empty: the
+// one place the variable is read (tandem launch sets it for its tasks).
 inline constexpr const char* kSecretFileVariable = "TANDEM_SECRET_FILE";
-std::filesystem::path secretFileFromEnvironment();
+std::filesystem::path secretFileFromEnvironment(const Environment& env);
 
-// The process's setting: `secret_file` if given, else $TANDEM_SECRET_FILE,
+// The process's setting: `secret_file` if given, else TANDEM_SECRET_FILE,
 // else the user's secret; none with `insecure` (which logs a warning).
-JobSecurity resolveJobSecurity(const std::string& secret_file, bool insecure);
+JobSecurity resolveJobSecurity(const std::string& secret_file, bool insecure, const Environment& env);
 
 // Answers ZeroMQ's authentication requests (ZAP, RFC 27) for the server
 // sockets of one context: a CURVE peer with the job's client key is let in,

@@ -56,10 +56,11 @@ std::optional<std::string> preferredOpenBlasCore() {
   return std::string("Haswell");
 }
 
-bool selectPreferredOpenBlasCore() {
-  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return false;
+bool selectPreferredOpenBlasCore(Environment& env) {
+  if (env.contains("OPENBLAS_CORETYPE")) return false;
   auto core = preferredOpenBlasCore();
   if (!core) return false;
+  env.emplace("OPENBLAS_CORETYPE", *core);
   return ::setenv("OPENBLAS_CORETYPE", core->c_str(), 0) == 0;
 }
 

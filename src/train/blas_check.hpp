@@ -4,6 +4,8 @@
 #include <optional>
 #include <string>
 
+#include "core/environment.hpp"
+
 #include "train/runtime_info.hpp"
 
 namespace tandem::train {
@@ -33,10 +35,11 @@ std::string blasAdvice(const BlasReport& report);
 // here (bench/blas_candidates.sh, docs/results/standalone.md).
 std::optional<std::string> preferredOpenBlasCore();
 
-// OpenBLAS reads OPENBLAS_CORETYPE once, when it is loaded. If the variable
-// is unset and preferredOpenBlasCore() names a kernel set, sets it, so that
-// processes started from here use it, and returns true. A user's own
-// OPENBLAS_CORETYPE is always kept.
-bool selectPreferredOpenBlasCore();
+// OpenBLAS reads OPENBLAS_CORETYPE once, when it is loaded. If `env` lacks
+// the variable and preferredOpenBlasCore() names a kernel set, sets it in
+// `env` (for the processes started from here) and in this process (for
+// its own re-execution), and returns true. A user's own OPENBLAS_CORETYPE
+// is always kept.
+bool selectPreferredOpenBlasCore(Environment& env);
 
 }  // namespace tandem::train

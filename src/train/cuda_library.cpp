@@ -19,7 +19,7 @@ std::filesystem::path libTorchDirectory() {
   return std::filesystem::path(info.dli_fname).parent_path();
 }
 
-CudaLibrary load() {
+CudaLibrary load(const Environment& env) {
   CudaLibrary cuda;
   const std::filesystem::path dir = libTorchDirectory();
   cuda.path = (dir / "libtorch_cuda.so").string();
@@ -27,8 +27,8 @@ CudaLibrary load() {
     cuda.detail = "this LibTorch has no CUDA";
     return cuda;
   }
-  const char* env = std::getenv("TANDEM_LIBTORCH_CUDA");
-  const std::string mode = env != nullptr && *env != '\0' ? env : "auto";
+  std::string mode = variableOr(env, "TANDEM_LIBTORCH_CUDA", "");
+  if (mode.empty()) mode = "auto";
   if (mode == "never") {
     cuda.state = CudaLibraryState::kSkipped;
     cuda.detail = "TANDEM_LIBTORCH_CUDA=never";
@@ -57,8 +57,8 @@ CudaLibrary load() {
 
 }  // namespace
 
-const CudaLibrary& loadLibTorchCuda() {
-  static const CudaLibrary cuda = load();  // the first caller loads; C++ makes the rest wait
+const CudaLibrary& loadLibTorchCuda(const Environment& env) {
+  static const CudaLibrary cuda = load(env);  // the first caller loads; C++ makes the rest wait
   return cuda;
 }
 

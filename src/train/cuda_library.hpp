@@ -5,6 +5,8 @@
 // 0.8 s and 370 MB more per start on a machine that has no GPU at all.
 #include <string>
 
+#include "core/environment.hpp"
+
 namespace tandem::train {
 
 enum class CudaLibraryState {
@@ -22,10 +24,10 @@ struct CudaLibrary {
 };
 
 // Loads libtorch_cuda.so (RTLD_GLOBAL, so that it registers LibTorch's CUDA
-// kernels and hooks) the first time it is called, when the environment's
+// kernels and hooks) the first time it is called, when `env`'s
 // TANDEM_LIBTORCH_CUDA says auto (the default: where libcuda.so.1 loads),
 // always, or never. Later calls return the first answer. Thread-safe.
-const CudaLibrary& loadLibTorchCuda();
+const CudaLibrary& loadLibTorchCuda(const Environment& env);
 
 // "loaded", "not loaded: no GPU driver", ... for --version and summaries.
 std::string describe(const CudaLibrary& cuda);

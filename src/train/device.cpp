@@ -11,14 +11,15 @@
 
 namespace tandem::train {
 
-TrainingDevice chooseTrainingDevice(const std::string& request, const cluster::LocalRank& local, bool allow_shared) {
+TrainingDevice chooseTrainingDevice(const std::string& request, const cluster::LocalRank& local,
+                                    const Environment& env, bool allow_shared) {
   const cluster::DeviceRequest parsed = cluster::parseDeviceRequest(request);
   if (parsed.kind == cluster::DeviceRequest::Kind::kCpu) return {torch::kCPU, "--device cpu"};
-  const CudaLibrary& cuda = loadLibTorchCuda();
+  const CudaLibrary& cuda = loadLibTorchCuda(env);
   const int visible = cuda.state == CudaLibraryState::kLoaded ? static_cast<int>(torch::cuda::device_count()) : 0;
   std::string why = cuda.state == CudaLibraryState::kLoaded ? "CUDA found no device" : "LibTorch CUDA " + describe(cuda);
-  if (const char* mask = std::getenv("CUDA_VISIBLE_DEVICES"); mask != nullptr) {
-    why += fmt::format("; CUDA_VISIBLE_DEVICES={}", mask);
+  if (const auto mask = lookupVariable(env, "CUDA_VISIBLE_DEVICES")) {
+    why += fmt::format("; CUDA_VISIBLE_DEVICES={}", *mask);
   }
   const cluster::DevicePlacement placed = cluster::placeDevice(parsed, visible, local, why, allow_shared);
   if (!placed.cuda) return {torch::kCPU, placed.reason};

@@ -16,9 +16,10 @@ struct TrainingDevice {
 
 // Resolves --device for a worker of local rank `local`, loading LibTorch's
 // CUDA half first where a driver is (cuda_library.hpp). Throws InputError
-// for a device this process cannot have.
+// for a device this process cannot have (naming `env`'s
+// CUDA_VISIBLE_DEVICES where it is set).
 TrainingDevice chooseTrainingDevice(const std::string& request, const cluster::LocalRank& local,
-                                    bool allow_shared = false);
+                                    const Environment& env, bool allow_shared = false);
 
 // Puts the optimizer's state tensors on `device` (a resumed checkpoint's
 // state is read on CPU). Parameters are moved by Module::to and keep their

@@ -7,20 +7,22 @@
 namespace tandem::train {
 namespace {
 
-TrainingDevice placeDeviceOf(const TrainConfig& c, const models::Model& model, bool supplied, bool emulated) {
+TrainingDevice placeDeviceOf(const TrainConfig& c, const models::Model& model, bool supplied, bool emulated,
+                             const Environment& env) {
   if (emulated) return {torch::kCPU, "--emulate-compute times no real forward"};
   if (supplied) {
     const auto params = model.parameters();
     return {params.empty() ? torch::Device(torch::kCPU) : params.front().device(), "the model's own device"};
   }
-  return chooseTrainingDevice(c.device, {c.local_rank, c.local_processes, "this host's workers"}, c.allow_shared_gpu);
+  return chooseTrainingDevice(c.device, {c.local_rank, c.local_processes, "this host's workers"}, env,
+                              c.allow_shared_gpu);
 }
 
 }  // namespace
 
 RunPlacement placeRun(const TrainConfig& c, const models::Model& model, bool supplied, bool emulated,
-                      Mode mode, bool strategy_applies_update) {
-  RunPlacement placement{placeDeviceOf(c, model, supplied, emulated), c.amp};
+                      Mode mode, bool strategy_applies_update, const Environment& env) {
+  RunPlacement placement{placeDeviceOf(c, model, supplied, emulated, env), c.amp};
   const torch::Device& device = placement.device.device;
   if (c.channels_last && usesServers(mode)) {
     throw InputError(fmt::format("--channels-last: not with parameter servers yet ({} cuts parameters into chunks "

@@ -21,6 +21,6 @@ struct RunPlacement {
 // with parameter servers, fp16 where parameter servers apply the update or
 // on the CPU.
 RunPlacement placeRun(const TrainConfig& c, const models::Model& model, bool supplied, bool emulated,
-                      Mode mode, bool strategy_applies_update);
+                      Mode mode, bool strategy_applies_update, const Environment& env);
 
 }  // namespace tandem::train

@@ -28,8 +28,8 @@ std::string lineAfter(const std::string& config, const std::string& prefix) {
 
 }  // namespace
 
-RuntimeInfo runtimeInfo() {
-  const CudaLibrary& cuda = loadLibTorchCuda();
+RuntimeInfo runtimeInfo(const Environment& env) {
+  const CudaLibrary& cuda = loadLibTorchCuda(env);
   const std::string config = at::show_config();
   RuntimeInfo info;
   info.libtorch = TORCH_VERSION;

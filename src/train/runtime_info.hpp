@@ -3,6 +3,8 @@
 // every summary.json say it, so a result names what produced it.
 #include <string>
 
+#include "core/environment.hpp"
+
 namespace tandem::train {
 
 struct RuntimeInfo {
@@ -15,7 +17,8 @@ struct RuntimeInfo {
 };
 
 // Read from LibTorch's build settings (at::show_config()), once a call;
-// loads LibTorch's CUDA half first where it should (loadLibTorchCuda).
-RuntimeInfo runtimeInfo();
+// loads LibTorch's CUDA half first where `env` says it should
+// (loadLibTorchCuda).
+RuntimeInfo runtimeInfo(const Environment& env);
 
 }  // namespace tandem::train

@@ -79,7 +79,7 @@ Trainer::Trainer(TrainConfig config, std::unique_ptr<Strategy> strategy, cluster
 
 // The run's outline; each part is TrainingRun's (train/training_run.hpp).
 nlohmann::json Trainer::run() {
-  TrainingRun run(config_, *strategy_, context_.start(), stop_, parts_);  // threads, data, model, device, schedule; a resume
+  TrainingRun run(config_, *strategy_, context_, stop_, parts_);  // threads, data, model, device, schedule; a resume
   run.join();  // the cluster agrees on the run; every replica starts from the same parameters
   if (run.finishedBefore()) return run.summaryOfFinishedRun();
   run.openInputAndLogs();

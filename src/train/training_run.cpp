@@ -82,9 +82,9 @@ constexpr int64_t kWarmupSteps = 2;
 
 }  // namespace
 
-TrainingRun::TrainingRun(const TrainConfig& config, Strategy& strategy, cluster::JobStart& start,
+TrainingRun::TrainingRun(const TrainConfig& config, Strategy& strategy, cluster::JobContext& context,
                          const std::atomic<bool>* stop, const TrainerParts& parts)
-    : c_(config), strategy_(strategy), policy_(strategy.policy()), start_(start), stop_(stop), uncaught_at_start_(std::uncaught_exceptions()) {
+    : c_(config), strategy_(strategy), policy_(strategy.policy()), start_(context.start()), stop_(stop), uncaught_at_start_(std::uncaught_exceptions()) {
   const TrainConfig& c = c_;
   threads_ = c.threads > 0 ? c.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   // Emulated compute computes next to nothing, and idle OpenMP threads spin:
@@ -95,7 +95,7 @@ TrainingRun::TrainingRun(const TrainConfig& config, Strategy& strategy, cluster:
   // Before anything runs on a GPU: cuBLAS reads its workspace setting when
   // it makes its first handle.
   if (c.deterministic) requireDeterministicKernels();
-  runtime_ = runtimeInfo();
+  runtime_ = runtimeInfo(context.environment());
   blas_ = checkBlas(runtime_);
   if (auto advice = blasAdvice(blas_); !advice.empty()) TANDEM_LOG_WARN("{}", advice);
 
@@ -110,7 +110,7 @@ TrainingRun::TrainingRun(const TrainConfig& config, Strategy& strategy, cluster:
   }
   model_->train();
   placement_ = placeRun(c, *model_, parts.model != nullptr, emulated_ != nullptr, strategy_.mode(),
-                        !policy_.worker_applies_updates);
+                        !policy_.worker_applies_updates, context.environment());
 
   // The sampler counts micro-batches; an update consumes `accumulate` of them.
   world_ = strategy_.worldSize();

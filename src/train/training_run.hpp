@@ -42,10 +42,11 @@ class TrainingRun {
  public:
   // Sets up: threads, data, model, device, schedule and optimizer; restores
   // the checkpoint to resume from and, on the chief, prepares the run
-  // directory. Throws InputError for what cannot run. `start`: the job's
-  // start, where the run records that startup is over and how far it got.
-  TrainingRun(const TrainConfig& config, Strategy& strategy, cluster::JobStart& start, const std::atomic<bool>* stop,
-              const TrainerParts& parts);
+  // directory. Throws InputError for what cannot run. `context`: the job's
+  // start, where the run records that startup is over and how far it got,
+  // and its entry point's environment (which GPU library, which devices).
+  TrainingRun(const TrainConfig& config, Strategy& strategy, cluster::JobContext& context,
+              const std::atomic<bool>* stop, const TrainerParts& parts);
   // On an exception, still records the last finished step for the launcher.
   ~TrainingRun();
   TrainingRun(const TrainingRun&) = delete;

@@ -8,7 +8,7 @@
 namespace tandem::testing {
 
 inline const net::JobSecurity& testSecurity() {
-  static const net::JobSecurity security = net::resolveJobSecurity("", false);
+  static const net::JobSecurity security = net::resolveJobSecurity("", false, captureEnvironment());
   return security;
 }
 
