@@ -159,5 +159,21 @@ TEST(PsProtocol, StepReportAndAgreementKeepTheirWireBytesAndFlagWord) {
   expectInputError([&] { decodeStepAgreement({}, "ps 0"); }, {"ps-clock reply truncated at loss"});
 }
 
+TEST(PsProtocol, ALearningRateIsOneFloat64AndNothingElse) {
+  net::PayloadWriter w;
+  w.putU64(bits(0.125));
+  EXPECT_EQ(encode(LearningRate{0.125}), w.bytes());
+  EXPECT_EQ(decodeLearningRate(bytesOf(encode(LearningRate{0.125})), "worker 1").lr, 0.125);
+  EXPECT_EQ(decodeLearningRate(bytesOf(encode(LearningRate{0})), "worker 1").lr, 0);
+  expectInputError([&] { decodeLearningRate(bytesOf(cut(encode(LearningRate{1}), 1)), "worker 1"); },
+                   {"frame from worker 1", "ps-lr payload truncated at learning rate"});
+  expectInputError([&] { decodeLearningRate(bytesOf(grown(encode(LearningRate{1}))), "worker 1"); },
+                   {"ps-lr payload has 1 unexpected trailing bytes"});
+  for (const double bad : {-0.5, std::numeric_limits<double>::infinity(), std::nan("")}) {
+    expectInputError([&] { decodeLearningRate(bytesOf(encode(LearningRate{bad})), "worker 1"); },
+                     {"frame from worker 1", "learning rate", "not a finite non-negative number"});
+  }
+}
+
 }  // namespace
 }  // namespace tandem::ps

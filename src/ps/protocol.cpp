@@ -233,6 +233,15 @@ struct Layout<SnapshotPoint> {
 };
 
 template <>
+struct Layout<LearningRate> {
+  static constexpr std::string_view what = "ps-lr payload";
+  template <class F, class M>
+  static void fields(F& f, M& r) {
+    f.f64("learning rate", r.lr);
+  }
+};
+
+template <>
 struct Layout<StepReport> {
   static constexpr std::string_view what = "ps-clock payload";
   template <class F, class M>
@@ -286,6 +295,16 @@ StepReport decodeStepReport(std::span<const std::byte> bytes, std::string_view p
 std::vector<char> encode(const StepAgreement& agreement) { return fields::encodeMessage(agreement); }
 StepAgreement decodeStepAgreement(std::span<const std::byte> bytes, std::string_view peer) {
   return fields::decodeMessage<StepAgreement>(bytes, peer);
+}
+
+std::vector<char> encode(const LearningRate& rate) { return fields::encodeMessage(rate); }
+LearningRate decodeLearningRate(std::span<const std::byte> bytes, std::string_view peer) {
+  const LearningRate rate = fields::decodeMessage<LearningRate>(bytes, peer);
+  if (!std::isfinite(rate.lr) || rate.lr < 0) {
+    throw InputError(fmt::format("frame from {}: ps-lr payload: learning rate {} is not a finite non-negative number",
+                                 peer, rate.lr));
+  }
+  return rate;
 }
 
 net::MessageType replyTypeOf(net::MessageType request) {

@@ -150,6 +150,15 @@ struct StepAgreement {
 std::vector<char> encode(const StepAgreement& agreement);
 StepAgreement decodeStepAgreement(std::span<const std::byte> bytes, std::string_view peer);
 
+// A worker's rate for its next pushes (msg::kLr), replacing the schedule.
+struct LearningRate {
+  double lr = 0;
+};
+std::vector<char> encode(const LearningRate& rate);
+// Throws InputError naming `peer` unless the payload holds one finite,
+// non-negative rate.
+LearningRate decodeLearningRate(std::span<const std::byte> bytes, std::string_view peer);
+
 // The type a server answers `request` with when it succeeds (kError aside):
 // kOk, msg::kValues or msg::kAgreement; never the request's own type.
 net::MessageType replyTypeOf(net::MessageType request);

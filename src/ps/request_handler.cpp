@@ -366,13 +366,13 @@ void RequestHandler::onLeave(Outbox& out, const Request& r, Clock::time_point no
 
 void RequestHandler::onLr(Outbox& out, const Request& r) {
   const int w = workerOf(r.routing, r.header.type);
-  double lr = 0;
-  if (r.payload.size() != sizeof(lr)) {
-    throw Refusal{fmt::format("ps-lr carries {} bytes; it holds one 8-byte float", r.payload.size())};
+  LearningRate rate;
+  try {
+    rate = decodeLearningRate(r.payload.view(), fmt::format("worker {}", w));
+  } catch (const InputError& e) {
+    throw Refusal{e.what()};
   }
-  std::memcpy(&lr, r.payload.data(), sizeof(lr));
-  if (!std::isfinite(lr) || lr < 0) throw Refusal{fmt::format("worker {} sent learning rate {}", w, lr)};
-  store_.setLr(w, lr);
+  store_.setLr(w, rate.lr);
   replyOk(out, r.routing, r.header.request_id);
 }
 

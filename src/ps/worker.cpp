@@ -364,10 +364,10 @@ void Worker::releaseSnapshot(Deadline deadline) {
 
 void Worker::setLearningRate(double lr) {
   if (sent_lr_ == lr) return;
-  double value = lr;
+  const std::vector<char> payload = encode(LearningRate{lr});
   for (int i = 0; i < servers(); ++i) {
     // Sent before this step's pushes on the same connection: they see it.
-    notice_tickets_.push_back(client_->send(i, {.type = msg::kLr}, net::copyPayload(&value, sizeof(value))));
+    notice_tickets_.push_back(client_->send(i, {.type = msg::kLr}, net::copyPayload(payload.data(), payload.size())));
   }
   sent_lr_ = lr;
 }
