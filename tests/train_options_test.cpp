@@ -38,6 +38,59 @@ TEST(TrainOptions, EachNamesARunConfigFieldOnceAndEveryFlagOnce) {
   EXPECT_THROW(trainOption("/no_such_field"), Error);
 }
 
+// A value of the field's type other than its default `value`, as given.
+nlohmann::json anotherValue(const TrainOption& f, const nlohmann::json& value) {
+  if (value.is_boolean()) return !value.get<bool>();
+  if (value.is_number_unsigned()) return value.get<uint64_t>() + 3;
+  if (value.is_number_integer()) return value.get<int64_t>() + 3;
+  if (value.is_number_float()) return value.get<double>() + 0.25;
+  if (value.is_string()) return value.get<std::string>() + "x";
+  if (value.is_object()) return {{"channels", 1}, {"height", 2}, {"width", 3}};  // a sample shape
+  if (f.list == TrainOption::List::kIntegers) return {3, 4};
+  return {0.5, 0.25};
+}
+
+// A default config with `f` written to another value (a named setting: the
+// first of its names that is not the default).
+TrainConfig withAnotherValue(const TrainOption& f) {
+  const nlohmann::json value = defaults().at(nlohmann::json::json_pointer(f.field));
+  std::vector<nlohmann::json> candidates(f.choices.begin(), f.choices.end());
+  if (candidates.empty()) candidates.push_back(anotherValue(f, value));
+  for (const auto& candidate : candidates) {
+    TrainConfig config;
+    f.write(config, candidate);
+    if (f.read(config) != value) return config;
+  }
+  ADD_FAILURE() << "nothing written changed what is read back";
+  return {};
+}
+
+// The stored form is written by the same rows: a field changed alone
+// changes its own place in toJson and no other, and reads back after a
+// trip through JSON (as a checkpoint's config does).
+TEST(ConfigFields, EachStoresItsOwnMemberAndReadsItBack) {
+  std::set<std::string> fields;
+  for (const auto& f : configFields()) {
+    SCOPED_TRACE(f.field);
+    ASSERT_TRUE(f.read != nullptr && f.write != nullptr);
+    EXPECT_TRUE(fields.insert(f.field).second) << "declared twice";
+    const TrainConfig config = withAnotherValue(f);
+    nlohmann::json expected = defaults();
+    expected[nlohmann::json::json_pointer(f.field)] = f.read(config);
+    EXPECT_EQ(toJson(config), expected) << "another member changed too";
+    EXPECT_EQ(toJson(trainConfigFromJson(toJson(config))), expected);
+  }
+  EXPECT_GT(configFields().size(), trainOptions().size()) << "the stored-only fields are missing";
+}
+
+TEST(ConfigFields, MissingFieldsKeepTheirDefaultsAndAMistypedOneIsNamed) {
+  EXPECT_EQ(toJson(trainConfigFromJson(nlohmann::json::object())), defaults());
+  // A config saved before the one mode enum spells --ps-mode's value.
+  EXPECT_EQ(trainConfigFromJson({{"distributed", {{"ps_mode", "async"}}}}).distributed.ps_mode, Mode::PsAsync);
+  testing::expectInputError([] { trainConfigFromJson({{"distributed", {{"bucket_mb", "big"}}}}); },
+                            {"run config", "/distributed/bucket_mb"});
+}
+
 TEST(TrainOptions, ValuesParseByTheFieldsTypeAndNameTheFlagWhenTheyDoNot) {
   EXPECT_EQ(parsed("/batch_size", {"128"}), 128);
   EXPECT_EQ(parsed("/seed", {"18446744073709551615"}), UINT64_MAX);

@@ -7,9 +7,8 @@
 #include "api/backward_passes.hpp"
 #include "api/job.hpp"
 #include "core/error.hpp"
-#include "train/diloco_strategy.hpp"
 #include "train/option_keywords.hpp"
-#include "train/ps_strategy.hpp"
+#include "train/strategy_factory.hpp"
 
 namespace tandem::api {
 namespace {
@@ -85,12 +84,16 @@ double learningRateOf(torch::optim::Optimizer& optimizer) {
   return optimizer.param_groups().at(0).options().get_lr();
 }
 
+// The trainer's own strategy for the job's servers, driven through the same
+// interface: gradients every step, or (DiLoCo, local_steps) the caller's
+// optimizer steps and the strategy exchanges changes every local_steps.
 struct PsOptimizer::Impl {
   torch::nn::Module& module;
   std::vector<torch::Tensor> params;
-  std::unique_ptr<train::PsStrategy> strategy;       // gradients every step
-  std::unique_ptr<train::DilocoStrategy> diloco;     // or changes every local_steps
-  std::unique_ptr<BackwardPasses> passes;
+  std::unique_ptr<train::Strategy> strategy;
+  train::RemoteParameters* remote = nullptr;
+  train::StepPolicy policy;
+  std::unique_ptr<BackwardPasses> passes;  // gradients to the servers: the update's passes
   bool finished = false;
 
   // The update's passes as the strategy counts them: they add up (Horovod).
@@ -103,7 +106,7 @@ struct PsOptimizer::Impl {
 };
 
 PsOptimizer::PsOptimizer(torch::nn::Module& module, const PsOptimizerOptions& options)
-    : impl_(new Impl{module, module.parameters(), nullptr, nullptr, nullptr}) {
+    : impl_(new Impl{module, module.parameters()}) {
   Job& job = requireJob("DistributedOptimizer");
   if (!job.spec || job.spec->numServers() == 0) {
     throw InputError(fmt::format("tandem: mode {} needs parameter servers, and this job has none (launch with "
@@ -132,19 +135,18 @@ PsOptimizer::PsOptimizer(torch::nn::Module& module, const PsOptimizerOptions& op
   d.rendezvous_timeout_s = job.options.rendezvous_timeout_s;
   train::applyKeywordValues(config, options.keywords, "tandem");
   Impl& s = *impl_;
-  if (d.local_steps > 0) {
-    s.diloco = std::make_unique<train::DilocoStrategy>(*job.spec, config, processContext(), /*joined=*/true);
-    torch::NoGradGuard no_grad;
-    s.diloco->initialize(module, nlohmann::json::object(), {1, 0, 0, nullptr, nullptr, ""});
-    return;
+  s.strategy = train::makeStrategy(job.spec, config, processContext(), /*joined=*/true);
+  s.policy = s.strategy->policy();
+  if (!s.policy.worker_applies_updates) {
+    // Before the strategy's hooks: a pass too many is refused before any push.
+    s.passes = std::make_unique<BackwardPasses>(s.params, options.backward_passes_per_step, [&s](int pass, bool) {
+      s.strategy->beforeBackward(s.localStep(), pass);
+    });
   }
-  // Before the strategy's hooks: a pass too many is refused before any push.
-  s.passes = std::make_unique<BackwardPasses>(s.params, options.backward_passes_per_step, [&s](int pass, bool) {
-    s.strategy->beforeBackward(s.localStep(), pass);
-  });
-  s.strategy = std::make_unique<train::PsStrategy>(*job.spec, config, processContext(), /*joined=*/true);
   s.strategy->initialize(module, nlohmann::json::object(), {1, 0, 0, nullptr, nullptr, ""});
-  s.passes->startUpdate();
+  s.remote = s.strategy->remoteParameters();
+  TANDEM_ENFORCE(s.remote != nullptr, "a parameter-server strategy without remote parameters");
+  if (s.passes) s.passes->startUpdate();
 }
 
 PsOptimizer::~PsOptimizer() {
@@ -158,17 +160,16 @@ PsOptimizer::~PsOptimizer() {
 void PsOptimizer::setLearningRate(double lr) {
   if (!(lr >= 0)) throw InputError(fmt::format("tandem: learning rate {} is not a non-negative number", lr));
   if (impl_->finished) throw Error("tandem: DistributedOptimizer used after finish()");
-  if (impl_->diloco) return;
-  impl_->strategy->setLearningRate(lr);
+  impl_->remote->setLearningRate(lr);
 }
 
 void PsOptimizer::step() {
   Impl& s = *impl_;
   if (s.finished) throw Error("tandem: DistributedOptimizer used after finish()");
-  if (s.diloco) {
+  if (s.policy.worker_applies_updates) {  // the caller's optimizer stepped
     torch::NoGradGuard no_grad;
     train::AgreedStep agreed;
-    s.diloco->afterUpdate(s.module, agreed);
+    s.strategy->afterUpdate(s.module, agreed);
     return;
   }
   s.passes->requireComplete("DistributedOptimizer::step");
@@ -189,13 +190,8 @@ void PsOptimizer::finish() {
   if (s.finished) return;
   s.finished = true;
   torch::NoGradGuard no_grad;
-  if (s.diloco) {
-    s.diloco->finishRound(s.module);
-    if (s.diloco->rank() == 0) s.diloco->awaitJobEnd(0);
-    s.diloco->finish();
-    return;
-  }
-  if (s.strategy->rank() == 0) s.strategy->awaitJobEnd(0);
+  s.remote->settleOpenRun(s.module);
+  if (s.strategy->rank() == 0) s.remote->awaitJobEnd(0);
   s.strategy->finish();
 }
 

@@ -1,7 +1,9 @@
 #pragma once
-// The parameter-server side of the APIs' DistributedOptimizer: the trainer's
-// PsStrategy over the user's module, with the optimizer's settings read from
-// the user's optimizer and its learning rate sent whenever it changes.
+// The parameter-server side of the APIs' DistributedOptimizer: the
+// trainer's strategy for the job's servers (train::makeStrategy: gradients
+// every step, or DiLoCo's rounds) over the user's module, through the
+// Strategy interface, with the optimizer's settings read from the user's
+// optimizer and its learning rate sent whenever it changes.
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 

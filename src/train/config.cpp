@@ -9,18 +9,6 @@
 #include "train/loss.hpp"
 #include "train/mixed_precision.hpp"
 
-
-namespace tandem::models {
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ModelOptions, mlp_widths)
-}
-namespace tandem::data {
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SampleShape, channels, height, width)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DatasetOptions, name, data_dir, augment, normalize_mean,
-                                                normalize_std, image_size, strict_data, synthetic_shape,
-                                                synthetic_classes, synthetic_train_size, synthetic_test_size,
-                                                synthetic_seed)
-}  // namespace tandem::data
-
 namespace tandem {
 void from_json(const nlohmann::json& j, Mode& m) {
   const std::string text = j.get<std::string>();
@@ -33,26 +21,6 @@ void from_json(const nlohmann::json& j, Mode& m) {
 }  // namespace tandem
 
 namespace tandem::train {
-
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OptimizerConfig, name, lr, momentum, nesterov, weight_decay, beta1,
-                                                beta2, eps, alpha, centered)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LrScheduleConfig, kind, unit, boundaries, values, min_lr,
-                                                warmup_steps, scaling)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DistributedConfig, bucket_mb, peer_timeout_s, rendezvous_timeout_s, heartbeat_timeout_s,
-                                                restart_wait_s,
-                                                verify_replicas_every, ps_mode, staleness, ps_chunk_mb, ps_threads,
-                                                wire_dtype, error_feedback, push_bits, hierarchical, priority, shared_memory, bind,
-                                                gpu_collective, delay_compensation, delay_compensation_form,
-                                                staleness_lr, local_steps,
-                                                outer_optimizer, outer_lr, outer_momentum, fragments,
-                                                fragment_delay, fragment_mix)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, model, loss, model_options, dataset, batch_size, accumulate, epochs,
-                                                max_steps, seed, threads, prefetch_threads, prefetch_depth,
-                                                eval_every_steps, eval_batch_size, log_every_steps,
-                                                checkpoint_every_steps, checkpoint_secs, keep_checkpoints, out_dir,
-                                                optimizer, lr, distributed, emulate_compute,
-                                                timeline, device, allow_shared_gpu, amp, channels_last,
-                                                deterministic, debug_step_delay_ms)
 
 namespace {
 void requirePositive(int64_t value, const char* flag) {
@@ -206,16 +174,6 @@ Mode psModeOf(const DistributedConfig& config) {
   if (config.staleness == 0) return Mode::PsSync;
   if (config.staleness > 0) return Mode::Ssp;
   return config.ps_mode;
-}
-
-nlohmann::json toJson(const TrainConfig& config) { return config; }
-
-TrainConfig trainConfigFromJson(const nlohmann::json& j) {
-  try {
-    return j.get<TrainConfig>();
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(fmt::format("run config: {}", e.what()));
-  }
 }
 
 }  // namespace tandem::train

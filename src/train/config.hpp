@@ -20,6 +20,10 @@
 #include "optim/kernels.hpp"
 #include "ps/delay_compensation.hpp"
 
+namespace tandem::data {
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SampleShape, channels, height, width)
+}  // namespace tandem::data
+
 namespace tandem {
 // Older configs' aliases (float16, ...) still load.
 inline void to_json(nlohmann::json& j, WireDtype d) { j = wireDtypeName(d); }
@@ -218,9 +222,10 @@ bool streamsFragments(const DistributedConfig& d);
 // How this run's PS pushes travel: --wire-dtype, or --push-bits.
 inline PushFormat pushFormatOf(const DistributedConfig& d) { return {d.wire_dtype, d.push_bits}; }
 
+// The stored fields (train/train_options.hpp's configFields) as JSON.
 nlohmann::json toJson(const TrainConfig& config);
-// Inverse of toJson for the fields a checkpoint needs to rebuild the model
-// and dataset. Throws InputError naming the missing or mistyped field.
+// Inverse of toJson; a field it lacks keeps its default. Throws InputError
+// naming a mistyped field.
 TrainConfig trainConfigFromJson(const nlohmann::json& j);
 
 }  // namespace tandem::train

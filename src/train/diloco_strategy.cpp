@@ -65,7 +65,7 @@ void DilocoStrategy::initialize(torch::nn::Module& model, const nlohmann::json& 
   outer_ = std::make_unique<torch::optim::SGD>(
       params_, torch::optim::SGDOptions(o.lr).momentum(o.momentum).nesterov(o.nesterov));
   step_ = plan.start_step;
-  // Open-ended (the APIs): the caller's finishRound ends the last round.
+  // Open-ended (the APIs): the caller's settleOpenRun ends the last round.
   total_steps_ = plan.total_steps > 0 ? plan.total_steps : std::numeric_limits<int64_t>::max();
   // A run resumes from the end of a round: its checkpoints are taken there.
   const bool sync = mode() == Mode::PsSync;
@@ -179,11 +179,10 @@ SyncTimes DilocoStrategy::exchangeFragments(AgreedStep& agreed) {
   return out.times;
 }
 
-bool DilocoStrategy::finishRound(torch::nn::Module& model) {
-  if (step_ % config_.distributed.local_steps == 0) return false;
+void DilocoStrategy::settleOpenRun(torch::nn::Module& model) {
+  if (step_ % config_.distributed.local_steps == 0) return;
   AgreedStep agreed;
   exchange(model, agreed);
-  return true;
 }
 
 SyncTimes DilocoStrategy::exchange(torch::nn::Module& model, AgreedStep& agreed) {

@@ -71,9 +71,9 @@ class DilocoStrategy final : public Strategy, public RemoteParameters {
   // update and pulls the global model; the loss and stop are then agreed.
   SyncTimes afterUpdate(torch::nn::Module& model, AgreedStep& agreed) override;
   // Open-ended runs (the APIs): ends a partial last round, if any, so that
-  // every worker holds the global model; true if there was one. Sync: every
-  // worker must call it after the same steps.
-  bool finishRound(torch::nn::Module& model);
+  // every worker holds the global model. Sync: every worker must call it
+  // after the same steps.
+  void settleOpenRun(torch::nn::Module& model) override;
   // Workers step their own optimizer on their own batches; sync: every
   // worker keeps its inner state at the chief's checkpoints.
   StepPolicy policy() const override {

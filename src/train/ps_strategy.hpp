@@ -48,7 +48,7 @@ class PsStrategy final : public Strategy, public RemoteParameters, public GatedP
   void finish() override;
   // The rate this worker's next pushes apply with (sync: worker 0's rules),
   // replacing the schedule; sent only when it changed.
-  void setLearningRate(double lr);
+  void setLearningRate(double lr) override;
   // Fetches every chunk's optimizer slots into torch's state for `optimizer`,
   // so the checkpoint resumes in any mode.
   std::optional<int64_t> prepareCheckpoint(torch::optim::Optimizer& optimizer) override;

@@ -112,6 +112,16 @@ class RemoteParameters {
   virtual torch::optim::Optimizer* outerOptimizer() { return nullptr; }
   // After worker 0 saved the checkpoint prepareCheckpoint prepared.
   virtual void checkpointSaved() {}
+
+  // The APIs' open-ended runs, which name no last step and no schedule.
+  // The rate the servers apply to this worker's next gradients, replacing
+  // the schedule. DiLoCo sends none: the servers' outer rate is
+  // --outer-lr's, and the inner one is the caller's own optimizer's.
+  virtual void setLearningRate(double lr) {}
+  // Before the job's end: closes what the last steps left open, so that
+  // every worker holds the job's model (DiLoCo: a partial last round).
+  // Sync: every worker calls it after the same steps.
+  virtual void settleOpenRun(torch::nn::Module& model) {}
 };
 
 // Replicas that must stay equal, and can be compared (all-reduce).

@@ -7,12 +7,12 @@
 namespace tandem::train {
 
 std::unique_ptr<Strategy> makeStrategy(const std::optional<cluster::ClusterSpec>& spec, const TrainConfig& config,
-                                       cluster::JobContext& context) {
+                                       cluster::JobContext& context, bool joined) {
   if (!spec) return std::make_unique<StandaloneStrategy>();
   if (spec->numServers() > 0 && config.distributed.local_steps > 0) {
-    return std::make_unique<DilocoStrategy>(*spec, config, context);
+    return std::make_unique<DilocoStrategy>(*spec, config, context, joined);
   }
-  if (spec->numServers() > 0) return std::make_unique<PsStrategy>(*spec, config, context);
+  if (spec->numServers() > 0) return std::make_unique<PsStrategy>(*spec, config, context, joined);
   return std::make_unique<AllReduceStrategy>(*spec, config.distributed, context);
 }
 

@@ -12,9 +12,11 @@
 namespace tandem::train {
 
 // Standalone without a cluster spec (flags, TF_CONFIG or a launcher's
-// environment); parameter server when the spec has PS tasks; all-reduce
-// otherwise. `context` must outlive the strategy.
+// environment); parameter server when the spec has PS tasks (DiLoCo with
+// --local-steps); all-reduce otherwise. `context` must outlive the
+// strategy. `joined`: a parameter-server worker is a member of the job
+// already (the APIs' init()), so its initialize() skips the rendezvous.
 std::unique_ptr<Strategy> makeStrategy(const std::optional<cluster::ClusterSpec>& spec, const TrainConfig& config,
-                                       cluster::JobContext& context);
+                                       cluster::JobContext& context, bool joined = false);
 
 }  // namespace tandem::train

@@ -36,191 +36,207 @@ nlohmann::json parseShape(std::string_view text) {
   return {{"channels", c}, {"height", h}, {"width", w}};
 }
 
+// A row's field, its member path in TrainConfig spelled once: its JSON
+// pointer ("dataset.name": "/dataset/name") and its typed read and write.
+#define TANDEM_CONFIG_FIELD(path)                                              \
+  .field = configPointer(#path),                                               \
+  .read = [](const TrainConfig& c) -> nlohmann::json { return c.path; },       \
+  .write = [](TrainConfig& c, const nlohmann::json& j) { j.get_to(c.path); }
+
+std::string configPointer(std::string_view path) {
+  std::string pointer = "/";
+  for (const char ch : path) pointer += ch == '.' ? '/' : ch;
+  return pointer;
+}
+
 std::vector<TrainOption> declare() {
   const auto on_off = enumChoices(kSwitchNames);
   return {
-      {.flags = "--model", .field = "/model", .help = "model name (see `tandem models`), or a TorchScript file saved with torch.jit.save"},
-      {.flags = "--loss", .field = "/loss", .help = "cross_entropy, mse, bce_with_logits (one-hot class targets) or nll (the model returns log-probabilities)"},
-      {.flags = "--mlp-widths", .field = "/model_options/mlp_widths", .help = "hidden widths of the mlp model",
+      {.flags = "--model", TANDEM_CONFIG_FIELD(model), .help = "model name (see `tandem models`), or a TorchScript file saved with torch.jit.save"},
+      {.flags = "--loss", TANDEM_CONFIG_FIELD(loss), .help = "cross_entropy, mse, bce_with_logits (one-hot class targets) or nll (the model returns log-probabilities)"},
+      {.flags = "--mlp-widths", TANDEM_CONFIG_FIELD(model_options.mlp_widths), .help = "hidden widths of the mlp model",
        .list = List::kIntegers},
-      {.flags = "--dataset", .field = "/dataset/name", .help = "fashion-mnist, mnist-idx, cifar10, cifar100, imagefolder (--data-dir with train/<class>/ and val/<class>/ "
+      {.flags = "--dataset", TANDEM_CONFIG_FIELD(dataset.name), .help = "fashion-mnist, mnist-idx, cifar10, cifar100, imagefolder (--data-dir with train/<class>/ and val/<class>/ "
        "images) or synthetic", .keyword_name = "dataset"},
-      {.flags = "--data-dir", .field = "/dataset/data_dir",
+      {.flags = "--data-dir", TANDEM_CONFIG_FIELD(dataset.data_dir),
        .help = "dataset directory (default: the dataset's standard location)", .show_default = false},
-      {.flags = "--augment", .field = "/dataset/augment", .help = "pad-4 random crop and horizontal flip on training images"},
-      {.flags = "--image-size", .field = "/dataset/image_size", .help = "imagefolder: side of the square crop the model sees (the data opens before the model, so the default is "
+      {.flags = "--augment", TANDEM_CONFIG_FIELD(dataset.augment), .help = "pad-4 random crop and horizontal flip on training images"},
+      {.flags = "--image-size", TANDEM_CONFIG_FIELD(dataset.image_size), .help = "imagefolder: side of the square crop the model sees (the data opens before the model, so the default is "
        "ImageNet's 224)"},
-      {.flags = "--normalize-mean", .field = "/dataset/normalize_mean",
+      {.flags = "--normalize-mean", TANDEM_CONFIG_FIELD(dataset.normalize_mean),
        .help = "per-channel mean of pixel/255, comma-separated (default: computed from the training set; "
                "imagefolder: ImageNet's)",
        .show_default = false, .list = List::kNumbers},
-      {.flags = "--normalize-std", .field = "/dataset/normalize_std",
+      {.flags = "--normalize-std", TANDEM_CONFIG_FIELD(dataset.normalize_std),
        .help = "per-channel std of pixel/255, comma-separated (default: computed from the training set; "
                "imagefolder: ImageNet's)",
        .show_default = false, .list = List::kNumbers},
-      {.flags = "--strict-data", .field = "/dataset/strict_data", .help = "a corrupt or non-image file is an error (default: skipped with one warning naming it)"},
-      {.flags = "--synthetic-shape", .field = "/dataset/synthetic_shape", .help = "synthetic sample shape CxHxW",
+      {.flags = "--strict-data", TANDEM_CONFIG_FIELD(dataset.strict_data), .help = "a corrupt or non-image file is an error (default: skipped with one warning naming it)"},
+      {.flags = "--synthetic-shape", TANDEM_CONFIG_FIELD(dataset.synthetic_shape), .help = "synthetic sample shape CxHxW",
        .parse = parseShape},
-      {.flags = "--synthetic-classes", .field = "/dataset/synthetic_classes", .help = "synthetic class count"},
-      {.flags = "--synthetic-size", .field = "/dataset/synthetic_train_size", .help = "synthetic training samples"},
-      {.flags = "--batch-size", .field = "/batch_size", .help = "samples per micro-batch per worker"},
-      {.flags = "--accumulate", .field = "/accumulate", .help = "micro-batches per update; gradients sync on the last"},
-      {.flags = "--epochs", .field = "/epochs", .help = "passes over the training set"},
-      {.flags = "--max-steps", .field = "/max_steps",
+      {.flags = "--synthetic-classes", TANDEM_CONFIG_FIELD(dataset.synthetic_classes), .help = "synthetic class count"},
+      {.flags = "--synthetic-size", TANDEM_CONFIG_FIELD(dataset.synthetic_train_size), .help = "synthetic training samples"},
+      // Stored without a flag: a test's synthetic data set sets them.
+      {TANDEM_CONFIG_FIELD(dataset.synthetic_test_size)},
+      {TANDEM_CONFIG_FIELD(dataset.synthetic_seed)},
+      {.flags = "--batch-size", TANDEM_CONFIG_FIELD(batch_size), .help = "samples per micro-batch per worker"},
+      {.flags = "--accumulate", TANDEM_CONFIG_FIELD(accumulate), .help = "micro-batches per update; gradients sync on the last"},
+      {.flags = "--epochs", TANDEM_CONFIG_FIELD(epochs), .help = "passes over the training set"},
+      {.flags = "--max-steps", TANDEM_CONFIG_FIELD(max_steps),
        .help = "stop after this many global steps (overrides --epochs)", .show_default = false},
-      {.flags = "--seed", .field = "/seed", .help = "seed for initialisation, shuffling and augmentation"},
-      {.flags = "--threads", .field = "/threads", .help = "torch intra-op threads (0: OMP_NUM_THREADS if set, else cores / processes on this host)"},
-      {.flags = "--device", .field = "/device", .help = "where a worker trains: auto (its local rank's GPU when any is visible, else the CPU), cpu, cuda (its local "
+      {.flags = "--seed", TANDEM_CONFIG_FIELD(seed), .help = "seed for initialisation, shuffling and augmentation"},
+      {.flags = "--threads", TANDEM_CONFIG_FIELD(threads), .help = "torch intra-op threads (0: OMP_NUM_THREADS if set, else cores / processes on this host)"},
+      {.flags = "--device", TANDEM_CONFIG_FIELD(device), .help = "where a worker trains: auto (its local rank's GPU when any is visible, else the CPU), cpu, cuda (its local "
        "rank's GPU) or cuda:N (that GPU, shared on purpose); parameter servers stay on CPU"},
-      {.flags = "--allow-shared-gpu", .field = "/allow_shared_gpu", .help = "with more workers on a host than GPUs, let local rank r share GPU r mod GPUs instead of failing"},
-      {.flags = "--amp", .field = "/amp", .help = "mixed precision: off, bf16 (autocast forward in bfloat16), or fp16 (float16 with a dynamic loss scale that "
+      {.flags = "--allow-shared-gpu", TANDEM_CONFIG_FIELD(allow_shared_gpu), .help = "with more workers on a host than GPUs, let local rank r share GPU r mod GPUs instead of failing"},
+      {.flags = "--amp", TANDEM_CONFIG_FIELD(amp), .help = "mixed precision: off, bf16 (autocast forward in bfloat16), or fp16 (float16 with a dynamic loss scale that "
        "skips overflowing steps); weights, gradients and optimizer state stay float32", .choices = enumChoices(kAmpNames)},
-      {.flags = "--channels-last", .field = "/channels_last", .help = "convolutional models: keep 4-d parameters and batches in channels-last (NHWC) layout, which GPU "
+      {.flags = "--channels-last", TANDEM_CONFIG_FIELD(channels_last), .help = "convolutional models: keep 4-d parameters and batches in channels-last (NHWC) layout, which GPU "
        "convolutions run faster in (standalone)"},
-      {.flags = "--deterministic", .field = "/deterministic", .help = "GPU: deterministic kernels only (cuDNN without benchmarking, cuBLAS with a fixed workspace), so that the "
+      {.flags = "--deterministic", TANDEM_CONFIG_FIELD(deterministic), .help = "GPU: deterministic kernels only (cuDNN without benchmarking, cuBLAS with a fixed workspace), so that the "
        "same seed gives the same bits; an operation without a deterministic kernel is an error naming it. The CPU "
        "path is deterministic already"},
-      {.flags = "--prefetch-threads", .field = "/prefetch_threads", .help = "input pipeline threads (0: build batches inline; -1: 1, or 0 when the compute threads take every core)"},
-      {.flags = "--prefetch-depth", .field = "/prefetch_depth", .help = "batches the input pipeline may run ahead"},
-      {.flags = "--optimizer", .field = "/optimizer/name", .help = "sgd, adam, adamw or rmsprop",
+      {.flags = "--prefetch-threads", TANDEM_CONFIG_FIELD(prefetch_threads), .help = "input pipeline threads (0: build batches inline; -1: 1, or 0 when the compute threads take every core)"},
+      {.flags = "--prefetch-depth", TANDEM_CONFIG_FIELD(prefetch_depth), .help = "batches the input pipeline may run ahead"},
+      {.flags = "--optimizer", TANDEM_CONFIG_FIELD(optimizer.name), .help = "sgd, adam, adamw or rmsprop",
        .choices = optim::optimizerNames(), .keyword_name = "optimizer"},
-      {.flags = "--lr", .field = "/optimizer/lr", .help = "base learning rate"},
-      {.flags = "--momentum", .field = "/optimizer/momentum",
+      {.flags = "--lr", TANDEM_CONFIG_FIELD(optimizer.lr), .help = "base learning rate"},
+      {.flags = "--momentum", TANDEM_CONFIG_FIELD(optimizer.momentum),
        .help = "momentum of sgd (default 0.9) or rmsprop (default 0)", .show_default = false},
-      {.flags = "--nesterov", .field = "/optimizer/nesterov", .help = "Nesterov momentum (SGD)"},
-      {.flags = "--weight-decay", .field = "/optimizer/weight_decay",
+      {.flags = "--nesterov", TANDEM_CONFIG_FIELD(optimizer.nesterov), .help = "Nesterov momentum (SGD)"},
+      {.flags = "--weight-decay", TANDEM_CONFIG_FIELD(optimizer.weight_decay),
        .help = "L2 weight decay (adamw: decoupled decay, default 0.01; others default 0)", .show_default = false},
-      {.flags = "--adam-beta1", .field = "/optimizer/beta1", .help = "beta1 of adam and adamw"},
-      {.flags = "--adam-beta2", .field = "/optimizer/beta2", .help = "beta2 of adam and adamw"},
-      {.flags = "--eps,--adam-eps", .field = "/optimizer/eps", .help = "epsilon of adam, adamw and rmsprop"},
-      {.flags = "--rmsprop-alpha", .field = "/optimizer/alpha", .help = "smoothing constant of rmsprop"},
-      {.flags = "--rmsprop-centered", .field = "/optimizer/centered", .help = "rmsprop normalised by the gradient's variance"},
-      {.flags = "--lr-schedule", .field = "/lr/kind", .help = "constant, piecewise or cosine",
+      {.flags = "--adam-beta1", TANDEM_CONFIG_FIELD(optimizer.beta1), .help = "beta1 of adam and adamw"},
+      {.flags = "--adam-beta2", TANDEM_CONFIG_FIELD(optimizer.beta2), .help = "beta2 of adam and adamw"},
+      {.flags = "--eps,--adam-eps", TANDEM_CONFIG_FIELD(optimizer.eps), .help = "epsilon of adam, adamw and rmsprop"},
+      {.flags = "--rmsprop-alpha", TANDEM_CONFIG_FIELD(optimizer.alpha), .help = "smoothing constant of rmsprop"},
+      {.flags = "--rmsprop-centered", TANDEM_CONFIG_FIELD(optimizer.centered), .help = "rmsprop normalised by the gradient's variance"},
+      {.flags = "--lr-schedule", TANDEM_CONFIG_FIELD(lr.kind), .help = "constant, piecewise or cosine",
        .choices = enumChoices(kLrScheduleNames), .keyword_name = "lr_schedule"},
-      {.flags = "--lr-boundaries", .field = "/lr/boundaries", .help = "piecewise boundaries (comma-separated)",
+      {.flags = "--lr-boundaries", TANDEM_CONFIG_FIELD(lr.boundaries), .help = "piecewise boundaries (comma-separated)",
        .show_default = false, .list = List::kIntegers, .keyword_name = "lr_boundaries"},
-      {.flags = "--lr-values", .field = "/lr/values", .help = "piecewise rates, one more than boundaries",
+      {.flags = "--lr-values", TANDEM_CONFIG_FIELD(lr.values), .help = "piecewise rates, one more than boundaries",
        .show_default = false, .list = List::kNumbers, .keyword_name = "lr_values"},
-      {.flags = "--lr-boundary-unit", .field = "/lr/unit", .help = "piecewise boundaries in 'step' or 'epoch'",
+      {.flags = "--lr-boundary-unit", TANDEM_CONFIG_FIELD(lr.unit), .help = "piecewise boundaries in 'step' or 'epoch'",
        .choices = enumChoices(kLrUnitNames), .keyword_name = "lr_boundary_unit"},
-      {.flags = "--min-lr", .field = "/lr/min_lr", .help = "cosine floor"},
-      {.flags = "--warmup-steps", .field = "/lr/warmup_steps", .help = "linear warmup steps before the schedule"},
-      {.flags = "--lr-scaling", .field = "/lr/scaling",
+      {.flags = "--min-lr", TANDEM_CONFIG_FIELD(lr.min_lr), .help = "cosine floor"},
+      {.flags = "--warmup-steps", TANDEM_CONFIG_FIELD(lr.warmup_steps), .help = "linear warmup steps before the schedule"},
+      {.flags = "--lr-scaling", TANDEM_CONFIG_FIELD(lr.scaling),
        .help = "none, or linear: rates x (workers x accumulate), warming up from the unscaled rate",
        .choices = enumChoices(kLrScalingNames), .keyword_name = "lr_scaling"},
-      {.flags = "--eval-every", .field = "/eval_every_steps", .help = "evaluate every N steps (0: at each epoch end)"},
-      {.flags = "--eval-batch-size", .field = "/eval_batch_size", .help = "evaluation batch size"},
-      {.flags = "--log-every", .field = "/log_every_steps", .help = "write a metrics line every N steps"},
-      {.flags = "--checkpoint-every", .field = "/checkpoint_every_steps", .help = "also checkpoint every N steps to OUT/checkpoints/ (the final one is always OUT/checkpoint.ckpt)"},
-      {.flags = "--checkpoint-secs", .field = "/checkpoint_secs", .help = "also checkpoint every N seconds of training (0: never)"},
-      {.flags = "--keep-checkpoints", .field = "/keep_checkpoints", .help = "periodic checkpoints kept in OUT/checkpoints/ (0: all)"},
-      {.flags = "--out", .field = "/out_dir", .help = "run directory for metrics.jsonl, summary.json, checkpoints"},
-      {.flags = "--bind", .field = "/distributed/bind",
+      {.flags = "--eval-every", TANDEM_CONFIG_FIELD(eval_every_steps), .help = "evaluate every N steps (0: at each epoch end)"},
+      {.flags = "--eval-batch-size", TANDEM_CONFIG_FIELD(eval_batch_size), .help = "evaluation batch size"},
+      {.flags = "--log-every", TANDEM_CONFIG_FIELD(log_every_steps), .help = "write a metrics line every N steps"},
+      {.flags = "--checkpoint-every", TANDEM_CONFIG_FIELD(checkpoint_every_steps), .help = "also checkpoint every N steps to OUT/checkpoints/ (the final one is always OUT/checkpoint.ckpt)"},
+      {.flags = "--checkpoint-secs", TANDEM_CONFIG_FIELD(checkpoint_secs), .help = "also checkpoint every N seconds of training (0: never)"},
+      {.flags = "--keep-checkpoints", TANDEM_CONFIG_FIELD(keep_checkpoints), .help = "periodic checkpoints kept in OUT/checkpoints/ (0: all)"},
+      {.flags = "--out", TANDEM_CONFIG_FIELD(out_dir), .help = "run directory for metrics.jsonl, summary.json, checkpoints"},
+      {.flags = "--bind", TANDEM_CONFIG_FIELD(distributed.bind),
        .help = "address this task's ports listen on (the coordinator, a PS); default: the address its host name "
                "resolves to here; 0.0.0.0: every interface",
        .group = kCluster, .modes = kDistributedModes, .show_default = false},
-      {.flags = "--bucket-mb", .field = "/distributed/bucket_mb",
+      {.flags = "--bucket-mb", TANDEM_CONFIG_FIELD(distributed.bucket_mb),
        .help = "all-reduce gradient bucket cap in MiB; 0: about 16 buckets of the model, 0.25-4 MiB each",
        .group = kCluster, .modes = kAllReduceOnly},
-      {.flags = "--gpu-collective", .field = "/distributed/gpu_collective",
+      {.flags = "--gpu-collective", TANDEM_CONFIG_FIELD(distributed.gpu_collective),
        .help = "GPU workers' all-reduce: nccl sums buckets in device memory; gloo copies them to the host and sums "
                "there; auto: nccl unless NCCL is missing or two workers share a GPU",
        .group = kCluster, .modes = kAllReduceOnly, .choices = enumChoices(kGpuCollectiveNames)},
-      {.flags = "--peer-timeout", .field = "/distributed/peer_timeout_s",
+      {.flags = "--peer-timeout", TANDEM_CONFIG_FIELD(distributed.peer_timeout_s),
        .help = "seconds a collective waits for a peer", .group = kCluster, .modes = kDistributedModes},
-      {.flags = "--rendezvous-timeout", .field = "/distributed/rendezvous_timeout_s",
+      {.flags = "--rendezvous-timeout", TANDEM_CONFIG_FIELD(distributed.rendezvous_timeout_s),
        .help = "seconds to wait for every task to join", .group = kCluster, .modes = kDistributedModes},
-      {.flags = "--heartbeat-timeout", .field = "/distributed/heartbeat_timeout_s",
+      {.flags = "--heartbeat-timeout", TANDEM_CONFIG_FIELD(distributed.heartbeat_timeout_s),
        .help = "seconds without an answer from a parameter server's host before it is named dead (a server "
                "process that exits is named at once)",
        .group = kCluster, .modes = kServerModes},
-      {.flags = "--restart-wait", .field = "/distributed/restart_wait_s",
+      {.flags = "--restart-wait", TANDEM_CONFIG_FIELD(distributed.restart_wait_s),
        .help = "when the job loses a task: 0, exit 1; N, start this task again in place and wait up to N seconds "
                "for the job's next start, every task continuing from the newest checkpoint (a server restarted by "
                "hand rejoins this way)",
        .group = kCluster, .modes = kDistributedModes},
-      {.flags = "--verify-replicas-every", .field = "/distributed/verify_replicas_every",
+      {.flags = "--verify-replicas-every", TANDEM_CONFIG_FIELD(distributed.verify_replicas_every),
        .help = "compare parameter checksums across workers every N steps (0: never)", .group = kCluster,
        .modes = kAllReduceOnly, .strict = true},
-      {.flags = "--ps-mode", .field = "/distributed/ps_mode",
+      {.flags = "--ps-mode", TANDEM_CONFIG_FIELD(distributed.ps_mode),
        .help = "sync (mean of every worker per step) or async (each push applied as it comes); --staleness k bounds either",
        .group = kServers, .modes = kServerModes, .strict = true, .choices = psModeChoices()},
-      {.flags = "--staleness", .field = "/distributed/staleness",
+      {.flags = "--staleness", TANDEM_CONFIG_FIELD(distributed.staleness),
        .help = "bounded staleness: a worker runs at most k steps ahead of the slowest (0 = sync)", .group = kServers,
        .modes = kServerModes, .strict = true, .show_default = false},
-      {.flags = "--delay-compensation", .field = "/distributed/delay_compensation",
+      {.flags = "--delay-compensation", TANDEM_CONFIG_FIELD(distributed.delay_compensation),
        .help = "async and bounded staleness: DC-ASGD's lambda0 (its paper: 2 adaptive, 0.04 constant; 0: off); servers "
                "correct each push towards the values now held, keeping each worker's last pulled values",
        .group = kServers, .modes = kServerModes, .strict = true, .show_default = false},
-      {.flags = "--delay-compensation-form", .field = "/distributed/delay_compensation_form",
+      {.flags = "--delay-compensation-form", TANDEM_CONFIG_FIELD(distributed.delay_compensation_form),
        .help = "adaptive (lambda0 over each value's root mean square gradient, one more float per value) or constant "
                "(lambda0 itself; the cheaper apply)",
        .group = kServers, .modes = kServerModes, .strict = true, .choices = enumChoices(ps::kDelayFormNames)},
-      {.flags = "--staleness-lr", .field = "/distributed/staleness_lr",
+      {.flags = "--staleness-lr", TANDEM_CONFIG_FIELD(distributed.staleness_lr),
        .help = "async and bounded staleness: on divides each push's rate by its staleness (the updates its chunk "
                "took since its worker pulled), as in staleness-aware async SGD",
        .group = kServers, .modes = kServerModes, .strict = true, .choices = on_off},
-      {.flags = "--local-steps", .field = "/distributed/local_steps",
+      {.flags = "--local-steps", TANDEM_CONFIG_FIELD(distributed.local_steps),
        .help = "DiLoCo: each worker takes H steps with its own optimizer, then the servers apply --outer-optimizer "
                "to the workers' mean change since the last global model (sync parameter servers; 0: off)",
        .group = kDiloco, .modes = kServerModes, .strict = true, .show_default = false},
-      {.flags = "--outer-optimizer", .field = "/distributed/outer_optimizer",
+      {.flags = "--outer-optimizer", TANDEM_CONFIG_FIELD(distributed.outer_optimizer),
        .help = "DiLoCo: the servers' optimizer for the workers' mean change: nesterov or sgd (heavy-ball momentum)",
        .group = kDiloco, .modes = kServerModes, .strict = true, .choices = {"nesterov", "sgd"}},
-      {.flags = "--outer-lr", .field = "/distributed/outer_lr", .help = "DiLoCo: the outer optimizer's rate",
+      {.flags = "--outer-lr", TANDEM_CONFIG_FIELD(distributed.outer_lr), .help = "DiLoCo: the outer optimizer's rate",
        .group = kDiloco, .modes = kServerModes, .strict = true},
-      {.flags = "--outer-momentum", .field = "/distributed/outer_momentum",
+      {.flags = "--outer-momentum", TANDEM_CONFIG_FIELD(distributed.outer_momentum),
        .help = "DiLoCo: the outer optimizer's momentum", .group = kDiloco, .modes = kServerModes, .strict = true},
-      {.flags = "--fragments", .field = "/distributed/fragments",
+      {.flags = "--fragments", TANDEM_CONFIG_FIELD(distributed.fragments),
        .help = "streaming DiLoCo: the model's chunks in F fragments, each exchanged once every --local-steps at "
                "staggered steps, so that each exchange carries 1/F of the model (sync; 1: all at once)",
        .group = kDiloco, .modes = kServerModes, .strict = true},
-      {.flags = "--fragment-delay", .field = "/distributed/fragment_delay",
+      {.flags = "--fragment-delay", TANDEM_CONFIG_FIELD(distributed.fragment_delay),
        .help = "streaming DiLoCo: steps each fragment's exchange overlaps before it is merged (below "
                "--local-steps / --fragments)",
        .group = kDiloco, .modes = kServerModes, .strict = true},
-      {.flags = "--fragment-mix", .field = "/distributed/fragment_mix",
+      {.flags = "--fragment-mix", TANDEM_CONFIG_FIELD(distributed.fragment_mix),
        .help = "streaming DiLoCo: a merged fragment is mix * local + (1 - mix) * the new global values",
        .group = kDiloco, .modes = kServerModes, .strict = true},
-      {.flags = "--ps-chunk-mb", .field = "/distributed/ps_chunk_mb",
+      {.flags = "--ps-chunk-mb", TANDEM_CONFIG_FIELD(distributed.ps_chunk_mb),
        .help = "parameter chunk size spread over the servers; 0: about 16 chunks a server, at least 32, 16 KiB-4 "
                "MiB each",
        .group = kServers, .modes = kServerModes},
-      {.flags = "--hierarchical", .field = "/distributed/hierarchical",
+      {.flags = "--hierarchical", TANDEM_CONFIG_FIELD(distributed.hierarchical),
        .help = "across hosts (all-reduce and sync PS): auto sums each host's workers' gradients over loopback "
                "first, so each host's link carries them once (BytePS-style); off: every worker sends its own",
        .group = kServers, .modes = kHostSums, .choices = enumChoices(cluster::kHostAggregationNames)},
-      {.flags = "--priority", .field = "/distributed/priority",
+      {.flags = "--priority", TANDEM_CONFIG_FIELD(distributed.priority),
        .help = "PS: on sends queued pushes first layers first (two chunks in flight per server) and starts the next "
                "forward as its first layers' parameters arrive; off sends in backward's order",
        .group = kServers, .modes = kServerModes, .choices = on_off},
-      {.flags = "--ps-shared-memory", .field = "/distributed/shared_memory",
+      {.flags = "--ps-shared-memory", TANDEM_CONFIG_FIELD(distributed.shared_memory),
        .help = "PS: on lets servers on a worker's host read its pushes from, and write its pulls into, the "
                "worker's shared memory, skipping the socket's copies; off sends every byte through the socket",
        .group = kServers, .modes = kServerModes, .choices = on_off},
-      {.flags = "--ps-threads", .field = "/distributed/ps_threads",
+      {.flags = "--ps-threads", TANDEM_CONFIG_FIELD(distributed.ps_threads),
        .help = "optimizer apply threads per server (0: all cores)", .group = kServers, .modes = kServerModes},
-      {.flags = "--wire-dtype", .field = "/distributed/wire_dtype",
+      {.flags = "--wire-dtype", TANDEM_CONFIG_FIELD(distributed.wire_dtype),
        .help = "how gradient buckets and PS chunks travel: fp32, fp16 or bf16 (half the bytes; master weights and "
                "optimizer state stay float32)",
        .group = kWire, .modes = kDistributedModes, .choices = enumChoices(kWireDtypeNames)},
-      {.flags = "--error-feedback", .field = "/distributed/error_feedback",
+      {.flags = "--error-feedback", TANDEM_CONFIG_FIELD(distributed.error_feedback),
        .help = "with --wire-dtype fp16|bf16: carry each gradient's rounding into its next push or all-reduce",
        .group = kWire, .modes = kDistributedModes},
-      {.flags = "--push-bits", .field = "/distributed/push_bits",
+      {.flags = "--push-bits", TANDEM_CONFIG_FIELD(distributed.push_bits),
        .help = "PS: 8 or 4 sends each push (a gradient, or DiLoCo's outer gradient) in that many bits a value, with "
                "a float32 scale per 128 values, and carries what that lost into the chunk's next push; pulls keep "
                "--wire-dtype (0: pushes as --wire-dtype)",
        .group = kWire, .modes = kServerModes, .strict = true, .show_default = false},
-      {.flags = "--emulate-compute", .field = "/emulate_compute",
+      {.flags = "--emulate-compute", TANDEM_CONFIG_FIELD(emulate_compute),
        .help = "a GPU profile (JSON, profiles/): forward and backward become timed waits shaped like the model's "
                "FLOPs, everything else stays real",
        .group = kLab, .show_default = false},
-      {.flags = "--timeline", .field = "/timeline",
+      {.flags = "--timeline", TANDEM_CONFIG_FIELD(timeline),
        .help = "write OUT/timeline-worker-N.json (Chrome trace, Perfetto): each step's phases, bucket all-reduces, "
                "emulated layers; launch merges them into OUT/timeline.json",
        .group = kLab},
-      {.flags = "--debug-step-delay-ms", .field = "/debug_step_delay_ms",
+      {.flags = "--debug-step-delay-ms", TANDEM_CONFIG_FIELD(debug_step_delay_ms),
        .help = "sleep this long every step: a deliberate straggler for testing", .group = "Debugging",
        .show_default = false},
   };
@@ -269,9 +285,40 @@ bool TrainOption::hasFlag(std::string_view flag) const {
   return false;
 }
 
+const std::vector<TrainOption>& configFields() {
+  static const std::vector<TrainOption> fields = declare();
+  return fields;
+}
+
 const std::vector<TrainOption>& trainOptions() {
-  static const std::vector<TrainOption> options = declare();
+  static const std::vector<TrainOption> options = [] {
+    std::vector<TrainOption> flagged;
+    for (const auto& f : configFields()) {
+      if (!f.flags.empty()) flagged.push_back(f);
+    }
+    return flagged;
+  }();
   return options;
+}
+
+nlohmann::json toJson(const TrainConfig& config) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& f : configFields()) j[nlohmann::json::json_pointer(f.field)] = f.read(config);
+  return j;
+}
+
+TrainConfig trainConfigFromJson(const nlohmann::json& j) {
+  TrainConfig config;
+  for (const auto& f : configFields()) {
+    const nlohmann::json::json_pointer pointer(f.field);
+    if (!j.contains(pointer)) continue;  // older configs lack newer fields: their defaults
+    try {
+      f.write(config, j.at(pointer));
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(fmt::format("run config: {}: {}", f.field, e.what()));
+    }
+  }
+  return config;
 }
 
 const TrainOption& trainOption(std::string_view field) {

@@ -1,11 +1,13 @@
 #pragma once
-// Every `tandem train` option that sets the run config, declared once: its
-// flag, its keyword in the APIs, where its value lives in the run config (a JSON pointer into
-// toJson: the form checkpoints store, --resume merges and summary.json
-// reports), its help, the modes it changes anything in, and for a named
-// setting its allowed names. Its type and default are TrainConfig's own.
-// The CLI registers these, parses their values here, and refuses the
-// strict ones given to a run they cannot change. Torch-free.
+// Every field of the run config that is stored, declared once: where it
+// lives in toJson's form (what checkpoints store, --resume merges and
+// summary.json reports) with its typed read and write, and, for a
+// `tandem train` option, its flag, its keyword in the APIs, its help, the
+// modes it changes anything in, and for a named setting its allowed names.
+// Its type and default are TrainConfig's own. toJson and
+// trainConfigFromJson walk these fields; the CLI registers the options,
+// parses their values here, and refuses the strict ones given to a run
+// they cannot change. Torch-free.
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -17,6 +19,8 @@
 
 namespace tandem::train {
 
+struct TrainConfig;
+
 // A set of Modes.
 using ModeSet = uint8_t;
 constexpr ModeSet modeBit(Mode m) { return static_cast<ModeSet>(1u << static_cast<unsigned>(m)); }
@@ -26,8 +30,10 @@ inline constexpr ModeSet kDistributedModes = modeBit(Mode::AllReduce) | kServerM
 inline constexpr ModeSet kEveryMode = modeBit(Mode::Standalone) | kDistributedModes;
 
 struct TrainOption {
-  std::string flags{};  // CLI11's spelling: "--eps,--adam-eps" (aliases after the first)
+  std::string flags{};  // CLI11's spelling: "--eps,--adam-eps" (aliases after the first); empty: stored only
   std::string field{};  // "/optimizer/eps"
+  nlohmann::json (*read)(const TrainConfig&) = nullptr;
+  void (*write)(TrainConfig&, const nlohmann::json&) = nullptr;  // throws nlohmann's errors
   std::string help{};
   std::string group{};  // help section; empty: the general one
   ModeSet modes = kEveryMode;  // where a value changes the run
@@ -52,7 +58,9 @@ struct TrainOption {
   bool hasFlag(std::string_view flag) const;  // any of its spellings
 };
 
-// Every option, in help order.
+// Every stored field, in help order.
+const std::vector<TrainOption>& configFields();
+// Those with a flag: the CLI's options and the APIs' keywords.
 const std::vector<TrainOption>& trainOptions();
 // The option of `field`; Error when there is none (a bug, not input).
 const TrainOption& trainOption(std::string_view field);
