@@ -33,7 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto given = lines(data + 1, size - 1);
   auto line = [&](size_t i) { return i < given.size() ? given[i] : std::string(); };
   cluster::ClusterFlags flags;
-  cluster::Environment env;
+  Environment env;
   switch (data[0] % 4) {
     case 0: env["TF_CONFIG"] = std::string(reinterpret_cast<const char*>(data + 1), size - 1); break;
     case 1:
