@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "cluster/coordinator.hpp"
+#include "cluster/quorum_link.hpp"
 #include "cluster/store_messages.hpp"
 #include "core/error.hpp"
 #include "net/job_security.hpp"
@@ -360,6 +361,92 @@ TEST(Coordinator, OutsidersCanNeitherReadNorWriteTheStore) {
 
 // Collectives rendezvous through the store: collective_communicator_test
 // (CommunicatorConnect.RendezvousThroughTheCoordinatorStore).
+
+}  // namespace
+}  // namespace tandem::cluster
+
+namespace tandem::cluster {
+namespace {
+
+// The quorum over real sockets: heartbeats on their own clients, a silent
+// worker taken for dead, the survivors' arrivals forming the next
+// generation, and every reply decoded from the wire.
+TEST(CoordinatorQuorum, SurvivorsOfASilentWorkerAgreeOverTheWire) {
+  CoordinatorServer server("127.0.0.1", 0, tandem::testing::testSecurity());
+  QuorumOptions options;
+  options.heartbeat_timeout = 300ms;
+  options.arrival_timeout = 10s;
+  server.hostQuorum(3, 40, options);
+  CoordinatorClient w0(local(server.port()), 2000ms, tandem::testing::testSecurity());
+  CoordinatorClient w1(local(server.port()), 2000ms, tandem::testing::testSecurity());
+  QuorumView v = w0.quorumBeat(0, Deadline::after(2s));
+  EXPECT_EQ(v.current.workers, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(v.current.step, 40);
+  EXPECT_FALSE(v.round_open);
+  // Worker 2 never beats: past 300 ms the others are told to come.
+  const auto until = Clock::now() + 5s;
+  while (!v.round_open && Clock::now() < until) {
+    std::this_thread::sleep_for(50ms);
+    w1.quorumBeat(1, Deadline::after(2s));
+    v = w0.quorumBeat(0, Deadline::after(2s));
+  }
+  ASSERT_TRUE(v.round_open) << "worker 2's silence was never noticed";
+  EXPECT_EQ(v.awaited, (std::vector<int>{0, 1}));
+  v = w0.quorumArrive(0, 0, 41, Deadline::after(2s));
+  EXPECT_EQ(v.current.generation, 0);
+  EXPECT_EQ(v.awaited, (std::vector<int>{1}));
+  v = w1.quorumArrive(1, 0, 40, Deadline::after(2s));
+  ASSERT_FALSE(v.stopped);
+  EXPECT_EQ(v.current.generation, 1);
+  EXPECT_EQ(v.current.workers, (std::vector<int>{0, 1}));
+  EXPECT_EQ(v.current.step, 41);
+  EXPECT_EQ(v.current.source, 0);
+  EXPECT_EQ(v.current.healing, (std::vector<int>{1}));
+  ASSERT_EQ(v.current.departed.size(), 1u);
+  EXPECT_EQ(v.current.departed[0].worker, 2);
+  EXPECT_TRUE(v.current.departed[0].why.starts_with("silent for ")) << v.current.departed[0].why;
+  EXPECT_EQ(w0.quorumBeat(0, Deadline::after(2s)), v) << "the formed generation is what a later beat sees";
+  v = w1.quorumLeave(1, Deadline::after(2s));
+  EXPECT_TRUE(v.stopped.has_value() || v.round_open) << "worker 1 left: a change is under way";
+}
+
+// The link beats for its worker, tells it when a change is pending, and
+// says when the coordinator is gone.
+TEST(CoordinatorQuorum, ALinkKeepsItsWorkerAliveAndHearsOfAPendingChange) {
+  auto server = std::make_unique<CoordinatorServer>("127.0.0.1", 0, tandem::testing::testSecurity());
+  const int port = server->port();
+  QuorumOptions options;
+  options.heartbeat_timeout = 400ms;
+  server->hostQuorum(3, 0, options);
+  QuorumLink w0(local(port), tandem::testing::testSecurity(), 0, 50ms, 400ms);
+  QuorumLink w1(local(port), tandem::testing::testSecurity(), 1, 50ms, 400ms);
+  std::this_thread::sleep_for(200ms);
+  EXPECT_FALSE(w0.changePending()) << "every worker is within its timeout";
+  const auto until = Clock::now() + 5s;
+  while (!w0.changePending() && Clock::now() < until) std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(w0.changePending()) << "worker 2 never beat: the link must hear of the round";
+  CoordinatorClient probe(local(port), 2000ms, tandem::testing::testSecurity());
+  const QuorumView v = probe.quorumBeat(1, Deadline::after(2s));
+  EXPECT_EQ(v.awaited, (std::vector<int>{0, 1})) << "workers 0 and 1 are alive through their links";
+  EXPECT_FALSE(w0.lost());
+  server.reset();
+  const auto gone = Clock::now() + 5s;
+  while (!w1.lost() && Clock::now() < gone) std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(w1.lost()) << "a coordinator that stopped answering was never noticed";
+  EXPECT_NE(w1.lost()->find("did not answer"), std::string::npos) << *w1.lost();
+}
+
+TEST(CoordinatorQuorum, AJobWithoutAQuorumRefusesItsRequests) {
+  CoordinatorServer server("127.0.0.1", 0, tandem::testing::testSecurity());
+  CoordinatorClient client(local(server.port()), 2000ms, tandem::testing::testSecurity());
+  try {
+    client.quorumBeat(0, Deadline::after(2s));
+    FAIL() << "a beat without a quorum was answered";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("this job's membership is fixed"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(server.hostQuorum(2, 0, QuorumOptions{.min_workers = 3}), InputError);
+}
 
 }  // namespace
 }  // namespace tandem::cluster

@@ -80,6 +80,44 @@ TEST(DataSampler, EpochCoversEachSampleAtMostOnce) {
   EXPECT_NE(s.batchIndices(0), s.batchIndices(s.stepsPerEpoch()));
 }
 
+// 4 workers take 5 global batches of epoch 1, then 3 workers go on from
+// where they were: epoch 1 holds each sample at most once, and only the
+// tail that no longer fills a global batch of 3 is dropped.
+TEST(DataSampler, AChangeOfWorkersMidEpochGoesOnWhereTheJobWas) {
+  constexpr int64_t kSize = 1000, kBatch = 16;
+  std::vector<ShardSampler> four, three;
+  for (int r = 0; r < 4; ++r) four.emplace_back(kSize, kBatch, r, 4, 9);
+  const int64_t change = four[0].stepsPerEpoch() + 5;  // 15 steps of 64 fill epoch 0; 5 more of epoch 1
+  const DataPosition at = four[0].positionAt(change);
+  EXPECT_EQ(at, (DataPosition{1, 5 * 64}));
+  for (int r = 0; r < 3; ++r) three.emplace_back(kSize, kBatch, r, 3, 9, true, change, at);
+  std::set<int64_t> seen;
+  for (int64_t step = four[0].stepsPerEpoch(); step < change; ++step) {
+    for (const auto& s : four) {
+      for (int64_t i : s.batchIndices(step)) ASSERT_TRUE(seen.insert(i).second) << "sample " << i << " twice";
+    }
+  }
+  int64_t step = change;
+  for (; three[0].positionAt(step).epoch == 1; ++step) {
+    for (const auto& s : three) {
+      for (int64_t i : s.batchIndices(step)) ASSERT_TRUE(seen.insert(i).second) << "sample " << i << " twice";
+    }
+  }
+  EXPECT_EQ(step - change, (kSize - 5 * 64) / 48) << "the rest of the epoch, in global batches of 48";
+  EXPECT_EQ(static_cast<int64_t>(seen.size()), 5 * 64 + (step - change) * 48);
+  EXPECT_LT(kSize - static_cast<int64_t>(seen.size()), 48) << "only a tail short of one global batch is dropped";
+  // Epoch 1's order is the one the four workers were taking: the three go on in it.
+  const std::vector<int64_t> order = four[0].epochOrder(1);
+  EXPECT_EQ(three[0].batchIndices(change), std::vector<int64_t>(order.begin() + 320, order.begin() + 336));
+  // Then epoch 2 starts at its beginning, in global batches of 48.
+  EXPECT_EQ(three[0].positionAt(step), (DataPosition{2, 0}));
+  EXPECT_EQ(three[2].positionAt(step + 1), (DataPosition{2, 48}));
+  // An origin whose epoch has no room left for a global batch starts the next.
+  ShardSampler full(kSize, kBatch, 0, 3, 9, true, 40, DataPosition{0, 990});
+  EXPECT_EQ(full.positionAt(40), (DataPosition{1, 0}));
+  EXPECT_THROW(ShardSampler(kSize, kBatch, 0, 3, 9, true, 40, DataPosition{0, 1001}), InputError);
+}
+
 TEST(DataSampler, UnshuffledIsSequential) {
   ShardSampler s(20, 3, 1, 2, 5, false);
   EXPECT_EQ(s.batchIndices(0), (std::vector<int64_t>{3, 4, 5}));

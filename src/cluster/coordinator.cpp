@@ -6,10 +6,12 @@
 #include <atomic>
 #include <charconv>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
 #include "cluster/local_address.hpp"
+#include "cluster/quorum_messages.hpp"
 #include "cluster/store_messages.hpp"
 #include "core/error.hpp"
 #include "core/log_limiter.hpp"
@@ -85,7 +87,12 @@ struct CoordinatorServer::Impl {
   // immutable so a get reply can send them without a copy while a later set
   // replaces the entry.
   std::map<std::string, std::shared_ptr<const std::vector<char>>, std::less<>> store;
+  std::mutex quorum_mu;  // hostQuorum may come while the thread serves
+  std::optional<Quorum> quorum;
+  int64_t logged_generation = 0;
   std::thread thread;
+
+  std::pair<MessageType, zmq::message_t> answerQuorum(const Frame& request, const std::string& peer);
 
   void run();
   void handle(std::vector<zmq::message_t>& parts, size_t total);
@@ -126,6 +133,40 @@ CoordinatorServer::~CoordinatorServer() {
 }
 
 int CoordinatorServer::port() const { return impl_->port; }
+
+void CoordinatorServer::hostQuorum(int workers, int64_t first_step, const QuorumOptions& options) {
+  Quorum quorum(workers, first_step, options, std::chrono::steady_clock::now());
+  std::lock_guard lock(impl_->quorum_mu);
+  impl_->quorum.emplace(std::move(quorum));
+}
+
+std::pair<MessageType, zmq::message_t> CoordinatorServer::Impl::answerQuorum(const Frame& request,
+                                                                            const std::string& peer) {
+  const std::string what = kStoreMessages.nameOf(request.header.type) + " payload";
+  const QuorumRequest r = decodeQuorumRequest(request.bytes(), peer, what);
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(quorum_mu);
+  if (!quorum) {
+    throw InputError(fmt::format("{} from {}: this job's membership is fixed (its coordinator hosts no quorum)",
+                                 kStoreMessages.nameOf(request.header.type), peer));
+  }
+  if (request.header.type == store_msg::kQuorumBeat) {
+    quorum->heartbeat(r.worker, now);
+  } else if (request.header.type == store_msg::kQuorumArrive) {
+    quorum->arrive(r.worker, r.generation, r.step, now);
+  } else {
+    quorum->leave(r.worker, now);
+  }
+  const QuorumView view = quorum->poll(now);
+  if (view.current.generation != logged_generation) {
+    logged_generation = view.current.generation;
+    std::string departed;
+    for (const auto& d : view.current.departed) departed += fmt::format("; {} left ({})", taskName(Role::kWorker, d.worker), d.why);
+    TANDEM_LOG_INFO("membership generation {}: {} worker(s) from step {}{}", view.current.generation,
+                    view.current.size(), view.current.step, departed);
+  }
+  return {store_msg::kQuorumView, net::copyPayload(encodeQuorumView(view))};
+}
 
 void CoordinatorServer::Impl::run() {
   std::vector<zmq::message_t> parts;
@@ -218,6 +259,10 @@ std::pair<MessageType, zmq::message_t> CoordinatorServer::Impl::apply(const Fram
       const auto& bytes = writer.bytes();
       return {store_msg::kNotFound, net::copyPayload(bytes)};
     }
+    case net::code(store_msg::kQuorumBeat):
+    case net::code(store_msg::kQuorumArrive):
+    case net::code(store_msg::kQuorumLeave):
+      return answerQuorum(request, peer);
     default:
       break;  // replies and parameter-server messages are not store requests
   }
@@ -308,6 +353,12 @@ struct CoordinatorClient::Impl {
     Frame reply = call(store_msg::kSet, net::copyPayload(bytes), deadline, budget);
     if (reply.header.type != MessageType::kOk) unexpected(reply, store_msg::kSet);
   }
+
+  QuorumView quorum(MessageType type, const QuorumRequest& request, Deadline deadline) {
+    Frame reply = call(type, net::copyPayload(encodeQuorumRequest(request)), deadline, net::budgetOf(deadline));
+    if (reply.header.type != store_msg::kQuorumView) unexpected(reply, type);
+    return decodeQuorumView(reply.bytes(), name);
+  }
 };
 
 CoordinatorClient::CoordinatorClient(HostPort coordinator, std::chrono::milliseconds timeout,
@@ -346,6 +397,18 @@ std::vector<char> CoordinatorClient::get(const std::string& key) {
     std::this_thread::sleep_for(std::min(pause, deadline.remaining()));
     pause = std::min(pause * 2, kMaxRetry);
   }
+}
+
+QuorumView CoordinatorClient::quorumBeat(int worker, Deadline deadline) {
+  return impl_->quorum(store_msg::kQuorumBeat, {worker, 0, -1}, deadline);
+}
+
+QuorumView CoordinatorClient::quorumArrive(int worker, int64_t generation, int64_t step, Deadline deadline) {
+  return impl_->quorum(store_msg::kQuorumArrive, {worker, generation, step}, deadline);
+}
+
+QuorumView CoordinatorClient::quorumLeave(int worker, Deadline deadline) {
+  return impl_->quorum(store_msg::kQuorumLeave, {worker, 0, -1}, deadline);
 }
 
 std::chrono::milliseconds CoordinatorClient::timeout() const { return impl_->timeout; }

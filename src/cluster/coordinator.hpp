@@ -13,6 +13,7 @@
 #include "net/job_security.hpp"
 #include "cluster/cluster_spec.hpp"
 #include "cluster/kv_store.hpp"
+#include "cluster/quorum.hpp"
 #include "core/deadline.hpp"
 
 namespace tandem::cluster {
@@ -42,6 +43,11 @@ class CoordinatorServer {
 
   int port() const;
 
+  // From now on, also answers quorum requests: a job of `workers` at
+  // `first_step` whose membership may change (cluster/quorum.hpp). Until
+  // then they are refused. Throws InputError for options that cannot hold.
+  void hostQuorum(int workers, int64_t first_step, const QuorumOptions& options);
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
@@ -70,6 +76,13 @@ class CoordinatorClient final : public KeyValueStore {
   // The subset of `keys` not in the store yet, in order; one round trip
   // bounded by `deadline` (PeerError naming the coordinator if it passes).
   std::vector<std::string> missingKeys(const std::vector<std::string>& keys, Deadline deadline);
+
+  // The quorum (CoordinatorServer::hostQuorum): a heartbeat, an arrival at
+  // a step boundary, a clean departure. Each answers with where the
+  // membership stands, within `deadline` (PeerError naming the coordinator).
+  QuorumView quorumBeat(int worker, Deadline deadline);
+  QuorumView quorumArrive(int worker, int64_t generation, int64_t step, Deadline deadline);
+  QuorumView quorumLeave(int worker, Deadline deadline);
 
   // "coordinator (worker 0) at host:port": how errors name the coordinator.
   const std::string& coordinatorName() const;

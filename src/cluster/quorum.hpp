@@ -38,6 +38,7 @@ struct QuorumOptions {
 struct Departure {
   int worker = 0;
   std::string why;  // "silent for 5.0s", "left", "did not reach the step boundary within 120s"
+  bool operator==(const Departure&) const = default;
 };
 
 // One generation of the job's membership: a value, replaced whole at a
@@ -57,14 +58,13 @@ struct Membership {
   bool operator==(const Membership&) const = default;
 };
 
-inline bool operator==(const Departure& a, const Departure& b) { return a.worker == b.worker && a.why == b.why; }
-
 // What a worker waiting on the quorum learns.
 struct QuorumView {
   Membership current;
   bool round_open = false;       // a change is pending: members should come to the next step boundary
   std::vector<int> awaited;      // live members the open round still waits for
   std::optional<std::string> stopped;  // the job cannot go on: why, naming the workers
+  bool operator==(const QuorumView&) const = default;
 };
 
 // Not thread-safe: the coordinator's thread owns it.

@@ -17,7 +17,7 @@ namespace {
 Batch buildStep(const Dataset& dataset, const ShardSampler& sampler, const PrefetchOptions& options,
                 int64_t step) {
   torch::NoGradGuard no_grad;
-  const auto epoch = static_cast<uint64_t>(step / sampler.stepsPerEpoch());
+  const auto epoch = static_cast<uint64_t>(sampler.positionAt(step).epoch);
   auto indices = sampler.batchIndices(step);
   Batch batch = dataset.getBatch(indices, mixSeed(options.augment_seed, epoch));
   if (options.pin_memory) {

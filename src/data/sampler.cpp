@@ -39,13 +39,15 @@ uint64_t uniformBelow(std::mt19937_64& rng, uint64_t bound) {
 }  // namespace
 
 ShardSampler::ShardSampler(int64_t dataset_size, int64_t batch_size, int rank, int world,
-                           uint64_t seed, bool shuffle)
+                           uint64_t seed, bool shuffle, int64_t origin_step, DataPosition origin)
     : dataset_size_(dataset_size),
       batch_size_(batch_size),
       rank_(rank),
       world_(world),
       seed_(seed),
       shuffle_(shuffle),
+      origin_step_(origin_step),
+      origin_(origin),
       cache_(std::make_shared<EpochCache>()) {
   if (dataset_size <= 0) {
     throw InputError(fmt::format("sampler: dataset size must be positive, got {}", dataset_size));
@@ -62,6 +64,23 @@ ShardSampler::ShardSampler(int64_t dataset_size, int64_t batch_size, int rank, i
         world, batch_size * world, dataset_size));
   }
   steps_per_epoch_ = dataset_size / (batch_size * world);
+  if (origin_step < 0 || origin.epoch < 0 || origin.taken < 0 || origin.taken > dataset_size) {
+    throw InputError(fmt::format("sampler: origin at step {} (epoch {}, {} samples taken) is not in a {}-sample "
+                                 "dataset", origin_step, origin.epoch, origin.taken, dataset_size));
+  }
+  const int64_t global = batch_size * world;
+  if (origin_.taken + global > dataset_size) origin_ = {origin_.epoch + 1, 0};
+  origin_epoch_steps_ = (dataset_size - origin_.taken) / global;
+}
+
+DataPosition ShardSampler::positionAt(int64_t global_step) const {
+  TANDEM_ENFORCE(global_step >= origin_step_, "step {} is before the sampler's origin at step {}", global_step,
+                 origin_step_);
+  const int64_t global = batch_size_ * world_;
+  int64_t k = global_step - origin_step_;
+  if (k < origin_epoch_steps_) return {origin_.epoch, origin_.taken + k * global};
+  k -= origin_epoch_steps_;
+  return {origin_.epoch + 1 + k / steps_per_epoch_, (k % steps_per_epoch_) * global};
 }
 
 std::vector<int64_t> ShardSampler::epochOrder(int64_t epoch) const {
@@ -77,10 +96,9 @@ std::vector<int64_t> ShardSampler::epochOrder(int64_t epoch) const {
 }
 
 std::vector<int64_t> ShardSampler::batchIndices(int64_t global_step) const {
-  TANDEM_ENFORCE(global_step >= 0, "step {} is negative", global_step);
-  const int64_t epoch = global_step / steps_per_epoch_;
-  const int64_t begin =
-      (global_step % steps_per_epoch_) * batch_size_ * world_ + int64_t{rank_} * batch_size_;
+  const DataPosition at = positionAt(global_step);
+  const int64_t epoch = at.epoch;
+  const int64_t begin = at.taken + int64_t{rank_} * batch_size_;
   if (!shuffle_) {
     std::vector<int64_t> out(static_cast<size_t>(batch_size_));
     std::iota(out.begin(), out.end(), begin);

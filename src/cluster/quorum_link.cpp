@@ -1,0 +1,63 @@
+#include "cluster/quorum_link.hpp"
+
+#include <string>
+
+#include "cluster/coordinator.hpp"
+#include "core/deadline.hpp"
+#include "core/error.hpp"
+
+namespace tandem::cluster {
+
+QuorumLink::QuorumLink(HostPort coordinator, const net::JobSecurity& security, int worker,
+                       std::chrono::milliseconds interval, std::chrono::milliseconds timeout)
+    : worker_(worker), interval_(interval), timeout_(timeout) {
+  thread_ = std::thread([this, coordinator = std::move(coordinator), security] { run(coordinator, security); });
+}
+
+QuorumLink::~QuorumLink() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+bool QuorumLink::changePending() const {
+  std::lock_guard lock(mu_);
+  return pending_;
+}
+
+std::optional<std::string> QuorumLink::lost() const {
+  std::lock_guard lock(mu_);
+  return lost_;
+}
+
+void QuorumLink::run(HostPort coordinator, net::JobSecurity security) {
+  CoordinatorClient client(std::move(coordinator), timeout_, security);
+  auto answered = std::chrono::steady_clock::now();
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    lock.unlock();
+    std::optional<bool> pending;
+    std::string failure;
+    try {
+      // One interval per beat, so that stopping waits at most that long.
+      const QuorumView view = client.quorumBeat(worker_, Deadline::after(interval_));
+      pending = view.round_open || view.stopped.has_value();
+      answered = std::chrono::steady_clock::now();
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    lock.lock();
+    if (pending) {
+      pending_ = *pending;
+      lost_.reset();
+    } else if (std::chrono::steady_clock::now() - answered > timeout_) {
+      lost_ = failure;
+    }
+    wake_.wait_for(lock, interval_, [this] { return stop_; });
+  }
+}
+
+}  // namespace tandem::cluster

@@ -1,0 +1,108 @@
+// The quorum's payloads: what is encoded comes back equal, and a payload a
+// peer got wrong is refused naming the field.
+#include <gtest/gtest.h>
+
+#include "cluster/quorum_messages.hpp"
+#include "core/error.hpp"
+#include "net/wire.hpp"
+
+namespace tandem::cluster {
+namespace {
+
+std::span<const std::byte> span(const std::vector<char>& v) {
+  return {reinterpret_cast<const std::byte*>(v.data()), v.size()};
+}
+
+std::string refusal(const std::vector<char>& payload) {
+  try {
+    decodeQuorumView(span(payload), "worker 7");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+QuorumView sampleView() {
+  QuorumView v;
+  v.current.generation = 3;
+  v.current.step = 1234;
+  v.current.workers = {0, 2, 5, 9};
+  v.current.source = 2;
+  v.current.healing = {5, 9};
+  v.current.joined = {9};
+  v.current.departed = {{1, "silent for 5.2s"}, {3, "left"}};
+  v.round_open = true;
+  v.awaited = {0, 5};
+  v.stopped = "stopped for a test";
+  return v;
+}
+
+TEST(QuorumMessages, AViewAndARequestComeBackEqual) {
+  const QuorumView v = sampleView();
+  const QuorumView back = decodeQuorumView(span(encodeQuorumView(v)), "the coordinator");
+  EXPECT_EQ(back.current, v.current);
+  EXPECT_EQ(back.round_open, v.round_open);
+  EXPECT_EQ(back.awaited, v.awaited);
+  EXPECT_EQ(back.stopped, v.stopped);
+  const QuorumView empty;
+  EXPECT_EQ(decodeQuorumView(span(encodeQuorumView(empty)), "c").current, empty.current);
+  const QuorumRequest r{17, 4, -1};
+  const QuorumRequest rb = decodeQuorumRequest(span(encodeQuorumRequest(r)), "worker 17", "quorum-arrive payload");
+  EXPECT_EQ(rb.worker, 17);
+  EXPECT_EQ(rb.generation, 4);
+  EXPECT_EQ(rb.step, -1);
+}
+
+TEST(QuorumMessages, AViewThatCannotHoldIsRefusedNamingTheField) {
+  QuorumView v = sampleView();
+  v.current.workers = {0, 5, 2, 9};
+  EXPECT_EQ(refusal(encodeQuorumView(v)),
+            "frame from worker 7: quorum-view payload workers: worker 2 after 5: not ascending");
+  v = sampleView();
+  v.current.healing = {5, 7};
+  EXPECT_EQ(refusal(encodeQuorumView(v)),
+            "frame from worker 7: quorum-view payload healing: names a worker that is not a member");
+  v = sampleView();
+  v.current.source = 1;
+  EXPECT_EQ(refusal(encodeQuorumView(v)), "frame from worker 7: quorum-view payload source: worker 1 is not a member");
+  v = sampleView();
+  v.current.source = -1;
+  EXPECT_EQ(refusal(encodeQuorumView(v)),
+            "frame from worker 7: quorum-view payload source: a source exactly when some member is healing");
+  v = sampleView();
+  v.current.departed = {{2, "but still here"}};
+  EXPECT_EQ(refusal(encodeQuorumView(v)),
+            "frame from worker 7: quorum-view payload departed: worker 2 is still a member");
+  v = sampleView();
+  v.awaited = {1};
+  EXPECT_EQ(refusal(encodeQuorumView(v)),
+            "frame from worker 7: quorum-view payload awaited: names a worker that is not a member");
+  v = sampleView();
+  v.current.workers = {0, 2, 5, kMaxQuorumWorkers};
+  EXPECT_EQ(refusal(encodeQuorumView(v)),
+            "frame from worker 7: quorum-view payload workers: worker 65536 is past the 65536 a job may have");
+  std::vector<char> lying = encodeQuorumView(QuorumView{});
+  lying[24] = '\x7f';  // the worker count claims 127 workers in the 32 bytes that follow
+  EXPECT_NE(refusal(lying).find("workers: claims 127 workers in"), std::string::npos) << refusal(lying);
+  std::vector<char> trailing = encodeQuorumView(QuorumView{});
+  trailing.push_back('x');
+  EXPECT_NE(refusal(trailing).find("quorum-view payload"), std::string::npos) << refusal(trailing);
+}
+
+TEST(QuorumMessages, ARequestOutOfRangeIsRefused) {
+  auto refused = [](const QuorumRequest& r) {
+    try {
+      decodeQuorumRequest(span(encodeQuorumRequest(r)), "worker 3", "quorum-arrive payload");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refused({3, -1, 0}), "frame from worker 3: quorum-arrive payload generation: -1 is below 0");
+  EXPECT_EQ(refused({3, 0, -2}), "frame from worker 3: quorum-arrive payload step: -2 is below -1");
+  EXPECT_EQ(refused({-1, 0, 0}),
+            "frame from worker 3: quorum-arrive payload worker: worker 4294967295 is past the 65536 a job may have");
+}
+
+}  // namespace
+}  // namespace tandem::cluster
