@@ -421,10 +421,11 @@ TEST(CoordinatorQuorum, ALinkKeepsItsWorkerAliveAndHearsOfAPendingChange) {
   QuorumLink w0(local(port), tandem::testing::testSecurity(), 0, 50ms, 400ms);
   QuorumLink w1(local(port), tandem::testing::testSecurity(), 1, 50ms, 400ms);
   std::this_thread::sleep_for(200ms);
-  EXPECT_FALSE(w0.changePending()) << "every worker is within its timeout";
+  EXPECT_FALSE(w0.changePending(0)) << "every worker is within its timeout";
   const auto until = Clock::now() + 5s;
-  while (!w0.changePending() && Clock::now() < until) std::this_thread::sleep_for(20ms);
-  ASSERT_TRUE(w0.changePending()) << "worker 2 never beat: the link must hear of the round";
+  while (!w0.changePending(0) && Clock::now() < until) std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(w0.changePending(0)) << "worker 2 never beat: the link must hear of the round";
+  EXPECT_FALSE(w0.changePending(1)) << "a view of generation 0 says nothing to a worker that knows generation 1";
   CoordinatorClient probe(local(port), 2000ms, tandem::testing::testSecurity());
   const QuorumView v = probe.quorumBeat(1, Deadline::after(2s));
   EXPECT_EQ(v.awaited, (std::vector<int>{0, 1})) << "workers 0 and 1 are alive through their links";

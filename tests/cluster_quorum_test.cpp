@@ -269,3 +269,32 @@ TEST(Quorum, OptionsThatCannotHoldAreRefusedWithTheirValues) {
 
 }  // namespace
 }  // namespace tandem::cluster
+
+namespace tandem::cluster {
+namespace {
+
+// A collective failed, so the survivors arrive: a member that stopped
+// beating is taken for dead after a few missed beats, not the whole
+// timeout; one that beats on is waited for.
+TEST(Quorum, WhileARoundIsOpenASilentMemberIsSuspectedSooner) {
+  QuorumOptions o = options();
+  o.suspect_after = 1s;
+  Quorum q(3, 10, o, t0);
+  beat(q, {0, 1, 2}, t0 + 1s);
+  beat(q, {0, 1}, t0 + 1800ms);  // worker 2 was killed after its beat at 1s
+  q.arrive(0, 0, 10, t0 + 1900ms);
+  QuorumView v = q.poll(t0 + 1900ms);
+  EXPECT_EQ(v.current.generation, 0) << "0.9s of silence: within the suspicion window";
+  EXPECT_EQ(v.awaited, (std::vector<int>{1, 2}));
+  q.arrive(1, 0, 10, t0 + 2200ms);
+  v = q.poll(t0 + 2200ms);
+  ASSERT_EQ(v.current.generation, 1) << "1.2s of silence while the others met: dead, 3.8s before the timeout";
+  EXPECT_EQ(v.current.workers, (std::vector<int>{0, 1}));
+  EXPECT_EQ(v.current.departed[0].why, "silent for 1.2s");
+  // Outside a round the full timeout holds.
+  beat(q, {0}, t0 + 5s);
+  EXPECT_FALSE(q.poll(t0 + 5s).round_open) << "worker 1 silent 2.8s with no round open: alive";
+}
+
+}  // namespace
+}  // namespace tandem::cluster

@@ -27,6 +27,7 @@
 #include "launch/process_group.hpp"
 #include "core/error.hpp"
 #include "train/checkpoint_format.hpp"
+#include "train/config.hpp"
 #include "train/run_directory.hpp"
 
 #include <nlohmann/json.hpp>
@@ -93,11 +94,14 @@ std::vector<std::pair<std::string, std::string>> programEnvironment(const std::v
 }
 
 // Async PS training goes on without a dead worker (the servers and the
-// others carry its share); every other mode needs every worker for each step.
+// others carry its share), and so does all-reduce with a live membership
+// (--min-workers); every other mode needs every worker for each step.
 // (`train`: the run config of `tandem train` tasks; none for a program).
 bool continuesAfterWorkerFailure(const LaunchOptions& o, const std::optional<ParsedTrainArgs>& train) {
   if (o.on_worker_failure != "auto") return o.on_worker_failure == "continue";
-  return o.ps > 0 && train && train::psModeOf(train->config.distributed) == Mode::PsAsync;
+  if (!train) return false;
+  if (o.ps == 0) return train::wantsLiveMembership(train->config.distributed, o.workers);
+  return train::psModeOf(train->config.distributed) == Mode::PsAsync;
 }
 
 }  // namespace
@@ -137,10 +141,13 @@ int runLaunch(LaunchOptions o, const Environment& env) {
       program ? std::nullopt : std::optional<ParsedTrainArgs>(parseTrainArgs(o.train_args));
   if (o.workers < 1) throw InputError(fmt::format("--workers: must be >= 1, got {}", o.workers));
   if (o.ps < 0) throw InputError(fmt::format("--ps: must be >= 0, got {}", o.ps));
-  if (o.on_worker_failure == "continue" && o.ps == 0) {
-    throw InputError("--on-worker-failure continue: all-reduce needs every worker for every step; only async "
-                     "parameter-server training can go on without one");
+  const bool live = train && o.ps == 0 && train::wantsLiveMembership(train->config.distributed, o.workers);
+  if (o.on_worker_failure == "continue" && o.ps == 0 && !live) {
+    throw InputError("--on-worker-failure continue: all-reduce needs every worker for every step unless the job "
+                     "has a live membership (--min-workers N); async parameter-server training goes on too");
   }
+  // Named once, here, rather than by every task.
+  if (train && o.ps == 0) train::quorumOptions(train->config.distributed, o.workers);
   for (const char* flag : {"--worker-hosts", "--ps-hosts", "--job-name", "--task-index", "--task-id", "--coordinator"}) {
     if (!program && hasFlag(o.train_args, flag)) {
       throw InputError(fmt::format("{}: launch sets the cluster flags itself; remove it from the train arguments", flag));

@@ -56,7 +56,10 @@ bool Quorum::alive(int worker, QuorumTime now) {
   const auto it = seen_.find(worker);
   if (it == seen_.end()) return false;
   Seen& s = it->second;
-  if (!s.dead && now - s.last > options_.heartbeat_timeout) {
+  const auto silence = round_opened_ && options_.suspect_after.count() > 0
+                           ? std::min(options_.suspect_after, options_.heartbeat_timeout)
+                           : options_.heartbeat_timeout;
+  if (!s.dead && now - s.last > silence) {
     s.dead = true;
     s.why = fmt::format("silent for {}", seconds(now - s.last));
   }

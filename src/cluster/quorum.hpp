@@ -9,7 +9,8 @@
 // boundary asking for the next membership (its collective failed, it was
 // told a change is pending, or it is a joiner), or when a member falls
 // silent. It forms once every live member has arrived, or when the round
-// has waited `arrival_timeout` for the rest. The new membership is the
+// has waited `arrival_timeout` for the rest. While a round is open, a
+// member is taken for dead sooner, after `suspect_after` of silence. The new membership is the
 // live arrivals, in worker-id order; the highest step among them is where
 // the job goes on, and whoever is behind it (joiners included) copies its
 // state from the lowest-id worker at that step, not from a file.
@@ -29,6 +30,12 @@ struct QuorumOptions {
   int max_workers = 0;  // joiners are admitted up to this size (0: the starting size)
   // A worker silent this long is taken for dead.
   std::chrono::milliseconds heartbeat_timeout{5000};
+  // While a round is open (a collective failed, so someone probably died)
+  // a member silent this long is taken for dead: a few missed beats, not
+  // the whole timeout. 0: the heartbeat timeout.
+  std::chrono::milliseconds suspect_after{0};
+  // How often each worker's link beats (the quorum itself only reads time).
+  std::chrono::milliseconds beat_interval{1000};
   // How long a round waits for a live member that has not come to the step
   // boundary (still stuck in a collective); then it forms without it.
   std::chrono::milliseconds arrival_timeout{120000};

@@ -23,9 +23,9 @@ QuorumLink::~QuorumLink() {
   thread_.join();
 }
 
-bool QuorumLink::changePending() const {
+bool QuorumLink::changePending(int64_t known_generation) const {
   std::lock_guard lock(mu_);
-  return pending_;
+  return pending_ && generation_ >= known_generation;
 }
 
 std::optional<std::string> QuorumLink::lost() const {
@@ -40,11 +40,13 @@ void QuorumLink::run(HostPort coordinator, net::JobSecurity security) {
   while (!stop_) {
     lock.unlock();
     std::optional<bool> pending;
+    int64_t generation = 0;
     std::string failure;
     try {
       // One interval per beat, so that stopping waits at most that long.
       const QuorumView view = client.quorumBeat(worker_, Deadline::after(interval_));
       pending = view.round_open || view.stopped.has_value();
+      generation = view.current.generation;
       answered = std::chrono::steady_clock::now();
     } catch (const std::exception& e) {
       failure = e.what();
@@ -52,6 +54,7 @@ void QuorumLink::run(HostPort coordinator, net::JobSecurity security) {
     lock.lock();
     if (pending) {
       pending_ = *pending;
+      generation_ = generation;
       lost_.reset();
     } else if (std::chrono::steady_clock::now() - answered > timeout_) {
       lost_ = failure;

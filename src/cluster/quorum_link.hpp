@@ -29,9 +29,10 @@ class QuorumLink {
   QuorumLink(const QuorumLink&) = delete;
   QuorumLink& operator=(const QuorumLink&) = delete;
 
-  // Thread-safe. Whether the latest view has a round open: the members
-  // should come to the next step boundary.
-  bool changePending() const;
+  // Thread-safe. Whether the latest view has a round open after the
+  // generation the worker knows: the members should come to the next step
+  // boundary. (A view from before the worker's last round is stale.)
+  bool changePending(int64_t known_generation) const;
   // Thread-safe. Why the coordinator is out of reach, if its last beat went
   // unanswered; nullopt while it answers.
   std::optional<std::string> lost() const;
@@ -46,6 +47,7 @@ class QuorumLink {
   std::condition_variable wake_;
   bool stop_ = false;
   bool pending_ = false;
+  int64_t generation_ = 0;  // the latest view's
   std::optional<std::string> lost_;
   std::thread thread_;
 };

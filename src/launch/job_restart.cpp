@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "core/error.hpp"
+#include "obs/metrics_writer.hpp"
 
 namespace tandem::launch {
 
@@ -53,13 +54,7 @@ std::string RestartRecord::describe() const {
 }
 
 void appendRestartRecord(const std::string& path, const RestartRecord& record) {
-  std::error_code ec;
-  const std::filesystem::path file(path);
-  if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path(), ec);
-  std::ofstream out(file, std::ios::app);
-  out << record.toJson().dump() << "\n";
-  out.flush();
-  if (!out) throw Error(fmt::format("{}: cannot append the restart record", path));
+  obs::appendJsonLine(path, record.toJson());
 }
 
 }  // namespace tandem::launch

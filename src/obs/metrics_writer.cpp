@@ -84,6 +84,15 @@ void writeAll(int fd, std::string_view bytes, const fs::path& path) {
 }
 }  // namespace
 
+void appendJsonLine(const fs::path& path, const nlohmann::json& record) {
+  std::error_code ec;
+  if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
+  std::ofstream out(path, std::ios::app);
+  out << record.dump() << "\n";  // one write of a short line: appends from several processes stay whole
+  out.flush();
+  if (!out) throw Error(fmt::format("{}: cannot append a record", path.string()));
+}
+
 void writeFileAtomically(const fs::path& path, std::string_view bytes) {
   fs::path tmp = path;
   tmp += fmt::format(".tmp.{}", ::getpid());

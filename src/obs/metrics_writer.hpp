@@ -52,4 +52,9 @@ std::vector<Scalar> tensorBoardScalars(const nlohmann::json& record);
 // Throws Error naming the path on any I/O failure; `path` is untouched then.
 void writeFileAtomically(const std::filesystem::path& path, std::string_view bytes);
 
+// Appends `record` as one JSON line to `path` (a record file such as
+// OUT/restarts.jsonl that several processes append to), creating the file
+// and its directory if needed. Throws Error naming the file if it cannot.
+void appendJsonLine(const std::filesystem::path& path, const nlohmann::json& record);
+
 }  // namespace tandem::obs

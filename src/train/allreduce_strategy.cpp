@@ -23,6 +23,7 @@
 #include "core/logging.hpp"
 #include "train/cluster_join.hpp"
 #include "train/gradient_buckets.hpp"
+#include "train/live_membership.hpp"
 #include "train/module_broadcast.hpp"
 #include "train/nccl_buckets.hpp"
 
@@ -52,8 +53,27 @@ struct AllReduceStrategy::Impl {
   WireDtype wire = WireDtype::kFloat32;
   std::vector<std::vector<int>> host_groups;  // --hierarchical: workers by host; empty: flat
   size_t bucket_cap = 0;                      // bytes, as --bucket-mb resolved
+  // The tail's compute-time slots: one per rank, for as many ranks as the
+  // job may grow to, so that a change of members keeps its layout.
+  int tail_ranks = 0;
+  int rank = 0;
+  int size = 1;
+  // --min-workers: the quorum's side; null for a fixed membership.
+  std::unique_ptr<LiveMembership> live;
+  collective::CommunicatorOptions comm_options;  // as first connected; a new generation changes rank and size
+  torch::nn::Module* model = nullptr;           // what a joiner copies, with the plan's optimizer
+  torch::optim::Optimizer* optimizer = nullptr;
+  bool live_wanted = false;          // set at initialize, before `live` exists
+  int64_t steps_done = 0;            // updates this worker's replica holds
+  bool change_after_update = false;  // some member heard of a pending change: meet after this step
 
-  int n() const { return spec.num_workers; }
+  int n() const { return size; }
+  int lossSlot() const { return tail_ranks; }
+  int stopSlot() const { return tail_ranks + 1; }
+  int pendingSlot() const { return tail_ranks + 2; }  // only with a live membership
+  size_t tailFloats() const { return static_cast<size_t>(tail_ranks + (live_wanted ? 3 : 2)); }
+  // The worker id at `r` in this generation.
+  int workerAt(int r) const { return live ? live->current().workers[static_cast<size_t>(r)] : r; }
   Deadline waitDeadline() const { return Deadline::afterSeconds(config.peer_timeout_s + 5.0); }
 
   // Runs `job` on the communication thread and waits for it.
@@ -98,7 +118,7 @@ struct AllReduceStrategy::Impl {
     for (int r = 0; r < n() && why.empty(); ++r) {
       if (all[static_cast<size_t>(r)].nccl == 0) {
         why = fmt::format("{} has no NCCL ({})", cluster::taskName(cluster::Role::kWorker, r),
-                          r == spec.index ? collective::ncclStatus().detail : "see its log");
+                          r == rank ? collective::ncclStatus().detail : "see its log");
       }
       for (int q = 0; q < r && why.empty(); ++q) {
         const Facts &a = all[static_cast<size_t>(q)], &b = all[static_cast<size_t>(r)];
@@ -131,7 +151,7 @@ struct AllReduceStrategy::Impl {
                                                wire);
         },
         "joining NCCL");
-    host_tail = torch::zeros({n() + 2}, torch::kFloat32);
+    host_tail = torch::zeros({static_cast<int64_t>(tailFloats())}, torch::kFloat32);
     collective_text = fmt::format("summed by NCCL {} on {} in {:.2f}s set-up", collective::ncclStatus().detail,
                                   device.str(), nccl->setupSeconds());
   }
@@ -139,14 +159,61 @@ struct AllReduceStrategy::Impl {
   // The step's metadata floats: the last bucket's tail, or with NCCL their own.
   torch::Tensor tail() const { return nccl ? host_tail : buckets->tail(); }
 
-  // The tail: [compute seconds per worker][mean loss][stop].
+  // The tail: [compute seconds per rank][mean loss][stop][a change of members pending].
   void fillTail() {
     torch::Tensor tail = this->tail();
     float* t = tail.data_ptr<float>();
     std::fill(t, t + tail.numel(), 0.0f);
-    t[spec.index] = static_cast<float>(secondsSince(cycle_start));
-    t[n()] = static_cast<float>(current.loss_sum / (current.micro_steps * n()));
-    t[n() + 1] = current.stop_requested ? 1.0f : 0.0f;
+    t[rank] = static_cast<float>(secondsSince(cycle_start));
+    t[lossSlot()] = static_cast<float>(current.loss_sum / (current.micro_steps * n()));
+    t[stopSlot()] = current.stop_requested ? 1.0f : 0.0f;
+    if (live) t[pendingSlot()] = live->changePending() ? 1.0f : 0.0f;
+  }
+
+  AgreedStep synchronize(torch::nn::Module& model, const LocalStep& local);
+
+  // After a failed collective or at an agreed boundary: the quorum's next
+  // generation, a communicator among its members, and the source's state
+  // for whoever is behind. Every queued collective has ended first (the
+  // first failure breaks the communicator, so the rest fail at once).
+  MembershipChange changeMembers(const std::string& why, bool redo) {
+    for (size_t b = 0; b < handles.size(); ++b) {
+      try {
+        handles[b].wait(waitDeadline(), fmt::format("all-reduce of gradient bucket {}", b));
+      } catch (const std::exception&) {
+        // the failure is why we are here
+      }
+    }
+    MembershipChange change;
+    change.workers_before = n();
+    change.redo = redo;
+    reducer.reset();
+    comm.reset();  // its sockets close, which fails any peer still waiting on this worker
+    const cluster::Membership& m = live->agree(steps_done, why);
+    rank = live->rank();
+    size = live->size();
+    comm_options.rank = rank;
+    comm_options.size = size;
+    gloo_store = std::make_unique<cluster::PrefixStore>(fmt::format("gloo-g{}", m.generation), *join.store);
+    comm = collective::Communicator::connect(*gloo_store, comm_options);
+    reducer = std::make_unique<collective::BucketReducer>(*comm, wire, config.error_feedback);
+    change.generation = m.generation;
+    change.rank = rank;
+    change.world = size;
+    change.step = m.step;
+    change.departed = m.departed;
+    change.joined = m.joined;
+    if (m.source >= 0) {
+      const int source_rank = *m.rankOf(m.source);
+      change.healing = true;
+      change.is_source = m.source == spec.index;
+      change.broadcast = [this, source_rank](void* data, size_t bytes) {
+        runNow([&] { comm->broadcast(data, bytes, source_rank); }, "copy of the job's state to a new member");
+      };
+      healFromSource(*model, optimizer, change.is_source, change.broadcast);
+    }
+    steps_done = m.step;
+    return change;
   }
 };
 
@@ -169,12 +236,16 @@ AllReduceStrategy::AllReduceStrategy(cluster::ClusterSpec spec, DistributedConfi
     : impl_(std::make_unique<Impl>(context)) {
   impl_->spec = std::move(spec);
   impl_->config = config;
+  impl_->rank = impl_->spec.index;
+  impl_->size = impl_->spec.num_workers;
+  // Refused here, on every task alike, before anything joins.
+  if (wantsLiveMembership(config, impl_->size)) quorumOptions(config, impl_->size);
 }
 
 AllReduceStrategy::~AllReduceStrategy() = default;
 
-int AllReduceStrategy::rank() const { return impl_->spec.index; }
-int AllReduceStrategy::worldSize() const { return impl_->spec.num_workers; }
+int AllReduceStrategy::rank() const { return impl_->rank; }
+int AllReduceStrategy::worldSize() const { return impl_->size; }
 
 void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::json& fingerprint, const StepPlan& plan) {
   Impl& s = *impl_;
@@ -187,6 +258,14 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
                      {"error_feedback", s.config.error_feedback}, {"hierarchical", s.config.hierarchical},
                      {"gpu_collective", s.config.gpu_collective}};
   s.join = joinAsWorker(s.spec, s.config, fp, s.context);
+  const bool live = wantsLiveMembership(s.config, s.n());
+  s.live_wanted = live;
+  s.tail_ranks = live ? quorumOptions(s.config, s.n()).max_workers : s.n();
+  s.model = &model;
+  s.optimizer = plan.optimizer;
+  s.steps_done = plan.start_step;
+  // Before any member can beat: they start after the first broadcast, which waits for the chief.
+  if (live && s.join.server) s.join.server->hostQuorum(s.n(), plan.start_step, quorumOptions(s.config, s.n()));
 
   collective::CommunicatorOptions options;
   options.rank = s.spec.index;
@@ -196,6 +275,11 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(s.config.peer_timeout_s * 1000));
   s.host_groups = cluster::hostGroupsFor(s.spec, s.config.hierarchical, *s.join.store, options.local_host,
                                         Deadline::afterSeconds(cluster::startupSeconds(s.context.start(), s.config.rendezvous_timeout_s)));
+  if (live && !s.host_groups.empty()) {
+    throw InputError("--min-workers with --hierarchical: not built; the job spans hosts with several "
+                     "workers each, so pass --hierarchical off");
+  }
+  s.comm_options = options;
   s.gloo_store = std::make_unique<cluster::PrefixStore>("gloo", *s.join.store);
   s.comm = collective::connectByHost(*s.gloo_store, options, s.host_groups);
   s.reducer = std::make_unique<collective::BucketReducer>(*s.comm, s.wire, s.config.error_feedback);
@@ -208,13 +292,17 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
   s.collective_text = device.is_cpu() ? "summed by Gloo" : fmt::format("copied from {} and summed by Gloo", device.str());
   const bool nccl = device.is_cuda() && (s.n() > 1 || s.config.gpu_collective == GpuCollective::kNccl) &&
                     s.chooseNccl(device, options.local_host);
+  if (nccl && live) {
+    throw InputError("--min-workers with NCCL: not built; pass --gpu-collective gloo");
+  }
   if (nccl) {
     s.joinNccl(device, Deadline::afterSeconds(cluster::startupSeconds(s.context.start(), s.config.rendezvous_timeout_s)));
   }
-  if (s.n() > 1 || nccl) {
+  if (live) s.live = std::make_unique<LiveMembership>(s.spec, s.config, *s.join.store, s.context.security());
+  if (s.n() > 1 || nccl || live) {
     s.bucket_cap = bucketCapBytes(model, s.config.bucket_mb);
     s.buckets = std::make_unique<GradientBuckets>(
-        model, s.bucket_cap, nccl ? 0 : static_cast<size_t>(s.n() + 2),
+        model, s.bucket_cap, nccl ? 0 : s.tailFloats(),
         [&s](size_t bucket, torch::Tensor flat) {
           if (s.nccl) {
             s.handles[bucket] = s.comm_thread->submit([&s, flat, produced = s.nccl->produced()] {
@@ -228,14 +316,17 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
     s.handles.resize(s.buckets->size());
     size_t bytes = 0;
     for (size_t b = 0; b < s.buckets->size(); ++b) bytes += s.buckets->bucketBytes(b);
-    TANDEM_LOG_INFO("{}: joined {} workers via {} in {:.2f}s; {} gradient bucket(s), {:.1f} MB, {}{}{}",
+    TANDEM_LOG_INFO("{}: joined {} workers via {} in {:.2f}s; {} gradient bucket(s), {:.1f} MB, {}{}{}{}",
                     s.spec.taskName(), s.n(), s.spec.source, watch.elapsed(), s.buckets->size(), bytes / 1e6,
                     s.collective_text,
                     s.host_groups.empty() ? "" : hierarchyText(s.host_groups),
                     s.wire == WireDtype::kFloat32
                         ? ""
                         : fmt::format(", sent as {}{}", wireDtypeName(s.wire),
-                                      s.config.error_feedback ? " with error feedback" : ""));
+                                      s.config.error_feedback ? " with error feedback" : ""),
+                    live ? fmt::format("; live membership: goes on with {} to {} workers",
+                                       quorumOptions(s.config, s.n()).min_workers, s.tail_ranks)
+                         : "");
   }
   s.cycle_start = Clock::now();
 }
@@ -250,6 +341,28 @@ void AllReduceStrategy::beforeBackward(const LocalStep& so_far, int micro_step) 
 
 AgreedStep AllReduceStrategy::synchronizeGradients(torch::nn::Module& model, const LocalStep& local) {
   Impl& s = *impl_;
+  if (!s.live) return s.synchronize(model, local);
+  try {
+    AgreedStep agreed = s.synchronize(model, local);
+    ++s.steps_done;
+    return agreed;
+  } catch (const PeerError& e) {
+    AgreedStep redo;
+    redo.membership = s.changeMembers(e.what(), /*redo=*/true);
+    return redo;
+  }
+}
+
+SyncTimes AllReduceStrategy::afterUpdate(torch::nn::Module& model, AgreedStep& agreed) {
+  Impl& s = *impl_;
+  if (!s.change_after_update) return {};
+  s.change_after_update = false;
+  agreed.membership = s.changeMembers("a change of members is pending", /*redo=*/false);
+  return {};
+}
+
+AgreedStep AllReduceStrategy::Impl::synchronize(torch::nn::Module& model, const LocalStep& local) {
+  Impl& s = *this;
   if (!s.buckets) {
     // One worker: nothing to exchange, so no copies either.
     AgreedStep agreed = averageMicroBatches(model, local);
@@ -273,15 +386,16 @@ AgreedStep AllReduceStrategy::synchronizeGradients(torch::nn::Module& model, con
   s.buckets->exposeGradients();
 
   const float* tail = s.tail().data_ptr<float>();
-  const double mine = tail[s.spec.index];
+  const double mine = tail[s.rank];
   const double slowest = *std::max_element(tail, tail + s.n());
   AgreedStep agreed;
   // Peers that computed longer kept this worker waiting; the rest of the
   // wait is communication that backward did not hide.
   agreed.times.wait_workers = std::clamp(slowest - mine, 0.0, exposed);
   agreed.times.exposed_comm = exposed - agreed.times.wait_workers;
-  agreed.loss = tail[s.n()];
-  agreed.stop = tail[s.n() + 1] > 0.5f;
+  agreed.loss = tail[s.lossSlot()];
+  agreed.stop = tail[s.stopSlot()] > 0.5f;
+  s.change_after_update = s.live && tail[s.pendingSlot()] > 0.5f;
   s.cycle_start = Clock::now();
   return agreed;
 }
@@ -293,11 +407,11 @@ void AllReduceStrategy::verifyReplicas(torch::nn::Module& model, int64_t step) {
   s.runNow([&] { s.comm->allgather(&mine, all.data(), sizeof(mine)); }, "replica checksum exchange");
   std::vector<std::string> diverged;
   for (int r = 1; r < s.n(); ++r) {
-    if (all[static_cast<size_t>(r)] != all[0]) diverged.push_back(cluster::taskName(cluster::Role::kWorker, r));
+    if (all[static_cast<size_t>(r)] != all[0]) diverged.push_back(cluster::taskName(cluster::Role::kWorker, s.workerAt(r)));
   }
   if (!diverged.empty()) {
-    throw Error(fmt::format("replicas diverged after step {}: {} hold parameters that differ from worker 0's", step,
-                            fmt::join(diverged, ", ")));
+    throw Error(fmt::format("replicas diverged after step {}: {} hold parameters that differ from {}'s", step,
+                            fmt::join(diverged, ", "), cluster::taskName(cluster::Role::kWorker, s.workerAt(0))));
   }
 }
 
@@ -306,12 +420,22 @@ nlohmann::json AllReduceStrategy::summary() const {
           {"bucket_cap_bytes", impl_->bucket_cap},
           {"collective", impl_->collective_text},
           {"nccl_setup_seconds", impl_->nccl ? nlohmann::json(impl_->nccl->setupSeconds()) : nlohmann::json()},
-          {"hierarchical", !impl_->host_groups.empty()}};
+          {"hierarchical", !impl_->host_groups.empty()},
+          {"membership", impl_->live ? nlohmann::json({{"generation", impl_->live->current().generation},
+                                                       {"workers", impl_->live->current().workers}})
+                                     : nlohmann::json()}};
 }
 
 void AllReduceStrategy::finish() {
   Impl& s = *impl_;
-  if (s.comm) s.runNow([&] { s.comm->barrier(); }, "final barrier");
+  if (!s.comm) return;
+  try {
+    s.runNow([&] { s.comm->barrier(); }, "final barrier");
+  } catch (const PeerError& e) {
+    // The run is over and saved: a member lost now costs nothing.
+    if (!s.live) throw;
+    TANDEM_LOG_WARN("{}: a worker was lost after the last step: {}", s.spec.taskName(), e.what());
+  }
 }
 
 uint64_t parameterChecksum(const torch::nn::Module& model) {

@@ -28,7 +28,12 @@ class AllReduceStrategy final : public Strategy, public ReplicaCheck {
   // a fingerprint difference.
   void initialize(torch::nn::Module& model, const nlohmann::json& fingerprint, const StepPlan& plan) override;
   void beforeBackward(const LocalStep& so_far, int micro_step) override;
+  // With a live membership (--min-workers) a failed
+  // all-reduce returns the new members (AgreedStep::membership, redo set)
+  // instead of throwing, and a change agreed in the step's tail comes back
+  // from afterUpdate.
   AgreedStep synchronizeGradients(torch::nn::Module& model, const LocalStep& local) override;
+  SyncTimes afterUpdate(torch::nn::Module& model, AgreedStep& agreed) override;
   ReplicaCheck* replicaCheck() override { return this; }
   void verifyReplicas(torch::nn::Module& model, int64_t step) override;
   void finish() override;

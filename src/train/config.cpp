@@ -1,5 +1,8 @@
 #include "train/config.hpp"
 
+#include <algorithm>
+#include <chrono>
+
 #include "cluster/device_placement.hpp"
 #include "core/error.hpp"
 #include "core/wire_dtype.hpp"
@@ -21,6 +24,14 @@ void from_json(const nlohmann::json& j, Mode& m) {
 }  // namespace tandem
 
 namespace tandem::train {
+namespace {
+
+std::chrono::milliseconds millisOf(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+}  // namespace
+
 
 namespace {
 void requirePositive(int64_t value, const char* flag) {
@@ -93,6 +104,7 @@ void validateDistributed(const DistributedConfig& d) {
     throw InputError("--heartbeat-timeout: must be 0.1-3600 seconds");
   }
   if (d.verify_replicas_every < 0) throw InputError("--verify-replicas-every: must be >= 0");
+  if (d.min_workers < 0) throw InputError(fmt::format("--min-workers: must be >= 0, got {}", d.min_workers));
   if (d.ps_mode != Mode::PsSync && d.ps_mode != Mode::PsAsync) {
     throw InputError(fmt::format("--ps-mode: expected {}, got {}", choicesText(psModeChoices()),
                                  modeName(d.ps_mode)));
@@ -168,6 +180,27 @@ void validate(const TrainConfig& c, SuppliedParts supplied) {
   if (c.debug_step_delay_ms < 0) throw InputError("--debug-step-delay-ms: must be >= 0");
   if (c.out_dir.empty()) throw InputError("--out: must not be empty");
   for (int64_t w : c.model_options.mlp_widths) requirePositive(w, "--mlp-widths");
+}
+
+bool wantsLiveMembership(const DistributedConfig& config, int workers) {
+  return config.min_workers > 0 && config.min_workers < workers;
+}
+
+cluster::QuorumOptions quorumOptions(const DistributedConfig& config, int workers) {
+  if (config.min_workers > workers) {
+    throw InputError(fmt::format("--min-workers {}: the job has only {} workers", config.min_workers, workers));
+  }
+  cluster::QuorumOptions options;
+  options.min_workers = config.min_workers > 0 ? config.min_workers : workers;
+  options.max_workers = workers;  // joining comes with the next increment of issue 50
+  options.heartbeat_timeout = millisOf(config.heartbeat_timeout_s);
+  // Beats are a few bytes to the coordinator: often enough that a killed
+  // worker is suspected within a second of a failed collective.
+  options.beat_interval = std::min(options.heartbeat_timeout / 5, std::chrono::milliseconds(250));
+  options.suspect_after = 4 * options.beat_interval;
+  // A live member still inside a collective has, at most, Gloo's timeout to leave it.
+  options.arrival_timeout = millisOf(config.peer_timeout_s);
+  return options;
 }
 
 Mode psModeOf(const DistributedConfig& config) {

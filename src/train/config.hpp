@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cluster/host_aggregation.hpp"
+#include "cluster/quorum.hpp"
 #include "core/enum_json.hpp"
 #include "core/training_mode.hpp"
 #include "core/push_format.hpp"
@@ -98,6 +99,9 @@ struct DistributedConfig {
   // task continuing from the newest checkpoint).
   double restart_wait_s = 0;
   int64_t verify_replicas_every = 0;     // compare parameter checksums every N steps (0: never)
+  // All-reduce with a live membership (cluster/quorum.hpp): the job goes on
+  // while at least min_workers remain (0: every worker, so a death ends it).
+  int min_workers = 0;
   // Parameter-server mode (used when the cluster has PS tasks): PsSync,
   // every worker's gradient each step, or PsAsync, each push as it comes
   // (--ps-mode sync|async; psModeOf gives the mode --staleness makes it).
@@ -158,6 +162,14 @@ struct DistributedConfig {
 // The consistency a PS run uses, from --ps-mode and --staleness (0: sync):
 // ps-sync, ps-async or ps-ssp.
 Mode psModeOf(const DistributedConfig& config);
+
+// Whether an all-reduce job of `workers` has a live membership: it goes on
+// without dead workers (--min-workers below the count).
+bool wantsLiveMembership(const DistributedConfig& config, int workers);
+// The quorum's options from the run's flags for a job of `workers`
+// (cluster/quorum.hpp). Throws InputError naming the flag and the values
+// when they cannot hold.
+cluster::QuorumOptions quorumOptions(const DistributedConfig& config, int workers);
 
 struct TrainConfig {
   std::string model = "cnn";    // a registered name, or a TorchScript file

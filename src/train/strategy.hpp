@@ -17,6 +17,7 @@
 #include "core/training_mode.hpp"
 #include "models/registry.hpp"
 #include "obs/timeline.hpp"
+#include "train/membership_change.hpp"
 
 namespace tandem::train {
 
@@ -62,6 +63,8 @@ struct AgreedStep {
   // DiLoCo's outer updates): what an evaluation or checkpoint may read.
   bool replicas_agree = true;
   bool checkpoint = false;  // StepPolicy::checkpoints_by_agreement: every worker checkpoints at this step
+  // A live job's members changed at this step boundary (train/live_membership.hpp).
+  std::optional<MembershipChange> membership;
 };
 
 // Parameters that arrive after the step, while the next forward runs

@@ -147,9 +147,13 @@ std::vector<TrainOption> declare() {
       {.flags = "--rendezvous-timeout", TANDEM_CONFIG_FIELD(distributed.rendezvous_timeout_s),
        .help = "seconds to wait for every task to join", .group = kCluster, .modes = kDistributedModes},
       {.flags = "--heartbeat-timeout", TANDEM_CONFIG_FIELD(distributed.heartbeat_timeout_s),
-       .help = "seconds without an answer from a parameter server's host before it is named dead (a server "
-               "process that exits is named at once)",
-       .group = kCluster, .modes = kServerModes},
+       .help = "seconds without an answer from a parameter server's host, or without a heartbeat from a worker "
+               "of a job with --min-workers, before it is named dead (a process that exits is named at once)",
+       .group = kCluster, .modes = kDistributedModes},
+      {.flags = "--min-workers", TANDEM_CONFIG_FIELD(distributed.min_workers),
+       .help = "all-reduce: the job goes on without a worker that dies while at least N remain; the survivors "
+               "agree at the next step boundary and redo that step (0: every worker, so any death ends the job)",
+       .group = kCluster, .modes = kAllReduceOnly, .strict = true},
       {.flags = "--restart-wait", TANDEM_CONFIG_FIELD(distributed.restart_wait_s),
        .help = "when the job loses a task: 0, exit 1; N, start this task again in place and wait up to N seconds "
                "for the job's next start, every task continuing from the newest checkpoint (a server restarted by "

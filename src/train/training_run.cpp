@@ -3,10 +3,13 @@
 #include <sys/resource.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <chrono>
 #include <exception>
 #include <fstream>
 #include <thread>
+#include <type_traits>
 
 #include "cluster/job_start.hpp"
 #include "core/error.hpp"
@@ -124,10 +127,8 @@ TrainingRun::TrainingRun(const TrainConfig& config, Strategy& strategy, cluster:
   steps_per_epoch_ = sampler_->stepsPerEpoch() / c.accumulate * (policy_.shares_job_steps ? world_ : 1);
   total_steps_ = c.max_steps > 0 ? c.max_steps : c.epochs * steps_per_epoch_;
   optimizer_ = makeOptimizer(c.optimizer, model_->parameters());
-  // Linear scaling counts the samples one update averages over.
   const int averaged_workers = policy_.averages_worker_batches ? world_ : 1;
-  schedule_.emplace(c.optimizer, c.lr, steps_per_epoch_, total_steps_,
-                    static_cast<double>(averaged_workers * c.accumulate));
+  scheduleFor(averaged_workers);
 
   // Worker 0 owns the run directory; the others keep their own metrics
   // beside it, so a straggler's breakdown can be read after the run.
@@ -265,19 +266,85 @@ void TrainingRun::openInputAndLogs() {
   const int prefetch_threads =
       c.prefetch_threads >= 0 ? c.prefetch_threads
                               : (!on_gpu && threads_ * std::max(1, c.local_processes) >= cores ? 0 : 1);
-  data::PrefetchOptions prefetch_options{prefetch_threads, c.prefetch_depth, c.seed};
-  prefetch_options.pin_memory = on_gpu;
-  prefetcher_ = std::make_unique<data::Prefetcher>(splits_.train, *sampler_, local_ * c.accumulate,
-                                                   local_end_ * c.accumulate, prefetch_options);
-  feeder_ = std::make_unique<DeviceFeeder>([this] { return prefetcher_->next(); },
-                                           (local_end_ - local_) * c.accumulate,
-                                           on_gpu ? makeStreamCopier(device.device) : nullptr);
+  prefetch_options_ = data::PrefetchOptions{prefetch_threads, c.prefetch_depth, c.seed};
+  prefetch_options_.pin_memory = on_gpu;
+  startInput();
   progress_.emplace(start_step_, total_steps_, c.progress);
   global_batch_ = c.batch_size * world_ * c.accumulate;
   samples_per_job_step_ = policy_.shares_job_steps ? c.batch_size * c.accumulate : global_batch_;
   parameters_ = model_->parameters();
   done_ = took_over && !policy_.shares_job_steps ? taken_clock : start_step_;
   loop_watch_ = Stopwatch();
+}
+
+void TrainingRun::startInput() {
+  const int64_t accumulate = c_.accumulate;
+  const torch::Device& device = placement_.device.device;
+  feeder_.reset();
+  prefetcher_ = std::make_unique<data::Prefetcher>(splits_.train, *sampler_, local_ * accumulate,
+                                                   local_end_ * accumulate, prefetch_options_);
+  feeder_ = std::make_unique<DeviceFeeder>([this] { return prefetcher_->next(); }, (local_end_ - local_) * accumulate,
+                                           device.is_cuda() ? makeStreamCopier(device) : nullptr);
+}
+
+void TrainingRun::scheduleFor(int workers) {
+  // Linear scaling counts the samples one update averages over.
+  schedule_.emplace(c_.optimizer, c_.lr, steps_per_epoch_, total_steps_,
+                    static_cast<double>(workers * c_.accumulate));
+}
+
+void TrainingRun::adoptMembership(const MembershipChange& change) {
+  const TrainConfig& c = c_;
+  const int64_t micro_step = change.step * c.accumulate;
+  // A joiner has no history to find the job's place in its data from, and
+  // one behind is a step short of it: the source's goes to everyone.
+  data::DataPosition position = change.healing && !change.is_source ? data::DataPosition{}
+                                                                     : sampler_->positionAt(micro_step);
+  static_assert(std::is_trivially_copyable_v<LossScale>);
+  if (change.healing) {
+    change.broadcast(&position, sizeof(position));
+    change.broadcast(&loss_scale_, sizeof(loss_scale_));
+  }
+  const int before = world_;
+  world_ = change.world;
+  done_ = change.step;
+  local_ = done_;
+  local_end_ = local_ + std::max<int64_t>(0, total_steps_ - done_);
+  start_.finished_steps = done_;
+  sampler_.emplace(splits_.train->size(), c.batch_size, change.rank, world_, c.seed, true, micro_step, position);
+  startInput();
+  global_batch_ = c.batch_size * world_ * c.accumulate;
+  samples_per_job_step_ = global_batch_;
+  const double lr_before = schedule_->at(done_);
+  scheduleFor(policy_.averages_worker_batches ? world_ : 1);
+  ++membership_changes_;
+
+  std::string departed;
+  nlohmann::json departed_json = nlohmann::json::array();
+  for (const auto& d : change.departed) {
+    departed += fmt::format("{}{} ({})", departed.empty() ? "" : ", ", cluster::taskName(cluster::Role::kWorker, d.worker),
+                            d.why);
+    departed_json.push_back({{"worker", d.worker}, {"why", d.why}});
+  }
+  const std::string joined = change.joined.empty() ? "" : fmt::format("; joined: worker {}", fmt::join(change.joined, ", worker "));
+  const std::string lr_text = c.lr.scaling == LrScaling::kLinear
+                                  ? fmt::format("; --lr-scaling linear: lr {:.6g} -> {:.6g}", lr_before, schedule_->at(done_))
+                                  : "";
+  progress_->message(fmt::format("members: {} -> {} worker(s) at step {} (generation {}){}{}{}{}", before, world_,
+                                 done_, change.generation, departed.empty() ? "" : "; lost: " + departed, joined,
+                                 change.redo ? "; the failed step is done again" : "", lr_text));
+  writer_->append({{"type", "membership"}, {"step", done_}, {"generation", change.generation},
+                   {"workers", world_}, {"rank", change.rank}});
+  if (chief_) {
+    // lost_updates: the step kept is the newest any survivor reached, so nothing it holds is undone.
+    obs::appendJsonLine(out_dir_ / "restarts.jsonl",
+                        {{"kind", "membership"}, {"time", std::chrono::duration<double>(
+                                                              std::chrono::system_clock::now().time_since_epoch()).count()},
+                         {"generation", change.generation}, {"step", done_}, {"failure", departed},
+                         {"departed", departed_json}, {"joined", change.joined}, {"workers_before", before},
+                         {"workers_after", world_}, {"lost_updates", 0}, {"rolled_back", false},
+                         {"step_redone", change.redo}});
+  }
 }
 
 bool TrainingRun::stepsLeft() const {
@@ -320,6 +387,11 @@ void TrainingRun::step() {
   // A checkpoint this step is due for must reach the strategy now.
   const LocalStep local = computeGradients(timer, cadence_->checkpointRequested(done_, policy_.shares_job_steps));
   AgreedStep agreed = strategy_.synchronizeGradients(*model_, local);
+  if (agreed.membership) {
+    // The step failed with a worker: the new members do it again.
+    adoptMembership(*agreed.membership);
+    return;
+  }
   timer.span("synchronize", {{"exposed_comm_ms", agreed.times.exposed_comm * 1e3},
                              {"wait_workers_ms", agreed.times.wait_workers * 1e3}});
   timer.add(obs::Phase::kExposedComm, agreed.times.exposed_comm);
@@ -337,6 +409,7 @@ void TrainingRun::step() {
   }
   afterStep(before, lr, agreed, step_watch.elapsed());
   ++local_;
+  if (agreed.membership) adoptMembership(*agreed.membership);
 }
 
 LocalStep TrainingRun::computeGradients(StepTimer& timer, bool checkpoint_requested) {
@@ -477,6 +550,7 @@ nlohmann::json TrainingRun::summary() {
       {"mode", std::string(modeName(strategy_.mode()))},
       {"workers", world_},
       {"rank", strategy_.rank()},
+      {"membership_changes", membership_changes_},
       {"accumulate", c.accumulate},
       {"servers", strategy_.serverCount()},
       {"batch_size_per_worker", c.batch_size},

@@ -82,6 +82,13 @@ class TrainingRun {
   int64_t advance(const AgreedStep& agreed);
   // The cadences that fell due: log, eval, replica check, checkpoint.
   void afterStep(int64_t before, double lr, const AgreedStep& agreed, double step_seconds);
+  // Prefetching from local_ to local_end_ with the current sampler.
+  void startInput();
+  // A live job's new members: the source's data position, the sampler and
+  // input of this worker's new rank, the rate for the new worker count,
+  // and the record of the change.
+  void adoptMembership(const MembershipChange& change);
+  void scheduleFor(int workers);
 
   // Setup.
   Stopwatch wall_;
@@ -129,6 +136,8 @@ class TrainingRun {
   int64_t local_ = 0, local_end_ = 0;  // this worker's own steps, which index its data
   std::unique_ptr<data::Prefetcher> prefetcher_;
   std::unique_ptr<DeviceFeeder> feeder_;  // reads prefetcher_: goes first
+  data::PrefetchOptions prefetch_options_;
+  int64_t membership_changes_ = 0;
   std::optional<obs::Progress> progress_;
   int uncaught_at_start_ = 0;
   obs::StepBreakdown breakdown_;

@@ -1,0 +1,101 @@
+#include "train/live_membership.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <sstream>
+#include <thread>
+
+#include "core/deadline.hpp"
+#include "core/error.hpp"
+#include "core/logging.hpp"
+#include "core/patient_wait.hpp"
+#include "train/device.hpp"
+#include "train/module_broadcast.hpp"
+
+namespace tandem::train {
+namespace {
+
+std::chrono::milliseconds millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+}  // namespace
+
+LiveMembership::LiveMembership(const cluster::ClusterSpec& spec, const DistributedConfig& config,
+                               cluster::CoordinatorClient& store, const net::JobSecurity& security)
+    : worker_(spec.index), config_(config), store_(store) {
+  for (int w = 0; w < spec.num_workers; ++w) current_.workers.push_back(w);
+  const cluster::QuorumOptions options = quorumOptions(config, spec.num_workers);
+  link_ = std::make_unique<cluster::QuorumLink>(spec.coordinator, security, worker_, options.beat_interval,
+                                                options.heartbeat_timeout);
+}
+
+LiveMembership::~LiveMembership() = default;
+
+const cluster::Membership& LiveMembership::agree(int64_t steps_done, const std::string& why) {
+  const std::string me = cluster::taskName(cluster::Role::kWorker, worker_);
+  TANDEM_LOG_WARN("{}: {}; meeting the other workers at step {} (generation {})", me, why, steps_done,
+                  current_.generation);
+  // The round may wait for a member still inside a collective, then for a silent one's timeout.
+  const auto budget = millis(config_.peer_timeout_s + 2 * config_.heartbeat_timeout_s + 5);
+  const Deadline deadline = Deadline::after(budget);
+  const auto call = std::chrono::milliseconds(std::max<int64_t>(1000, millis(config_.heartbeat_timeout_s).count()));
+  cluster::QuorumView view = store_.quorumArrive(worker_, current_.generation, steps_done, Deadline::after(call));
+  auto pause = std::chrono::milliseconds(5);
+  while (view.current.generation == current_.generation && !view.stopped) {
+    if (deadline.expired()) {
+      throw PeerError(fmt::format("{}: the workers did not agree on the job's next members within {}; still "
+                                  "awaited: {} worker(s)",
+                                  me, formatDuration(budget), view.awaited.size()));
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+    // Beats, not arrivals: a worker the round left out must not come back as a joiner by polling.
+    view = store_.quorumBeat(worker_, Deadline::after(call));
+  }
+  if (view.stopped) throw PeerError(fmt::format("the job stops: {}", *view.stopped));
+  if (!view.current.rankOf(worker_)) {
+    std::string why_out = "not among them";
+    for (const auto& d : view.current.departed) {
+      if (d.worker == worker_) why_out = d.why;
+    }
+    throw PeerError(fmt::format("{} was left out of the job's generation {} ({}): it ends here",
+                                me, view.current.generation, why_out));
+  }
+  current_ = view.current;
+  return current_;
+}
+
+void healFromSource(torch::nn::Module& model, torch::optim::Optimizer* optimizer, bool is_source,
+                    const std::function<void(void* data, size_t bytes)>& broadcast) {
+  broadcastModuleState(model, is_source, broadcast);
+  if (optimizer == nullptr) return;
+  // The optimizer's own serialisation: any optimizer, and a member that has
+  // no state yet (a joiner) takes the source's.
+  std::string bytes;
+  if (is_source) {
+    torch::serialize::OutputArchive archive;
+    optimizer->save(archive);
+    std::ostringstream out;
+    archive.save_to(out);
+    bytes = out.str();
+  }
+  uint64_t size = bytes.size();
+  broadcast(&size, sizeof(size));
+  bytes.resize(size);
+  broadcast(bytes.data(), bytes.size());
+  if (is_source) return;
+  torch::serialize::InputArchive archive;
+  std::istringstream in(bytes);
+  archive.load_from(in);
+  optimizer->load(archive);
+  for (const auto& p : model.parameters()) {
+    if (!p.device().is_cpu()) {
+      moveOptimizerState(*optimizer, p.device());
+      break;
+    }
+  }
+}
+
+}  // namespace tandem::train

@@ -1,0 +1,59 @@
+#pragma once
+// A synchronous all-reduce job whose workers may die or join while it runs
+// (--min-workers): the worker's side of the quorum
+// (cluster/quorum.hpp). It keeps the worker's heartbeat going, takes it
+// through a round when a collective fails or a change is pending, and
+// copies the model and optimizer state from the round's source to whoever
+// is behind it, over the new communicator. No checkpoint is read.
+#include <torch/torch.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cluster/cluster_spec.hpp"
+#include "cluster/coordinator.hpp"
+#include "cluster/quorum.hpp"
+#include "cluster/quorum_link.hpp"
+#include "train/config.hpp"
+#include "train/membership_change.hpp"
+
+namespace tandem::train {
+
+
+class LiveMembership {
+ public:
+  // Starts the heartbeat. `store` (the join's client) must outlive this;
+  // it is used only from the caller's thread.
+  LiveMembership(const cluster::ClusterSpec& spec, const DistributedConfig& config, cluster::CoordinatorClient& store,
+                 const net::JobSecurity& security);
+  ~LiveMembership();
+
+  const cluster::Membership& current() const { return current_; }
+  int rank() const { return *current_.rankOf(worker_); }
+  int size() const { return current_.size(); }
+  // Whether the quorum has a round open: the members meet at the next step boundary.
+  bool changePending() const { return link_->changePending(current_.generation); }
+
+  // Comes to the step boundary with `steps_done` and waits for the next
+  // generation. Throws PeerError when the job cannot go on (fewer than
+  // --min-workers; this worker left out; the coordinator gone), naming the
+  // workers and why.
+  const cluster::Membership& agree(int64_t steps_done, const std::string& why);
+
+ private:
+  int worker_;
+  DistributedConfig config_;
+  cluster::CoordinatorClient& store_;
+  cluster::Membership current_;
+  std::unique_ptr<cluster::QuorumLink> link_;
+};
+
+// The source's model (parameters, buffers) and optimizer state, sent to
+// every member of the new generation through `broadcast`.
+void healFromSource(torch::nn::Module& model, torch::optim::Optimizer* optimizer, bool is_source,
+                    const std::function<void(void* data, size_t bytes)>& broadcast);
+
+}  // namespace tandem::train

@@ -1,0 +1,124 @@
+// A synchronous all-reduce job with a live membership (--min-workers):
+// a worker killed mid-run leaves the others training without a rollback,
+// too many deaths stop the job naming the dead, and flags that cannot hold
+// are refused before anything starts.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "support/process.hpp"
+#include "support/run_artifacts.hpp"
+
+namespace tandem {
+namespace {
+namespace fs = std::filesystem;
+using testing::readFile;
+using testing::TempDir;
+
+std::vector<nlohmann::json> records(const fs::path& file) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+void killWorkers(const std::string& out, const std::string& indices) {
+  testing::runCommand("pkill -KILL -f -- '--out " + out + " .*--job-name worker --task-index (" + indices + ")( |$)'");
+}
+
+// Three workers, one killed once it has logged: the two others agree on
+// the new members, do the failed step again and train to the end, their
+// replicas checked equal every 5 steps after the change as before it.
+TEST(LiveMembership, AKilledWorkerLeavesTheOthersTrainingWithoutARollback) {
+  TempDir dir;
+  const std::string run = dir.str("run");
+  const pid_t pid = testing::spawnTandem(
+      "launch --workers 3 -- " +
+          testing::syntheticTrainArgs("mlp", 16, run,
+                                      "--max-steps 160 --min-workers 2 --verify-replicas-every 5 "
+                                      "--debug-step-delay-ms 15"),
+      dir.str("log"));
+  ASSERT_TRUE(testing::waitForOutput(pid, fs::path(run) / "workers" / "worker-2" / "metrics.jsonl",
+                                     std::chrono::seconds(120)))
+      << readFile(dir.path() / "log");
+  killWorkers(run, "2");
+  const int code = testing::waitForExit(pid, std::chrono::seconds(180));
+  const std::string log = readFile(dir.path() / "log");
+  ASSERT_EQ(code, 0) << log;
+  EXPECT_NE(log.find("worker 2 (pid"), std::string::npos) << log;
+  EXPECT_NE(log.find("training went on without it"), std::string::npos) << log;
+  EXPECT_NE(log.find("members: 3 -> 2 worker(s) at step"), std::string::npos) << log;
+
+  const auto chief = nlohmann::json::parse(readFile(fs::path(run) / "summary.json"));
+  EXPECT_EQ(chief["steps"], 160) << chief;
+  EXPECT_EQ(chief["workers"], 2) << chief;
+  EXPECT_EQ(chief["membership_changes"], 1) << chief;
+  EXPECT_EQ(chief["strategy"]["membership"]["workers"], nlohmann::json({0, 1})) << chief;
+  const auto other = nlohmann::json::parse(readFile(fs::path(run) / "workers" / "worker-1" / "summary.json"));
+  EXPECT_EQ(other["steps"], 160) << other;
+  EXPECT_EQ(other["rank"], 1) << other;
+
+  const auto changes = records(fs::path(run) / "restarts.jsonl");
+  ASSERT_EQ(changes.size(), 1u) << log;
+  const nlohmann::json& change = changes[0];
+  EXPECT_EQ(change["kind"], "membership") << change;
+  EXPECT_EQ(change["workers_before"], 3) << change;
+  EXPECT_EQ(change["workers_after"], 2) << change;
+  EXPECT_EQ(change["lost_updates"], 0) << change;
+  EXPECT_EQ(change["rolled_back"], false) << change;
+  ASSERT_EQ(change["departed"].size(), 1u) << change;
+  EXPECT_EQ(change["departed"][0]["worker"], 2) << change;
+  EXPECT_GT(change["step"].get<int>(), 0) << change;
+  EXPECT_LT(change["step"].get<int>(), 160) << change;
+  // The job's steps went on from the change: none was trained twice or skipped.
+  int64_t last = 0;
+  for (const auto& r : records(fs::path(run) / "metrics.jsonl")) {
+    if (r["type"] != "train") continue;
+    EXPECT_EQ(r["step"].get<int64_t>(), last + 10) << r;
+    last = r["step"].get<int64_t>();
+  }
+  EXPECT_EQ(last, 160);
+}
+
+// Two of three killed at once with --min-workers 2: the survivor stops with
+// exit 1, naming both dead workers and the flag.
+TEST(LiveMembership, FewerThanMinWorkersLeftStopsTheJobNamingTheDead) {
+  TempDir dir;
+  const std::string run = dir.str("run");
+  const pid_t pid = testing::spawnTandem(
+      "launch --workers 3 -- " +
+          testing::syntheticTrainArgs("mlp", 16, run, "--max-steps 2000 --min-workers 2 --debug-step-delay-ms 15"),
+      dir.str("log"));
+  ASSERT_TRUE(testing::waitForOutput(pid, fs::path(run) / "workers" / "worker-2" / "metrics.jsonl",
+                                     std::chrono::seconds(120)))
+      << readFile(dir.path() / "log");
+  killWorkers(run, "1|2");
+  const int code = testing::waitForExit(pid, std::chrono::seconds(120));
+  const std::string log = readFile(dir.path() / "log");
+  EXPECT_EQ(code, 1) << log;
+  EXPECT_NE(log.find("the job stops: 1 worker left, fewer than --min-workers 2; lost: worker 1 (silent for "),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("worker 2 (silent for "), std::string::npos) << log;
+}
+
+TEST(LiveMembership, FlagsThatCannotHoldAreRefusedNamingTheValues) {
+  TempDir dir;
+  const std::string run = dir.str("run");
+  auto refused = [&](const std::string& flags, const std::string& message) {
+    const auto result = testing::runTandem("launch --workers 4 -- " + testing::syntheticTrainArgs("mlp", 16, run, flags));
+    EXPECT_EQ(result.exit_code, 2) << flags << "\n" << result.output;
+    EXPECT_NE(result.output.find(message), std::string::npos) << flags << "\n" << result.output;
+  };
+  refused("--min-workers 5", "--min-workers 5: the job has only 4 workers");
+  refused("--min-workers -1", "--min-workers: must be >= 0, got -1");
+  const auto standalone = testing::runTandem("train " + testing::syntheticTrainArgs("mlp", 16, run, "--min-workers 2"));
+  EXPECT_EQ(standalone.exit_code, 2) << standalone.output;
+  EXPECT_NE(standalone.output.find("--min-workers"), std::string::npos) << standalone.output;
+}
+
+}  // namespace
+}  // namespace tandem
