@@ -7,7 +7,6 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
-#include <fstream>
 
 #include "support/process.hpp"
 #include "support/run_artifacts.hpp"
@@ -18,15 +17,18 @@ namespace fs = std::filesystem;
 using testing::readFile;
 using testing::TempDir;
 
-std::vector<nlohmann::json> records(const fs::path& file) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(file);
-  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
-  return out;
-}
-
-void killWorkers(const std::string& out, const std::string& indices) {
-  testing::runCommand("pkill -KILL -f -- '--out " + out + " .*--job-name worker --task-index (" + indices + ")( |$)'");
+// Launches 3 workers with `flags`, waits until worker 2 has logged, then
+// kills the workers whose indices match `indices` ("2", "1|2"). Returns
+// launch's exit code.
+int killMidRun(const TempDir& dir, const std::string& run, const std::string& flags, const std::string& indices) {
+  const pid_t pid = testing::spawnTandem("launch --workers 3 -- " + testing::syntheticTrainArgs("mlp", 16, run, flags),
+                                         dir.str("log"));
+  if (!testing::waitForOutput(pid, fs::path(run) / "workers" / "worker-2" / "metrics.jsonl",
+                              std::chrono::seconds(120))) {
+    return -2;
+  }
+  testing::runCommand("pkill -KILL -f -- '--out " + run + " .*--job-name worker --task-index (" + indices + ")( |$)'");
+  return testing::waitForExit(pid, std::chrono::seconds(180));
 }
 
 // Three workers, one killed once it has logged: the two others agree on
@@ -35,17 +37,8 @@ void killWorkers(const std::string& out, const std::string& indices) {
 TEST(LiveMembership, AKilledWorkerLeavesTheOthersTrainingWithoutARollback) {
   TempDir dir;
   const std::string run = dir.str("run");
-  const pid_t pid = testing::spawnTandem(
-      "launch --workers 3 -- " +
-          testing::syntheticTrainArgs("mlp", 16, run,
-                                      "--max-steps 160 --min-workers 2 --verify-replicas-every 5 "
-                                      "--debug-step-delay-ms 15"),
-      dir.str("log"));
-  ASSERT_TRUE(testing::waitForOutput(pid, fs::path(run) / "workers" / "worker-2" / "metrics.jsonl",
-                                     std::chrono::seconds(120)))
-      << readFile(dir.path() / "log");
-  killWorkers(run, "2");
-  const int code = testing::waitForExit(pid, std::chrono::seconds(180));
+  const int code =
+      killMidRun(dir, run, "--max-steps 160 --min-workers 2 --verify-replicas-every 5 --debug-step-delay-ms 15", "2");
   const std::string log = readFile(dir.path() / "log");
   ASSERT_EQ(code, 0) << log;
   EXPECT_NE(log.find("worker 2 (pid"), std::string::npos) << log;
@@ -61,7 +54,7 @@ TEST(LiveMembership, AKilledWorkerLeavesTheOthersTrainingWithoutARollback) {
   EXPECT_EQ(other["steps"], 160) << other;
   EXPECT_EQ(other["rank"], 1) << other;
 
-  const auto changes = records(fs::path(run) / "restarts.jsonl");
+  const auto changes = testing::jsonLines(fs::path(run) / "restarts.jsonl");
   ASSERT_EQ(changes.size(), 1u) << log;
   const nlohmann::json& change = changes[0];
   EXPECT_EQ(change["kind"], "membership") << change;
@@ -75,7 +68,7 @@ TEST(LiveMembership, AKilledWorkerLeavesTheOthersTrainingWithoutARollback) {
   EXPECT_LT(change["step"].get<int>(), 160) << change;
   // The job's steps went on from the change: none was trained twice or skipped.
   int64_t last = 0;
-  for (const auto& r : records(fs::path(run) / "metrics.jsonl")) {
+  for (const auto& r : testing::jsonLines(fs::path(run) / "metrics.jsonl")) {
     if (r["type"] != "train") continue;
     EXPECT_EQ(r["step"].get<int64_t>(), last + 10) << r;
     last = r["step"].get<int64_t>();
@@ -88,15 +81,7 @@ TEST(LiveMembership, AKilledWorkerLeavesTheOthersTrainingWithoutARollback) {
 TEST(LiveMembership, FewerThanMinWorkersLeftStopsTheJobNamingTheDead) {
   TempDir dir;
   const std::string run = dir.str("run");
-  const pid_t pid = testing::spawnTandem(
-      "launch --workers 3 -- " +
-          testing::syntheticTrainArgs("mlp", 16, run, "--max-steps 2000 --min-workers 2 --debug-step-delay-ms 15"),
-      dir.str("log"));
-  ASSERT_TRUE(testing::waitForOutput(pid, fs::path(run) / "workers" / "worker-2" / "metrics.jsonl",
-                                     std::chrono::seconds(120)))
-      << readFile(dir.path() / "log");
-  killWorkers(run, "1|2");
-  const int code = testing::waitForExit(pid, std::chrono::seconds(120));
+  const int code = killMidRun(dir, run, "--max-steps 2000 --min-workers 2 --debug-step-delay-ms 15", "1|2");
   const std::string log = readFile(dir.path() / "log");
   EXPECT_EQ(code, 1) << log;
   EXPECT_NE(log.find("the job stops: 1 worker left, fewer than --min-workers 2; lost: worker 1 (silent for "),

@@ -26,13 +26,6 @@ std::string restartArgs(const std::string& out, const std::string& extra) {
   return args;
 }
 
-std::vector<nlohmann::json> restartRecords(const fs::path& out) {
-  std::vector<nlohmann::json> records;
-  std::ifstream in(out / "restarts.jsonl");
-  for (std::string line; std::getline(in, line);) records.push_back(nlohmann::json::parse(line));
-  return records;
-}
-
 // Starts `launch_args`, kills ps 0 with SIGKILL once OUT has a step
 // checkpoint, and returns launch's exit code.
 int killServerAfterFirstCheckpoint(const TempDir& dir, const std::string& out, const std::string& launch_args) {
@@ -52,7 +45,7 @@ TEST(LaunchRestart, SyncJobSurvivesAKilledServerAndEndsWhereAnUninterruptedRunDo
   ASSERT_EQ(code, 0) << log;
   EXPECT_NE(log.find("restart 1 of 1: ps 0"), std::string::npos) << log;
   EXPECT_NE(log.find("SIGKILL"), std::string::npos) << log;
-  const auto records = restartRecords(run);
+  const auto records = testing::jsonLines(fs::path(run) / "restarts.jsonl");
   ASSERT_EQ(records.size(), 1u) << log;
   const int resumed = records[0]["resume_step"].get<int>();
   EXPECT_TRUE(records[0]["from_checkpoint"].get<bool>()) << records[0];
@@ -81,7 +74,7 @@ TEST(LaunchRestart, AsyncJobCountsTheUpdatesARestartLost) {
       killServerAfterFirstCheckpoint(dir, run, "launch --ps 1 --workers 2 --max-restarts 1 -- " + restartArgs(run, extra));
   const std::string log = readFile(dir.path() / "log");
   ASSERT_EQ(code, 0) << log;
-  const auto records = restartRecords(run);
+  const auto records = testing::jsonLines(fs::path(run) / "restarts.jsonl");
   ASSERT_EQ(records.size(), 1u) << log;
   const auto& r = records[0];
   const int resumed = r["resume_step"].get<int>();
@@ -117,7 +110,7 @@ TEST(LaunchRestart, AsyncJobTakesAReplacementWorkerAndTheStepsAddUp) {
   EXPECT_NE(log.find("a new worker 2 joins it"), std::string::npos) << log;
   EXPECT_NE(log.find("joined a running job in place of a lost worker 2"), std::string::npos) << log;
   EXPECT_EQ(log.find("training went on without it"), std::string::npos) << log;
-  const auto records = restartRecords(run);
+  const auto records = testing::jsonLines(fs::path(run) / "restarts.jsonl");
   ASSERT_EQ(records.size(), 1u) << log;
   EXPECT_EQ(records[0]["replaced"], "worker 2");
 

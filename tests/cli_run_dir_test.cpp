@@ -33,12 +33,7 @@ std::vector<std::string> checkpointFiles(const fs::path& out) {
   return names;
 }
 
-std::vector<nlohmann::json> metricLines(const fs::path& out) {
-  std::vector<nlohmann::json> lines;
-  std::ifstream in(out / "metrics.jsonl");
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
-  return lines;
-}
+std::vector<nlohmann::json> metricLines(const fs::path& out) { return testing::jsonLines(out / "metrics.jsonl"); }
 
 class RunDir : public ::testing::Test {
  protected:

@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "obs/metrics_writer.hpp"
 #include "obs/tfevents.hpp"
+#include "support/run_artifacts.hpp"
 #include "support/process.hpp"
 
 namespace tandem::obs {
@@ -74,12 +75,7 @@ std::vector<nlohmann::json> readWithPython(const fs::path& file) {
   return lines;
 }
 
-std::vector<nlohmann::json> jsonLines(const fs::path& path) {
-  std::vector<nlohmann::json> lines;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
-  return lines;
-}
+using testing::jsonLines;
 
 std::vector<fs::path> eventFiles(const fs::path& dir) {
   std::vector<fs::path> files;

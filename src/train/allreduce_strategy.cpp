@@ -203,6 +203,8 @@ struct AllReduceStrategy::Impl {
     change.step = m.step;
     change.departed = m.departed;
     change.joined = m.joined;
+    change.source = m.source;
+    change.behind = m.healing;
     if (m.source >= 0) {
       const int source_rank = *m.rankOf(m.source);
       change.healing = true;

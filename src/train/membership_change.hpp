@@ -22,6 +22,8 @@ struct MembershipChange {
   bool is_source = false;  // this worker is the one the others copy from
   std::vector<cluster::Departure> departed;
   std::vector<int> joined;
+  int source = -1;             // the worker whose state the others copy; -1: nobody is behind
+  std::vector<int> behind;     // the workers that copy it
   // From the source to every member, each calling it in the same order;
   // only while handling this change, and only when `healing`.
   std::function<void(void* data, size_t bytes)> broadcast;

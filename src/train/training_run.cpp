@@ -327,12 +327,15 @@ void TrainingRun::adoptMembership(const MembershipChange& change) {
     departed_json.push_back({{"worker", d.worker}, {"why", d.why}});
   }
   const std::string joined = change.joined.empty() ? "" : fmt::format("; joined: worker {}", fmt::join(change.joined, ", worker "));
+  const std::string copied = change.source < 0 ? ""
+                                               : fmt::format("; worker {} copied step {} from worker {}",
+                                                             fmt::join(change.behind, ", worker "), done_, change.source);
   const std::string lr_text = c.lr.scaling == LrScaling::kLinear
                                   ? fmt::format("; --lr-scaling linear: lr {:.6g} -> {:.6g}", lr_before, schedule_->at(done_))
                                   : "";
-  progress_->message(fmt::format("members: {} -> {} worker(s) at step {} (generation {}){}{}{}{}", before, world_,
+  progress_->message(fmt::format("members: {} -> {} worker(s) at step {} (generation {}){}{}{}{}{}", before, world_,
                                  done_, change.generation, departed.empty() ? "" : "; lost: " + departed, joined,
-                                 change.redo ? "; the failed step is done again" : "", lr_text));
+                                 copied, change.redo ? "; the failed step is done again" : "", lr_text));
   writer_->append({{"type", "membership"}, {"step", done_}, {"generation", change.generation},
                    {"workers", world_}, {"rank", change.rank}});
   if (chief_) {

@@ -15,6 +15,15 @@
 
 namespace tandem::testing {
 
+// Every line of a JSON-lines file (metrics.jsonl, restarts.jsonl), parsed;
+// none when the file is missing.
+inline std::vector<nlohmann::json> jsonLines(const std::filesystem::path& path) {
+  std::vector<nlohmann::json> lines;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
 // Mean losses of the run's train lines, in order.
 inline std::vector<double> trainLosses(const std::string& run_dir) {
   std::vector<double> losses;

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# A killed all-reduce worker, measured in one run on this host: the cnn on
+# Fashion-MNIST, 4 workers, kill -9 of worker 2 at 5/8 of the steps:
+#   1. uninterrupted: wall time and test accuracy;
+#   2. live membership (--min-workers 3): the three others go on. Seconds
+#      from the kill to the survivors training again (the chief's
+#      restarts.jsonl record, written once the new ring is up and the step
+#      is about to be done again), wall time against (1), steps lost,
+#      accuracy;
+#   3. the usual answer, a gang restart (launch --max-restarts 1, a
+#      checkpoint every STEPS/4): every task stopped and started again from
+#      the newest checkpoint; seconds from the kill to the restarted chief
+#      training again, wall time, steps redone.
+# Usage: bench/live_recovery.sh [build dir] [steps] [seed]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+STEPS=${2:-400}
+SEED=${3:-1}
+TANDEM="$BUILD/tandem"
+OUT=$(mktemp -d /tmp/tandem-live-bench.XXXXXX)
+trap 'rm -rf "$OUT"' EXIT
+JOB="--model cnn --dataset fashion-mnist --batch-size 32 --threads 1 --lr 0.05 --max-steps $STEPS --seed $SEED
+     --log-every 10 --eval-every 0"
+# Between two of the gang restart's checkpoints, as a death usually falls.
+KILL_AT=$((STEPS * 5 / 8))
+
+# start NAME LAUNCH_ARGS TRAIN_ARGS: launches in the background; sets launch_pid and started.
+start() {
+  started=$(date +%s.%N)
+  "$TANDEM" launch --workers 4 $2 -- $JOB $3 --out "$OUT/$1" >"$OUT/$1.log" 2>&1 &
+  launch_pid=$!
+}
+# kill_worker NAME: once the chief has logged step KILL_AT, kill -9 worker 2; sets killed_at.
+kill_worker() {
+  while ! grep -qs "\"step\":$KILL_AT," "$OUT/$1/metrics.jsonl"; do sleep 0.02; done
+  killed_at=$(date +%s.%N)
+  pkill -KILL -f -- "--out $OUT/$1 .*--job-name worker --task-index 2( |\$)"
+}
+seconds_since() { python3 -c "import time; print(f'{time.time() - $1:.2f}')"; }
+
+echo "== cnn, Fashion-MNIST, 4 workers, $STEPS steps, seed $SEED, worker 2 killed after step $KILL_AT ($(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores)"
+start clean "" ""
+wait "$launch_pid"
+clean_s=$(seconds_since "$started")
+
+start live "" "--min-workers 3"
+kill_worker live
+live_killed_at=$killed_at
+wait "$launch_pid"
+live_s=$(seconds_since "$started")
+
+start gang "--max-restarts 1" "--checkpoint-every $((STEPS / 4))"
+kill_worker gang
+wait "$launch_pid"
+gang_s=$(seconds_since "$started")
+
+python3 - "$OUT" "$live_killed_at" "$killed_at" "$clean_s" "$live_s" "$gang_s" <<'PY'
+import datetime, json, re, sys
+out, live_killed_at, killed_at, clean_s, live_s, gang_s = sys.argv[1], *map(float, sys.argv[2:])
+def summary(name): return json.load(open(f"{out}/{name}/summary.json"))
+def records(name): return [json.loads(l) for l in open(f"{out}/{name}/restarts.jsonl")]
+clean, live, gang = summary("clean"), summary("live"), summary("gang")
+print(f"   uninterrupted: {clean_s:.1f} s, test accuracy {clean['test_accuracy']:.4f}")
+change = records("live")[0]
+print(f"   live (--min-workers 3): {live_s:.1f} s ({live_s / clean_s:.2f}x), test accuracy {live['test_accuracy']:.4f}, "
+      f"{change['workers_before']} -> {change['workers_after']} workers at step {change['step']}, "
+      f"lost updates {change['lost_updates']}, rolled back {change['rolled_back']}, "
+      f"kill -> training again {change['time'] - live_killed_at:.2f} s")
+restart = records("gang")[0]
+stamps = re.findall(r"\[worker 0\] \[(\d\d:\d\d:\d\d\.\d+)\] \[info\] training ", open(f"{out}/gang.log").read())
+day = datetime.datetime.fromtimestamp(killed_at).date()
+back = datetime.datetime.combine(day, datetime.time.fromisoformat(stamps[-1])).timestamp()
+print(f"   gang restart (--max-restarts 1): {gang_s:.1f} s ({gang_s / clean_s:.2f}x), test accuracy "
+      f"{gang['test_accuracy']:.4f}, resumed from step {restart['resume_step']}, steps redone {restart['lost_updates']}, "
+      f"kill -> training again {back - killed_at:.2f} s")
+PY
