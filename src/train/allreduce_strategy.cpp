@@ -207,7 +207,6 @@ struct AllReduceStrategy::Impl {
     change.behind = m.healing;
     if (m.source >= 0) {
       const int source_rank = *m.rankOf(m.source);
-      change.healing = true;
       change.is_source = m.source == spec.index;
       change.broadcast = [this, source_rank](void* data, size_t bytes) {
         runNow([&] { comm->broadcast(data, bytes, source_rank); }, "copy of the job's state to a new member");
@@ -261,13 +260,15 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
                      {"gpu_collective", s.config.gpu_collective}};
   s.join = joinAsWorker(s.spec, s.config, fp, s.context);
   const bool live = wantsLiveMembership(s.config, s.n());
+  const std::optional<cluster::QuorumOptions> quorum =
+      live ? std::optional(quorumOptions(s.config, s.n())) : std::nullopt;
   s.live_wanted = live;
-  s.tail_ranks = live ? quorumOptions(s.config, s.n()).max_workers : s.n();
+  s.tail_ranks = live ? quorum->max_workers : s.n();
   s.model = &model;
   s.optimizer = plan.optimizer;
   s.steps_done = plan.start_step;
   // Before any member can beat: they start after the first broadcast, which waits for the chief.
-  if (live && s.join.server) s.join.server->hostQuorum(s.n(), plan.start_step, quorumOptions(s.config, s.n()));
+  if (live && s.join.server) s.join.server->hostQuorum(s.n(), plan.start_step, *quorum);
 
   collective::CommunicatorOptions options;
   options.rank = s.spec.index;
@@ -300,7 +301,7 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
   if (nccl) {
     s.joinNccl(device, Deadline::afterSeconds(cluster::startupSeconds(s.context.start(), s.config.rendezvous_timeout_s)));
   }
-  if (live) s.live = std::make_unique<LiveMembership>(s.spec, s.config, *s.join.store, s.context.security());
+  if (live) s.live = std::make_unique<LiveMembership>(s.spec, *quorum, *s.join.store, s.context.security());
   if (s.n() > 1 || nccl || live) {
     s.bucket_cap = bucketCapBytes(model, s.config.bucket_mb);
     s.buckets = std::make_unique<GradientBuckets>(
@@ -326,8 +327,8 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
                         ? ""
                         : fmt::format(", sent as {}{}", wireDtypeName(s.wire),
                                       s.config.error_feedback ? " with error feedback" : ""),
-                    live ? fmt::format("; live membership: goes on with {} to {} workers",
-                                       quorumOptions(s.config, s.n()).min_workers, s.tail_ranks)
+                    live ? fmt::format("; live membership: goes on with {} to {} workers", quorum->min_workers,
+                                       s.tail_ranks)
                          : "");
   }
   s.cycle_start = Clock::now();

@@ -14,19 +14,10 @@
 #include "train/module_broadcast.hpp"
 
 namespace tandem::train {
-namespace {
-
-std::chrono::milliseconds millis(double seconds) {
-  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
-}
-
-}  // namespace
-
-LiveMembership::LiveMembership(const cluster::ClusterSpec& spec, const DistributedConfig& config,
+LiveMembership::LiveMembership(const cluster::ClusterSpec& spec, const cluster::QuorumOptions& options,
                                cluster::CoordinatorClient& store, const net::JobSecurity& security)
-    : worker_(spec.index), config_(config), store_(store) {
+    : worker_(spec.index), options_(options), store_(store) {
   for (int w = 0; w < spec.num_workers; ++w) current_.workers.push_back(w);
-  const cluster::QuorumOptions options = quorumOptions(config, spec.num_workers);
   link_ = std::make_unique<cluster::QuorumLink>(spec.coordinator, security, worker_, options.beat_interval,
                                                 options.heartbeat_timeout);
 }
@@ -38,9 +29,9 @@ const cluster::Membership& LiveMembership::agree(int64_t steps_done, const std::
   TANDEM_LOG_WARN("{}: {}; meeting the other workers at step {} (generation {})", me, why, steps_done,
                   current_.generation);
   // The round may wait for a member still inside a collective, then for a silent one's timeout.
-  const auto budget = millis(config_.peer_timeout_s + 2 * config_.heartbeat_timeout_s + 5);
+  const auto budget = options_.arrival_timeout + 2 * options_.heartbeat_timeout + std::chrono::seconds(5);
   const Deadline deadline = Deadline::after(budget);
-  const auto call = std::chrono::milliseconds(std::max<int64_t>(1000, millis(config_.heartbeat_timeout_s).count()));
+  const auto call = std::max<std::chrono::milliseconds>(std::chrono::seconds(1), options_.heartbeat_timeout);
   cluster::QuorumView view = store_.quorumArrive(worker_, current_.generation, steps_done, Deadline::after(call));
   auto pause = std::chrono::milliseconds(5);
   while (view.current.generation == current_.generation && !view.stopped) {

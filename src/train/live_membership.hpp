@@ -25,10 +25,11 @@ namespace tandem::train {
 
 class LiveMembership {
  public:
-  // Starts the heartbeat. `store` (the join's client) must outlive this;
-  // it is used only from the caller's thread.
-  LiveMembership(const cluster::ClusterSpec& spec, const DistributedConfig& config, cluster::CoordinatorClient& store,
-                 const net::JobSecurity& security);
+  // Starts the heartbeat. `options`: quorumOptions of the run's flags.
+  // `store` (the join's client) must outlive this; it is used only from
+  // the caller's thread.
+  LiveMembership(const cluster::ClusterSpec& spec, const cluster::QuorumOptions& options,
+                 cluster::CoordinatorClient& store, const net::JobSecurity& security);
   ~LiveMembership();
 
   const cluster::Membership& current() const { return current_; }
@@ -45,7 +46,7 @@ class LiveMembership {
 
  private:
   int worker_;
-  DistributedConfig config_;
+  cluster::QuorumOptions options_;
   cluster::CoordinatorClient& store_;
   cluster::Membership current_;
   std::unique_ptr<cluster::QuorumLink> link_;

@@ -3,7 +3,6 @@
 #include <sys/resource.h>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <chrono>
 #include <exception>
@@ -272,6 +271,7 @@ void TrainingRun::openInputAndLogs() {
   progress_.emplace(start_step_, total_steps_, c.progress);
   global_batch_ = c.batch_size * world_ * c.accumulate;
   samples_per_job_step_ = policy_.shares_job_steps ? c.batch_size * c.accumulate : global_batch_;
+  steps_before_change_ = start_step_;
   parameters_ = model_->parameters();
   done_ = took_over && !policy_.shares_job_steps ? taken_clock : start_step_;
   loop_watch_ = Stopwatch();
@@ -298,10 +298,10 @@ void TrainingRun::adoptMembership(const MembershipChange& change) {
   const int64_t micro_step = change.step * c.accumulate;
   // A joiner has no history to find the job's place in its data from, and
   // one behind is a step short of it: the source's goes to everyone.
-  data::DataPosition position = change.healing && !change.is_source ? data::DataPosition{}
-                                                                     : sampler_->positionAt(micro_step);
+  data::DataPosition position = change.healing() && !change.is_source ? data::DataPosition{}
+                                                                       : sampler_->positionAt(micro_step);
   static_assert(std::is_trivially_copyable_v<LossScale>);
-  if (change.healing) {
+  if (change.healing()) {
     change.broadcast(&position, sizeof(position));
     change.broadcast(&loss_scale_, sizeof(loss_scale_));
   }
@@ -313,41 +313,22 @@ void TrainingRun::adoptMembership(const MembershipChange& change) {
   start_.finished_steps = done_;
   sampler_.emplace(splits_.train->size(), c.batch_size, change.rank, world_, c.seed, true, micro_step, position);
   startInput();
+  // The samples of the steps so far keep the batch they had.
+  samples_before_change_ += (done_ - steps_before_change_) * samples_per_job_step_;
+  steps_before_change_ = done_;
   global_batch_ = c.batch_size * world_ * c.accumulate;
   samples_per_job_step_ = global_batch_;
   const double lr_before = schedule_->at(done_);
   scheduleFor(policy_.averages_worker_batches ? world_ : 1);
   ++membership_changes_;
 
-  std::string departed;
-  nlohmann::json departed_json = nlohmann::json::array();
-  for (const auto& d : change.departed) {
-    departed += fmt::format("{}{} ({})", departed.empty() ? "" : ", ", cluster::taskName(cluster::Role::kWorker, d.worker),
-                            d.why);
-    departed_json.push_back({{"worker", d.worker}, {"why", d.why}});
-  }
-  const std::string joined = change.joined.empty() ? "" : fmt::format("; joined: worker {}", fmt::join(change.joined, ", worker "));
-  const std::string copied = change.source < 0 ? ""
-                                               : fmt::format("; worker {} copied step {} from worker {}",
-                                                             fmt::join(change.behind, ", worker "), done_, change.source);
   const std::string lr_text = c.lr.scaling == LrScaling::kLinear
                                   ? fmt::format("; --lr-scaling linear: lr {:.6g} -> {:.6g}", lr_before, schedule_->at(done_))
                                   : "";
-  progress_->message(fmt::format("members: {} -> {} worker(s) at step {} (generation {}){}{}{}{}{}", before, world_,
-                                 done_, change.generation, departed.empty() ? "" : "; lost: " + departed, joined,
-                                 copied, change.redo ? "; the failed step is done again" : "", lr_text));
+  progress_->message(describeChange(change, before, lr_text));
   writer_->append({{"type", "membership"}, {"step", done_}, {"generation", change.generation},
                    {"workers", world_}, {"rank", change.rank}});
-  if (chief_) {
-    // lost_updates: the step kept is the newest any survivor reached, so nothing it holds is undone.
-    obs::appendJsonLine(out_dir_ / "restarts.jsonl",
-                        {{"kind", "membership"}, {"time", std::chrono::duration<double>(
-                                                              std::chrono::system_clock::now().time_since_epoch()).count()},
-                         {"generation", change.generation}, {"step", done_}, {"failure", departed},
-                         {"departed", departed_json}, {"joined", change.joined}, {"workers_before", before},
-                         {"workers_after", world_}, {"lost_updates", 0}, {"rolled_back", false},
-                         {"step_redone", change.redo}});
-  }
+  if (chief_) obs::appendJsonLine(out_dir_ / "restarts.jsonl", changeRecord(change, before));
 }
 
 bool TrainingRun::stepsLeft() const {
@@ -494,13 +475,14 @@ void TrainingRun::afterStep(int64_t before, double lr, const AgreedStep& agreed,
   interval_.loss_sum += agreed.loss;
   ++interval_.steps;
   interval_.global_steps += done_ - before;
+  interval_.samples += (done_ - before) * samples_per_job_step_;
   const int64_t epoch = (done_ - 1) / steps_per_epoch_;
   interval_.seconds += step_seconds;
   train_seconds_ += step_seconds;
   // The job's progress over this worker's time: with shared steps not its
   // own rate times the worker count.
   const double samples_per_sec =
-      interval_.seconds > 0 ? static_cast<double>(interval_.global_steps * samples_per_job_step_) / interval_.seconds
+      interval_.seconds > 0 ? static_cast<double>(interval_.samples) / interval_.seconds
                             : 0;
   const double worker_samples_per_sec =
       interval_.seconds > 0 ? static_cast<double>(interval_.steps * c.batch_size * c.accumulate) / interval_.seconds
@@ -567,7 +549,9 @@ nlohmann::json TrainingRun::summary() {
       {"worker_steps", local_steps_},
       // The job's samples per second; with shared steps over the training
       // loop's wall time, since the global count includes others' steps.
-      {"samples_per_sec", job_seconds > 0 ? static_cast<double>(trained_steps * samples_per_job_step_) / job_seconds
+      {"samples_per_sec", job_seconds > 0 ? static_cast<double>(samples_before_change_ +
+                                                                (end_step_ - steps_before_change_) * samples_per_job_step_) /
+                                                job_seconds
                                           : 0},
       // The whole process's page faults per step of this worker after the
       // warm-up: a step that maps and unmaps buffers of its own size shows

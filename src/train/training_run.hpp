@@ -138,6 +138,10 @@ class TrainingRun {
   std::unique_ptr<DeviceFeeder> feeder_;  // reads prefetcher_: goes first
   data::PrefetchOptions prefetch_options_;
   int64_t membership_changes_ = 0;
+  // The job's samples up to the last change of members, and its step then:
+  // later steps hold samples_per_job_step_ each.
+  int64_t samples_before_change_ = 0;
+  int64_t steps_before_change_ = 0;
   std::optional<obs::Progress> progress_;
   int uncaught_at_start_ = 0;
   obs::StepBreakdown breakdown_;
@@ -151,6 +155,7 @@ class TrainingRun {
     double seconds = 0;        // step time only: evaluation and checkpoints excluded
     int64_t steps = 0;         // this worker's
     int64_t global_steps = 0;  // the job's
+    int64_t samples = 0;       // in the job's steps, each at its own global batch
   };
   IntervalStats interval_;
   double train_seconds_ = 0;
