@@ -20,9 +20,11 @@ using testing::TempDir;
 // Launches 3 workers with `flags`, waits until worker 2 has logged, then
 // kills the workers whose indices match `indices` ("2", "1|2"). Returns
 // launch's exit code.
-int killMidRun(const TempDir& dir, const std::string& run, const std::string& flags, const std::string& indices) {
-  const pid_t pid = testing::spawnTandem("launch --workers 3 -- " + testing::syntheticTrainArgs("mlp", 16, run, flags),
-                                         dir.str("log"));
+int killMidRun(const TempDir& dir, const std::string& run, const std::string& flags, const std::string& indices,
+               const std::string& launch_flags = "") {
+  const pid_t pid = testing::spawnTandem(
+      "launch --workers 3 " + launch_flags + " -- " + testing::syntheticTrainArgs("mlp", 16, run, flags),
+      dir.str("log"));
   if (!testing::waitForOutput(pid, fs::path(run) / "workers" / "worker-2" / "metrics.jsonl",
                               std::chrono::seconds(120))) {
     return -2;
@@ -74,6 +76,61 @@ TEST(LiveMembership, AKilledWorkerLeavesTheOthersTrainingWithoutARollback) {
     last = r["step"].get<int64_t>();
   }
   EXPECT_EQ(last, 160);
+}
+
+// Under launch --max-restarts, only the killed worker starts again: it
+// joins the running job at a step boundary, copies the parameters,
+// optimizer state, step and data position from worker 0, and trains to
+// the end with the others, its replica checked equal to theirs.
+TEST(LiveMembership, ARestartedWorkerJoinsTheRunningJobWithAPeersState) {
+  TempDir dir;
+  const std::string run = dir.str("run");
+  const int code = killMidRun(dir, run, "--max-steps 200 --min-workers 2 --verify-replicas-every 5 "
+                                        "--optimizer adam --lr 0.001 --debug-step-delay-ms 15",
+                              "2", "--max-restarts 1");
+  const std::string log = readFile(dir.path() / "log");
+  ASSERT_EQ(code, 0) << log;
+  EXPECT_NE(log.find("the job goes on and a new worker 2 joins it"), std::string::npos) << log;
+  EXPECT_NE(log.find("joining the running job"), std::string::npos) << log;
+  EXPECT_EQ(log.find("resumed from"), std::string::npos) << "nobody reads a checkpoint\n" << log;
+
+  const auto chief = nlohmann::json::parse(readFile(fs::path(run) / "summary.json"));
+  EXPECT_EQ(chief["steps"], 200) << chief;
+  EXPECT_EQ(chief["workers"], 3) << chief;
+  EXPECT_EQ(chief["strategy"]["membership"]["workers"], nlohmann::json({0, 1, 2})) << chief;
+  const auto joiner = nlohmann::json::parse(readFile(fs::path(run) / "workers" / "worker-2" / "summary.json"));
+  EXPECT_EQ(joiner["steps"], 200) << joiner;
+  EXPECT_EQ(joiner["rank"], 2) << joiner;
+  EXPECT_TRUE(joiner["resumed_from"].is_null()) << joiner;
+  EXPECT_EQ(joiner["trained_steps"], joiner["worker_steps"]) << "it counts only the steps it trained" << joiner;
+  EXPECT_LT(joiner["trained_steps"].get<int>(), 200) << joiner;
+
+  // restarts.jsonl: the launcher's restart, then each change of members the
+  // chief saw; the last takes worker 2 in, copying from worker 0.
+  const auto records = testing::jsonLines(fs::path(run) / "restarts.jsonl");
+  ASSERT_GE(records.size(), 2u) << log;
+  EXPECT_EQ(records[0]["replaced"], "worker 2") << records[0];
+  const nlohmann::json& taken_in = records.back();
+  EXPECT_EQ(taken_in["kind"], "membership") << taken_in;
+  EXPECT_EQ(taken_in["workers_after"], 3) << taken_in;
+  EXPECT_EQ(taken_in["lost_updates"], 0) << taken_in;
+  EXPECT_EQ(taken_in["rolled_back"], false) << taken_in;
+  EXPECT_EQ(taken_in["joined"], nlohmann::json({2})) << taken_in;
+  EXPECT_NE(log.find("worker 2 copied step"), std::string::npos) << log;
+  // Worker 2 gone, whether the others took it for dead first or its new process came back before.
+  bool departed = false;
+  for (const auto& r : records) {
+    for (const auto& d : r.value("departed", nlohmann::json::array())) departed = departed || d["worker"] == 2;
+  }
+  EXPECT_TRUE(departed) << log;
+  // The job's steps went on through both changes: none trained twice or skipped.
+  int64_t last = 0;
+  for (const auto& r : testing::jsonLines(fs::path(run) / "metrics.jsonl")) {
+    if (r["type"] != "train") continue;
+    EXPECT_EQ(r["step"].get<int64_t>(), last + 10) << r;
+    last = r["step"].get<int64_t>();
+  }
+  EXPECT_EQ(last, 200);
 }
 
 // Two of three killed at once with --min-workers 2: the survivor stops with

@@ -139,6 +139,29 @@ TEST(Quorum, AJoinerBeyondMaxWorkersWaitsForRoom) {
   EXPECT_EQ(v.current.source, 1);
 }
 
+// The launcher restarts a killed worker faster than the survivors take it
+// for dead: the new process, arriving with no state, is the member the
+// round awaited, and copies the job's step like any joiner.
+TEST(Quorum, ARestartedWorkerArrivingBeforeItsPredecessorIsDroppedIsTakenBackBehind) {
+  Quorum q(3, 0, options(2), t0);
+  q.arrive(0, 0, 30, t0 + 1s);  // their all-reduce with worker 2 failed
+  q.arrive(1, 0, 30, t0 + 1s);
+  QuorumView v = q.poll(t0 + 1s);
+  ASSERT_TRUE(v.round_open);
+  EXPECT_EQ(v.awaited, (std::vector<int>{2}));
+  q.arrive(2, 0, -1, t0 + 1500ms);
+  v = q.poll(t0 + 1500ms);
+  ASSERT_EQ(v.current.generation, 1);
+  EXPECT_EQ(v.current.workers, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(v.current.step, 30);
+  EXPECT_EQ(v.current.source, 0);
+  EXPECT_EQ(v.current.healing, (std::vector<int>{2}));
+  EXPECT_EQ(v.current.joined, (std::vector<int>{2})) << "a new process in worker 2's place";
+  ASSERT_EQ(v.current.departed.size(), 1u);
+  EXPECT_EQ(v.current.departed[0], (Departure{2, "its process restarted"}));
+  EXPECT_FALSE(v.round_open);
+}
+
 TEST(Quorum, TwoDeathsAtOnceAreBothNamed) {
   Quorum q(4, 3, options(), t0);
   beat(q, {0, 3}, t0 + 5s);

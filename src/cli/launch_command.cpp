@@ -223,9 +223,10 @@ int runLaunch(LaunchOptions o, const Environment& env) {
     return true;
   };
 
-  // Async and SSP parameter-server jobs are elastic: a worker other than the
-  // chief that fails is started again alone and joins the running job.
-  const bool elastic = train && o.ps > 0 && train->config.distributed.ps_mode == Mode::PsAsync;
+  // Async and SSP parameter-server jobs are elastic, and so is all-reduce
+  // with a live membership: a worker other than the chief (which hosts the
+  // coordinator) that fails is started again alone and joins the running job.
+  const bool elastic = (train && o.ps > 0 && train->config.distributed.ps_mode == Mode::PsAsync) || live;
   int restarts = 0;
   std::set<pid_t> replaced;  // failed workers whose replacement joined
   auto writeRecord = [&](const launch::RestartRecord& record) {

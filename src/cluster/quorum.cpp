@@ -143,12 +143,19 @@ void Quorum::form(QuorumTime now) {
   const size_t room = static_cast<size_t>(std::max(0, options_.max_workers - next.size()));
   if (joiners.size() > room) joiners.resize(room);
   next.joined = joiners;
-  std::sort(next.joined.begin(), next.joined.end());
   next.workers.insert(next.workers.end(), joiners.begin(), joiners.end());
   std::sort(next.workers.begin(), next.workers.end());
 
   for (int w : current_.workers) {
-    if (contains(next.workers, w)) continue;
+    if (contains(next.workers, w)) {
+      // A member that comes with no state is a new process in its place:
+      // the one before died, and this one joins.
+      if (arrivals_.at(w).step < 0) {
+        next.departed.push_back({w, "its process restarted"});
+        next.joined.push_back(w);
+      }
+      continue;
+    }
     Seen& s = seen_[w];
     if (!s.dead) {
       // Alive but never came: stuck in a collective. It may come back as a joiner.
@@ -158,6 +165,7 @@ void Quorum::form(QuorumTime now) {
     next.departed.push_back({w, s.why});
   }
 
+  std::sort(next.joined.begin(), next.joined.end());
   round_opened_.reset();
   std::erase_if(arrivals_, [&](const auto& entry) { return !alive(entry.first, now); });
   if (next.size() < options_.min_workers) {

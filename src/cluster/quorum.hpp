@@ -56,8 +56,10 @@ struct Membership {
   int64_t step = 0;          // the completed steps every member goes on from
   int source = -1;           // the worker the others copy state from; -1: nobody is behind
   std::vector<int> healing;  // members behind `step` (joiners among them), who copy from `source`
-  std::vector<int> joined;   // members new in this generation
-  std::vector<Departure> departed;  // workers of the previous generation not in this one
+  // Members new in this generation; a worker whose restarted process came
+  // back before it was taken for dead is in both lists.
+  std::vector<int> joined;
+  std::vector<Departure> departed;  // workers of the previous generation whose process is gone
 
   int size() const { return static_cast<int>(workers.size()); }
   // The worker's rank in this generation, or nullopt if it is not a member.

@@ -135,7 +135,10 @@ QuorumView decodeQuorumView(std::span<const std::byte> bytes, std::string_view p
   for (uint32_t i = 0; i < departed; ++i) {
     Departure d;
     d.worker = f.worker("departed");
-    if (m.rankOf(d.worker)) f.refuse("departed", fmt::format("worker {} is still a member", d.worker));
+    // A member may have departed only as a process that restarted into its place.
+    if (m.rankOf(d.worker) && !std::binary_search(m.joined.begin(), m.joined.end(), d.worker)) {
+      f.refuse("departed", fmt::format("worker {} is still a member and did not join again", d.worker));
+    }
     d.why = f.text("departure reason");
     m.departed.push_back(std::move(d));
   }

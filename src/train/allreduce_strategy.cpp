@@ -66,6 +66,7 @@ struct AllReduceStrategy::Impl {
   bool live_wanted = false;          // set at initialize, before `live` exists
   int64_t steps_done = 0;            // updates this worker's replica holds
   bool change_after_update = false;  // some member heard of a pending change: meet after this step
+  std::optional<MembershipChange> joined_change;  // a joiner's first generation, until the trainer takes it
 
   int n() const { return size; }
   int lossSlot() const { return tail_ranks; }
@@ -171,6 +172,9 @@ struct AllReduceStrategy::Impl {
   }
 
   AgreedStep synchronize(torch::nn::Module& model, const LocalStep& local);
+  void joinRunning(const collective::CommunicatorOptions& options);
+  // The gradient buckets and their hooks; logs how the worker joined.
+  void makeBuckets(torch::nn::Module& model, bool nccl, const Stopwatch& watch, int min_workers);
 
   // After a failed collective or at an agreed boundary: the quorum's next
   // generation, a communicator among its members, and the source's state
@@ -189,7 +193,13 @@ struct AllReduceStrategy::Impl {
     change.redo = redo;
     reducer.reset();
     comm.reset();  // its sockets close, which fails any peer still waiting on this worker
-    const cluster::Membership& m = live->agree(steps_done, why);
+    connectGeneration(live->agree(steps_done, why), change);
+    return change;
+  }
+
+  // A communicator among generation `m`'s members, and the source's state
+  // for whoever is behind it (a joiner among them).
+  void connectGeneration(const cluster::Membership& m, MembershipChange& change) {
     rank = live->rank();
     size = live->size();
     comm_options.rank = rank;
@@ -214,6 +224,16 @@ struct AllReduceStrategy::Impl {
       healFromSource(*model, optimizer, change.is_source, change.broadcast);
     }
     steps_done = m.step;
+  }
+
+  // A worker started into a running live job: taken in at the members'
+  // next step boundary, with their state, not a checkpoint's.
+  MembershipChange joinRunningJob() {
+    const cluster::Membership& m = live->join();
+    MembershipChange change;
+    // The generation before: its members less those who came, plus those who went.
+    change.workers_before = m.size() - static_cast<int>(m.joined.size()) + static_cast<int>(m.departed.size());
+    connectGeneration(m, change);
     return change;
   }
 };
@@ -258,8 +278,11 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
   fp["allreduce"] = {{"bucket_mb", s.config.bucket_mb}, {"wire_dtype", wireDtypeName(s.wire)},
                      {"error_feedback", s.config.error_feedback}, {"hierarchical", s.config.hierarchical},
                      {"gpu_collective", s.config.gpu_collective}};
-  s.join = joinAsWorker(s.spec, s.config, fp, s.context);
   const bool live = wantsLiveMembership(s.config, s.n());
+  // A live job's members go on from different steps than they started at.
+  if (live) fp.erase("start_step");
+  s.join = joinAsWorker(s.spec, s.config, fp, s.context);
+  const bool joining = live && !s.spec.isChief() && LiveMembership::jobIsRunning(*s.join.store);
   const std::optional<cluster::QuorumOptions> quorum =
       live ? std::optional(quorumOptions(s.config, s.n())) : std::nullopt;
   s.live_wanted = live;
@@ -276,6 +299,10 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
   options.local_host = s.spec.worker_hosts.empty() ? cluster::localAddressToward(s.spec.coordinator)
                                                    : s.spec.worker_hosts[s.spec.index].host;
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(s.config.peer_timeout_s * 1000));
+  if (joining) {
+    s.joinRunning(options);
+    return;
+  }
   s.host_groups = cluster::hostGroupsFor(s.spec, s.config.hierarchical, *s.join.store, options.local_host,
                                         Deadline::afterSeconds(cluster::startupSeconds(s.context.start(), s.config.rendezvous_timeout_s)));
   if (live && !s.host_groups.empty()) {
@@ -301,37 +328,61 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
   if (nccl) {
     s.joinNccl(device, Deadline::afterSeconds(cluster::startupSeconds(s.context.start(), s.config.rendezvous_timeout_s)));
   }
-  if (live) s.live = std::make_unique<LiveMembership>(s.spec, *quorum, *s.join.store, s.context.security());
-  if (s.n() > 1 || nccl || live) {
-    s.bucket_cap = bucketCapBytes(model, s.config.bucket_mb);
-    s.buckets = std::make_unique<GradientBuckets>(
-        model, s.bucket_cap, nccl ? 0 : s.tailFloats(),
-        [&s](size_t bucket, torch::Tensor flat) {
-          if (s.nccl) {
-            s.handles[bucket] = s.comm_thread->submit([&s, flat, produced = s.nccl->produced()] {
-              s.nccl->reduce(flat, produced);
-            });
-            return;
-          }
-          s.handles[bucket] = s.comm_thread->submit([&s, flat, bucket] { s.reduceBucket(bucket, flat); });
-        },
-        [&s] { s.fillTail(); }, /*on_device=*/nccl);
-    s.handles.resize(s.buckets->size());
-    size_t bytes = 0;
-    for (size_t b = 0; b < s.buckets->size(); ++b) bytes += s.buckets->bucketBytes(b);
-    TANDEM_LOG_INFO("{}: joined {} workers via {} in {:.2f}s; {} gradient bucket(s), {:.1f} MB, {}{}{}{}",
-                    s.spec.taskName(), s.n(), s.spec.source, watch.elapsed(), s.buckets->size(), bytes / 1e6,
-                    s.collective_text,
-                    s.host_groups.empty() ? "" : hierarchyText(s.host_groups),
-                    s.wire == WireDtype::kFloat32
-                        ? ""
-                        : fmt::format(", sent as {}{}", wireDtypeName(s.wire),
-                                      s.config.error_feedback ? " with error feedback" : ""),
-                    live ? fmt::format("; live membership: goes on with {} to {} workers", quorum->min_workers,
-                                       s.tail_ranks)
-                         : "");
+  if (live) {
+    s.live = std::make_unique<LiveMembership>(s.spec, *quorum, *s.join.store, s.context.security());
+    if (s.spec.isChief()) LiveMembership::markRunning(*s.join.store);
   }
+  if (s.n() > 1 || nccl || live) s.makeBuckets(model, nccl, watch, live ? quorum->min_workers : 0);
   s.cycle_start = Clock::now();
+}
+
+// A worker (re)started into a running live job: no first broadcast, which
+// the members are long past; it is taken in at their next step boundary.
+void AllReduceStrategy::Impl::joinRunning(const collective::CommunicatorOptions& options) {
+  Stopwatch watch;
+  const cluster::QuorumOptions quorum = quorumOptions(config, spec.num_workers);
+  const torch::Device device = firstTrainableDevice(*model);
+  collective_text = device.is_cpu() ? "summed by Gloo" : fmt::format("copied from {} and summed by Gloo", device.str());
+  comm_options = options;
+  comm_thread = std::make_unique<collective::CommThread>();
+  live = std::make_unique<LiveMembership>(spec, quorum, *join.store, context.security());
+  joined_change = joinRunningJob();
+  makeBuckets(*model, /*nccl=*/false, watch, quorum.min_workers);
+  cycle_start = Clock::now();
+}
+
+void AllReduceStrategy::Impl::makeBuckets(torch::nn::Module& model, bool nccl, const Stopwatch& watch,
+                                          int min_workers) {
+  Impl& s = *this;
+  s.bucket_cap = bucketCapBytes(model, s.config.bucket_mb);
+  s.buckets = std::make_unique<GradientBuckets>(
+      model, s.bucket_cap, nccl ? 0 : s.tailFloats(),
+      [&s](size_t bucket, torch::Tensor flat) {
+        if (s.nccl) {
+          s.handles[bucket] = s.comm_thread->submit([&s, flat, produced = s.nccl->produced()] {
+            s.nccl->reduce(flat, produced);
+          });
+          return;
+        }
+        s.handles[bucket] = s.comm_thread->submit([&s, flat, bucket] { s.reduceBucket(bucket, flat); });
+      },
+      [&s] { s.fillTail(); }, /*on_device=*/nccl);
+  s.handles.resize(s.buckets->size());
+  size_t bytes = 0;
+  for (size_t b = 0; b < s.buckets->size(); ++b) bytes += s.buckets->bucketBytes(b);
+  TANDEM_LOG_INFO("{}: joined {} workers via {} in {:.2f}s; {} gradient bucket(s), {:.1f} MB, {}{}{}{}",
+                  s.spec.taskName(), s.n(), s.spec.source, watch.elapsed(), s.buckets->size(), bytes / 1e6,
+                  s.collective_text, s.host_groups.empty() ? "" : hierarchyText(s.host_groups),
+                  s.wire == WireDtype::kFloat32
+                      ? ""
+                      : fmt::format(", sent as {}{}", wireDtypeName(s.wire),
+                                    s.config.error_feedback ? " with error feedback" : ""),
+                  s.live ? fmt::format("; live membership: goes on with {} to {} workers", min_workers, s.tail_ranks)
+                         : "");
+}
+
+std::optional<MembershipChange> AllReduceStrategy::takeJoinedMembership() {
+  return std::exchange(impl_->joined_change, std::nullopt);
 }
 
 void AllReduceStrategy::beforeBackward(const LocalStep& so_far, int micro_step) {

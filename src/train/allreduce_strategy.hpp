@@ -36,6 +36,7 @@ class AllReduceStrategy final : public Strategy, public ReplicaCheck {
   SyncTimes afterUpdate(torch::nn::Module& model, AgreedStep& agreed) override;
   ReplicaCheck* replicaCheck() override { return this; }
   void verifyReplicas(torch::nn::Module& model, int64_t step) override;
+  std::optional<MembershipChange> takeJoinedMembership() override;
   void finish() override;
   nlohmann::json summary() const override;
 

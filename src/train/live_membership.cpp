@@ -24,21 +24,27 @@ LiveMembership::LiveMembership(const cluster::ClusterSpec& spec, const cluster::
 
 LiveMembership::~LiveMembership() = default;
 
-const cluster::Membership& LiveMembership::agree(int64_t steps_done, const std::string& why) {
+namespace {
+constexpr const char* kRunningKey = "tandem/live-running";
+}
+
+bool LiveMembership::jobIsRunning(cluster::CoordinatorClient& store) { return store.tryGet(kRunningKey).has_value(); }
+
+void LiveMembership::markRunning(cluster::CoordinatorClient& store) { store.set(kRunningKey, {'1'}); }
+
+cluster::QuorumView LiveMembership::awaitView(cluster::QuorumView view,
+                                              const std::function<bool(const cluster::QuorumView&)>& admitted,
+                                              const std::string& what) {
   const std::string me = cluster::taskName(cluster::Role::kWorker, worker_);
-  TANDEM_LOG_WARN("{}: {}; meeting the other workers at step {} (generation {})", me, why, steps_done,
-                  current_.generation);
   // The round may wait for a member still inside a collective, then for a silent one's timeout.
   const auto budget = options_.arrival_timeout + 2 * options_.heartbeat_timeout + std::chrono::seconds(5);
   const Deadline deadline = Deadline::after(budget);
   const auto call = std::max<std::chrono::milliseconds>(std::chrono::seconds(1), options_.heartbeat_timeout);
-  cluster::QuorumView view = store_.quorumArrive(worker_, current_.generation, steps_done, Deadline::after(call));
   auto pause = std::chrono::milliseconds(5);
-  while (view.current.generation == current_.generation && !view.stopped) {
+  while (!admitted(view) && !view.stopped) {
     if (deadline.expired()) {
-      throw PeerError(fmt::format("{}: the workers did not agree on the job's next members within {}; still "
-                                  "awaited: {} worker(s)",
-                                  me, formatDuration(budget), view.awaited.size()));
+      throw PeerError(fmt::format("{}: {} within {}; still awaited: {} worker(s)", me, what, formatDuration(budget),
+                                  view.awaited.size()));
     }
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(50));
@@ -46,6 +52,19 @@ const cluster::Membership& LiveMembership::agree(int64_t steps_done, const std::
     view = store_.quorumBeat(worker_, Deadline::after(call));
   }
   if (view.stopped) throw PeerError(fmt::format("the job stops: {}", *view.stopped));
+  return view;
+}
+
+const cluster::Membership& LiveMembership::agree(int64_t steps_done, const std::string& why) {
+  const std::string me = cluster::taskName(cluster::Role::kWorker, worker_);
+  TANDEM_LOG_WARN("{}: {}; meeting the other workers at step {} (generation {})", me, why, steps_done,
+                  current_.generation);
+  const auto call = std::max<std::chrono::milliseconds>(std::chrono::seconds(1), options_.heartbeat_timeout);
+  const int64_t known = current_.generation;
+  const cluster::QuorumView view = awaitView(
+      store_.quorumArrive(worker_, known, steps_done, Deadline::after(call)),
+      [known](const cluster::QuorumView& v) { return v.current.generation != known; },
+      "the workers did not agree on the job's next members");
   if (!view.current.rankOf(worker_)) {
     std::string why_out = "not among them";
     for (const auto& d : view.current.departed) {
@@ -54,6 +73,24 @@ const cluster::Membership& LiveMembership::agree(int64_t steps_done, const std::
     throw PeerError(fmt::format("{} was left out of the job's generation {} ({}): it ends here",
                                 me, view.current.generation, why_out));
   }
+  current_ = view.current;
+  return current_;
+}
+
+const cluster::Membership& LiveMembership::join() {
+  const std::string me = cluster::taskName(cluster::Role::kWorker, worker_);
+  const auto call = std::max<std::chrono::milliseconds>(std::chrono::seconds(1), options_.heartbeat_timeout);
+  // Only a generation after the one the job is at now can take this process
+  // in: one that lists this worker already holds its predecessor.
+  const int64_t before = store_.quorumBeat(worker_, Deadline::after(call)).current.generation;
+  TANDEM_LOG_INFO("{}: joining the running job (generation {}); it takes this worker in at its next step boundary",
+                  me, before);
+  const cluster::QuorumView view = awaitView(
+      store_.quorumArrive(worker_, before, /*step=*/-1, Deadline::after(call)),
+      [before, this](const cluster::QuorumView& v) {
+        return v.current.generation > before && v.current.rankOf(worker_).has_value();
+      },
+      "the running job did not take this worker in (it may be at --max-workers)");
   current_ = view.current;
   return current_;
 }

@@ -25,6 +25,14 @@ namespace tandem::train {
 
 class LiveMembership {
  public:
+  // Whether a job with a live membership is already training at the
+  // coordinator `store` serves: a worker that starts now joins it
+  // (join()) instead of starting with the others.
+  static bool jobIsRunning(cluster::CoordinatorClient& store);
+  // Said by worker 0 once every first member is connected: from then on a
+  // worker that starts is a joiner.
+  static void markRunning(cluster::CoordinatorClient& store);
+
   // Starts the heartbeat. `options`: quorumOptions of the run's flags.
   // `store` (the join's client) must outlive this; it is used only from
   // the caller's thread.
@@ -43,10 +51,18 @@ class LiveMembership {
   // --min-workers; this worker left out; the coordinator gone), naming the
   // workers and why.
   const cluster::Membership& agree(int64_t steps_done, const std::string& why);
+  // A worker (re)started into the running job: arrives with no state and
+  // waits until a generation takes it in. Throws PeerError naming what it
+  // waited for when none does within the round's budget, or when the job stops.
+  const cluster::Membership& join();
 
  private:
   int worker_;
   cluster::QuorumOptions options_;
+  // Waits for views until `admitted` holds or the job stops; `what` names the wait.
+  cluster::QuorumView awaitView(cluster::QuorumView view, const std::function<bool(const cluster::QuorumView&)>& admitted,
+                                const std::string& what);
+
   cluster::CoordinatorClient& store_;
   cluster::Membership current_;
   std::unique_ptr<cluster::QuorumLink> link_;

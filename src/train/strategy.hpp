@@ -169,6 +169,11 @@ class Strategy {
   // Joins the cluster (checking that every task's `fingerprint` agrees) and
   // makes every replica start from the same parameters and buffers.
   virtual void initialize(torch::nn::Module& model, const nlohmann::json& fingerprint, const StepPlan& plan) = 0;
+  // After initialize(), once: when this worker joined a running job with a
+  // live membership, the generation that took it in. The trainer adopts it
+  // (data position, schedule) before its first step; its broadcast is live
+  // until then.
+  virtual std::optional<MembershipChange> takeJoinedMembership() { return std::nullopt; }
   // Called before each micro-batch's backward (after its forward): `so_far`
   // counts this micro-batch's loss; `micro_step` is its index, and the
   // last one (so_far.micro_steps - 1) completes the update's gradient.

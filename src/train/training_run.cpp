@@ -274,6 +274,7 @@ void TrainingRun::openInputAndLogs() {
   steps_before_change_ = start_step_;
   parameters_ = model_->parameters();
   done_ = took_over && !policy_.shares_job_steps ? taken_clock : start_step_;
+  if (auto joined = strategy_.takeJoinedMembership()) adoptMembership(*joined, /*joining=*/true);
   loop_watch_ = Stopwatch();
 }
 
@@ -293,8 +294,13 @@ void TrainingRun::scheduleFor(int workers) {
                     static_cast<double>(workers * c_.accumulate));
 }
 
-void TrainingRun::adoptMembership(const MembershipChange& change) {
+void TrainingRun::adoptMembership(const MembershipChange& change, bool joining) {
   const TrainConfig& c = c_;
+  // A joiner's run starts where it came in, with a peer's state, not a file's.
+  if (joining) {
+    steps_before_change_ = start_step_ = change.step;
+    resume_from_.clear();
+  }
   const int64_t micro_step = change.step * c.accumulate;
   // A joiner has no history to find the job's place in its data from, and
   // one behind is a step short of it: the source's goes to everyone.

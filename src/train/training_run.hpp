@@ -86,8 +86,8 @@ class TrainingRun {
   void startInput();
   // A live job's new members: the source's data position, the sampler and
   // input of this worker's new rank, the rate for the new worker count,
-  // and the record of the change.
-  void adoptMembership(const MembershipChange& change);
+  // and the record of the change. `joining`: this worker's first generation.
+  void adoptMembership(const MembershipChange& change, bool joining = false);
   void scheduleFor(int workers);
 
   // Setup.
