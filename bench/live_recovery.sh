@@ -7,7 +7,11 @@
 #      restarts.jsonl record, written once the new ring is up and the step
 #      is about to be done again), wall time against (1), steps lost,
 #      accuracy;
-#   3. the usual answer, a gang restart (launch --max-restarts 1, a
+#   3. live membership with the launcher restarting the dead task
+#      (--min-workers 3, launch --max-restarts 1): the new worker 2 joins
+#      the running job with a peer's state. Seconds from the kill to 4
+#      workers training again, wall time, accuracy;
+#   4. the usual answer, a gang restart (launch --max-restarts 1, a
 #      checkpoint every STEPS/4): every task stopped and started again from
 #      the newest checkpoint; seconds from the kill to the restarted chief
 #      training again, wall time, steps redone.
@@ -50,14 +54,20 @@ live_killed_at=$killed_at
 wait "$launch_pid"
 live_s=$(seconds_since "$started")
 
+start rejoin "--max-restarts 1" "--min-workers 3"
+kill_worker rejoin
+rejoin_killed_at=$killed_at
+wait "$launch_pid"
+rejoin_s=$(seconds_since "$started")
+
 start gang "--max-restarts 1" "--checkpoint-every $((STEPS / 4))"
 kill_worker gang
 wait "$launch_pid"
 gang_s=$(seconds_since "$started")
 
-python3 - "$OUT" "$live_killed_at" "$killed_at" "$clean_s" "$live_s" "$gang_s" <<'PY'
+python3 - "$OUT" "$live_killed_at" "$killed_at" "$clean_s" "$live_s" "$gang_s" "$rejoin_killed_at" "$rejoin_s" <<'PY'
 import datetime, json, re, sys
-out, live_killed_at, killed_at, clean_s, live_s, gang_s = sys.argv[1], *map(float, sys.argv[2:])
+out, live_killed_at, killed_at, clean_s, live_s, gang_s, rejoin_killed_at, rejoin_s = sys.argv[1], *map(float, sys.argv[2:])
 def summary(name): return json.load(open(f"{out}/{name}/summary.json"))
 def records(name): return [json.loads(l) for l in open(f"{out}/{name}/restarts.jsonl")]
 clean, live, gang = summary("clean"), summary("live"), summary("gang")
@@ -67,6 +77,12 @@ print(f"   live (--min-workers 3): {live_s:.1f} s ({live_s / clean_s:.2f}x), tes
       f"{change['workers_before']} -> {change['workers_after']} workers at step {change['step']}, "
       f"lost updates {change['lost_updates']}, rolled back {change['rolled_back']}, "
       f"kill -> training again {change['time'] - live_killed_at:.2f} s")
+rejoin = summary("rejoin")
+back = [r for r in records("rejoin") if r.get("kind") == "membership" and r["workers_after"] == 4][-1]
+print(f"   live + rejoin (--min-workers 3, --max-restarts 1): {rejoin_s:.1f} s ({rejoin_s / clean_s:.2f}x), "
+      f"test accuracy {rejoin['test_accuracy']:.4f}, {rejoin['workers']} workers at the end, worker 2 back at step "
+      f"{back['step']}, lost updates {back['lost_updates']}, kill -> 4 workers training again "
+      f"{back['time'] - rejoin_killed_at:.2f} s")
 restart = records("gang")[0]
 stamps = re.findall(r"\[worker 0\] \[(\d\d:\d\d:\d\d\.\d+)\] \[info\] training ", open(f"{out}/gang.log").read())
 day = datetime.datetime.fromtimestamp(killed_at).date()

@@ -185,6 +185,37 @@ TEST_F(Launch, SigtermIsForwardedAndEveryWorkerStopsAtTheSameStep) {
   EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(out) / "checkpoint.ckpt"));
 }
 
+// A scheduler's preemption warning (Slurm's --signal=USR1, Kubernetes'
+// SIGTERM) reaches one task, not the launcher: every worker stops after the
+// same step, worker 0 checkpoints it, launch exits 130, and the same command
+// run again resumes from that checkpoint.
+TEST_F(Launch, APreemptionSignalToOneTaskStopsTheJobWithACheckpointTheSameCommandResumes) {
+  const std::string out = dir_.str("run");
+  const std::string command = "launch --workers 2 -- " + trainArgs("mlp", 16, out, "--max-steps 100000");
+  pid_t pid = testing::spawnTandem(command, dir_.str("log"));
+  ASSERT_TRUE(testing::waitForOutput(pid, std::filesystem::path(out) / "workers" / "worker-1" / "metrics.jsonl",
+                                     std::chrono::seconds(60)))
+      << readFile(dir_.path() / "log");
+  runCommand("pkill -USR1 -f -- '--out " + out + " .*--job-name worker --task-index 1( |$)'");
+  int code = testing::waitForExit(pid, std::chrono::seconds(60));
+  const std::string log = readFile(dir_.path() / "log");
+  ASSERT_EQ(code, 130) << log;
+  EXPECT_NE(log.find("stopped by signal; worker 0 saved a checkpoint"), std::string::npos) << log;
+  auto chief = nlohmann::json::parse(readFile(std::filesystem::path(out) / "summary.json"));
+  auto other = nlohmann::json::parse(readFile(std::filesystem::path(out) / "workers" / "worker-1" / "summary.json"));
+  EXPECT_TRUE(chief["interrupted"].get<bool>()) << chief;
+  EXPECT_EQ(chief["steps"], other["steps"]);
+  const int64_t stopped_at = chief["steps"].get<int64_t>();
+  EXPECT_EQ(testing::checkpointGlobalStep((std::filesystem::path(out) / "checkpoint.ckpt").string()), stopped_at);
+
+  // Requeued: the same command, with a step budget that ends it soon.
+  auto resumed = runTandem("launch --workers 2 -- " +
+                           trainArgs("mlp", 16, out, fmt::format("--max-steps {}", stopped_at + 3)));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find(fmt::format("at step {}", stopped_at)), std::string::npos) << resumed.output;
+  EXPECT_EQ(nlohmann::json::parse(readFile(std::filesystem::path(out) / "summary.json"))["trained_steps"], 3);
+}
+
 TEST_F(Launch, MissingTaskIsNamedWithinTheRendezvousDeadline) {
   const int port = testing::freePort();
   auto start = std::chrono::steady_clock::now();

@@ -193,8 +193,8 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   };
   launch::JobProgress progress(/*live=*/::isatty(STDOUT_FILENO) == 1);
 
-  std::signal(SIGINT, onLaunchSignal);
-  std::signal(SIGTERM, onLaunchSignal);
+  // Forwarded to every task as received: each stops after its step with a checkpoint.
+  for (int signal : {SIGINT, SIGTERM, SIGUSR1}) std::signal(signal, onLaunchSignal);
   // One secret for every attempt: a restarted task rejoins the same job.
   const launch::JobSecretFile secret(o.train_args, env);
   const Environment task_env = secret.forTasks(env);
@@ -202,11 +202,11 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   const int master_port = program ? ports.back() : 0;
   const std::string out_dir = program ? o.ps_out : train->config.out_dir;
 
-  // After a forwarded stop, 130 is how a task says it saved its state.
+  // 130 is how a task says it stopped on a signal and saved its state:
+  // forwarded from here, or sent to the task itself (a scheduler's
+  // preemption), when the others stop at the same step.
   bool forwarded = false;
-  auto failed = [&forwarded](const launch::ChildExit& e) {
-    return e.signaled || (e.exit_code != 0 && !(forwarded && e.exit_code == 130));
-  };
+  auto failed = [](const launch::ChildExit& e) { return e.signaled || (e.exit_code != 0 && e.exit_code != 130); };
   // Worker 0 saves the checkpoint and the servers hold the parameters: their
   // failure always stops the job.
   const bool carry_on = continuesAfterWorkerFailure(o, train);
@@ -238,7 +238,7 @@ int runLaunch(LaunchOptions o, const Environment& env) {
     }
   };
   auto replace = [&](const launch::ChildExit& e) {
-    if (!elastic || forwarded || restarts >= o.max_restarts) return false;
+    if (!elastic || forwarded || !failed(e) || restarts >= o.max_restarts) return false;
     if (e.name.rfind("worker ", 0) != 0 || e.name == "worker 0") return false;
     launch::RestartRecord record;
     record.restart = ++restarts;
@@ -330,8 +330,10 @@ int runLaunch(LaunchOptions o, const Environment& env) {
     progress.restart();
   }
   if (train) mergeTaskTimelines(train->config);
+  // The job stopped on a signal when its chief did (one task of an async
+  // job may stop alone while the rest finish).
   for (const auto& e : result.exits) {
-    if (e.exit_code == 130) {
+    if (e.exit_code == 130 && (forwarded || e.name == "worker 0")) {
       std::fprintf(stderr, "launch: stopped by signal; worker 0 saved a checkpoint\n");
       return 130;
     }

@@ -32,9 +32,11 @@
 namespace tandem::cli {
 namespace {
 
-// SIGINT/SIGTERM set the process's stop request (core/stop_request): the
-// trainer checks it between steps, so a stopped run still leaves a
-// checkpoint and summary behind. A second signal kills.
+// SIGINT, SIGTERM and SIGUSR1 (a scheduler's preemption warning: Slurm's
+// --signal, Kubernetes' SIGTERM) set the process's stop request
+// (core/stop_request): the trainer checks it between steps, so a stopped
+// run leaves a checkpoint and summary behind and exits 130, and the same
+// command resumes it. A second signal kills (SIGUSR1's default: exit).
 void onStopSignal(int signal) {
   if (stopFlag().exchange(true)) {
     std::signal(signal, SIG_DFL);
@@ -58,8 +60,7 @@ Command addTrainCommand(CLI::App& app) {
                        : progress == "live" || (progress == "auto" && obs::Progress::stderrIsTerminal())
                            ? obs::ProgressStyle::kLive
                            : obs::ProgressStyle::kPlain;
-    std::signal(SIGINT, onStopSignal);
-    std::signal(SIGTERM, onStopSignal);
+    for (int signal : {SIGINT, SIGTERM, SIGUSR1}) std::signal(signal, onStopSignal);
     // Where this process sits, its start (a restart in place says which)
     // and, in a cluster, its security: worked out once here, passed down.
     const cluster::ProcessSetup process =
