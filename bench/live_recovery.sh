@@ -14,7 +14,11 @@
 #   4. the usual answer, a gang restart (launch --max-restarts 1, a
 #      checkpoint every STEPS/4): every task stopped and started again from
 #      the newest checkpoint; seconds from the kill to the restarted chief
-#      training again, wall time, steps redone.
+#      training again, wall time, steps redone;
+#   5. the usual answer in PyTorch: DDP over gloo under torchrun
+#      --max-restarts 1, the same model, data, batch and rate
+#      (bench/peer/torch_restart.py, a checkpoint every STEPS/4): seconds
+#      from the kill to the restarted group training again.
 # Usage: bench/live_recovery.sh [build dir] [steps] [seed]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -65,9 +69,28 @@ kill_worker gang
 wait "$launch_pid"
 gang_s=$(seconds_since "$started")
 
-python3 - "$OUT" "$live_killed_at" "$killed_at" "$clean_s" "$live_s" "$gang_s" "$rejoin_killed_at" "$rejoin_s" <<'PY'
+TORCHRUN=${TORCHRUN:-.venv/bin/torchrun}
+mkdir -p "$OUT/torch"
+started=$(date +%s.%N)
+# The c10d rendezvous, as torchrun's docs advise for restarts: with a static
+# --master-port a restarted group could read the failed group's addresses.
+"$TORCHRUN" --nproc-per-node 4 --max-restarts 1 --rdzv-backend c10d --rdzv-id "live-bench-$SEED" \
+  --rdzv-endpoint "127.0.0.1:$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')" \
+  bench/peer/torch_restart.py --steps "$STEPS" --seed "$SEED" --checkpoint-every $((STEPS / 4)) --out "$OUT/torch" \
+  >"$OUT/torch.log" 2>&1 &
+launch_pid=$!
+while ! grep -qs "^step $KILL_AT at" "$OUT/torch.log"; do sleep 0.02; done
+torch_killed_at=$(date +%s.%N)
+for pid in $(pgrep -f bench/peer/torch_restart.py); do
+  if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx LOCAL_RANK=2; then kill -KILL "$pid"; fi
+done
+wait "$launch_pid"
+torch_s=$(seconds_since "$started")
+
+python3 - "$OUT" "$live_killed_at" "$killed_at" "$clean_s" "$live_s" "$gang_s" "$rejoin_killed_at" "$rejoin_s" "$torch_killed_at" "$torch_s" <<'PY'
 import datetime, json, re, sys
-out, live_killed_at, killed_at, clean_s, live_s, gang_s, rejoin_killed_at, rejoin_s = sys.argv[1], *map(float, sys.argv[2:])
+out, live_killed_at, killed_at, clean_s, live_s, gang_s, rejoin_killed_at, rejoin_s, torch_killed_at, torch_s = \
+    sys.argv[1], *map(float, sys.argv[2:])
 def summary(name): return json.load(open(f"{out}/{name}/summary.json"))
 def records(name): return [json.loads(l) for l in open(f"{out}/{name}/restarts.jsonl")]
 clean, live, gang = summary("clean"), summary("live"), summary("gang")
@@ -90,4 +113,10 @@ back = datetime.datetime.combine(day, datetime.time.fromisoformat(stamps[-1])).t
 print(f"   gang restart (--max-restarts 1): {gang_s:.1f} s ({gang_s / clean_s:.2f}x), test accuracy "
       f"{gang['test_accuracy']:.4f}, resumed from step {restart['resume_step']}, steps redone {restart['lost_updates']}, "
       f"kill -> training again {back - killed_at:.2f} s")
+torch_log = open(f"{out}/torch.log").read()
+again = re.search(r"^training again at ([0-9.]+) from step (\d+)", torch_log, re.M)
+torch_back = float(again.group(1)) - torch_killed_at
+live_back = change['time'] - live_killed_at
+print(f"   torchrun DDP (--max-restarts 1): {torch_s:.1f} s, resumed from step {again.group(2)}, "
+      f"kill -> training again {torch_back:.2f} s; live membership {torch_back / live_back:.1f}x faster")
 PY
