@@ -133,6 +133,84 @@ TEST(LiveMembership, ARestartedWorkerJoinsTheRunningJobWithAPeersState) {
   EXPECT_EQ(last, 200);
 }
 
+// Launch serves a live job's store, so worker 0 may die too. Without a
+// restart, worker 1 becomes rank 0 and takes the run directory over: the
+// job's metrics, restarts.jsonl, the final checkpoint and the summary.
+TEST(LiveMembership, WorkerZeroKilledLeavesWorkerOneWritingTheRun) {
+  TempDir dir;
+  const std::string run = dir.str("run");
+  const int code =
+      killMidRun(dir, run, "--max-steps 160 --min-workers 2 --verify-replicas-every 5 --debug-step-delay-ms 15", "0");
+  const std::string log = readFile(dir.path() / "log");
+  ASSERT_EQ(code, 0) << log;
+  EXPECT_NE(log.find("worker 0 (pid"), std::string::npos) << log;
+  EXPECT_NE(log.find("training went on without it"), std::string::npos) << log;
+  EXPECT_NE(log.find("[worker 1] rank 0 now: this worker writes"), std::string::npos) << log;
+
+  const auto chief = nlohmann::json::parse(readFile(fs::path(run) / "summary.json"));
+  EXPECT_EQ(chief["steps"], 160) << chief;
+  EXPECT_EQ(chief["rank"], 0) << chief;
+  EXPECT_EQ(chief["workers"], 2) << chief;
+  EXPECT_EQ(chief["strategy"]["membership"]["workers"], nlohmann::json({1, 2})) << chief;
+  EXPECT_TRUE(fs::exists(fs::path(run) / "checkpoint.ckpt"));
+  const auto changes = testing::jsonLines(fs::path(run) / "restarts.jsonl");
+  ASSERT_EQ(changes.size(), 1u) << log;
+  EXPECT_EQ(changes[0]["departed"][0]["worker"], 0) << changes[0];
+  EXPECT_EQ(changes[0]["lost_updates"], 0) << changes[0];
+  EXPECT_EQ(changes[0]["rolled_back"], false) << changes[0];
+  // Worker 0 logged the job's steps until it died, worker 1 from there: none twice, none skipped.
+  int64_t last = 0;
+  for (const auto& r : testing::jsonLines(fs::path(run) / "metrics.jsonl")) {
+    if (r["type"] != "train") continue;
+    EXPECT_EQ(r["step"].get<int64_t>(), last + 10) << r;
+    last = r["step"].get<int64_t>();
+  }
+  EXPECT_EQ(last, 160);
+}
+
+// Under launch --max-restarts, worker 0's replacement joins the running
+// job with a peer's state, as any other worker's does.
+TEST(LiveMembership, WorkerZeroKilledIsReplacedWhileTheOthersTrainOn) {
+  TempDir dir;
+  const std::string run = dir.str("run");
+  const int code = killMidRun(dir, run, "--max-steps 200 --min-workers 2 --verify-replicas-every 5 "
+                                        "--optimizer adam --lr 0.001 --debug-step-delay-ms 15",
+                              "0", "--max-restarts 1");
+  const std::string log = readFile(dir.path() / "log");
+  ASSERT_EQ(code, 0) << log;
+  EXPECT_NE(log.find("worker 0: joining the running job"), std::string::npos) << log;
+  EXPECT_EQ(log.find("resumed from"), std::string::npos) << "nobody reads a checkpoint\n" << log;
+
+  const auto chief = nlohmann::json::parse(readFile(fs::path(run) / "summary.json"));
+  EXPECT_EQ(chief["steps"], 200) << chief;
+  EXPECT_EQ(chief["rank"], 0) << chief;
+  EXPECT_EQ(chief["workers"], 3) << chief;
+  EXPECT_EQ(chief["strategy"]["membership"]["workers"], nlohmann::json({0, 1, 2})) << chief;
+  EXPECT_LT(chief["trained_steps"].get<int>(), 200) << "worker 0's replacement trained only since it joined" << chief;
+  EXPECT_TRUE(fs::exists(fs::path(run) / "checkpoint.ckpt"));
+
+  const auto records = testing::jsonLines(fs::path(run) / "restarts.jsonl");
+  ASSERT_GE(records.size(), 2u) << log;
+  EXPECT_EQ(records[0]["replaced"], "worker 0") << records[0];
+  bool departed = false;
+  for (const auto& r : records) {
+    for (const auto& d : r.value("departed", nlohmann::json::array())) departed = departed || d["worker"] == 0;
+  }
+  EXPECT_TRUE(departed) << log;
+  const nlohmann::json& taken_in = records.back();
+  EXPECT_EQ(taken_in["kind"], "membership") << taken_in;
+  EXPECT_EQ(taken_in["joined"], nlohmann::json({0})) << taken_in;
+  EXPECT_EQ(taken_in["lost_updates"], 0) << taken_in;
+  EXPECT_EQ(taken_in["rolled_back"], false) << taken_in;
+  int64_t last = 0;
+  for (const auto& r : testing::jsonLines(fs::path(run) / "metrics.jsonl")) {
+    if (r["type"] != "train") continue;
+    EXPECT_EQ(r["step"].get<int64_t>(), last + 10) << r;
+    last = r["step"].get<int64_t>();
+  }
+  EXPECT_EQ(last, 200);
+}
+
 // Two of three killed at once with --min-workers 2: the survivor stops with
 // exit 1, naming both dead workers and the flag.
 TEST(LiveMembership, FewerThanMinWorkersLeftStopsTheJobNamingTheDead) {

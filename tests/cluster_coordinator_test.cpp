@@ -418,8 +418,8 @@ TEST(CoordinatorQuorum, ALinkKeepsItsWorkerAliveAndHearsOfAPendingChange) {
   QuorumOptions options;
   options.heartbeat_timeout = 400ms;
   server->hostQuorum(3, 0, options);
-  QuorumLink w0(local(port), tandem::testing::testSecurity(), 0, 50ms, 400ms);
-  QuorumLink w1(local(port), tandem::testing::testSecurity(), 1, 50ms, 400ms);
+  QuorumLink w0(local(port), "worker 0", tandem::testing::testSecurity(), 0, 50ms, 400ms);
+  QuorumLink w1(local(port), "tandem launch", tandem::testing::testSecurity(), 1, 50ms, 400ms);
   std::this_thread::sleep_for(200ms);
   EXPECT_FALSE(w0.changePending(0)) << "every worker is within its timeout";
   const auto until = Clock::now() + 5s;
@@ -434,7 +434,40 @@ TEST(CoordinatorQuorum, ALinkKeepsItsWorkerAliveAndHearsOfAPendingChange) {
   const auto gone = Clock::now() + 5s;
   while (!w1.lost() && Clock::now() < gone) std::this_thread::sleep_for(20ms);
   ASSERT_TRUE(w1.lost()) << "a coordinator that stopped answering was never noticed";
-  EXPECT_NE(w1.lost()->find("did not answer"), std::string::npos) << *w1.lost();
+  EXPECT_NE(w1.lost()->find(fmt::format("coordinator (tandem launch) at 127.0.0.1:{} did not answer", port)),
+            std::string::npos)
+      << *w1.lost();
+}
+
+// A store another process serves (launch) hosts the quorum at the chief's
+// request. A chief started again into the running job asks again: the
+// membership it finds stays as it is.
+TEST(CoordinatorQuorum, TheChiefsRequestHostsTheQuorumOnceAndASecondKeepsIt) {
+  CoordinatorServer server("127.0.0.1", 0, tandem::testing::testSecurity());
+  CoordinatorClient chief(local(server.port()), 2000ms, tandem::testing::testSecurity(), "tandem launch");
+  QuorumOptions options{.min_workers = 2, .heartbeat_timeout = 5s};
+  QuorumView v = chief.hostQuorum(3, 40, options, Deadline::after(2s));
+  EXPECT_EQ(v.current.workers, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(v.current.step, 40);
+  EXPECT_FALSE(v.round_open);
+  // Worker 2 arrives with a failed collective: a round opens and waits for 0 and 1.
+  CoordinatorClient w2(local(server.port()), 2000ms, tandem::testing::testSecurity());
+  v = w2.quorumArrive(2, 0, 45, Deadline::after(2s));
+  EXPECT_TRUE(v.round_open);
+  v = chief.hostQuorum(2, 0, QuorumOptions{}, Deadline::after(2s));
+  EXPECT_EQ(v.current.workers, (std::vector<int>{0, 1, 2})) << "a second request reset the membership";
+  EXPECT_EQ(v.current.step, 40);
+  EXPECT_TRUE(v.round_open) << "the round under way was lost";
+
+  // Options that cannot hold are refused to the chief, naming the flag.
+  CoordinatorServer fresh("127.0.0.1", 0, tandem::testing::testSecurity());
+  CoordinatorClient other(local(fresh.port()), 2000ms, tandem::testing::testSecurity());
+  try {
+    other.hostQuorum(2, 0, QuorumOptions{.min_workers = 3}, Deadline::after(2s));
+    FAIL() << "--min-workers 3 of 2 was hosted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--min-workers 3"), std::string::npos) << e.what();
+  }
 }
 
 TEST(CoordinatorQuorum, AJobWithoutAQuorumRefusesItsRequests) {

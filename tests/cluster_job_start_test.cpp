@@ -34,8 +34,19 @@ TEST(JobStart, TheNextProcessReplacesThisStartAndWaitsUntilTheDeadline) {
   EXPECT_EQ(after.replaces, 0x77u);
 }
 
+// launch marks a live job's replacement: it joins the running job.
+TEST(JobStart, AReplacementInARunningLiveJobKnowsItJoins) {
+  JobStart first;
+  EXPECT_FALSE(first.joins_running);
+  JobStart replacement;
+  parseRestartEnvironment("joins_running=1", replacement);
+  EXPECT_TRUE(replacement.joins_running);
+  EXPECT_EQ(replacement.replaces, 0u) << "it replaces a task, not the job's start";
+  EXPECT_FALSE(replacement.wait_until.has_value());
+}
+
 TEST(JobStart, AMalformedVariableIsRefusedNamingTheItem) {
-  for (const char* bad : {"replaces=xyz", "restarts=", "until_ms=12abc", "colour=3", "restarts"}) {
+  for (const char* bad : {"replaces=xyz", "restarts=", "until_ms=12abc", "colour=3", "restarts", "joins_running=yes"}) {
     JobStart start;
     try {
       parseRestartEnvironment(bad, start);

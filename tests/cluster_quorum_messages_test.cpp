@@ -105,5 +105,42 @@ TEST(QuorumMessages, ARequestOutOfRangeIsRefused) {
             "frame from worker 3: quorum-arrive payload worker: worker 4294967295 is past the 65536 a job may have");
 }
 
+// The chief's hosting request: what it sends comes back equal, and what
+// cannot be a job's quorum is refused naming the field.
+TEST(QuorumMessages, AHostingRequestComesBackEqualAndOutOfRangeIsRefused) {
+  QuorumHosting h;
+  h.workers = 8;
+  h.first_step = 1200;
+  h.options = {.min_workers = 4, .max_workers = 8, .heartbeat_timeout = std::chrono::milliseconds(5000),
+               .suspect_after = std::chrono::milliseconds(1500), .beat_interval = std::chrono::milliseconds(500),
+               .arrival_timeout = std::chrono::milliseconds(120000)};
+  const QuorumHosting back = decodeQuorumHosting(span(encodeQuorumHosting(h)), "worker 0");
+  EXPECT_EQ(back.workers, h.workers);
+  EXPECT_EQ(back.first_step, h.first_step);
+  EXPECT_EQ(back.options.min_workers, 4);
+  EXPECT_EQ(back.options.max_workers, 8);
+  EXPECT_EQ(back.options.heartbeat_timeout, h.options.heartbeat_timeout);
+  EXPECT_EQ(back.options.suspect_after, h.options.suspect_after);
+  EXPECT_EQ(back.options.beat_interval, h.options.beat_interval);
+  EXPECT_EQ(back.options.arrival_timeout, h.options.arrival_timeout);
+  auto refused = [](const QuorumHosting& bad) {
+    try {
+      decodeQuorumHosting(span(encodeQuorumHosting(bad)), "worker 0");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  QuorumHosting none = h;
+  none.workers = 0;
+  EXPECT_EQ(refused(none), "frame from worker 0: quorum-host payload workers: a job needs at least one");
+  QuorumHosting back_in_time = h;
+  back_in_time.first_step = -5;
+  EXPECT_EQ(refused(back_in_time), "frame from worker 0: quorum-host payload first step: -5 is below 0");
+  QuorumHosting forever = h;
+  forever.options.arrival_timeout = std::chrono::hours(25);
+  EXPECT_EQ(refused(forever), "frame from worker 0: quorum-host payload arrival timeout: 90000000 ms is more than a day");
+}
+
 }  // namespace
 }  // namespace tandem::cluster

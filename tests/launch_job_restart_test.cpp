@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -39,6 +40,12 @@ TEST(JobRestartTest, LostUpdatesCountFromTheCheckpointOrTheStart) {
   EXPECT_EQ(json["lost_updates"], 17);
   EXPECT_EQ(json["resume_step"], 40);
   EXPECT_EQ(json["from_checkpoint"], true);
+  // When: Unix seconds, as the trainers' own records beside it.
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  EXPECT_NEAR(json["time"].get<double>(), now, 60.0);
+  record.replaced = "worker 2";
+  EXPECT_EQ(record.toJson()["time"], json["time"]);
+  record.replaced.clear();
 
   record.resume_step.reset();
   EXPECT_EQ(record.lostUpdates(), 57);

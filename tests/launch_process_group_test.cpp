@@ -237,6 +237,29 @@ TEST(ProcessGroupTest, ChildrenStartWithTheGroupsEnvironmentAndTheirOwn) {
   EXPECT_NE(text.find("[d] ours\n"), std::string::npos) << text;
 }
 
+// A failed child started again in its place, with what `replace` added to
+// its spec; the others run on and the group ends well.
+TEST(ProcessGroupTest, AReplacedChildStartsAgainFromTheSpecReplaceLeaves) {
+  CapturedOutput out;
+  ProcessGroup group(captureEnvironment(), true, out.fd());
+  group.start(sh("c", "if [ -n \"$TANDEM_PG_AGAIN\" ]; then echo again $TANDEM_PG_AGAIN; else exit 3; fi"));
+  group.start(sh("d", "sleep 0.3; echo done"));
+  int asked = 0;
+  GroupResult result = group.wait(1s, {}, {}, [&](const ChildExit& e, ChildSpec& spec) {
+    ++asked;
+    EXPECT_EQ(e.name, "c");
+    EXPECT_EQ(e.exit_code, 3);
+    spec.extra_env.emplace_back("TANDEM_PG_AGAIN", "1");
+    return true;
+  });
+  EXPECT_TRUE(result.ok) << result.first_failure;
+  EXPECT_EQ(asked, 1);
+  ASSERT_EQ(result.exits.size(), 3u);
+  std::string text = out.text();
+  EXPECT_NE(text.find("[c] again 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("[d] done\n"), std::string::npos) << text;
+}
+
 TEST(ProcessGroupTest, ExecFailureExits127WithMessage) {
   CapturedOutput out;
   ProcessGroup group(captureEnvironment(), true, out.fd());

@@ -20,12 +20,14 @@
 #include "cli/train_flags.hpp"
 #include "obs/timeline.hpp"
 #include "cluster/cluster_spec.hpp"
+#include "cluster/coordinator.hpp"
 #include "launch/job_restart.hpp"
 #include "launch/job_secret_file.hpp"
 #include "launch/job_progress.hpp"
 #include "launch/free_ports.hpp"
 #include "launch/process_group.hpp"
 #include "core/error.hpp"
+#include "net/job_security.hpp"
 #include "train/checkpoint_format.hpp"
 #include "train/config.hpp"
 #include "train/run_directory.hpp"
@@ -148,7 +150,8 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   }
   // Named once, here, rather than by every task.
   if (train && o.ps == 0) train::quorumOptions(train->config.distributed, o.workers);
-  for (const char* flag : {"--worker-hosts", "--ps-hosts", "--job-name", "--task-index", "--task-id", "--coordinator"}) {
+  for (const char* flag : {"--worker-hosts", "--ps-hosts", "--job-name", "--task-index", "--task-id", "--coordinator",
+                           "--external-coordinator"}) {
     if (!program && hasFlag(o.train_args, flag)) {
       throw InputError(fmt::format("{}: launch sets the cluster flags itself; remove it from the train arguments", flag));
     }
@@ -156,8 +159,12 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   if (train && train->given.contains("/distributed/restart_wait_s")) {
     throw InputError("--restart-wait: launch restarts the tasks itself; use launch --max-restarts N instead");
   }
-  // One pick for every port the job needs, so no two tasks get the same one.
-  const std::vector<int> ports = launch::pickFreePorts(o.host, o.workers + o.ps + (program ? 1 : 0));
+  // One pick for every port the job needs, so no two tasks get the same one:
+  // a program's MASTER_PORT, or the store launch serves for a live job.
+  const std::vector<int> ports = launch::pickFreePorts(o.host, o.workers + o.ps + (program || live ? 1 : 0));
+  // A live job's store is launch's, not worker 0's: worker 0 may die too.
+  const std::optional<cluster::HostPort> store_address =
+      live ? std::optional(cluster::HostPort{o.host, ports.back()}) : std::nullopt;
   auto hostList = [&o, &ports](int from, int count) {
     std::vector<std::string> hosts;
     for (int i = from; i < from + count; ++i) hosts.push_back(cluster::HostPort{o.host, ports[static_cast<size_t>(i)]}.str());
@@ -185,6 +192,11 @@ int runLaunch(LaunchOptions o, const Environment& env) {
       common.push_back("--ps-hosts");
       common.push_back(ps_hosts);
     }
+    if (store_address) {
+      common.push_back("--coordinator");
+      common.push_back(store_address->str());
+      common.push_back("--external-coordinator");
+    }
     if (job_progress) {
       common.push_back("--progress");
       common.push_back("records");
@@ -198,6 +210,9 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   // One secret for every attempt: a restarted task rejoins the same job.
   const launch::JobSecretFile secret(o.train_args, env);
   const Environment task_env = secret.forTasks(env);
+  const std::optional<net::JobSecurity> store_security =
+      store_address ? std::optional(net::resolveJobSecurity(train->secret_file, train->insecure, task_env))
+                    : std::nullopt;
   const std::string self = launch::selfExecutable();
   const int master_port = program ? ports.back() : 0;
   const std::string out_dir = program ? o.ps_out : train->config.out_dir;
@@ -207,12 +222,14 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   // preemption), when the others stop at the same step.
   bool forwarded = false;
   auto failed = [](const launch::ChildExit& e) { return e.signaled || (e.exit_code != 0 && e.exit_code != 130); };
-  // Worker 0 saves the checkpoint and the servers hold the parameters: their
-  // failure always stops the job.
+  // The servers hold the parameters, and worker 0 saves the checkpoint and
+  // serves the store unless launch does (a live job, whose rank 0 takes
+  // the checkpoints over): their failure stops the job.
   const bool carry_on = continuesAfterWorkerFailure(o, train);
-  auto stops_job = [&](const launch::ChildExit& e) {
-    return failed(e) && !(carry_on && e.name.rfind("worker ", 0) == 0 && e.name != "worker 0");
+  auto spares = [&](const launch::ChildExit& e) {
+    return e.name.rfind("worker ", 0) == 0 && (e.name != "worker 0" || store_address);
   };
+  auto stops_job = [&](const launch::ChildExit& e) { return failed(e) && !(carry_on && spares(e)); };
   // Bad input stays bad input: 2 when every task that failed on its own
   // said so (a fingerprint mismatch fails them all with 2).
   auto allBadInput = [&](const launch::GroupResult& result) {
@@ -224,8 +241,9 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   };
 
   // Async and SSP parameter-server jobs are elastic, and so is all-reduce
-  // with a live membership: a worker other than the chief (which hosts the
-  // coordinator) that fails is started again alone and joins the running job.
+  // with a live membership: a failed worker (in the former, not the chief,
+  // which hosts the coordinator) is started again alone and joins the
+  // running job.
   const bool elastic = (train && o.ps > 0 && train->config.distributed.ps_mode == Mode::PsAsync) || live;
   int restarts = 0;
   std::set<pid_t> replaced;  // failed workers whose replacement joined
@@ -237,9 +255,10 @@ int runLaunch(LaunchOptions o, const Environment& env) {
       std::fprintf(stderr, "launch: %s\n", e.what());
     }
   };
-  auto replace = [&](const launch::ChildExit& e) {
-    if (!elastic || forwarded || !failed(e) || restarts >= o.max_restarts) return false;
-    if (e.name.rfind("worker ", 0) != 0 || e.name == "worker 0") return false;
+  auto replace = [&](const launch::ChildExit& e, launch::ChildSpec& again) {
+    if (!elastic || forwarded || !failed(e) || restarts >= o.max_restarts || !spares(e)) return false;
+    // It joins the running job: it must not start the job again or claim --out.
+    if (store_address) again.extra_env.emplace_back("TANDEM_RESTART", "joins_running=1");
     launch::RestartRecord record;
     record.restart = ++restarts;
     record.max_restarts = o.max_restarts;
@@ -256,6 +275,9 @@ int runLaunch(LaunchOptions o, const Environment& env) {
     const bool first_attempt = restarts == 0;
     const std::vector<std::string> common = commonArguments(train_args);
     {
+      // Fresh for each start of the job: a gang restart finds no keys of the last.
+      std::optional<cluster::CoordinatorServer> store;
+      if (store_address) store.emplace(store_address->host, store_address->port, *store_security);
       launch::ProcessGroup group(task_env);
       if (job_progress) {
         group.setLineHook([&progress](const std::string& child, std::string_view line) {
@@ -297,7 +319,25 @@ int runLaunch(LaunchOptions o, const Environment& env) {
           },
           stops_job, replace);
     }  // the group's relay thread has delivered every line by here
+    // A live job spares every worker, so the job ended well only if one of
+    // them finished it: when the last fail (too few left), so does the job.
+    if (store_address && result.ok) {
+      const bool finished = std::any_of(result.exits.begin(), result.exits.end(), [](const launch::ChildExit& e) {
+        return e.name.rfind("worker ", 0) == 0 && !e.signaled && (e.exit_code == 0 || e.exit_code == 130);
+      });
+      if (!finished) {
+        result.ok = false;
+        // The worker that said why the job stopped, rather than one killed before.
+        const launch::ChildExit* culprit = nullptr;
+        for (const auto& e : result.exits) {
+          if (!failed(e) || replaced.count(e.pid) > 0) continue;
+          if (culprit == nullptr || (culprit->signaled && !e.signaled)) culprit = &e;
+        }
+        if (culprit != nullptr) result.first_failure = culprit->describe();
+      }
+    }
     for (const auto& e : result.exits) {
+      if (!result.ok) break;
       if (failed(e) && !stops_job(e) && replaced.count(e.pid) == 0) {
         std::fprintf(stderr, "launch: %s; training went on without it (--on-worker-failure continue)\n",
                      e.describe().c_str());

@@ -156,6 +156,10 @@ TrainFlags addTrainFlags(CLI::App& cmd) {
   cmd.add_option("--task-index,--task-id", f.task_index, "this task's index within its job")->group(cluster_group);
   cmd.add_option("--coordinator", f.coordinator, "host:port of worker 0's store (needed under mpirun and srun)")
       ->group(cluster_group);
+  cmd.add_flag("--external-coordinator", f.external_coordinator,
+               "another process serves the store at --coordinator (tandem launch does, for a job with "
+               "--min-workers, so that worker 0 may die too); worker 0 only uses it")
+      ->group(cluster_group);
   const char* security_group = "Security";
   cmd.add_option("--secret-file", *flags.secret_file,
                   "the job secret (tandem secret new FILE): only tasks holding it can reach this job's servers; "
@@ -193,7 +197,7 @@ ParsedTrainArgs parseTrainArgs(const std::vector<std::string>& args) {
     throw InputError(unknownArgumentsMessage(*where, unknown));
   }
   applyTrainOptions(flags);
-  return {*flags.config, *flags.given};
+  return {*flags.config, *flags.given, *flags.secret_file, *flags.insecure};
 }
 
 void applyTrainOptions(const TrainFlags& flags) { applyGivenValues(*flags.config, *flags.given); }

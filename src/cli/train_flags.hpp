@@ -49,6 +49,8 @@ void completeTrainConfig(const TrainFlags& flags, const std::optional<cluster::C
 struct ParsedTrainArgs {
   train::TrainConfig config;
   GivenValues given;
+  std::string secret_file;  // --secret-file, as given
+  bool insecure = false;    // --insecure
 };
 ParsedTrainArgs parseTrainArgs(const std::vector<std::string>& args);
 

@@ -125,6 +125,12 @@ ClusterSpec fromFlags(const ClusterFlags& flags) {
   }
   checkNoDuplicates(spec, "--worker_hosts/--ps_hosts");
   setCoordinator(spec, flags);
+  if (flags.external_coordinator) {
+    if (flags.coordinator.empty()) {
+      throw InputError("--external-coordinator needs --coordinator host:port: where the other process serves the store");
+    }
+    spec.coordinator_external = true;
+  }
   return spec;
 }
 
@@ -355,6 +361,10 @@ std::optional<ClusterSpec> resolveClusterSpec(const ClusterFlags& flags, const E
         "give one or the other");
   }
   if (has_flags) return fromFlags(flags);
+  if (flags.external_coordinator) {
+    throw InputError("--external-coordinator: only with the cluster flags (--worker-hosts, --job-name, --task-index), "
+                     "as tandem launch passes them");
+  }
   if (has_tf_config) return fromTfConfig(*tf_config, flags);
 
   // A launcher world of one is a standalone run: nothing to coordinate.

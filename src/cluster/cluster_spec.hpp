@@ -36,11 +36,16 @@ struct ClusterSpec {
   int num_workers = 1;
   Role role = Role::kWorker;
   int index = 0;              // task index within its role; a worker's rank
-  HostPort coordinator;       // worker 0's coordination store
+  HostPort coordinator;       // the coordination store: worker 0's, or another process's
+  // Another process (tandem launch) serves the store, so that worker 0 may
+  // die and the job go on; worker 0 only uses it.
+  bool coordinator_external = false;
   std::string source;         // "flags", "TF_CONFIG", "mpirun", "slurm", "torchrun"
 
   int numServers() const { return static_cast<int>(ps_hosts.size()); }
   bool isChief() const { return role == Role::kWorker && index == 0; }
+  // Who serves the store, as errors name it: "worker 0" or "tandem launch".
+  std::string coordinatorHost() const { return coordinator_external ? "tandem launch" : "worker 0"; }
   // "worker 1", "ps 0": how errors name a task.
   std::string taskName() const;
   bool operator==(const ClusterSpec&) const = default;
@@ -55,6 +60,7 @@ struct ClusterFlags {
   std::string job_name;      // --job_name worker|ps
   int task_index = -1;       // --task_index / --task_id
   std::string coordinator;   // --coordinator h:p (needed by mpirun/slurm sources)
+  bool external_coordinator = false;  // --external-coordinator: another process serves --coordinator
 };
 
 // Whole-string integer parse of a variable or field (surrounding blanks

@@ -259,6 +259,14 @@ std::pair<MessageType, zmq::message_t> CoordinatorServer::Impl::apply(const Fram
       const auto& bytes = writer.bytes();
       return {store_msg::kNotFound, net::copyPayload(bytes)};
     }
+    case net::code(store_msg::kQuorumHost): {
+      const QuorumHosting h = decodeQuorumHosting(request.bytes(), peer);
+      const auto now = std::chrono::steady_clock::now();
+      std::lock_guard lock(quorum_mu);
+      // The first chief's request forms it; a chief that started again finds it.
+      if (!quorum) quorum.emplace(h.workers, h.first_step, h.options, now);
+      return {store_msg::kQuorumView, net::copyPayload(encodeQuorumView(quorum->poll(now)))};
+    }
     case net::code(store_msg::kQuorumBeat):
     case net::code(store_msg::kQuorumArrive):
     case net::code(store_msg::kQuorumLeave):
@@ -279,9 +287,9 @@ struct CoordinatorClient::Impl {
   zmq::context_t context{1};
   net::RequestClient client;
 
-  Impl(HostPort addr, std::chrono::milliseconds t, const net::JobSecurity& security)
+  Impl(HostPort addr, std::chrono::milliseconds t, const net::JobSecurity& security, const std::string& host)
       : address(std::move(addr)),
-        name(fmt::format("coordinator (worker 0) at {}", address.str())),
+        name(fmt::format("coordinator ({}) at {}", host, address.str())),
         timeout(t),
         client(context, net::tcpEndpoint(address.host, address.port), name, kStoreMessages, security) {}
 
@@ -362,8 +370,8 @@ struct CoordinatorClient::Impl {
 };
 
 CoordinatorClient::CoordinatorClient(HostPort coordinator, std::chrono::milliseconds timeout,
-                                     const net::JobSecurity& security)
-    : impl_(std::make_unique<Impl>(std::move(coordinator), timeout, security)) {}
+                                     const net::JobSecurity& security, const std::string& host)
+    : impl_(std::make_unique<Impl>(std::move(coordinator), timeout, security, host)) {}
 
 CoordinatorClient::~CoordinatorClient() = default;
 
@@ -405,6 +413,15 @@ QuorumView CoordinatorClient::quorumBeat(int worker, Deadline deadline) {
 
 QuorumView CoordinatorClient::quorumArrive(int worker, int64_t generation, int64_t step, Deadline deadline) {
   return impl_->quorum(store_msg::kQuorumArrive, {worker, generation, step}, deadline);
+}
+
+QuorumView CoordinatorClient::hostQuorum(int workers, int64_t first_step, const QuorumOptions& options,
+                                         Deadline deadline) {
+  Frame reply = impl_->call(store_msg::kQuorumHost,
+                            net::copyPayload(encodeQuorumHosting({workers, first_step, options})), deadline,
+                            net::budgetOf(deadline));
+  if (reply.header.type != store_msg::kQuorumView) impl_->unexpected(reply, store_msg::kQuorumHost);
+  return decodeQuorumView(reply.bytes(), impl_->name);
 }
 
 QuorumView CoordinatorClient::quorumLeave(int worker, Deadline deadline) {

@@ -55,11 +55,13 @@ class CoordinatorServer {
 
 // A connection to the coordinator. Every call is bounded by `timeout`
 // (wait(keys, timeout) by its own argument); when the coordinator
-// does not answer, calls throw PeerError naming it ("coordinator worker 0 at
-// host:port"). Not thread-safe: use one client per thread.
+// does not answer, calls throw PeerError naming it and `host`, the process
+// serving it ("coordinator (worker 0) at host:port"). Not thread-safe: use
+// one client per thread.
 class CoordinatorClient final : public KeyValueStore {
  public:
-  CoordinatorClient(HostPort coordinator, std::chrono::milliseconds timeout, const net::JobSecurity& security);
+  CoordinatorClient(HostPort coordinator, std::chrono::milliseconds timeout, const net::JobSecurity& security,
+                    const std::string& host = "worker 0");
   ~CoordinatorClient() override;
 
   void set(const std::string& key, const std::vector<char>& data) override;
@@ -86,6 +88,12 @@ class CoordinatorClient final : public KeyValueStore {
 
   // "coordinator (worker 0) at host:port": how errors name the coordinator.
   const std::string& coordinatorName() const;
+
+  // Asks the coordinator to host the job's quorum (CoordinatorServer::
+  // hostQuorum), the chief's call when the job starts. A quorum it hosts
+  // already stays as it is: a chief that started again joins, it does not
+  // reset the membership. Answers where the membership stands.
+  QuorumView hostQuorum(int workers, int64_t first_step, const QuorumOptions& options, Deadline deadline);
 
  private:
   struct Impl;

@@ -38,6 +38,8 @@ void parseRestartEnvironment(std::string_view text, JobStart& start) {
       start.wait_until = std::chrono::system_clock::time_point(std::chrono::milliseconds(number));
     } else if (name == "restarts") {
       start.restarts = static_cast<int>(number);
+    } else if (name == "joins_running") {
+      start.joins_running = number != 0;
     } else {
       throw InputError(fmt::format("{}: unknown field '{}'", kVariable, name));
     }

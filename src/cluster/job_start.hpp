@@ -20,6 +20,9 @@ struct JobStart {
   uint64_t generation = 0;  // the chief's start this process joined; 0 until it joined
   uint64_t replaces = 0;    // the start that failed before this process began (0: a first start)
   int restarts = 0;         // restarts in place of this task before this process
+  // Started by launch in place of a dead task of a running live job: it
+  // joins that job and never starts it, nor owns its run directory.
+  bool joins_running = false;
   // A restarted task waits for the job's next start until then.
   std::optional<std::chrono::system_clock::time_point> wait_until;
   // Set by the trainer: startup is over, and how far training got.
@@ -33,7 +36,8 @@ struct JobStart {
 void readRestartEnvironment(const Environment& env, JobStart& start);
 
 // Reads a TANDEM_RESTART value ("replaces=HEX;until_ms=N;restarts=N",
-// as restartEnvironment writes it) into `start`. Throws InputError naming
+// as restartEnvironment writes it, or "joins_running=1", as launch gives a
+// live job's replacement) into `start`. Throws InputError naming
 // the variable and the item at fault.
 void parseRestartEnvironment(std::string_view text, JobStart& start);
 

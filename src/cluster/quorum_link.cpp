@@ -8,10 +8,12 @@
 
 namespace tandem::cluster {
 
-QuorumLink::QuorumLink(HostPort coordinator, const net::JobSecurity& security, int worker,
+QuorumLink::QuorumLink(HostPort coordinator, std::string host, const net::JobSecurity& security, int worker,
                        std::chrono::milliseconds interval, std::chrono::milliseconds timeout)
     : worker_(worker), interval_(interval), timeout_(timeout) {
-  thread_ = std::thread([this, coordinator = std::move(coordinator), security] { run(coordinator, security); });
+  thread_ = std::thread([this, coordinator = std::move(coordinator), host = std::move(host), security] {
+    run(coordinator, host, security);
+  });
 }
 
 QuorumLink::~QuorumLink() {
@@ -33,8 +35,8 @@ std::optional<std::string> QuorumLink::lost() const {
   return lost_;
 }
 
-void QuorumLink::run(HostPort coordinator, net::JobSecurity security) {
-  CoordinatorClient client(std::move(coordinator), timeout_, security);
+void QuorumLink::run(HostPort coordinator, const std::string& host, net::JobSecurity security) {
+  CoordinatorClient client(std::move(coordinator), timeout_, security, host);
   auto answered = std::chrono::steady_clock::now();
   std::unique_lock lock(mu_);
   while (!stop_) {

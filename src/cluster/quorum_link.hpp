@@ -22,8 +22,9 @@ class QuorumLink {
   // Beats every `interval` as `worker`. A coordinator that leaves a beat
   // unanswered for `timeout` is recorded as lost (lost()); the link keeps
   // trying.
-  QuorumLink(HostPort coordinator, const net::JobSecurity& security, int worker, std::chrono::milliseconds interval,
-             std::chrono::milliseconds timeout);
+  // `host` names the process serving the coordinator, for errors.
+  QuorumLink(HostPort coordinator, std::string host, const net::JobSecurity& security, int worker,
+             std::chrono::milliseconds interval, std::chrono::milliseconds timeout);
   // Stops the thread (within one beat's round trip).
   ~QuorumLink();
   QuorumLink(const QuorumLink&) = delete;
@@ -38,7 +39,7 @@ class QuorumLink {
   std::optional<std::string> lost() const;
 
  private:
-  void run(HostPort coordinator, net::JobSecurity security);
+  void run(HostPort coordinator, const std::string& host, net::JobSecurity security);
 
   const int worker_;
   const std::chrono::milliseconds interval_;

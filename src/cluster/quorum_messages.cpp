@@ -88,6 +88,45 @@ QuorumRequest decodeQuorumRequest(std::span<const std::byte> bytes, std::string_
   return r;
 }
 
+std::vector<char> encodeQuorumHosting(const QuorumHosting& hosting) {
+  const QuorumOptions& o = hosting.options;
+  net::PayloadWriter w;
+  w.putU32(static_cast<uint32_t>(hosting.workers));
+  w.putU64(asWire(hosting.first_step));
+  w.putU32(static_cast<uint32_t>(o.min_workers));
+  w.putU32(static_cast<uint32_t>(o.max_workers));
+  for (auto d : {o.heartbeat_timeout, o.suspect_after, o.beat_interval, o.arrival_timeout}) {
+    w.putU64(asWire(d.count()));
+  }
+  return w.take();
+}
+
+QuorumHosting decodeQuorumHosting(std::span<const std::byte> bytes, std::string_view peer) {
+  constexpr std::string_view kWhat = "quorum-host payload";
+  net::PayloadReader reader(bytes, peer, kWhat);
+  const Fields f{reader, peer, kWhat};
+  QuorumHosting h;
+  h.workers = f.worker("workers");
+  if (h.workers < 1) f.refuse("workers", "a job needs at least one");
+  h.first_step = f.count("first step", 0);
+  QuorumOptions& o = h.options;
+  o.min_workers = f.worker("min workers");
+  o.max_workers = f.worker("max workers");
+  // A day at most: a longer wait is a mistake, not a setting.
+  constexpr int64_t kMaxMs = int64_t{24} * 3600 * 1000;
+  auto duration = [&](std::string_view field) {
+    const int64_t ms = f.count(field, 0);
+    if (ms > kMaxMs) f.refuse(field, fmt::format("{} ms is more than a day", ms));
+    return std::chrono::milliseconds(ms);
+  };
+  o.heartbeat_timeout = duration("heartbeat timeout");
+  o.suspect_after = duration("suspect after");
+  o.beat_interval = duration("beat interval");
+  o.arrival_timeout = duration("arrival timeout");
+  reader.expectEnd();
+  return h;
+}
+
 std::vector<char> encodeQuorumView(const QuorumView& view) {
   const Membership& m = view.current;
   net::PayloadWriter w;

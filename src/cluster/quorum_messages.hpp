@@ -28,6 +28,19 @@ std::vector<char> encodeQuorumRequest(const QuorumRequest& request);
 // Throws InputError naming `peer` and the field.
 QuorumRequest decodeQuorumRequest(std::span<const std::byte> bytes, std::string_view peer, std::string_view what);
 
+// The chief's request that the coordinator host the job's quorum: the
+// starting workers, the step they start at, and the options.
+struct QuorumHosting {
+  int workers = 1;
+  int64_t first_step = 0;
+  QuorumOptions options;
+  bool operator==(const QuorumHosting&) const = default;
+};
+
+std::vector<char> encodeQuorumHosting(const QuorumHosting& hosting);
+// Throws InputError naming `peer` and the field.
+QuorumHosting decodeQuorumHosting(std::span<const std::byte> bytes, std::string_view peer);
+
 std::vector<char> encodeQuorumView(const QuorumView& view);
 // Throws InputError naming `peer` and the field.
 QuorumView decodeQuorumView(std::span<const std::byte> bytes, std::string_view peer);

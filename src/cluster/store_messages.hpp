@@ -18,6 +18,8 @@ inline constexpr MessageType kQuorumBeat{21};    // the worker is alive
 inline constexpr MessageType kQuorumArrive{22};  // the worker is at a step boundary, asking for the next membership
 inline constexpr MessageType kQuorumLeave{23};   // the worker departs cleanly
 inline constexpr MessageType kQuorumView{24};    // reply: the membership and any round under way
+// The chief asks the store to host the quorum (payload: QuorumHosting); kQuorumView replies.
+inline constexpr MessageType kQuorumHost{25};
 }  // namespace store_msg
 
 inline constexpr net::MessageName kStoreMessageNames[] = {
@@ -25,6 +27,7 @@ inline constexpr net::MessageName kStoreMessageNames[] = {
     {store_msg::kNotFound, "store-not-found"}, {store_msg::kCheck, "store-check"},
     {store_msg::kQuorumBeat, "quorum-beat"}, {store_msg::kQuorumArrive, "quorum-arrive"},
     {store_msg::kQuorumLeave, "quorum-leave"}, {store_msg::kQuorumView, "quorum-view"},
+    {store_msg::kQuorumHost, "quorum-host"},
 };
 inline constexpr net::MessageCatalog kStoreMessages{kStoreMessageNames};
 

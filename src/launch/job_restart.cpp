@@ -33,9 +33,10 @@ std::optional<int64_t> RestartRecord::lostUpdates() const {
 nlohmann::json RestartRecord::toJson() const {
   auto optional = [](const std::optional<int64_t>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
   if (!replaced.empty()) {
-    return {{"restart", restart}, {"max_restarts", max_restarts}, {"failure", failure}, {"replaced", replaced}};
+    return {{"restart", restart}, {"time", time}, {"max_restarts", max_restarts}, {"failure", failure},
+            {"replaced", replaced}};
   }
-  return {{"restart", restart},          {"max_restarts", max_restarts},
+  return {{"restart", restart},          {"time", time},  {"max_restarts", max_restarts},
           {"failure", failure},          {"resume_step", resume_step.value_or(0)},
           {"from_checkpoint", resume_step.has_value()},
           {"last_reported_step", optional(last_step)},

@@ -7,6 +7,7 @@
 // step. Torch-free; not thread-safe.
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -29,6 +30,8 @@ struct RestartRecord {
   std::string replaced;                // an elastic job's task started again alone ("worker 2"); "" for the job
   std::optional<int64_t> resume_step;  // the newest checkpoint's step; nullopt: none, from the start
   std::optional<int64_t> last_step;    // the latest step any worker reported before the failure
+  // When launch saw the failure: Unix seconds, as the trainers' records in restarts.jsonl.
+  double time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 
   // Updates made after the checkpoint and lost with the failure (async:
   // other workers' too); nullopt when either step is unknown.

@@ -476,7 +476,7 @@ void ProcessGroup::signalAll(int signal) {
 
 GroupResult ProcessGroup::wait(std::chrono::milliseconds grace, const std::function<int()>& poll_stop,
                                const std::function<bool(const ChildExit&)>& is_failure,
-                               const std::function<bool(const ChildExit&)>& replace) {
+                               const std::function<bool(const ChildExit&, ChildSpec&)>& replace) {
   GroupResult result;
   std::optional<Clock::time_point> kill_at;
   bool killed = false;
@@ -508,8 +508,9 @@ GroupResult ProcessGroup::wait(std::chrono::milliseconds grace, const std::funct
       if (impl_->prefix_output) impl_->requestDrain(c.stream_id);
       bool failed = is_failure ? is_failure(done) : (done.signaled || done.exit_code != 0);
       result.exits.push_back(done);
-      if (!kill_at && (done.signaled || done.exit_code != 0) && replace && replace(done)) {
-        replacements.push_back(c.spec);
+      ChildSpec again = c.spec;
+      if (!kill_at && (done.signaled || done.exit_code != 0) && replace && replace(done, again)) {
+        replacements.push_back(std::move(again));
         any_running = true;
         continue;
       }

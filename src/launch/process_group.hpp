@@ -72,11 +72,12 @@ class ProcessGroup {
   // `is_failure` decides which exits stop the rest (default: any non-zero
   // status or signal); e.g. 130 after a forwarded stop is no failure.
   // `replace`, asked about a child that failed while the group still runs:
-  // true starts the same child again (same name, command and environment)
-  // in its place instead of stopping the rest; the exit is still listed.
+  // true starts the child again in its place, from its spec as `replace`
+  // leaves it (the same name, command and environment unless it amends
+  // them), instead of stopping the rest; the exit is still listed.
   GroupResult wait(std::chrono::milliseconds grace, const std::function<int()>& poll_stop = {},
                    const std::function<bool(const ChildExit&)>& is_failure = {},
-                   const std::function<bool(const ChildExit&)>& replace = {});
+                   const std::function<bool(const ChildExit&, ChildSpec&)>& replace = {});
 
  private:
   struct Impl;

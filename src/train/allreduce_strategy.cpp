@@ -282,7 +282,8 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
   // A live job's members go on from different steps than they started at.
   if (live) fp.erase("start_step");
   s.join = joinAsWorker(s.spec, s.config, fp, s.context);
-  const bool joining = live && !s.spec.isChief() && LiveMembership::jobIsRunning(*s.join.store);
+  // Worker 0 can join only a store it does not serve (a fresh one holds no running job).
+  const bool joining = live && LiveMembership::jobIsRunning(*s.join.store);
   const std::optional<cluster::QuorumOptions> quorum =
       live ? std::optional(quorumOptions(s.config, s.n())) : std::nullopt;
   s.live_wanted = live;
@@ -291,7 +292,10 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
   s.optimizer = plan.optimizer;
   s.steps_done = plan.start_step;
   // Before any member can beat: they start after the first broadcast, which waits for the chief.
-  if (live && s.join.server) s.join.server->hostQuorum(s.n(), plan.start_step, *quorum);
+  if (live && !joining && s.spec.isChief()) {
+    s.join.store->hostQuorum(s.n(), plan.start_step, *quorum,
+                             Deadline::afterSeconds(cluster::startupSeconds(s.context.start(), s.config.rendezvous_timeout_s)));
+  }
 
   collective::CommunicatorOptions options;
   options.rank = s.spec.index;

@@ -24,7 +24,7 @@ void awaitNextStart(const cluster::ClusterSpec& spec, const net::JobSecurity& se
   std::string last = "no answer";
   while (!deadline.expired()) {
     try {
-      cluster::CoordinatorClient probe(spec.coordinator, std::chrono::seconds(1), security);
+      cluster::CoordinatorClient probe(spec.coordinator, std::chrono::seconds(1), security, spec.coordinatorHost());
       const auto value = probe.tryGet(cluster::kGenerationKey);
       if (value && text(*value) != failed) return;
       last = value ? "it still serves the start that failed" : "it has not started the job yet";
@@ -44,7 +44,7 @@ uint64_t startBeingReplaced(const cluster::ClusterSpec& spec, const DistributedC
                             const net::JobSecurity& security, std::chrono::milliseconds timeout) {
   const bool elastic = spec.numServers() > 0 && psModeOf(config) != Mode::PsSync;
   if (config.restart_wait_s <= 0 || elastic) return 0;
-  cluster::CoordinatorClient store(spec.coordinator, timeout, security);
+  cluster::CoordinatorClient store(spec.coordinator, timeout, security, spec.coordinatorHost());
   const auto current = store.tryGet(cluster::kGenerationKey);
   if (!current || !store.tryGet(cluster::joinKey("train", spec.role, spec.index))) return 0;
   TANDEM_LOG_WARN("{}: the job's running start already has a {}, so this one was started again after a failure; "
@@ -62,10 +62,16 @@ ClusterJoin joinAsWorker(const cluster::ClusterSpec& spec, const DistributedConf
   const auto timeout = std::chrono::milliseconds(
       static_cast<int64_t>(cluster::startupSeconds(start, config.rendezvous_timeout_s) * 1000));
   ClusterJoin join;
-  if (spec.isChief()) {
+  // The chief starts the job unless launch started it again into a running one.
+  const bool starts_job = spec.isChief() && !start.joins_running;
+  if (spec.isChief() && !spec.coordinator_external) {
     join.server = std::make_unique<cluster::CoordinatorServer>(config.bind.empty() ? spec.coordinator.host : config.bind,
                                                                spec.coordinator.port, security);
+  }
+  if (starts_job) {
     start.generation = cluster::newGeneration();
+  } else if (spec.isChief()) {
+    // Joins the start it finds, as any other worker does.
   } else if (start.replaces != 0) {
     awaitNextStart(spec, security, start.replaces, timeout);
   } else {
@@ -76,13 +82,13 @@ ClusterJoin joinAsWorker(const cluster::ClusterSpec& spec, const DistributedConf
     }
   }
   const Deadline deadline = Deadline::after(timeout);
-  join.store = std::make_unique<cluster::CoordinatorClient>(spec.coordinator, timeout, security);
-  if (spec.isChief()) {
+  join.store = std::make_unique<cluster::CoordinatorClient>(spec.coordinator, timeout, security, spec.coordinatorHost());
+  if (starts_job) {
     const std::string g = cluster::generationText(start.generation);
     join.store->set(cluster::kGenerationKey, std::vector<char>(g.begin(), g.end()), deadline);
   }
   cluster::joinCluster(*join.store, spec, fingerprint, deadline);
-  if (!spec.isChief()) start.generation = cluster::parseGeneration(text(join.store->get(cluster::kGenerationKey)));
+  if (!starts_job) start.generation = cluster::parseGeneration(text(join.store->get(cluster::kGenerationKey)));
   if (start.replaces != 0) {
     TANDEM_LOG_INFO("{}: rejoined the job's next start ({} replaces {})", spec.taskName(),
                     cluster::generationText(start.generation), cluster::generationText(start.replaces));

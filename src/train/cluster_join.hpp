@@ -1,6 +1,7 @@
 #pragma once
-// A worker's way into the cluster: worker 0 serves the coordinator store,
-// everyone joins through it and checks the run fingerprints agree.
+// A worker's way into the cluster: worker 0 serves the coordinator store
+// (unless launch does: --external-coordinator), everyone joins through it
+// and checks the run fingerprints agree.
 #include <nlohmann/json.hpp>
 
 #include <memory>
@@ -13,7 +14,7 @@
 namespace tandem::train {
 
 struct ClusterJoin {
-  std::unique_ptr<cluster::CoordinatorServer> server;  // worker 0 only
+  std::unique_ptr<cluster::CoordinatorServer> server;  // worker 0's, when it serves the store
   std::unique_ptr<cluster::CoordinatorClient> store;
 };
 

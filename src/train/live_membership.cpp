@@ -18,8 +18,8 @@ LiveMembership::LiveMembership(const cluster::ClusterSpec& spec, const cluster::
                                cluster::CoordinatorClient& store, const net::JobSecurity& security)
     : worker_(spec.index), options_(options), store_(store) {
   for (int w = 0; w < spec.num_workers; ++w) current_.workers.push_back(w);
-  link_ = std::make_unique<cluster::QuorumLink>(spec.coordinator, security, worker_, options.beat_interval,
-                                                options.heartbeat_timeout);
+  link_ = std::make_unique<cluster::QuorumLink>(spec.coordinator, spec.coordinatorHost(), security, worker_,
+                                                options.beat_interval, options.heartbeat_timeout);
 }
 
 LiveMembership::~LiveMembership() = default;

@@ -55,6 +55,8 @@ class StepCadence {
   }
   // Remembers what is due and waiting for agreeing replicas.
   DueAfterStep after(const StepOutcome& step);
+  // The chief's role moved (a live job's rank 0 changed).
+  void setChief(bool chief) { rules_.chief = chief; }
   // A checkpoint was written after `train_seconds` of steps.
   void saved(double train_seconds) { last_checkpoint_at_ = train_seconds; }
 

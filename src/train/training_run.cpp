@@ -130,8 +130,10 @@ TrainingRun::TrainingRun(const TrainConfig& config, Strategy& strategy, cluster:
   scheduleFor(averaged_workers);
 
   // Worker 0 owns the run directory; the others keep their own metrics
-  // beside it, so a straggler's breakdown can be read after the run.
-  chief_ = strategy_.rank() == 0;
+  // beside it, so a straggler's breakdown can be read after the run. A
+  // replacement joining a running live job owns nothing until it is rank 0.
+  chief_ = strategy_.rank() == 0 && !start_.joins_running;
+  own_dir_ = fs::path(c.out_dir) / "workers" / fmt::format("worker-{}", strategy_.rank());
   cadence_.emplace(CadenceRules{.log_every = c.log_every_steps,
                                 .eval_every = c.eval_every_steps,
                                 .steps_per_epoch = steps_per_epoch_,
@@ -195,7 +197,7 @@ void TrainingRun::join() {
   if (c_.timeline) {
     // Open before the strategy joins: its transfers and sums are spans too.
     const int rank = strategy_.rank();
-    const fs::path run_dir = chief_ ? out_dir_ : out_dir_ / "workers" / fmt::format("worker-{}", rank);
+    const fs::path run_dir = chief_ ? out_dir_ : own_dir_;
     timeline_.emplace(run_dir / fmt::format("timeline-worker-{}.json", rank), fmt::format("worker {}", rank), rank);
   }
   obs::Timeline* timeline = timeline_ ? &*timeline_ : nullptr;
@@ -231,9 +233,7 @@ nlohmann::json TrainingRun::summaryOfFinishedRun() {
 
 void TrainingRun::openInputAndLogs() {
   const TrainConfig& c = c_;
-  const int rank = strategy_.rank();
-  const fs::path run_dir = chief_ ? out_dir_ : out_dir_ / "workers" / fmt::format("worker-{}", rank);
-  writer_.emplace(run_dir);
+  writer_.emplace(chief_ ? out_dir_ : own_dir_);
   if (start_step_ > 0) writer_->append({{"type", "resume"}, {"step", start_step_}, {"checkpoint", resume_from_}});
   param_count_ = models::countParameters(*model_);
   const TrainingDevice& device = placement_.device;
@@ -311,6 +311,7 @@ void TrainingRun::adoptMembership(const MembershipChange& change, bool joining) 
     change.broadcast(&position, sizeof(position));
     change.broadcast(&loss_scale_, sizeof(loss_scale_));
   }
+  followChief(change.rank);
   const int before = world_;
   world_ = change.world;
   done_ = change.step;
@@ -335,6 +336,16 @@ void TrainingRun::adoptMembership(const MembershipChange& change, bool joining) 
   writer_->append({{"type", "membership"}, {"step", done_}, {"generation", change.generation},
                    {"workers", world_}, {"rank", change.rank}});
   if (chief_) obs::appendJsonLine(out_dir_ / "restarts.jsonl", changeRecord(change, before));
+}
+
+void TrainingRun::followChief(int rank) {
+  const bool chief = rank == 0;
+  if (chief == chief_) return;
+  chief_ = chief;
+  cadence_->setChief(chief);
+  writer_.emplace(chief ? out_dir_ : own_dir_);
+  progress_->message(chief ? fmt::format("rank 0 now: this worker writes {}'s metrics, checkpoints and summary", c_.out_dir)
+                           : fmt::format("rank {} now: a worker that came back is rank 0 and writes {}", rank, c_.out_dir));
 }
 
 bool TrainingRun::stepsLeft() const {

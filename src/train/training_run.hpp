@@ -89,6 +89,9 @@ class TrainingRun {
   // and the record of the change. `joining`: this worker's first generation.
   void adoptMembership(const MembershipChange& change, bool joining = false);
   void scheduleFor(int workers);
+  // A live job's run directory belongs to its rank 0 of the moment: worker
+  // 0 died and another took over, or it came back and took it again.
+  void followChief(int rank);
 
   // Setup.
   Stopwatch wall_;
@@ -113,6 +116,7 @@ class TrainingRun {
   std::optional<LrSchedule> schedule_;
   bool chief_ = false;
   std::filesystem::path out_dir_;
+  std::filesystem::path own_dir_;  // a worker's records beside the chief's, while it is not rank 0
   std::string resume_from_;       // "" for a fresh start
   bool resume_automatic_ = false;  // found in --out rather than given with --resume
   int64_t start_step_ = 0;
