@@ -50,6 +50,7 @@ records = [json.loads(l) for l in open(f"{out}/run/restarts.jsonl")]
 summary = json.load(open(f"{out}/run/summary.json")) if code == 0 else {}
 restarts = [r for r in records if r.get("replaced")]
 changes = [r for r in records if r.get("kind") == "membership"]
+print(f"   killed, in order: {' '.join(f'worker {w}' for w, _ in kills)}")
 print(f"   launch exit {code} after {wall} s; {len(kills)} kills, {len(restarts)} restarts by launch, "
       f"{len(changes)} membership changes, lost updates {sum(r['lost_updates'] for r in changes)}, "
       f"rolled back {any(r['rolled_back'] for r in changes)}")

@@ -173,8 +173,9 @@ TEST(LiveMembership, WorkerZeroKilledLeavesWorkerOneWritingTheRun) {
 TEST(LiveMembership, WorkerZeroKilledIsReplacedWhileTheOthersTrainOn) {
   TempDir dir;
   const std::string run = dir.str("run");
+  // Checkpoints in --out before the kill: the replacement must not load one.
   const int code = killMidRun(dir, run, "--max-steps 200 --min-workers 2 --verify-replicas-every 5 "
-                                        "--optimizer adam --lr 0.001 --debug-step-delay-ms 15",
+                                        "--optimizer adam --lr 0.001 --debug-step-delay-ms 15 --checkpoint-every 5",
                               "0", "--max-restarts 1");
   const std::string log = readFile(dir.path() / "log");
   ASSERT_EQ(code, 0) << log;

@@ -19,6 +19,7 @@
 #include "train/model_for_dataset.hpp"
 #include "train/optimizer.hpp"
 #include "train/run_directory.hpp"
+#include "train/run_start.hpp"
 
 namespace tandem::train {
 namespace fs = std::filesystem;
@@ -29,51 +30,6 @@ int64_t minorFaults() {
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
   return usage.ru_minflt;
-}
-
-// A run recorded before a field existed had its default.
-nlohmann::json withDefaults(const nlohmann::json& stored) { return toJson(trainConfigFromJson(stored)); }
-
-struct RunDirectoryPlan {
-  std::string resume_from;  // "" for a fresh start
-  bool automatic = false;   // found in --out rather than given with --resume
-};
-
-// What --out holds decides where this run starts: --overwrite clears it,
-// the same run continues from its newest checkpoint, another run is refused.
-// Every worker decides alike from the same directory; only worker 0 writes.
-RunDirectoryPlan planRunDirectory(const TrainConfig& c, bool chief) {
-  const fs::path out(c.out_dir);
-  if (c.overwrite) {
-    // Servers clear their own ps/ps-N, which they may be writing already.
-    if (chief) clearRunDirectory(out, "ps");
-    return {c.resume_from, false};
-  }
-  const bool explicit_resume = !c.resume_from.empty();
-  auto refuse = [&](const FieldDifference& d) {
-    throw InputError(fmt::format("--out {}: holds a different run: {} differs: stored {}, this run {}; pass "
-                                 "--overwrite to replace it, or choose another --out",
-                                 c.out_dir, d.field, d.stored, d.current));
-  };
-  std::error_code ec;
-  if (!explicit_resume) {
-    if (auto latest = latestCheckpoint(out)) {
-      const LoadedCheckpoint checkpoint(*latest);
-      if (auto d = firstTrajectoryDifference(withDefaults(checkpoint.meta().config), toJson(c), false)) refuse(*d);
-      return {latest->string(), true};
-    }
-  }
-  if (fs::exists(runRecordPath(out), ec)) {
-    nlohmann::json stored;
-    try {
-      stored = nlohmann::json::parse(std::ifstream(runRecordPath(out)));
-    } catch (const nlohmann::json::exception& e) {
-      throw InputError(fmt::format("{}: not a run record ({}); pass --overwrite to replace the run directory",
-                                   runRecordPath(out).string(), e.what()));
-    }
-    if (auto d = firstTrajectoryDifference(withDefaults(stored), toJson(c), explicit_resume)) refuse(*d);
-  }
-  return {c.resume_from, false};
 }
 
 // Page faults from the end of the second step: the first maps the optimizer
@@ -143,7 +99,8 @@ TrainingRun::TrainingRun(const TrainConfig& config, Strategy& strategy, cluster:
                                 .chief = chief_,
                                 .checkpoints_by_agreement = policy_.checkpoints_by_agreement});
   out_dir_ = c.out_dir;
-  const RunDirectoryPlan plan = planRunDirectory(c, chief_);
+  // A replacement joining a running job takes a peer's state, not a file's.
+  const RunDirectoryPlan plan = start_.joins_running ? RunDirectoryPlan{} : planRunDirectory(c, chief_);
   resume_from_ = plan.resume_from;
   resume_automatic_ = plan.automatic;
   if (!resume_from_.empty()) {
@@ -171,19 +128,7 @@ TrainingRun::TrainingRun(const TrainConfig& config, Strategy& strategy, cluster:
     if (!resume_from_.empty()) moveOptimizerState(*optimizer_, device);
   }
   if (c.channels_last) toChannelsLast(*model_);
-  if (chief_) {
-    // Checkpoints past the restart point belong to an abandoned trajectory.
-    pruneCheckpoints(out_dir_, start_step_, 0);
-    if (!resume_automatic_) {
-      std::error_code ec;
-      if (fs::path(resume_from_).lexically_normal() != (out_dir_ / "checkpoint.ckpt").lexically_normal()) {
-        fs::remove(out_dir_ / "checkpoint.ckpt", ec);
-      }
-      fs::remove(out_dir_ / "checkpoints" / "latest", ec);
-    }
-    fs::create_directories(out_dir_);
-    obs::writeFileAtomically(runRecordPath(out_dir_), toJson(c).dump(2) + "\n");
-  }
+  if (chief_) claimRunDirectory(c, plan, start_step_);
 }
 
 TrainingRun::~TrainingRun() {
