@@ -225,6 +225,16 @@ PYBIND11_MODULE(_C, m) {
     tandem::shutdown();
   });
   m.def("is_initialized", &tandem::is_initialized);
+  m.def("elastic_enabled", &tandem::elastic_enabled);
+  m.def("elastic_sync_root", &tandem::elastic_sync_root);
+  m.def("elastic_hosts_updated", [] {
+    py::gil_scoped_release release;
+    return tandem::elastic_hosts_updated();
+  });
+  m.def("elastic_reset", [] {
+    py::gil_scoped_release release;
+    tandem::elastic_reset();
+  });
   m.def("rank", &tandem::rank);
   m.def("size", &tandem::size);
   m.def("local_rank", &tandem::local_rank);

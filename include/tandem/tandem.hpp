@@ -66,6 +66,25 @@ void shutdown();
 
 int rank();
 int size();
+
+// Horovod's elastic training (hvd.elastic), in a job started by `tandem
+// launch --min-workers N` (TANDEM_MIN_WORKERS): when a worker dies, the
+// others go on in-process, and a worker the launcher starts again joins.
+bool elastic_enabled();
+// Whether the membership is about to change (a worker died or waits to
+// join), as every rank agrees: a collective, called at the same point by
+// all (hvd.elastic's State.commit does).
+bool elastic_hosts_updated();
+// After a failed collective (PeerError) or an agreed change: leaves the
+// broken communicator, agrees on the next members with the others and
+// connects to them; rank() and size() change. Throws PeerError when the
+// job cannot go on (fewer than N workers left), naming the dead.
+void elastic_reset();
+// The rank whose state the others take after the last reset (hvd.elastic's
+// State.sync): the lowest-id worker at the newest commit. A worker that
+// came back may be rank 0 now and holds no state yet. 0 when nothing changed.
+int elastic_sync_root();
+
 int local_rank();  // rank among this host's workers
 int local_size();
 

@@ -36,14 +36,57 @@ struct GradientAverager::Impl {
   std::vector<collective::CommHandle> handles;
   // Shared with the queued sums, which may outlive this averager.
   std::shared_ptr<collective::BucketReducer> reducer;
-  double scale = 1.0;
+  double scale = 1.0;  // before the sum
+  double post = 1.0;   // after it
   api::Job* job = nullptr;
   uint64_t signature = 0;  // what join()ed ranks serve this averager's steps by
+  // What the sums depend on, kept to connect again when an elastic job's
+  // members change (the job's communicator and size).
+  WireDtype wire = WireDtype::kFloat32;
+  bool feedback = false;
+  bool average = true;
+  double predivide = 1.0;
+  std::vector<int64_t> bucket_floats;
+  uint64_t generation = 0;  // the job's communicator the reducer sums over
+
+  // The reducer over the job's communicator of the moment, and the scales
+  // for its size; a joined rank's zeros go through it too.
+  void connect() {
+    // Averages divide before the sum (by the workers, or by the predivide
+    // factor) and, with a predivide factor, the rest after it.
+    scale = !average ? 1.0 : predivide == 1.0 ? 1.0 / job->size() : 1.0 / predivide;
+    post = average && predivide != 1.0 ? predivide / job->size() : 1.0;
+    reducer = std::make_shared<collective::BucketReducer>(*job->comm, wire, feedback);
+    generation = job->generation;
+    std::lock_guard<std::mutex> lock(job->servers_mutex);
+    job->zero_gradients[signature] = [reducer = reducer, counts = bucket_floats] {
+      for (size_t b = 0; b < counts.size(); ++b) {
+        torch::Tensor zeros = torch::zeros({counts[b]});
+        reducer->reduce(b, zeros.data_ptr<float>(), static_cast<size_t>(counts[b]));
+      }
+    };
+    job->abandon_step[signature] = [this] { abandonStep(); };
+  }
+
+  // Every queued sum has ended (the comm thread is gone): forget them and
+  // the backward passes counted, as if the step had not begun.
+  void abandonStep() {
+    for (auto& handle : handles) {
+      try {
+        if (handle.done()) handle.wait(Deadline::afterSeconds(0), "an abandoned all-reduce");
+      } catch (const std::exception&) {
+        // the failure that cut the step short
+      }
+      handle = {};
+    }
+    passes->startUpdate();
+  }
 
   ~Impl() {
     if (job && api::current().get() == job) {
       std::lock_guard<std::mutex> lock(job->servers_mutex);
       job->zero_gradients.erase(signature);
+      job->abandon_step.erase(signature);
     }
   }
 };
@@ -72,25 +115,29 @@ GradientAverager::GradientAverager(torch::nn::Module& module, const AveragerOpti
   // Before the buckets' hooks: a pass too many is refused before any send.
   s.passes = std::make_unique<api::BackwardPasses>(s.parameters, options.backward_passes_per_step,
                                                    [&s](int pass, bool last) {
-                                                     if (s.buckets) s.buckets->beginMicroStep(pass, last, s.scale);
+                                                     if (!s.buckets) return;
+                                                     // An elastic job connected again since the last step.
+                                                     if (pass == 0 && s.job->generation != s.generation) s.connect();
+                                                     s.buckets->beginMicroStep(pass, last, s.scale);
                                                    });
   if (job.size() > 1) {
     const uint64_t layout = parameterLayout(module);
-    api::requireAgreement(job, layout, "parameter names or shapes");
-    const WireDtype wire = options.wire_dtype.value_or(job.options.wire_dtype);
-    const bool feedback = job.options.error_feedback && wire != WireDtype::kFloat32;
+    // Early, named errors. Not in an elastic job, where a rank that joins
+    // builds its optimizer while the others are already past theirs (each
+    // step's negotiation still compares the signature below).
+    if (!job.live) api::requireAgreement(job, layout, "parameter names or shapes");
+    s.wire = options.wire_dtype.value_or(job.options.wire_dtype);
+    s.feedback = job.options.error_feedback && s.wire != WireDtype::kFloat32;
     const size_t cap = train::bucketCapBytes(module, options.bucket_mb >= 0 ? options.bucket_mb : job.options.bucket_mb);
-    // Averages divide before the sum (by the workers, or by the predivide
-    // factor) and, with a predivide factor, the rest after it.
-    const bool average = options.op == ReduceOp::Average;
-    s.scale = !average ? 1.0 : predivide == 1.0 ? 1.0 / job.size() : 1.0 / predivide;
-    const double post = average && predivide != 1.0 ? predivide / job.size() : 1.0;
+    s.average = options.op == ReduceOp::Average;
+    s.predivide = predivide;
     Fnv1a settings;
-    const std::string text = fmt::format("{}{} cap {} scale {} post {}", wireDtypeName(wire),
-                                         feedback ? "+feedback" : "", cap, s.scale, post);
+    const std::string text = fmt::format("{}{} cap {} op {} predivide {}", wireDtypeName(s.wire),
+                                         s.feedback ? "+feedback" : "", cap, s.average ? "average" : "sum", predivide);
     settings.add(text.data(), text.size());
-    api::requireAgreement(job, settings.value(), "wire_dtype, error_feedback, bucket size, op or predivide factor");
-    s.reducer = std::make_shared<collective::BucketReducer>(*job.comm, wire, feedback);
+    if (!job.live) {
+      api::requireAgreement(job, settings.value(), "wire_dtype, error_feedback, bucket size, op or predivide factor");
+    }
     s.job = &job;
     s.signature = layout ^ settings.value();
     api::Announcement step;
@@ -98,8 +145,8 @@ GradientAverager::GradientAverager(torch::nn::Module& module, const AveragerOpti
     step.signature = s.signature;
     s.buckets = std::make_unique<train::GradientBuckets>(
         module, cap, 0,
-        [&s, &job, step, post](size_t bucket, torch::Tensor flat) {
-          s.handles[bucket] = job.comm_thread->submit([&s, reducer = s.reducer, flat, bucket, &job, step, post] {
+        [&s, &job, step](size_t bucket, torch::Tensor flat) {
+          s.handles[bucket] = job.comm_thread->submit([&s, reducer = s.reducer, flat, bucket, &job, step, post = s.post] {
             // Once a step: every rank is in this exchange, or has joined.
             if (bucket == 0) {
               const api::Agreement agreement = api::negotiate(job, step);
@@ -113,15 +160,8 @@ GradientAverager::GradientAverager(torch::nn::Module& module, const AveragerOpti
         [] {});
     s.handles.resize(s.buckets->size());
     // A rank in join() contributes zeros to each bucket, in order.
-    std::vector<int64_t> counts;
-    for (size_t b = 0; b < s.buckets->size(); ++b) counts.push_back(static_cast<int64_t>(s.buckets->bucketBytes(b) / 4));
-    std::lock_guard<std::mutex> lock(job.servers_mutex);
-    job.zero_gradients[s.signature] = [reducer = s.reducer, counts] {
-      for (size_t b = 0; b < counts.size(); ++b) {
-        torch::Tensor zeros = torch::zeros({counts[b]});
-        reducer->reduce(b, zeros.data_ptr<float>(), static_cast<size_t>(counts[b]));
-      }
-    };
+    for (size_t b = 0; b < s.buckets->size(); ++b) s.bucket_floats.push_back(static_cast<int64_t>(s.buckets->bucketBytes(b) / 4));
+    s.connect();
   }
   s.passes->startUpdate();
 }

@@ -17,6 +17,7 @@
 #include "core/deadline.hpp"
 #include "tandem/tandem.hpp"
 #include "train/cluster_join.hpp"
+#include "train/live_membership.hpp"
 
 namespace tandem::api {
 
@@ -39,9 +40,20 @@ struct Job {
   // averager's signature: its buckets' sums with zeros.
   std::mutex servers_mutex;
   std::map<uint64_t, std::function<void()>> zero_gradients;
+  // Each averager's, by the same signature: drops the step a failed
+  // collective cut short, so that the next one starts clean (elastic reset).
+  std::map<uint64_t, std::function<void()>> abandon_step;
 
-  int size() const { return spec ? spec->num_workers : 1; }
-  int rank() const { return spec ? spec->index : 0; }
+  // An elastic job's (TANDEM_MIN_WORKERS): the members of the moment.
+  std::unique_ptr<train::LiveMembership> live;
+  int sync_root = 0;    // the rank with the newest state after the last reset
+  int64_t commits = 0;  // elastic_hosts_updated() calls: hvd.elastic's commits, its steps
+  collective::CommunicatorOptions comm_options;  // as connected, for the next generation's
+  // Bumped by each connect of an elastic job: what holds the communicator follows it.
+  uint64_t generation = 0;
+
+  int size() const { return live ? live->size() : spec ? spec->num_workers : 1; }
+  int rank() const { return live ? live->rank() : spec ? spec->index : 0; }
   Deadline deadline() const { return Deadline::afterSeconds(options.peer_timeout_s + 5.0); }
   void runNow(std::function<void()> work, const std::string& what) {
     comm_thread->submit(std::move(work)).wait(deadline(), what);
@@ -59,6 +71,16 @@ cluster::JobContext& processContext();
 // announcement is exchanged and agree()d; throws InputError with the
 // agreement's error. Ranks in join() are then serving this call.
 Agreement negotiate(Job& job, const Announcement& mine);
+
+// An elastic job's (api/elastic.cpp): how few workers may go on, from
+// TANDEM_MIN_WORKERS (tandem launch --min-workers N sets it for a
+// program); 0: not elastic. Throws InputError naming the variable.
+int elasticMinWorkers(const Environment& env);
+// The store's address when another process serves it (tandem launch sets
+// TANDEM_COORDINATOR for an elastic program); empty flags otherwise.
+cluster::ClusterFlags launchedClusterFlags(const Environment& env);
+// A communicator among generation `m`'s members, on the comm thread.
+void connectGeneration(Job& job, const cluster::Membership& m);
 
 // current(), or an Error naming `call` that asks for init() first.
 Job& requireJob(const char* call);

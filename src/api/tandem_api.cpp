@@ -88,7 +88,8 @@ void init(const InitOptions& options) {
   }
   auto job = std::make_unique<Job>();
   job->options = options;
-  const cluster::ProcessSetup process = cluster::setUpProcess({}, 0, api::processContext().environment());
+  const Environment& env = api::processContext().environment();
+  const cluster::ProcessSetup process = cluster::setUpProcess(api::launchedClusterFlags(env), 0, env);
   cluster::requireWorkerTask(process, "tandem::init");
   job->spec = process.spec;
   job->local_size = process.local.count;
@@ -103,6 +104,10 @@ void init(const InitOptions& options) {
     train::DistributedConfig config;
     config.rendezvous_timeout_s = options.rendezvous_timeout_s;
     config.peer_timeout_s = options.peer_timeout_s;
+    config.min_workers = api::elasticMinWorkers(env);
+    const bool elastic = config.min_workers > 0 && spec.numServers() == 0;
+    const std::optional<cluster::QuorumOptions> quorum =
+        elastic ? std::optional(train::quorumOptions(config, spec.num_workers)) : std::nullopt;
     job->join = train::joinAsWorker(spec, config,
                                     {{"api", "tandem C++"},
                                      {"workers", spec.num_workers},
@@ -115,10 +120,25 @@ void init(const InitOptions& options) {
     comm.local_host = spec.worker_hosts.empty() ? cluster::localAddressToward(spec.coordinator)
                                                 : spec.worker_hosts[spec.index].host;
     comm.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.peer_timeout_s * 1000));
-    if (spec.num_workers > 1) {
+    job->comm_options = comm;
+    const bool joining = elastic && train::LiveMembership::jobIsRunning(*job->join.store);
+    // Before any member beats: they start after the first collective, which waits for the chief.
+    if (elastic && !joining && spec.isChief()) {
+      job->join.store->hostQuorum(spec.num_workers, 0, *quorum, Deadline::afterSeconds(options.rendezvous_timeout_s));
+    }
+    if (joining) {
+      // Started into the running job (a replacement): taken in at the members' next commit.
+      job->live = std::make_unique<train::LiveMembership>(spec, *quorum, *job->join.store,
+                                                          api::processContext().security());
+      api::connectGeneration(*job, job->live->join());
+    } else if (spec.num_workers > 1) {
       job->gloo_store = std::make_unique<cluster::PrefixStore>("gloo", *job->join.store);
       const auto groups = cluster::hostGroupsFor(spec, options.hierarchical, *job->join.store, comm.local_host,
                                                  Deadline::afterSeconds(options.rendezvous_timeout_s));
+      if (elastic && !groups.empty()) {
+        throw InputError("an elastic job (tandem launch --min-workers) across hosts with several workers each: "
+                         "not built; pass hierarchical=\"off\" to init()");
+      }
       job->comm = collective::connectByHost(*job->gloo_store, comm, groups);
       job->comm_thread = std::make_unique<collective::CommThread>();
       // Horovod's cross ranks: the ranks that share this local_rank.
@@ -127,6 +147,11 @@ void init(const InitOptions& options) {
       job->runNow([&] { job->comm->allgather(&mine, locals.data(), sizeof(mine)); }, "exchange of local ranks");
       job->cross_size = static_cast<int>(std::count(locals.begin(), locals.end(), mine));
       job->cross_rank = static_cast<int>(std::count(locals.begin(), locals.begin() + spec.index, mine));
+      if (elastic) {
+        job->live = std::make_unique<train::LiveMembership>(spec, *quorum, *job->join.store,
+                                                            api::processContext().security());
+        if (spec.isChief()) train::LiveMembership::markRunning(*job->join.store);
+      }
     }
   }
   current() = std::move(job);

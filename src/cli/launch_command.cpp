@@ -49,6 +49,7 @@ struct LaunchOptions {
   int max_restarts = 0;  // gang restarts after a failure, each from OUT's newest checkpoint
   std::string on_worker_failure = "auto";  // stop | continue | auto (continue for async PS)
   std::string ps_out = "runs/default";  // program mode: where the servers write their summaries
+  int min_workers = 0;  // program mode: an elastic job (hvd.elastic) that goes on with this many
   std::vector<std::string> train_args;
 };
 
@@ -101,7 +102,7 @@ std::vector<std::pair<std::string, std::string>> programEnvironment(const std::v
 // (`train`: the run config of `tandem train` tasks; none for a program).
 bool continuesAfterWorkerFailure(const LaunchOptions& o, const std::optional<ParsedTrainArgs>& train) {
   if (o.on_worker_failure != "auto") return o.on_worker_failure == "continue";
-  if (!train) return false;
+  if (!train) return o.min_workers > 0;
   if (o.ps == 0) return train::wantsLiveMembership(train->config.distributed, o.workers);
   return train::psModeOf(train->config.distributed) == Mode::PsAsync;
 }
@@ -143,7 +144,18 @@ int runLaunch(LaunchOptions o, const Environment& env) {
       program ? std::nullopt : std::optional<ParsedTrainArgs>(parseTrainArgs(o.train_args));
   if (o.workers < 1) throw InputError(fmt::format("--workers: must be >= 1, got {}", o.workers));
   if (o.ps < 0) throw InputError(fmt::format("--ps: must be >= 0, got {}", o.ps));
-  const bool live = train && o.ps == 0 && train::wantsLiveMembership(train->config.distributed, o.workers);
+  if (o.min_workers != 0 && !program) {
+    throw InputError("--min-workers: launch takes it for a program (hvd.elastic); for tandem train pass it after --");
+  }
+  if (o.min_workers < 0 || o.min_workers > o.workers) {
+    throw InputError(fmt::format("--min-workers {}: expected 1 to the job's {} workers", o.min_workers, o.workers));
+  }
+  if (o.min_workers > 0 && o.ps > 0) {
+    throw InputError("--min-workers with --ps: not built; an elastic program sums over all-reduce only");
+  }
+  // All-reduce whose members may change: tandem train's --min-workers, or an elastic program's.
+  const bool live = (train && o.ps == 0 && train::wantsLiveMembership(train->config.distributed, o.workers)) ||
+                    (program && o.min_workers > 0);
   if (o.on_worker_failure == "continue" && o.ps == 0 && !live) {
     throw InputError("--on-worker-failure continue: all-reduce needs every worker for every step unless the job "
                      "has a live membership (--min-workers N); async parameter-server training goes on too");
@@ -161,7 +173,9 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   }
   // One pick for every port the job needs, so no two tasks get the same one:
   // a program's MASTER_PORT, or the store launch serves for a live job.
-  const std::vector<int> ports = launch::pickFreePorts(o.host, o.workers + o.ps + (program || live ? 1 : 0));
+  const std::vector<int> ports =
+      launch::pickFreePorts(o.host, o.workers + o.ps + (program ? 1 : 0) + (live ? 1 : 0));
+  const int master_port = program ? ports[static_cast<size_t>(o.workers + o.ps)] : 0;
   // A live job's store is launch's, not worker 0's: worker 0 may die too.
   const std::optional<cluster::HostPort> store_address =
       live ? std::optional(cluster::HostPort{o.host, ports.back()}) : std::nullopt;
@@ -211,10 +225,10 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   const launch::JobSecretFile secret(o.train_args, env);
   const Environment task_env = secret.forTasks(env);
   const std::optional<net::JobSecurity> store_security =
-      store_address ? std::optional(net::resolveJobSecurity(train->secret_file, train->insecure, task_env))
+      store_address ? std::optional(net::resolveJobSecurity(train ? train->secret_file : "",
+                                                             train && train->insecure, task_env))
                     : std::nullopt;
   const std::string self = launch::selfExecutable();
-  const int master_port = program ? ports.back() : 0;
   const std::string out_dir = program ? o.ps_out : train->config.out_dir;
 
   // 130 is how a task says it stopped on a signal and saved its state:
@@ -293,6 +307,10 @@ int runLaunch(LaunchOptions o, const Environment& env) {
           child.argv.front() = program_path;
           child.extra_env = programEnvironment(worker_list, ps_list, index, o.host, master_port,
                                                std::max(1, cores / o.workers), env);
+          if (store_address) {
+            child.extra_env.emplace_back("TANDEM_COORDINATOR", store_address->str());
+            child.extra_env.emplace_back("TANDEM_MIN_WORKERS", std::to_string(o.min_workers));
+          }
           group.start(child);
           return;
         }
@@ -402,6 +420,10 @@ Command addLaunchCommand(CLI::App& app) {
                   "when a worker other than 0 fails: stop the job, or continue without it (auto: continue for "
                   "async parameter servers, stop otherwise)")
       ->check(CLI::IsMember({"auto", "stop", "continue"}))
+      ->capture_default_str();
+  cmd->add_option("--min-workers", options->min_workers,
+                  "with a program: an elastic job (hvd.elastic.run) that goes on while at least N workers live; "
+                  "launch serves its store and, with --max-restarts, starts a dead worker again to join it")
       ->capture_default_str();
   cmd->add_option("--ps-out", options->ps_out,
                   "with a program: directory under which the parameter servers write ps/ps-N/summary.json")

@@ -125,12 +125,6 @@ ClusterSpec fromFlags(const ClusterFlags& flags) {
   }
   checkNoDuplicates(spec, "--worker_hosts/--ps_hosts");
   setCoordinator(spec, flags);
-  if (flags.external_coordinator) {
-    if (flags.coordinator.empty()) {
-      throw InputError("--external-coordinator needs --coordinator host:port: where the other process serves the store");
-    }
-    spec.coordinator_external = true;
-  }
   return spec;
 }
 
@@ -350,7 +344,7 @@ std::string taskName(Role role, int index) {
 
 std::string ClusterSpec::taskName() const { return cluster::taskName(role, index); }
 
-std::optional<ClusterSpec> resolveClusterSpec(const ClusterFlags& flags, const Environment& env) {
+static std::optional<ClusterSpec> resolveFromSources(const ClusterFlags& flags, const Environment& env) {
   // An empty TF_CONFIG is how scripts "unset" it; TensorFlow ignores it too.
   auto tf_config = lookupVariable(env, "TF_CONFIG");
   bool has_tf_config = tf_config && !trim(*tf_config).empty();
@@ -361,10 +355,6 @@ std::optional<ClusterSpec> resolveClusterSpec(const ClusterFlags& flags, const E
         "give one or the other");
   }
   if (has_flags) return fromFlags(flags);
-  if (flags.external_coordinator) {
-    throw InputError("--external-coordinator: only with the cluster flags (--worker-hosts, --job-name, --task-index), "
-                     "as tandem launch passes them");
-  }
   if (has_tf_config) return fromTfConfig(*tf_config, flags);
 
   // A launcher world of one is a standalone run: nothing to coordinate.
@@ -395,6 +385,18 @@ std::optional<ClusterSpec> resolveClusterSpec(const ClusterFlags& flags, const E
         "or start under mpirun, srun or torchrun");
   }
   return std::nullopt;
+}
+
+std::optional<ClusterSpec> resolveClusterSpec(const ClusterFlags& flags, const Environment& env) {
+  std::optional<ClusterSpec> spec = resolveFromSources(flags, env);
+  if (flags.external_coordinator) {
+    if (flags.coordinator.empty()) {
+      throw InputError("--external-coordinator needs --coordinator host:port: where the other process serves the store");
+    }
+    if (!spec) throw InputError("--external-coordinator: no cluster is given for it to coordinate");
+    spec->coordinator_external = true;
+  }
+  return spec;
 }
 
 }  // namespace tandem::cluster

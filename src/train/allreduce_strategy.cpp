@@ -462,7 +462,15 @@ void AllReduceStrategy::verifyReplicas(torch::nn::Module& model, int64_t step) {
   Impl& s = *impl_;
   const uint64_t mine = parameterChecksum(model);
   std::vector<uint64_t> all(static_cast<size_t>(s.n()));
-  s.runNow([&] { s.comm->allgather(&mine, all.data(), sizeof(mine)); }, "replica checksum exchange");
+  try {
+    s.runNow([&] { s.comm->allgather(&mine, all.data(), sizeof(mine)); }, "replica checksum exchange");
+  } catch (const PeerError& e) {
+    // A member died between steps: the next step's all-reduce fails on the
+    // broken communicator and the survivors meet as after any death.
+    if (!s.live) throw;
+    TANDEM_LOG_WARN("{}: replica check after step {} skipped: {}", s.spec.taskName(), step, e.what());
+    return;
+  }
   std::vector<std::string> diverged;
   for (int r = 1; r < s.n(); ++r) {
     if (all[static_cast<size_t>(r)] != all[0]) diverged.push_back(cluster::taskName(cluster::Role::kWorker, s.workerAt(r)));

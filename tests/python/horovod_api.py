@@ -235,6 +235,19 @@ state.restore()
 assert state.epoch == me
 state.sync()
 assert state.epoch == 0, f"rank {me}: sync() left epoch {state.epoch}"
+assert not state.check_host_updates(), "a fixed job's members never change"
+
+
+@hvd.elastic.run
+def lose_a_peer(state):
+    raise hvd.HorovodInternalError("a peer died")
+
+
+try:
+    lose_a_peer(state)
+    raise AssertionError("hvd.elastic.run swallowed a dead peer in a job whose membership is fixed")
+except hvd.HorovodInternalError as e:
+    assert "start it with tandem launch --min-workers N" in str(e), str(e)
 
 # -- shutdown, then init again
 hvd.shutdown()

@@ -43,6 +43,7 @@ from tandem.torch._options import DEFAULTS  # noqa: E402
 InputError = _C.InputError
 PeerError = _C.PeerError
 HorovodInternalError = PeerError  # what a dead or silent peer raises
+HostsUpdatedInterrupt = elastic.HostsUpdatedInterrupt  # a commit's news: the members are changing
 
 
 @_options.documented("rendezvous_timeout_s", "peer_timeout_s", "bucket_mb", "wire_dtype", "error_feedback",

@@ -1,10 +1,15 @@
-"""Horovod's elastic state API (hvd.elastic): state objects that commit,
-restore and sync. Tandem does not change a job's membership in-process:
-when a worker dies, ``tandem launch --max-restarts N`` restarts the job and
-training resumes from its checkpoint. So ``run`` raises, naming that, where
-Horovod would re-form the job."""
+"""Horovod's elastic API (hvd.elastic): state objects that commit, restore
+and sync, and ``run``, which keeps a training function going while workers
+die and join. In a job started with ``tandem launch --min-workers N`` a
+failed collective raises HorovodInternalError (PeerError): ``run`` restores
+the last commit, the survivors agree on the next members in-process and go
+on. A worker the launcher starts again (``--max-restarts``) joins at the
+others' next commit, which raises HostsUpdatedInterrupt; the state is then
+synced from rank 0. Outside such a job the membership is fixed and ``run``
+re-raises, naming how to start one."""
 import copy
 import functools
+import math
 
 import torch
 
@@ -12,10 +17,30 @@ from tandem import _C
 from tandem.torch.ops import broadcast_object
 from tandem.torch.optimizer import broadcast_optimizer_state, broadcast_parameters
 
+HorovodInternalError = _C.PeerError
+
+
+class HostsUpdatedInterrupt(RuntimeError):
+    """Raised at a commit when the job's members are about to change (a
+    worker waits to join, or one died): every rank raises it at the same
+    commit. ``skip_sync``: Horovod's, true only when ranks were removed and
+    none added; Tandem syncs either way (False)."""
+
+    def __init__(self, skip_sync=False):
+        super().__init__("the job's members are changing")
+        self.skip_sync = skip_sync
+
+
+def _sync_root():
+    # Rank 0 unless the last reset left the newest state elsewhere: a
+    # restarted worker 0 is rank 0 again but holds nothing yet.
+    return _C.elastic_sync_root() if _C.is_initialized() else 0
+
 
 class State:
-    """Values kept across commits: commit() saves them, restore() returns
-    to the last commit, sync() makes every rank hold rank 0's."""
+    """Values kept across commits: commit() saves them and checks for a
+    change of members, restore() returns to the last commit, sync() makes
+    every rank hold rank 0's (after a reset, the newest: see _sync_root)."""
 
     def __init__(self, **kwargs):
         self._reset_callbacks = []
@@ -23,9 +48,11 @@ class State:
             setattr(self, name, value)
         self._names = list(kwargs)
         self._saved = None
-        self.commit()
+        self.save()
 
     def register_reset_callbacks(self, callbacks):
+        """Each runs after the members changed, before the state is synced
+        (e.g. to scale the learning rate by the new size())."""
         self._reset_callbacks.extend(callbacks)
 
     def on_reset(self):
@@ -34,27 +61,45 @@ class State:
 
     def commit(self):
         self.save()
+        self.check_host_updates()
 
     def check_host_updates(self):
-        """Membership never changes in-process under Tandem: nothing to do."""
+        """Raises HostsUpdatedInterrupt on every rank at once when a change
+        of members is pending (a collective: all ranks call it together)."""
+        if _C.is_initialized() and _C.elastic_hosts_updated():
+            raise HostsUpdatedInterrupt(False)
 
+    # An ElasticSampler is kept as its state_dict and stays the same object,
+    # which the user's DataLoader holds.
     def save(self):
-        self._saved = {name: copy.deepcopy(getattr(self, name)) for name in self._names}
+        self._saved = {name: self._snapshot(getattr(self, name)) for name in self._names}
 
     def restore(self):
         for name, value in self._saved.items():
-            setattr(self, name, copy.deepcopy(value))
+            self._put(name, copy.deepcopy(value))
 
     def sync(self):
+        root = _sync_root()
         for name in self._names:
-            setattr(self, name, broadcast_object(getattr(self, name), 0))
+            self._put(name, broadcast_object(self._snapshot(getattr(self, name)), root))
+
+    @staticmethod
+    def _snapshot(value):
+        return copy.deepcopy(value.state_dict() if isinstance(value, ElasticSampler) else value)
+
+    def _put(self, name, value):
+        if isinstance(getattr(self, name), ElasticSampler):
+            getattr(self, name).load_state_dict(value)
+        else:
+            setattr(self, name, value)
 
 
 ObjectState = State
 
 
 class TorchState(State):
-    """State over a model and an optimizer (and any other picklable values)."""
+    """State over a model and an optimizer, and any other picklable values
+    or ElasticSamplers."""
 
     def __init__(self, model=None, optimizer=None, **kwargs):
         self.model = model
@@ -74,49 +119,93 @@ class TorchState(State):
             self.optimizer.load_state_dict(self._saved_optimizer)
 
     def sync(self):
+        root = _sync_root()
         if self.model is not None:
-            broadcast_parameters(self.model.state_dict(), root_rank=0)
+            broadcast_parameters(self.model.state_dict(), root_rank=root)
         if self.optimizer is not None:
-            broadcast_optimizer_state(self.optimizer, root_rank=0)
+            broadcast_optimizer_state(self.optimizer, root_rank=root)
         super().sync()
 
 
 def run(func):
-    """Horovod's elastic decorator: syncs the state, then runs ``func(state)``.
-    A dead or silent peer raises PeerError: Tandem re-forms jobs by restarting
-    them (tandem launch --max-restarts), not in-process."""
+    """Horovod's elastic decorator: syncs the state, then runs
+    ``func(state, ...)``. A dead peer's HorovodInternalError restores the
+    last commit; it and HostsUpdatedInterrupt re-form the job with the
+    members left and joined, call the state's reset callbacks, sync the
+    state from the new rank 0 and run ``func`` again. Raises PeerError when
+    the job cannot go on (fewer than --min-workers left)."""
 
     @functools.wraps(func)
     def wrapper(state, *args, **kwargs):
-        state.sync()
-        try:
-            return func(state, *args, **kwargs)
-        except _C.PeerError as e:
-            raise _C.PeerError(f"{e}; hvd.elastic cannot re-form the job in-process under Tandem: run it under "
-                               "tandem launch --max-restarts N and resume from a checkpoint") from e
+        skip_sync = False
+        while True:
+            try:
+                if not skip_sync:
+                    state.sync()
+                return func(state, *args, **kwargs)
+            except HorovodInternalError as e:
+                if not _C.elastic_enabled():
+                    raise _C.PeerError(f"{e}; this job's membership is fixed: start it with tandem launch "
+                                       "--min-workers N (and --max-restarts M) for hvd.elastic to go on") from e
+                state.restore()
+                skip_sync = False
+            except HostsUpdatedInterrupt as e:
+                skip_sync = e.skip_sync
+            _C.elastic_reset()
+            state.on_reset()
 
     return wrapper
 
 
-class ElasticSampler(torch.utils.data.distributed.DistributedSampler):
-    """Horovod's ElasticSampler for a job whose membership is fixed: a
-    DistributedSampler over this job's ranks that can skip the samples
-    already processed in this epoch (record_batch, set_epoch)."""
+class ElasticSampler(torch.utils.data.Sampler):
+    """Horovod's ElasticSampler: the epoch's samples, shuffled by seed and
+    epoch, less those the job has processed, dealt round-robin to the
+    ranks of the moment. record_batch counts a batch of every rank as
+    processed; after a change of members the sampler deals the rest among
+    the new ranks. Call set_epoch at the end of an epoch (it clears the
+    count), so that a partly done epoch is not done again."""
 
     def __init__(self, dataset, shuffle=True, seed=0):
-        super().__init__(dataset, num_replicas=_C.size(), rank=_C.rank(), shuffle=shuffle, seed=seed)
-        self.processed = 0
+        self.dataset = dataset
+        self.shuffle = shuffle
+        self.seed = seed
+        self.epoch = 0
+        self.processed_num = 0
+        self.reset()
 
     def set_epoch(self, epoch):
-        super().set_epoch(epoch)
-        self.processed = 0
+        self.epoch = epoch
+        self.processed_num = 0
+        self.reset()
 
     def record_batch(self, batch_idx, batch_size):
-        self.processed += batch_size
+        """Counts one batch of ``batch_size`` per rank as processed."""
+        self.processed_num += batch_size * self.num_replicas
+
+    def state_dict(self):
+        return {"epoch": self.epoch, "processed_num": self.processed_num}
+
+    def load_state_dict(self, state):
+        self.epoch = state["epoch"]
+        self.processed_num = state["processed_num"]
+        self.reset()
+
+    def reset(self):
+        self.num_replicas = _C.size() if _C.is_initialized() else 1
+        self.rank = _C.rank() if _C.is_initialized() else 0
+        order = list(range(len(self.dataset)))
+        if self.shuffle:
+            generator = torch.Generator()
+            generator.manual_seed(self.seed + self.epoch)
+            order = torch.randperm(len(order), generator=generator).tolist()
+        self.remaining_indices = order[self.processed_num:]
+        self.num_samples = int(math.ceil(len(self.remaining_indices) / self.num_replicas))
+        self.total_size = self.num_samples * self.num_replicas
 
     def __iter__(self):
-        indices = list(super().__iter__())
-        return iter(indices[self.processed:])
+        indices = list(self.remaining_indices)
+        indices += indices[:self.total_size - len(indices)]  # every rank gets as many
+        return iter(indices[self.rank:self.total_size:self.num_replicas])
 
     def __len__(self):
-        return max(0, super().__len__() - self.processed)
+        return self.num_samples

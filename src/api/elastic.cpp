@@ -1,0 +1,79 @@
+// Horovod's elastic training over Tandem's live membership
+// (train/live_membership.hpp): the ranks of a job started with `tandem
+// launch --min-workers N` agree on the next members after a failed
+// collective or a pending join, in-process, and connect again.
+#include <fmt/format.h>
+
+#include "api/job.hpp"
+#include "cluster/cluster_spec.hpp"
+#include "cluster/quorum_messages.hpp"
+#include "core/error.hpp"
+#include "tandem/tandem.hpp"
+
+namespace tandem {
+namespace api {
+
+int elasticMinWorkers(const Environment& env) {
+  const auto text = lookupVariable(env, "TANDEM_MIN_WORKERS");
+  if (!text) return 0;
+  const auto n = cluster::parseInteger(*text);
+  if (!n || *n < 1 || *n > cluster::kMaxQuorumWorkers) {
+    throw InputError(fmt::format("TANDEM_MIN_WORKERS: '{}' is not a number of workers", *text));
+  }
+  return static_cast<int>(*n);
+}
+
+cluster::ClusterFlags launchedClusterFlags(const Environment& env) {
+  cluster::ClusterFlags flags;
+  if (const auto address = lookupVariable(env, "TANDEM_COORDINATOR")) {
+    flags.coordinator = *address;
+    flags.external_coordinator = true;
+  }
+  return flags;
+}
+
+void connectGeneration(Job& job, const cluster::Membership& m) {
+  job.comm_options.rank = job.live->rank();
+  job.comm_options.size = job.live->size();
+  job.gloo_store = std::make_unique<cluster::PrefixStore>(fmt::format("gloo-g{}", m.generation), *job.join.store);
+  job.comm = collective::Communicator::connect(*job.gloo_store, job.comm_options);
+  job.comm_thread = std::make_unique<collective::CommThread>();
+  ++job.generation;
+  job.sync_root = m.source >= 0 ? *m.rankOf(m.source) : 0;
+}
+
+}  // namespace api
+
+bool elastic_enabled() { return api::current() && api::current()->live != nullptr; }
+
+bool elastic_hosts_updated() {
+  api::Job& job = api::requireJob("elastic_hosts_updated");
+  if (!job.live) return false;
+  ++job.commits;
+  // One rank's link may hear of the round before another's: the sum makes it every rank's answer.
+  float pending = job.live->changePending() ? 1.0f : 0.0f;
+  job.runNow([&] { job.comm->allreduceSum(&pending, 1); }, "agreement on a change of members");
+  return pending > 0;
+}
+
+int elastic_sync_root() { return api::current() ? api::current()->sync_root : 0; }
+
+void elastic_reset() {
+  api::Job& job = api::requireJob("elastic_reset");
+  if (!job.live) {
+    throw InputError("tandem::elastic_reset: this job's membership is fixed; start it with tandem launch "
+                     "--min-workers N for hvd.elastic to go on without a dead worker");
+  }
+  // Queued collectives fail at once on a broken communicator; closing it
+  // then fails any peer still waiting on this rank, so that it comes too.
+  job.comm_thread.reset();
+  job.comm.reset();
+  job.gloo_store.reset();
+  {
+    std::lock_guard<std::mutex> lock(job.servers_mutex);
+    for (auto& [signature, abandon] : job.abandon_step) abandon();
+  }
+  api::connectGeneration(job, job.live->agree(job.commits, "hvd.elastic reset"));
+}
+
+}  // namespace tandem
