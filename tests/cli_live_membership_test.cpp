@@ -17,6 +17,29 @@ namespace fs = std::filesystem;
 using testing::readFile;
 using testing::TempDir;
 
+// The job's train records in OUT/metrics.jsonl, whoever was rank 0 when
+// each was written: every 10 steps up to `last`, none twice, none skipped.
+void expectJobStepsLoggedOnce(const std::string& run, int64_t last) {
+  int64_t logged = 0;
+  for (const auto& r : testing::jsonLines(fs::path(run) / "metrics.jsonl")) {
+    if (r["type"] != "train") continue;
+    EXPECT_EQ(r["step"].get<int64_t>(), logged + 10) << r;
+    logged = r["step"].get<int64_t>();
+  }
+  EXPECT_EQ(logged, last);
+}
+
+// Whether a membership change in restarts.jsonl lost `worker`, whether the
+// others took it for dead first or its new process came back before.
+bool departedIn(const std::vector<nlohmann::json>& records, int worker) {
+  for (const auto& r : records) {
+    for (const auto& d : r.value("departed", nlohmann::json::array())) {
+      if (d["worker"] == worker) return true;
+    }
+  }
+  return false;
+}
+
 // Launches 3 workers with `flags`, waits until worker 2 has logged, then
 // kills the workers whose indices match `indices` ("2", "1|2"). Returns
 // launch's exit code.
@@ -68,14 +91,7 @@ TEST(LiveMembership, AKilledWorkerLeavesTheOthersTrainingWithoutARollback) {
   EXPECT_EQ(change["departed"][0]["worker"], 2) << change;
   EXPECT_GT(change["step"].get<int>(), 0) << change;
   EXPECT_LT(change["step"].get<int>(), 160) << change;
-  // The job's steps went on from the change: none was trained twice or skipped.
-  int64_t last = 0;
-  for (const auto& r : testing::jsonLines(fs::path(run) / "metrics.jsonl")) {
-    if (r["type"] != "train") continue;
-    EXPECT_EQ(r["step"].get<int64_t>(), last + 10) << r;
-    last = r["step"].get<int64_t>();
-  }
-  EXPECT_EQ(last, 160);
+  expectJobStepsLoggedOnce(run, 160);
 }
 
 // Under launch --max-restarts, only the killed worker starts again: it
@@ -117,20 +133,8 @@ TEST(LiveMembership, ARestartedWorkerJoinsTheRunningJobWithAPeersState) {
   EXPECT_EQ(taken_in["rolled_back"], false) << taken_in;
   EXPECT_EQ(taken_in["joined"], nlohmann::json({2})) << taken_in;
   EXPECT_NE(log.find("worker 2 copied step"), std::string::npos) << log;
-  // Worker 2 gone, whether the others took it for dead first or its new process came back before.
-  bool departed = false;
-  for (const auto& r : records) {
-    for (const auto& d : r.value("departed", nlohmann::json::array())) departed = departed || d["worker"] == 2;
-  }
-  EXPECT_TRUE(departed) << log;
-  // The job's steps went on through both changes: none trained twice or skipped.
-  int64_t last = 0;
-  for (const auto& r : testing::jsonLines(fs::path(run) / "metrics.jsonl")) {
-    if (r["type"] != "train") continue;
-    EXPECT_EQ(r["step"].get<int64_t>(), last + 10) << r;
-    last = r["step"].get<int64_t>();
-  }
-  EXPECT_EQ(last, 200);
+  EXPECT_TRUE(departedIn(records, 2)) << log;
+  expectJobStepsLoggedOnce(run, 200);
 }
 
 // Launch serves a live job's store, so worker 0 may die too. Without a
@@ -158,14 +162,7 @@ TEST(LiveMembership, WorkerZeroKilledLeavesWorkerOneWritingTheRun) {
   EXPECT_EQ(changes[0]["departed"][0]["worker"], 0) << changes[0];
   EXPECT_EQ(changes[0]["lost_updates"], 0) << changes[0];
   EXPECT_EQ(changes[0]["rolled_back"], false) << changes[0];
-  // Worker 0 logged the job's steps until it died, worker 1 from there: none twice, none skipped.
-  int64_t last = 0;
-  for (const auto& r : testing::jsonLines(fs::path(run) / "metrics.jsonl")) {
-    if (r["type"] != "train") continue;
-    EXPECT_EQ(r["step"].get<int64_t>(), last + 10) << r;
-    last = r["step"].get<int64_t>();
-  }
-  EXPECT_EQ(last, 160);
+  expectJobStepsLoggedOnce(run, 160);
 }
 
 // Under launch --max-restarts, worker 0's replacement joins the running
@@ -193,23 +190,13 @@ TEST(LiveMembership, WorkerZeroKilledIsReplacedWhileTheOthersTrainOn) {
   const auto records = testing::jsonLines(fs::path(run) / "restarts.jsonl");
   ASSERT_GE(records.size(), 2u) << log;
   EXPECT_EQ(records[0]["replaced"], "worker 0") << records[0];
-  bool departed = false;
-  for (const auto& r : records) {
-    for (const auto& d : r.value("departed", nlohmann::json::array())) departed = departed || d["worker"] == 0;
-  }
-  EXPECT_TRUE(departed) << log;
+  EXPECT_TRUE(departedIn(records, 0)) << log;
   const nlohmann::json& taken_in = records.back();
   EXPECT_EQ(taken_in["kind"], "membership") << taken_in;
   EXPECT_EQ(taken_in["joined"], nlohmann::json({0})) << taken_in;
   EXPECT_EQ(taken_in["lost_updates"], 0) << taken_in;
   EXPECT_EQ(taken_in["rolled_back"], false) << taken_in;
-  int64_t last = 0;
-  for (const auto& r : testing::jsonLines(fs::path(run) / "metrics.jsonl")) {
-    if (r["type"] != "train") continue;
-    EXPECT_EQ(r["step"].get<int64_t>(), last + 10) << r;
-    last = r["step"].get<int64_t>();
-  }
-  EXPECT_EQ(last, 200);
+  expectJobStepsLoggedOnce(run, 200);
 }
 
 // Two of three killed at once with --min-workers 2: the survivor stops with

@@ -93,6 +93,7 @@ struct CoordinatorServer::Impl {
   std::thread thread;
 
   std::pair<MessageType, zmq::message_t> answerQuorum(const Frame& request, const std::string& peer);
+  QuorumView hostQuorum(int workers, int64_t first_step, const QuorumOptions& options, QuorumTime now);
 
   void run();
   void handle(std::vector<zmq::message_t>& parts, size_t total);
@@ -135,9 +136,15 @@ CoordinatorServer::~CoordinatorServer() {
 int CoordinatorServer::port() const { return impl_->port; }
 
 void CoordinatorServer::hostQuorum(int workers, int64_t first_step, const QuorumOptions& options) {
-  Quorum quorum(workers, first_step, options, std::chrono::steady_clock::now());
-  std::lock_guard lock(impl_->quorum_mu);
-  impl_->quorum.emplace(std::move(quorum));
+  impl_->hostQuorum(workers, first_step, options, std::chrono::steady_clock::now());
+}
+
+QuorumView CoordinatorServer::Impl::hostQuorum(int workers, int64_t first_step, const QuorumOptions& options,
+                                               QuorumTime now) {
+  std::lock_guard lock(quorum_mu);
+  // The first request forms it; a chief that started again finds it.
+  if (!quorum) quorum.emplace(workers, first_step, options, now);
+  return quorum->poll(now);
 }
 
 std::pair<MessageType, zmq::message_t> CoordinatorServer::Impl::answerQuorum(const Frame& request,
@@ -261,11 +268,8 @@ std::pair<MessageType, zmq::message_t> CoordinatorServer::Impl::apply(const Fram
     }
     case net::code(store_msg::kQuorumHost): {
       const QuorumHosting h = decodeQuorumHosting(request.bytes(), peer);
-      const auto now = std::chrono::steady_clock::now();
-      std::lock_guard lock(quorum_mu);
-      // The first chief's request forms it; a chief that started again finds it.
-      if (!quorum) quorum.emplace(h.workers, h.first_step, h.options, now);
-      return {store_msg::kQuorumView, net::copyPayload(encodeQuorumView(quorum->poll(now)))};
+      const QuorumView view = hostQuorum(h.workers, h.first_step, h.options, std::chrono::steady_clock::now());
+      return {store_msg::kQuorumView, net::copyPayload(encodeQuorumView(view))};
     }
     case net::code(store_msg::kQuorumBeat):
     case net::code(store_msg::kQuorumArrive):

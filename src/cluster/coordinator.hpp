@@ -45,7 +45,9 @@ class CoordinatorServer {
 
   // From now on, also answers quorum requests: a job of `workers` at
   // `first_step` whose membership may change (cluster/quorum.hpp). Until
-  // then they are refused. Throws InputError for options that cannot hold.
+  // then they are refused; a quorum hosted already stays (the chief's
+  // request, CoordinatorClient::hostQuorum, comes here too). Throws
+  // InputError for options that cannot hold.
   void hostQuorum(int workers, int64_t first_step, const QuorumOptions& options);
 
  private:
