@@ -40,5 +40,22 @@ TEST(JobProgressTest, PlainModeWritesALineWhenDueAndAtTheEnd) {
   EXPECT_EQ(progress.statusLine(), "");  // not live
 }
 
+// A worker whose process is gone while the job goes on (a live job) no
+// longer counts: the line names the workers left, the slowest among them,
+// and the end is written when they get there.
+TEST(JobProgressTest, AForgottenWorkerNoLongerCounts) {
+  JobProgress progress(/*live=*/false, /*plain_interval_s=*/3600);
+  ASSERT_TRUE(progress.onLine("worker 0", record(10, 20, 300)));
+  EXPECT_EQ(progress.onLine("worker 2", record(10, 20, 50)), "");
+  EXPECT_NE(progress.render().find("slowest: worker 2"), std::string::npos) << progress.render();
+  progress.forget("worker 2");
+  const std::string line = progress.render();
+  EXPECT_NE(line.find("1 worker(s)"), std::string::npos) << line;
+  EXPECT_EQ(line.find("worker 2"), std::string::npos) << line;
+  const auto end = progress.onLine("worker 0", record(20, 20, 300));
+  ASSERT_TRUE(end) << "the end was never written: the dead worker still held it back";
+  EXPECT_NE(end->find("step 20/20 (100%)"), std::string::npos) << *end;
+}
+
 }  // namespace
 }  // namespace tandem::launch

@@ -243,7 +243,12 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   auto spares = [&](const launch::ChildExit& e) {
     return e.name.rfind("worker ", 0) == 0 && (e.name != "worker 0" || store_address);
   };
-  auto stops_job = [&](const launch::ChildExit& e) { return failed(e) && !(carry_on && spares(e)); };
+  auto stops_job = [&](const launch::ChildExit& e) {
+    const bool stops = failed(e) && !(carry_on && spares(e));
+    // Gone while the job goes on: the job's line counts the workers left.
+    if (failed(e) && !stops) progress.forget(e.name);
+    return stops;
+  };
   // Bad input stays bad input: 2 when every task that failed on its own
   // said so (a fingerprint mismatch fails them all with 2).
   auto allBadInput = [&](const launch::GroupResult& result) {

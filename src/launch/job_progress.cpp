@@ -16,6 +16,7 @@ std::optional<std::string> JobProgress::onLine(const std::string& child, std::st
   if (line.substr(0, prefix.size()) != prefix) return std::nullopt;
   const auto record = nlohmann::json::parse(line.substr(prefix.size()), nullptr, /*allow_exceptions=*/false);
   if (!record.is_object()) return std::nullopt;  // not ours after all: show it
+  std::lock_guard lock(mu_);
   Worker& w = workers_[child];
   w.step = record.value("step", w.step);
   w.total = record.value("total", w.total);
@@ -32,25 +33,40 @@ std::optional<std::string> JobProgress::onLine(const std::string& child, std::st
   if (now - last_plain_ < plain_interval_s_ && !end_due) return "";
   end_written_ = end_written_ || all_finished;
   last_plain_ = now;
-  return "[launch] " + render();
+  return "[launch] " + renderLocked();
 }
 
 std::optional<int64_t> JobProgress::latestStep() const {
+  std::lock_guard lock(mu_);
   std::optional<int64_t> step;
   for (const auto& entry : workers_) step = std::max(step.value_or(entry.second.step), entry.second.step);
   return step;
 }
 
+void JobProgress::forget(const std::string& child) {
+  std::lock_guard lock(mu_);
+  workers_.erase(child);
+}
+
 void JobProgress::restart() {
+  std::lock_guard lock(mu_);
   workers_.clear();
   first_step_.reset();
   started_ = Stopwatch();
   end_written_ = false;
 }
 
-std::string JobProgress::statusLine() const { return live_ && !workers_.empty() ? render() : ""; }
+std::string JobProgress::statusLine() const {
+  std::lock_guard lock(mu_);
+  return live_ && !workers_.empty() ? renderLocked() : "";
+}
 
 std::string JobProgress::render() const {
+  std::lock_guard lock(mu_);
+  return renderLocked();
+}
+
+std::string JobProgress::renderLocked() const {
   int64_t step = 0, total = 0;
   double rate = 0;
   const std::pair<const std::string, Worker>* slowest = nullptr;

@@ -2,10 +2,11 @@
 // One progress line for a whole local job: `tandem launch` has its workers
 // write progress records (obs::ProgressStyle::kRecords) instead of each
 // printing its own line, and folds them into the job's step, aggregate
-// samples/s, ETA and slowest worker. Torch-free; used on the relay thread
-// only (not thread-safe).
+// samples/s, ETA and slowest worker. Torch-free; thread-safe (the relay
+// thread feeds it, the launcher's own thread forgets dead workers).
 #include <chrono>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,17 +32,23 @@ class JobProgress {
   std::optional<int64_t> latestStep() const;
   // A restarted job: forget the workers' records and the rates' start.
   void restart();
+  // A worker whose process is gone while the job goes on: its last record
+  // no longer counts (a replacement's records count again).
+  void forget(const std::string& child);
 
   // "job: step 120/937 (13%) | 2 workers | 1850 samples/s | eta 1m02s | slowest: worker 1 (905 samples/s)"
   std::string render() const;
 
  private:
+  std::string renderLocked() const;
+
   struct Worker {
     int64_t step = 0;
     int64_t total = 0;
     double loss = 0;
     double samples_per_sec = 0;  // its own
   };
+  mutable std::mutex mu_;
   bool live_;
   double plain_interval_s_;
   std::map<std::string, Worker> workers_;
