@@ -2,7 +2,8 @@
 // each byte of the program half picks the next read (u32, u64, string,
 // string list, rest, end), the data half is what is read. Every read either
 // returns in-bounds values or throws InputError. The data half is also
-// decoded as a quorum view and a quorum request: what is accepted must
+// decoded as a quorum view, a quorum request and the chief's request to
+// host the quorum: what is accepted must
 // encode back to exactly its bytes (the decoders take nothing they ignore).
 #include <cstddef>
 #include <algorithm>
@@ -39,6 +40,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     roundTrip(cluster::decodeQuorumRequest(payload, "the fuzzer", "quorum request"), cluster::encodeQuorumRequest,
               payload);
+  } catch (const InputError&) {
+  }
+  try {
+    roundTrip(cluster::decodeQuorumHosting(payload, "the fuzzer"), cluster::encodeQuorumHosting, payload);
   } catch (const InputError&) {
   }
   net::PayloadReader reader(payload, "the fuzzer", "store payload");

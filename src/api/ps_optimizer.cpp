@@ -90,10 +90,10 @@ double learningRateOf(torch::optim::Optimizer& optimizer) {
 struct PsOptimizer::Impl {
   torch::nn::Module& module;
   std::vector<torch::Tensor> params;
-  std::unique_ptr<train::Strategy> strategy;
+  std::unique_ptr<train::Strategy> strategy{};
   train::RemoteParameters* remote = nullptr;
-  train::StepPolicy policy;
-  std::unique_ptr<BackwardPasses> passes;  // gradients to the servers: the update's passes
+  train::StepPolicy policy{};
+  std::unique_ptr<BackwardPasses> passes{};  // gradients to the servers: the update's passes
   bool finished = false;
 
   // The update's passes as the strategy counts them: they add up (Horovod).
@@ -106,7 +106,7 @@ struct PsOptimizer::Impl {
 };
 
 PsOptimizer::PsOptimizer(torch::nn::Module& module, const PsOptimizerOptions& options)
-    : impl_(new Impl{module, module.parameters()}) {
+    : impl_(new Impl{.module = module, .params = module.parameters()}) {
   Job& job = requireJob("DistributedOptimizer");
   if (!job.spec || job.spec->numServers() == 0) {
     throw InputError(fmt::format("tandem: mode {} needs parameter servers, and this job has none (launch with "

@@ -34,7 +34,6 @@ struct QuorumHosting {
   int workers = 1;
   int64_t first_step = 0;
   QuorumOptions options;
-  bool operator==(const QuorumHosting&) const = default;
 };
 
 std::vector<char> encodeQuorumHosting(const QuorumHosting& hosting);
