@@ -126,10 +126,13 @@ void init(const InitOptions& options) {
     if (elastic && !joining && spec.isChief()) {
       job->join.store->hostQuorum(spec.num_workers, 0, *quorum, Deadline::afterSeconds(options.rendezvous_timeout_s));
     }
-    if (joining) {
-      // Started into the running job (a replacement): taken in at the members' next commit.
+    auto startLiveMembership = [&] {  // its heartbeat starts here
       job->live = std::make_unique<train::LiveMembership>(spec, *quorum, *job->join.store,
                                                           api::processContext().security());
+    };
+    if (joining) {
+      // Started into the running job (a replacement): taken in at the members' next commit.
+      startLiveMembership();
       api::connectGeneration(*job, job->live->join());
     } else if (spec.num_workers > 1) {
       job->gloo_store = std::make_unique<cluster::PrefixStore>("gloo", *job->join.store);
@@ -148,8 +151,7 @@ void init(const InitOptions& options) {
       job->cross_size = static_cast<int>(std::count(locals.begin(), locals.end(), mine));
       job->cross_rank = static_cast<int>(std::count(locals.begin(), locals.begin() + spec.index, mine));
       if (elastic) {
-        job->live = std::make_unique<train::LiveMembership>(spec, *quorum, *job->join.store,
-                                                            api::processContext().security());
+        startLiveMembership();
         if (spec.isChief()) train::LiveMembership::markRunning(*job->join.store);
       }
     }

@@ -243,9 +243,10 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   auto spares = [&](const launch::ChildExit& e) {
     return e.name.rfind("worker ", 0) == 0 && (e.name != "worker 0" || store_address);
   };
-  auto stops_job = [&](const launch::ChildExit& e) {
-    const bool stops = failed(e) && !(carry_on && spares(e));
-    // Gone while the job goes on: the job's line counts the workers left.
+  auto stops_job = [&](const launch::ChildExit& e) { return failed(e) && !(carry_on && spares(e)); };
+  // Each exit while the group runs: a spared worker is gone from the job's line.
+  auto on_exit = [&](const launch::ChildExit& e) {
+    const bool stops = stops_job(e);
     if (failed(e) && !stops) progress.forget(e.name);
     return stops;
   };
@@ -340,7 +341,7 @@ int runLaunch(LaunchOptions o, const Environment& env) {
             if (signal > 0) forwarded = true;
             return signal;
           },
-          stops_job, replace);
+          on_exit, replace);
     }  // the group's relay thread has delivered every line by here
     // A live job spares every worker, so the job ended well only if one of
     // them finished it: when the last fail (too few left), so does the job.
@@ -359,14 +360,15 @@ int runLaunch(LaunchOptions o, const Environment& env) {
         if (culprit != nullptr) result.first_failure = culprit->describe();
       }
     }
-    for (const auto& e : result.exits) {
-      if (!result.ok) break;
-      if (failed(e) && !stops_job(e) && replaced.count(e.pid) == 0) {
-        std::fprintf(stderr, "launch: %s; training went on without it (--on-worker-failure continue)\n",
-                     e.describe().c_str());
+    if (result.ok) {
+      for (const auto& e : result.exits) {
+        if (failed(e) && !stops_job(e) && replaced.count(e.pid) == 0) {
+          std::fprintf(stderr, "launch: %s; training went on without it (--on-worker-failure continue)\n",
+                       e.describe().c_str());
+        }
       }
+      break;
     }
-    if (result.ok) break;
     std::fprintf(stderr, "launch: %s; the other tasks were stopped\n", result.first_failure.c_str());
     if (allBadInput(result)) return 2;
     if (forwarded || restarts >= o.max_restarts) return 1;

@@ -53,6 +53,22 @@ uint64_t startBeingReplaced(const cluster::ClusterSpec& spec, const DistributedC
   return cluster::parseGeneration(text(*current));
 }
 
+// A task other than the chief, started again after a failed start (by
+// restart-in-place, or by hand with --restart-wait): waits for the next one.
+void awaitStartAfterFailure(const cluster::ClusterSpec& spec, const DistributedConfig& config,
+                            const net::JobSecurity& security, cluster::JobStart& start,
+                            std::chrono::milliseconds timeout) {
+  if (start.replaces != 0) {
+    awaitNextStart(spec, security, start.replaces, timeout);
+    return;
+  }
+  start.replaces = startBeingReplaced(spec, config, security, timeout);
+  if (start.replaces != 0) {
+    awaitNextStart(spec, security, start.replaces,
+                   std::chrono::milliseconds(static_cast<int64_t>(config.restart_wait_s * 1000)));
+  }
+}
+
 }  // namespace
 
 ClusterJoin joinAsWorker(const cluster::ClusterSpec& spec, const DistributedConfig& config,
@@ -68,18 +84,11 @@ ClusterJoin joinAsWorker(const cluster::ClusterSpec& spec, const DistributedConf
     join.server = std::make_unique<cluster::CoordinatorServer>(config.bind.empty() ? spec.coordinator.host : config.bind,
                                                                spec.coordinator.port, security);
   }
+  // A chief launch started into a running job joins the start it finds.
   if (starts_job) {
     start.generation = cluster::newGeneration();
-  } else if (spec.isChief()) {
-    // Joins the start it finds, as any other worker does.
-  } else if (start.replaces != 0) {
-    awaitNextStart(spec, security, start.replaces, timeout);
-  } else {
-    start.replaces = startBeingReplaced(spec, config, security, timeout);
-    if (start.replaces != 0) {
-      awaitNextStart(spec, security, start.replaces,
-                     std::chrono::milliseconds(static_cast<int64_t>(config.restart_wait_s * 1000)));
-    }
+  } else if (!spec.isChief()) {
+    awaitStartAfterFailure(spec, config, security, start, timeout);
   }
   const Deadline deadline = Deadline::after(timeout);
   join.store = std::make_unique<cluster::CoordinatorClient>(spec.coordinator, timeout, security, spec.coordinatorHost());

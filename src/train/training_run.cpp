@@ -142,8 +142,7 @@ void TrainingRun::join() {
   if (c_.timeline) {
     // Open before the strategy joins: its transfers and sums are spans too.
     const int rank = strategy_.rank();
-    const fs::path run_dir = chief_ ? out_dir_ : own_dir_;
-    timeline_.emplace(run_dir / fmt::format("timeline-worker-{}.json", rank), fmt::format("worker {}", rank), rank);
+    timeline_.emplace(runDirectory() / fmt::format("timeline-worker-{}.json", rank), fmt::format("worker {}", rank), rank);
   }
   obs::Timeline* timeline = timeline_ ? &*timeline_ : nullptr;
   strategy_.initialize(*model_, runFingerprint(c_, *model_, splits_.train->size(), start_step_, world_),
@@ -178,7 +177,7 @@ nlohmann::json TrainingRun::summaryOfFinishedRun() {
 
 void TrainingRun::openInputAndLogs() {
   const TrainConfig& c = c_;
-  writer_.emplace(chief_ ? out_dir_ : own_dir_);
+  writer_.emplace(runDirectory());
   if (start_step_ > 0) writer_->append({{"type", "resume"}, {"step", start_step_}, {"checkpoint", resume_from_}});
   param_count_ = models::countParameters(*model_);
   const TrainingDevice& device = placement_.device;
@@ -288,7 +287,7 @@ void TrainingRun::followChief(int rank) {
   if (chief == chief_) return;
   chief_ = chief;
   cadence_->setChief(chief);
-  writer_.emplace(chief ? out_dir_ : own_dir_);
+  writer_.emplace(runDirectory());
   progress_->message(chief ? fmt::format("rank 0 now: this worker writes {}'s metrics, checkpoints and summary", c_.out_dir)
                            : fmt::format("rank {} now: a worker that came back is rank 0 and writes {}", rank, c_.out_dir));
 }

@@ -92,6 +92,8 @@ class TrainingRun {
   // A live job's run directory belongs to its rank 0 of the moment: worker
   // 0 died and another took over, or it came back and took it again.
   void followChief(int rank);
+  // Where this worker's records go: --out while it is rank 0, own_dir_ else.
+  const std::filesystem::path& runDirectory() const { return chief_ ? out_dir_ : own_dir_; }
 
   // Setup.
   Stopwatch wall_;

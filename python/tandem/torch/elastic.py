@@ -5,7 +5,7 @@ failed collective raises HorovodInternalError (PeerError): ``run`` restores
 the last commit, the survivors agree on the next members in-process and go
 on. A worker the launcher starts again (``--max-restarts``) joins at the
 others' next commit, which raises HostsUpdatedInterrupt; the state is then
-synced from rank 0. Outside such a job the membership is fixed and ``run``
+synced from the rank with the newest (see _sync_root). Outside such a job the membership is fixed and ``run``
 re-raises, naming how to start one."""
 import copy
 import functools
@@ -132,7 +132,7 @@ def run(func):
     ``func(state, ...)``. A dead peer's HorovodInternalError restores the
     last commit; it and HostsUpdatedInterrupt re-form the job with the
     members left and joined, call the state's reset callbacks, sync the
-    state from the new rank 0 and run ``func`` again. Raises PeerError when
+    state from the rank with the newest and run ``func`` again. Raises PeerError when
     the job cannot go on (fewer than --min-workers left)."""
 
     @functools.wraps(func)
