@@ -1,12 +1,15 @@
 // A synchronous all-reduce job with a live membership (--min-workers):
 // a worker killed mid-run leaves the others training without a rollback,
-// too many deaths stop the job naming the dead, and flags that cannot hold
-// are refused before anything starts.
+// too many deaths stop the job naming the dead, a job grows when the
+// discovery script finds room, and flags that cannot hold are refused
+// before anything starts.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <csignal>
 #include <filesystem>
+#include <fstream>
 
 #include "support/process.hpp"
 #include "support/run_artifacts.hpp"
@@ -213,6 +216,64 @@ TEST(LiveMembership, FewerThanMinWorkersLeftStopsTheJobNamingTheDead) {
   EXPECT_NE(log.find("worker 2 (silent for "), std::string::npos) << log;
 }
 
+// A job started with 2 workers and --max-workers 3 grows when the
+// discovery script lists a third slot: launch starts worker 2, beyond the
+// listed workers, and it joins the running job at a step boundary with a
+// peer's state, its replica checked equal to the others' from then on.
+// Once it has trained, the job is stopped, so that no timing decides
+// whether it joined before the end.
+TEST(LiveMembership, TheDiscoveryScriptGrowsTheJobWithAWorkerThatJoinsIt) {
+  TempDir dir;
+  const std::string run = dir.str("run");
+  const std::string slots = dir.str("slots");
+  std::ofstream(slots) << "localhost:2\n";
+  const std::string script = dir.str("discover.sh");
+  std::ofstream(script) << "#!/bin/sh\ncat " << slots << "\n";
+  fs::permissions(script, fs::perms::owner_all);
+  const pid_t pid = testing::spawnTandem(
+      "launch --workers 2 --host-discovery-script " + script + " -- " +
+          testing::syntheticTrainArgs("mlp", 16, run,
+                                      "--max-steps 100000 --max-workers 3 --verify-replicas-every 5 "
+                                      "--optimizer adam --lr 0.001 --debug-step-delay-ms 15"),
+      dir.str("log"));
+  ASSERT_TRUE(testing::waitForOutput(pid, fs::path(run) / "workers" / "worker-1" / "metrics.jsonl",
+                                     std::chrono::seconds(120)))
+      << readFile(dir.path() / "log");
+  std::ofstream(slots) << "localhost:3\n";
+  ASSERT_TRUE(testing::waitForOutput(pid, fs::path(run) / "workers" / "worker-2" / "metrics.jsonl",
+                                     std::chrono::seconds(120)))
+      << readFile(dir.path() / "log");
+  ::kill(pid, SIGTERM);
+  const int code = testing::waitForExit(pid, std::chrono::seconds(120));
+  const std::string log = readFile(dir.path() / "log");
+  ASSERT_EQ(code, 130) << log;
+  EXPECT_NE(log.find("the discovery script lists 3 slot(s) here: worker 2 starts and joins the running job"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("joining the running job"), std::string::npos) << log;
+  EXPECT_EQ(log.find("replicas diverged"), std::string::npos) << log;
+
+  const auto chief = nlohmann::json::parse(readFile(fs::path(run) / "summary.json"));
+  const int steps = chief["steps"].get<int>();
+  EXPECT_EQ(chief["workers"], 3) << chief;
+  EXPECT_EQ(chief["strategy"]["membership"]["workers"], nlohmann::json({0, 1, 2})) << chief;
+  const auto joiner = nlohmann::json::parse(readFile(fs::path(run) / "workers" / "worker-2" / "summary.json"));
+  EXPECT_EQ(joiner["steps"], steps) << joiner;
+  EXPECT_EQ(joiner["rank"], 2) << joiner;
+  EXPECT_GT(joiner["trained_steps"].get<int>(), 0) << joiner;
+  EXPECT_LT(joiner["trained_steps"].get<int>(), steps) << joiner;
+
+  const auto records = testing::jsonLines(fs::path(run) / "restarts.jsonl");
+  ASSERT_EQ(records.size(), 1u) << log;
+  EXPECT_EQ(records[0]["kind"], "membership") << records[0];
+  EXPECT_EQ(records[0]["workers_before"], 2) << records[0];
+  EXPECT_EQ(records[0]["workers_after"], 3) << records[0];
+  EXPECT_EQ(records[0]["joined"], nlohmann::json({2})) << records[0];
+  EXPECT_EQ(records[0]["departed"], nlohmann::json::array()) << records[0];
+  EXPECT_EQ(records[0]["lost_updates"], 0) << records[0];
+  EXPECT_GT(steps, records[0]["step"].get<int>()) << records[0];
+}
+
 TEST(LiveMembership, FlagsThatCannotHoldAreRefusedNamingTheValues) {
   TempDir dir;
   const std::string run = dir.str("run");
@@ -223,6 +284,15 @@ TEST(LiveMembership, FlagsThatCannotHoldAreRefusedNamingTheValues) {
   };
   refused("--min-workers 5", "--min-workers 5: the job has only 4 workers");
   refused("--min-workers -1", "--min-workers: must be >= 0, got -1");
+  refused("--max-workers 3", "--max-workers 3 is below the job's 4 workers");
+  refused("--max-workers 3 --min-workers 2", "--max-workers 3 is below the job's 4 workers");
+  const auto no_growth = testing::runTandem("launch --workers 4 --host-discovery-script /bin/true -- " +
+                                            testing::syntheticTrainArgs("mlp", 16, run, "--min-workers 2"));
+  EXPECT_EQ(no_growth.exit_code, 2) << no_growth.output;
+  EXPECT_NE(no_growth.output.find("--host-discovery-script: only a tandem train all-reduce job grows; pass "
+                                  "--max-workers above --workers 4 after --"),
+            std::string::npos)
+      << no_growth.output;
   const auto standalone = testing::runTandem("train " + testing::syntheticTrainArgs("mlp", 16, run, "--min-workers 2"));
   EXPECT_EQ(standalone.exit_code, 2) << standalone.output;
   EXPECT_NE(standalone.output.find("--min-workers"), std::string::npos) << standalone.output;

@@ -156,6 +156,25 @@ TEST(FlagsTest, IndexOutOfRange) {
   expectRejected(flags, {}, {"--task_index", "1", "--ps_hosts"});
 }
 
+// A growing job's worker (--max-workers) may lie beyond the list, up to the maximum.
+TEST(FlagsTest, AWorkerBeyondTheListJoinsAGrowingJobUpToMaxWorkers) {
+  ClusterFlags flags = workerFlags("a:1,b:1", "worker", 3);
+  flags.max_workers = 4;
+  const ClusterSpec spec = resolve(flags);
+  EXPECT_EQ(spec.num_workers, 2);
+  EXPECT_EQ(spec.index, 3);
+  EXPECT_TRUE(spec.beyondList());
+  EXPECT_EQ(spec.coordinator, (HostPort{"a", 1}));
+  EXPECT_FALSE(resolve(workerFlags("a:1,b:1", "worker", 1)).beyondList());
+  flags.max_workers = 3;
+  expectRejected(flags, {}, {"--task_index 3 is out of range: --worker_hosts lists 2 worker task(s) and --max-workers is 3"});
+  // Servers never grow.
+  ClusterFlags server = workerFlags("a:1", "ps", 2);
+  server.ps_hosts = "p:1,q:1";
+  server.max_workers = 8;
+  expectRejected(server, {}, {"--task_index 2 is out of range: --ps_hosts lists 2 ps task(s)"});
+}
+
 TEST(FlagsTest, PsWithoutPsHosts) { expectRejected(workerFlags("a:1", "ps", 0), {}, {"--ps_hosts"}); }
 
 TEST(FlagsTest, MalformedHostLists) {

@@ -117,8 +117,7 @@ void init(const InitOptions& options) {
     collective::CommunicatorOptions comm;
     comm.rank = spec.index;
     comm.size = spec.num_workers;
-    comm.local_host = spec.worker_hosts.empty() ? cluster::localAddressToward(spec.coordinator)
-                                                : spec.worker_hosts[spec.index].host;
+    comm.local_host = cluster::ownWorkerHost(spec);
     comm.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.peer_timeout_s * 1000));
     job->comm_options = comm;
     const bool joining = elastic && train::LiveMembership::jobIsRunning(*job->join.store);

@@ -25,7 +25,9 @@
 #include "launch/job_secret_file.hpp"
 #include "launch/job_progress.hpp"
 #include "launch/free_ports.hpp"
+#include "launch/host_discovery.hpp"
 #include "launch/process_group.hpp"
+#include "core/clock.hpp"
 #include "core/error.hpp"
 #include "net/job_security.hpp"
 #include "train/checkpoint_format.hpp"
@@ -50,6 +52,8 @@ struct LaunchOptions {
   std::string on_worker_failure = "auto";  // stop | continue | auto (continue for async PS)
   std::string ps_out = "runs/default";  // program mode: where the servers write their summaries
   int min_workers = 0;  // program mode: an elastic job (hvd.elastic) that goes on with this many
+  // A live job that grows (train's --max-workers): prints "host:slots" lines.
+  std::string host_discovery_script;
   std::vector<std::string> train_args;
 };
 
@@ -162,6 +166,19 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   }
   // Named once, here, rather than by every task.
   if (train && o.ps == 0) train::quorumOptions(train->config.distributed, o.workers);
+  // Workers beyond --workers, up to this many, join as the discovery script finds room.
+  const int max_workers = train && o.ps == 0 ? std::max(o.workers, train->config.distributed.max_workers) : o.workers;
+  std::optional<launch::HostDiscovery> discovery;
+  const bool discovers = !o.host_discovery_script.empty();
+  if (discovers && (program || o.ps > 0 || max_workers <= o.workers)) {
+    throw InputError(fmt::format("--host-discovery-script: only a tandem train all-reduce job grows; pass "
+                                 "--max-workers above --workers {} after --{}",
+                                 o.workers, program ? " (not built for programs yet)" : o.ps > 0 ? " and no --ps" : ""));
+  }
+  if (discovers && ::access(o.host_discovery_script.c_str(), X_OK) != 0) {
+    throw InputError(fmt::format("--host-discovery-script {}: not an executable file", o.host_discovery_script));
+  }
+  if (discovers) discovery.emplace(o.host_discovery_script, o.host, max_workers);
   for (const char* flag : {"--worker-hosts", "--ps-hosts", "--job-name", "--task-index", "--task-id", "--coordinator",
                            "--external-coordinator"}) {
     if (!program && hasFlag(o.train_args, flag)) {
@@ -245,9 +262,14 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   };
   auto stops_job = [&](const launch::ChildExit& e) { return failed(e) && !(carry_on && spares(e)); };
   // Each exit while the group runs: a spared worker is gone from the job's line.
+  // Once a worker finished or the job is stopping, it grows no more; nor
+  // after a worker refused its input, which a new one would only repeat.
+  bool ending = false;
+  std::optional<std::string> bad_input;
   auto on_exit = [&](const launch::ChildExit& e) {
     const bool stops = stops_job(e);
     if (failed(e) && !stops) progress.forget(e.name);
+    ending = ending || stops || !failed(e);
     return stops;
   };
   // Bad input stays bad input: 2 when every task that failed on its own
@@ -328,6 +350,15 @@ int runLaunch(LaunchOptions o, const Environment& env) {
         }
         group.start(child);
       };
+      // Fills the slots the discovery script lists.
+      auto grow = [&] {
+        if (!discovery || ending || forwarded) return;
+        if (bad_input) {
+          discovery->sayOnce(fmt::format("{} (bad input): the job grows no more", *bad_input));
+          return;
+        }
+        for (int id : discovery->workersToStart(group.running(), Clock::now())) startTask("worker", id);
+      };
       for (int i = 0; i < o.ps; ++i) startTask("ps", i);
       for (int i = 0; i < o.workers; ++i) startTask("worker", i);
       if (first_attempt) {
@@ -336,9 +367,10 @@ int runLaunch(LaunchOptions o, const Environment& env) {
       }
       result = group.wait(
           std::chrono::milliseconds(static_cast<int64_t>(o.grace_s * 1000)),
-          [&forwarded] {
+          [&forwarded, &grow] {
             int signal = g_forward_signal.exchange(0);
             if (signal > 0) forwarded = true;
+            grow();
             return signal;
           },
           on_exit, replace);
@@ -432,6 +464,10 @@ Command addLaunchCommand(CLI::App& app) {
                   "with a program: an elastic job (hvd.elastic.run) that goes on while at least N workers live; "
                   "launch serves its store and, with --max-restarts, starts a dead worker again to join it")
       ->capture_default_str();
+  cmd->add_option("--host-discovery-script", options->host_discovery_script,
+                  "a live all-reduce job that grows (tandem train's --max-workers M): this executable is run every "
+                  "second and prints the hosts with room, one host[:slots] a line (Horovod's format); launch starts "
+                  "workers on this host's slots, up to M, and each joins the running job at a step boundary");
   cmd->add_option("--ps-out", options->ps_out,
                   "with a program: directory under which the parameter servers write ps/ps-N/summary.json")
       ->capture_default_str();

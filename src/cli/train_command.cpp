@@ -63,6 +63,8 @@ Command addTrainCommand(CLI::App& app) {
     for (int signal : {SIGINT, SIGTERM, SIGUSR1}) std::signal(signal, onStopSignal);
     // Where this process sits, its start (a restart in place says which)
     // and, in a cluster, its security: worked out once here, passed down.
+    // A growing job's worker may lie beyond --worker-hosts.
+    flags.cluster->max_workers = config->distributed.max_workers;
     const cluster::ProcessSetup process =
         cluster::setUpProcess(*flags.cluster, config->threads, env);
     const std::optional<cluster::ClusterSpec>& spec = process.spec;

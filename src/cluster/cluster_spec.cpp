@@ -118,10 +118,15 @@ ClusterSpec fromFlags(const ClusterFlags& flags) {
     throw InputError("--job_name ps needs --ps_hosts listing the parameter servers");
   }
   const auto& hosts = spec.role == Role::kPs ? spec.ps_hosts : spec.worker_hosts;
-  if (spec.index >= static_cast<int>(hosts.size())) {
-    throw InputError(fmt::format("--task_index {} is out of range: {} lists {} {} task(s)", spec.index,
+  // A growing job's worker may lie beyond the list, up to --max-workers.
+  const bool grows_into = spec.role == Role::kWorker && spec.index < flags.max_workers;
+  if (spec.index >= static_cast<int>(hosts.size()) && !grows_into) {
+    throw InputError(fmt::format("--task_index {} is out of range: {} lists {} {} task(s){}", spec.index,
                                  spec.role == Role::kPs ? "--ps_hosts" : "--worker_hosts", hosts.size(),
-                                 flags.job_name));
+                                 flags.job_name,
+                                 spec.role == Role::kWorker && flags.max_workers > 0
+                                     ? fmt::format(" and --max-workers is {}", flags.max_workers)
+                                     : ""));
   }
   checkNoDuplicates(spec, "--worker_hosts/--ps_hosts");
   setCoordinator(spec, flags);

@@ -44,6 +44,11 @@ struct ClusterSpec {
 
   int numServers() const { return static_cast<int>(ps_hosts.size()); }
   bool isChief() const { return role == Role::kWorker && index == 0; }
+  // A worker beyond the listed ones (--max-workers): it joins a running
+  // live job, and its own address is not in `worker_hosts`.
+  bool beyondList() const {
+    return role == Role::kWorker && !worker_hosts.empty() && index >= static_cast<int>(worker_hosts.size());
+  }
   // Who serves the store, as errors name it: "worker 0" or "tandem launch".
   std::string coordinatorHost() const { return coordinator_external ? "tandem launch" : "worker 0"; }
   // "worker 1", "ps 0": how errors name a task.
@@ -61,6 +66,9 @@ struct ClusterFlags {
   int task_index = -1;       // --task_index / --task_id
   std::string coordinator;   // --coordinator h:p (needed by mpirun/slurm sources)
   bool external_coordinator = false;  // --external-coordinator: another process serves --coordinator
+  // --max-workers: a worker's --task_index may lie beyond --worker_hosts,
+  // up to this many workers (a job that grows while it runs).
+  int max_workers = 0;
 };
 
 // Whole-string integer parse of a variable or field (surrounding blanks

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
+#include "cluster/local_address.hpp"
 #include "cluster/local_share.hpp"
 #include "core/error.hpp"
 
@@ -46,8 +49,10 @@ LocalRank findLocalRank(const std::optional<ClusterSpec>& spec, const Environmen
   if (spec && !spec->worker_hosts.empty()) {
     if (spec->role != Role::kWorker) return result;
     const auto own = static_cast<size_t>(spec->index);
-    const std::string& host = spec->worker_hosts.at(own).host;
-    for (size_t i = 0; i < own; ++i) result.rank += spec->worker_hosts[i].host == host ? 1 : 0;
+    const std::string host = ownWorkerHost(*spec);
+    for (size_t i = 0; i < std::min(own, spec->worker_hosts.size()); ++i) {
+      result.rank += spec->worker_hosts[i].host == host ? 1 : 0;
+    }
     return result;
   }
   for (const char* name : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {

@@ -41,6 +41,11 @@ std::string localAddressToward(const HostPort& peer) {
   return result;
 }
 
+std::string ownWorkerHost(const ClusterSpec& spec) {
+  if (spec.worker_hosts.empty() || spec.beyondList()) return localAddressToward(spec.coordinator);
+  return spec.worker_hosts.at(static_cast<size_t>(spec.index)).host;
+}
+
 namespace {
 
 // Whether `address` (of `family`) belongs to this machine: binding it works.

@@ -11,6 +11,12 @@ namespace tandem::cluster {
 // sends nothing). Throws Error naming `peer` if it cannot be resolved.
 std::string localAddressToward(const HostPort& peer);
 
+// The host this worker's collectives listen on: its own in the worker
+// list, or, when the spec lists none for it (a launcher's environment, or
+// a worker beyond the list of a growing job), the address toward the
+// coordinator.
+std::string ownWorkerHost(const ClusterSpec& spec);
+
 // A numeric address ZeroMQ can bind for `host`: the host itself if it is an
 // IPv4/IPv6 literal (0.0.0.0 or "*": every interface, only when asked for),
 // otherwise the address the name resolves to that belongs to this machine

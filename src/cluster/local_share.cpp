@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "cluster/local_address.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
 
@@ -57,12 +58,13 @@ LocalProcesses countLocalProcesses(const std::optional<ClusterSpec>& spec, const
   if (spec && !spec->worker_hosts.empty()) {
     const bool server = spec->role == Role::kPs;
     const auto& own = server ? spec->ps_hosts : spec->worker_hosts;
-    const std::string& host = own.at(static_cast<size_t>(spec->index)).host;
-    int count = 0;
+    const std::string host = server ? own.at(static_cast<size_t>(spec->index)).host : ownWorkerHost(*spec);
+    // A worker beyond the list of a growing job runs beside the listed ones.
+    int count = spec->beyondList() ? 1 : 0;
     // A worker shares the cores with the other workers only: a server's
     // apply runs while the workers wait for its pulls, not during their
     // forward and backward.
-    int job_tasks = 0;
+    int job_tasks = count;
     for (const auto* hosts : {&spec->worker_hosts, &spec->ps_hosts}) {
       const int here = static_cast<int>(
           std::count_if(hosts->begin(), hosts->end(), [&host](const HostPort& h) { return h.host == host; }));

@@ -129,6 +129,10 @@ void joinCluster(CoordinatorClient& store, const ClusterSpec& spec, const nlohma
   for (int i = 0; i < spec.num_workers; ++i) {
     tasks.push_back({Role::kWorker, i, taskName(Role::kWorker, i), joinKey(generation, Role::kWorker, i)});
   }
+  // A worker beyond the list (a growing job) is compared with worker 0 too.
+  if (spec.beyondList()) {
+    tasks.push_back({Role::kWorker, spec.index, spec.taskName(), joinKey(generation, Role::kWorker, spec.index)});
+  }
   if (include_ps) {
     for (int i = 0; i < spec.numServers(); ++i) {
       tasks.push_back({Role::kPs, i, taskName(Role::kPs, i), joinKey(generation, Role::kPs, i)});

@@ -474,6 +474,14 @@ void ProcessGroup::signalAll(int signal) {
   }
 }
 
+std::vector<std::string> ProcessGroup::running() const {
+  std::vector<std::string> names;
+  for (const auto& c : impl_->children) {
+    if (c.running) names.push_back(c.spec.name);
+  }
+  return names;
+}
+
 GroupResult ProcessGroup::wait(std::chrono::milliseconds grace, const std::function<int()>& poll_stop,
                                const std::function<bool(const ChildExit&)>& is_failure,
                                const std::function<bool(const ChildExit&, ChildSpec&)>& replace) {

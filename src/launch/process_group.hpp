@@ -64,11 +64,14 @@ class ProcessGroup {
   void start(const ChildSpec& child);
 
   void signalAll(int signal);
+  // The names of the children still running (not yet reaped).
+  std::vector<std::string> running() const;
 
   // Waits for all children. When one exits non-zero (or by a signal), the
   // others get SIGTERM, then SIGKILL after `grace`. `poll_stop` is checked
   // every few ms; when it returns a signal number > 0 that signal is
-  // forwarded to all children (used for SIGINT/SIGTERM forwarding).
+  // forwarded to all children (used for SIGINT/SIGTERM forwarding); it
+  // may start() more children.
   // `is_failure` decides which exits stop the rest (default: any non-zero
   // status or signal); e.g. 130 after a forwarded stop is no failure.
   // `replace`, asked about a child that failed while the group still runs:

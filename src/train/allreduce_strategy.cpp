@@ -260,7 +260,7 @@ AllReduceStrategy::AllReduceStrategy(cluster::ClusterSpec spec, DistributedConfi
   impl_->rank = impl_->spec.index;
   impl_->size = impl_->spec.num_workers;
   // Refused here, on every task alike, before anything joins.
-  if (wantsLiveMembership(config, impl_->size)) quorumOptions(config, impl_->size);
+  if (config.min_workers > 0 || config.max_workers > 0) quorumOptions(config, impl_->size);
 }
 
 AllReduceStrategy::~AllReduceStrategy() = default;
@@ -283,6 +283,11 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
   if (live) fp.erase("start_step");
   s.join = joinAsWorker(s.spec, s.config, fp, s.context);
   // Worker 0 can join only a store it does not serve (a fresh one holds no running job).
+  // A worker beyond the list can only join: it waits for the job to run.
+  if (s.spec.beyondList()) {
+    LiveMembership::awaitRunning(*s.join.store, s.spec,
+                                 Deadline::afterSeconds(cluster::startupSeconds(s.context.start(), s.config.rendezvous_timeout_s)));
+  }
   const bool joining = live && LiveMembership::jobIsRunning(*s.join.store);
   const std::optional<cluster::QuorumOptions> quorum =
       live ? std::optional(quorumOptions(s.config, s.n())) : std::nullopt;
@@ -300,8 +305,7 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
   collective::CommunicatorOptions options;
   options.rank = s.spec.index;
   options.size = s.n();
-  options.local_host = s.spec.worker_hosts.empty() ? cluster::localAddressToward(s.spec.coordinator)
-                                                   : s.spec.worker_hosts[s.spec.index].host;
+  options.local_host = cluster::ownWorkerHost(s.spec);
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(s.config.peer_timeout_s * 1000));
   if (joining) {
     s.joinRunning(options);

@@ -105,6 +105,7 @@ void validateDistributed(const DistributedConfig& d) {
   }
   if (d.verify_replicas_every < 0) throw InputError("--verify-replicas-every: must be >= 0");
   if (d.min_workers < 0) throw InputError(fmt::format("--min-workers: must be >= 0, got {}", d.min_workers));
+  if (d.max_workers < 0) throw InputError(fmt::format("--max-workers: must be >= 0, got {}", d.max_workers));
   if (d.ps_mode != Mode::PsSync && d.ps_mode != Mode::PsAsync) {
     throw InputError(fmt::format("--ps-mode: expected {}, got {}", choicesText(psModeChoices()),
                                  modeName(d.ps_mode)));
@@ -183,16 +184,19 @@ void validate(const TrainConfig& c, SuppliedParts supplied) {
 }
 
 bool wantsLiveMembership(const DistributedConfig& config, int workers) {
-  return config.min_workers > 0 && config.min_workers < workers;
+  return (config.min_workers > 0 && config.min_workers < workers) || config.max_workers > workers;
 }
 
 cluster::QuorumOptions quorumOptions(const DistributedConfig& config, int workers) {
   if (config.min_workers > workers) {
     throw InputError(fmt::format("--min-workers {}: the job has only {} workers", config.min_workers, workers));
   }
+  if (config.max_workers > 0 && config.max_workers < workers) {
+    throw InputError(fmt::format("--max-workers {} is below the job's {} workers", config.max_workers, workers));
+  }
   cluster::QuorumOptions options;
   options.min_workers = config.min_workers > 0 ? config.min_workers : workers;
-  options.max_workers = workers;  // joining comes with the next increment of issue 50
+  options.max_workers = std::max(workers, config.max_workers);
   options.heartbeat_timeout = millisOf(config.heartbeat_timeout_s);
   // Beats are a few bytes to the coordinator: often enough that a killed
   // worker is suspected within a second of a failed collective.

@@ -102,6 +102,9 @@ struct DistributedConfig {
   // All-reduce with a live membership (cluster/quorum.hpp): the job goes on
   // while at least min_workers remain (0: every worker, so a death ends it).
   int min_workers = 0;
+  // Joiners are taken in up to this many members (--max-workers; 0: the
+  // starting size): workers beyond the list join the running job.
+  int max_workers = 0;
   // Parameter-server mode (used when the cluster has PS tasks): PsSync,
   // every worker's gradient each step, or PsAsync, each push as it comes
   // (--ps-mode sync|async; psModeOf gives the mode --staleness makes it).
@@ -164,7 +167,8 @@ struct DistributedConfig {
 Mode psModeOf(const DistributedConfig& config);
 
 // Whether an all-reduce job of `workers` has a live membership: it goes on
-// without dead workers (--min-workers below the count).
+// without dead workers (--min-workers below the count) or grows
+// (--max-workers above it).
 bool wantsLiveMembership(const DistributedConfig& config, int workers);
 // The quorum's options from the run's flags for a job of `workers`
 // (cluster/quorum.hpp). Throws InputError naming the flag and the values

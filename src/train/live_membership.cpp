@@ -32,6 +32,21 @@ bool LiveMembership::jobIsRunning(cluster::CoordinatorClient& store) { return st
 
 void LiveMembership::markRunning(cluster::CoordinatorClient& store) { store.set(kRunningKey, {'1'}); }
 
+void LiveMembership::awaitRunning(cluster::CoordinatorClient& store, const cluster::ClusterSpec& spec,
+                                  Deadline deadline) {
+  const std::string budget = formatDuration(deadline.remaining());
+  auto pause = std::chrono::milliseconds(10);
+  while (!jobIsRunning(store)) {
+    if (deadline.expired()) {
+      throw PeerError(fmt::format("{}: beyond the {} listed workers, it can only join a running job, and none ran "
+                                  "at the coordinator {} within {}",
+                                  spec.taskName(), spec.num_workers, spec.coordinator.str(), budget));
+    }
+    std::this_thread::sleep_for(std::min<std::chrono::nanoseconds>(pause, deadline.remaining()));
+    pause = std::min(pause * 2, std::chrono::milliseconds(200));
+  }
+}
+
 cluster::QuorumView LiveMembership::awaitView(cluster::QuorumView view,
                                               const std::function<bool(const cluster::QuorumView&)>& admitted,
                                               const std::string& what) {

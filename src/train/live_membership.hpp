@@ -17,6 +17,7 @@
 #include "cluster/coordinator.hpp"
 #include "cluster/quorum.hpp"
 #include "cluster/quorum_link.hpp"
+#include "core/deadline.hpp"
 #include "train/config.hpp"
 #include "train/membership_change.hpp"
 
@@ -32,6 +33,10 @@ class LiveMembership {
   // Said by worker 0 once every first member is connected: from then on a
   // worker that starts is a joiner.
   static void markRunning(cluster::CoordinatorClient& store);
+  // Waits until the job is running (a worker beyond the list of a growing
+  // job has no first start to take part in). Throws PeerError naming the
+  // wait when `deadline` passes first.
+  static void awaitRunning(cluster::CoordinatorClient& store, const cluster::ClusterSpec& spec, Deadline deadline);
 
   // Starts the heartbeat. `options`: quorumOptions of the run's flags.
   // `store` (the join's client) must outlive this; it is used only from

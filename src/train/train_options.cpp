@@ -154,6 +154,11 @@ std::vector<TrainOption> declare() {
        .help = "all-reduce: the job goes on without a worker that dies while at least N remain; the survivors "
                "agree at the next step boundary and redo that step (0: every worker, so any death ends the job)",
        .group = kCluster, .modes = kAllReduceOnly, .strict = true},
+      {.flags = "--max-workers", TANDEM_CONFIG_FIELD(distributed.max_workers),
+       .help = "all-reduce: the job grows up to N workers; a worker whose --task-index is beyond --worker-hosts "
+               "(launch --host-discovery-script starts them) joins the running job at a step boundary with a "
+               "peer's state (0: the starting size)",
+       .group = kCluster, .modes = kAllReduceOnly, .strict = true},
       {.flags = "--restart-wait", TANDEM_CONFIG_FIELD(distributed.restart_wait_s),
        .help = "when the job loses a task: 0, exit 1; N, start this task again in place and wait up to N seconds "
                "for the job's next start, every task continuing from the newest checkpoint (a server restarted by "

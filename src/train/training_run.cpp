@@ -72,7 +72,9 @@ TrainingRun::TrainingRun(const TrainConfig& config, Strategy& strategy, cluster:
 
   // The sampler counts micro-batches; an update consumes `accumulate` of them.
   world_ = strategy_.worldSize();
-  sampler_.emplace(splits_.train->size(), c.batch_size, strategy_.rank(), world_, c.seed);
+  // A worker beyond the starting ones (--max-workers) has no share of the
+  // starting batches: it takes one when it joins (adoptMembership).
+  sampler_.emplace(splits_.train->size(), c.batch_size, std::min(strategy_.rank(), world_ - 1), world_, c.seed);
   if (sampler_->stepsPerEpoch() < c.accumulate) {
     throw InputError(fmt::format("--accumulate: {} micro-batches per update exceed the {} an epoch holds",
                                  c.accumulate, sampler_->stepsPerEpoch()));

@@ -1,0 +1,61 @@
+#pragma once
+// Horovod's host discovery, for a live all-reduce job that grows
+// (--max-workers): a script the user gives prints the hosts with room for
+// workers, one "host" or "host:slots" a line, and launch fills the slots
+// on this host with workers that join the running job. Parsing and the
+// choice of whom to start are pure; only runDiscoveryScript touches a
+// process.
+#include <chrono>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tandem::launch {
+
+struct DiscoveredHosts {
+  int local_slots = 0;                   // on the hosts that name this machine
+  std::vector<std::string> other_hosts;  // listed, but launch starts tasks here only
+};
+
+// One script's output. `local_names`: the names that mean this machine.
+// Throws InputError naming the line for one that is not "host[:slots]"
+// with slots 1 to 4096. A host listed twice counts once, its last slots.
+DiscoveredHosts parseDiscoveredHosts(std::string_view output, const std::set<std::string>& local_names);
+
+// The names this machine answers to: localhost, the loopback addresses,
+// its host name and `launch_host` (launch --host).
+std::set<std::string> localHostNames(const std::string& launch_host);
+
+// Runs `script` and returns its standard output. Throws Error naming the
+// script when it cannot start, exits non-zero, is killed, or runs past
+// `timeout` (then it is killed).
+std::string runDiscoveryScript(const std::string& script, std::chrono::milliseconds timeout);
+
+// The worker ids to start so that `running` grows to `slots` workers, at
+// most `max_workers`: the lowest ids not running (a dead worker's id is
+// taken again). Empty when the job already has as many.
+std::vector<int> workersToStart(const std::set<int>& running, int slots, int max_workers);
+
+// Launch's side of it: asked between reaps, runs the script at most once
+// a second and says which workers to start. What it cannot use (a failing
+// script, another host, fewer slots than workers) it names once on stderr.
+class HostDiscovery {
+ public:
+  HostDiscovery(std::string script, std::string launch_host, int max_workers);
+
+  // The worker ids to start now, given the names of the running children
+  // ("worker 1", "ps 0"), each announced.
+  std::vector<int> workersToStart(const std::vector<std::string>& running, std::chrono::steady_clock::time_point now);
+  // Says `text` on stderr unless it was said before.
+  void sayOnce(const std::string& text);
+
+ private:
+  std::string script_;
+  std::set<std::string> local_names_;
+  int max_workers_;
+  std::chrono::steady_clock::time_point next_{};
+  std::set<std::string> said_;
+};
+
+}  // namespace tandem::launch
