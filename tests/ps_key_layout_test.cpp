@@ -48,6 +48,35 @@ TEST(KeyLayout, SameInputsSameFingerprintAnyChangeDiffers) {
   EXPECT_NE(base, buildKeyLayout({{"a", 1001}, {"b", 2999}}, 2, 4096).fingerprint());
 }
 
+// --ps-replicas 2: every chunk's backup is the server after its primary,
+// so each server holds its own chunks and its predecessor's, and any one
+// server's death leaves every chunk a holder.
+TEST(KeyLayout, TwoReplicasPutEachChunkOnTheNextServerToo) {
+  const std::vector<TensorSpec> tensors{{"a", 1000}, {"b", 3000}};
+  const KeyLayout one = buildKeyLayout(tensors, 3, 4096);
+  const KeyLayout two = buildKeyLayout(tensors, 3, 4096, 2);
+  EXPECT_EQ(one.replicas(), 1);
+  EXPECT_EQ(two.replicas(), 2);
+  ASSERT_EQ(one.chunks.size(), two.chunks.size());
+  for (size_t c = 0; c < two.chunks.size(); ++c) {
+    EXPECT_EQ(two.chunks[c].server, one.chunks[c].server) << "the primaries stay where they were";
+    EXPECT_EQ(two.chunks[c].backup, (two.chunks[c].server + 1) % 3);
+    EXPECT_EQ(two.chunks[c].holders(), (std::vector<int>{two.chunks[c].server, two.chunks[c].backup}));
+    EXPECT_EQ(one.chunks[c].holders(), (std::vector<int>{one.chunks[c].server}));
+  }
+  for (int dead = 0; dead < 3; ++dead) {
+    for (const auto& c : two.chunks) EXPECT_TRUE(c.server != dead || c.backup != dead);
+  }
+  int64_t held = 0;
+  for (int s = 0; s < 3; ++s) {
+    for (const auto& c : two.chunksHeldBy(s)) held += c.length;
+  }
+  EXPECT_EQ(held, 2 * two.total_floats);
+  EXPECT_NE(one.fingerprint(), two.fingerprint());
+  testing::expectInputError([&] { buildKeyLayout(tensors, 2, 4096, 3); }, {"--ps-replicas 3 with 2 server(s)"});
+  testing::expectInputError([&] { buildKeyLayout(tensors, 1, 4096, 2); }, {"--ps-replicas 2 with 1 server(s)"});
+}
+
 TEST(KeyLayout, BadArgumentsAreNamed) {
   testing::expectInputError([] { buildKeyLayout({{"a", 10}}, 0, 4096); }, {"parameter servers"});
   testing::expectInputError([] { buildKeyLayout({{"a", 10}}, 1, 4095); }, {"--ps-chunk-mb"});

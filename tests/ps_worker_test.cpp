@@ -228,6 +228,88 @@ struct HandServer {
 // Priority scheduling: with a window of one chunk, backward hands over the
 // last chunk first, and the chunks queued behind it go out lowest key first
 // (the order the next forward needs them), each with its pull right behind.
+// --ps-replicas 2 over two servers: every chunk on both. One sync worker
+// trains two steps with a gradient of 1, and a server dies at `when`;
+// returns the values pulled after the second step.
+enum class Death { kNone, kBetweenSteps, kAfterThePushes, kBackupAfterThePushes };
+
+std::vector<std::vector<float>> trainTwoStepsLosingAServer(Death when) {
+  const KeyLayout layout = buildKeyLayout({{"w", 6}, {"b", 4}}, 2, 16, 2);
+  std::vector<std::unique_ptr<RunningServer>> servers;
+  std::vector<ServerAddress> addresses;
+  for (int i = 0; i < 2; ++i) {
+    servers.push_back(std::make_unique<RunningServer>(ServerOptions{.bind_host = "127.0.0.1", .index = i}));
+    addresses.push_back({servers.back()->endpoint(), "ps " + std::to_string(i)});
+  }
+  const Deadline deadline = Deadline::afterSeconds(10);
+  Worker w({addresses, layout, Mode::PsSync, 0, WireDtype::kFloat32}, tandem::testing::testSecurity());
+  w.initServers(configsFor(layout, Mode::PsSync, WireDtype::kFloat32, 1, 10),
+                [&](size_t c, int64_t&) { return initial(layout, c); }, deadline);
+  w.hello(deadline);
+  std::vector<std::vector<float>> grads, pulled(layout.chunks.size());
+  for (const auto& chunk : layout.chunks) grads.emplace_back(static_cast<size_t>(chunk.length), 1.0f);
+  for (int64_t step = 0; step < 2; ++step) {
+    if (step == 1 && when == Death::kBetweenSteps) servers[0].reset();
+    for (size_t c = 0; c < grads.size(); ++c) w.push(c, grads[c].data(), step);
+    if (step == 1 && when == Death::kAfterThePushes) servers[0].reset();
+    if (step == 1 && when == Death::kBackupAfterThePushes) servers[1].reset();
+    const StepAgreement agreed = w.reportStep(step + 1, {1.0, 0.1, false}, deadline);
+    EXPECT_EQ(agreed.slowest_clock, static_cast<uint32_t>(step + 1));
+    w.awaitPushes(deadline, step);
+    w.receivePulls(deadline, step, [&](size_t c, const PulledValues& v) {
+      const auto* floats = static_cast<const float*>(v.data);
+      pulled[c].assign(floats, floats + v.count);
+    });
+  }
+  w.sayDone(deadline);
+  const std::vector<int> lost = when == Death::kNone                 ? std::vector<int>{}
+                                : when == Death::kBackupAfterThePushes ? std::vector<int>{1}
+                                                                       : std::vector<int>{0};
+  EXPECT_EQ(w.lostServers(), lost);
+  return pulled;
+}
+
+// Whether ps 0 (which keeps the clocks too) or ps 1 dies, between steps or
+// with a step's pushes in flight, the worker ends where nothing died.
+TEST(PsReplicas, ALostServersChunksGoOnAtTheirOtherReplicaWithNoUpdateLost) {
+  const KeyLayout layout = buildKeyLayout({{"w", 6}, {"b", 4}}, 2, 16, 2);
+  const auto expected = trainTwoStepsLosingAServer(Death::kNone);
+  for (size_t c = 0; c < layout.chunks.size(); ++c) {
+    ASSERT_EQ(expected[c].size(), static_cast<size_t>(layout.chunks[c].length));
+    EXPECT_NE(expected[c], initial(layout, c)) << "two updates were made";
+  }
+  for (Death when : {Death::kBetweenSteps, Death::kAfterThePushes, Death::kBackupAfterThePushes}) {
+    EXPECT_EQ(trainTwoStepsLosingAServer(when), expected) << "death " << static_cast<int>(when);
+  }
+}
+
+TEST(PsReplicas, AChunkWithBothHoldersLostIsNamed) {
+  const KeyLayout layout = buildKeyLayout({{"w", 6}, {"b", 4}}, 2, 16, 2);
+  std::vector<std::unique_ptr<RunningServer>> servers;
+  std::vector<ServerAddress> addresses;
+  for (int i = 0; i < 2; ++i) {
+    servers.push_back(std::make_unique<RunningServer>(ServerOptions{.bind_host = "127.0.0.1", .index = i}));
+    addresses.push_back({servers.back()->endpoint(), "ps " + std::to_string(i)});
+  }
+  const Deadline deadline = Deadline::afterSeconds(10);
+  Worker w({addresses, layout, Mode::PsSync, 0, WireDtype::kFloat32}, tandem::testing::testSecurity());
+  // Two workers: the pull of worker 0's push waits for worker 1's, which never comes.
+  w.initServers(configsFor(layout, Mode::PsSync, WireDtype::kFloat32, 2, 10),
+                [&](size_t c, int64_t&) { return initial(layout, c); }, deadline);
+  w.hello(deadline);
+  std::vector<float> grad(4, 1.0f);
+  w.push(0, grad.data(), 0);
+  servers.clear();
+  try {
+    w.receivePulls(deadline, 0, [](size_t, const PulledValues&) {}, 1);
+    ADD_FAILURE() << "a pull with no holder left returned";
+  } catch (const PeerError& e) {
+    EXPECT_NE(std::string(e.what()).find("chunk 0: its servers ps 0 and ps 1 are lost, and no replica of it is left"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(PushWindow, QueuedPushesGoOutFirstChunkFirst) {
   for (size_t window : {size_t{0}, size_t{16}}) {
     SCOPED_TRACE("window " + std::to_string(window));

@@ -166,6 +166,9 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   }
   // Named once, here, rather than by every task.
   if (train && o.ps == 0) train::quorumOptions(train->config.distributed, o.workers);
+  if (train && o.ps > 0) train::checkPsReplicas(train->config.distributed, o.ps);
+  // A server's death leaves its chunks at their other replica.
+  const bool replicated = train && o.ps > 0 && train->config.distributed.ps_replicas > 1;
   // Workers beyond --workers, up to this many, join as the discovery script finds room.
   const int max_workers = train && o.ps == 0 ? std::max(o.workers, train->config.distributed.max_workers) : o.workers;
   std::optional<launch::HostDiscovery> discovery;
@@ -260,7 +263,12 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   auto spares = [&](const launch::ChildExit& e) {
     return e.name.rfind("worker ", 0) == 0 && (e.name != "worker 0" || store_address);
   };
-  auto stops_job = [&](const launch::ChildExit& e) { return failed(e) && !(carry_on && spares(e)); };
+  auto server = [](const launch::ChildExit& e) { return e.name.rfind("ps ", 0) == 0; };
+  // A second server lost may leave a chunk with no replica: the workers
+  // then fail, naming it, and so does the job.
+  auto stops_job = [&](const launch::ChildExit& e) {
+    return failed(e) && !(carry_on && spares(e)) && !(replicated && server(e));
+  };
   // Each exit while the group runs: a spared worker is gone from the job's line.
   // Once a worker finished or the job is stopping, it grows no more; nor
   // after a worker refused its input, which a new one would only repeat.
@@ -270,6 +278,17 @@ int runLaunch(LaunchOptions o, const Environment& env) {
     const bool stops = stops_job(e);
     if (failed(e) && !stops) progress.forget(e.name);
     ending = ending || stops || !failed(e);
+    if (replicated && server(e) && failed(e)) {
+      std::fprintf(stderr, "launch: %s; its chunks go on at their other replica (--ps-replicas 2)\n",
+                   e.describe().c_str());
+      try {
+        launch::appendRestartRecord((std::filesystem::path(out_dir) / "restarts.jsonl").string(),
+                                    launch::replicaLossRecord(e.describe(), progress.latestStep()));
+      } catch (const Error& error) {
+        std::fprintf(stderr, "launch: %s\n", error.what());
+      }
+    }
+    if (!e.signaled && e.exit_code == 2 && !bad_input) bad_input = e.describe();
     return stops;
   };
   // Bad input stays bad input: 2 when every task that failed on its own
@@ -394,7 +413,7 @@ int runLaunch(LaunchOptions o, const Environment& env) {
     }
     if (result.ok) {
       for (const auto& e : result.exits) {
-        if (failed(e) && !stops_job(e) && replaced.count(e.pid) == 0) {
+        if (failed(e) && !stops_job(e) && replaced.count(e.pid) == 0 && !server(e)) {
           std::fprintf(stderr, "launch: %s; training went on without it (--on-worker-failure continue)\n",
                        e.describe().c_str());
         }

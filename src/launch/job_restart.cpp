@@ -54,8 +54,20 @@ std::string RestartRecord::describe() const {
   return text;
 }
 
-void appendRestartRecord(const std::string& path, const RestartRecord& record) {
-  obs::appendJsonLine(path, record.toJson());
+nlohmann::json replicaLossRecord(const std::string& failure, std::optional<int64_t> last_step) {
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return {{"kind", "server_replica"},
+          {"time", now},
+          {"failure", failure},
+          {"last_reported_step", last_step ? nlohmann::json(*last_step) : nlohmann::json()},
+          {"lost_updates", 0},
+          {"rolled_back", false}};
 }
+
+void appendRestartRecord(const std::string& path, const RestartRecord& record) {
+  appendRestartRecord(path, record.toJson());
+}
+
+void appendRestartRecord(const std::string& path, const nlohmann::json& record) { obs::appendJsonLine(path, record); }
 
 }  // namespace tandem::launch

@@ -43,8 +43,14 @@ struct RestartRecord {
   std::string describe() const;
 };
 
+// A parameter server lost while every chunk it held went on at its other
+// replica (--ps-replicas 2): nothing is rolled back and no update is lost.
+// `last_step`: the latest step any worker reported before.
+nlohmann::json replicaLossRecord(const std::string& failure, std::optional<int64_t> last_step);
+
 // Appends `record` as one JSON line to `path`, creating the file (and its
 // directory) if needed. Throws Error naming the file if it cannot.
 void appendRestartRecord(const std::string& path, const RestartRecord& record);
+void appendRestartRecord(const std::string& path, const nlohmann::json& record);
 
 }  // namespace tandem::launch

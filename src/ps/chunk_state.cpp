@@ -76,8 +76,12 @@ float* gradientOf(std::span<std::byte> bytes, size_t length, const PushFormat& f
 }
 
 float* sumGradients(std::vector<OwnedBytes>& grads, size_t length, const PushFormat& format,
-                    std::vector<float>& scratch) {
+                    std::vector<float>& scratch, bool shared) {
   float* sum = gradientOf(grads[0].bytes, length, format, scratch);
+  if (shared && sum != scratch.data()) {
+    scratch.assign(sum, sum + length);
+    sum = scratch.data();
+  }
   if (!format.raw()) {
     for (size_t w = 1; w < grads.size(); ++w) format.decodeAdd(grads[w].data(), sum, length);
     return sum;

@@ -119,9 +119,11 @@ float* gradientOf(std::span<std::byte> bytes, size_t length, const PushFormat& f
 
 // The sum of the workers' gradients, in worker order (so every run adds in
 // the same order), in float32, written into the first one's buffer or
-// `scratch`.
+// `scratch`. `shared`: another server reads the same pushed bytes (a
+// replica's push by reference into the worker's shared memory), so the
+// sum goes to `scratch`.
 float* sumGradients(std::vector<OwnedBytes>& grads, size_t length, const PushFormat& format,
-                    std::vector<float>& scratch);
+                    std::vector<float>& scratch, bool shared = false);
 
 // Applies one update with the server's optimizer: `update_index` counts the
 // chunk's updates (Adam's bias correction, SGD's first momentum step),

@@ -146,7 +146,9 @@ void ChunkStore::apply(ApplyJob& job) {
   std::vector<float> scratch;
   // Each sync worker pre-scaled its gradient by 1/workers: the sum is the
   // mean. An async job's one gradient is its own sum.
-  float* grad = sumGradients(job.grads, static_cast<size_t>(c.length), config_->pushFormat(), scratch);
+  // With replicas the other holder may read a push from the same shared memory.
+  float* grad = sumGradients(job.grads, static_cast<size_t>(c.length), config_->pushFormat(), scratch,
+                             config_->replicas > 1);
   double lr = job.lr;
   // Async and SSP: one push, from this worker, computed on what it last pulled here.
   const auto worker = job.arrivals.empty() ? size_t{0} : static_cast<size_t>(job.arrivals.front().first);

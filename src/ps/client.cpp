@@ -140,7 +140,8 @@ PsClient::PsClient(std::vector<ServerAddress> servers, net::JobSecurity security
       max_payload_bytes_(max_payload_bytes),
       liveness_(liveness),
       security_(std::move(security)),
-      mailbox_(std::make_shared<detail::ClientMailbox>()) {
+      mailbox_(std::make_shared<detail::ClientMailbox>()),
+      lost_(std::make_unique<std::atomic<bool>[]>(servers_.size())) {
   io_ = std::thread([this] { ioLoop(); });
 }
 
@@ -369,6 +370,7 @@ void PsClient::ioLoop() {
       } else {
         continue;
       }
+      lost_[s].store(true);
       if (!requests[s].sent.empty() || !requests[s].unsent.empty()) {
         TANDEM_LOG_ERROR("{}: {} ({} requests unanswered)", servers_[s].name, lost[s],
                          requests[s].sent.size() + requests[s].unsent.size());

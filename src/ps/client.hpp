@@ -102,6 +102,11 @@ class PsClient {
   // Thread-safe; for tests and progress displays.
   size_t inFlight() const { return in_flight_.load(); }
 
+  // Whether `server` is lost for good (its requests fail at once). Set
+  // before the requests it failed are completed, so a waiter woken by such
+  // a failure sees it. Thread-safe.
+  bool lost(int server) const { return lost_[static_cast<size_t>(server)].load(); }
+
  private:
   void ioLoop();
 
@@ -111,6 +116,7 @@ class PsClient {
   net::JobSecurity security_;  // used by the I/O thread
   std::shared_ptr<detail::ClientMailbox> mailbox_;
   std::atomic<size_t> in_flight_{0};
+  std::unique_ptr<std::atomic<bool>[]> lost_;  // by server
   std::thread io_;
 };
 

@@ -15,6 +15,14 @@ std::vector<Chunk> KeyLayout::chunksOf(int server) const {
   return out;
 }
 
+std::vector<Chunk> KeyLayout::chunksHeldBy(int server) const {
+  std::vector<Chunk> out;
+  for (const auto& c : chunks) {
+    if (c.server == server || c.backup == server) out.push_back(c);
+  }
+  return out;
+}
+
 uint64_t KeyLayout::fingerprint() const {
   Fnv1a h;
   for (const auto& t : tensors) {
@@ -25,12 +33,17 @@ uint64_t KeyLayout::fingerprint() const {
     h.addValue(c.begin);
     h.addValue(c.length);
     h.addValue(c.server);
+    if (c.backup >= 0) h.addValue(c.backup);
   }
   return h.value();
 }
 
-KeyLayout buildKeyLayout(const std::vector<TensorSpec>& tensors, int servers, int64_t chunk_bytes) {
+KeyLayout buildKeyLayout(const std::vector<TensorSpec>& tensors, int servers, int64_t chunk_bytes, int replicas) {
   if (servers < 1) throw InputError(fmt::format("parameter servers: need at least 1, got {}", servers));
+  if (replicas < 1 || replicas > 2 || replicas > servers) {
+    throw InputError(fmt::format("--ps-replicas {} with {} server(s): expected 1, or 2 with at least 2 servers",
+                                 replicas, servers));
+  }
   if (chunk_bytes <= 0 || chunk_bytes % 4 != 0) {
     throw InputError(fmt::format("--ps-chunk-mb: a chunk of {} bytes is not a positive multiple of 4", chunk_bytes));
   }
@@ -53,6 +66,7 @@ KeyLayout buildKeyLayout(const std::vector<TensorSpec>& tensors, int servers, in
     auto lightest = std::min_element(layout.server_floats.begin(), layout.server_floats.end());
     c.server = static_cast<int>(lightest - layout.server_floats.begin());
     *lightest += c.length;
+    if (replicas == 2) c.backup = (c.server + 1) % servers;
     layout.chunks.push_back(c);
   }
   return layout;

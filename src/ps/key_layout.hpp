@@ -22,7 +22,10 @@ struct Chunk {
   uint64_t key = 0;    // chunk index; the wire's key range uses these
   int64_t begin = 0;   // first float of the global key space
   int64_t length = 0;  // floats
-  int server = 0;
+  int server = 0;   // the primary: pulls, states and clocks go here while it lives
+  int backup = -1;  // --ps-replicas 2: the next server, which every push reaches too; -1: none
+  // The servers holding the chunk: the primary, then the backup.
+  std::vector<int> holders() const { return backup < 0 ? std::vector<int>{server} : std::vector<int>{server, backup}; }
 };
 
 struct KeyLayout {
@@ -32,15 +35,21 @@ struct KeyLayout {
   std::vector<int64_t> server_floats;   // floats held by each server
   int64_t total_floats = 0;
 
-  // Chunks of `server`, in key order.
+  // Chunks `server` is the primary of, in key order.
   std::vector<Chunk> chunksOf(int server) const;
+  // Chunks `server` holds, as primary or backup, in key order.
+  std::vector<Chunk> chunksHeldBy(int server) const;
+  int replicas() const { return !chunks.empty() && chunks.front().backup >= 0 ? 2 : 1; }
   // 64-bit hash of names, sizes, chunk size and assignment.
   uint64_t fingerprint() const;
 };
 
 // Throws InputError naming the argument for servers < 1, chunk_bytes not a
-// positive multiple of 4, an empty tensor list or a negative size.
-KeyLayout buildKeyLayout(const std::vector<TensorSpec>& tensors, int servers, int64_t chunk_bytes);
+// positive multiple of 4, an empty tensor list or a negative size, or
+// replicas other than 1, or 2 with at least 2 servers. With 2 replicas
+// each chunk's backup is the server after its primary (chain-style, as
+// ps-lite's key ranges are), so a server's death leaves every chunk a holder.
+KeyLayout buildKeyLayout(const std::vector<TensorSpec>& tensors, int servers, int64_t chunk_bytes, int replicas = 1);
 
 // The chunk size, in floats, to build a layout of `total_floats` with, so
 // that no server is left empty just because the model is small. Fixed

@@ -61,7 +61,8 @@ nlohmann::json toJson(const ServerConfig& c) {
           {"replaces", c.replaces},
           {"delay_compensation", c.delay_compensation},
           {"delay_compensation_form", c.delay_form},
-          {"staleness_lr", c.staleness_lr}};
+          {"staleness_lr", c.staleness_lr},
+          {"replicas", c.replicas}};
 }
 
 ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer) {
@@ -126,6 +127,15 @@ ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer
     c.staleness_lr = field<bool>(j, "staleness_lr", peer);
     if (c.staleness_lr && c.mode == Mode::PsSync) {
       throw InputError(fmt::format("{}: ps-init: staleness_lr needs async or bounded-staleness mode", peer));
+    }
+  }
+  if (j.is_object() && j.contains("replicas")) {
+    c.replicas = field<int>(j, "replicas", peer);
+    if (c.replicas < 1 || c.replicas > 2) {
+      throw InputError(fmt::format("{}: ps-init: replicas {} is not 1 or 2", peer, c.replicas));
+    }
+    if (c.replicas > 1 && c.mode != Mode::PsSync) {
+      throw InputError(fmt::format("{}: ps-init: replicas need sync mode", peer));
     }
   }
   if (j.is_object() && j.contains("push_groups")) {

@@ -66,6 +66,10 @@ struct ServerConfig {
   // its chunk took between its worker's pull and this apply (Zhang et al.,
   // IJCAI 2016), when that is more than one.
   bool staleness_lr = false;
+  // Sync, --ps-replicas 2: every chunk is held by two servers, and ps 1
+  // keeps the step clocks too (every worker reports to both), so that the
+  // job goes on when either dies. 1: ps 0 alone keeps them.
+  int replicas = 1;
 
   double lrAt(uint64_t step) const;
   PushFormat pushFormat() const { return {wire, push_bits}; }

@@ -144,7 +144,7 @@ void RequestHandler::onInit(Outbox& out, const Request& r) {
                     name_, c.generation, c.replaces, c.start_step);
   }
   store_.reset(c);
-  heard_every_step_.assign(static_cast<size_t>(c.workers), options_.index == 0 ? 1 : 0);
+  heard_every_step_.assign(static_cast<size_t>(c.workers), options_.index < c.replicas ? 1 : 0);
   for (const auto& chunk : store_.chunks()) {
     for (int w : chunk.pushers) heard_every_step_[static_cast<size_t>(w)] = 1;
   }
@@ -204,7 +204,7 @@ void RequestHandler::registerWorker(Outbox& out, const Admission::HeldHello& hel
     throw admission_.bindRefusal(std::move(why));
   }
   HelloAnswer answer;
-  if (options_.index == 0) {
+  if (keepsClocks()) {
     if (replaced) clocks_->rejoin(static_cast<int>(h.worker));
     answer = {clocks_->clockOf(static_cast<int>(h.worker)), config_->start_step};
   }
@@ -212,13 +212,13 @@ void RequestHandler::registerWorker(Outbox& out, const Admission::HeldHello& hel
   if (replaced) {
     ++stats_.rejoins;
     TANDEM_LOG_WARN("{}: worker {} rejoined from a new connection (a replacement){}; its old connection is dropped",
-                    name_, h.worker, options_.index == 0 ? fmt::format(" at its step {}", answer.clock) : std::string());
+                    name_, h.worker, keepsClocks() ? fmt::format(" at its step {}", answer.clock) : std::string());
   }
   const std::vector<char> bytes = encode(answer);
   reply(out, {.routing = held.routing,
               .header = {.type = MessageType::kOk, .request_id = held.request_id},
               .payload = shared(copyBytes(bytes.data(), bytes.size()))});
-  if (replaced && options_.index == 0) answerClocks(out);
+  if (replaced && keepsClocks()) answerClocks(out);
 }
 
 bool RequestHandler::mapArena(int worker, const Hello& h, bool same_host) {
@@ -329,7 +329,10 @@ Outbox RequestHandler::applied(size_t chunk, double seconds) {
 void RequestHandler::onStepClock(Outbox& out, const Request& r) {
   const MessageType type = r.header.type;
   const int w = workerOf(r.routing, type);
-  if (options_.index != 0) throw Refusal{fmt::format("{} goes to ps 0, not {}", kMessages.nameOf(type), name_)};
+  if (!keepsClocks()) {
+    throw Refusal{fmt::format("{} goes to ps 0{}, not {}", kMessages.nameOf(type),
+                              config_ && config_->replicas > 1 ? " or ps 1" : "", name_)};
+  }
   try {
     if (type == msg::kClock) {
       const StepReport report = decodeStepReport(r.payload.view(), fmt::format("worker {}", w));
@@ -459,7 +462,7 @@ void RequestHandler::reportProgress(Clock::time_point now) {
   const double seconds = std::chrono::duration<double>(now - last_report_).count();
   last_report_ = now;
   std::string progress;
-  if (options_.index == 0) progress = fmt::format(", slowest worker has finished {} step(s)", clocks_->slowest());
+  if (keepsClocks()) progress = fmt::format(", slowest worker has finished {} step(s)", clocks_->slowest());
   TANDEM_LOG_INFO("{}: {} chunk updates, {:.1f} GB in, {:.1f} GB out, {:.1f}s applying in the last {:.0f}s{}", name_,
                   stats_.chunk_updates, stats_.bytes_in / 1e9, stats_.bytes_out / 1e9,
                   stats_.apply_seconds - stats_.reported_apply_seconds, seconds, progress);
@@ -467,13 +470,13 @@ void RequestHandler::reportProgress(Clock::time_point now) {
 }
 
 nlohmann::json RequestHandler::summary(double wall_seconds) const {
-  const bool ps0 = options_.index == 0 && clocks_;
+  const bool ps0 = keepsClocks() && clocks_;
   nlohmann::json j = {
       {"role", "ps"}, {"index", options_.index},
       {"mode", config_ ? std::string(modeName(config_->mode)) : "uninitialised"},
       {"workers", workers_.size()}, {"chunks", store_.chunks().size()}, {"floats", totalFloats(store_.chunks())},
       {"apply_threads", options_.apply_threads},
-      // Only ps 0 keeps the step clocks.
+      // Only the clock keepers (ps 0; ps 1 too with --ps-replicas 2) hold the step clocks.
       {"global_step", ps0 ? nlohmann::json(clocks_->globalStep()) : nlohmann::json(nullptr)},
       {"max_staleness", ps0 ? nlohmann::json(clocks_->maxStaleness()) : nlohmann::json(nullptr)},
       {"lost_workers", workers_.lost()}, {"wall_seconds", wall_seconds}};

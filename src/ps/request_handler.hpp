@@ -111,6 +111,9 @@ class RequestHandler {
   void replyOk(Outbox& out, const std::string& routing, uint64_t request_id);
   void replyError(Outbox& out, const std::string& routing, uint64_t request_id, const std::string& reason);
   void replies(Outbox& out, std::vector<Reply> rs);
+  // ps 0, and with --ps-replicas 2 ps 1 as well: every worker reports its
+  // steps here, so either may answer them.
+  bool keepsClocks() const { return config_ && options_.index < config_->replicas; }
   int64_t timelineNow() const { return options_.timeline != nullptr ? obs::Timeline::nowUs() : 0; }
 
   void dispatch(Outbox& out, const Request& r, Clock::time_point now);

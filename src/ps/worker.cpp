@@ -2,8 +2,10 @@
 #include "ps/worker.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "core/error.hpp"
 #include "core/logging.hpp"
@@ -48,6 +50,7 @@ Worker::Worker(WorkerOptions options, net::JobSecurity security)
   if (!pushes.raw()) encoder_.emplace(pushes, options_.error_feedback || pushes.quantised(), chunks);
   push_tickets_.resize(chunks);
   pull_tickets_.resize(chunks);
+  pull_sent_.resize(chunks);
   pull_expected_.assign(chunks, false);
   pending_.resize(chunks);
   waiting_.resize(options_.servers.size());
@@ -78,17 +81,17 @@ net::ArenaRef Worker::pullRef(size_t c) const {
           chunkWireBytes(c)};
 }
 
-zmq::message_t Worker::pushPayload(size_t c, const void* data, net::FrameHeader& header) const {
+zmq::message_t Worker::pushPayload(size_t c, int server, const void* data, net::FrameHeader& header) const {
   const size_t bytes = chunkPushBytes(c);
-  if (sharesWith(c) && arena_->contains(data, bytes)) {
+  if (sharesWith(server) && arena_->contains(data, bytes)) {
     header.flags |= net::kFlagInArena;
     return net::copyPayload(net::encode(net::ArenaRef{arena_->offsetOf(data), bytes}));
   }
   return net::sharedPayload(std::shared_ptr<const void>(data, [](const void*) {}), data, bytes);
 }
 
-zmq::message_t Worker::pullPayload(size_t c, net::FrameHeader& header) const {
-  if (!sharesWith(c)) return zmq::message_t();
+zmq::message_t Worker::pullPayload(size_t c, int server, net::FrameHeader& header) const {
+  if (!sharesWith(server)) return zmq::message_t();
   header.flags |= net::kFlagInArena;
   return net::copyPayload(net::encode(pullRef(c)));
 }
@@ -117,8 +120,10 @@ void Worker::initServers(const std::vector<ServerConfig>& configs, const ChunkVa
   for (size_t c = 0; c < options_.layout.chunks.size(); ++c) {
     int64_t applied = 0;
     const std::vector<float> floats = values(c, applied);
-    tickets.push_back(client_->send(serverOf(c), chunkHeader(msg::kSet, c, applied),
-                                    net::copyPayload(floats.data(), floats.size() * sizeof(float))));
+    for (int server : options_.layout.chunks[c].holders()) {
+      tickets.push_back(client_->send(server, chunkHeader(msg::kSet, c, applied),
+                                      net::copyPayload(floats.data(), floats.size() * sizeof(float))));
+    }
   }
   for (auto& t : tickets) t.wait(deadline, "the initial parameters");
 }
@@ -145,47 +150,113 @@ HelloAnswer Worker::hello(Deadline deadline) {
   return first;
 }
 
+void Worker::rethrowUnlessHeld(size_t c, int server, const PeerError& failure) {
+  if (failOver(server, c)) return;
+  const Chunk& chunk = options_.layout.chunks[c];
+  if (chunk.backup < 0 || !client_->lost(chunk.server) || !client_->lost(chunk.backup)) throw failure;
+  throw PeerError(fmt::format("chunk {}: its servers ps {} and ps {} are lost, and no replica of it is left ({})", c,
+                              chunk.server, chunk.backup, failure.what()));
+}
+
+bool Worker::failOver(int server, size_t c) {
+  if (!client_->lost(server)) return false;
+  if (c == SIZE_MAX) {
+    // The clocks: ps 0 and ps 1 keep them with replicas.
+    if (options_.layout.replicas() < 2 || client_->lost(server == 0 ? 1 : 0)) return false;
+  } else {
+    const Chunk& chunk = options_.layout.chunks[c];
+    const int other = chunk.server == server ? chunk.backup : chunk.server;
+    if (other < 0 || client_->lost(other)) return false;
+  }
+  noteLost(server);
+  return true;
+}
+
+void Worker::noteLost(int server) const {
+  std::lock_guard lock(lost_mutex_);
+  if (std::find(announced_lost_.begin(), announced_lost_.end(), server) != announced_lost_.end()) return;
+  announced_lost_.push_back(server);
+  TANDEM_LOG_WARN("worker {}: {} is lost; its chunks go on at their other replica, and no update is lost "
+                  "(--ps-replicas 2)",
+                  options_.index, options_.servers[static_cast<size_t>(server)].name);
+}
+
+std::vector<int> Worker::lostServers() const {
+  std::lock_guard lock(lost_mutex_);
+  return announced_lost_;
+}
+
 void Worker::push(size_t c, const float* grad, int64_t step) {
   // Encoding needs no lock: each chunk has its own buffer, which the
   // float32 rule keeps (its last push was awaited before this one).
   const void* data = grad;
   if (encoder_) data = encoder_->encode(c, grad, static_cast<size_t>(options_.layout.chunks[c].length));
   std::lock_guard lock(window_mutex_);
-  pending_[c].data = data;
-  pending_[c].step = step;
+  Pending& p = pending_[c];
+  p.data = data;
+  p.step = step;
   // The pull goes out with the push: the server answers it when the update
   // is applied, so apply and transfer overlap the rest of backward. SSP
   // pulls after reportStep().
-  if (options_.mode != Mode::Ssp) pending_[c].pull_needed = options_.mode == Mode::PsSync ? step + 1 : 0;
-  if (pending_[c].pull_needed) pull_expected_[c] = true;
-  const auto server = static_cast<size_t>(serverOf(c));
+  if (options_.mode != Mode::Ssp) p.pull_needed = options_.mode == Mode::PsSync ? step + 1 : 0;
+  if (p.pull_needed) pull_expected_[c] = true;
+  // Every holder gets the push (--ps-replicas 2: both apply it, in the same
+  // order, summing the same gradients), each behind its own window.
+  const std::vector<int> holders = options_.layout.chunks[c].holders();
+  push_tickets_[c].assign(holders.size(), Ticket());
+  p.unsent = static_cast<int>(holders.size());
   const size_t window = options_.push_window_bytes;
-  if (window == 0 || in_flight_bytes_[server] == 0 || in_flight_bytes_[server] + chunkPushBytes(c) <= window) {
-    sendPush(c);
-  } else {
-    waiting_[server].insert(c);
+  for (size_t r = 0; r < holders.size(); ++r) {
+    const auto server = static_cast<size_t>(holders[r]);
+    if (client_->lost(holders[r])) {
+      --p.unsent;  // a lost replica: the other carries the chunk
+      if (holders.size() > 1) noteLost(holders[r]);
+    } else if (window == 0 || in_flight_bytes_[server] == 0 || in_flight_bytes_[server] + chunkPushBytes(c) <= window) {
+      sendPush(c, r);
+    } else {
+      waiting_[server].insert(c);
+    }
   }
+  // Every holder lost: the pull, sent to none, names them.
+  if (p.unsent == 0 && p.pull_needed) sendPull(c, *std::exchange(p.pull_needed, std::nullopt));
 }
 
-void Worker::sendPush(size_t c) {
+void Worker::sendPush(size_t c, size_t replica) {
   Pending& p = pending_[c];
-  const int server = serverOf(c);
+  const int server = options_.layout.chunks[c].holders()[replica];
   const size_t bytes = chunkPushBytes(c);
   net::FrameHeader header = chunkHeader(msg::kPush, c, p.step);
-  zmq::message_t payload = pushPayload(c, p.data, header);
+  zmq::message_t payload = pushPayload(c, server, p.data, header);
   std::function<void()> taken;
   if (options_.push_window_bytes > 0) {
     in_flight_bytes_[static_cast<size_t>(server)] += bytes;
     taken = [this, server, bytes] { pushTaken(server, bytes); };
   }
-  push_tickets_[c] = client_->send(server, header, std::move(payload), std::move(taken));
-  if (p.pull_needed) {
-    net::FrameHeader pull_header = chunkHeader(msg::kPull, c, *p.pull_needed);
-    zmq::message_t request = pullPayload(c, pull_header);
-    pull_tickets_[c] = client_->send(server, pull_header, std::move(request));
+  push_tickets_[c][replica] = client_->send(server, header, std::move(payload), std::move(taken));
+  // The pull follows the push to the holder that answers pulls.
+  if (p.pull_needed && server == pullTarget(c)) sendPull(c, *std::exchange(p.pull_needed, std::nullopt));
+  if (--p.unsent <= 0) {
+    if (p.pull_needed) sendPull(c, *p.pull_needed);
+    p = Pending();
   }
-  p = Pending();
   window_cv_.notify_all();
+}
+
+int Worker::pullTarget(size_t c) const {
+  const std::vector<int> holders = options_.layout.chunks[c].holders();
+  for (int server : holders) {
+    if (!client_->lost(server)) return server;
+    if (holders.size() > 1) noteLost(server);
+  }
+  return serverOf(c);  // every holder lost: the pull fails, and receivePulls names them
+}
+
+void Worker::sendPull(size_t c, int64_t needed) {
+  const int server = pullTarget(c);
+  net::FrameHeader header = chunkHeader(msg::kPull, c, needed);
+  zmq::message_t request = pullPayload(c, server, header);
+  pull_tickets_[c] = client_->send(server, header, std::move(request));
+  pull_sent_[c] = {server, needed};
 }
 
 void Worker::pushTaken(int server, size_t bytes) {
@@ -198,48 +269,49 @@ void Worker::pushTaken(int server, size_t bytes) {
     const size_t c = *queue.begin();
     if (in_flight_bytes_[s] > 0 && in_flight_bytes_[s] + chunkPushBytes(c) > options_.push_window_bytes) break;
     queue.erase(queue.begin());
-    sendPush(c);
+    const std::vector<int> holders = options_.layout.chunks[c].holders();
+    sendPush(c, static_cast<size_t>(std::find(holders.begin(), holders.end(), server) - holders.begin()));
   }
 }
 
 void Worker::pull(size_t c, int64_t needed) {
   std::lock_guard lock(window_mutex_);
   pull_expected_[c] = true;
-  // Behind its own push (still waiting for the window): it must see it.
-  if (waiting_[static_cast<size_t>(serverOf(c))].count(c) > 0) {
+  // Behind its own push (still waiting for a window): it must see it.
+  if (pending_[c].unsent > 0) {
     pending_[c].pull_needed = needed;
     return;
   }
-  net::FrameHeader header = chunkHeader(msg::kPull, c, needed);
-  zmq::message_t request = pullPayload(c, header);
-  pull_tickets_[c] = client_->send(serverOf(c), header, std::move(request));
+  sendPull(c, needed);
 }
 
 void Worker::pullAll(int64_t needed) {
   for (size_t c = 0; c < options_.layout.chunks.size(); ++c) pull(c, needed);
 }
 
-Ticket Worker::waitSent(size_t c, Deadline deadline, bool pull_ticket, const std::string& what) {
+void Worker::waitSent(size_t c, Deadline deadline, const std::string& what) {
   std::unique_lock lock(window_mutex_);
-  const auto server = static_cast<size_t>(serverOf(c));
   const auto started = Clock::now();
-  if (!window_cv_.wait_until(lock, deadline.at(), [&] { return waiting_[server].count(c) == 0; })) {
+  if (!window_cv_.wait_until(lock, deadline.at(), [&] { return pending_[c].unsent <= 0; })) {
     const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
+    std::vector<std::string> names;
+    for (int server : options_.layout.chunks[c].holders()) {
+      if (waiting_[static_cast<size_t>(server)].count(c) > 0) names.push_back(options_.servers[static_cast<size_t>(server)].name);
+    }
     throw PeerError(fmt::format("{} did not take the pushes ahead of {} (waited {}): is it overloaded or gone?",
-                                options_.servers[server].name, what, formatDuration(waited)));
+                                fmt::join(names, " and "), what, formatDuration(waited)));
   }
-  return pull_ticket ? pull_tickets_[c] : push_tickets_[c];
 }
 
 // --timeline: a push (queued until the server took it) or a pull (queued
 // until its version arrived) on the communication lane.
-void Worker::trace(const char* what, size_t c, size_t bytes, const Ticket& ticket, int64_t step) const {
+void Worker::trace(const char* what, size_t c, int server, size_t bytes, const Ticket& ticket, int64_t step) const {
   obs::Timeline* timeline = options_.timeline;
   if (timeline == nullptr) return;
   const Ticket::Times t = ticket.times();
   if (t.replied_us == 0) return;
   timeline->span(fmt::format("{} chunk {}", what, c), obs::Lane::kComm, t.queued_us, t.replied_us,
-                 {{"server", serverOf(c)}, {"bytes", bytes}, {"step", step}});
+                 {{"server", server}, {"bytes", bytes}, {"step", step}});
 }
 
 void Worker::receivePulls(Deadline deadline, int64_t step, const PullSink& sink, size_t end) {
@@ -250,9 +322,27 @@ void Worker::receivePulls(Deadline deadline, int64_t step, const PullSink& sink,
       if (!pull_expected_[c]) continue;  // pulled by a host-mate (hierarchical), or already received
     }
     const std::string what = fmt::format("the pull of chunk {} for step {}", c, step);
-    Ticket ticket = waitSent(c, deadline, /*pull_ticket=*/true, what);
-    net::Frame frame = ticket.wait(deadline, what);
-    trace("pull", c, chunkWireBytes(c), ticket, step);
+    waitSent(c, deadline, what);
+    net::Frame frame;
+    int server = -1;
+    for (;;) {
+      Ticket ticket;
+      {
+        std::lock_guard lock(window_mutex_);
+        ticket = pull_tickets_[c];
+        server = pull_sent_[c].server;
+      }
+      try {
+        frame = ticket.wait(deadline, what);
+        trace("pull", c, server, chunkWireBytes(c), ticket, step);
+        break;
+      } catch (const PeerError& e) {
+        rethrowUnlessHeld(c, server, e);
+      }
+      // Its other replica answers instead: the same step, from the same pushes.
+      std::lock_guard lock(window_mutex_);
+      sendPull(c, pull_sent_[c].needed);
+    }
     {
       std::lock_guard lock(window_mutex_);
       pull_tickets_[c] = Ticket();
@@ -262,61 +352,102 @@ void Worker::receivePulls(Deadline deadline, int64_t step, const PullSink& sink,
     if ((frame.header.flags & net::kFlagInArena) != 0) {
       // The server wrote the values where this pull asked; nothing else may
       // be named.
-      const std::string& name = options_.servers[static_cast<size_t>(serverOf(c))].name;
+      const std::string& name = options_.servers[static_cast<size_t>(server)].name;
       net::ArenaRef ref;
       try {
         ref = net::decodeArenaRef(frame.bytes(), name);
       } catch (const InputError& e) {
         throw PeerError(e.what());
       }
-      if (!sharesWith(c) || ref != pullRef(c)) {
+      if (!sharesWith(server) || ref != pullRef(c)) {
         throw PeerError(fmt::format("{} answered the pull of chunk {} with shared memory it was not offered", name, c));
       }
       std::byte* values = arena_->data() + ref.offset;
       frame.payload = zmq::message_t(values, expected, [](void*, void*) {}, nullptr);
     }
     if (frame.payload.size() != expected) {
-      throw PeerError(fmt::format("ps {} sent {} bytes for chunk {} ({} expected)", serverOf(c), frame.payload.size(),
-                                  c, expected));
+      throw PeerError(fmt::format("ps {} sent {} bytes for chunk {} ({} expected)", server, frame.payload.size(), c,
+                                  expected));
     }
     sink(c, {frame.payload.data(), static_cast<size_t>(options_.layout.chunks[c].length), options_.wire});
   }
 }
 
 StepAgreement Worker::reportStep(int64_t finished, const StepReport& report, Deadline deadline) {
-  Ticket clock = sendReport(finished, report);
+  ReportTickets clock = sendReport(finished, report);
   return awaitReport(clock, finished, deadline);
 }
 
-Ticket Worker::sendReport(int64_t finished, const StepReport& report) {
-  return client_->send(0, {.type = msg::kClock, .clock = static_cast<uint32_t>(finished)},
-                       net::copyPayload(encode(report)));
+ReportTickets Worker::sendReport(int64_t finished, const StepReport& report) {
+  // Every keeper hears every report, so that either can answer the next.
+  ReportTickets tickets;
+  const std::vector<char> payload = encode(report);
+  for (int keeper = 0; keeper < std::min(servers(), options_.layout.replicas()); ++keeper) {
+    if (client_->lost(keeper)) continue;
+    tickets.by_keeper.emplace_back(keeper, client_->send(keeper, {.type = msg::kClock, .clock = static_cast<uint32_t>(finished)},
+                                                         net::copyPayload(payload)));
+  }
+  if (tickets.by_keeper.empty()) {  // both lost: the request to ps 0 fails, naming it
+    tickets.by_keeper.emplace_back(0, client_->send(0, {.type = msg::kClock, .clock = static_cast<uint32_t>(finished)},
+                                                    net::copyPayload(payload)));
+  }
+  return tickets;
 }
 
-StepAgreement Worker::awaitReport(Ticket& clock, int64_t finished, Deadline deadline) {
-  net::Frame reply = clock.wait(deadline, fmt::format("the end of step {}", finished - 1));
-  // --timeline: until every worker reported (ps 0's barrier) and the answer crossed back.
-  if (obs::Timeline* timeline = options_.timeline) {
-    const Ticket::Times t = clock.times();
-    if (t.replied_us != 0) {
-      timeline->span("end-of-step agreement at ps 0", obs::Lane::kComm, t.queued_us, t.replied_us,
-                     {{"step", finished - 1}});
+StepAgreement Worker::awaitReport(ReportTickets& clock, int64_t finished, Deadline deadline) {
+  const std::string what = fmt::format("the end of step {}", finished - 1);
+  for (size_t k = 0; k < clock.by_keeper.size(); ++k) {
+    auto& [server, ticket] = clock.by_keeper[k];
+    net::Frame reply;
+    try {
+      reply = ticket.wait(deadline, what);
+    } catch (const PeerError&) {
+      if (k + 1 < clock.by_keeper.size() && failOver(server, SIZE_MAX)) continue;
+      throw;
     }
+    // --timeline: until every worker reported (the keeper's barrier) and the answer crossed back.
+    if (obs::Timeline* timeline = options_.timeline) {
+      const Ticket::Times t = ticket.times();
+      if (t.replied_us != 0) {
+        timeline->span(fmt::format("end-of-step agreement at ps {}", server), obs::Lane::kComm, t.queued_us,
+                       t.replied_us, {{"step", finished - 1}});
+      }
+    }
+    return decodeStepAgreement(reply.bytes(), options_.servers[static_cast<size_t>(server)].name);
   }
-  return decodeStepAgreement(reply.bytes(), "ps 0");
+  throw PeerError(fmt::format("no server keeps the step clocks any more (asked for {})", what));
 }
 
 void Worker::awaitPushes(Deadline deadline, int64_t step) {
   for (size_t c = 0; c < push_tickets_.size(); ++c) {
     const std::string what = fmt::format("the push of chunk {} for step {}", c, step);
-    Ticket ticket = waitSent(c, deadline, /*pull_ticket=*/false, what);
-    if (!ticket.valid()) continue;
-    ticket.wait(deadline, what);
-    trace("push", c, chunkPushBytes(c), ticket, step);
+    waitSent(c, deadline, what);
+    std::vector<Ticket> tickets;
+    {
+      std::lock_guard lock(window_mutex_);
+      tickets = push_tickets_[c];
+    }
+    const std::vector<int> holders = options_.layout.chunks[c].holders();
+    for (size_t r = 0; r < tickets.size(); ++r) {
+      if (!tickets[r].valid()) continue;
+      try {
+        tickets[r].wait(deadline, what);
+      } catch (const PeerError& e) {
+        rethrowUnlessHeld(c, holders[r], e);
+        continue;
+      }
+      trace("push", c, holders[r], chunkPushBytes(c), tickets[r], step);
+    }
     std::lock_guard lock(window_mutex_);
-    push_tickets_[c] = Ticket();
+    push_tickets_[c].clear();
   }
-  for (auto& t : notice_tickets_) t.wait(deadline, "a learning rate or ps-alive");
+  for (auto& [server, t] : notice_tickets_) {
+    try {
+      t.wait(deadline, "a learning rate or ps-alive");
+    } catch (const PeerError&) {
+      if (!client_->lost(server) || options_.layout.replicas() < 2) throw;
+    }
+  }
   notice_tickets_.clear();
 }
 
@@ -329,18 +460,30 @@ StepAgreement Worker::awaitWorkers(int64_t step, Deadline deadline) {
 
 std::vector<FetchedState> Worker::fetchState(int64_t version, int slots, Deadline deadline,
                                            const SnapshotPoint* snapshot) {
-  std::vector<Ticket> tickets;
   const std::vector<char> point = snapshot != nullptr ? encode(*snapshot) : std::vector<char>();
-  for (size_t c = 0; c < options_.layout.chunks.size(); ++c) {
-    tickets.push_back(client_->send(serverOf(c), chunkHeader(msg::kState, c, version),
-                                    point.empty() ? zmq::message_t() : net::copyPayload(point)));
-  }
+  auto ask = [&](size_t c) {
+    const int server = pullTarget(c);
+    return std::pair(server, client_->send(server, chunkHeader(msg::kState, c, version),
+                                           point.empty() ? zmq::message_t() : net::copyPayload(point)));
+  };
+  std::vector<std::pair<int, Ticket>> tickets;
+  for (size_t c = 0; c < options_.layout.chunks.size(); ++c) tickets.push_back(ask(c));
   std::vector<FetchedState> states(tickets.size());
   for (size_t c = 0; c < tickets.size(); ++c) {
-    net::Frame frame = tickets[c].wait(deadline, fmt::format("the optimizer state of chunk {}", c));
+    const std::string what = fmt::format("the optimizer state of chunk {}", c);
+    net::Frame frame;
+    for (;;) {
+      try {
+        frame = tickets[c].second.wait(deadline, what);
+        break;
+      } catch (const PeerError& e) {
+        rethrowUnlessHeld(c, tickets[c].first, e);
+        tickets[c] = ask(c);  // its other replica holds the same state
+      }
+    }
     const auto length = static_cast<size_t>(options_.layout.chunks[c].length);
     if (frame.payload.size() != length * sizeof(float) * static_cast<size_t>(1 + slots)) {
-      throw PeerError(fmt::format("ps {} sent {} bytes of state for chunk {}", serverOf(c), frame.payload.size(), c));
+      throw PeerError(fmt::format("ps {} sent {} bytes of state for chunk {}", tickets[c].first, frame.payload.size(), c));
     }
     FetchedState& state = states[c];
     state.clock = frame.header.clock;
@@ -367,13 +510,16 @@ void Worker::setLearningRate(double lr) {
   const std::vector<char> payload = encode(LearningRate{lr});
   for (int i = 0; i < servers(); ++i) {
     // Sent before this step's pushes on the same connection: they see it.
-    notice_tickets_.push_back(client_->send(i, {.type = msg::kLr}, net::copyPayload(payload.data(), payload.size())));
+    if (client_->lost(i)) continue;  // a lost replica
+    notice_tickets_.emplace_back(i, client_->send(i, {.type = msg::kLr}, net::copyPayload(payload.data(), payload.size())));
   }
   sent_lr_ = lr;
 }
 
 void Worker::sayAlive() {
-  for (int i = 0; i < servers(); ++i) notice_tickets_.push_back(client_->send(i, {.type = msg::kAlive}, zmq::message_t()));
+  for (int i = 0; i < servers(); ++i) {
+    if (!client_->lost(i)) notice_tickets_.emplace_back(i, client_->send(i, {.type = msg::kAlive}, zmq::message_t()));
+  }
 }
 
 void Worker::sayDone(Deadline deadline) { sayToEveryServer(msg::kDone, deadline, "the goodbye", false); }
@@ -385,13 +531,25 @@ void Worker::sayLeaving(Deadline deadline) {
 void Worker::sayToEveryServer(MessageType type, Deadline deadline, const char* what, bool skip_silent) {
   if (done_) return;
   done_ = true;
-  std::vector<Ticket> tickets;
-  for (int i = 0; i < servers(); ++i) tickets.push_back(client_->send(i, {.type = type}, zmq::message_t()));
-  for (auto& t : tickets) {
+  // A replica lost earlier (--ps-replicas 2) is not told.
+  const bool replicated = options_.layout.replicas() > 1;
+  std::vector<std::pair<int, Ticket>> tickets;
+  for (int i = 0; i < servers(); ++i) {
+    if (replicated && client_->lost(i)) {
+      noteLost(i);
+    } else {
+      tickets.emplace_back(i, client_->send(i, {.type = type}, zmq::message_t()));
+    }
+  }
+  for (auto& [server, t] : tickets) {
     try {
       t.wait(deadline, what);
     } catch (const std::exception&) {
-      if (!skip_silent) throw;
+      if (replicated && client_->lost(server)) {
+        noteLost(server);
+      } else if (!skip_silent) {
+        throw;
+      }
     }
   }
   {

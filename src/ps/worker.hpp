@@ -96,6 +96,12 @@ struct FetchedState {
   size_t length_ = 0;
 };
 
+// A step report on its way to the servers that keep the step clocks: ps 0,
+// and with --ps-replicas 2 ps 1 too; the answer of the first one alive counts.
+struct ReportTickets {
+  std::vector<std::pair<int, Ticket>> by_keeper;  // (server, ticket), ps 0 first
+};
+
 class Worker {
  public:
   // `security`: the job's, for its connections to the servers.
@@ -156,8 +162,8 @@ class Worker {
   StepAgreement reportStep(int64_t finished, const StepReport& report, Deadline deadline);
   // reportStep in two halves: the agreement may be awaited steps after the
   // report (streaming DiLoCo overlaps it with training).
-  Ticket sendReport(int64_t finished, const StepReport& report);
-  StepAgreement awaitReport(Ticket& clock, int64_t finished, Deadline deadline);
+  ReportTickets sendReport(int64_t finished, const StepReport& report);
+  StepAgreement awaitReport(ReportTickets& clock, int64_t finished, Deadline deadline);
 
   // Waits for every push of `step` (and any learning-rate change) to be
   // taken by its server.
@@ -197,16 +203,35 @@ class Worker {
   // at once), then hangs up. A server that does not answer is skipped.
   void sayLeaving(Deadline deadline);
   bool done() const { return done_; }
+  // Servers lost while their chunks went on at another replica
+  // (--ps-replicas 2), in the order they were lost.
+  std::vector<int> lostServers() const;
 
  private:
   void sayToEveryServer(net::MessageType type, Deadline deadline, const char* what, bool skip_silent);
   net::FrameHeader chunkHeader(net::MessageType type, size_t c, int64_t clock) const;
   int serverOf(size_t c) const { return options_.layout.chunks[c].server; }
+  // The holder of chunk c that pulls and states go to: its primary while
+  // that lives, else its backup; the primary when every holder is lost (a
+  // request there fails at once).
+  int pullTarget(size_t c) const;
+  // A request for chunk c to `server` failed with `failure`: returns when
+  // another holder of c lives (failOver); else throws `failure`, or when
+  // both holders are lost an error naming them.
+  void rethrowUnlessHeld(size_t c, int server, const PeerError& failure);
+  // A request to `server` failed: whether that is because the server is
+  // lost and chunk c (SIZE_MAX: the clocks) has another holder alive, which
+  // is then announced once; false means the failure stands.
+  bool failOver(int server, size_t c);
+  // Says once that `server` is lost and its chunks go on at their other replica.
+  void noteLost(int server) const;
   void pull(size_t c, int64_t needed);
-  void sendPush(size_t c);  // under window_mutex_
+  void sendPull(size_t c, int64_t needed);   // under window_mutex_: to pullTarget(c)
+  void sendPush(size_t c, size_t replica);  // under window_mutex_
   void pushTaken(int server, size_t bytes);  // I/O thread: the window moves on
-  Ticket waitSent(size_t c, Deadline deadline, bool pull_ticket, const std::string& what);
-  void trace(const char* what, size_t c, size_t bytes, const Ticket& ticket, int64_t step) const;
+  // Waits until chunk c's push has left every holder's window.
+  void waitSent(size_t c, Deadline deadline, const std::string& what);
+  void trace(const char* what, size_t c, int server, size_t bytes, const Ticket& ticket, int64_t step) const;
   size_t chunkWireBytes(size_t c) const {
     return static_cast<size_t>(options_.layout.chunks[c].length) * wireBytes(options_.wire);
   }
@@ -218,9 +243,9 @@ class Worker {
   uint64_t landingOffset() const;
   // The payload of a request for chunk c: a reference into the arena when
   // its server mapped it and `data` lies there, else the bytes (zero-copy).
-  zmq::message_t pushPayload(size_t c, const void* data, net::FrameHeader& header) const;
-  zmq::message_t pullPayload(size_t c, net::FrameHeader& header) const;
-  bool sharesWith(size_t c) const { return !arena_mapped_.empty() && arena_mapped_[static_cast<size_t>(serverOf(c))]; }
+  zmq::message_t pushPayload(size_t c, int server, const void* data, net::FrameHeader& header) const;
+  zmq::message_t pullPayload(size_t c, int server, net::FrameHeader& header) const;
+  bool sharesWith(int server) const { return !arena_mapped_.empty() && arena_mapped_[static_cast<size_t>(server)]; }
 
   WorkerOptions options_;
   std::optional<WireEncoder> encoder_;       // encoded pushes: a buffer (and residuals) by chunk
@@ -231,13 +256,20 @@ class Worker {
   // by the client's I/O thread: their tickets are guarded by window_mutex_.
   mutable std::mutex window_mutex_;
   std::condition_variable window_cv_;
-  std::vector<Ticket> push_tickets_, pull_tickets_;
-  std::vector<Ticket> notice_tickets_;  // learning rates and ps-alive, awaited with a step's pushes
+  std::vector<std::vector<Ticket>> push_tickets_;  // by chunk, by holder (primary first)
+  std::vector<Ticket> pull_tickets_;
+  struct SentPull {
+    int server = -1;
+    int64_t needed = 0;
+  };
+  std::vector<SentPull> pull_sent_;  // by chunk: where its pull went, to send again at a failover
+  std::vector<std::pair<int, Ticket>> notice_tickets_;  // learning rates and ps-alive, awaited with a step's pushes
   std::vector<bool> pull_expected_;  // by chunk: a pull is owed (maybe not yet sent)
   struct Pending {
     const void* data = nullptr;
     int64_t step = 0;
     std::optional<int64_t> pull_needed;  // the pull to send right behind the push
+    int unsent = 0;  // holders whose window the push still waits for
   };
   std::vector<Pending> pending_;            // by chunk: a push waiting for the window
   std::vector<std::set<size_t>> waiting_;   // by server: queued chunks, lowest first
@@ -245,6 +277,9 @@ class Worker {
   bool closing_ = false;
   std::optional<double> sent_lr_;
   bool done_ = false;
+  // Lost servers whose chunks went on at another replica, each announced once.
+  mutable std::mutex lost_mutex_;
+  mutable std::vector<int> announced_lost_;
 };
 
 }  // namespace tandem::ps

@@ -131,6 +131,7 @@ void validateDistributed(const DistributedConfig& d) {
   if (d.staleness_lr == Switch::kOn && psModeOf(d) == Mode::PsSync) {
     throw InputError("--staleness-lr on: needs --ps-mode async or --staleness k > 0 (sync gradients are never stale)");
   }
+  if (d.ps_replicas < 1) throw InputError(fmt::format("--ps-replicas: must be >= 1, got {}", d.ps_replicas));
   validateDiloco(d);
   if (d.wire_dtype == WireDtype::kFloat32 && d.error_feedback) {
     throw InputError("--error-feedback: needs --wire-dtype fp16 or bf16 (float32 loses nothing to carry)");
@@ -185,6 +186,22 @@ void validate(const TrainConfig& c, SuppliedParts supplied) {
 
 bool wantsLiveMembership(const DistributedConfig& config, int workers) {
   return (config.min_workers > 0 && config.min_workers < workers) || config.max_workers > workers;
+}
+
+void checkPsReplicas(const DistributedConfig& config, int servers) {
+  if (config.ps_replicas <= 1) return;
+  if (config.ps_replicas > servers) {
+    throw InputError(fmt::format("--ps-replicas {} with {} server(s): each chunk needs that many different servers",
+                                 config.ps_replicas, servers));
+  }
+  if (config.ps_replicas > 2) {
+    throw InputError(fmt::format("--ps-replicas {}: at most 2 (each chunk's own server and the next)",
+                                 config.ps_replicas));
+  }
+  if (psModeOf(config) != Mode::PsSync) {
+    throw InputError(fmt::format("--ps-replicas {} with --ps-mode {}: not built yet; replicas keep sync jobs going",
+                                 config.ps_replicas, modeName(psModeOf(config))));
+  }
 }
 
 cluster::QuorumOptions quorumOptions(const DistributedConfig& config, int workers) {

@@ -110,6 +110,9 @@ struct DistributedConfig {
   // (--ps-mode sync|async; psModeOf gives the mode --staleness makes it).
   Mode ps_mode = Mode::PsSync;
   int staleness = -1;                    // >= 0: bounded staleness (0 is sync), overriding ps_mode
+  // Servers holding each chunk (--ps-replicas): 2 keeps a sync job going,
+  // losing no update, when one server dies (ps/key_layout.hpp).
+  int ps_replicas = 1;
   double ps_chunk_mb = 0;                // parameter chunk size; 0: from the model (ps::autoPsChunkFloats)
   int ps_threads = 0;                    // apply threads per server (0: all cores)
   // How gradient buckets and PS chunks travel: fp32, fp16 or bf16
@@ -170,6 +173,9 @@ Mode psModeOf(const DistributedConfig& config);
 // without dead workers (--min-workers below the count) or grows
 // (--max-workers above it).
 bool wantsLiveMembership(const DistributedConfig& config, int workers);
+// Throws InputError naming the values when --ps-replicas cannot hold for a
+// job of `servers` (more replicas than servers, or an async job).
+void checkPsReplicas(const DistributedConfig& config, int servers);
 // The quorum's options from the run's flags for a job of `workers`
 // (cluster/quorum.hpp). Throws InputError naming the flag and the values
 // when they cannot hold.

@@ -260,8 +260,8 @@ int64_t DilocoStrategy::awaitJobEnd(int64_t own_step) {
 
 void DilocoStrategy::finish() {
   if (link_.worker && !link_.worker->done()) link_.worker->sayDone(link_.peerDeadline());
-  pushes_.reset();       // nothing pushes any more
-  link_.worker.reset();  // hang up at once: a server closes once its workers have
+  pushes_.reset();  // nothing pushes any more
+  link_.hangUp();
 }
 
 void DilocoStrategy::keepGlobal() {

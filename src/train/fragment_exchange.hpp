@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/push_format.hpp"
-#include "ps/client.hpp"
+#include "ps/worker.hpp"
 #include "ps/protocol.hpp"
 #include "train/fragment_schedule.hpp"
 #include "train/ps_setup.hpp"
@@ -51,7 +51,7 @@ class FragmentExchange {
     std::vector<int> fragments;
     int64_t merge_after = 0;
     double mix = 0;
-    ps::Ticket report;
+    ps::ReportTickets report;
     int64_t finished = 0;  // ps 0's clock after it
   };
   void begin(const std::vector<int>& fragments, int64_t merge_after, double mix, const ps::StepReport& report);

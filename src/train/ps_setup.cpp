@@ -44,9 +44,19 @@ nlohmann::json PsConnection::summary() const {
   return {{"servers", servers},
           {"chunks", layout.chunks.size()},
           {"hierarchical", !push_groups.empty()},
+          {"replicas", layout.replicas()},
+          // Servers lost while their chunks went on at the other replica.
+          {"lost_servers", worker ? worker->lostServers() : lost_servers},
           {"push_window_bytes", push_window},  // per server; 0: none
           {"shared_memory_servers", sharing_servers},
           {"parameters_in_shared_memory", parameters_in_arena}};  // pulls land in the model
+}
+
+void PsConnection::hangUp() {
+  if (!worker) return;
+  if (!worker->done()) worker->sayDone(peerDeadline());
+  lost_servers = worker->lostServers();
+  worker.reset();  // hang up at once: a server closes once its workers have
 }
 
 namespace {
@@ -68,7 +78,8 @@ ps::ServerConfig serverConfig(const PsSetup& setup, const ps::KeyLayout& layout,
   LrSchedule schedule(config.optimizer, config.lr, plan.steps_per_epoch, table_steps, per_update);
   for (int64_t t = 0; t < table_steps; ++t) c.lr_by_step.push_back(schedule.at(t));
   c.layout_fingerprint = layout.fingerprint();
-  for (const auto& chunk : layout.chunksOf(server)) c.chunks.push_back({chunk.key, chunk.length});
+  for (const auto& chunk : layout.chunksHeldBy(server)) c.chunks.push_back({chunk.key, chunk.length});
+  c.replicas = layout.replicas();
   c.peer_timeout_s = config.distributed.peer_timeout_s;
   c.start_step = static_cast<uint32_t>(plan.start_step);
   // Open-ended: async never stops the workers; they leave when done.
@@ -126,6 +137,7 @@ nlohmann::json withPsFingerprint(nlohmann::json fp, const PsSetup& setup, const 
               {"staleness_lr", d.staleness_lr},
               {"local_steps", d.local_steps},
               {"layout", fmt::format("{:016x}", layout.fingerprint())},
+              {"replicas", d.ps_replicas},
               {"hierarchical", push_groups}};
   return fp;
 }
@@ -192,7 +204,8 @@ PsConnection connectToServers(torch::nn::Module& model, const nlohmann::json& fi
   int64_t total_floats = 0;
   for (const auto& t : specs) total_floats += t.numel;
   const int64_t chunk_floats = chunkFloats(setup, total_floats);
-  link.layout = ps::buildKeyLayout(specs, spec.numServers(), chunk_floats * 4);
+  checkPsReplicas(d, spec.numServers());
+  link.layout = ps::buildKeyLayout(specs, spec.numServers(), chunk_floats * 4, d.ps_replicas);
   if (auto idle = ps::idleServers(link.layout); !idle.empty() && spec.isChief()) {
     TANDEM_LOG_WARN("ps {} hold(s) no parameters: the model has fewer floats ({}) than there are servers",
                     fmt::join(idle, ", "), total_floats);
@@ -202,6 +215,10 @@ PsConnection connectToServers(torch::nn::Module& model, const nlohmann::json& fi
   // Hierarchical aggregation needs the coordinator's store to meet host-mates.
   const auto groups = cluster::workersByHost(spec);
   if (setup.mode == Mode::PsSync && !setup.joined && cluster::useHostGroups(groups, d.hierarchical)) {
+    if (d.ps_replicas > 1) {
+      throw InputError("--ps-replicas 2 with host sums (--hierarchical auto across hosts with several workers each): "
+                       "not built; pass --hierarchical off");
+    }
     link.push_groups = groups;
   }
   Stopwatch watch;

@@ -53,6 +53,10 @@ struct PsConnection {
   int64_t ownBytes(const PushFormat& format) const;
   // The summary's PS fields.
   nlohmann::json summary() const;
+  // Says goodbye to the servers (unless done already) and hangs up, keeping
+  // which servers were lost for the summary. Whatever pushes through the
+  // worker must be gone first.
+  void hangUp();
 
   ps::KeyLayout layout;
   ChunkedParameters model;  // trainable, registration order, by chunk
@@ -63,6 +67,7 @@ struct PsConnection {
   size_t push_window = 0;                     // bytes per server (priority scheduling); 0: none
   int sharing_servers = 0;                    // servers that read and write this worker's shared memory
   bool parameters_in_arena = false;           // the model is those servers' pull landing area
+  std::vector<int> lost_servers;              // after hangUp: servers lost while replicas carried on
   torch::Tensor shared_grads;                 // where those servers read pushes; undefined: none
   int64_t step = 0;  // this worker's first step: the plan's, or a lost predecessor's clock
   std::optional<RemoteParameters::Takeover> takeover;  // a replacement in a running elastic job

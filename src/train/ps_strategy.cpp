@@ -204,8 +204,8 @@ void PsStrategy::finish() {
   Impl& s = *impl_;
   awaitParameters();
   if (s.link.worker && !s.worker().done()) s.worker().sayDone(s.link.peerDeadline());
-  s.pushes.reset();       // nothing pushes any more
-  s.link.worker.reset();  // hang up at once: a server closes once its workers have
+  s.pushes.reset();  // nothing pushes any more
+  s.link.hangUp();
 }
 
 }  // namespace tandem::train

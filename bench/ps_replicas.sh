@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# --ps-replicas 2, measured in one run on this host (issue 50's goals):
+#   1. the cost: cnn on Fashion-MNIST, sync, 2 PS + 4 and 2 PS + 2 workers,
+#      with replicas against without (interleaved, each side's best): every
+#      push then goes to two servers and each server applies twice the chunks;
+#   2. a killed server: 2 PS + 2 workers, kill -9 of ps 0 (which keeps the
+#      step clocks too) halfway: the seconds from the kill to the chief's
+#      next train record, the updates lost, the wall time against an
+#      uninterrupted run, and whether the final loss is the same bits
+#      (bit-identity of the parameters is a test: PsReplicas in
+#      tests/cli_ps_replicas_test.cpp).
+# Usage: bench/ps_replicas.sh [build dir] [repeats]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+REPEATS=${2:-3}
+TANDEM="$BUILD/tandem"
+source bench/common.sh
+scratch_out tandem-ps-replicas
+need_fashion_mnist
+
+CNN="--model cnn --dataset fashion-mnist --batch-size 32 --max-steps ${CNN_STEPS:-300} --eval-every 1000000 --log-every 10 --progress plain"
+plain() { local name=$1 ps=$2 workers=$3; shift 3; run "$name" "$TANDEM" launch --ps "$ps" --workers "$workers" -- "$@"; }
+replicated() { local name=$1 ps=$2 workers=$3; shift 3; run "$name" "$TANDEM" launch --ps "$ps" --workers "$workers" -- "$@" --ps-replicas 2; }
+
+echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; best of $REPEATS"
+compare "cnn, 2 PS + 4 workers, sync (replicas 2 / 1)" cnn-2x4 "2 4 $CNN" plain replicated
+compare "cnn, 2 PS + 2 workers, sync (replicas 2 / 1)" cnn-2x2 "2 2 $CNN" plain replicated
+
+STEPS=${KILL_STEPS:-600}
+echo "== killed ps 0 with replicas: cnn, 2 PS + 2 workers, sync, $STEPS steps"
+start=$(date +%s.%N)
+"$TANDEM" launch --ps 2 --workers 2 -- $CNN --max-steps "$STEPS" --ps-replicas 2 --out "$OUT/clean" >"$OUT/clean.log" 2>&1
+clean_s=$(python3 -c "import time; print(time.time() - $start)")
+start=$(date +%s.%N)
+"$TANDEM" launch --ps 2 --workers 2 -- $CNN --max-steps "$STEPS" --ps-replicas 2 --out "$OUT/killed" >"$OUT/killed.log" 2>&1 &
+launch_pid=$!
+while ! grep -qs "\"step\":$((STEPS / 2))," "$OUT/killed/metrics.jsonl"; do sleep 0.02; done
+killed_at=$(date +%s.%N)
+pkill -KILL -f -- "--out $OUT/killed .*--job-name ps --task-index 0( |\$)"
+wait "$launch_pid"
+killed_s=$(python3 -c "import time; print(time.time() - $start)")
+python3 - "$OUT" "$clean_s" "$killed_s" "$killed_at" <<'PY'
+import json, sys
+out, clean_s, killed_s, killed_at = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+record = json.loads(open(f"{out}/killed/restarts.jsonl").readline())
+after = [r for r in map(json.loads, open(f"{out}/killed/metrics.jsonl")) if r.get("type") == "train" and r["time"] > killed_at]
+clean = json.load(open(f"{out}/clean/summary.json"))
+killed = json.load(open(f"{out}/killed/summary.json"))
+print(f"   {record['failure']}; lost_updates {record['lost_updates']}, rolled_back {record['rolled_back']}")
+print(f"   kill -> the chief's next train record (step {after[0]['step']}): {after[0]['time'] - killed_at:.2f} s "
+      f"(records every 10 steps)")
+print(f"   wall: uninterrupted {clean_s:.1f} s, killed {killed_s:.1f} s ({killed_s / clean_s:.2f}x)")
+print(f"   steps {killed['steps']} of {clean['steps']}; final loss the same bits: "
+      f"{killed['final_loss'] == clean['final_loss']} ({killed['final_loss']!r})")
+PY
