@@ -6,7 +6,7 @@
 #   2. a killed server: 2 PS + 2 workers, kill -9 of ps 0 (which keeps the
 #      step clocks too) halfway: the seconds from the kill to the chief's
 #      next train record, the updates lost, the wall time against an
-#      uninterrupted run, and whether the final loss is the same bits
+#      uninterrupted run, and whether the final model's test loss is the same bits
 #      (bit-identity of the parameters is a test: PsReplicas in
 #      tests/cli_ps_replicas_test.cpp).
 # Usage: bench/ps_replicas.sh [build dir] [repeats]
@@ -19,18 +19,19 @@ source bench/common.sh
 scratch_out tandem-ps-replicas
 need_fashion_mnist
 
-CNN="--model cnn --dataset fashion-mnist --batch-size 32 --max-steps ${CNN_STEPS:-300} --eval-every 1000000 --log-every 10 --progress plain"
+CNN="--model cnn --dataset fashion-mnist --batch-size 32 --eval-every 1000000 --log-every 10 --progress plain"
 plain() { local name=$1 ps=$2 workers=$3; shift 3; run "$name" "$TANDEM" launch --ps "$ps" --workers "$workers" -- "$@"; }
 replicated() { local name=$1 ps=$2 workers=$3; shift 3; run "$name" "$TANDEM" launch --ps "$ps" --workers "$workers" -- "$@" --ps-replicas 2; }
 
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; best of $REPEATS"
-compare "cnn, 2 PS + 4 workers, sync (replicas 2 / 1)" cnn-2x4 "2 4 $CNN" plain replicated
-compare "cnn, 2 PS + 2 workers, sync (replicas 2 / 1)" cnn-2x2 "2 2 $CNN" plain replicated
+compare "cnn, 2 PS + 4 workers, sync (replicas 2 / 1)" cnn-2x4 "2 4 $CNN --max-steps ${CNN_STEPS:-300}" plain replicated
+compare "cnn, 2 PS + 2 workers, sync (replicas 2 / 1)" cnn-2x2 "2 2 $CNN --max-steps ${CNN_STEPS:-300}" plain replicated
 
 STEPS=${KILL_STEPS:-600}
 echo "== killed ps 0 with replicas: cnn, 2 PS + 2 workers, sync, $STEPS steps"
 start=$(date +%s.%N)
-"$TANDEM" launch --ps 2 --workers 2 -- $CNN --max-steps "$STEPS" --ps-replicas 2 --out "$OUT/clean" >"$OUT/clean.log" 2>&1
+"$TANDEM" launch --ps 2 --workers 2 -- $CNN --max-steps "$STEPS" --ps-replicas 2 --out "$OUT/clean" >"$OUT/clean.log" 2>&1 \
+  || { cat "$OUT/clean.log"; exit 1; }
 clean_s=$(python3 -c "import time; print(time.time() - $start)")
 start=$(date +%s.%N)
 "$TANDEM" launch --ps 2 --workers 2 -- $CNN --max-steps "$STEPS" --ps-replicas 2 --out "$OUT/killed" >"$OUT/killed.log" 2>&1 &
@@ -38,7 +39,7 @@ launch_pid=$!
 while ! grep -qs "\"step\":$((STEPS / 2))," "$OUT/killed/metrics.jsonl"; do sleep 0.02; done
 killed_at=$(date +%s.%N)
 pkill -KILL -f -- "--out $OUT/killed .*--job-name ps --task-index 0( |\$)"
-wait "$launch_pid"
+wait "$launch_pid" || { cat "$OUT/killed.log"; exit 1; }
 killed_s=$(python3 -c "import time; print(time.time() - $start)")
 python3 - "$OUT" "$clean_s" "$killed_s" "$killed_at" <<'PY'
 import json, sys
@@ -51,6 +52,9 @@ print(f"   {record['failure']}; lost_updates {record['lost_updates']}, rolled_ba
 print(f"   kill -> the chief's next train record (step {after[0]['step']}): {after[0]['time'] - killed_at:.2f} s "
       f"(records every 10 steps)")
 print(f"   wall: uninterrupted {clean_s:.1f} s, killed {killed_s:.1f} s ({killed_s / clean_s:.2f}x)")
-print(f"   steps {killed['steps']} of {clean['steps']}; final loss the same bits: "
-      f"{killed['final_loss'] == clean['final_loss']} ({killed['final_loss']!r})")
+# The final model's test loss (an evaluation of the parameters); the last
+# step's mean loss comes from whichever server answered the step report.
+print(f"   steps {killed['steps']} of {clean['steps']}; final model's test loss the same bits: "
+      f"{killed['test_loss'] == clean['test_loss']} ({killed['test_loss']!r}), "
+      f"test accuracy {killed['test_accuracy']} vs {clean['test_accuracy']}")
 PY

@@ -7,6 +7,7 @@
 #include <future>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
 #include "ps/apply_pool.hpp"
@@ -40,6 +41,29 @@ TEST(ApplyPool, AFailedJobIsRethrownNamingTheJobAndOthersStillRun) {
     pool.submit("apply of chunk 2 (update 0)", [&] { ++ran; });
   }  // joins after the queued jobs
   EXPECT_EQ(ran.load(), 2);
+}
+
+// A job a pull waits for goes ahead of queued ones nobody waits for (a
+// backup's applies), behind the awaited ones queued before it.
+TEST(ApplyPool, AnAwaitedJobGoesAheadOfOnesNobodyWaitsFor) {
+  std::vector<std::string> order;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  {
+    ApplyPool pool(1);
+    std::promise<void> started;
+    pool.submit("blocker", [&] {
+      started.set_value();
+      released.wait();
+    });
+    ASSERT_EQ(started.get_future().wait_for(2s), std::future_status::ready);
+    pool.submit("backup 1", [&] { order.push_back("backup 1"); }, false);
+    pool.submit("awaited 1", [&] { order.push_back("awaited 1"); });
+    pool.submit("backup 2", [&] { order.push_back("backup 2"); }, false);
+    pool.submit("awaited 2", [&] { order.push_back("awaited 2"); });
+    release.set_value();
+  }  // joins after the queued jobs
+  EXPECT_EQ(order, (std::vector<std::string>{"awaited 1", "awaited 2", "backup 1", "backup 2"}));
 }
 
 TEST(ApplyPool, KeepsTheFirstFailureAndNamesNonStandardExceptions) {

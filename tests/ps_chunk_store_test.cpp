@@ -157,6 +157,63 @@ TEST(ChunkStoreSync, RefusesAPushOfAnotherStepATwiceAndANonPusherNamingThem) {
   EXPECT_TRUE(hierarchical.push(1, 0, 0, gradient({0, 0, 0}), 0)) << "the host's one push completes the step";
 }
 
+// --ps-replicas 2: a backup may get a fast worker's push of the next step
+// before a slow worker's push of this one (the primary already answered
+// the fast worker's pull). It keeps the early push and applies it, in the
+// same order and sum as the primary, once this step is applied; two steps
+// ahead is refused. Each push is acknowledged once its step is applied.
+TEST(ChunkStoreSync, ABackupKeepsAPushOfTheNextStepUntilThisOneIsApplied) {
+  ServerConfig config = configFor(Mode::PsSync, 2);
+  config.replicas = 2;
+  config.backup_chunks = {kKey};
+  ChunkStore store = storeFor(config);
+  ASSERT_TRUE(store.holdsAcks(0));
+  auto pushed = [&](int worker, uint32_t step, std::vector<float> grad, uint64_t request_id) {
+    auto job = store.push(worker, 0, step, gradient(grad), 0);
+    store.holdAck(0, step, "w" + std::to_string(worker), request_id);
+    return job;
+  };
+  auto acks = [](const std::vector<Reply>& replies) {
+    std::vector<uint64_t> ids;
+    for (const auto& r : replies) {
+      if (r.header.type == net::MessageType::kOk) ids.push_back(r.header.request_id);
+    }
+    return ids;
+  };
+  EXPECT_FALSE(pushed(0, 0, {1, 1, 1}, 10));
+  EXPECT_FALSE(pushed(0, 1, {2, 2, 2}, 11)) << "step 1 applied before step 0";
+  EXPECT_EQ(refusalOf([&] { store.push(0, 0, 1, gradient({2, 2, 2}), 0); }), "worker 0 pushed chunk 7 twice for step 1");
+  EXPECT_EQ(refusalOf([&] { store.push(0, 0, 2, gradient({0, 0, 0}), 0); }),
+            "worker 0 pushed chunk 7 for step 2 but the chunk is at step 0");
+  EXPECT_TRUE(store.pull(0, pullFrom(0, 1), 2).empty());
+  // The slow worker's step 0, then its step 1 while step 0 applies.
+  auto step0 = pushed(1, 0, {3, 3, 3}, 20);
+  ASSERT_TRUE(step0);
+  EXPECT_FALSE(pushed(1, 1, {4, 4, 4}, 21)) << "kept while step 0 applies";
+  const auto first = runApply(store, std::move(step0));
+  EXPECT_EQ(acks(first.replies), (std::vector<uint64_t>{10, 20})) << "step 0's pushes, and no pull: it waits for step 1";
+  EXPECT_EQ(first.replies.size(), 2u);
+  ASSERT_TRUE(first.next) << "step 1 was complete, and starts once step 0 is applied";
+  EXPECT_EQ(first.next->update, 1u);
+  EXPECT_DOUBLE_EQ(first.next->lr, 0.25);
+  EXPECT_TRUE(first.next->awaited) << "the pull of step 2 waits for it";
+  const auto second = runApply(store, first.next);
+  ASSERT_EQ(second.replies.size(), 3u);
+  EXPECT_EQ(acks(second.replies), (std::vector<uint64_t>{11, 21}));
+  const float v = 1 - 0.5f * 4 - 0.25f * 6;
+  expectValues(second.replies[0], {v, v + 1, v + 2});
+  // Without replicas, a push of the next step is refused as before, and acknowledged at once.
+  ChunkStore plain = storeFor(configFor(Mode::PsSync, 2));
+  EXPECT_FALSE(plain.holdsAcks(0));
+  // A primary acknowledges at once, so that its worker's window moves.
+  config.backup_chunks.clear();
+  EXPECT_FALSE(storeFor(config).holdsAcks(0));
+  config.backup_chunks = {kKey + 1};
+  EXPECT_EQ(refusalOf([&] { ChunkStore::validate(config); }), "ps-init names chunk 8 a backup but does not list it");
+  EXPECT_EQ(refusalOf([&] { plain.push(0, 0, 1, gradient({0, 0, 0}), 0); }),
+            "worker 0 pushed chunk 7 for step 1 but the chunk is at step 0");
+}
+
 TEST(ChunkStore, RefusesRequestsForChunksItDoesNotHold) {
   ChunkStore store("ps 1");
   EXPECT_EQ(refusalOf([&] { store.indexOf(header(msg::kPull)); }),

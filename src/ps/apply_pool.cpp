@@ -25,10 +25,12 @@ void ApplyPool::finish() {
   }
 }
 
-void ApplyPool::submit(std::string what, std::function<void()> job) {
+void ApplyPool::submit(std::string what, std::function<void()> job, bool awaited) {
   {
     std::lock_guard lock(mutex_);
-    jobs_.push_back({std::move(what), std::move(job)});
+    const auto place = awaited ? std::find_if(jobs_.begin(), jobs_.end(), [](const Job& j) { return !j.awaited; })
+                               : jobs_.end();
+    jobs_.insert(place, {std::move(what), std::move(job), awaited});
   }
   cv_.notify_one();
 }

@@ -29,8 +29,10 @@ class ApplyPool {
   ApplyPool& operator=(const ApplyPool&) = delete;
 
   // Queues `job`; `what` names it in the error if it throws ("apply of
-  // chunk 3 (update 7)"). Thread-safe.
-  void submit(std::string what, std::function<void()> job);
+  // chunk 3 (update 7)"). An `awaited` job (a pull waits for it) goes ahead
+  // of the queued ones nobody waits for (a backup's, with --ps-replicas 2),
+  // behind the awaited ones queued before it. Thread-safe.
+  void submit(std::string what, std::function<void()> job, bool awaited = true);
   int threads() const { return static_cast<int>(threads_.size()); }
 
   // Runs the queued jobs, then joins the threads; no job may be submitted
@@ -47,6 +49,7 @@ class ApplyPool {
   struct Job {
     std::string what;
     std::function<void()> run;
+    bool awaited = true;
   };
   void loop();
 

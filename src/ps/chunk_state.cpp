@@ -22,6 +22,8 @@ void initChunk(ChunkState& c, const ChunkRange& range, const optim::OptimizerSet
   c.slots.assign(static_cast<size_t>(optim::slotCount(optimizer)), std::vector<float>(static_cast<size_t>(range.length), 0.0f));
   c.step_grads.resize(static_cast<size_t>(workers));
   c.step_grad_us.assign(static_cast<size_t>(workers), 0);
+  c.ahead_grads.resize(static_cast<size_t>(workers));
+  c.ahead_grad_us.assign(static_cast<size_t>(workers), 0);
 }
 
 size_t paramBytes(const ChunkState& c) { return static_cast<size_t>(c.length) * sizeof(float); }

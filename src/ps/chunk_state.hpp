@@ -53,6 +53,7 @@ struct ChunkState {
   uint64_t key = 0;
   int64_t length = 0;
   std::vector<float> param;
+  bool backup = false;  // --ps-replicas 2: held here as the backup of another server's chunk
   std::vector<std::vector<float>> slots;  // the optimizer's, in slotCount's order
   bool initialized = false;
   bool busy = false;        // an apply job owns param and slots
@@ -64,6 +65,23 @@ struct ChunkState {
   std::vector<int> pushers;  // ascending
   std::vector<int64_t> step_grad_us;  // when each arrived, for the timeline
   int step_grad_count = 0;
+  // Sync, a backup: the next step's pushes that came before this step's
+  // were all in. A backup may be one step behind the fastest worker, whose
+  // next pull the primary answered; never more, since a backup acknowledges
+  // a push only once its step is applied, and a worker pushes step t + 1
+  // only after its step t pushes were acknowledged.
+  std::vector<std::optional<OwnedBytes>> ahead_grads;
+  std::vector<int64_t> ahead_grad_us;
+  int ahead_grad_count = 0;
+  // Sync, a backup: each push is acknowledged once its step is applied
+  // here (both holders then have it, in the same order), so that its
+  // worker neither rewrites the pushed bytes nor runs more than a step
+  // ahead of the backup. This step's acknowledgements, and the next's.
+  struct HeldAck {
+    std::string routing;
+    uint64_t request_id = 0;
+  };
+  std::vector<HeldAck> step_acks, ahead_acks;
   std::deque<QueuedPush> queue;  // async pushes waiting for the chunk
   // Async and SSP: by worker, the steps whose push has arrived (its latest
   // push's step + 1; the start step before any).

@@ -18,6 +18,9 @@ std::unordered_map<uint64_t, size_t> indexChunks(const ServerConfig& config) {
   for (const auto& r : config.chunks) {
     if (!index.emplace(r.key, index.size()).second) throw Refusal{fmt::format("ps-init lists chunk {} twice", r.key)};
   }
+  for (uint64_t key : config.backup_chunks) {
+    if (!index.contains(key)) throw Refusal{fmt::format("ps-init names chunk {} a backup but does not list it", key)};
+  }
   return index;
 }
 
@@ -35,6 +38,7 @@ void ChunkStore::reset(const ServerConfig& config) {
     initChunk(chunks_.emplace_back(), r, config.optimizer, config.workers, pushersOf(config, r.key));
     chunks_.back().pushed_through.assign(static_cast<size_t>(config.workers), config.start_step);
   }
+  for (uint64_t key : config.backup_chunks) chunks_[index_.at(key)].backup = true;
   worker_lr_.assign(static_cast<size_t>(config.workers), std::nullopt);
   departed_.reset();
   config_ = config;
@@ -92,7 +96,8 @@ std::optional<ApplyJob> ChunkStore::push(int w, size_t index, uint32_t clock, Ow
                                          int64_t received_us) {
   ChunkState& c = chunks_[index];
   if (sync()) {
-    if (clock != c.applied) {
+    const bool ahead = c.backup && clock == c.applied + 1;
+    if (clock != c.applied && !ahead) {
       throw Refusal{fmt::format("worker {} pushed chunk {} for step {} but the chunk is at step {}", w, c.key, clock,
                                 c.applied)};
     }
@@ -100,21 +105,17 @@ std::optional<ApplyJob> ChunkStore::push(int w, size_t index, uint32_t clock, Ow
       throw Refusal{fmt::format("worker {} pushed chunk {}, which its host's group pushes through worker(s) {}", w,
                                 c.key, fmt::join(c.pushers, ", "))};
     }
-    auto& slot = c.step_grads[static_cast<size_t>(w)];
+    auto& slot = (ahead ? c.ahead_grads : c.step_grads)[static_cast<size_t>(w)];
     if (slot) throw Refusal{fmt::format("worker {} pushed chunk {} twice for step {}", w, c.key, clock)};
     slot = std::move(grad);
-    c.step_grad_us[static_cast<size_t>(w)] = received_us;
-    if (++c.step_grad_count < static_cast<int>(c.pushers.size())) return std::nullopt;
-    // The step is complete: hand its gradients to one apply.
-    c.busy = true;
-    ApplyJob job{.chunk = index, .key = c.key, .update = c.applied, .lr = lrOf(0, c.applied)};  // the chief's schedule is the table's
-    for (size_t p = 0; p < c.step_grads.size(); ++p) {
-      if (!c.step_grads[p]) continue;
-      job.grads.push_back(*std::exchange(c.step_grads[p], std::nullopt));
-      job.arrivals.emplace_back(static_cast<int>(p), c.step_grad_us[p]);
+    if (ahead) {
+      c.ahead_grad_us[static_cast<size_t>(w)] = received_us;
+      ++c.ahead_grad_count;
+      return std::nullopt;  // kept until this step's apply ends
     }
-    c.step_grad_count = 0;
-    return job;
+    c.step_grad_us[static_cast<size_t>(w)] = received_us;
+    ++c.step_grad_count;
+    return syncApplyIfComplete(index);
   }
   // Async: the schedule runs over the job's global step, as TensorFlow's
   // does. SSP counts steps per worker: one round of every worker's push is
@@ -127,6 +128,22 @@ std::optional<ApplyJob> ChunkStore::push(int w, size_t index, uint32_t clock, Ow
   auto& through = c.pushed_through[static_cast<size_t>(w)];
   through = std::max(through, clock + 1);
   return startAsync(index);
+}
+
+std::optional<ApplyJob> ChunkStore::syncApplyIfComplete(size_t index) {
+  ChunkState& c = chunks_[index];
+  if (c.busy || c.step_grad_count < static_cast<int>(c.pushers.size())) return std::nullopt;
+  // The step is complete: hand its gradients to one apply.
+  c.busy = true;
+  ApplyJob job{.chunk = index, .key = c.key, .update = c.applied, .lr = lrOf(0, c.applied)};  // the chief's schedule is the table's
+  for (size_t p = 0; p < c.step_grads.size(); ++p) {
+    if (!c.step_grads[p]) continue;
+    job.grads.push_back(*std::exchange(c.step_grads[p], std::nullopt));
+    job.arrivals.emplace_back(static_cast<int>(p), c.step_grad_us[p]);
+  }
+  c.step_grad_count = 0;
+  job.awaited = !c.pulls.empty();
+  return job;
 }
 
 std::optional<ApplyJob> ChunkStore::startAsync(size_t index) {
@@ -174,12 +191,30 @@ void ChunkStore::apply(ApplyJob& job) {
   applyUpdate(c, grad, job.update, lr, *config_);
 }
 
+void ChunkStore::holdAck(size_t index, uint32_t clock, std::string routing, uint64_t request_id) {
+  ChunkState& c = chunks_[index];
+  (clock == c.applied ? c.step_acks : c.ahead_acks).push_back({std::move(routing), request_id});
+}
+
 ChunkStore::Applied ChunkStore::applied(size_t index) {
   ChunkState& c = chunks_[index];
   c.busy = false;
   ++c.applied;
   Applied result{.replies = answer(c)};
-  if (!sync()) result.next = startAsync(index);
+  for (auto& ack : std::exchange(c.step_acks, {})) {
+    result.replies.push_back({.routing = std::move(ack.routing),
+                              .header = {.type = net::MessageType::kOk, .request_id = ack.request_id}});
+  }
+  if (!sync()) {
+    result.next = startAsync(index);
+  } else if (c.ahead_grad_count > 0 || !c.ahead_acks.empty()) {
+    // The next step's early pushes (a backup behind the fastest worker) are this step's now.
+    std::swap(c.step_grads, c.ahead_grads);
+    std::swap(c.step_grad_us, c.ahead_grad_us);
+    std::swap(c.step_acks, c.ahead_acks);
+    c.step_grad_count = std::exchange(c.ahead_grad_count, 0);
+    result.next = syncApplyIfComplete(index);
+  }
   return result;
 }
 

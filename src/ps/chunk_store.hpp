@@ -48,6 +48,7 @@ struct ApplyJob {
   // Async and SSP: one push.
   std::vector<OwnedBytes> grads{};
   std::vector<std::pair<int, int64_t>> arrivals{};  // (worker, received_us): the timeline's queued spans
+  bool awaited = true;  // a pull waits for it (a backup's apply, nobody pulling there, can wait)
 };
 
 class ChunkStore {
@@ -80,11 +81,21 @@ class ChunkStore {
   // place of the table's.
   void setLr(int worker, double lr);
 
-  // Stores worker `worker`'s gradient for the chunk (the caller then
-  // acknowledges it) and returns the apply it completes or starts, if any.
-  // Sync: `clock` must be the chunk's step, from one of its pushers, once.
+  // Stores worker `worker`'s gradient for the chunk and returns the apply it
+  // completes or starts, if any. The caller acknowledges the push at once,
+  // or, when `holdsAcks()`, hands the acknowledgement to holdAck.
+  // Sync: `clock` must be the chunk's step, from one of its pushers, once;
+  // at a backup it may be the next step too, kept until this one applies.
   // The store keeps `grad` (and its owner) until the apply has read it.
   std::optional<ApplyJob> push(int worker, size_t index, uint32_t clock, OwnedBytes grad, int64_t received_us);
+
+  // Sync, a chunk held here as a backup: a push is acknowledged once its
+  // step is applied here (the apply has read its bytes, and both holders
+  // have it). A primary acknowledges at once: its window must move.
+  bool holdsAcks(size_t index) const { return sync() && chunks_[index].backup; }
+  // Keeps the acknowledgement of the push of step `clock` just stored
+  // (routing, request id) until that step is applied (released by applied()).
+  void holdAck(size_t index, uint32_t clock, std::string routing, uint64_t request_id);
 
   // Holds `pull` until the chunk can answer it: sync, once step `clock` is
   // applied; otherwise once everything received is (a worker always sees
@@ -128,6 +139,8 @@ class ChunkStore {
   bool compensating() const { return config_->delay_compensation > 0; }
   double lrOf(int worker, uint64_t lr_step) const;
   std::optional<ApplyJob> startAsync(size_t index);
+  // Sync: the apply of the chunk's step once every pusher's gradient is in.
+  std::optional<ApplyJob> syncApplyIfComplete(size_t index);
   std::vector<Reply> answer(ChunkState& c);
   Reply error(const PendingPull& p, const std::string& reason) const;
 

@@ -62,7 +62,8 @@ nlohmann::json toJson(const ServerConfig& c) {
           {"delay_compensation", c.delay_compensation},
           {"delay_compensation_form", c.delay_form},
           {"staleness_lr", c.staleness_lr},
-          {"replicas", c.replicas}};
+          {"replicas", c.replicas},
+          {"backup_chunks", c.backup_chunks}};
 }
 
 ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer) {
@@ -136,6 +137,12 @@ ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer
     }
     if (c.replicas > 1 && c.mode != Mode::PsSync) {
       throw InputError(fmt::format("{}: ps-init: replicas need sync mode", peer));
+    }
+  }
+  if (j.is_object() && j.contains("backup_chunks")) {
+    c.backup_chunks = field<std::vector<uint64_t>>(j, "backup_chunks", peer);
+    if (!c.backup_chunks.empty() && c.replicas < 2) {
+      throw InputError(fmt::format("{}: ps-init: backup_chunks need replicas 2", peer));
     }
   }
   if (j.is_object() && j.contains("push_groups")) {

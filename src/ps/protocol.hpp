@@ -70,6 +70,9 @@ struct ServerConfig {
   // keeps the step clocks too (every worker reports to both), so that the
   // job goes on when either dies. 1: ps 0 alone keeps them.
   int replicas = 1;
+  // The keys among `chunks` this server holds as a backup (replicas 2):
+  // their pushes are acknowledged once applied, and may run a step ahead.
+  std::vector<uint64_t> backup_chunks;
 
   double lrAt(uint64_t step) const;
   PushFormat pushFormat() const { return {wire, push_bits}; }

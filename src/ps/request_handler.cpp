@@ -260,7 +260,9 @@ void RequestHandler::onPush(Outbox& out, const Request& r) {
   if (shared) {
     // The bytes stay in the worker's memory until the apply reads them: it
     // rewrites them only after this chunk's next pull is answered, which
-    // waits for this push to be applied. The arena's owner keeps them mapped.
+    // waits for this push to be applied (with replicas, after this push is
+    // acknowledged, which waits for its apply here). The arena's owner
+    // keeps them mapped.
     const ArenaDestination named = namedArenaBytes(w, r, options_.max_payload_bytes);
     grad = {named.arena, named.bytes};
   }
@@ -271,7 +273,11 @@ void RequestHandler::onPush(Outbox& out, const Request& r) {
   ++stats_.pushes;
   stats_.bytes_in += bytes;
   if (shared) stats_.shared_bytes_in += bytes;
-  replyOk(out, r.routing, r.header.request_id);
+  if (store_.holdsAcks(index)) {
+    store_.holdAck(index, r.header.clock, r.routing, r.header.request_id);
+  } else {
+    replyOk(out, r.routing, r.header.request_id);
+  }
   if (job) out.applies.push_back(std::move(*job));
 }
 

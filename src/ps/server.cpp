@@ -154,6 +154,7 @@ void ParameterServer::Impl::carryOut(Outbox out) {
 
 void ParameterServer::Impl::submit(ApplyJob job) {
   std::string what = handler->describe(job);
+  const bool awaited = job.awaited;
   pool->submit(std::move(what), [this, job = std::make_shared<ApplyJob>(std::move(job))] {
     Stopwatch watch;
     {

@@ -201,7 +201,10 @@ void Worker::push(size_t c, const float* grad, int64_t step) {
   if (options_.mode != Mode::Ssp) p.pull_needed = options_.mode == Mode::PsSync ? step + 1 : 0;
   if (p.pull_needed) pull_expected_[c] = true;
   // Every holder gets the push (--ps-replicas 2: both apply it, in the same
-  // order, summing the same gradients), each behind its own window.
+  // order, summing the same gradients). The primary's goes behind its
+  // window; a backup's goes at once, outside it: the backup acknowledges it
+  // only once the step is applied there, and nobody pulls from it, so in
+  // the window it would hold up the pushes the next forward waits for.
   const std::vector<int> holders = options_.layout.chunks[c].holders();
   push_tickets_[c].assign(holders.size(), Ticket());
   p.unsent = static_cast<int>(holders.size());
@@ -211,7 +214,8 @@ void Worker::push(size_t c, const float* grad, int64_t step) {
     if (client_->lost(holders[r])) {
       --p.unsent;  // a lost replica: the other carries the chunk
       if (holders.size() > 1) noteLost(holders[r]);
-    } else if (window == 0 || in_flight_bytes_[server] == 0 || in_flight_bytes_[server] + chunkPushBytes(c) <= window) {
+    } else if (r > 0 || window == 0 || in_flight_bytes_[server] == 0 ||
+               in_flight_bytes_[server] + chunkPushBytes(c) <= window) {
       sendPush(c, r);
     } else {
       waiting_[server].insert(c);
@@ -228,7 +232,7 @@ void Worker::sendPush(size_t c, size_t replica) {
   net::FrameHeader header = chunkHeader(msg::kPush, c, p.step);
   zmq::message_t payload = pushPayload(c, server, p.data, header);
   std::function<void()> taken;
-  if (options_.push_window_bytes > 0) {
+  if (options_.push_window_bytes > 0 && replica == 0) {
     in_flight_bytes_[static_cast<size_t>(server)] += bytes;
     taken = [this, server, bytes] { pushTaken(server, bytes); };
   }

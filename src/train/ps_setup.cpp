@@ -78,7 +78,10 @@ ps::ServerConfig serverConfig(const PsSetup& setup, const ps::KeyLayout& layout,
   LrSchedule schedule(config.optimizer, config.lr, plan.steps_per_epoch, table_steps, per_update);
   for (int64_t t = 0; t < table_steps; ++t) c.lr_by_step.push_back(schedule.at(t));
   c.layout_fingerprint = layout.fingerprint();
-  for (const auto& chunk : layout.chunksHeldBy(server)) c.chunks.push_back({chunk.key, chunk.length});
+  for (const auto& chunk : layout.chunksHeldBy(server)) {
+    c.chunks.push_back({chunk.key, chunk.length});
+    if (chunk.backup == server) c.backup_chunks.push_back(chunk.key);
+  }
   c.replicas = layout.replicas();
   c.peer_timeout_s = config.distributed.peer_timeout_s;
   c.start_step = static_cast<uint32_t>(plan.start_step);

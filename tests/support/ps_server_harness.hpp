@@ -257,7 +257,10 @@ inline std::vector<ServerConfig> configsFor(const KeyLayout& layout, Mode mode, 
     c.layout_fingerprint = layout.fingerprint();
     c.total_steps = total_steps;
     c.wire = wire;
-    for (const auto& chunk : layout.chunksHeldBy(static_cast<int>(i))) c.chunks.push_back({chunk.key, chunk.length});
+    for (const auto& chunk : layout.chunksHeldBy(static_cast<int>(i))) {
+      c.chunks.push_back({chunk.key, chunk.length});
+      if (chunk.backup == static_cast<int>(i)) c.backup_chunks.push_back(chunk.key);
+    }
     c.replicas = layout.replicas();
     out.push_back(c);
   }
