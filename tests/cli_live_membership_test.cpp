@@ -104,7 +104,9 @@ TEST(LiveMembership, AKilledWorkerLeavesTheOthersTrainingWithoutARollback) {
 TEST(LiveMembership, ARestartedWorkerJoinsTheRunningJobWithAPeersState) {
   TempDir dir;
   const std::string run = dir.str("run");
-  const int code = killMidRun(dir, run, "--max-steps 200 --min-workers 2 --verify-replicas-every 5 "
+  // Checked every step: whichever step the joiner comes in at, the check
+  // after it is one the joiner must not be waited for in.
+  const int code = killMidRun(dir, run, "--max-steps 200 --min-workers 2 --verify-replicas-every 1 "
                                         "--optimizer adam --lr 0.001 --debug-step-delay-ms 15",
                               "2", "--max-restarts 1");
   const std::string log = readFile(dir.path() / "log");
@@ -219,8 +221,8 @@ TEST(LiveMembership, FewerThanMinWorkersLeftStopsTheJobNamingTheDead) {
 // A job started with 2 workers and --max-workers 3 grows when the
 // discovery script lists a third slot: launch starts worker 2, beyond the
 // listed workers, and it joins the running job at a step boundary with a
-// peer's state, its replica checked equal to the others' from then on.
-// Once it has trained, the job is stopped, so that no timing decides
+// peer's state, its replica checked equal to the others' after every step
+// from then on. Once it has trained, the job is stopped, so that no timing decides
 // whether it joined before the end.
 TEST(LiveMembership, TheDiscoveryScriptGrowsTheJobWithAWorkerThatJoinsIt) {
   TempDir dir;
@@ -233,7 +235,7 @@ TEST(LiveMembership, TheDiscoveryScriptGrowsTheJobWithAWorkerThatJoinsIt) {
   const pid_t pid = testing::spawnTandem(
       "launch --workers 2 --host-discovery-script " + script + " -- " +
           testing::syntheticTrainArgs("mlp", 16, run,
-                                      "--max-steps 100000 --max-workers 3 --verify-replicas-every 5 "
+                                      "--max-steps 100000 --max-workers 3 --verify-replicas-every 1 "
                                       "--optimizer adam --lr 0.001 --debug-step-delay-ms 15"),
       dir.str("log"));
   ASSERT_TRUE(testing::waitForOutput(pid, fs::path(run) / "workers" / "worker-1" / "metrics.jsonl",

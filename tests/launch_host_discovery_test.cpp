@@ -58,10 +58,13 @@ std::string writeScript(const testing::TempDir& dir, const std::string& name, co
 
 TEST(HostDiscoveryTest, RunsTheScriptAndNamesItWhenItFailsOrHangs) {
   testing::TempDir dir;
-  EXPECT_EQ(runDiscoveryScript(writeScript(dir, "ok", "echo localhost:3"), std::chrono::seconds(5)), "localhost:3\n");
-  auto failure = [](const std::string& script, std::chrono::milliseconds timeout) {
+  // The script sees the environment it is handed, not the test's own.
+  const Environment env{{"PATH", "/usr/bin:/bin"}, {"FREE_SLOTS", "localhost:3"}};
+  EXPECT_EQ(runDiscoveryScript(writeScript(dir, "ok", "echo \"$FREE_SLOTS\""), env, std::chrono::seconds(5)),
+            "localhost:3\n");
+  auto failure = [&env](const std::string& script, std::chrono::milliseconds timeout) {
     try {
-      runDiscoveryScript(script, timeout);
+      runDiscoveryScript(script, env, timeout);
     } catch (const Error& e) {
       return std::string(e.what());
     }

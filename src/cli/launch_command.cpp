@@ -181,7 +181,7 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   if (discovers && ::access(o.host_discovery_script.c_str(), X_OK) != 0) {
     throw InputError(fmt::format("--host-discovery-script {}: not an executable file", o.host_discovery_script));
   }
-  if (discovers) discovery.emplace(o.host_discovery_script, o.host, max_workers);
+  if (discovers) discovery.emplace(o.host_discovery_script, env, o.host, max_workers);
   for (const char* flag : {"--worker-hosts", "--ps-hosts", "--job-name", "--task-index", "--task-id", "--coordinator",
                            "--external-coordinator"}) {
     if (!program && hasFlag(o.train_args, flag)) {

@@ -16,9 +16,8 @@
 #include <map>
 
 #include "core/clock.hpp"
+#include "core/environment.hpp"
 #include "core/error.hpp"
-
-extern char** environ;
 
 namespace tandem::launch {
 namespace {
@@ -84,15 +83,19 @@ std::set<std::string> localHostNames(const std::string& launch_host) {
   return names;
 }
 
-std::string runDiscoveryScript(const std::string& script, std::chrono::milliseconds timeout) {
+std::string runDiscoveryScript(const std::string& script, const Environment& env, std::chrono::milliseconds timeout) {
   int out[2] = {-1, -1};
   if (::pipe2(out, O_CLOEXEC) != 0) throw Error(fmt::format("discovery script {}: pipe failed", script));
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
   std::vector<char*> argv{const_cast<char*>(script.c_str()), nullptr};
+  std::vector<std::string> entries = environmentEntries(env);
+  std::vector<char*> envp;
+  for (auto& entry : entries) envp.push_back(entry.data());
+  envp.push_back(nullptr);
   pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, script.c_str(), &actions, nullptr, argv.data(), environ);
+  const int rc = ::posix_spawn(&pid, script.c_str(), &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   ::close(out[1]);
   if (rc != 0) {
@@ -144,8 +147,11 @@ std::vector<int> workersToStart(const std::set<int>& running, int slots, int max
   return start;
 }
 
-HostDiscovery::HostDiscovery(std::string script, std::string launch_host, int max_workers)
-    : script_(std::move(script)), local_names_(localHostNames(launch_host)), max_workers_(max_workers) {}
+HostDiscovery::HostDiscovery(std::string script, Environment env, std::string launch_host, int max_workers)
+    : script_(std::move(script)),
+      env_(std::move(env)),
+      local_names_(localHostNames(launch_host)),
+      max_workers_(max_workers) {}
 
 void HostDiscovery::sayOnce(const std::string& text) {
   if (said_.insert(text).second) std::fprintf(stderr, "launch: %s\n", text.c_str());
@@ -157,7 +163,7 @@ std::vector<int> HostDiscovery::workersToStart(const std::vector<std::string>& r
   next_ = now + std::chrono::seconds(1);
   DiscoveredHosts hosts;
   try {
-    hosts = parseDiscoveredHosts(runDiscoveryScript(script_, std::chrono::seconds(5)), local_names_);
+    hosts = parseDiscoveredHosts(runDiscoveryScript(script_, env_, std::chrono::seconds(5)), local_names_);
   } catch (const Error& e) {
     sayOnce(fmt::format("{}; the job keeps its workers", e.what()));
     return {};

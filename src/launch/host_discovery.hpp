@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/environment.hpp"
+
 namespace tandem::launch {
 
 struct DiscoveredHosts {
@@ -27,10 +29,10 @@ DiscoveredHosts parseDiscoveredHosts(std::string_view output, const std::set<std
 // its host name and `launch_host` (launch --host).
 std::set<std::string> localHostNames(const std::string& launch_host);
 
-// Runs `script` and returns its standard output. Throws Error naming the
+// Runs `script` in `env` and returns its standard output. Throws Error naming the
 // script when it cannot start, exits non-zero, is killed, or runs past
 // `timeout` (then it is killed).
-std::string runDiscoveryScript(const std::string& script, std::chrono::milliseconds timeout);
+std::string runDiscoveryScript(const std::string& script, const Environment& env, std::chrono::milliseconds timeout);
 
 // The worker ids to start so that `running` grows to `slots` workers, at
 // most `max_workers`: the lowest ids not running (a dead worker's id is
@@ -42,7 +44,7 @@ std::vector<int> workersToStart(const std::set<int>& running, int slots, int max
 // script, another host, fewer slots than workers) it names once on stderr.
 class HostDiscovery {
  public:
-  HostDiscovery(std::string script, std::string launch_host, int max_workers);
+  HostDiscovery(std::string script, Environment env, std::string launch_host, int max_workers);
 
   // The worker ids to start now, given the names of the running children
   // ("worker 1", "ps 0"), each announced.
@@ -52,6 +54,7 @@ class HostDiscovery {
 
  private:
   std::string script_;
+  Environment env_;  // the script sees what launch was given
   std::set<std::string> local_names_;
   int max_workers_;
   std::chrono::steady_clock::time_point next_{};

@@ -220,7 +220,9 @@ void TrainingRun::openInputAndLogs() {
   steps_before_change_ = start_step_;
   parameters_ = model_->parameters();
   done_ = took_over && !policy_.shares_job_steps ? taken_clock : start_step_;
-  if (auto joined = strategy_.takeJoinedMembership()) adoptMembership(*joined, /*joining=*/true);
+  if (auto joined = strategy_.takeJoinedMembership()) {
+    adoptMembership(*joined, copySourcePlace(*joined), /*joining=*/true);
+  }
   loop_watch_ = Stopwatch();
 }
 
@@ -240,7 +242,20 @@ void TrainingRun::scheduleFor(int workers) {
                     static_cast<double>(workers * c_.accumulate));
 }
 
-void TrainingRun::adoptMembership(const MembershipChange& change, bool joining) {
+data::DataPosition TrainingRun::copySourcePlace(const MembershipChange& change) {
+  // A joiner has no history to find the job's place in its data from, and
+  // one behind is a step short of it: the source's goes to everyone.
+  data::DataPosition position = change.healing() && !change.is_source ? data::DataPosition{}
+                                                                       : sampler_->positionAt(change.step * c_.accumulate);
+  static_assert(std::is_trivially_copyable_v<LossScale>);
+  if (change.healing()) {
+    change.broadcast(&position, sizeof(position));
+    change.broadcast(&loss_scale_, sizeof(loss_scale_));
+  }
+  return position;
+}
+
+void TrainingRun::adoptMembership(const MembershipChange& change, const data::DataPosition& position, bool joining) {
   const TrainConfig& c = c_;
   // A joiner's run starts where it came in, with a peer's state, not a file's.
   if (joining) {
@@ -248,15 +263,6 @@ void TrainingRun::adoptMembership(const MembershipChange& change, bool joining) 
     resume_from_.clear();
   }
   const int64_t micro_step = change.step * c.accumulate;
-  // A joiner has no history to find the job's place in its data from, and
-  // one behind is a step short of it: the source's goes to everyone.
-  data::DataPosition position = change.healing() && !change.is_source ? data::DataPosition{}
-                                                                       : sampler_->positionAt(micro_step);
-  static_assert(std::is_trivially_copyable_v<LossScale>);
-  if (change.healing()) {
-    change.broadcast(&position, sizeof(position));
-    change.broadcast(&loss_scale_, sizeof(loss_scale_));
-  }
   followChief(change.rank);
   const int before = world_;
   world_ = change.world;
@@ -336,7 +342,7 @@ void TrainingRun::step() {
   AgreedStep agreed = strategy_.synchronizeGradients(*model_, local);
   if (agreed.membership) {
     // The step failed with a worker: the new members do it again.
-    adoptMembership(*agreed.membership);
+    adoptMembership(*agreed.membership, copySourcePlace(*agreed.membership));
     return;
   }
   timer.span("synchronize", {{"exposed_comm_ms", agreed.times.exposed_comm * 1e3},
@@ -345,6 +351,10 @@ void TrainingRun::step() {
   timer.add(obs::Phase::kWaitWorkers, agreed.times.wait_workers);
   timer.lap();
   applyUpdate(timer, agreed, lr);
+  // A change at this boundary: the members copy the source's place now, in
+  // the order a joiner does, which has no step of its own to finish first.
+  const std::optional<data::DataPosition> place =
+      agreed.membership ? std::optional(copySourcePlace(*agreed.membership)) : std::nullopt;
   const int64_t before = advance(agreed);
   timer.spanStep(done_);
   if (agreed.stop && done_ < total_steps_ && !budget_spent_) {
@@ -356,7 +366,7 @@ void TrainingRun::step() {
   }
   afterStep(before, lr, agreed, step_watch.elapsed());
   ++local_;
-  if (agreed.membership) adoptMembership(*agreed.membership);
+  if (agreed.membership) adoptMembership(*agreed.membership, *place);
 }
 
 LocalStep TrainingRun::computeGradients(StepTimer& timer, bool checkpoint_requested) {
@@ -464,7 +474,11 @@ void TrainingRun::afterStep(int64_t before, double lr, const AgreedStep& agreed,
   progress_->update({done_, epoch, interval_loss, samples_per_sec, lr, worker_samples_per_sec});
   // Only a model every worker holds is evaluated or saved.
   if (due.evaluate) evaluateAt(done_);
-  if (ReplicaCheck* check = strategy_.replicaCheck(); check && due.verify_replicas) check->verifyReplicas(*model_, done_);
+  // Not at a change of members: a joiner, which did not take this step,
+  // makes no check at it, and the members' state was just copied from one.
+  if (ReplicaCheck* check = strategy_.replicaCheck(); check && due.verify_replicas && !agreed.membership) {
+    check->verifyReplicas(*model_, done_);
+  }
   if (due.checkpoint) saveAt(/*periodic=*/true, done_);
 }
 

@@ -84,10 +84,15 @@ class TrainingRun {
   void afterStep(int64_t before, double lr, const AgreedStep& agreed, double step_seconds);
   // Prefetching from local_ to local_end_ with the current sampler.
   void startInput();
-  // A live job's new members: the source's data position, the sampler and
-  // input of this worker's new rank, the rate for the new worker count,
-  // and the record of the change. `joining`: this worker's first generation.
-  void adoptMembership(const MembershipChange& change, bool joining = false);
+  // A live job's new members copy the source's place in the data and its
+  // loss scale: a collective over the new communicator, which every member
+  // calls right after the change's heal, a joiner included, before any
+  // other collective. Returns the position the sampler goes on from.
+  data::DataPosition copySourcePlace(const MembershipChange& change);
+  // Then the sampler and input of this worker's new rank from `position`,
+  // the rate for the new worker count, and the record of the change.
+  // `joining`: this worker's first generation.
+  void adoptMembership(const MembershipChange& change, const data::DataPosition& position, bool joining = false);
   void scheduleFor(int workers);
   // A live job's run directory belongs to its rank 0 of the moment: worker
   // 0 died and another took over, or it came back and took it again.
