@@ -229,6 +229,29 @@ TEST(TfConfigTest, WorkerWithChief) {
   EXPECT_EQ(spec.coordinator, (HostPort{"c", 1}));
 }
 
+// An elastic program's worker beyond the list (launch --max-workers, which
+// sets the flags' maximum from TANDEM_MAX_WORKERS).
+TEST(TfConfigTest, AWorkerBeyondTheListJoinsAGrowingJobUpToMaxWorkers) {
+  Environment env{{"TF_CONFIG", R"({"cluster":{"worker":["w:1","w:2"]},"task":{"type":"worker","index":2}})"}};
+  ClusterFlags flags;
+  flags.max_workers = 3;
+  const ClusterSpec spec = resolve(flags, env);
+  EXPECT_EQ(spec.num_workers, 2);
+  EXPECT_EQ(spec.index, 2);
+  EXPECT_TRUE(spec.beyondList());
+  flags.max_workers = 2;
+  expectRejected(flags, env, {"TF_CONFIG task.index: 2 is out of range: cluster.worker lists 2 task(s) and the job "
+                              "grows to 2 workers"});
+  expectRejected({}, env, {"TF_CONFIG task.index: 2 is out of range: cluster.worker lists 2 task(s)"});
+  // A chief counts among the maximum: worker 1 is the job's third.
+  Environment with_chief{
+      {"TF_CONFIG", R"({"cluster":{"chief":["c:1"],"worker":["w:1"]},"task":{"type":"worker","index":1}})"}};
+  flags.max_workers = 3;
+  EXPECT_EQ(resolve(flags, with_chief).index, 2);
+  flags.max_workers = 2;
+  expectRejected(flags, with_chief, {"task.index: 1 is out of range"});
+}
+
 TEST(TfConfigTest, ChiefIsRankZero) {
   Environment env{{"TF_CONFIG", R"({"cluster":{"chief":["c:1"],"worker":["w:1"]},"task":{"type":"chief","index":0}})"}};
   ClusterSpec spec = resolve({}, env);

@@ -4,6 +4,8 @@
 // collective or a pending join, in-process, and connect again.
 #include <fmt/format.h>
 
+#include <string_view>
+
 #include "api/job.hpp"
 #include "cluster/cluster_spec.hpp"
 #include "cluster/quorum_messages.hpp"
@@ -13,15 +15,22 @@
 namespace tandem {
 namespace api {
 
-int elasticMinWorkers(const Environment& env) {
-  const auto text = lookupVariable(env, "TANDEM_MIN_WORKERS");
+namespace {
+
+// A count of workers launch hands an elastic program; 0 when unset.
+int workerCount(const Environment& env, std::string_view name) {
+  const auto text = lookupVariable(env, name);
   if (!text) return 0;
   const auto n = cluster::parseInteger(*text);
   if (!n || *n < 1 || *n > cluster::kMaxQuorumWorkers) {
-    throw InputError(fmt::format("TANDEM_MIN_WORKERS: '{}' is not a number of workers", *text));
+    throw InputError(fmt::format("{}: '{}' is not a number of workers", name, *text));
   }
   return static_cast<int>(*n);
 }
+
+}  // namespace
+
+int elasticMinWorkers(const Environment& env) { return workerCount(env, "TANDEM_MIN_WORKERS"); }
 
 cluster::ClusterFlags launchedClusterFlags(const Environment& env) {
   cluster::ClusterFlags flags;
@@ -29,6 +38,7 @@ cluster::ClusterFlags launchedClusterFlags(const Environment& env) {
     flags.coordinator = *address;
     flags.external_coordinator = true;
   }
+  flags.max_workers = workerCount(env, "TANDEM_MAX_WORKERS");
   return flags;
 }
 

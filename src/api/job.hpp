@@ -77,7 +77,9 @@ Agreement negotiate(Job& job, const Announcement& mine);
 // program); 0: not elastic. Throws InputError naming the variable.
 int elasticMinWorkers(const Environment& env);
 // The store's address when another process serves it (tandem launch sets
-// TANDEM_COORDINATOR for an elastic program); empty flags otherwise.
+// TANDEM_COORDINATOR for an elastic program), and how many workers the job
+// may grow to (TANDEM_MAX_WORKERS, from launch --max-workers); empty flags
+// otherwise. Throws InputError naming a variable that holds no count.
 cluster::ClusterFlags launchedClusterFlags(const Environment& env);
 // A communicator among generation `m`'s members, on the comm thread.
 void connectGeneration(Job& job, const cluster::Membership& m);

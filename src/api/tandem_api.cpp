@@ -89,7 +89,8 @@ void init(const InitOptions& options) {
   auto job = std::make_unique<Job>();
   job->options = options;
   const Environment& env = api::processContext().environment();
-  const cluster::ProcessSetup process = cluster::setUpProcess(api::launchedClusterFlags(env), 0, env);
+  const cluster::ClusterFlags launched = api::launchedClusterFlags(env);
+  const cluster::ProcessSetup process = cluster::setUpProcess(launched, 0, env);
   cluster::requireWorkerTask(process, "tandem::init");
   job->spec = process.spec;
   job->local_size = process.local.count;
@@ -105,7 +106,12 @@ void init(const InitOptions& options) {
     config.rendezvous_timeout_s = options.rendezvous_timeout_s;
     config.peer_timeout_s = options.peer_timeout_s;
     config.min_workers = api::elasticMinWorkers(env);
+    config.max_workers = launched.max_workers;
     const bool elastic = config.min_workers > 0 && spec.numServers() == 0;
+    if (spec.beyondList() && !elastic) {
+      throw InputError(fmt::format("{}: beyond the {} listed workers, only an elastic job (tandem launch "
+                                   "--min-workers) can take it in", spec.taskName(), spec.num_workers));
+    }
     const std::optional<cluster::QuorumOptions> quorum =
         elastic ? std::optional(train::quorumOptions(config, spec.num_workers)) : std::nullopt;
     job->join = train::joinAsWorker(spec, config,
@@ -120,6 +126,10 @@ void init(const InitOptions& options) {
     comm.local_host = cluster::ownWorkerHost(spec);
     comm.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.peer_timeout_s * 1000));
     job->comm_options = comm;
+    // A worker beyond the list has no first start to take part in: it waits for the job to run.
+    if (spec.beyondList()) {
+      train::LiveMembership::awaitRunning(*job->join.store, spec, Deadline::afterSeconds(options.rendezvous_timeout_s));
+    }
     const bool joining = elastic && train::LiveMembership::jobIsRunning(*job->join.store);
     // Before any member beats: they start after the first collective, which waits for the chief.
     if (elastic && !joining && spec.isChief()) {

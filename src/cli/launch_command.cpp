@@ -21,6 +21,7 @@
 #include "obs/timeline.hpp"
 #include "cluster/cluster_spec.hpp"
 #include "cluster/coordinator.hpp"
+#include "cluster/quorum_messages.hpp"
 #include "launch/job_restart.hpp"
 #include "launch/job_secret_file.hpp"
 #include "launch/job_progress.hpp"
@@ -52,6 +53,7 @@ struct LaunchOptions {
   std::string on_worker_failure = "auto";  // stop | continue | auto (continue for async PS)
   std::string ps_out = "runs/default";  // program mode: where the servers write their summaries
   int min_workers = 0;  // program mode: an elastic job (hvd.elastic) that goes on with this many
+  int max_workers = 0;  // program mode: and grows to this many (Horovod's --max-np)
   // A live job that grows (train's --max-workers): prints "host:slots" lines.
   std::string host_discovery_script;
   std::vector<std::string> train_args;
@@ -157,6 +159,17 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   if (o.min_workers > 0 && o.ps > 0) {
     throw InputError("--min-workers with --ps: not built; an elastic program sums over all-reduce only");
   }
+  if (o.max_workers != 0 && !program) {
+    throw InputError("--max-workers: launch takes it for a program (hvd.elastic); for tandem train pass it after --");
+  }
+  if (o.max_workers != 0 && o.min_workers == 0) {
+    throw InputError(fmt::format("--max-workers {}: only an elastic program grows; pass --min-workers too",
+                                 o.max_workers));
+  }
+  if (o.max_workers != 0 && (o.max_workers < o.workers || o.max_workers > cluster::kMaxQuorumWorkers)) {
+    throw InputError(fmt::format("--max-workers {}: expected the job's {} workers to {}", o.max_workers, o.workers,
+                                 cluster::kMaxQuorumWorkers));
+  }
   // All-reduce whose members may change: tandem train's --min-workers, or an elastic program's.
   const bool live = (train && o.ps == 0 && train::wantsLiveMembership(train->config.distributed, o.workers)) ||
                     (program && o.min_workers > 0);
@@ -170,13 +183,16 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   // A server's death leaves its chunks at their other replica.
   const bool replicated = train && o.ps > 0 && train->config.distributed.ps_replicas > 1;
   // Workers beyond --workers, up to this many, join as the discovery script finds room.
-  const int max_workers = train && o.ps == 0 ? std::max(o.workers, train->config.distributed.max_workers) : o.workers;
+  const int max_workers = program                ? std::max(o.workers, o.max_workers)
+                          : train && o.ps == 0 ? std::max(o.workers, train->config.distributed.max_workers)
+                                               : o.workers;
   std::optional<launch::HostDiscovery> discovery;
   const bool discovers = !o.host_discovery_script.empty();
-  if (discovers && (program || o.ps > 0 || max_workers <= o.workers)) {
-    throw InputError(fmt::format("--host-discovery-script: only a tandem train all-reduce job grows; pass "
-                                 "--max-workers above --workers {} after --{}",
-                                 o.workers, program ? " (not built for programs yet)" : o.ps > 0 ? " and no --ps" : ""));
+  if (discovers && (o.ps > 0 || max_workers <= o.workers)) {
+    throw InputError(fmt::format("--host-discovery-script: only a live all-reduce job grows; pass --max-workers above "
+                                 "--workers {} {}",
+                                 o.workers, program ? "and --min-workers to launch" : o.ps > 0 ? "after -- and no --ps"
+                                                                                              : "after --"));
   }
   if (discovers && ::access(o.host_discovery_script.c_str(), X_OK) != 0) {
     throw InputError(fmt::format("--host-discovery-script {}: not an executable file", o.host_discovery_script));
@@ -357,6 +373,7 @@ int runLaunch(LaunchOptions o, const Environment& env) {
           if (store_address) {
             child.extra_env.emplace_back("TANDEM_COORDINATOR", store_address->str());
             child.extra_env.emplace_back("TANDEM_MIN_WORKERS", std::to_string(o.min_workers));
+            if (o.max_workers > 0) child.extra_env.emplace_back("TANDEM_MAX_WORKERS", std::to_string(o.max_workers));
           }
           group.start(child);
           return;
@@ -483,8 +500,12 @@ Command addLaunchCommand(CLI::App& app) {
                   "with a program: an elastic job (hvd.elastic.run) that goes on while at least N workers live; "
                   "launch serves its store and, with --max-restarts, starts a dead worker again to join it")
       ->capture_default_str();
+  cmd->add_option("--max-workers", options->max_workers,
+                  "with a program and --min-workers: the elastic job grows to M workers as a discovery script finds "
+                  "room (Horovod's --max-np)");
   cmd->add_option("--host-discovery-script", options->host_discovery_script,
-                  "a live all-reduce job that grows (tandem train's --max-workers M): this executable is run every "
+                  "a live all-reduce job that grows (tandem train's --max-workers M, or launch's for a program): this "
+                  "executable is run every "
                   "second and prints the hosts with room, one host[:slots] a line (Horovod's format); launch starts "
                   "workers on this host's slots, up to M, and each joins the running job at a step boundary");
   cmd->add_option("--ps-out", options->ps_out,

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <functional>
 #include <limits>
@@ -204,13 +205,16 @@ ClusterSpec fromTfConfig(const std::string& text, const ClusterFlags& flags) {
     throw InputError("TF_CONFIG cluster: lists no chief or worker tasks; at least one worker is needed");
   }
 
-  auto checkIndex = [&](size_t count, const std::string& job) {
+  // `room`: a growing job's workers may lie beyond the list, up to its maximum.
+  auto checkIndex = [&](size_t count, const std::string& job, long long room = 0) {
     if (count == 0) {
       throw InputError(fmt::format("TF_CONFIG task.type: '{}' but cluster.{} is missing or empty", type, job));
     }
-    if (task_index < 0 || task_index >= static_cast<long long>(count)) {
-      throw InputError(fmt::format("TF_CONFIG task.index: {} is out of range: cluster.{} lists {} task(s)",
-                                   task_index, job, count));
+    if (task_index < 0 || task_index >= std::max(static_cast<long long>(count), room)) {
+      throw InputError(fmt::format("TF_CONFIG task.index: {} is out of range: cluster.{} lists {} task(s){}",
+                                   task_index, job, count,
+                                   room > 0 ? fmt::format(" and the job grows to {} workers", flags.max_workers)
+                                            : ""));
     }
   };
   if (type == "chief") {
@@ -218,7 +222,7 @@ ClusterSpec fromTfConfig(const std::string& text, const ClusterFlags& flags) {
     spec.role = Role::kWorker;
     spec.index = 0;
   } else if (type == "worker") {
-    checkIndex(workers.size(), "worker");
+    checkIndex(workers.size(), "worker", flags.max_workers - static_cast<long long>(chief.size()));
     spec.role = Role::kWorker;
     spec.index = static_cast<int>(task_index) + static_cast<int>(chief.size());
   } else if (type == "ps") {

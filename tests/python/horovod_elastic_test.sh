@@ -10,7 +10,12 @@
 #      all three finish at size 3, replicas equal, having learned;
 #   3. the same script without --min-workers: a killed worker fails the
 #      job, named by launch (tests/python/horovod_api.py checks the hint
-#      hvd.elastic.run gives in a job whose membership is fixed).
+#      hvd.elastic.run gives in a job whose membership is fixed);
+#   4. 2 workers with launch --max-workers 3 and a discovery script that
+#      lists a third slot once worker 1 trains: launch starts worker 2,
+#      beyond the list; it joins at the others' next commit
+#      (HostsUpdatedInterrupt) and all three finish at size 3, replicas
+#      equal, the state synced from the members.
 set -euo pipefail
 BUILD_DIR=$1
 SOURCE_DIR=$2
@@ -88,4 +93,22 @@ run fixed 2 ""
 [[ $code -eq 1 ]] || { echo "FAIL: fixed: launch exited $code after a killed worker"; cat "$WORK/fixed.log"; exit 1; }
 grep -q "worker 2 (pid [0-9]*) was killed by signal 9" "$WORK/fixed.log" \
   || { echo "FAIL: fixed: the dead worker is not named"; cat "$WORK/fixed.log"; exit 1; }
+mkdir -p "$WORK/grow"
+echo "localhost:2" >"$WORK/slots"
+printf '#!/bin/sh\ncat %s\n' "$WORK/slots" >"$WORK/discover.sh"
+chmod +x "$WORK/discover.sh"
+"$BUILD_DIR/tandem" launch --workers 2 --min-workers 2 --max-workers 3 --host-discovery-script "$WORK/discover.sh" \
+  -- "$PY" "$SCRIPT" "$WORK/grow" 0.02 3 >"$WORK/grow.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 1200); do
+  grep -q "^\[worker 1\] training: " "$WORK/grow.log" && break
+  sleep 0.1
+done
+echo "localhost:3" >"$WORK/slots"
+code=0
+wait "$pid" || code=$?
+[[ $code -eq 0 ]] || { echo "FAIL: grow: launch exited $code"; cat "$WORK/grow.log"; exit 1; }
+grep -q "the discovery script lists 3 slot(s) here: worker 2 starts and joins the running job" "$WORK/grow.log" \
+  || { echo "FAIL: grow: launch started no third worker"; cat "$WORK/grow.log"; exit 1; }
+check grow 3
 echo "PASS"
