@@ -36,5 +36,7 @@ void mergeTaskTimelines(const train::TrainConfig& config);
 Command addBenchCommand(CLI::App& app);
 // `secret new FILE` (net/job_security.hpp).
 Command addSecretCommand(CLI::App& app);
+// `coordinator`: a job's store in a process of its own (cluster/coordinator.hpp).
+Command addCoordinatorCommand(CLI::App& app);
 
 }  // namespace tandem::cli

@@ -77,7 +77,8 @@ int main(int argc, char** argv) {
                                            tandem::cli::addExportCommand(app),
                                            tandem::cli::addModelsCommand(app), tandem::cli::addPlanCommand(app),
                                            tandem::cli::addLaunchCommand(app), tandem::cli::addLabCommand(app),
-                                           tandem::cli::addBenchCommand(app), tandem::cli::addSecretCommand(app)};
+                                           tandem::cli::addBenchCommand(app), tandem::cli::addSecretCommand(app),
+                                           tandem::cli::addCoordinatorCommand(app)};
   tandem::cli::collectUnknownArguments(app);
 
   tandem::cli::rememberCommandLine(argc, argv);  // train --restart-wait starts it again

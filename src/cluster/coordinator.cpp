@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <charconv>
 #include <map>
 #include <mutex>
@@ -114,6 +115,10 @@ CoordinatorServer::CoordinatorServer(const std::string& bind_host, int port, con
   try {
     impl_->socket.bind(endpoint);
   } catch (const zmq::error_t& e) {
+    if (e.num() == EADDRNOTAVAIL) {
+      throw InputError(fmt::format("coordinator could not listen on {}: {} is not an address of this machine",
+                                   endpoint, address));
+    }
     throw Error(fmt::format("coordinator could not listen on {}: {}", endpoint, e.what()));
   }
   // The kernel's choice when port was 0; "tcp://1.2.3.4:5678" either way.
