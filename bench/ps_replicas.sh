@@ -8,7 +8,11 @@
 #      next train record, the updates lost, the wall time against an
 #      uninterrupted run, and whether the final model's test loss is the same bits
 #      (bit-identity of the parameters is a test: PsReplicas in
-#      tests/cli_ps_replicas_test.cpp).
+#      tests/cli_ps_replicas_test.cpp);
+#   3. a stream of server deaths: the same job under launch --max-restarts,
+#      ps 0 and ps 1 killed in turn every STREAM_EVERY seconds (5): each
+#      kill's seconds until the workers took the replacement back, and the
+#      final model's test loss against the uninterrupted run's.
 # Usage: bench/ps_replicas.sh [build dir] [repeats]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,4 +61,47 @@ print(f"   wall: uninterrupted {clean_s:.1f} s, killed {killed_s:.1f} s ({killed
 print(f"   steps {killed['steps']} of {clean['steps']}; final model's test loss the same bits: "
       f"{killed['test_loss'] == clean['test_loss']} ({killed['test_loss']!r}), "
       f"test accuracy {killed['test_accuracy']} vs {clean['test_accuracy']}")
+PY
+
+STREAM_STEPS=${STREAM_STEPS:-3000}
+EVERY=${STREAM_EVERY:-5}
+echo "== a stream of server deaths: cnn, 2 PS + 2 workers, sync, $STREAM_STEPS steps, a server killed every ${EVERY} s"
+"$TANDEM" launch --ps 2 --workers 2 -- $CNN --max-steps "$STREAM_STEPS" --ps-replicas 2 --out "$OUT/stream-clean" \
+  >"$OUT/stream-clean.log" 2>&1 || { cat "$OUT/stream-clean.log"; exit 1; }
+"$TANDEM" launch --ps 2 --workers 2 --max-restarts 100 -- $CNN --max-steps "$STREAM_STEPS" --ps-replicas 2 \
+  --out "$OUT/stream" >"$OUT/stream.log" 2>&1 &
+launch_pid=$!
+kills=0
+backs=()
+while kill -0 "$launch_pid" 2>/dev/null; do
+  sleep "$EVERY"
+  kill -0 "$launch_pid" 2>/dev/null || break
+  victim=$((kills % 2))
+  before=$(grep -c "worker 0: ps [0-9]* is back after step" "$OUT/stream.log" || true)
+  killed_at=$(date +%s.%N)
+  pkill -KILL -f -- "--out $OUT/stream .*--job-name ps --task-index $victim( |\$)" || break
+  kills=$((kills + 1))
+  while kill -0 "$launch_pid" 2>/dev/null; do
+    now=$(grep -c "worker 0: ps [0-9]* is back after step" "$OUT/stream.log" || true)
+    if ((now > before)); then
+      backs+=("ps $victim $(python3 -c "import time; print(f'{time.time() - $killed_at:.2f}')") s")
+      break
+    fi
+    sleep 0.01
+  done
+done
+wait "$launch_pid" || { cat "$OUT/stream.log"; exit 1; }
+echo "   $kills server(s) killed; each back in the job after: ${backs[*]}"
+python3 - "$OUT" <<'PY'
+import json, sys
+out = sys.argv[1]
+records = [json.loads(line) for line in open(f"{out}/stream/restarts.jsonl")]
+losses = [r for r in records if r.get("kind") == "server_replica"]
+clean = json.load(open(f"{out}/stream-clean/summary.json"))
+run = json.load(open(f"{out}/stream/summary.json"))
+print(f"   restarts.jsonl: {len(losses)} server losses, lost_updates {sum(r['lost_updates'] for r in losses)}; "
+      f"rejoined {run['strategy']['rejoined_servers']}")
+print(f"   steps {run['steps']} of {clean['steps']}; final model's test loss the same bits: "
+      f"{run['test_loss'] == clean['test_loss']} ({run['test_loss']!r}), "
+      f"test accuracy {run['test_accuracy']} vs {clean['test_accuracy']}")
 PY

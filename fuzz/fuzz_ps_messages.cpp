@@ -15,11 +15,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto bytes = std::span(reinterpret_cast<const std::byte*>(data + 1), size - 1);
   const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
   try {
-    switch (data[0] % 5) {
+    switch (data[0] % 6) {
       case 0: (void)ps::decodeServerInit(text, 1 << 20, "the fuzzer"); break;
       case 1: (void)ps::decodeHello(bytes, "the fuzzer"); break;
       case 2: (void)ps::decodeStepReport(bytes, "the fuzzer"); break;
       case 3: (void)ps::decodeStepAgreement(bytes, "the fuzzer"); break;
+      case 4: (void)ps::decodeServerStatus(bytes, "the fuzzer"); break;
       default: (void)ps::decodeLearningRate(bytes, "the fuzzer"); break;
     }
   } catch (const InputError&) {

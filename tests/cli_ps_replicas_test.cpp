@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <thread>
 
 #include "support/process.hpp"
 #include "support/run_artifacts.hpp"
@@ -52,6 +53,53 @@ TEST(PsReplicas, AKilledServerLosesNoUpdateAndTheRunEndsBitIdentical) {
 
   auto uninterrupted = testing::runTandem("launch --ps 2 --workers 2 -- " +
                                           testing::syntheticTrainArgs("mlp", 16, clean, kExtra));
+  ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.output;
+  testing::expectSameParameters(run + "/checkpoint.ckpt", clean + "/checkpoint.ckpt");
+}
+
+// Under launch --max-restarts, a killed server is started again and the
+// chief takes it back at a step boundary, its chunks copied from the other
+// replica: so the other server's death later loses nothing either, and the
+// run still ends bit-identical to an uninterrupted one.
+TEST(PsReplicas, AKilledServersReplacementIsTakenBackSoTheNextDeathLosesNothingEither) {
+  TempDir dir;
+  const std::string run = dir.str("run"), clean = dir.str("clean");
+  const std::string extra = "--max-steps 400 --seed 3 --debug-step-delay-ms 25 --ps-chunk-mb 0.02 --checkpoint-every 0";
+  const pid_t pid = testing::spawnTandem("launch --ps 2 --workers 2 --max-restarts 2 -- " +
+                                             testing::syntheticTrainArgs("mlp", 16, run, extra + " --ps-replicas 2"),
+                                         dir.str("log"));
+  ASSERT_TRUE(testing::waitForOutput(pid, fs::path(run) / "metrics.jsonl", std::chrono::seconds(120)))
+      << readFile(dir.path() / "log");
+  testing::runCommand("pkill -KILL -f -- '--out " + run + " .*--job-name ps --task-index 0( |$)'");
+  auto logged = [&](const std::string& text) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (readFile(dir.path() / "log").find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  };
+  ASSERT_TRUE(logged("worker 1: ps 0 is back after step")) << readFile(dir.path() / "log");
+  testing::runCommand("pkill -KILL -f -- '--out " + run + " .*--job-name ps --task-index 1( |$)'");
+  const int code = testing::waitForExit(pid, std::chrono::seconds(180));
+  const std::string log = readFile(dir.path() / "log");
+  ASSERT_EQ(code, 0) << log;
+  EXPECT_NE(log.find("worker 0: ps 0 is back after step"), std::string::npos) << log;
+  EXPECT_NE(log.find("the job goes on and a new ps 0 joins it"), std::string::npos) << log;
+  EXPECT_NE(log.find("ps 1 is lost; its chunks go on at their other replica"), std::string::npos) << log;
+
+  const auto chief = nlohmann::json::parse(readFile(fs::path(run) / "summary.json"));
+  EXPECT_EQ(chief["steps"], 400) << chief;
+  EXPECT_EQ(chief["strategy"]["lost_servers"], nlohmann::json({0, 1})) << chief;
+  ASSERT_FALSE(chief["strategy"]["rejoined_servers"].empty()) << chief;
+  EXPECT_EQ(chief["strategy"]["rejoined_servers"][0], 0) << chief;
+  const auto records = testing::jsonLines(fs::path(run) / "restarts.jsonl");
+  int server_losses = 0;
+  for (const auto& r : records) server_losses += r.value("kind", "") == "server_replica" ? 1 : 0;
+  EXPECT_EQ(server_losses, 2) << log;
+
+  auto uninterrupted = testing::runTandem("launch --ps 2 --workers 2 -- " +
+                                          testing::syntheticTrainArgs("mlp", 16, clean, extra));
   ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.output;
   testing::expectSameParameters(run + "/checkpoint.ckpt", clean + "/checkpoint.ckpt");
 }

@@ -246,6 +246,41 @@ TEST(PsClient, AServerThatExitsFailsItsRequestsAtOnceAndIsNeverAskedAgain) {
   EXPECT_FALSE(back.receive(500ms).has_value()) << "a request reached the server that came back";
 }
 
+// A replacement at a lost server's address is asked nothing until the
+// caller revives the server: then only what is sent after the revival
+// reaches it, over a connection of its own, and its loss is seen again.
+TEST(PsClient, ARevivedServerGetsOnlyWhatIsSentAfterTheRevival) {
+  std::optional<ScriptedServer> server(std::in_place);
+  const int port = server->port();
+  PsClient client(oneServer(server->endpoint()), tandem::testing::testSecurity());
+  Ticket first = client.send(0, pullHeader(0), zmq::message_t());
+  auto request = server->receive();
+  ASSERT_TRUE(request.has_value());
+  answer(*server, *request);
+  first.wait(Deadline::after(2000ms), "the pull of chunk 0");
+  server.reset();
+  ASSERT_TRUE(eventually([&] { return client.lost(0); }));
+
+  std::optional<ScriptedServer> replacement(std::in_place, port);
+  Ticket before = client.send(0, pullHeader(1), zmq::message_t());
+  EXPECT_NE(peerErrorOf(before, 2000ms, "the pull of chunk 1").find("was lost"), std::string::npos);
+  client.revive(0);
+  EXPECT_FALSE(client.lost(0));
+  Ticket after = client.send(0, pullHeader(2), zmq::message_t());
+  EXPECT_FALSE(after.ready());
+  auto revived = replacement->receive();
+  ASSERT_TRUE(revived.has_value());
+  EXPECT_EQ(revived->frame.header.key_begin, 2u) << "the request sent before the revival reached the replacement";
+  answer(*replacement, *revived);
+  EXPECT_TRUE(eventually([&] { return after.ready(); }));
+  EXPECT_EQ(after.wait(Deadline::after(2000ms), "the pull of chunk 2").header.type, msg::kValues);
+  EXPECT_FALSE(after.ready()) << "an outcome handed out is no longer ready";
+  EXPECT_THROW(client.revive(0), Error) << "only a lost server is revived";
+
+  replacement.reset();
+  EXPECT_TRUE(eventually([&] { return client.lost(0); })) << "the replacement's loss is seen like the first";
+}
+
 // Forwards one TCP connection to `target_port` until frozen; then keeps
 // both ends open and passes nothing, like a host that stopped answering.
 class FreezableProxy {

@@ -118,18 +118,21 @@ TEST(PsProtocol, SnapshotPointHoldsExactlyTheWorkersClocksAndReservesOnlyWhatArr
 }
 
 TEST(PsProtocol, StepReportAndAgreementKeepTheirWireBytesAndFlagWord) {
-  const StepReport r{.loss = 0.25, .compute_seconds = 1.5, .stop = true, .checkpoint = true};
+  const StepReport r{.loss = 0.25, .compute_seconds = 1.5, .stop = true, .checkpoint = true, .rejoining_server = 1};
   net::PayloadWriter w;
   w.putU64(bits(0.25));
   w.putU64(bits(1.5));
   w.putU32(3);
+  w.putU32(1);
   EXPECT_EQ(encode(r), w.bytes());
   const StepReport rb = decodeStepReport(bytesOf(encode(r)), "worker 2");
   EXPECT_EQ(rb.loss, 0.25);
   EXPECT_EQ(rb.compute_seconds, 1.5);
   EXPECT_TRUE(rb.stop);
   EXPECT_TRUE(rb.checkpoint);
+  EXPECT_EQ(rb.rejoining_server, 1u);
   EXPECT_FALSE(decodeStepReport(bytesOf(encode(StepReport{.checkpoint = true})), "w").stop);
+  EXPECT_EQ(decodeStepReport(bytesOf(encode(StepReport{})), "w").rejoining_server, kNoServer);
 
   const StepAgreement a{.loss = -2.0, .slowest_compute_seconds = 0.5, .stop = false, .slowest_clock = 41,
                         .global_step = 1ull << 40, .finished = true, .checkpoint = true};
@@ -140,6 +143,7 @@ TEST(PsProtocol, StepReportAndAgreementKeepTheirWireBytesAndFlagWord) {
   wa.putU32(41);
   wa.putU64(1ull << 40);
   wa.putU32(1);
+  wa.putU32(kNoServer);
   EXPECT_EQ(encode(a), wa.bytes());
   const StepAgreement ab = decodeStepAgreement(bytesOf(encode(a)), "ps 0");
   EXPECT_EQ(ab.loss, -2.0);
@@ -151,12 +155,26 @@ TEST(PsProtocol, StepReportAndAgreementKeepTheirWireBytesAndFlagWord) {
   EXPECT_TRUE(ab.finished);
 
   expectInputError([&] { decodeStepReport(bytesOf(cut(encode(r), 1)), "worker 2"); },
-                   {"frame from worker 2", "ps-clock payload truncated at flags"});
+                   {"frame from worker 2", "ps-clock payload truncated at rejoining server"});
   expectInputError([&] { decodeStepReport(bytesOf(grown(encode(r))), "worker 2"); },
                    {"ps-clock payload has 1 unexpected trailing bytes"});
   expectInputError([&] { decodeStepAgreement(bytesOf(cut(encode(a), 4)), "ps 0"); },
+                   {"ps-clock reply truncated at rejoining server"});
+  expectInputError([&] { decodeStepAgreement(bytesOf(cut(encode(a), 8)), "ps 0"); },
                    {"ps-clock reply truncated at finished"});
   expectInputError([&] { decodeStepAgreement({}, "ps 0"); }, {"ps-clock reply truncated at loss"});
+}
+
+TEST(PsProtocol, AServerStatusIsOneFlagWord) {
+  net::PayloadWriter w;
+  w.putU32(1);
+  EXPECT_EQ(encode(ServerStatus{.initialised = true}), w.bytes());
+  EXPECT_TRUE(decodeServerStatus(bytesOf(w.bytes()), "ps 1").initialised);
+  EXPECT_FALSE(decodeServerStatus(bytesOf(encode(ServerStatus{})), "ps 1").initialised);
+  net::PayloadWriter bad;
+  bad.putU32(7);
+  expectInputError([&] { decodeServerStatus(bytesOf(bad.bytes()), "ps 1"); }, {"ps 1", "initialised flag"});
+  expectInputError([&] { decodeServerStatus({}, "ps 1"); }, {"ps-status reply truncated at initialised"});
 }
 
 TEST(PsProtocol, ALearningRateIsOneFloat64AndNothingElse) {

@@ -107,6 +107,41 @@ TEST(RequestHandler, ASyncStepIsAppliedOnceEveryWorkerPushedAndReleasesTheHeldPu
   EXPECT_EQ(summary["chunk_updates"], 1);
 }
 
+// A replacement for a lost server (--ps-replicas 2): fresh, it tells
+// anyone so; the chief sets it up at the step the job is at, values and
+// clock as the other holder has them, and it serves the next step.
+TEST(RequestHandler, AReplacementSaysItIsFreshThenGoesOnFromTheStepItIsSetUpAt) {
+  const auto t0 = Clock::now();
+  RequestHandler h({.index = 0});
+  const Outbox fresh = h.handle(request("probe", msg::kStatus, 1), t0);
+  expectOne(fresh, "probe", net::MessageType::kOk, 1);
+  EXPECT_FALSE(decodeServerStatus(fresh.replies[0].payload.bytes, "ps 0").initialised);
+
+  ServerConfig config = configFor(Mode::PsSync, 2);
+  config.start_step = 5;
+  const std::string json = toJson(config).dump();
+  expectOne(h.handle(request("w0", msg::kInit, 2, bytesOf(json.data(), json.size())), t0), "w0",
+            net::MessageType::kOk, 2);
+  expectOne(h.handle(request("w0", msg::kSet, 3, bytesOf(kInitial), 5), t0), "w0", net::MessageType::kOk, 3);
+  const Outbox set_up = h.handle(request("probe", msg::kStatus, 4), t0);
+  EXPECT_TRUE(decodeServerStatus(set_up.replies.at(0).payload.bytes, "ps 0").initialised);
+  for (int w = 0; w < 2; ++w) {
+    const Hello hello{.worker = static_cast<uint32_t>(w), .layout_fingerprint = kLayout, .generation = 1};
+    const Outbox out = h.handle(request("w" + std::to_string(w), msg::kHello, 10 + w, bytesOf(encode(hello))), t0);
+    expectOne(out, "w" + std::to_string(w), net::MessageType::kOk, 10 + w);
+    EXPECT_EQ(decodeHelloAnswer(out.replies[0].payload.bytes, "ps 0").clock, 5u) << "every worker's clock is the step";
+  }
+  EXPECT_TRUE(h.handle(request("w0", msg::kPull, 20, {}, 6), t0).replies.empty()) << "step 6 before its pushes";
+  h.handle(request("w0", msg::kPush, 21, gradient({1, 1, 1}), 5), t0);
+  Outbox second = h.handle(request("w1", msg::kPush, 22, gradient({3, 3, 3}), 5), t0);
+  ASSERT_EQ(second.applies.size(), 1u);
+  h.apply(second.applies[0]);
+  const Outbox done = h.applied(second.applies[0].chunk, 0.001);
+  expectOne(done, "w0", msg::kValues, 20);
+  EXPECT_EQ(done.replies[0].header.clock, 6u);
+  EXPECT_EQ(floatsIn(done.replies[0]), (std::vector<float>{1 - 0.5f * 4, 2 - 0.5f * 4, 3 - 0.5f * 4}));
+}
+
 TEST(RequestHandler, RefusesWithAnErrorReplyAndKeepsServing) {
   const auto t0 = Clock::now();
   RequestHandler h({.index = 1});

@@ -96,6 +96,25 @@ TEST(StepClocksSync, ALostWorkerStillHoldsTheStep) {
   EXPECT_TRUE(clocks.release().empty());
 }
 
+// The chief's report names a replacement server: every worker's agreement
+// of that step names it, so all take it back before their next push; the
+// next step's agreements name none.
+TEST(StepClocksSync, AServerTheChiefTakesBackIsInEveryAgreementOfThatStep) {
+  StepClocks clocks(Mode::PsSync, 0, 3, 0);
+  StepReport chief = report();
+  chief.rejoining_server = 1;
+  clocks.report(1, 1, report(), "w1", 1);
+  clocks.report(0, 1, chief, "w0", 2);
+  clocks.report(2, 1, report(), "w2", 3);
+  const auto answers = clocks.release();
+  ASSERT_EQ(answers.size(), 3u);
+  for (const auto& a : answers) EXPECT_EQ(a.agreement.rejoining_server, 1u);
+  for (int w = 0; w < 3; ++w) clocks.report(w, 2, report(), "w" + std::to_string(w), 4);
+  const auto next = clocks.release();
+  ASSERT_EQ(next.size(), 3u);
+  for (const auto& a : next) EXPECT_EQ(a.agreement.rejoining_server, kNoServer);
+}
+
 // A checkpoint's hold: every other worker is held at its next step
 // boundary; the chief learns where each stands once all wait.
 TEST(StepClocksHold, PausesEveryOtherWorkerAtAStepBoundary) {

@@ -332,10 +332,17 @@ int runLaunch(LaunchOptions o, const Environment& env) {
       std::fprintf(stderr, "launch: %s\n", e.what());
     }
   };
+  // A replicated server started again: the chief takes it back at a step
+  // boundary, its chunks copied from their other holder. One the job ended
+  // without is stopped once the workers are gone.
+  std::set<std::string> server_replacements;
   auto replace = [&](const launch::ChildExit& e, launch::ChildSpec& again) {
-    if (!elastic || forwarded || !failed(e) || restarts >= o.max_restarts || !spares(e)) return false;
+    if (forwarded || !failed(e) || restarts >= o.max_restarts) return false;
+    const bool server_back = replicated && server(e) && !ending;
+    if (!server_back && !(elastic && spares(e))) return false;
     // It joins the running job: it must not start the job again or claim --out.
     if (store_address) again.extra_env.emplace_back("TANDEM_RESTART", "joins_running=1");
+    if (server_back) server_replacements.insert(e.name);
     launch::RestartRecord record;
     record.restart = ++restarts;
     record.max_restarts = o.max_restarts;
@@ -401,12 +408,30 @@ int runLaunch(LaunchOptions o, const Environment& env) {
         std::fprintf(stderr, "launch: %d worker(s) at %s\n", o.workers, worker_hosts.c_str());
         if (o.ps > 0) std::fprintf(stderr, "launch: %d parameter server(s) at %s\n", o.ps, ps_hosts.c_str());
       }
+      // Servers started again that outlive every worker by 5 s were never
+      // taken back (the job ended first): they are stopped.
+      std::optional<Clock::time_point> workers_gone;
+      auto stopUntakenServers = [&] {
+        if (server_replacements.empty()) return;
+        const std::vector<std::string> running = group.running();
+        if (std::any_of(running.begin(), running.end(), [](const std::string& n) { return n.rfind("worker ", 0) == 0; })) {
+          return;
+        }
+        if (!workers_gone) workers_gone = Clock::now();
+        if (Clock::now() - *workers_gone < std::chrono::seconds(5)) return;
+        for (const auto& name : running) {
+          if (server_replacements.erase(name) == 0) continue;
+          std::fprintf(stderr, "launch: the new %s was not taken back before the job ended; stopping it\n", name.c_str());
+          group.signal(name, SIGTERM);
+        }
+      };
       result = group.wait(
           std::chrono::milliseconds(static_cast<int64_t>(o.grace_s * 1000)),
-          [&forwarded, &grow] {
+          [&forwarded, &grow, &stopUntakenServers] {
             int signal = g_forward_signal.exchange(0);
             if (signal > 0) forwarded = true;
             grow();
+            stopUntakenServers();
             return signal;
           },
           on_exit, replace);

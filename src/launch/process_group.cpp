@@ -474,6 +474,12 @@ void ProcessGroup::signalAll(int signal) {
   }
 }
 
+void ProcessGroup::signal(const std::string& name, int signal) {
+  for (const auto& c : impl_->children) {
+    if (c.running && c.spec.name == name) ::kill(c.pid, signal);
+  }
+}
+
 std::vector<std::string> ProcessGroup::running() const {
   std::vector<std::string> names;
   for (const auto& c : impl_->children) {

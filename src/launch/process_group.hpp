@@ -64,6 +64,8 @@ class ProcessGroup {
   void start(const ChildSpec& child);
 
   void signalAll(int signal);
+  // Signals the running child called `name`, if any.
+  void signal(const std::string& name, int signal);
   // The names of the children still running (not yet reaped).
   std::vector<std::string> running() const;
 

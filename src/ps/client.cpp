@@ -54,7 +54,7 @@ struct Outgoing {
   int server = 0;
   net::FrameHeader header;
   zmq::message_t payload;
-  std::shared_ptr<Ticket::State> ticket;
+  std::shared_ptr<Ticket::State> ticket;  // none: connect to `server` anew (PsClient::revive)
 };
 
 // Owns the eventfd, so that a ticket that outlives its client can still
@@ -154,6 +154,24 @@ PsClient::~PsClient() {
   io_.join();
 }
 
+bool Ticket::ready() const {
+  if (!state_) return false;
+  std::lock_guard lock(state_->mutex);
+  return state_->done && !state_->taken;
+}
+
+void PsClient::revive(int server) {
+  TANDEM_ENFORCE(server >= 0 && server < servers(), "no such parameter server");
+  TANDEM_ENFORCE(lost(server), "revive: {} is not lost", servers_[static_cast<size_t>(server)].name);
+  // Cleared here, before any request the caller sends next is queued behind the marker.
+  lost_[static_cast<size_t>(server)].store(false);
+  {
+    std::lock_guard lock(mailbox_->mutex);
+    mailbox_->queue.push_back({server, {}, zmq::message_t(), nullptr});
+  }
+  mailbox_->wake();
+}
+
 Ticket::Times Ticket::times() const {
   if (!state_) return {};
   std::lock_guard lock(state_->mutex);
@@ -215,28 +233,32 @@ struct ServerRequests {
 void PsClient::ioLoop() {
   detail::ClientMailbox& box = *mailbox_;
   zmq::context_t context(1);
-  std::vector<zmq::socket_t> sockets;
-  std::vector<std::unique_ptr<net::LinkWatch>> links;
-  for (const auto& s : servers_) {
-    sockets.emplace_back(context, zmq::socket_type::dealer);
-    net::configureSocket(sockets.back(), max_payload_bytes_, net::isIpv6(s.endpoint));
+  std::vector<zmq::socket_t> sockets(servers_.size());
+  std::vector<std::unique_ptr<net::LinkWatch>> links(servers_.size());
+  auto connect = [&](size_t s) {
+    const ServerAddress& address = servers_[s];
+    links[s].reset();
+    sockets[s] = zmq::socket_t(context, zmq::socket_type::dealer);
+    zmq::socket_t& socket = sockets[s];
+    net::configureSocket(socket, max_payload_bytes_, net::isIpv6(address.endpoint));
     // Pipelined chunks must never be dropped or block the loop.
-    sockets.back().set(zmq::sockopt::sndhwm, 0);
-    sockets.back().set(zmq::sockopt::rcvhwm, 0);
+    socket.set(zmq::sockopt::sndhwm, 0);
+    socket.set(zmq::sockopt::rcvhwm, 0);
     // Queue nothing towards a connection that is not up: unsent requests
     // wait in `unsent`, where a timed-out wait can still withdraw them.
-    sockets.back().set(zmq::sockopt::immediate, 1);
+    socket.set(zmq::sockopt::immediate, 1);
     // Any traffic counts as an answer, so bulk data never looks like silence.
-    sockets.back().set(zmq::sockopt::heartbeat_ivl, static_cast<int>(liveness_.heartbeat_interval.count()));
-    sockets.back().set(zmq::sockopt::heartbeat_timeout, static_cast<int>(liveness_.heartbeat_timeout.count()));
+    socket.set(zmq::sockopt::heartbeat_ivl, static_cast<int>(liveness_.heartbeat_interval.count()));
+    socket.set(zmq::sockopt::heartbeat_timeout, static_cast<int>(liveness_.heartbeat_timeout.count()));
     // Same-host Unix sockets are kept private by the file system instead.
-    if (!net::isSameHostEndpoint(s.endpoint)) net::secureClient(sockets.back(), security_);
+    if (!net::isSameHostEndpoint(address.endpoint)) net::secureClient(socket, security_);
     // A server serves two sockets (TCP and same-host), each numbering its
     // peers on its own: a random 16-byte id cannot collide across them.
-    sockets.back().set(zmq::sockopt::routing_id, zmq::buffer(randomRoutingId()));
-    links.push_back(std::make_unique<net::LinkWatch>(context, sockets.back()));
-    sockets.back().connect(s.endpoint);
-  }
+    socket.set(zmq::sockopt::routing_id, zmq::buffer(randomRoutingId()));
+    links[s] = std::make_unique<net::LinkWatch>(context, socket);
+    socket.connect(address.endpoint);
+  };
+  for (size_t s = 0; s < servers_.size(); ++s) connect(s);
   std::vector<ServerRequests> requests(servers_.size());
   // By server: why its requests fail at once (empty while its link holds).
   std::vector<std::string> lost(servers_.size());
@@ -339,8 +361,19 @@ void PsClient::ioLoop() {
         box.sweep = false;
       }
       for (auto& out : batch) {
+        const size_t server = static_cast<size_t>(out.server);
+        if (!out.ticket) {
+          // Whatever was asked of the lost connection fails with it; what
+          // follows goes to whoever answers at its address now.
+          flush(server);
+          connect(server);
+          items[server + 1].socket = sockets[server].handle();
+          items[first_link + server].socket = links[server]->events().handle();
+          lost[server].clear();
+          continue;
+        }
         out.header.request_id = next_id++;
-        requests[static_cast<size_t>(out.server)].unsent.push_back(std::move(out));
+        requests[server].unsent.push_back(std::move(out));
       }
       batch.clear();
       if (sweep) dropAbandoned();

@@ -10,9 +10,11 @@
 // that is not there.
 //
 // A server whose established connection drops (it exited, or its host
-// stopped answering ZeroMQ heartbeats) is lost for good: its unanswered
-// requests fail at once, naming it, and so does every later request to it.
-// None is replayed to whatever answers at that address next.
+// stopped answering ZeroMQ heartbeats) is lost: its unanswered requests fail
+// at once, naming it, and so does every later request to it, until the
+// caller revives it (a replacement at the same address, taken back at a
+// step the workers agreed on). No request is replayed to whatever answers
+// at that address next.
 #include <zmq.hpp>
 
 #include <atomic>
@@ -62,6 +64,9 @@ class Ticket {
     int64_t replied_us = 0;
   };
   Times times() const;
+  // Whether a wait() now would return at once: the request was answered or
+  // failed, and its outcome not yet handed out. Thread-safe.
+  bool ready() const;
 
   struct State;  // shared with the client's I/O thread
 
@@ -106,6 +111,12 @@ class PsClient {
   // before the requests it failed are completed, so a waiter woken by such
   // a failure sees it. Thread-safe.
   bool lost(int server) const { return lost_[static_cast<size_t>(server)].load(); }
+
+  // A lost server's replacement: connects to its address anew, so that
+  // requests sent from now on go to whatever answers there (those sent
+  // before failed with the old connection). It is lost again if that
+  // connection drops. Thread-safe; `server` must be lost.
+  void revive(int server);
 
  private:
   void ioLoop();

@@ -49,6 +49,9 @@ inline constexpr MessageType kLeave{46};
 // A worker that computes for a while without a request (DiLoCo's local
 // steps) says it is alive, so that its silence is not taken for death; reply kOk.
 inline constexpr MessageType kAlive{47};
+// Anyone, before or after the init: reply kOk with a ServerStatus. The chief
+// asks a lost server's address whether a replacement waits there, fresh.
+inline constexpr MessageType kStatus{48};
 }  // namespace msg
 
 inline constexpr net::MessageName kMessageNames[] = {
@@ -68,6 +71,7 @@ inline constexpr net::MessageName kMessageNames[] = {
     {msg::kRelease, "ps-release"},
     {msg::kLeave, "ps-leave"},
     {msg::kAlive, "ps-alive"},
+    {msg::kStatus, "ps-status"},
 };
 inline constexpr net::MessageCatalog kMessages{kMessageNames};
 

@@ -266,6 +266,7 @@ struct Layout<StepReport> {
     f.f64("loss", s.loss);
     f.f64("compute seconds", s.compute_seconds);
     f.bits("flags", kStopBit, s.stop, kCheckpointBit, s.checkpoint);
+    f.u32("rejoining server", s.rejoining_server);
   }
 };
 
@@ -280,6 +281,16 @@ struct Layout<StepAgreement> {
     f.u32("slowest clock", a.slowest_clock);
     f.u64("global step", a.global_step);
     f.truthy("finished", a.finished);
+    f.u32("rejoining server", a.rejoining_server);
+  }
+};
+
+template <>
+struct Layout<ServerStatus> {
+  static constexpr std::string_view what = "ps-status reply";
+  template <class F, class M>
+  static void fields(F& f, M& s) {
+    f.flag("initialised", "initialised flag", s.initialised);
   }
 };
 
@@ -297,6 +308,11 @@ HelloAnswer decodeHelloAnswer(std::span<const std::byte> bytes, std::string_view
     throw InputError(fmt::format("{}: hello answer: clock {} is before the start step {}", peer, a.clock, a.start_step));
   }
   return a;
+}
+
+std::vector<char> encode(const ServerStatus& status) { return fields::encodeMessage(status); }
+ServerStatus decodeServerStatus(std::span<const std::byte> bytes, std::string_view peer) {
+  return fields::decodeMessage<ServerStatus>(bytes, peer);
 }
 
 std::vector<char> encode(const SnapshotPoint& point) { return fields::encodeMessage(point); }

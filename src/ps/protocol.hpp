@@ -132,12 +132,18 @@ std::vector<char> encode(const SnapshotPoint& point);
 // `workers` clocks (any count the payload holds, for `workers` 0).
 SnapshotPoint decodeSnapshotPoint(std::span<const std::byte> bytes, size_t workers, std::string_view peer);
 
+// No server: a StepReport's or StepAgreement's rejoining_server when none rejoins.
+inline constexpr uint32_t kNoServer = 0xffffffffu;
+
 // A worker's report at the end of a step (msg::kClock to server 0).
 struct StepReport {
   double loss = 0;             // this worker's mean loss for the step
   double compute_seconds = 0;  // its time from the last agreement to this report
   bool stop = false;           // it was asked to stop
   bool checkpoint = false;     // it asks every worker to checkpoint at this step (DiLoCo's chief)
+  // The chief, sync with --ps-replicas 2: a lost server whose replacement
+  // waits, fresh, to be taken back after this step (kNoServer: none).
+  uint32_t rejoining_server = kNoServer;
 };
 std::vector<char> encode(const StepReport& report);
 StepReport decodeStepReport(std::span<const std::byte> bytes, std::string_view peer);
@@ -153,9 +159,19 @@ struct StepAgreement {
   uint64_t global_step = 0;
   bool finished = false;          // async: the job's --max-steps are all granted; end here
   bool checkpoint = false;        // sync: some worker asked for a checkpoint at this step
+  // Sync: the server every worker takes back after this step, before its
+  // next push (the chief's report named it); kNoServer: none.
+  uint32_t rejoining_server = kNoServer;
 };
 std::vector<char> encode(const StepAgreement& agreement);
 StepAgreement decodeStepAgreement(std::span<const std::byte> bytes, std::string_view peer);
+
+// A server's answer to msg::kStatus.
+struct ServerStatus {
+  bool initialised = false;  // the chief's init has arrived: it serves a job
+};
+std::vector<char> encode(const ServerStatus& status);
+ServerStatus decodeServerStatus(std::span<const std::byte> bytes, std::string_view peer);
 
 // A worker's rate for its next pushes (msg::kLr), replacing the schedule.
 struct LearningRate {

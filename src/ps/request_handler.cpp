@@ -103,6 +103,13 @@ void RequestHandler::dispatch(Outbox& out, const Request& r, Clock::time_point n
       workerOf(r.routing, type);  // heard from it: that is all
       replyOk(out, r.routing, r.header.request_id);
       break;
+    case net::code(msg::kStatus): {
+      const std::vector<char> bytes = encode(ServerStatus{.initialised = initialised()});
+      reply(out, {.routing = r.routing,
+                  .header = {.type = MessageType::kOk, .request_id = r.header.request_id},
+                  .payload = shared(copyBytes(bytes.data(), bytes.size()))});
+      break;
+    }
     default: throw Refusal{fmt::format("{} is not a parameter-server request", kMessages.nameOf(type))};
   }
 }
@@ -152,10 +159,12 @@ void RequestHandler::onInit(Outbox& out, const Request& r) {
   workers_.reset(c.workers);
   clocks_.emplace(c.mode, c.staleness, c.workers, c.start_step, c.total_steps);
   const int64_t floats = totalFloats(store_.chunks());
-  TANDEM_LOG_INFO("{}: {} mode, {} worker(s), {} chunk(s), {:.1f} MB, optimizer {}, {} apply thread(s), {} on the wire{}",
+  TANDEM_LOG_INFO("{}: {} mode, {} worker(s), {} chunk(s), {:.1f} MB, optimizer {}, {} apply thread(s), {} on the "
+                  "wire{}{}",
                   name_, modeName(c.mode), c.workers, store_.chunks().size(), static_cast<double>(floats) * 4 / 1e6,
                   c.optimizer.name, options_.apply_threads, wireDtypeName(c.wire),
-                  c.push_bits ? fmt::format(" (pushes {})", c.pushFormat().name()) : "");
+                  c.push_bits ? fmt::format(" (pushes {})", c.pushFormat().name()) : "",
+                  c.start_step > 0 ? fmt::format("; from step {}", c.start_step) : "");
   admission_.initialised(c);
   config_ = std::move(c);
   replyOk(out, r.routing, r.header.request_id);

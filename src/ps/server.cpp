@@ -170,7 +170,7 @@ void ParameterServer::Impl::submit(ApplyJob job) {
       completions.push_back({job->chunk, seconds});
     }
     wake();
-  });
+  }, awaited);
 }
 
 void ParameterServer::Impl::drainCompletions() {

@@ -44,6 +44,7 @@ void StepClocks::report(int worker, uint32_t clock, const StepReport& report, st
   t.slowest = std::max(t.slowest, report.compute_seconds);
   t.stop = t.stop || report.stop;
   t.checkpoint = t.checkpoint || report.checkpoint;
+  if (report.rejoining_server != kNoServer) t.rejoining_server = report.rejoining_server;
   pending_.push_back({std::move(routing), request_id, worker, clock, report, Clock::now()});
 }
 
@@ -140,6 +141,7 @@ std::vector<StepClocks::Answer> StepClocks::release() {
       a.slowest_compute_seconds = t.slowest;
       a.stop = t.stop;
       a.checkpoint = t.checkpoint;
+      a.rejoining_server = t.rejoining_server;
     } else {
       a.loss = it->report.loss;
       a.slowest_compute_seconds = it->report.compute_seconds;

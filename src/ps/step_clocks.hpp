@@ -114,6 +114,7 @@ class StepClocks {
     double slowest = 0;
     bool stop = false;
     bool checkpoint = false;
+    uint32_t rejoining_server = kNoServer;  // named by the chief's report
   };
   int64_t allowedLead() const;
 

@@ -43,6 +43,7 @@ size_t hostPushersPerServer(const KeyLayout& layout, const std::vector<int>& hos
 
 Worker::Worker(WorkerOptions options, net::JobSecurity security)
     : options_(std::move(options)),
+      security_(security),
       client_(std::make_unique<PsClient>(options_.servers, std::move(security), net::kMaxPayloadBytes,
                                          options_.liveness)) {
   const size_t chunks = options_.layout.chunks.size();
@@ -112,6 +113,7 @@ net::FrameHeader Worker::chunkHeader(MessageType type, size_t c, int64_t clock) 
 }
 
 void Worker::initServers(const std::vector<ServerConfig>& configs, const ChunkValues& values, Deadline deadline) {
+  configs_ = configs;
   std::vector<Ticket> tickets;
   for (int i = 0; i < servers(); ++i) {
     const std::string json = toJson(configs.at(static_cast<size_t>(i))).dump();
@@ -128,15 +130,17 @@ void Worker::initServers(const std::vector<ServerConfig>& configs, const ChunkVa
   for (auto& t : tickets) t.wait(deadline, "the initial parameters");
 }
 
+Ticket Worker::sendHello(int server) {
+  Hello hello{options_.index, options_.layout.fingerprint(), options_.generation};
+  if (arena_ && net::isSameHostEndpoint(options_.servers[static_cast<size_t>(server)].endpoint)) {
+    hello.arena = arena_->handle();
+  }
+  return client_->send(server, {.type = msg::kHello}, net::copyPayload(encode(hello)));
+}
+
 HelloAnswer Worker::hello(Deadline deadline) {
   std::vector<Ticket> tickets;
-  for (int i = 0; i < servers(); ++i) {
-    Hello hello{options_.index, options_.layout.fingerprint(), options_.generation};
-    if (arena_ && net::isSameHostEndpoint(options_.servers[static_cast<size_t>(i)].endpoint)) {
-      hello.arena = arena_->handle();
-    }
-    tickets.push_back(client_->send(i, {.type = msg::kHello}, net::copyPayload(encode(hello))));
-  }
+  for (int i = 0; i < servers(); ++i) tickets.push_back(sendHello(i));
   HelloAnswer first;
   std::vector<bool> mapped(tickets.size(), false);
   for (size_t i = 0; i < tickets.size(); ++i) {
@@ -176,6 +180,7 @@ void Worker::noteLost(int server) const {
   std::lock_guard lock(lost_mutex_);
   if (std::find(announced_lost_.begin(), announced_lost_.end(), server) != announced_lost_.end()) return;
   announced_lost_.push_back(server);
+  losses_.push_back(server);
   TANDEM_LOG_WARN("worker {}: {} is lost; its chunks go on at their other replica, and no update is lost "
                   "(--ps-replicas 2)",
                   options_.index, options_.servers[static_cast<size_t>(server)].name);
@@ -183,7 +188,7 @@ void Worker::noteLost(int server) const {
 
 std::vector<int> Worker::lostServers() const {
   std::lock_guard lock(lost_mutex_);
-  return announced_lost_;
+  return losses_;
 }
 
 void Worker::push(size_t c, const float* grad, int64_t step) {

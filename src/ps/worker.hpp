@@ -204,11 +204,30 @@ class Worker {
   void sayLeaving(Deadline deadline);
   bool done() const { return done_; }
   // Servers lost while their chunks went on at another replica
-  // (--ps-replicas 2), in the order they were lost.
+  // (--ps-replicas 2), in the order they were lost (twice if lost again).
   std::vector<int> lostServers() const;
+
+  // Replacement servers (ps/worker_replacement.cpp), sync with --ps-replicas 2.
+  // The chief between steps: a lost server whose address now answers with a
+  // fresh server (the launcher started one in its place), found by asking
+  // it ps-status over a connection of its own; nullopt while none does.
+  // Never waits.
+  std::optional<int> replacementWaiting();
+  // Every worker, once the agreement of step `step` names `server`, before
+  // its next push: the chief first sets the replacement up as a resume
+  // would, with its chunks' values and optimizer state after `step` from
+  // their other holder; then each worker connects to it anew and says
+  // hello, and pushes and reports to it from the next step on. Throws
+  // PeerError naming the server when it does not answer by `deadline`.
+  void takeBackServer(int server, int64_t step, Deadline deadline);
+  // Servers taken back, in order.
+  std::vector<int> rejoinedServers() const;
 
  private:
   void sayToEveryServer(net::MessageType type, Deadline deadline, const char* what, bool skip_silent);
+  Ticket sendHello(int server);
+  // The chief: `server`'s init and chunks, as the other holders have them after `step`.
+  void setUpReplacement(int server, int64_t step, Deadline deadline);
   net::FrameHeader chunkHeader(net::MessageType type, size_t c, int64_t clock) const;
   int serverOf(size_t c) const { return options_.layout.chunks[c].server; }
   // The holder of chunk c that pulls and states go to: its primary while
@@ -248,6 +267,17 @@ class Worker {
   bool sharesWith(int server) const { return !arena_mapped_.empty() && arena_mapped_[static_cast<size_t>(server)]; }
 
   WorkerOptions options_;
+  net::JobSecurity security_;  // a probe of a lost server's address connects with it
+  std::vector<ServerConfig> configs_;  // the chief's inits, to set a replacement up alike
+  // The chief's question to a lost server's address: is a fresh server there?
+  struct Probe {
+    int server = -1;
+    std::unique_ptr<PsClient> client;
+    Ticket status;
+    bool fresh = false;  // it answered: not yet initialised
+  };
+  std::optional<Probe> probe_;
+  std::set<int> not_replaceable_;  // addresses that answered with a server already set up
   std::optional<WireEncoder> encoder_;       // encoded pushes: a buffer (and residuals) by chunk
   std::shared_ptr<net::SharedArena> arena_;  // [gradients: float32][pulls: wire dtype]
   std::vector<bool> arena_mapped_;           // by server, from its hello answer
@@ -277,9 +307,12 @@ class Worker {
   bool closing_ = false;
   std::optional<double> sent_lr_;
   bool done_ = false;
-  // Lost servers whose chunks went on at another replica, each announced once.
+  // Lost servers whose chunks went on at another replica, each announced
+  // once while it stays lost; every loss, and every server taken back.
   mutable std::mutex lost_mutex_;
   mutable std::vector<int> announced_lost_;
+  mutable std::vector<int> losses_;
+  std::vector<int> rejoined_;
 };
 
 }  // namespace tandem::ps

@@ -47,6 +47,8 @@ nlohmann::json PsConnection::summary() const {
           {"replicas", layout.replicas()},
           // Servers lost while their chunks went on at the other replica.
           {"lost_servers", worker ? worker->lostServers() : lost_servers},
+          // Lost servers whose replacements were taken back, with their chunks.
+          {"rejoined_servers", worker ? worker->rejoinedServers() : rejoined_servers},
           {"push_window_bytes", push_window},  // per server; 0: none
           {"shared_memory_servers", sharing_servers},
           {"parameters_in_shared_memory", parameters_in_arena}};  // pulls land in the model
@@ -56,6 +58,7 @@ void PsConnection::hangUp() {
   if (!worker) return;
   if (!worker->done()) worker->sayDone(peerDeadline());
   lost_servers = worker->lostServers();
+  rejoined_servers = worker->rejoinedServers();
   worker.reset();  // hang up at once: a server closes once its workers have
 }
 

@@ -68,6 +68,7 @@ struct PsConnection {
   int sharing_servers = 0;                    // servers that read and write this worker's shared memory
   bool parameters_in_arena = false;           // the model is those servers' pull landing area
   std::vector<int> lost_servers;              // after hangUp: servers lost while replicas carried on
+  std::vector<int> rejoined_servers;          // after hangUp: lost servers whose replacements were taken back
   torch::Tensor shared_grads;                 // where those servers read pushes; undefined: none
   int64_t step = 0;  // this worker's first step: the plan's, or a lost predecessor's clock
   std::optional<RemoteParameters::Takeover> takeover;  // a replacement in a running elastic job

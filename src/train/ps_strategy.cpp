@@ -118,11 +118,20 @@ AgreedStep PsStrategy::synchronizeGradients(torch::nn::Module& model, const Loca
   const double compute = std::max(0.0, secondsSince(s.cycle_start) - s.gated_this_step);
   s.gated_this_step = 0;
   s.pushes->drain(s.link.peerDeadline());
-  const ps::StepReport report{local.loss_sum / local.micro_steps, compute, local.stop_requested,
-                              local.checkpoint_requested};
+  ps::StepReport report{local.loss_sum / local.micro_steps, compute, local.stop_requested,
+                        local.checkpoint_requested};
+  // A lost server's replacement waits: every worker takes it back after this step.
+  if (s.spec.isChief()) {
+    if (const std::optional<int> waiting = s.worker().replacementWaiting()) {
+      report.rejoining_server = static_cast<uint32_t>(*waiting);
+    }
+  }
   const int64_t finished = s.step + 1;
   const Deadline deadline = s.link.peerDeadline();
   const ps::StepAgreement agreement = s.worker().reportStep(finished, report, deadline);
+  if (agreement.rejoining_server != ps::kNoServer) {
+    s.worker().takeBackServer(static_cast<int>(agreement.rejoining_server), finished, deadline);
+  }
   const double clock_wait = watch.elapsed();
   s.max_lead = std::max<int64_t>(s.max_lead, finished - agreement.slowest_clock);
   // Bounded staleness pulls only once ps 0 lets this worker go on, so that

@@ -1,0 +1,128 @@
+// A replacement for a lost server (sync, --ps-replicas 2). The chief finds
+// it waiting, fresh, at the lost server's address; its next step report
+// names it, so the step's agreement tells every worker at the same step
+// boundary, before any of them pushes the next step; the chief then sets it
+// up from its chunks' other holders as a resume would, and every worker
+// connects to it anew. Its chunks have two holders again.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "core/error.hpp"
+#include "core/logging.hpp"
+#include "optim/kernels.hpp"
+#include "ps/messages.hpp"
+#include "ps/worker.hpp"
+
+namespace tandem::ps {
+
+std::optional<int> Worker::replacementWaiting() {
+  if (options_.layout.replicas() < 2 || options_.mode != Mode::PsSync || configs_.empty()) return std::nullopt;
+  if (probe_ && !client_->lost(probe_->server)) probe_.reset();  // taken back since
+  if (!probe_) {
+    for (int i = 0; i < servers(); ++i) {
+      if (!client_->lost(i) || not_replaceable_.contains(i)) continue;
+      // Its own connection: the worker's to this address stays lost until
+      // the step the workers agree on. Asked once; answered when a server is up.
+      Probe probe;
+      probe.server = i;
+      probe.client = std::make_unique<PsClient>(std::vector{options_.servers[static_cast<size_t>(i)]}, security_,
+                                                net::kMaxPayloadBytes, options_.liveness);
+      probe.status = probe.client->send(0, {.type = msg::kStatus}, zmq::message_t());
+      probe_ = std::move(probe);
+      break;
+    }
+    if (!probe_) return std::nullopt;
+  }
+  if (probe_->fresh) return probe_->server;
+  if (!probe_->status.ready()) return std::nullopt;
+  const std::string& name = options_.servers[static_cast<size_t>(probe_->server)].name;
+  try {
+    const net::Frame reply = probe_->status.wait(Deadline::after(std::chrono::seconds(1)), "ps-status");
+    if (!decodeServerStatus(reply.bytes(), name).initialised) {
+      probe_->fresh = true;
+      return probe_->server;
+    }
+    not_replaceable_.insert(probe_->server);
+    TANDEM_LOG_WARN("worker {}: a server already set up answers at {}'s address; it is not taken back", options_.index,
+                    name);
+  } catch (const Error& e) {
+    // Up and gone again (a replacement that died too): asked again next step.
+    TANDEM_LOG_DEBUG("worker {}: {}'s replacement did not answer ps-status: {}", options_.index, name, e.what());
+  }
+  probe_.reset();
+  return std::nullopt;
+}
+
+void Worker::setUpReplacement(int server, int64_t step, Deadline deadline) {
+  ServerConfig config = configs_.at(static_cast<size_t>(server));
+  config.start_step = static_cast<uint32_t>(step);
+  const int slots = optim::slotCount(config.optimizer);
+  // Before the revival: each chunk's state comes from its other holder.
+  const std::vector<FetchedState> states = fetchState(step, slots, deadline);
+  client_->revive(server);
+  std::vector<Ticket> tickets;
+  tickets.push_back(client_->send(server, {.type = msg::kInit}, net::copyPayload(toJson(config).dump())));
+  for (size_t c = 0; c < options_.layout.chunks.size(); ++c) {
+    const std::vector<int> holders = options_.layout.chunks[c].holders();
+    if (std::find(holders.begin(), holders.end(), server) == holders.end()) continue;
+    const FetchedState& state = states[c];
+    // Values, then the optimizer's slots: what a resume's ps-set carries.
+    const size_t floats = state.values().size() * static_cast<size_t>(slots + 1);
+    tickets.push_back(client_->send(server, chunkHeader(msg::kSet, c, state.clock),
+                                    net::copyPayload(state.values().data(), floats * sizeof(float))));
+  }
+  for (auto& t : tickets) t.wait(deadline, fmt::format("the state of its chunks after step {}", step));
+}
+
+void Worker::takeBackServer(int server, int64_t step, Deadline deadline) {
+  if (server < 0 || server >= servers()) {
+    throw PeerError(fmt::format("the agreement of step {} takes back server {}, but the job has {} server(s)", step,
+                                server, servers()));
+  }
+  const std::string& name = options_.servers[static_cast<size_t>(server)].name;
+  // Its old connection dropped for every worker; this one's I/O thread may
+  // not have seen it yet.
+  while (!client_->lost(server)) {
+    if (deadline.expired()) {
+      throw PeerError(fmt::format("worker {}: {} is to be taken back after step {}, but its connection here never "
+                                  "dropped",
+                                  options_.index, name, step));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const bool chief = options_.index == 0;
+  if (chief) {
+    setUpReplacement(server, step, deadline);
+  } else {
+    client_->revive(server);
+  }
+  const net::Frame reply = sendHello(server).wait(deadline, "hello (a replacement, once the chief set it up)");
+  const HelloAnswer answer = decodeHelloAnswer(reply.bytes(), name);
+  {
+    std::lock_guard lock(window_mutex_);
+    if (arena_mapped_.size() > static_cast<size_t>(server)) {
+      arena_mapped_[static_cast<size_t>(server)] = arena_ != nullptr && answer.arena_mapped;
+    }
+  }
+  // The rate the others were told, sent ahead of the next step's pushes.
+  if (sent_lr_) {
+    notice_tickets_.emplace_back(server, client_->send(server, {.type = msg::kLr},
+                                                       net::copyPayload(encode(LearningRate{*sent_lr_}))));
+  }
+  {
+    std::lock_guard lock(lost_mutex_);
+    std::erase(announced_lost_, server);
+    rejoined_.push_back(server);
+  }
+  TANDEM_LOG_WARN("worker {}: {} is back after step {}: its replacement {} (--ps-replicas 2)", options_.index, name,
+                  step, chief ? "holds its chunks again, copied from the other replica" : "takes this worker's pushes");
+}
+
+std::vector<int> Worker::rejoinedServers() const {
+  std::lock_guard lock(lost_mutex_);
+  return rejoined_;
+}
+
+}  // namespace tandem::ps
