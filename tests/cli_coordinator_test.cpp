@@ -43,13 +43,14 @@ TEST(Coordinator, AJobStartedWithoutLaunchOutlivesWorkerZeroThroughItsOwnStore) 
 
   const std::string hosts = fmt::format("127.0.0.1:{},127.0.0.1:{},127.0.0.1:{}", testing::freePort(),
                                         testing::freePort(), testing::freePort());
+  const std::string args =
+      testing::syntheticTrainArgs("mlp", 16, run, "--max-steps 160 --min-workers 2 --debug-step-delay-ms 15");
   std::vector<pid_t> workers;
   for (int i = 0; i < 3; ++i) {
     workers.push_back(testing::spawnTandem(
         fmt::format("train {} --worker-hosts {} --job-name worker --task-index {} --coordinator {} "
                     "--external-coordinator",
-                    testing::syntheticTrainArgs("mlp", 16, run, "--max-steps 160 --min-workers 2 --debug-step-delay-ms 15"),
-                    hosts, i, address),
+                    args, hosts, i, address),
         dir.str(fmt::format("worker-{}.log", i))));
   }
   auto logs = [&] {

@@ -279,43 +279,31 @@ TEST(LiveMembership, TheDiscoveryScriptGrowsTheJobWithAWorkerThatJoinsIt) {
 TEST(LiveMembership, FlagsThatCannotHoldAreRefusedNamingTheValues) {
   TempDir dir;
   const std::string run = dir.str("run");
-  auto refused = [&](const std::string& flags, const std::string& message) {
-    const auto result = testing::runTandem("launch --workers 4 -- " + testing::syntheticTrainArgs("mlp", 16, run, flags));
-    EXPECT_EQ(result.exit_code, 2) << flags << "\n" << result.output;
-    EXPECT_NE(result.output.find(message), std::string::npos) << flags << "\n" << result.output;
+  auto refused = [](const std::string& args, const std::string& message) {
+    const auto result = testing::runTandem(args);
+    EXPECT_EQ(result.exit_code, 2) << args << "\n" << result.output;
+    EXPECT_NE(result.output.find(message), std::string::npos) << args << "\n" << result.output;
   };
-  refused("--min-workers 5", "--min-workers 5: the job has only 4 workers");
-  refused("--min-workers -1", "--min-workers: must be >= 0, got -1");
-  refused("--max-workers 3", "--max-workers 3 is below the job's 4 workers");
-  refused("--max-workers 3 --min-workers 2", "--max-workers 3 is below the job's 4 workers");
-  const auto no_growth = testing::runTandem("launch --workers 4 --host-discovery-script /bin/true -- " +
-                                            testing::syntheticTrainArgs("mlp", 16, run, "--min-workers 2"));
-  EXPECT_EQ(no_growth.exit_code, 2) << no_growth.output;
-  EXPECT_NE(no_growth.output.find("--host-discovery-script: only a live all-reduce job grows; pass "
-                                  "--max-workers above --workers 4 after --"),
-            std::string::npos)
-      << no_growth.output;
+  auto train = [&](const std::string& launch_flags, const std::string& flags) {
+    return "launch " + launch_flags + " -- " + testing::syntheticTrainArgs("mlp", 16, run, flags);
+  };
+  refused(train("--workers 4", "--min-workers 5"), "--min-workers 5: the job has only 4 workers");
+  refused(train("--workers 4", "--min-workers -1"), "--min-workers: must be >= 0, got -1");
+  refused(train("--workers 4", "--max-workers 3"), "--max-workers 3 is below the job's 4 workers");
+  refused(train("--workers 4", "--max-workers 3 --min-workers 2"), "--max-workers 3 is below the job's 4 workers");
+  refused(train("--workers 4 --host-discovery-script /bin/true", "--min-workers 2"),
+          "--host-discovery-script: only a live all-reduce job grows; pass --max-workers above --workers 4 after --");
+  refused(train("--workers 2 --max-workers 3", "--min-workers 2"),
+          "--max-workers: launch takes it for a program (hvd.elastic); for tandem train pass it after --");
+  refused("train " + testing::syntheticTrainArgs("mlp", 16, run, "--min-workers 2"), "--min-workers");
   // A program grows by launch's own --max-workers, with --min-workers.
-  auto program_refused = [&](const std::string& launch_flags, const std::string& message) {
-    const auto result = testing::runTandem("launch " + launch_flags + " -- /bin/true");
-    EXPECT_EQ(result.exit_code, 2) << launch_flags << "\n" << result.output;
-    EXPECT_NE(result.output.find(message), std::string::npos) << launch_flags << "\n" << result.output;
-  };
-  program_refused("--workers 2 --max-workers 3", "--max-workers 3: only an elastic program grows; pass --min-workers");
-  program_refused("--workers 3 --min-workers 2 --max-workers 2", "--max-workers 2: expected the job's 3 workers to");
-  program_refused("--workers 2 --min-workers 2 --host-discovery-script /bin/true",
-                  "--host-discovery-script: only a live all-reduce job grows; pass --max-workers above --workers 2 "
-                  "and --min-workers to launch");
-  const auto train_max = testing::runTandem("launch --workers 2 --max-workers 3 -- " +
-                                            testing::syntheticTrainArgs("mlp", 16, run, "--min-workers 2"));
-  EXPECT_EQ(train_max.exit_code, 2) << train_max.output;
-  EXPECT_NE(train_max.output.find("--max-workers: launch takes it for a program (hvd.elastic); for tandem train pass "
-                                  "it after --"),
-            std::string::npos)
-      << train_max.output;
-  const auto standalone = testing::runTandem("train " + testing::syntheticTrainArgs("mlp", 16, run, "--min-workers 2"));
-  EXPECT_EQ(standalone.exit_code, 2) << standalone.output;
-  EXPECT_NE(standalone.output.find("--min-workers"), std::string::npos) << standalone.output;
+  refused("launch --workers 2 --max-workers 3 -- /bin/true",
+          "--max-workers 3: only an elastic program grows; pass --min-workers");
+  refused("launch --workers 3 --min-workers 2 --max-workers 2 -- /bin/true",
+          "--max-workers 2: expected the job's 3 workers to");
+  refused("launch --workers 2 --min-workers 2 --host-discovery-script /bin/true -- /bin/true",
+          "--host-discovery-script: only a live all-reduce job grows; pass --max-workers above --workers 2 and "
+          "--min-workers to launch");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "support/process.hpp"
@@ -16,20 +17,46 @@ namespace fs = std::filesystem;
 using testing::readFile;
 using testing::TempDir;
 
-const std::string kExtra = "--max-steps 120 --seed 3 --debug-step-delay-ms 25 --ps-chunk-mb 0.02 --checkpoint-every 0";
+// The run's flags but its length; the uninterrupted run has no replicas.
+std::string flagsFor(int steps) {
+  return "--max-steps " + std::to_string(steps) + " --seed 3 --debug-step-delay-ms 25 --ps-chunk-mb 0.02 "
+         "--checkpoint-every 0";
+}
+
+// 2 PS + 2 workers with --ps-replicas 2 under `launch launch_flags`,
+// started in the background once worker 0 has logged (nullopt: it never
+// did; the log says why).
+std::optional<pid_t> startReplicated(const TempDir& dir, const std::string& run, int steps,
+                                     const std::string& launch_flags = "") {
+  const std::string args = testing::syntheticTrainArgs("mlp", 16, run, flagsFor(steps) + " --ps-replicas 2");
+  const pid_t pid = testing::spawnTandem("launch --ps 2 --workers 2 " + launch_flags + " -- " + args, dir.str("log"));
+  if (!testing::waitForOutput(pid, fs::path(run) / "metrics.jsonl", std::chrono::seconds(120))) return std::nullopt;
+  return pid;
+}
+
+void killServer(const std::string& run, int index) {
+  testing::runCommand("pkill -KILL -f -- '--out " + run + " .*--job-name ps --task-index " + std::to_string(index) +
+                      "( |$)'");
+}
+
+// The run ends with the parameters of the same run uninterrupted, without replicas.
+void expectUninterruptedParameters(const TempDir& dir, const std::string& run, int steps) {
+  const std::string clean = dir.str("clean");
+  auto uninterrupted = testing::runTandem("launch --ps 2 --workers 2 -- " +
+                                          testing::syntheticTrainArgs("mlp", 16, clean, flagsFor(steps)));
+  ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.output;
+  testing::expectSameParameters(run + "/checkpoint.ckpt", clean + "/checkpoint.ckpt");
+}
 
 // Kills ps 0, which holds the step clocks besides its chunks, once worker
 // 0 has logged: the workers' pulls, pushes and step reports go on at ps 1.
 TEST(PsReplicas, AKilledServerLosesNoUpdateAndTheRunEndsBitIdentical) {
   TempDir dir;
-  const std::string run = dir.str("run"), clean = dir.str("clean");
-  const pid_t pid = testing::spawnTandem(
-      "launch --ps 2 --workers 2 -- " + testing::syntheticTrainArgs("mlp", 16, run, kExtra + " --ps-replicas 2"),
-      dir.str("log"));
-  ASSERT_TRUE(testing::waitForOutput(pid, fs::path(run) / "metrics.jsonl", std::chrono::seconds(120)))
-      << readFile(dir.path() / "log");
-  testing::runCommand("pkill -KILL -f -- '--out " + run + " .*--job-name ps --task-index 0( |$)'");
-  const int code = testing::waitForExit(pid, std::chrono::seconds(180));
+  const std::string run = dir.str("run");
+  const std::optional<pid_t> pid = startReplicated(dir, run, 120);
+  ASSERT_TRUE(pid) << readFile(dir.path() / "log");
+  killServer(run, 0);
+  const int code = testing::waitForExit(*pid, std::chrono::seconds(180));
   const std::string log = readFile(dir.path() / "log");
   ASSERT_EQ(code, 0) << log;
   EXPECT_NE(log.find("ps 0 (pid"), std::string::npos) << log;
@@ -50,11 +77,7 @@ TEST(PsReplicas, AKilledServerLosesNoUpdateAndTheRunEndsBitIdentical) {
   // The survivor made every update of the run, as its own and as ps 0's backup.
   const auto survivor = nlohmann::json::parse(readFile(fs::path(run) / "ps" / "ps-1" / "summary.json"));
   EXPECT_EQ(survivor["global_step"], 120) << survivor;
-
-  auto uninterrupted = testing::runTandem("launch --ps 2 --workers 2 -- " +
-                                          testing::syntheticTrainArgs("mlp", 16, clean, kExtra));
-  ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.output;
-  testing::expectSameParameters(run + "/checkpoint.ckpt", clean + "/checkpoint.ckpt");
+  expectUninterruptedParameters(dir, run, 120);
 }
 
 // Under launch --max-restarts, a killed server is started again and the
@@ -63,14 +86,10 @@ TEST(PsReplicas, AKilledServerLosesNoUpdateAndTheRunEndsBitIdentical) {
 // run still ends bit-identical to an uninterrupted one.
 TEST(PsReplicas, AKilledServersReplacementIsTakenBackSoTheNextDeathLosesNothingEither) {
   TempDir dir;
-  const std::string run = dir.str("run"), clean = dir.str("clean");
-  const std::string extra = "--max-steps 400 --seed 3 --debug-step-delay-ms 25 --ps-chunk-mb 0.02 --checkpoint-every 0";
-  const pid_t pid = testing::spawnTandem("launch --ps 2 --workers 2 --max-restarts 2 -- " +
-                                             testing::syntheticTrainArgs("mlp", 16, run, extra + " --ps-replicas 2"),
-                                         dir.str("log"));
-  ASSERT_TRUE(testing::waitForOutput(pid, fs::path(run) / "metrics.jsonl", std::chrono::seconds(120)))
-      << readFile(dir.path() / "log");
-  testing::runCommand("pkill -KILL -f -- '--out " + run + " .*--job-name ps --task-index 0( |$)'");
+  const std::string run = dir.str("run");
+  const std::optional<pid_t> pid = startReplicated(dir, run, 400, "--max-restarts 2");
+  ASSERT_TRUE(pid) << readFile(dir.path() / "log");
+  killServer(run, 0);
   auto logged = [&](const std::string& text) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     while (std::chrono::steady_clock::now() < deadline) {
@@ -80,8 +99,8 @@ TEST(PsReplicas, AKilledServersReplacementIsTakenBackSoTheNextDeathLosesNothingE
     return false;
   };
   ASSERT_TRUE(logged("worker 1: ps 0 is back after step")) << readFile(dir.path() / "log");
-  testing::runCommand("pkill -KILL -f -- '--out " + run + " .*--job-name ps --task-index 1( |$)'");
-  const int code = testing::waitForExit(pid, std::chrono::seconds(180));
+  killServer(run, 1);
+  const int code = testing::waitForExit(*pid, std::chrono::seconds(180));
   const std::string log = readFile(dir.path() / "log");
   ASSERT_EQ(code, 0) << log;
   EXPECT_NE(log.find("worker 0: ps 0 is back after step"), std::string::npos) << log;
@@ -97,11 +116,7 @@ TEST(PsReplicas, AKilledServersReplacementIsTakenBackSoTheNextDeathLosesNothingE
   int server_losses = 0;
   for (const auto& r : records) server_losses += r.value("kind", "") == "server_replica" ? 1 : 0;
   EXPECT_EQ(server_losses, 2) << log;
-
-  auto uninterrupted = testing::runTandem("launch --ps 2 --workers 2 -- " +
-                                          testing::syntheticTrainArgs("mlp", 16, clean, extra));
-  ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.output;
-  testing::expectSameParameters(run + "/checkpoint.ckpt", clean + "/checkpoint.ckpt");
+  expectUninterruptedParameters(dir, run, 400);
 }
 
 TEST(PsReplicas, ReplicasThatCannotHoldAreRefusedNamingTheValues) {

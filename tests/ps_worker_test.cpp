@@ -2,6 +2,8 @@
 // this process: no torch, no trainer.
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <optional>
 #include <span>
 #include <thread>
 #include <zmq.hpp>
@@ -233,32 +235,61 @@ struct HandServer {
 // returns the values pulled after the second step.
 enum class Death { kNone, kBetweenSteps, kAfterThePushes, kBackupAfterThePushes };
 
-std::vector<std::vector<float>> trainTwoStepsLosingAServer(Death when) {
-  const KeyLayout layout = buildKeyLayout({{"w", 6}, {"b", 4}}, 2, 16, 2);
+// Two servers holding every chunk of `layout`, set up by sync worker 0 of
+// a job of `workers` with `optimizer`, which has said hello.
+struct ReplicatedJob {
   std::vector<std::unique_ptr<RunningServer>> servers;
+  std::unique_ptr<Worker> worker;
+};
+
+ReplicatedJob startReplicated(const KeyLayout& layout, int workers, Deadline deadline,
+                              const optim::OptimizerSettings& optimizer = {}) {
+  ReplicatedJob job;
   std::vector<ServerAddress> addresses;
   for (int i = 0; i < 2; ++i) {
-    servers.push_back(std::make_unique<RunningServer>(ServerOptions{.bind_host = "127.0.0.1", .index = i}));
-    addresses.push_back({servers.back()->endpoint(), "ps " + std::to_string(i)});
+    job.servers.push_back(std::make_unique<RunningServer>(ServerOptions{.bind_host = "127.0.0.1", .index = i}));
+    addresses.push_back({job.servers.back()->endpoint(), "ps " + std::to_string(i)});
   }
-  const Deadline deadline = Deadline::afterSeconds(10);
-  Worker w({addresses, layout, Mode::PsSync, 0, WireDtype::kFloat32}, tandem::testing::testSecurity());
-  w.initServers(configsFor(layout, Mode::PsSync, WireDtype::kFloat32, 1, 10),
-                [&](size_t c, int64_t&) { return initial(layout, c); }, deadline);
-  w.hello(deadline);
+  job.worker = std::make_unique<Worker>(WorkerOptions{addresses, layout, Mode::PsSync, 0, WireDtype::kFloat32},
+                                        tandem::testing::testSecurity());
+  std::vector<ServerConfig> configs = configsFor(layout, Mode::PsSync, WireDtype::kFloat32, workers, 10);
+  for (auto& config : configs) config.optimizer = optimizer;
+  job.worker->initServers(configs, [&](size_t c, int64_t&) { return initial(layout, c); }, deadline);
+  job.worker->hello(deadline);
+  return job;
+}
+
+// One sync step of worker `w` alone with a gradient of 1 everywhere;
+// `between` runs after its pushes. Returns the values pulled after it.
+std::vector<std::vector<float>> trainStep(Worker& w, int64_t step, Deadline deadline,
+                                          const std::function<void()>& between = {}) {
+  const KeyLayout& layout = w.layout();
   std::vector<std::vector<float>> grads, pulled(layout.chunks.size());
   for (const auto& chunk : layout.chunks) grads.emplace_back(static_cast<size_t>(chunk.length), 1.0f);
+  for (size_t c = 0; c < grads.size(); ++c) w.push(c, grads[c].data(), step);
+  if (between) between();
+  const StepAgreement agreed = w.reportStep(step + 1, {1.0, 0.1, false}, deadline);
+  EXPECT_EQ(agreed.slowest_clock, static_cast<uint32_t>(step + 1));
+  w.awaitPushes(deadline, step);
+  w.receivePulls(deadline, step, [&](size_t c, const PulledValues& v) {
+    const auto* floats = static_cast<const float*>(v.data);
+    pulled[c].assign(floats, floats + v.count);
+  });
+  return pulled;
+}
+
+std::vector<std::vector<float>> trainTwoStepsLosingAServer(Death when) {
+  const KeyLayout layout = buildKeyLayout({{"w", 6}, {"b", 4}}, 2, 16, 2);
+  const Deadline deadline = Deadline::afterSeconds(10);
+  ReplicatedJob job = startReplicated(layout, 1, deadline);
+  auto& servers = job.servers;
+  Worker& w = *job.worker;
+  std::vector<std::vector<float>> pulled;
   for (int64_t step = 0; step < 2; ++step) {
     if (step == 1 && when == Death::kBetweenSteps) servers[0].reset();
-    for (size_t c = 0; c < grads.size(); ++c) w.push(c, grads[c].data(), step);
-    if (step == 1 && when == Death::kAfterThePushes) servers[0].reset();
-    if (step == 1 && when == Death::kBackupAfterThePushes) servers[1].reset();
-    const StepAgreement agreed = w.reportStep(step + 1, {1.0, 0.1, false}, deadline);
-    EXPECT_EQ(agreed.slowest_clock, static_cast<uint32_t>(step + 1));
-    w.awaitPushes(deadline, step);
-    w.receivePulls(deadline, step, [&](size_t c, const PulledValues& v) {
-      const auto* floats = static_cast<const float*>(v.data);
-      pulled[c].assign(floats, floats + v.count);
+    pulled = trainStep(w, step, deadline, [&] {
+      if (step == 1 && when == Death::kAfterThePushes) servers[0].reset();
+      if (step == 1 && when == Death::kBackupAfterThePushes) servers[1].reset();
     });
   }
   w.sayDone(deadline);
@@ -283,20 +314,49 @@ TEST(PsReplicas, ALostServersChunksGoOnAtTheirOtherReplicaWithNoUpdateLost) {
   }
 }
 
+// A lost server's replacement at its address: the chief finds it fresh,
+// takes it back after step 2 with the other replica's values, momentum
+// and clocks, and the next steps reach both servers again; so the other
+// server's death after that loses nothing, and the values end where
+// nothing died.
+TEST(PsReplicas, AReplacementTakenBackHoldsTheChunksSoTheOtherServerMayDieNext) {
+  const KeyLayout layout = buildKeyLayout({{"w", 6}, {"b", 4}}, 2, 16, 2);
+  const Deadline deadline = Deadline::afterSeconds(20);
+  const optim::OptimizerSettings momentum{.name = "sgd", .momentum = 0.9};
+  std::vector<std::vector<float>> expected;
+  {
+    ReplicatedJob clean = startReplicated(layout, 1, deadline, momentum);
+    for (int64_t step = 0; step < 4; ++step) expected = trainStep(*clean.worker, step, deadline);
+  }
+  ReplicatedJob job = startReplicated(layout, 1, deadline, momentum);
+  Worker& w = *job.worker;
+  trainStep(w, 0, deadline);
+  const int port = job.servers[0]->port();
+  job.servers[0].reset();
+  trainStep(w, 1, deadline);
+  EXPECT_FALSE(w.replacementWaiting()) << "nothing listens at ps 0's address yet";
+  job.servers[0] = std::make_unique<RunningServer>(ServerOptions{.bind_host = "127.0.0.1", .port = port, .index = 0});
+  std::optional<int> waiting;
+  while (!(waiting = w.replacementWaiting()) && !deadline.expired()) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(waiting, 0);
+  w.takeBackServer(0, 2, deadline);
+  EXPECT_FALSE(w.replacementWaiting()) << "taken back: nothing is waiting any more";
+  EXPECT_EQ(w.rejoinedServers(), std::vector<int>{0});
+  trainStep(w, 2, deadline);
+  job.servers[1].reset();
+  EXPECT_EQ(trainStep(w, 3, deadline), expected);
+  EXPECT_EQ(w.lostServers(), (std::vector<int>{0, 1}));
+  w.sayDone(deadline);
+  EXPECT_EQ(job.servers[0]->summary()["global_step"], 4) << "the replacement made the last steps";
+}
+
 TEST(PsReplicas, AChunkWithBothHoldersLostIsNamed) {
   const KeyLayout layout = buildKeyLayout({{"w", 6}, {"b", 4}}, 2, 16, 2);
-  std::vector<std::unique_ptr<RunningServer>> servers;
-  std::vector<ServerAddress> addresses;
-  for (int i = 0; i < 2; ++i) {
-    servers.push_back(std::make_unique<RunningServer>(ServerOptions{.bind_host = "127.0.0.1", .index = i}));
-    addresses.push_back({servers.back()->endpoint(), "ps " + std::to_string(i)});
-  }
   const Deadline deadline = Deadline::afterSeconds(10);
-  Worker w({addresses, layout, Mode::PsSync, 0, WireDtype::kFloat32}, tandem::testing::testSecurity());
   // Two workers: the pull of worker 0's push waits for worker 1's, which never comes.
-  w.initServers(configsFor(layout, Mode::PsSync, WireDtype::kFloat32, 2, 10),
-                [&](size_t c, int64_t&) { return initial(layout, c); }, deadline);
-  w.hello(deadline);
+  ReplicatedJob job = startReplicated(layout, 2, deadline);
+  auto& servers = job.servers;
+  Worker& w = *job.worker;
   std::vector<float> grad(4, 1.0f);
   w.push(0, grad.data(), 0);
   servers.clear();

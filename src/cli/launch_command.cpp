@@ -414,14 +414,14 @@ int runLaunch(LaunchOptions o, const Environment& env) {
       auto stopUntakenServers = [&] {
         if (server_replacements.empty()) return;
         const std::vector<std::string> running = group.running();
-        if (std::any_of(running.begin(), running.end(), [](const std::string& n) { return n.rfind("worker ", 0) == 0; })) {
-          return;
-        }
+        const auto worker = [](const std::string& name) { return name.rfind("worker ", 0) == 0; };
+        if (std::any_of(running.begin(), running.end(), worker)) return;
         if (!workers_gone) workers_gone = Clock::now();
         if (Clock::now() - *workers_gone < std::chrono::seconds(5)) return;
         for (const auto& name : running) {
           if (server_replacements.erase(name) == 0) continue;
-          std::fprintf(stderr, "launch: the new %s was not taken back before the job ended; stopping it\n", name.c_str());
+          std::fprintf(stderr, "launch: the new %s was not taken back before the job ended; stopping it\n",
+                       name.c_str());
           group.signal(name, SIGTERM);
         }
       };

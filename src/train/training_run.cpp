@@ -245,8 +245,8 @@ void TrainingRun::scheduleFor(int workers) {
 data::DataPosition TrainingRun::copySourcePlace(const MembershipChange& change) {
   // A joiner has no history to find the job's place in its data from, and
   // one behind is a step short of it: the source's goes to everyone.
-  data::DataPosition position = change.healing() && !change.is_source ? data::DataPosition{}
-                                                                       : sampler_->positionAt(change.step * c_.accumulate);
+  data::DataPosition position =
+      change.healing() && !change.is_source ? data::DataPosition{} : sampler_->positionAt(change.step * c_.accumulate);
   static_assert(std::is_trivially_copyable_v<LossScale>);
   if (change.healing()) {
     change.broadcast(&position, sizeof(position));
