@@ -152,4 +152,15 @@ def rocm_built(verbose=False):
     return False
 
 
-atexit.register(_finish_servers)
+def _shutdown_at_exit():
+    # Here, before the interpreter finalises: the communication thread may
+    # still release tensors a failed or unawaited collective held, and that
+    # needs the interpreter (after finalisation it aborted the process).
+    try:
+        shutdown()
+    except Exception as e:  # exiting anyway: a peer that left first is no reason to fail the exit
+        import sys
+        print(f"tandem: shutdown at exit: {e}", file=sys.stderr)
+
+
+atexit.register(_shutdown_at_exit)
