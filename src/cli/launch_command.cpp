@@ -334,11 +334,13 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   };
   // A replicated server started again: the chief takes it back at a step
   // boundary, its chunks copied from their other holder. One the job ended
-  // without is stopped once the workers are gone.
+  // without is stopped once the workers are gone. DiLoCo's chief never
+  // takes one back: its servers go on with one copy.
   std::set<std::string> server_replacements;
+  const bool servers_come_back = replicated && train->config.distributed.local_steps == 0;
   auto replace = [&](const launch::ChildExit& e, launch::ChildSpec& again) {
     if (forwarded || !failed(e) || restarts >= o.max_restarts) return false;
-    const bool server_back = replicated && server(e) && !ending;
+    const bool server_back = servers_come_back && server(e) && !ending;
     if (!server_back && !(elastic && spares(e))) return false;
     // It joins the running job: it must not start the job again or claim --out.
     if (store_address) again.extra_env.emplace_back("TANDEM_RESTART", "joins_running=1");
