@@ -27,8 +27,11 @@ void RequestHandler::reply(Outbox& out, Reply r) {
   out.replies.push_back(std::move(r));
 }
 
-void RequestHandler::replyOk(Outbox& out, const std::string& routing, uint64_t request_id) {
-  reply(out, {.routing = routing, .header = {.type = MessageType::kOk, .request_id = request_id}});
+void RequestHandler::replyOk(Outbox& out, const std::string& routing, uint64_t request_id,
+                             const std::vector<char>& payload) {
+  Reply r{.routing = routing, .header = {.type = MessageType::kOk, .request_id = request_id}};
+  if (!payload.empty()) r.payload = shared(copyBytes(payload.data(), payload.size()));
+  reply(out, std::move(r));
 }
 
 void RequestHandler::replyError(Outbox& out, const std::string& routing, uint64_t request_id,
@@ -103,13 +106,9 @@ void RequestHandler::dispatch(Outbox& out, const Request& r, Clock::time_point n
       workerOf(r.routing, type);  // heard from it: that is all
       replyOk(out, r.routing, r.header.request_id);
       break;
-    case net::code(msg::kStatus): {
-      const std::vector<char> bytes = encode(ServerStatus{.initialised = initialised()});
-      reply(out, {.routing = r.routing,
-                  .header = {.type = MessageType::kOk, .request_id = r.header.request_id},
-                  .payload = shared(copyBytes(bytes.data(), bytes.size()))});
+    case net::code(msg::kStatus):
+      replyOk(out, r.routing, r.header.request_id, encode(ServerStatus{.initialised = initialised()}));
       break;
-    }
     default: throw Refusal{fmt::format("{} is not a parameter-server request", kMessages.nameOf(type))};
   }
 }
@@ -223,10 +222,7 @@ void RequestHandler::registerWorker(Outbox& out, const Admission::HeldHello& hel
     TANDEM_LOG_WARN("{}: worker {} rejoined from a new connection (a replacement){}; its old connection is dropped",
                     name_, h.worker, keepsClocks() ? fmt::format(" at its step {}", answer.clock) : std::string());
   }
-  const std::vector<char> bytes = encode(answer);
-  reply(out, {.routing = held.routing,
-              .header = {.type = MessageType::kOk, .request_id = held.request_id},
-              .payload = shared(copyBytes(bytes.data(), bytes.size()))});
+  replyOk(out, held.routing, held.request_id, encode(answer));
   if (replaced && keepsClocks()) answerClocks(out);
 }
 
@@ -405,10 +401,7 @@ void RequestHandler::answerClocks(Outbox& out) {
                 .payload = shared(copyBytes(bytes.data(), bytes.size()))});
   }
   if (auto hold = clocks_->takeHoldAnswer()) {
-    const std::vector<char> bytes = encode(hold->point);
-    reply(out, {.routing = hold->routing,
-                .header = {.type = MessageType::kOk, .request_id = hold->request_id},
-                .payload = shared(copyBytes(bytes.data(), bytes.size()))});
+    replyOk(out, hold->routing, hold->request_id, encode(hold->point));
   }
 }
 

@@ -108,7 +108,8 @@ class RequestHandler {
   // Every reply goes through here: the exchange counts as hearing from the
   // worker (time it waited on us is not silence), and its bytes are counted.
   void reply(Outbox& out, Reply r);
-  void replyOk(Outbox& out, const std::string& routing, uint64_t request_id);
+  // kOk, carrying `payload` (an encoded answer) when there is one.
+  void replyOk(Outbox& out, const std::string& routing, uint64_t request_id, const std::vector<char>& payload = {});
   void replyError(Outbox& out, const std::string& routing, uint64_t request_id, const std::string& reason);
   void replies(Outbox& out, std::vector<Reply> rs);
   // ps 0, and with --ps-replicas 2 ps 1 as well: every worker reports its
