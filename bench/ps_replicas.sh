@@ -12,8 +12,14 @@
 #   3. a stream of server deaths: the same job under launch --max-restarts,
 #      ps 0 and ps 1 killed in turn every STREAM_EVERY seconds (5): each
 #      kill's seconds until the workers took the replacement back, and the
-#      final model's test loss against the uninterrupted run's.
+#      final model's test loss against the uninterrupted run's;
+#   4. async: the cost (2 PS + 4 workers, replicas 2 / 1: each push then
+#      goes on from its primary to its backup before it is acknowledged),
+#      and ps 0 killed halfway: whether every chunk on the survivor made
+#      every update of the job (none lost, none applied twice), and the
+#      seconds from the kill to the chief's next train record.
 # Usage: bench/ps_replicas.sh [build dir] [repeats]
+# PARTS (default "cost kill stream async") picks the parts to run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -27,9 +33,16 @@ CNN="--model cnn --dataset fashion-mnist --batch-size 32 --eval-every 1000000 --
 plain() { local name=$1 ps=$2 workers=$3; shift 3; run "$name" "$TANDEM" launch --ps "$ps" --workers "$workers" -- "$@"; }
 replicated() { local name=$1 ps=$2 workers=$3; shift 3; run "$name" "$TANDEM" launch --ps "$ps" --workers "$workers" -- "$@" --ps-replicas 2; }
 
+PARTS=${PARTS:-cost kill stream async}
+part() { [[ " $PARTS " == *" $1 "* ]]; }
+
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; best of $REPEATS"
+if part cost; then
 compare "cnn, 2 PS + 4 workers, sync (replicas 2 / 1)" cnn-2x4 "2 4 $CNN --max-steps ${CNN_STEPS:-300}" plain replicated
 compare "cnn, 2 PS + 2 workers, sync (replicas 2 / 1)" cnn-2x2 "2 2 $CNN --max-steps ${CNN_STEPS:-300}" plain replicated
+fi
+
+if part kill; then
 
 STEPS=${KILL_STEPS:-600}
 echo "== killed ps 0 with replicas: cnn, 2 PS + 2 workers, sync, $STEPS steps"
@@ -62,7 +75,9 @@ print(f"   steps {killed['steps']} of {clean['steps']}; final model's test loss 
       f"{killed['test_loss'] == clean['test_loss']} ({killed['test_loss']!r}), "
       f"test accuracy {killed['test_accuracy']} vs {clean['test_accuracy']}")
 PY
+fi
 
+if part stream; then
 STREAM_STEPS=${STREAM_STEPS:-3000}
 EVERY=${STREAM_EVERY:-5}
 echo "== a stream of server deaths: cnn, 2 PS + 2 workers, sync, $STREAM_STEPS steps, a server killed every ${EVERY} s"
@@ -105,3 +120,28 @@ print(f"   steps {run['steps']} of {clean['steps']}; final model's test loss the
       f"{run['test_loss'] == clean['test_loss']} ({run['test_loss']!r}), "
       f"test accuracy {run['test_accuracy']} vs {clean['test_accuracy']}")
 PY
+fi
+
+if part async; then
+ASYNC="--ps-mode async --max-steps ${ASYNC_STEPS:-600}"
+compare "cnn, 2 PS + 4 workers, async (replicas 2 / 1)" cnn-async-2x4 "2 4 $CNN $ASYNC" plain replicated
+echo "== killed ps 0 with replicas: cnn, 2 PS + 4 workers, async, ${ASYNC_STEPS:-600} steps"
+"$TANDEM" launch --ps 2 --workers 4 -- $CNN $ASYNC --ps-replicas 2 --out "$OUT/async-killed" >"$OUT/async-killed.log" 2>&1 &
+launch_pid=$!
+# Halfway: the chief makes about a quarter of the job's updates, recorded every 10 steps.
+while ! grep -qs "\"step\":$(( ${ASYNC_STEPS:-600} / 80 * 10 ))," "$OUT/async-killed/metrics.jsonl"; do sleep 0.02; done
+killed_at=$(date +%s.%N)
+pkill -KILL -f -- "--out $OUT/async-killed .*--job-name ps --task-index 0( |\$)"
+wait "$launch_pid" || { cat "$OUT/async-killed.log"; exit 1; }
+python3 - "$OUT" "$killed_at" <<'PY'
+import json, sys
+out, killed_at = sys.argv[1], float(sys.argv[2])
+after = [r for r in map(json.loads, open(f"{out}/async-killed/metrics.jsonl")) if r.get("type") == "train" and r["time"] > killed_at]
+survivor = json.load(open(f"{out}/async-killed/ps/ps-1/summary.json"))
+updates = {c["updates"] for c in survivor["chunk_digests"].values()}
+print(f"   kill -> the chief's next train record (step {after[0]['step']}): {after[0]['time'] - killed_at:.2f} s")
+print(f"   ps 1: global step {survivor['global_step']}; each of its {survivor['chunks']} chunks made {sorted(updates)} "
+      f"update(s); forwarded {survivor['forwards_in']} before the kill, {survivor['repeated_pushes']} push(es) sent "
+      f"again and taken once")
+PY
+fi

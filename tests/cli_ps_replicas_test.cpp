@@ -27,8 +27,9 @@ std::string flagsFor(int steps) {
 // started in the background once worker 0 has logged (nullopt: it never
 // did; the log says why).
 std::optional<pid_t> startReplicated(const TempDir& dir, const std::string& run, int steps,
-                                     const std::string& launch_flags = "") {
-  const std::string args = testing::syntheticTrainArgs("mlp", 16, run, flagsFor(steps) + " --ps-replicas 2");
+                                     const std::string& launch_flags = "", const std::string& train_flags = "") {
+  const std::string args =
+      testing::syntheticTrainArgs("mlp", 16, run, flagsFor(steps) + " --ps-replicas 2 " + train_flags);
   const pid_t pid = testing::spawnTandem("launch --ps 2 --workers 2 " + launch_flags + " -- " + args, dir.str("log"));
   if (!testing::waitForOutput(pid, fs::path(run) / "metrics.jsonl", std::chrono::seconds(120))) return std::nullopt;
   return pid;
@@ -119,6 +120,67 @@ TEST(PsReplicas, AKilledServersReplacementIsTakenBackSoTheNextDeathLosesNothingE
   expectUninterruptedParameters(dir, run, 400);
 }
 
+// Every update of each chunk, by what the servers' summaries say: `server`
+// made `updates` of each of the chunks it holds.
+void expectEveryChunkUpdated(const nlohmann::json& server, uint64_t updates) {
+  ASSERT_TRUE(server.contains("chunk_digests")) << server;
+  for (const auto& [key, chunk] : server["chunk_digests"].items()) {
+    EXPECT_EQ(chunk["updates"], updates) << "chunk " << key << " of " << server;
+  }
+}
+
+// Async: each server forwards every push it applies to the backup of its
+// chunks and acknowledges it once applied there. Uninterrupted, both
+// holders of each chunk end with the same bits after the same updates.
+TEST(PsReplicas, AsyncReplicasHoldTheSameBitsOnBothServers) {
+  TempDir dir;
+  const std::string run = dir.str("run");
+  auto result = testing::runTandem("launch --ps 2 --workers 2 -- " +
+                                   testing::syntheticTrainArgs("mlp", 16, run, flagsFor(60) +
+                                                               " --ps-replicas 2 --ps-mode async"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const auto ps0 = nlohmann::json::parse(readFile(fs::path(run) / "ps" / "ps-0" / "summary.json"));
+  const auto ps1 = nlohmann::json::parse(readFile(fs::path(run) / "ps" / "ps-1" / "summary.json"));
+  const uint64_t steps = ps0["global_step"];
+  EXPECT_GE(steps, 60u) << ps0;
+  expectEveryChunkUpdated(ps0, steps);
+  expectEveryChunkUpdated(ps1, steps);
+  int shared = 0;
+  for (const auto& [key, chunk] : ps0["chunk_digests"].items()) {
+    if (!ps1["chunk_digests"].contains(key)) continue;
+    ++shared;
+    EXPECT_EQ(chunk["digest"], ps1["chunk_digests"][key]["digest"]) << "chunk " << key;
+  }
+  EXPECT_EQ(shared, ps0["chunks"].get<int>()) << "every chunk is on both of 2 servers";
+  EXPECT_GT(ps0["forwards_out"].get<int>(), 0) << ps0;
+}
+
+// Async: with ps 0 killed mid-run, ps 1 takes the workers' pushes of ps 0's
+// chunks (those it was forwarded already once only) and makes every update
+// of the run: no push is lost and none applied twice.
+TEST(PsReplicas, AsyncAKilledServerLosesNoUpdate) {
+  TempDir dir;
+  const std::string run = dir.str("run");
+  const std::optional<pid_t> pid = startReplicated(dir, run, 300, "", "--ps-mode async");
+  ASSERT_TRUE(pid) << readFile(dir.path() / "log");
+  // Mid-run: the job takes 4 s or more after its first metrics.
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  killServer(run, 0);
+  const int code = testing::waitForExit(*pid, std::chrono::seconds(180));
+  const std::string log = readFile(dir.path() / "log");
+  ASSERT_EQ(code, 0) << log;
+  EXPECT_NE(log.find("ps 0 is lost; its chunks go on at their other replica, and no update is lost"),
+            std::string::npos)
+      << log;
+  const auto chief = nlohmann::json::parse(readFile(fs::path(run) / "summary.json"));
+  EXPECT_EQ(chief["strategy"]["lost_servers"], nlohmann::json({0})) << chief;
+  const auto survivor = nlohmann::json::parse(readFile(fs::path(run) / "ps" / "ps-1" / "summary.json"));
+  const uint64_t steps = survivor["global_step"];
+  EXPECT_GE(steps, 300u) << survivor;
+  expectEveryChunkUpdated(survivor, steps);
+  EXPECT_GT(survivor["forwards_in"].get<int>(), 0) << survivor;
+}
+
 TEST(PsReplicas, ReplicasThatCannotHoldAreRefusedNamingTheValues) {
   TempDir dir;
   const std::string run = dir.str("run");
@@ -134,8 +196,8 @@ TEST(PsReplicas, ReplicasThatCannotHoldAreRefusedNamingTheValues) {
   refused("--ps 2 --workers 2", "--ps-replicas 0", "--ps-replicas: must be >= 1, got 0");
   refused("--ps 1 --workers 2", "--ps-replicas 2",
           "--ps-replicas 2 with 1 server(s): each chunk needs that many different servers");
-  refused("--ps 2 --workers 2", "--ps-replicas 2 --ps-mode async",
-          "--ps-replicas 2 with --ps-mode ps-async: not built yet; replicas keep sync jobs going");
+  refused("--ps 2 --workers 2", "--ps-replicas 2 --ps-mode async --delay-compensation 0.04",
+          "--ps-replicas 2 with --delay-compensation 0.04: not built yet");
   refused("--workers 2", "--ps-replicas 2", "--ps-replicas");
 }
 

@@ -64,8 +64,8 @@ void expectOne(const Outbox& out, const std::string& routing, net::MessageType t
 }
 
 // The chief's init and set, then a hello from every worker ("w0", "w1"...).
-RequestHandler started(const ServerConfig& config, Clock::time_point now) {
-  RequestHandler h({.index = 0});
+RequestHandler started(const ServerConfig& config, Clock::time_point now, int index = 0) {
+  RequestHandler h({.index = index});
   expectOne(h.handle(request("w0", msg::kInit, 1, bytesOf(toJson(config).dump().data(), toJson(config).dump().size())),
                      now),
             "w0", net::MessageType::kOk, 1);
@@ -95,7 +95,7 @@ TEST(RequestHandler, ASyncStepIsAppliedOnceEveryWorkerPushedAndReleasesTheHeldPu
   ASSERT_EQ(second.applies.size(), 1u);
   EXPECT_TRUE(h.applying());
   h.apply(second.applies[0]);  // the pool's part
-  const Outbox done = h.applied(second.applies[0].chunk, 0.001);
+  const Outbox done = h.applied(second.applies[0], 0.001);
   EXPECT_FALSE(h.applying());
   expectOne(done, "w0", msg::kValues, 20);
   EXPECT_EQ(done.replies[0].header.clock, 1u);
@@ -136,7 +136,7 @@ TEST(RequestHandler, AReplacementSaysItIsFreshThenGoesOnFromTheStepItIsSetUpAt) 
   Outbox second = h.handle(request("w1", msg::kPush, 22, gradient({3, 3, 3}), 5), t0);
   ASSERT_EQ(second.applies.size(), 1u);
   h.apply(second.applies[0]);
-  const Outbox done = h.applied(second.applies[0].chunk, 0.001);
+  const Outbox done = h.applied(second.applies[0], 0.001);
   expectOne(done, "w0", msg::kValues, 20);
   EXPECT_EQ(done.replies[0].header.clock, 6u);
   EXPECT_EQ(floatsIn(done.replies[0]), (std::vector<float>{1 - 0.5f * 4, 2 - 0.5f * 4, 3 - 0.5f * 4}));
@@ -192,12 +192,136 @@ TEST(RequestHandler, AStartOverWaitsForRunningAppliesThroughTheLoop) {
   EXPECT_TRUE(wait.replies.empty());
   EXPECT_EQ(h.summary(1.0)["started_over"], 0) << "started over under a running apply";
   h.apply(push.applies[0]);
-  EXPECT_TRUE(h.applied(push.applies[0].chunk, 0.001).applies.empty());
+  EXPECT_TRUE(h.applied(push.applies[0], 0.001).applies.empty());
   const Outbox again = h.handle(init, t0);
   EXPECT_FALSE(again.retry_when_idle);
   expectOne(again, "w0b", net::MessageType::kOk, 41);
   EXPECT_EQ(h.summary(1.0)["started_over"], 1);
   EXPECT_EQ(h.summary(1.0)["chunk_updates"], 0) << "the new start counts from zero";
+}
+
+// Async, --ps-replicas 2: the chunk's primary (ps 0) and its backup (ps 1).
+ServerConfig replicatedConfig(bool backup, int workers) {
+  ServerConfig c = configFor(Mode::PsAsync, workers);
+  c.replicas = 2;
+  if (backup) {
+    c.backup_chunks = {kKey};
+  } else {
+    c.forward_to = "ipc:///nowhere";
+    c.forward_name = "ps 1";
+  }
+  return c;
+}
+
+// The forward as the backup receives it from the primary ("ps0").
+Request asReceived(const Forward& f) {
+  return {.routing = "ps0", .header = f.header, .payload = bytesOf(f.payload)};
+}
+
+// Two workers' pushes reach the primary in one order; it applies them and
+// forwards each, in that order, and acknowledges a push only once the
+// backup applied it. Both hold the same bits after every update.
+TEST(RequestHandler, AsyncReplicasApplyEveryPushInThePrimarysOrderBeforeItIsAcknowledged) {
+  const auto t0 = Clock::now();
+  RequestHandler primary = started(replicatedConfig(false, 2), t0, 0);
+  RequestHandler backup = started(replicatedConfig(true, 2), t0, 1);
+  ASSERT_NE(primary.successor(), nullptr);
+  EXPECT_EQ(primary.successor()->name, "ps 1");
+  EXPECT_EQ(backup.successor(), nullptr);
+  const std::vector<std::pair<std::string, std::vector<float>>> pushes = {{"w1", {3, 0, 1}}, {"w0", {1, 2, 0}}};
+  uint64_t id = 30;
+  for (const auto& [worker, grad] : pushes) {
+    Outbox pushed = primary.handle(request(worker, msg::kPush, ++id, gradient(grad)), t0);
+    EXPECT_TRUE(pushed.replies.empty()) << "acknowledged before either holder applied it";
+    ASSERT_EQ(pushed.applies.size(), 1u);
+    primary.apply(pushed.applies[0]);
+    Outbox done = primary.applied(pushed.applies[0], 0.001);
+    EXPECT_TRUE(done.replies.empty()) << "acknowledged before the backup applied it";
+    ASSERT_EQ(done.forwards.size(), 1u);
+    EXPECT_EQ(done.forwards[0].header.type, msg::kForward);
+
+    Outbox taken = backup.handle(asReceived(done.forwards[0]), t0);
+    EXPECT_TRUE(taken.replies.empty()) << "the backup answered before applying";
+    ASSERT_EQ(taken.applies.size(), 1u);
+    backup.apply(taken.applies[0]);
+    Outbox applied = backup.applied(taken.applies[0], 0.001);
+    expectOne(applied, "ps0", net::MessageType::kOk, done.forwards[0].header.request_id);
+    EXPECT_TRUE(applied.forwards.empty()) << "a backup forwards nothing";
+
+    expectOne(primary.forwarded(done.forwards[0].id, "", false), worker, net::MessageType::kOk, id);
+  }
+  Outbox a = primary.handle(request("w0", msg::kPull, 50), t0);
+  Outbox b = backup.handle(request("w0", msg::kPull, 51), t0);
+  ASSERT_EQ(a.replies.size(), 1u);
+  ASSERT_EQ(b.replies.size(), 1u);
+  EXPECT_EQ(floatsIn(a.replies[0]), floatsIn(b.replies[0]));
+  EXPECT_EQ(floatsIn(a.replies[0]), (std::vector<float>{1.0f - 2.0f, 2.0f - 1.0f, 3.0f - 0.5f}));
+  EXPECT_EQ(primary.summary(1.0)["forwards_out"], 2);
+  EXPECT_EQ(backup.summary(1.0)["forwards_in"], 2);
+}
+
+// After the primary died, a worker sends its unanswered push to the backup:
+// one it was forwarded already is acknowledged and not applied again. A
+// forward out of the primary's order is refused, naming both counts.
+TEST(RequestHandler, TheBackupTakesAPushOnceAndRefusesAForwardOutOfOrder) {
+  const auto t0 = Clock::now();
+  RequestHandler backup = started(replicatedConfig(true, 1), t0, 1);
+  const std::vector<float> grad{1, 1, 1};
+  const auto bytes = std::as_bytes(std::span(grad));
+  Request forward{.routing = "ps0",
+                  .header = {.type = msg::kForward, .clock = 4, .request_id = 60, .key_begin = kKey, .key_end = kKey + 1},
+                  .payload = bytesOf(encodeForward({.worker = 0, .clock = 4, .update = 0, .lr = 0.5}, bytes))};
+  Outbox taken = backup.handle(forward, t0);
+  ASSERT_EQ(taken.applies.size(), 1u);
+  backup.apply(taken.applies[0]);
+  expectOne(backup.applied(taken.applies[0], 0.001), "ps0", net::MessageType::kOk, 60);
+
+  Outbox again = backup.handle(request("w0", msg::kPush, 61, gradient(grad), 4), t0);
+  expectOne(again, "w0", net::MessageType::kOk, 61);
+  EXPECT_TRUE(again.applies.empty()) << "applied a push twice";
+  EXPECT_EQ(backup.summary(1.0)["repeated_pushes"], 1);
+
+  Outbox next = backup.handle(request("w0", msg::kPush, 62, gradient(grad), 5), t0);
+  ASSERT_EQ(next.applies.size(), 1u) << "the worker's next step is a new push";
+  EXPECT_TRUE(next.replies.empty()) << "acknowledged before applied";
+  backup.apply(next.applies[0]);
+  expectOne(backup.applied(next.applies[0], 0.001), "w0", net::MessageType::kOk, 62);
+
+  forward.header.request_id = 63;
+  forward.payload = bytesOf(encodeForward({.worker = 0, .clock = 6, .update = 7, .lr = 0.5}, bytes));
+  Outbox gap = backup.handle(forward, t0);
+  expectOne(gap, "ps0", net::MessageType::kError, 63);
+  EXPECT_NE(textOf(gap.replies[0]).find("update 7 arrived where ps 1 holds 2"), std::string::npos)
+      << textOf(gap.replies[0]);
+}
+
+// The backup lost: every acknowledgement held for it goes out (the primary
+// holds those updates), and later pushes are acknowledged once applied
+// here, with nothing forwarded.
+TEST(RequestHandler, ALostBackupReleasesTheHeldPushesAndIsForwardedNothingMore) {
+  const auto t0 = Clock::now();
+  RequestHandler primary = started(replicatedConfig(false, 2), t0, 0);
+  std::vector<uint64_t> forwards;
+  for (int w = 0; w < 2; ++w) {
+    Outbox pushed = primary.handle(request("w" + std::to_string(w), msg::kPush, 70 + w, gradient({1, 1, 1})), t0);
+    ASSERT_EQ(pushed.applies.size(), 1u);
+    primary.apply(pushed.applies[0]);
+    Outbox done = primary.applied(pushed.applies[0], 0.001);
+    ASSERT_EQ(done.forwards.size(), 1u);
+    forwards.push_back(done.forwards[0].id);
+  }
+  Outbox lost = primary.forwarded(forwards[0], "ps 1 is lost", true);
+  ASSERT_EQ(lost.replies.size(), 2u);
+  for (const auto& r : lost.replies) EXPECT_EQ(r.header.type, net::MessageType::kOk);
+  EXPECT_EQ(primary.successor(), nullptr);
+  EXPECT_TRUE(primary.forwarded(forwards[1], "ps 1 is lost", true).replies.empty()) << "acknowledged twice";
+
+  Outbox pushed = primary.handle(request("w0", msg::kPush, 80, gradient({1, 1, 1}), 1), t0);
+  ASSERT_EQ(pushed.applies.size(), 1u);
+  primary.apply(pushed.applies[0]);
+  Outbox done = primary.applied(pushed.applies[0], 0.001);
+  EXPECT_TRUE(done.forwards.empty());
+  expectOne(done, "w0", net::MessageType::kOk, 80);
 }
 
 }  // namespace

@@ -42,11 +42,21 @@ struct PendingPull {
   std::optional<ArenaDestination> into;  // values go there; the reply carries its ref
 };
 
+// A push's acknowledgement, held until the push is where it must be.
+struct HeldAck {
+  std::string routing;
+  uint64_t request_id = 0;
+};
+
 struct QueuedPush {
   OwnedBytes grad;
   double lr = 0;  // the pushing worker's rate when it pushed
   int worker = -1;
   int64_t received_us = 0;  // timeline only
+  uint32_t clock = 0;       // the worker's step it pushed
+  // A primary's forward (async replicas): `lr` is the rate it applied, used as is.
+  bool forwarded = false;
+  std::optional<HeldAck> ack{};  // replicas: sent once applied (and forwarded)
 };
 
 struct ChunkState {
@@ -77,10 +87,6 @@ struct ChunkState {
   // here (both holders then have it, in the same order), so that its
   // worker neither rewrites the pushed bytes nor runs more than a step
   // ahead of the backup. This step's acknowledgements, and the next's.
-  struct HeldAck {
-    std::string routing;
-    uint64_t request_id = 0;
-  };
   std::vector<HeldAck> step_acks, ahead_acks;
   std::deque<QueuedPush> queue;  // async pushes waiting for the chunk
   // Async and SSP: by worker, the steps whose push has arrived (its latest

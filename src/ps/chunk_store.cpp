@@ -93,7 +93,7 @@ double ChunkStore::lrOf(int worker, uint64_t lr_step) const {
 }
 
 std::optional<ApplyJob> ChunkStore::push(int w, size_t index, uint32_t clock, OwnedBytes grad,
-                                         int64_t received_us) {
+                                         int64_t received_us, AsyncPush how) {
   ChunkState& c = chunks_[index];
   if (sync()) {
     const bool ahead = c.backup && clock == c.applied + 1;
@@ -123,7 +123,13 @@ std::optional<ApplyJob> ChunkStore::push(int w, size_t index, uint32_t clock, Ow
   const uint64_t lr_step = config_->mode == Mode::PsAsync
                                ? c.received
                                : c.received / static_cast<uint64_t>(config_->workers);
-  c.queue.push_back({std::move(grad), lrOf(w, lr_step), w, received_us});
+  c.queue.push_back({.grad = std::move(grad),
+                     .lr = how.forwarded_lr.value_or(lrOf(w, lr_step)),
+                     .worker = w,
+                     .received_us = received_us,
+                     .clock = clock,
+                     .forwarded = how.forwarded_lr.has_value(),
+                     .ack = std::move(how.ack)});
   ++c.received;
   auto& through = c.pushed_through[static_cast<size_t>(w)];
   through = std::max(through, clock + 1);
@@ -155,7 +161,15 @@ std::optional<ApplyJob> ChunkStore::startAsync(size_t index) {
   ApplyJob job{.chunk = index, .key = c.key, .update = c.applied, .lr = next.lr};
   job.grads.push_back(std::move(next.grad));
   job.arrivals.emplace_back(next.worker, next.received_us);
+  job.clock = next.clock;
+  job.ack = std::move(next.ack);
+  job.forwarded = next.forwarded;
   return job;
+}
+
+bool ChunkStore::hasPush(size_t index, int worker, uint32_t clock) const {
+  const ChunkState& c = chunks_[index];
+  return !sync() && clock < c.pushed_through.at(static_cast<size_t>(worker));
 }
 
 void ChunkStore::apply(ApplyJob& job) {
@@ -169,10 +183,16 @@ void ChunkStore::apply(ApplyJob& job) {
   double lr = job.lr;
   // Async and SSP: one push, from this worker, computed on what it last pulled here.
   const auto worker = job.arrivals.empty() ? size_t{0} : static_cast<size_t>(job.arrivals.front().first);
+  if (job.forwarded) {  // the primary's rate, staleness and all: the same update as there
+    job.applied_lr = lr;
+    applyUpdate(c, grad, job.update, lr, *config_);
+    return;
+  }
   if (config_->staleness_lr) {
     const uint64_t pulled = c.pulled_at.at(worker);
     lr /= static_cast<double>(std::max<uint64_t>(1, job.update - std::min(pulled, job.update)));
   }
+  job.applied_lr = lr;
   if (!compensating()) {
     applyUpdate(c, grad, job.update, lr, *config_);
     return;

@@ -49,6 +49,19 @@ struct ApplyJob {
   std::vector<OwnedBytes> grads{};
   std::vector<std::pair<int, int64_t>> arrivals{};  // (worker, received_us): the timeline's queued spans
   bool awaited = true;  // a pull waits for it (a backup's apply, nobody pulling there, can wait)
+  // Async and SSP with replicas: the push's step, its acknowledgement (held
+  // until applied here, and at the backup when forwarded), and whether its
+  // rate came from the primary (forwarded) rather than from this server.
+  uint32_t clock = 0;
+  std::optional<HeldAck> ack{};
+  bool forwarded = false;
+  double applied_lr = 0;  // set by apply(): the rate used, which a forward carries
+};
+
+// How an async or SSP push arrived, beyond its bytes.
+struct AsyncPush {
+  std::optional<HeldAck> ack{};      // held until applied (replicas); none: acknowledged at once
+  std::optional<double> forwarded_lr{};  // a primary's forward: apply with this rate, as is
 };
 
 class ChunkStore {
@@ -87,7 +100,12 @@ class ChunkStore {
   // Sync: `clock` must be the chunk's step, from one of its pushers, once;
   // at a backup it may be the next step too, kept until this one applies.
   // The store keeps `grad` (and its owner) until the apply has read it.
-  std::optional<ApplyJob> push(int worker, size_t index, uint32_t clock, OwnedBytes grad, int64_t received_us);
+  std::optional<ApplyJob> push(int worker, size_t index, uint32_t clock, OwnedBytes grad, int64_t received_us,
+                               AsyncPush how = {});
+  // Async and SSP: worker `worker`'s push of step `clock` reached the chunk
+  // already (a backup that got it forwarded, then again from the worker
+  // after the primary died).
+  bool hasPush(size_t index, int worker, uint32_t clock) const;
 
   // Sync, a chunk held here as a backup: a push is acknowledged once its
   // step is applied here (the apply has read its bytes, and both holders

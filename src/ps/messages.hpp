@@ -52,6 +52,10 @@ inline constexpr MessageType kAlive{47};
 // Anyone, before or after the init: reply kOk with a ServerStatus. The chief
 // asks a lost server's address whether a replacement waits there, fresh.
 inline constexpr MessageType kStatus{48};
+// A server to the backup of its chunk (async and SSP, --ps-replicas 2): a
+// push it applied, in the order it applied them; payload: ForwardHead and
+// the gradient as pushed. Reply kOk once applied there too.
+inline constexpr MessageType kForward{49};
 }  // namespace msg
 
 inline constexpr net::MessageName kMessageNames[] = {
@@ -72,6 +76,7 @@ inline constexpr net::MessageName kMessageNames[] = {
     {msg::kLeave, "ps-leave"},
     {msg::kAlive, "ps-alive"},
     {msg::kStatus, "ps-status"},
+    {msg::kForward, "ps-forward"},
 };
 inline constexpr net::MessageCatalog kMessages{kMessageNames};
 

@@ -63,7 +63,9 @@ nlohmann::json toJson(const ServerConfig& c) {
           {"delay_compensation_form", c.delay_form},
           {"staleness_lr", c.staleness_lr},
           {"replicas", c.replicas},
-          {"backup_chunks", c.backup_chunks}};
+          {"backup_chunks", c.backup_chunks},
+          {"forward_to", c.forward_to},
+          {"forward_name", c.forward_name}};
 }
 
 ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer) {
@@ -135,14 +137,21 @@ ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer
     if (c.replicas < 1 || c.replicas > 2) {
       throw InputError(fmt::format("{}: ps-init: replicas {} is not 1 or 2", peer, c.replicas));
     }
-    if (c.replicas > 1 && c.mode != Mode::PsSync) {
-      throw InputError(fmt::format("{}: ps-init: replicas need sync mode", peer));
+    if (c.replicas > 1 && c.delay_compensation > 0) {
+      throw InputError(fmt::format("{}: ps-init: replicas with delay compensation are not built", peer));
     }
   }
   if (j.is_object() && j.contains("backup_chunks")) {
     c.backup_chunks = field<std::vector<uint64_t>>(j, "backup_chunks", peer);
     if (!c.backup_chunks.empty() && c.replicas < 2) {
       throw InputError(fmt::format("{}: ps-init: backup_chunks need replicas 2", peer));
+    }
+  }
+  if (j.is_object() && j.contains("forward_to")) {
+    c.forward_to = field<std::string>(j, "forward_to", peer);
+    c.forward_name = field<std::string>(j, "forward_name", peer);
+    if (!c.forward_to.empty() && (c.replicas < 2 || c.mode == Mode::PsSync)) {
+      throw InputError(fmt::format("{}: ps-init: forward_to needs replicas 2 in async or bounded-staleness mode", peer));
     }
   }
   if (j.is_object() && j.contains("push_groups")) {
@@ -294,7 +303,40 @@ struct Layout<ServerStatus> {
   }
 };
 
+template <>
+struct Layout<ForwardHead> {
+  static constexpr std::string_view what = "ps-forward head";
+  template <class F, class M>
+  static void fields(F& f, M& h) {
+    f.u32("worker", h.worker);
+    f.u32("clock", h.clock);
+    f.u64("update", h.update);
+    f.f64("learning rate", h.lr);
+  }
+};
+
 }  // namespace fields
+
+std::vector<char> encodeForward(const ForwardHead& head, std::span<const std::byte> grad) {
+  std::vector<char> bytes = fields::encodeMessage(head);
+  bytes.insert(bytes.end(), reinterpret_cast<const char*>(grad.data()),
+               reinterpret_cast<const char*>(grad.data()) + grad.size());
+  return bytes;
+}
+
+ForwardHead decodeForward(std::span<const std::byte> bytes, std::string_view peer, std::span<const std::byte>& grad) {
+  if (bytes.size() < kForwardHeadBytes) {
+    throw InputError(fmt::format("frame from {}: ps-forward payload of {} bytes is shorter than its {}-byte head", peer,
+                                 bytes.size(), kForwardHeadBytes));
+  }
+  const ForwardHead head = fields::decodeMessage<ForwardHead>(bytes.first(kForwardHeadBytes), peer);
+  if (!std::isfinite(head.lr) || head.lr < 0) {
+    throw InputError(fmt::format("frame from {}: ps-forward: learning rate {} is not a finite non-negative number",
+                                 peer, head.lr));
+  }
+  grad = bytes.subspan(kForwardHeadBytes);
+  return head;
+}
 
 std::vector<char> encode(const Hello& hello) { return fields::encodeMessage(hello); }
 Hello decodeHello(std::span<const std::byte> bytes, std::string_view peer) {

@@ -73,6 +73,11 @@ struct ServerConfig {
   // The keys among `chunks` this server holds as a backup (replicas 2):
   // their pushes are acknowledged once applied, and may run a step ahead.
   std::vector<uint64_t> backup_chunks;
+  // Async and SSP, replicas 2: the server that backs up this one's own
+  // chunks. Each applied push goes on to it (ps-forward), in this server's
+  // order, and is acknowledged once applied there too. Empty: none.
+  std::string forward_to;    // its endpoint
+  std::string forward_name;  // "ps 1"
 
   double lrAt(uint64_t step) const;
   PushFormat pushFormat() const { return {wire, push_bits}; }
@@ -165,6 +170,23 @@ struct StepAgreement {
 };
 std::vector<char> encode(const StepAgreement& agreement);
 StepAgreement decodeStepAgreement(std::span<const std::byte> bytes, std::string_view peer);
+
+// What rides before the gradient in a ps-forward (msg::kForward): which
+// worker pushed it, the chunk's updates before it at the primary (the
+// backup's must be the same), and the rate the primary applied it with.
+struct ForwardHead {
+  uint32_t worker = 0;
+  uint32_t clock = 0;  // the worker's step it pushed (the header's clock, kept for the backup's dedup)
+  uint64_t update = 0;
+  double lr = 0;
+};
+inline constexpr size_t kForwardHeadBytes = 24;
+// The head (its size keeps the gradient 8-byte aligned), then the
+// gradient's bytes as they were pushed.
+std::vector<char> encodeForward(const ForwardHead& head, std::span<const std::byte> grad);
+// Throws InputError naming `peer` when the payload is shorter than a head
+// or its rate is not finite and non-negative; `grad` is the rest.
+ForwardHead decodeForward(std::span<const std::byte> bytes, std::string_view peer, std::span<const std::byte>& grad);
 
 // A server's answer to msg::kStatus.
 struct ServerStatus {

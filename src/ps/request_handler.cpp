@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "core/patient_wait.hpp"
+#include "core/fnv1a.hpp"
 #include "ps/messages.hpp"
 
 namespace tandem::ps {
@@ -93,6 +94,7 @@ void RequestHandler::dispatch(Outbox& out, const Request& r, Clock::time_point n
     case net::code(msg::kInit): onInit(out, r); break;
     case net::code(msg::kSet): onSet(out, r); break;
     case net::code(msg::kPush): onPush(out, r); break;
+    case net::code(msg::kForward): onForward(out, r); break;
     case net::code(msg::kPull):
     case net::code(msg::kState): onPull(out, r, now); break;
     case net::code(msg::kClock):
@@ -150,6 +152,10 @@ void RequestHandler::onInit(Outbox& out, const Request& r) {
                     name_, c.generation, c.replaces, c.start_step);
   }
   store_.reset(c);
+  successor_.reset();
+  if (!c.forward_to.empty()) successor_ = Successor{c.forward_to, c.forward_name};
+  successor_lost_ = false;
+  forward_acks_.clear();  // a previous start's: its pushers are gone
   heard_every_step_.assign(static_cast<size_t>(c.workers), options_.index < c.replicas ? 1 : 0);
   for (const auto& chunk : store_.chunks()) {
     for (int w : chunk.pushers) heard_every_step_[static_cast<size_t>(w)] = 1;
@@ -273,17 +279,110 @@ void RequestHandler::onPush(Outbox& out, const Request& r) {
   }
   store_.requirePayload(index, r.header.type, grad.view(), config_->pushFormat());
   if (!admission_.isReady()) throw Refusal{"ps-push before every chunk was initialised"};
+  // Async replicas: each push is acknowledged once both holders applied it.
+  const bool held = config_->mode != Mode::PsSync && config_->replicas > 1;
+  if (held && store_.hasPush(index, w, r.header.clock)) {
+    // Forwarded here before its primary died, and sent again by the worker
+    // since: it is in, once.
+    ++stats_.repeated_pushes;
+    replyOk(out, r.routing, r.header.request_id);
+    return;
+  }
   const size_t bytes = grad.size();
-  std::optional<ApplyJob> job = store_.push(w, index, r.header.clock, std::move(grad), timelineNow());
+  AsyncPush how;
+  if (held) how.ack = HeldAck{r.routing, r.header.request_id};
+  std::optional<ApplyJob> job = store_.push(w, index, r.header.clock, std::move(grad), timelineNow(), std::move(how));
   ++stats_.pushes;
   stats_.bytes_in += bytes;
   if (shared) stats_.shared_bytes_in += bytes;
   if (store_.holdsAcks(index)) {
     store_.holdAck(index, r.header.clock, r.routing, r.header.request_id);
-  } else {
+  } else if (!held) {
     replyOk(out, r.routing, r.header.request_id);
   }
   if (job) out.applies.push_back(std::move(*job));
+}
+
+void RequestHandler::onForward(Outbox& out, const Request& r) {
+  if (!config_ || config_->mode == Mode::PsSync || config_->replicas < 2) {
+    throw Refusal{fmt::format("ps-forward: {} serves no async or bounded-staleness job with --ps-replicas 2", name_)};
+  }
+  const size_t index = store_.indexOf(r.header);
+  const ChunkState& c = store_.at(index);
+  if (!c.backup) throw Refusal{fmt::format("ps-forward of chunk {}: {} is its primary, not its backup", c.key, name_)};
+  if (!admission_.isReady()) throw Refusal{"ps-forward before every chunk was initialised"};
+  std::span<const std::byte> grad;
+  ForwardHead head;
+  try {
+    head = decodeForward(r.payload.view(), "the chunk's primary", grad);
+  } catch (const InputError& e) {
+    throw Refusal{e.what()};
+  }
+  if (head.worker >= static_cast<uint32_t>(config_->workers)) {
+    throw Refusal{fmt::format("ps-forward of chunk {} names worker {} of {}", c.key, head.worker, config_->workers)};
+  }
+  store_.requirePayload(index, r.header.type, grad, config_->pushFormat());
+  // The primary's order is the backup's: a gap or a repeat would part them.
+  if (head.update != c.received) {
+    throw Refusal{fmt::format("ps-forward of chunk {}: update {} arrived where {} holds {}; the replicas would differ",
+                              c.key, head.update, name_, c.received)};
+  }
+  OwnedBytes bytes{r.payload.owner,
+                   {const_cast<std::byte*>(grad.data()), grad.size()}};  // the received message, which we own
+  const int w = static_cast<int>(head.worker);
+  std::optional<ApplyJob> job =
+      store_.push(w, index, head.clock, std::move(bytes), timelineNow(),
+                  {.ack = HeldAck{r.routing, r.header.request_id}, .forwarded_lr = head.lr});
+  ++stats_.forwards_in;
+  stats_.bytes_in += grad.size();
+  if (job) out.applies.push_back(std::move(*job));
+}
+
+void RequestHandler::forwardOrAcknowledge(Outbox& out, ApplyJob& job) {
+  if (!job.ack) return;
+  HeldAck ack = *std::exchange(job.ack, std::nullopt);
+  const ChunkState& c = store_.at(job.chunk);
+  if (job.forwarded || c.backup || successor() == nullptr) {
+    // A forward applied at the backup, a push the backup took after its
+    // primary died, or a backup that is lost: this is the last holder.
+    replyOk(out, ack.routing, ack.request_id);
+    return;
+  }
+  const uint64_t id = next_forward_++;
+  const auto worker = static_cast<uint32_t>(job.arrivals.front().first);
+  out.forwards.push_back(
+      {.id = id,
+       .header = {.type = msg::kForward, .clock = job.clock, .key_begin = c.key, .key_end = c.key + 1},
+       .payload = encodeForward({.worker = worker, .clock = job.clock, .update = job.update, .lr = job.applied_lr},
+                                job.grads.front().view())});
+  forward_acks_.emplace(id, std::move(ack));
+  ++stats_.forwards_out;
+}
+
+Outbox RequestHandler::forwarded(uint64_t id, const std::string& failure, bool lost) {
+  Outbox out;
+  if (lost && !successor_lost_ && successor_) {
+    successor_lost_ = true;
+    TANDEM_LOG_WARN("{}: {}, the backup of this server's chunks, is lost; they go on with one copy here "
+                    "(--ps-replicas 2)",
+                    name_, successor_->name);
+  }
+  if (lost) {
+    // Every held push is applied here: with the backup gone, that is all there is.
+    for (auto& [held_id, ack] : std::exchange(forward_acks_, {})) replyOk(out, ack.routing, ack.request_id);
+    return out;
+  }
+  const auto it = forward_acks_.find(id);
+  if (it == forward_acks_.end()) return out;
+  HeldAck ack = std::move(it->second);
+  forward_acks_.erase(it);
+  if (failure.empty()) {
+    replyOk(out, ack.routing, ack.request_id);
+  } else {
+    replyError(out, ack.routing, ack.request_id,
+               fmt::format("{}: the backup {} refused this push's forward: {}", name_, successor_->name, failure));
+  }
+  return out;
 }
 
 void RequestHandler::onPull(Outbox& out, const Request& r, Clock::time_point now) {
@@ -324,8 +423,10 @@ std::string RequestHandler::describe(const ApplyJob& job) const {
              : fmt::format("{}: apply of chunk {} (update {})", name_, job.key, job.update);
 }
 
-Outbox RequestHandler::applied(size_t chunk, double seconds) {
+Outbox RequestHandler::applied(ApplyJob& job, double seconds) {
+  const size_t chunk = job.chunk;
   Outbox out;
+  forwardOrAcknowledge(out, job);
   ++stats_.chunk_updates;
   stats_.apply_seconds += seconds;
   stats_.applied_bytes += static_cast<uint64_t>(store_.at(chunk).length) * sizeof(float);
@@ -503,6 +604,18 @@ nlohmann::json RequestHandler::summary(double wall_seconds) const {
                                {"bytes", floats * sizeof(float)}};
   }
   if (config_) j["staleness_lr"] = config_->staleness_lr;
+  if (config_ && config_->replicas > 1) {
+    // Each chunk's values and optimizer slots, fingerprinted: the two
+    // holders of a chunk that applied the same updates in the same order agree.
+    nlohmann::json digests = nlohmann::json::object();
+    for (const auto& c : store_.chunks()) {
+      Fnv1a digest;
+      digest.add(c.param.data(), c.param.size() * sizeof(float));
+      for (const auto& slot : c.slots) digest.add(slot.data(), slot.size() * sizeof(float));
+      digests[std::to_string(c.key)] = {{"digest", fmt::format("{:016x}", digest.value())}, {"updates", c.applied}};
+    }
+    j["chunk_digests"] = std::move(digests);
+  }
   j.update(stats_.toJson(store_.chunks().size()));
   return j;
 }

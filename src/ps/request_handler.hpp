@@ -46,11 +46,20 @@ struct Request {
   bool same_host = false;
 };
 
+// A push applied here that goes on to the backup of its chunk (async and
+// SSP, --ps-replicas 2); its outcome comes back through `forwarded(id)`.
+struct Forward {
+  uint64_t id = 0;
+  net::FrameHeader header{};
+  std::vector<char> payload;
+};
+
 // What the I/O loop is to do after a call: send the replies in order, then
-// run the applies on the pool.
+// the forwards, then run the applies on the pool.
 struct Outbox {
   std::vector<Reply> replies;
   std::vector<ApplyJob> applies;
+  std::vector<Forward> forwards;
   // The chief started over while applies run: nothing changed; hand the
   // same request back once `applying()` is false (the loop waits, sending
   // what their completions release).
@@ -84,8 +93,22 @@ class RequestHandler {
   void apply(ApplyJob& job) { store_.apply(job); }
   // How an apply's failure names it.
   std::string describe(const ApplyJob& job) const;
-  // An apply ended (`seconds` long): the pulls it releases, the next apply.
-  Outbox applied(size_t chunk, double seconds);
+  // An apply ended (`seconds` long): the pulls it releases, the next apply,
+  // and with async replicas its acknowledgement or its forward.
+  Outbox applied(ApplyJob& job, double seconds);
+
+  // Async and SSP with --ps-replicas 2: the server that backs up this one's
+  // chunks, which its applied pushes go on to; none once it is lost.
+  struct Successor {
+    std::string endpoint;
+    std::string name;
+  };
+  const Successor* successor() const { return successor_lost_ || !successor_ ? nullptr : &*successor_; }
+  // A forward's outcome: applied at the backup (`failure` empty), refused
+  // there, or the backup is `lost`. A lost backup is forwarded nothing more,
+  // and every acknowledgement held for it goes out: this server has the
+  // updates, and the job goes on with one copy of these chunks.
+  Outbox forwarded(uint64_t id, const std::string& failure, bool lost);
   bool applying() const { return store_.busy(); }
   // Starts no queued apply from now on (the server is closing).
   void stopApplying() { store_.stopApplying(true); }
@@ -133,6 +156,10 @@ class RequestHandler {
   // names, at most `most` of them; a Refusal names the worker.
   ArenaDestination namedArenaBytes(int w, const Request& r, size_t most);
   void onPush(Outbox& out, const Request& r);
+  void onForward(Outbox& out, const Request& r);
+  // After an async apply with replicas: the push goes on to the backup, or
+  // its acknowledgement goes out.
+  void forwardOrAcknowledge(Outbox& out, ApplyJob& job);
   void onPull(Outbox& out, const Request& r, Clock::time_point now);
   void onStepClock(Outbox& out, const Request& r);  // ps-clock, ps-await-workers, ps-hold, ps-release (ps 0)
   void onDone(Outbox& out, const Request& r);
@@ -165,6 +192,10 @@ class RequestHandler {
   // its pushes and pulls may then name instead of carrying bytes.
   std::unordered_map<int, std::shared_ptr<net::SharedArena>> arenas_;
   std::optional<WorkerLiveness> liveness_;  // from init: the peer timeout
+  std::optional<Successor> successor_;      // from init: async replicas
+  bool successor_lost_ = false;
+  uint64_t next_forward_ = 1;
+  std::unordered_map<uint64_t, HeldAck> forward_acks_;  // by forward id: the pusher's acknowledgement
   LogLimiter reject_log_;  // what any peer can make the server say, at a bounded rate
   ServerStats stats_;
   Clock::time_point last_report_ = Clock::now();

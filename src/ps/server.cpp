@@ -23,6 +23,7 @@
 #include "core/stop_request.hpp"
 #include "net/connection_watch.hpp"
 #include "ps/apply_pool.hpp"
+#include "ps/client.hpp"
 #include "ps/messages.hpp"
 #include "ps/request_handler.hpp"
 
@@ -85,12 +86,18 @@ struct ParameterServer::Impl {
   int port = 0;
   int wake_fd = -1;
   struct Completion {
-    size_t chunk = 0;
+    std::shared_ptr<ApplyJob> job;
     double seconds = 0;
   };
   std::mutex completions_mutex;
   std::vector<Completion> completions;
+  std::vector<uint64_t> forwards_done;  // ids whose ticket has its outcome (completions_mutex)
   std::unique_ptr<ApplyPool> pool;
+  // Async replicas: the connection to the backup of this server's chunks,
+  // made at the first forward, and the forwards it has in flight by id.
+  std::optional<net::JobSecurity> security;
+  std::unique_ptr<PsClient> forwarder;
+  std::unordered_map<uint64_t, Ticket> forward_tickets;
 
   int openConnections() { return connections->open() + (local_connections ? local_connections->open() : 0); }
 
@@ -104,7 +111,8 @@ struct ParameterServer::Impl {
   // Sends the replies in order, then starts the applies.
   void carryOut(Outbox out);
   void submit(ApplyJob job);
-  // Hands finished applies back to the handler (I/O thread).
+  void sendForwards(std::vector<Forward> forwards);
+  // Hands finished applies and forwards back to the handler (I/O thread).
   void drainCompletions();
 };
 
@@ -150,6 +158,27 @@ void ParameterServer::Impl::carryOut(Outbox out) {
                    net::sharedPayload(std::move(r.payload)), &id);
   }
   for (auto& job : out.applies) submit(std::move(job));
+  if (!out.forwards.empty()) sendForwards(std::move(out.forwards));
+}
+
+void ParameterServer::Impl::sendForwards(std::vector<Forward> forwards) {
+  const RequestHandler::Successor* to = handler->successor();
+  if (to == nullptr) {  // lost meanwhile: these pushes have their one copy here
+    for (const auto& f : forwards) carryOut(handler->forwarded(f.id, "", true));
+    return;
+  }
+  if (!forwarder) forwarder = std::make_unique<PsClient>(std::vector<ServerAddress>{{to->endpoint, to->name}}, *security,
+                                                         options.max_payload_bytes);
+  for (auto& f : forwards) {
+    const uint64_t id = f.id;
+    forward_tickets[id] = forwarder->send(0, f.header, net::copyPayload(f.payload), [this, id] {
+      {
+        std::lock_guard lock(completions_mutex);
+        forwards_done.push_back(id);
+      }
+      wake();
+    });
+  }
 }
 
 void ParameterServer::Impl::submit(ApplyJob job) {
@@ -167,7 +196,7 @@ void ParameterServer::Impl::submit(ApplyJob job) {
     const double seconds = watch.elapsed();
     {
       std::lock_guard lock(completions_mutex);
-      completions.push_back({job->chunk, seconds});
+      completions.push_back({job, seconds});
     }
     wake();
   }, awaited);
@@ -175,17 +204,35 @@ void ParameterServer::Impl::submit(ApplyJob job) {
 
 void ParameterServer::Impl::drainCompletions() {
   std::vector<Completion> done;
+  std::vector<uint64_t> forwarded;
   {
     std::lock_guard lock(completions_mutex);
     done.swap(completions);
+    forwarded.swap(forwards_done);
   }
-  for (const auto& d : done) carryOut(handler->applied(d.chunk, d.seconds));
+  for (const auto& d : done) carryOut(handler->applied(*d.job, d.seconds));
+  for (uint64_t id : forwarded) {
+    auto node = forward_tickets.extract(id);
+    if (node.empty()) continue;
+    std::string failure;
+    bool lost = false;
+    try {
+      node.mapped().wait(Deadline::afterSeconds(1), "a forwarded push");
+    } catch (const PeerError& e) {
+      lost = forwarder->lost(0);
+      failure = e.what();
+    } catch (const Error& e) {
+      failure = e.what();
+    }
+    carryOut(handler->forwarded(id, failure, lost));
+  }
 }
 
 ParameterServer::ParameterServer(ServerOptions options, const net::JobSecurity& security)
     : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   s.options = std::move(options);
+  s.security = security;
   s.name = fmt::format("ps {}", s.options.index);
   auto configure = [&s](zmq::socket_t& socket) {
     net::configureSocket(socket, s.options.max_payload_bytes, net::isIpv6(s.options.bind_host));
@@ -227,6 +274,7 @@ ParameterServer::ParameterServer(ServerOptions options, const net::JobSecurity& 
 
 ParameterServer::~ParameterServer() {
   impl_->pool.reset();  // jobs touch chunk memory: finish them first
+  impl_->forwarder.reset();  // its callbacks wake this loop
   ::close(impl_->wake_fd);
   // libzmq leaves a Unix socket's file behind.
   if (!impl_->local_endpoint.empty()) ::unlink(impl_->local_endpoint.substr(std::string_view("ipc://").size()).c_str());

@@ -16,6 +16,9 @@ struct ServerStats {
   uint64_t chunk_updates = 0;  // one chunk's optimizer step each
   uint64_t rejoins = 0;        // replacement workers taken in (async and SSP)
   uint64_t started_over = 0;   // times the chief's next start re-initialised this server
+  // Async replicas: applied pushes sent on to the backup, and received from
+  // the primary; a worker's push the backup had already been forwarded.
+  uint64_t forwards_out = 0, forwards_in = 0, repeated_pushes = 0;
   double apply_seconds = 0;
   uint64_t applied_bytes = 0;
   double reported_apply_seconds = 0;  // apply_seconds at the last progress line
@@ -34,6 +37,9 @@ struct ServerStats {
             {"bad_frames", bad_frames},
             {"rejoined_workers", rejoins},
             {"started_over", started_over},
+            {"forwards_out", forwards_out},
+            {"forwards_in", forwards_in},
+            {"repeated_pushes", repeated_pushes},
             {"apply_seconds", apply_seconds},
             {"apply_gb_per_s", apply_seconds > 0 ? static_cast<double>(applied_bytes) / apply_seconds / 1e9 : 0.0}};
   }

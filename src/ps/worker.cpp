@@ -50,6 +50,7 @@ Worker::Worker(WorkerOptions options, net::JobSecurity security)
   const PushFormat pushes = options_.pushFormat();
   if (!pushes.raw()) encoder_.emplace(pushes, options_.error_feedback || pushes.quantised(), chunks);
   push_tickets_.resize(chunks);
+  pushed_.assign(chunks, {nullptr, 0});
   pull_tickets_.resize(chunks);
   pull_sent_.resize(chunks);
   pull_expected_.assign(chunks, false);
@@ -210,8 +211,10 @@ void Worker::push(size_t c, const float* grad, int64_t step) {
   // window; a backup's goes at once, outside it: the backup acknowledges it
   // only once the step is applied there, and nobody pulls from it, so in
   // the window it would hold up the pushes the next forward waits for.
+  // Async and SSP: the primary forwards it to the backup instead.
   const std::vector<int> holders = options_.layout.chunks[c].holders();
   push_tickets_[c].assign(holders.size(), Ticket());
+  pushed_[c] = {data, step};
   p.unsent = static_cast<int>(holders.size());
   const size_t window = options_.push_window_bytes;
   for (size_t r = 0; r < holders.size(); ++r) {
@@ -219,6 +222,8 @@ void Worker::push(size_t c, const float* grad, int64_t step) {
     if (client_->lost(holders[r])) {
       --p.unsent;  // a lost replica: the other carries the chunk
       if (holders.size() > 1) noteLost(holders[r]);
+    } else if (r > 0 && primaryForwards() && !client_->lost(holders[0])) {
+      --p.unsent;  // the primary's forward reaches it
     } else if (r > 0 || window == 0 || in_flight_bytes_[server] == 0 ||
                in_flight_bytes_[server] + chunkPushBytes(c) <= window) {
       sendPush(c, r);
@@ -249,6 +254,16 @@ void Worker::sendPush(size_t c, size_t replica) {
     p = Pending();
   }
   window_cv_.notify_all();
+}
+
+void Worker::repushToBackup(size_t c) {
+  if (!primaryForwards() || push_tickets_[c].size() < 2 || push_tickets_[c][1].valid()) return;
+  const std::vector<int> holders = options_.layout.chunks[c].holders();
+  const auto [data, step] = pushed_[c];
+  if (data == nullptr || !client_->lost(holders[0]) || client_->lost(holders[1])) return;
+  net::FrameHeader header = chunkHeader(msg::kPush, c, step);
+  zmq::message_t payload = pushPayload(c, holders[1], data, header);
+  push_tickets_[c][1] = client_->send(holders[1], header, std::move(payload));
 }
 
 int Worker::pullTarget(size_t c) const {
@@ -348,8 +363,10 @@ void Worker::receivePulls(Deadline deadline, int64_t step, const PullSink& sink,
       } catch (const PeerError& e) {
         rethrowUnlessHeld(c, server, e);
       }
-      // Its other replica answers instead: the same step, from the same pushes.
+      // Its other replica answers instead: the same step, from the same
+      // pushes (async: after this worker's own, sent there first).
       std::lock_guard lock(window_mutex_);
+      repushToBackup(c);
       sendPull(c, pull_sent_[c].needed);
     }
     {
@@ -431,21 +448,24 @@ void Worker::awaitPushes(Deadline deadline, int64_t step) {
   for (size_t c = 0; c < push_tickets_.size(); ++c) {
     const std::string what = fmt::format("the push of chunk {} for step {}", c, step);
     waitSent(c, deadline, what);
-    std::vector<Ticket> tickets;
-    {
-      std::lock_guard lock(window_mutex_);
-      tickets = push_tickets_[c];
-    }
     const std::vector<int> holders = options_.layout.chunks[c].holders();
-    for (size_t r = 0; r < tickets.size(); ++r) {
-      if (!tickets[r].valid()) continue;
+    for (size_t r = 0; r < holders.size(); ++r) {
+      Ticket ticket;
+      {
+        // Read afresh: a failed primary's push may have gone to the backup since.
+        std::lock_guard lock(window_mutex_);
+        if (r < push_tickets_[c].size()) ticket = push_tickets_[c][r];
+      }
+      if (!ticket.valid()) continue;
       try {
-        tickets[r].wait(deadline, what);
+        ticket.wait(deadline, what);
       } catch (const PeerError& e) {
         rethrowUnlessHeld(c, holders[r], e);
+        std::lock_guard lock(window_mutex_);
+        repushToBackup(c);
         continue;
       }
-      trace("push", c, holders[r], chunkPushBytes(c), tickets[r], step);
+      trace("push", c, holders[r], chunkPushBytes(c), ticket, step);
     }
     std::lock_guard lock(window_mutex_);
     push_tickets_[c].clear();
@@ -460,11 +480,24 @@ void Worker::awaitPushes(Deadline deadline, int64_t step) {
   notice_tickets_.clear();
 }
 
+std::pair<int, net::Frame> Worker::askClockKeeper(net::FrameHeader header, Deadline deadline, const std::string& what) {
+  const int keepers = std::min(servers(), options_.layout.replicas());
+  for (int keeper = 0;; ++keeper) {
+    const bool another = keeper + 1 < keepers;
+    if (another && client_->lost(keeper) && failOver(keeper, SIZE_MAX)) continue;
+    try {
+      return {keeper, client_->send(keeper, header, zmq::message_t()).wait(deadline, what)};
+    } catch (const PeerError&) {
+      if (another && failOver(keeper, SIZE_MAX)) continue;
+      throw;
+    }
+  }
+}
+
 StepAgreement Worker::awaitWorkers(int64_t step, Deadline deadline) {
-  Ticket ticket = client_->send(0, {.type = msg::kAwaitWorkers, .clock = static_cast<uint32_t>(step)},
-                                zmq::message_t());
-  net::Frame reply = ticket.wait(deadline, "the other workers' last steps");
-  return decodeStepAgreement(reply.bytes(), "ps 0");
+  const auto [keeper, reply] = askClockKeeper({.type = msg::kAwaitWorkers, .clock = static_cast<uint32_t>(step)},
+                                              deadline, "the other workers' last steps");
+  return decodeStepAgreement(reply.bytes(), options_.servers[static_cast<size_t>(keeper)].name);
 }
 
 std::vector<FetchedState> Worker::fetchState(int64_t version, int slots, Deadline deadline,
@@ -504,14 +537,14 @@ std::vector<FetchedState> Worker::fetchState(int64_t version, int slots, Deadlin
 }
 
 SnapshotPoint Worker::holdForSnapshot(Deadline deadline) {
-  Ticket ticket = client_->send(0, {.type = msg::kHold}, zmq::message_t());
-  const net::Frame reply = ticket.wait(deadline, "the other workers to pause for a consistent checkpoint");
+  const auto [keeper, reply] =
+      askClockKeeper({.type = msg::kHold}, deadline, "the other workers to pause for a consistent checkpoint");
   // The servers check the clock count against the cluster's when it comes back.
-  return decodeSnapshotPoint(reply.bytes(), 0, options_.servers[0].name);
+  return decodeSnapshotPoint(reply.bytes(), 0, options_.servers[static_cast<size_t>(keeper)].name);
 }
 
 void Worker::releaseSnapshot(Deadline deadline) {
-  client_->send(0, {.type = msg::kRelease}, zmq::message_t()).wait(deadline, "the end of the hold");
+  askClockKeeper({.type = msg::kRelease}, deadline, "the end of the hold");
 }
 
 void Worker::setLearningRate(double lr) {

@@ -241,6 +241,17 @@ class Worker {
   // A request to `server` failed: whether that is because the server is
   // lost and chunk c (SIZE_MAX: the clocks) has another holder alive, which
   // is then announced once; false means the failure stands.
+  // Async and SSP with replicas: the primary forwards each push to the
+  // chunk's backup, in the order it applies them, so a worker pushes to the
+  // primary alone while it lives.
+  bool primaryForwards() const { return options_.layout.replicas() > 1 && options_.mode != Mode::PsSync; }
+  // The primary of chunk `c` is lost with this step's push unanswered or
+  // answered: the backup gets it from this worker (once: it drops a push it
+  // was already forwarded). Call with window_mutex_ held.
+  void repushToBackup(size_t c);
+  // Sends `header` to the first step-clock keeper alive (ps 0, then ps 1
+  // with replicas) and returns which answered, and how.
+  std::pair<int, net::Frame> askClockKeeper(net::FrameHeader header, Deadline deadline, const std::string& what);
   bool failOver(int server, size_t c);
   // Says once that `server` is lost and its chunks go on at their other replica.
   void noteLost(int server) const;
@@ -302,6 +313,9 @@ class Worker {
     int unsent = 0;  // holders whose window the push still waits for
   };
   std::vector<Pending> pending_;            // by chunk: a push waiting for the window
+  // Async and SSP with replicas: by chunk, this step's push (its bytes and
+  // step), sent again to the backup when the primary dies before answering.
+  std::vector<std::pair<const void*, int64_t>> pushed_;
   std::vector<std::set<size_t>> waiting_;   // by server: queued chunks, lowest first
   std::vector<size_t> in_flight_bytes_;     // by server
   bool closing_ = false;

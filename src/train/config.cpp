@@ -198,9 +198,10 @@ void checkPsReplicas(const DistributedConfig& config, int servers) {
     throw InputError(fmt::format("--ps-replicas {}: at most 2 (each chunk's own server and the next)",
                                  config.ps_replicas));
   }
-  if (psModeOf(config) != Mode::PsSync) {
-    throw InputError(fmt::format("--ps-replicas {} with --ps-mode {}: not built yet; replicas keep sync jobs going",
-                                 config.ps_replicas, modeName(psModeOf(config))));
+  if (psModeOf(config) != Mode::PsSync && config.delay_compensation > 0) {
+    // The backup would need each worker's last pulled values, which only the primary sees.
+    throw InputError(fmt::format("--ps-replicas {} with --delay-compensation {}: not built yet",
+                                 config.ps_replicas, config.delay_compensation));
   }
 }
 

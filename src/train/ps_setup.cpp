@@ -64,6 +64,20 @@ void PsConnection::hangUp() {
 
 namespace {
 
+// Where each server is reached from this host.
+std::vector<ps::ServerAddress> serverAddresses(const PsSetup& setup) {
+  std::vector<ps::ServerAddress> servers;
+  for (int i = 0; i < setup.spec.numServers(); ++i) {
+    const auto& host = setup.spec.ps_hosts[static_cast<size_t>(i)];
+    // A server on loopback is on this host: its Unix socket skips TCP.
+    const std::string endpoint = net::isLoopbackHost(host.host)
+                                     ? net::sameHostEndpoint(host.port, setup.context.security())
+                                     : net::tcpEndpoint(host.host, host.port);
+    servers.push_back({endpoint, cluster::taskName(cluster::Role::kPs, i)});
+  }
+  return servers;
+}
+
 // What the chief tells server `server` of the job.
 ps::ServerConfig serverConfig(const PsSetup& setup, const ps::KeyLayout& layout,
                               const std::vector<std::vector<int>>& push_groups, int server, const StepPlan& plan) {
@@ -86,6 +100,17 @@ ps::ServerConfig serverConfig(const PsSetup& setup, const ps::KeyLayout& layout,
     if (chunk.backup == server) c.backup_chunks.push_back(chunk.key);
   }
   c.replicas = layout.replicas();
+  if (c.replicas > 1 && setup.mode != Mode::PsSync) {
+    // Async and SSP: this server forwards each push it applies to the
+    // backup of its own chunks (the next server), which orders them as it did.
+    for (const auto& chunk : layout.chunks) {
+      if (chunk.server != server || chunk.backup < 0) continue;
+      const ps::ServerAddress to = serverAddresses(setup)[static_cast<size_t>(chunk.backup)];
+      c.forward_to = to.endpoint;
+      c.forward_name = to.name;
+      break;
+    }
+  }
   c.peer_timeout_s = config.distributed.peer_timeout_s;
   c.start_step = static_cast<uint32_t>(plan.start_step);
   // Open-ended: async never stops the workers; they leave when done.
@@ -151,15 +176,7 @@ nlohmann::json withPsFingerprint(nlohmann::json fp, const PsSetup& setup, const 
 std::unique_ptr<ps::Worker> makeWorker(const PsSetup& setup, const PsConnection& link, const StepPlan& plan) {
   const cluster::ClusterSpec& spec = setup.spec;
   const DistributedConfig& d = setup.config.distributed;
-  std::vector<ps::ServerAddress> servers;
-  for (int i = 0; i < spec.numServers(); ++i) {
-    const auto& host = spec.ps_hosts[static_cast<size_t>(i)];
-    // A server on loopback is on this host: its Unix socket skips TCP.
-    const std::string endpoint = net::isLoopbackHost(host.host)
-                                     ? net::sameHostEndpoint(host.port, setup.context.security())
-                                     : net::tcpEndpoint(host.host, host.port);
-    servers.push_back({endpoint, cluster::taskName(cluster::Role::kPs, i)});
-  }
+  std::vector<ps::ServerAddress> servers = serverAddresses(setup);
   ps::Liveness liveness;
   liveness.heartbeat_timeout = std::chrono::milliseconds(static_cast<int64_t>(d.heartbeat_timeout_s * 1000));
   liveness.heartbeat_interval = std::min(liveness.heartbeat_interval, liveness.heartbeat_timeout / 4);

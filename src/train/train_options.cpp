@@ -208,8 +208,9 @@ std::vector<TrainOption> declare() {
        .help = "streaming DiLoCo: a merged fragment is mix * local + (1 - mix) * the new global values",
        .group = kDiloco, .modes = kServerModes, .strict = true},
       {.flags = "--ps-replicas", TANDEM_CONFIG_FIELD(distributed.ps_replicas),
-       .help = "sync: each chunk lives on this many servers (2: its own and the next), every push reaching both, so "
-               "that the job goes on, losing no update, when one server dies",
+       .help = "each chunk lives on this many servers (2: its own and the next), every push applied on both in one "
+               "order (async and SSP: the first forwards what it applied), so that the job goes on, losing no "
+               "update, when one server dies",
        .group = kServers, .modes = kServerModes, .strict = true},
       {.flags = "--ps-chunk-mb", TANDEM_CONFIG_FIELD(distributed.ps_chunk_mb),
        .help = "parameter chunk size spread over the servers; 0: about 16 chunks a server, at least 32, 16 KiB-4 "
