@@ -125,11 +125,24 @@ fi
 if part async; then
 ASYNC="--ps-mode async --max-steps ${ASYNC_STEPS:-600}"
 compare "cnn, 2 PS + 4 workers, async (replicas 2 / 1)" cnn-async-2x4 "2 4 $CNN $ASYNC" plain replicated
+# GPU-like workers (--emulate-compute: timed waits from a profile), whose
+# compute leaves the host's cores to the servers, as on GPU hosts.
+EMULATED="--dataset synthetic --synthetic-shape 3x32x32 --threads 1 --eval-every 0 --progress plain --ps-mode async"
+compare "resnet20 emulated (10 + 20 ms), 2 PS + 4 workers, async (replicas 2 / 1)" r20-async-2x4 \
+  "2 4 --model resnet20 $EMULATED --emulate-compute profiles/test-gpu-resnet20.json --batch-size 64 --max-steps 1200" \
+  plain replicated
+compare "resnet110 emulated (TITAN X), 2 PS + 4 workers, async (replicas 2 / 1)" r110-async-2x4 \
+  "2 4 --model resnet110 $EMULATED --emulate-compute profiles/resnet110-titanx-b128.json --batch-size 128 --max-steps 160" \
+  plain replicated
 echo "== killed ps 0 with replicas: cnn, 2 PS + 4 workers, async, ${ASYNC_STEPS:-600} steps"
 "$TANDEM" launch --ps 2 --workers 4 -- $CNN $ASYNC --ps-replicas 2 --out "$OUT/async-killed" >"$OUT/async-killed.log" 2>&1 &
 launch_pid=$!
-# Halfway: the chief makes about a quarter of the job's updates, recorded every 10 steps.
-while ! grep -qs "\"step\":$(( ${ASYNC_STEPS:-600} / 80 * 10 ))," "$OUT/async-killed/metrics.jsonl"; do sleep 0.02; done
+# Halfway: the chief's records carry the job's global step.
+halfway() {
+  grep -so '"step":[0-9]*,"step_breakdown"' "$OUT/async-killed/metrics.jsonl" | tail -1 | tr -dc '0-9\n' \
+    | awk -v half=$(( ${ASYNC_STEPS:-600} / 2 )) '{ n = $1 } END { exit !(n >= half) }'
+}
+until halfway; do sleep 0.02; done
 killed_at=$(date +%s.%N)
 pkill -KILL -f -- "--out $OUT/async-killed .*--job-name ps --task-index 0( |\$)"
 wait "$launch_pid" || { cat "$OUT/async-killed.log"; exit 1; }

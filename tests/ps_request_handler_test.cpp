@@ -218,9 +218,10 @@ Request asReceived(const Forward& f) {
   return {.routing = "ps0", .header = f.header, .payload = bytesOf(f.payload)};
 }
 
-// Two workers' pushes reach the primary in one order; it applies them and
-// forwards each, in that order, and acknowledges a push only once the
-// backup applied it. Both hold the same bits after every update.
+// Two workers' pushes reach the primary in one order; it forwards each on
+// arrival, with the update number and rate it will apply it with, so both
+// holders apply it at once, and acknowledges it once both have (in either
+// order). Both hold the same bits after every update.
 TEST(RequestHandler, AsyncReplicasApplyEveryPushInThePrimarysOrderBeforeItIsAcknowledged) {
   const auto t0 = Clock::now();
   RequestHandler primary = started(replicatedConfig(false, 2), t0, 0);
@@ -234,21 +235,28 @@ TEST(RequestHandler, AsyncReplicasApplyEveryPushInThePrimarysOrderBeforeItIsAckn
     Outbox pushed = primary.handle(request(worker, msg::kPush, ++id, gradient(grad)), t0);
     EXPECT_TRUE(pushed.replies.empty()) << "acknowledged before either holder applied it";
     ASSERT_EQ(pushed.applies.size(), 1u);
-    primary.apply(pushed.applies[0]);
-    Outbox done = primary.applied(pushed.applies[0], 0.001);
-    EXPECT_TRUE(done.replies.empty()) << "acknowledged before the backup applied it";
-    ASSERT_EQ(done.forwards.size(), 1u);
-    EXPECT_EQ(done.forwards[0].header.type, msg::kForward);
+    ASSERT_EQ(pushed.forwards.size(), 1u) << "not forwarded on arrival";
+    const Forward forward = pushed.forwards[0];
+    EXPECT_EQ(forward.header.type, msg::kForward);
 
-    Outbox taken = backup.handle(asReceived(done.forwards[0]), t0);
-    EXPECT_TRUE(taken.replies.empty()) << "the backup answered before applying";
+    // The backup answers once the forward has its place in the chunk's order.
+    Outbox taken = backup.handle(asReceived(forward), t0);
+    expectOne(taken, "ps0", net::MessageType::kOk, forward.header.request_id);
     ASSERT_EQ(taken.applies.size(), 1u);
+    EXPECT_FALSE(taken.applies[0].awaited) << "nobody pulls from the backup";
     backup.apply(taken.applies[0]);
     Outbox applied = backup.applied(taken.applies[0], 0.001);
-    expectOne(applied, "ps0", net::MessageType::kOk, done.forwards[0].header.request_id);
+    EXPECT_TRUE(applied.replies.empty());
     EXPECT_TRUE(applied.forwards.empty()) << "a backup forwards nothing";
 
-    expectOne(primary.forwarded(done.forwards[0].id, "", false), worker, net::MessageType::kOk, id);
+    primary.apply(pushed.applies[0]);
+    if (id % 2 == 1) {  // the backup answers first
+      EXPECT_TRUE(primary.forwarded(forward.id, "", false).replies.empty()) << "acknowledged before applied here";
+      expectOne(primary.applied(pushed.applies[0], 0.001), worker, net::MessageType::kOk, id);
+    } else {  // the primary's apply ends first
+      EXPECT_TRUE(primary.applied(pushed.applies[0], 0.001).replies.empty()) << "acknowledged before the backup";
+      expectOne(primary.forwarded(forward.id, "", false), worker, net::MessageType::kOk, id);
+    }
   }
   Outbox a = primary.handle(request("w0", msg::kPull, 50), t0);
   Outbox b = backup.handle(request("w0", msg::kPull, 51), t0);
@@ -272,9 +280,10 @@ TEST(RequestHandler, TheBackupTakesAPushOnceAndRefusesAForwardOutOfOrder) {
                   .header = {.type = msg::kForward, .clock = 4, .request_id = 60, .key_begin = kKey, .key_end = kKey + 1},
                   .payload = bytesOf(encodeForward({.worker = 0, .clock = 4, .update = 0, .lr = 0.5}, bytes))};
   Outbox taken = backup.handle(forward, t0);
+  expectOne(taken, "ps0", net::MessageType::kOk, 60);
   ASSERT_EQ(taken.applies.size(), 1u);
   backup.apply(taken.applies[0]);
-  expectOne(backup.applied(taken.applies[0], 0.001), "ps0", net::MessageType::kOk, 60);
+  EXPECT_TRUE(backup.applied(taken.applies[0], 0.001).replies.empty());
 
   Outbox again = backup.handle(request("w0", msg::kPush, 61, gradient(grad), 4), t0);
   expectOne(again, "w0", net::MessageType::kOk, 61);
@@ -295,33 +304,36 @@ TEST(RequestHandler, TheBackupTakesAPushOnceAndRefusesAForwardOutOfOrder) {
       << textOf(gap.replies[0]);
 }
 
-// The backup lost: every acknowledgement held for it goes out (the primary
-// holds those updates), and later pushes are acknowledged once applied
-// here, with nothing forwarded.
+// The backup lost: every acknowledgement held for it goes out once its
+// push is applied here (the primary holds those updates), and later pushes
+// are acknowledged once applied here, with nothing forwarded.
 TEST(RequestHandler, ALostBackupReleasesTheHeldPushesAndIsForwardedNothingMore) {
   const auto t0 = Clock::now();
   RequestHandler primary = started(replicatedConfig(false, 2), t0, 0);
-  std::vector<uint64_t> forwards;
-  for (int w = 0; w < 2; ++w) {
-    Outbox pushed = primary.handle(request("w" + std::to_string(w), msg::kPush, 70 + w, gradient({1, 1, 1})), t0);
-    ASSERT_EQ(pushed.applies.size(), 1u);
-    primary.apply(pushed.applies[0]);
-    Outbox done = primary.applied(pushed.applies[0], 0.001);
-    ASSERT_EQ(done.forwards.size(), 1u);
-    forwards.push_back(done.forwards[0].id);
-  }
-  Outbox lost = primary.forwarded(forwards[0], "ps 1 is lost", true);
-  ASSERT_EQ(lost.replies.size(), 2u);
-  for (const auto& r : lost.replies) EXPECT_EQ(r.header.type, net::MessageType::kOk);
+  Outbox first = primary.handle(request("w0", msg::kPush, 70, gradient({1, 1, 1})), t0);
+  Outbox second = primary.handle(request("w1", msg::kPush, 71, gradient({1, 1, 1})), t0);
+  ASSERT_EQ(first.applies.size(), 1u);
+  ASSERT_TRUE(second.applies.empty()) << "queued behind the first";
+  ASSERT_EQ(first.forwards.size(), 1u);
+  ASSERT_EQ(second.forwards.size(), 1u);
+  primary.apply(first.applies[0]);
+  Outbox next = primary.applied(first.applies[0], 0.001);
+  EXPECT_TRUE(next.replies.empty()) << "acknowledged before the backup answered";
+  ASSERT_EQ(next.applies.size(), 1u) << "the second push's apply";
+
+  Outbox lost = primary.forwarded(first.forwards[0].id, "ps 1 is lost", true);
+  expectOne(lost, "w0", net::MessageType::kOk, 70);
   EXPECT_EQ(primary.successor(), nullptr);
-  EXPECT_TRUE(primary.forwarded(forwards[1], "ps 1 is lost", true).replies.empty()) << "acknowledged twice";
+  EXPECT_TRUE(primary.forwarded(second.forwards[0].id, "ps 1 is lost", true).replies.empty())
+      << "acknowledged before applied here";
+  primary.apply(next.applies[0]);
+  expectOne(primary.applied(next.applies[0], 0.001), "w1", net::MessageType::kOk, 71);
 
   Outbox pushed = primary.handle(request("w0", msg::kPush, 80, gradient({1, 1, 1}), 1), t0);
   ASSERT_EQ(pushed.applies.size(), 1u);
+  EXPECT_TRUE(pushed.forwards.empty());
   primary.apply(pushed.applies[0]);
-  Outbox done = primary.applied(pushed.applies[0], 0.001);
-  EXPECT_TRUE(done.forwards.empty());
-  expectOne(done, "w0", net::MessageType::kOk, 80);
+  expectOne(primary.applied(pushed.applies[0], 0.001), "w0", net::MessageType::kOk, 80);
 }
 
 }  // namespace

@@ -46,6 +46,7 @@ struct PendingPull {
 struct HeldAck {
   std::string routing;
   uint64_t request_id = 0;
+  uint64_t forward = 0;  // async replicas: the forward to the backup it also waits for (0: none)
 };
 
 struct QueuedPush {
@@ -54,8 +55,9 @@ struct QueuedPush {
   int worker = -1;
   int64_t received_us = 0;  // timeline only
   uint32_t clock = 0;       // the worker's step it pushed
-  // A primary's forward (async replicas): `lr` is the rate it applied, used as is.
-  bool forwarded = false;
+  // Replicas: `lr` was decided on arrival (staleness and all), or by the
+  // primary that forwarded the push, and is applied as is.
+  bool final_rate = false;
   std::optional<HeldAck> ack{};  // replicas: sent once applied (and forwarded)
 };
 

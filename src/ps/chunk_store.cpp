@@ -124,11 +124,11 @@ std::optional<ApplyJob> ChunkStore::push(int w, size_t index, uint32_t clock, Ow
                                ? c.received
                                : c.received / static_cast<uint64_t>(config_->workers);
   c.queue.push_back({.grad = std::move(grad),
-                     .lr = how.forwarded_lr.value_or(lrOf(w, lr_step)),
+                     .lr = how.final_lr.value_or(lrOf(w, lr_step)),
                      .worker = w,
                      .received_us = received_us,
                      .clock = clock,
-                     .forwarded = how.forwarded_lr.has_value(),
+                     .final_rate = how.final_lr.has_value(),
                      .ack = std::move(how.ack)});
   ++c.received;
   auto& through = c.pushed_through[static_cast<size_t>(w)];
@@ -163,8 +163,20 @@ std::optional<ApplyJob> ChunkStore::startAsync(size_t index) {
   job.arrivals.emplace_back(next.worker, next.received_us);
   job.clock = next.clock;
   job.ack = std::move(next.ack);
-  job.forwarded = next.forwarded;
+  job.final_rate = next.final_rate;
+  job.awaited = !c.backup || !c.pulls.empty();  // nobody pulls from a backup while its primary lives
   return job;
+}
+
+double ChunkStore::rateOnArrival(size_t index, int worker) const {
+  const ChunkState& c = chunks_[index];
+  const uint64_t update = c.received;
+  double lr = lrOf(worker, config_->mode == Mode::PsAsync ? update : update / static_cast<uint64_t>(config_->workers));
+  if (config_->staleness_lr) {
+    const uint64_t pulled = c.pulled_at.at(static_cast<size_t>(worker));
+    lr /= static_cast<double>(std::max<uint64_t>(1, update - std::min(pulled, update)));
+  }
+  return lr;
 }
 
 bool ChunkStore::hasPush(size_t index, int worker, uint32_t clock) const {
@@ -183,8 +195,7 @@ void ChunkStore::apply(ApplyJob& job) {
   double lr = job.lr;
   // Async and SSP: one push, from this worker, computed on what it last pulled here.
   const auto worker = job.arrivals.empty() ? size_t{0} : static_cast<size_t>(job.arrivals.front().first);
-  if (job.forwarded) {  // the primary's rate, staleness and all: the same update as there
-    job.applied_lr = lr;
+  if (job.final_rate) {  // staleness and all: the same update as the other holder's
     applyUpdate(c, grad, job.update, lr, *config_);
     return;
   }
@@ -192,7 +203,6 @@ void ChunkStore::apply(ApplyJob& job) {
     const uint64_t pulled = c.pulled_at.at(worker);
     lr /= static_cast<double>(std::max<uint64_t>(1, job.update - std::min(pulled, job.update)));
   }
-  job.applied_lr = lr;
   if (!compensating()) {
     applyUpdate(c, grad, job.update, lr, *config_);
     return;

@@ -50,18 +50,17 @@ struct ApplyJob {
   std::vector<std::pair<int, int64_t>> arrivals{};  // (worker, received_us): the timeline's queued spans
   bool awaited = true;  // a pull waits for it (a backup's apply, nobody pulling there, can wait)
   // Async and SSP with replicas: the push's step, its acknowledgement (held
-  // until applied here, and at the backup when forwarded), and whether its
-  // rate came from the primary (forwarded) rather than from this server.
+  // until applied here, and at the backup when forwarded), and whether
+  // `lr` is final (decided on arrival or by the primary).
   uint32_t clock = 0;
   std::optional<HeldAck> ack{};
-  bool forwarded = false;
-  double applied_lr = 0;  // set by apply(): the rate used, which a forward carries
+  bool final_rate = false;
 };
 
 // How an async or SSP push arrived, beyond its bytes.
 struct AsyncPush {
-  std::optional<HeldAck> ack{};      // held until applied (replicas); none: acknowledged at once
-  std::optional<double> forwarded_lr{};  // a primary's forward: apply with this rate, as is
+  std::optional<HeldAck> ack{};     // held until applied (replicas); none: acknowledged at once
+  std::optional<double> final_lr{};  // apply with this rate, as is (rateOnArrival, or the primary's)
 };
 
 class ChunkStore {
@@ -106,6 +105,12 @@ class ChunkStore {
   // already (a backup that got it forwarded, then again from the worker
   // after the primary died).
   bool hasPush(size_t index, int worker, uint32_t clock) const;
+  // Async and SSP: the update number the chunk's next push will be, and the
+  // rate it will be applied with, staleness included. Worked out on arrival
+  // it is the rate an apply would find: the pusher's next pull is answered
+  // only after this push is applied.
+  uint64_t nextUpdate(size_t index) const { return chunks_[index].received; }
+  double rateOnArrival(size_t index, int worker) const;
 
   // Sync, a chunk held here as a backup: a push is acknowledged once its
   // step is applied here (the apply has read its bytes, and both holders

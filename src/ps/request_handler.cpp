@@ -290,7 +290,11 @@ void RequestHandler::onPush(Outbox& out, const Request& r) {
   }
   const size_t bytes = grad.size();
   AsyncPush how;
-  if (held) how.ack = HeldAck{r.routing, r.header.request_id};
+  if (held) {
+    how.final_lr = store_.rateOnArrival(index, w);
+    how.ack = store_.at(index).backup || successor() == nullptr ? HeldAck{r.routing, r.header.request_id}
+                                                                  : forward(out, r, index, w, *how.final_lr, grad.view());
+  }
   std::optional<ApplyJob> job = store_.push(w, index, r.header.clock, std::move(grad), timelineNow(), std::move(how));
   ++stats_.pushes;
   stats_.bytes_in += bytes;
@@ -301,6 +305,24 @@ void RequestHandler::onPush(Outbox& out, const Request& r) {
     replyOk(out, r.routing, r.header.request_id);
   }
   if (job) out.applies.push_back(std::move(*job));
+}
+
+HeldAck RequestHandler::forward(Outbox& out, const Request& r, size_t index, int worker, double rate,
+                                std::span<const std::byte> grad) {
+  const ChunkState& c = store_.at(index);
+  const uint64_t id = next_forward_++;
+  out.forwards.push_back(
+      {.id = id,
+       .header = {.type = msg::kForward, .clock = r.header.clock, .key_begin = c.key, .key_end = c.key + 1},
+       .payload = encodeForward({.worker = static_cast<uint32_t>(worker),
+                                 .clock = r.header.clock,
+                                 .update = store_.nextUpdate(index),
+                                 .lr = rate},
+                                grad)});
+  HeldAck ack{r.routing, r.header.request_id, id};
+  forward_acks_.emplace(id, PendingAck{.ack = ack});
+  ++stats_.forwards_out;
+  return ack;
 }
 
 void RequestHandler::onForward(Outbox& out, const Request& r) {
@@ -331,32 +353,26 @@ void RequestHandler::onForward(Outbox& out, const Request& r) {
                    {const_cast<std::byte*>(grad.data()), grad.size()}};  // the received message, which we own
   const int w = static_cast<int>(head.worker);
   std::optional<ApplyJob> job =
-      store_.push(w, index, head.clock, std::move(bytes), timelineNow(),
-                  {.ack = HeldAck{r.routing, r.header.request_id}, .forwarded_lr = head.lr});
+      store_.push(w, index, head.clock, std::move(bytes), timelineNow(), {.final_lr = head.lr});
   ++stats_.forwards_in;
   stats_.bytes_in += grad.size();
+  // Its place in this chunk's order is fixed and its bytes are ours: both
+  // holders have it, in the same order, and the primary may acknowledge it.
+  replyOk(out, r.routing, r.header.request_id);
   if (job) out.applies.push_back(std::move(*job));
 }
 
-void RequestHandler::forwardOrAcknowledge(Outbox& out, ApplyJob& job) {
-  if (!job.ack) return;
-  HeldAck ack = *std::exchange(job.ack, std::nullopt);
-  const ChunkState& c = store_.at(job.chunk);
-  if (job.forwarded || c.backup || successor() == nullptr) {
-    // A forward applied at the backup, a push the backup took after its
-    // primary died, or a backup that is lost: this is the last holder.
+void RequestHandler::acknowledgeApplied(Outbox& out, HeldAck ack) {
+  if (ack.forward == 0) {
     replyOk(out, ack.routing, ack.request_id);
     return;
   }
-  const uint64_t id = next_forward_++;
-  const auto worker = static_cast<uint32_t>(job.arrivals.front().first);
-  out.forwards.push_back(
-      {.id = id,
-       .header = {.type = msg::kForward, .clock = job.clock, .key_begin = c.key, .key_end = c.key + 1},
-       .payload = encodeForward({.worker = worker, .clock = job.clock, .update = job.update, .lr = job.applied_lr},
-                                job.grads.front().view())});
-  forward_acks_.emplace(id, std::move(ack));
-  ++stats_.forwards_out;
+  const auto it = forward_acks_.find(ack.forward);
+  if (it == forward_acks_.end()) return;  // the backup refused it: the worker was told
+  it->second.applied = true;
+  if (!it->second.forwarded) return;
+  replyOk(out, ack.routing, ack.request_id);
+  forward_acks_.erase(it);
 }
 
 Outbox RequestHandler::forwarded(uint64_t id, const std::string& failure, bool lost) {
@@ -368,19 +384,30 @@ Outbox RequestHandler::forwarded(uint64_t id, const std::string& failure, bool l
                     name_, successor_->name);
   }
   if (lost) {
-    // Every held push is applied here: with the backup gone, that is all there is.
-    for (auto& [held_id, ack] : std::exchange(forward_acks_, {})) replyOk(out, ack.routing, ack.request_id);
+    // The pushes applied here are all there is now; the rest go out once applied.
+    for (auto it = forward_acks_.begin(); it != forward_acks_.end();) {
+      it->second.forwarded = true;
+      if (!it->second.applied) {
+        ++it;
+        continue;
+      }
+      replyOk(out, it->second.ack.routing, it->second.ack.request_id);
+      it = forward_acks_.erase(it);
+    }
     return out;
   }
   const auto it = forward_acks_.find(id);
   if (it == forward_acks_.end()) return out;
-  HeldAck ack = std::move(it->second);
-  forward_acks_.erase(it);
-  if (failure.empty()) {
-    replyOk(out, ack.routing, ack.request_id);
-  } else {
-    replyError(out, ack.routing, ack.request_id,
+  if (!failure.empty()) {
+    replyError(out, it->second.ack.routing, it->second.ack.request_id,
                fmt::format("{}: the backup {} refused this push's forward: {}", name_, successor_->name, failure));
+    forward_acks_.erase(it);
+    return out;
+  }
+  it->second.forwarded = true;
+  if (it->second.applied) {
+    replyOk(out, it->second.ack.routing, it->second.ack.request_id);
+    forward_acks_.erase(it);
   }
   return out;
 }
@@ -426,7 +453,7 @@ std::string RequestHandler::describe(const ApplyJob& job) const {
 Outbox RequestHandler::applied(ApplyJob& job, double seconds) {
   const size_t chunk = job.chunk;
   Outbox out;
-  forwardOrAcknowledge(out, job);
+  if (job.ack) acknowledgeApplied(out, *std::exchange(job.ack, std::nullopt));
   ++stats_.chunk_updates;
   stats_.apply_seconds += seconds;
   stats_.applied_bytes += static_cast<uint64_t>(store_.at(chunk).length) * sizeof(float);

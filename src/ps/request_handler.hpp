@@ -157,9 +157,14 @@ class RequestHandler {
   ArenaDestination namedArenaBytes(int w, const Request& r, size_t most);
   void onPush(Outbox& out, const Request& r);
   void onForward(Outbox& out, const Request& r);
-  // After an async apply with replicas: the push goes on to the backup, or
-  // its acknowledgement goes out.
-  void forwardOrAcknowledge(Outbox& out, ApplyJob& job);
+  // An async push on a chunk this server is the primary of, with its
+  // backup alive: it goes on there now, applied on both at once, and is
+  // acknowledged once both have applied it. Returns what the acknowledgement waits for.
+  HeldAck forward(Outbox& out, const Request& r, size_t index, int worker, double rate,
+                  std::span<const std::byte> grad);
+  // An acknowledgement that waited for an apply here: it goes out, or, if
+  // it waits for the backup too, once the backup answered.
+  void acknowledgeApplied(Outbox& out, HeldAck ack);
   void onPull(Outbox& out, const Request& r, Clock::time_point now);
   void onStepClock(Outbox& out, const Request& r);  // ps-clock, ps-await-workers, ps-hold, ps-release (ps 0)
   void onDone(Outbox& out, const Request& r);
@@ -195,7 +200,13 @@ class RequestHandler {
   std::optional<Successor> successor_;      // from init: async replicas
   bool successor_lost_ = false;
   uint64_t next_forward_ = 1;
-  std::unordered_map<uint64_t, HeldAck> forward_acks_;  // by forward id: the pusher's acknowledgement
+  // By forward id: the pusher's acknowledgement, and which of the two applies it waits for are done.
+  struct PendingAck {
+    HeldAck ack;
+    bool applied = false;    // here
+    bool forwarded = false;  // at the backup (or it is lost)
+  };
+  std::unordered_map<uint64_t, PendingAck> forward_acks_;
   LogLimiter reject_log_;  // what any peer can make the server say, at a bounded rate
   ServerStats stats_;
   Clock::time_point last_report_ = Clock::now();
