@@ -10,6 +10,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "support/process.hpp"
 #include "support/run_artifacts.hpp"
@@ -224,7 +225,10 @@ TEST(LiveMembership, FewerThanMinWorkersLeftStopsTheJobNamingTheDead) {
 // peer's state, its replica checked equal to the others' after every step
 // from then on. Once it has trained, the job is stopped, so that no timing decides
 // whether it joined before the end.
-TEST(LiveMembership, TheDiscoveryScriptGrowsTheJobWithAWorkerThatJoinsIt) {
+// The discovery script lists a third slot: launch starts worker 2, which
+// joins the running job. Then it lists two again: launch asks worker 2 to
+// leave (SIGUSR2), and the others go on without it, no update lost.
+TEST(LiveMembership, TheDiscoveryScriptGrowsTheJobAndShrinksItAgain) {
   TempDir dir;
   const std::string run = dir.str("run");
   const std::string slots = dir.str("slots");
@@ -245,6 +249,17 @@ TEST(LiveMembership, TheDiscoveryScriptGrowsTheJobWithAWorkerThatJoinsIt) {
   ASSERT_TRUE(testing::waitForOutput(pid, fs::path(run) / "workers" / "worker-2" / "metrics.jsonl",
                                      std::chrono::seconds(120)))
       << readFile(dir.path() / "log");
+  std::ofstream(slots) << "localhost:2\n";
+  auto logged = [&](const std::string& text) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (readFile(dir.path() / "log").find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  };
+  ASSERT_TRUE(logged("launch: worker 2 left the job; the others go on without it")) << readFile(dir.path() / "log");
+  ASSERT_TRUE(logged("members: 3 -> 2 worker(s)")) << readFile(dir.path() / "log");
   ::kill(pid, SIGTERM);
   const int code = testing::waitForExit(pid, std::chrono::seconds(120));
   const std::string log = readFile(dir.path() / "log");
@@ -253,27 +268,33 @@ TEST(LiveMembership, TheDiscoveryScriptGrowsTheJobWithAWorkerThatJoinsIt) {
             std::string::npos)
       << log;
   EXPECT_NE(log.find("joining the running job"), std::string::npos) << log;
+  EXPECT_NE(log.find("the discovery script lists 2 slot(s) here: worker 2 leaves the job at its next step boundary"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("worker 2 left the job after step"), std::string::npos) << log;
   EXPECT_EQ(log.find("replicas diverged"), std::string::npos) << log;
 
   const auto chief = nlohmann::json::parse(readFile(fs::path(run) / "summary.json"));
   const int steps = chief["steps"].get<int>();
-  EXPECT_EQ(chief["workers"], 3) << chief;
-  EXPECT_EQ(chief["strategy"]["membership"]["workers"], nlohmann::json({0, 1, 2})) << chief;
-  const auto joiner = nlohmann::json::parse(readFile(fs::path(run) / "workers" / "worker-2" / "summary.json"));
-  EXPECT_EQ(joiner["steps"], steps) << joiner;
-  EXPECT_EQ(joiner["rank"], 2) << joiner;
-  EXPECT_GT(joiner["trained_steps"].get<int>(), 0) << joiner;
-  EXPECT_LT(joiner["trained_steps"].get<int>(), steps) << joiner;
+  EXPECT_EQ(chief["workers"], 2) << chief;
+  EXPECT_EQ(chief["strategy"]["membership"]["workers"], nlohmann::json({0, 1})) << chief;
 
   const auto records = testing::jsonLines(fs::path(run) / "restarts.jsonl");
-  ASSERT_EQ(records.size(), 1u) << log;
+  ASSERT_EQ(records.size(), 2u) << log;
   EXPECT_EQ(records[0]["kind"], "membership") << records[0];
   EXPECT_EQ(records[0]["workers_before"], 2) << records[0];
   EXPECT_EQ(records[0]["workers_after"], 3) << records[0];
   EXPECT_EQ(records[0]["joined"], nlohmann::json({2})) << records[0];
   EXPECT_EQ(records[0]["departed"], nlohmann::json::array()) << records[0];
   EXPECT_EQ(records[0]["lost_updates"], 0) << records[0];
-  EXPECT_GT(steps, records[0]["step"].get<int>()) << records[0];
+  EXPECT_EQ(records[1]["workers_before"], 3) << records[1];
+  EXPECT_EQ(records[1]["workers_after"], 2) << records[1];
+  ASSERT_EQ(records[1]["departed"].size(), 1u) << records[1];
+  EXPECT_EQ(records[1]["departed"][0]["worker"], 2) << records[1];
+  EXPECT_EQ(records[1]["departed"][0]["why"], "left") << records[1];
+  EXPECT_EQ(records[1]["lost_updates"], 0) << records[1];
+  EXPECT_GT(records[1]["step"].get<int>(), records[0]["step"].get<int>()) << records[1];
+  EXPECT_GT(steps, records[1]["step"].get<int>()) << records[1];
 }
 
 TEST(LiveMembership, FlagsThatCannotHoldAreRefusedNamingTheValues) {
@@ -291,8 +312,9 @@ TEST(LiveMembership, FlagsThatCannotHoldAreRefusedNamingTheValues) {
   refused(train("--workers 4", "--min-workers -1"), "--min-workers: must be >= 0, got -1");
   refused(train("--workers 4", "--max-workers 3"), "--max-workers 3 is below the job's 4 workers");
   refused(train("--workers 4", "--max-workers 3 --min-workers 2"), "--max-workers 3 is below the job's 4 workers");
-  refused(train("--workers 4 --host-discovery-script /bin/true", "--min-workers 2"),
-          "--host-discovery-script: only a live all-reduce job grows; pass --max-workers above --workers 4 after --");
+  refused(train("--workers 4 --host-discovery-script /bin/true", ""),
+          "--host-discovery-script: only a live all-reduce job grows or shrinks; pass --max-workers above or "
+          "--min-workers below --workers 4 after --");
   refused(train("--workers 2 --max-workers 3", "--min-workers 2"),
           "--max-workers: launch takes it for a program (hvd.elastic); for tandem train pass it after --");
   refused("train " + testing::syntheticTrainArgs("mlp", 16, run, "--min-workers 2"), "--min-workers");
@@ -302,8 +324,8 @@ TEST(LiveMembership, FlagsThatCannotHoldAreRefusedNamingTheValues) {
   refused("launch --workers 3 --min-workers 2 --max-workers 2 -- /bin/true",
           "--max-workers 2: expected the job's 3 workers to");
   refused("launch --workers 2 --min-workers 2 --host-discovery-script /bin/true -- /bin/true",
-          "--host-discovery-script: only a live all-reduce job grows; pass --max-workers above --workers 2 and "
-          "--min-workers to launch");
+          "--host-discovery-script: only a live all-reduce job grows or shrinks; pass --max-workers above or "
+          "--min-workers below --workers 2 and --min-workers to launch");
 }
 
 }  // namespace

@@ -56,6 +56,15 @@ std::string writeScript(const testing::TempDir& dir, const std::string& name, co
   return path;
 }
 
+TEST(HostDiscoveryTest, AsksTheHighestIdsToLeaveDownToTheSlotsButNotBelowTheMinimum) {
+  EXPECT_EQ(workersToLeave({0, 1, 2, 3}, 2, 1), (std::vector<int>{3, 2}));
+  EXPECT_EQ(workersToLeave({0, 1, 2, 3}, 1, 3), (std::vector<int>{3})) << "kept at --min-workers";
+  EXPECT_EQ(workersToLeave({0, 2, 5}, 1, 1), (std::vector<int>{5, 2}));
+  EXPECT_TRUE(workersToLeave({0, 1}, 2, 1).empty());
+  EXPECT_TRUE(workersToLeave({0, 1}, 4, 1).empty());
+  EXPECT_TRUE(workersToLeave({0, 1, 2}, 0, 3).empty());
+}
+
 TEST(HostDiscoveryTest, RunsTheScriptAndNamesItWhenItFailsOrHangs) {
   testing::TempDir dir;
   // The script sees the environment it is handed, not the test's own.

@@ -188,16 +188,20 @@ int runLaunch(LaunchOptions o, const Environment& env) {
                                                : o.workers;
   std::optional<launch::HostDiscovery> discovery;
   const bool discovers = !o.host_discovery_script.empty();
-  if (discovers && (o.ps > 0 || max_workers <= o.workers)) {
-    throw InputError(fmt::format("--host-discovery-script: only a live all-reduce job grows; pass --max-workers above "
-                                 "--workers {} {}",
+  // Below --workers it may shrink too (a train job's workers leave on SIGUSR2).
+  const int min_workers = program ? o.workers
+                          : train && train->config.distributed.min_workers > 0 ? train->config.distributed.min_workers
+                                                                               : o.workers;
+  if (discovers && (o.ps > 0 || (max_workers <= o.workers && min_workers >= o.workers))) {
+    throw InputError(fmt::format("--host-discovery-script: only a live all-reduce job grows or shrinks; pass "
+                                 "--max-workers above or --min-workers below --workers {} {}",
                                  o.workers, program ? "and --min-workers to launch" : o.ps > 0 ? "after -- and no --ps"
                                                                                               : "after --"));
   }
   if (discovers && ::access(o.host_discovery_script.c_str(), X_OK) != 0) {
     throw InputError(fmt::format("--host-discovery-script {}: not an executable file", o.host_discovery_script));
   }
-  if (discovers) discovery.emplace(o.host_discovery_script, env, o.host, max_workers);
+  if (discovers) discovery.emplace(o.host_discovery_script, env, o.host, min_workers, max_workers);
   for (const char* flag : {"--worker-hosts", "--ps-hosts", "--job-name", "--task-index", "--task-id", "--coordinator",
                            "--external-coordinator"}) {
     if (!program && hasFlag(o.train_args, flag)) {
@@ -290,7 +294,17 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   // after a worker refused its input, which a new one would only repeat.
   bool ending = false;
   std::optional<std::string> bad_input;
+  // Workers the discovery script's fewer slots asked to leave (SIGUSR2),
+  // and the pids of those that did: their exit 0 does not end the job.
+  std::set<std::string> asked_to_leave;
+  std::set<pid_t> left;
   auto on_exit = [&](const launch::ChildExit& e) {
+    if (asked_to_leave.erase(e.name) > 0 && !failed(e)) {
+      left.insert(e.pid);
+      progress.forget(e.name);
+      std::fprintf(stderr, "launch: %s left the job; the others go on without it\n", e.name.c_str());
+      return false;
+    }
     const bool stops = stops_job(e);
     if (failed(e) && !stops) progress.forget(e.name);
     ending = ending || stops || !failed(e);
@@ -404,7 +418,13 @@ int runLaunch(LaunchOptions o, const Environment& env) {
           discovery->sayOnce(fmt::format("{} (bad input): the job grows no more", *bad_input));
           return;
         }
-        for (int id : discovery->workersToStart(group.running(), Clock::now())) startTask("worker", id);
+        const launch::DiscoveryPlan plan = discovery->plan(group.running(), Clock::now());
+        for (int id : plan.leave) {
+          const std::string name = cluster::taskName(cluster::Role::kWorker, id);
+          group.signal(name, SIGUSR2);
+          asked_to_leave.insert(name);
+        }
+        for (int id : plan.start) startTask("worker", id);
       };
       for (int i = 0; i < o.ps; ++i) startTask("ps", i);
       for (int i = 0; i < o.workers; ++i) startTask("worker", i);
@@ -443,8 +463,9 @@ int runLaunch(LaunchOptions o, const Environment& env) {
     // A live job spares every worker, so the job ended well only if one of
     // them finished it: when the last fail (too few left), so does the job.
     if (store_address && result.ok) {
-      const bool finished = std::any_of(result.exits.begin(), result.exits.end(), [](const launch::ChildExit& e) {
-        return e.name.rfind("worker ", 0) == 0 && !e.signaled && (e.exit_code == 0 || e.exit_code == 130);
+      const bool finished = std::any_of(result.exits.begin(), result.exits.end(), [&left](const launch::ChildExit& e) {
+        return e.name.rfind("worker ", 0) == 0 && !e.signaled && (e.exit_code == 0 || e.exit_code == 130) &&
+               !left.contains(e.pid);
       });
       if (!finished) {
         result.ok = false;

@@ -44,6 +44,10 @@ void onStopSignal(int signal) {
   }
 }
 
+// SIGUSR2: this worker leaves a live job at its next step boundary, and
+// the others go on without it (core/stop_request's leave flag).
+void onLeaveSignal(int) { leaveFlag().store(true); }
+
 }  // namespace
 
 Command addTrainCommand(CLI::App& app) {
@@ -61,6 +65,7 @@ Command addTrainCommand(CLI::App& app) {
                            ? obs::ProgressStyle::kLive
                            : obs::ProgressStyle::kPlain;
     for (int signal : {SIGINT, SIGTERM, SIGUSR1}) std::signal(signal, onStopSignal);
+    std::signal(SIGUSR2, onLeaveSignal);
     // Where this process sits, its start (a restart in place says which)
     // and, in a cluster, its security: worked out once here, passed down.
     // A growing job's worker may lie beyond --worker-hosts.
@@ -91,6 +96,9 @@ Command addTrainCommand(CLI::App& app) {
       summary = trainer.run();
     } catch (const InputError&) {
       throw;
+    } catch (const Departed& e) {
+      TANDEM_LOG_WARN("{}", e.what());
+      return 0;
     } catch (const Interrupted&) {
       throw;
     } catch (const Error& e) {

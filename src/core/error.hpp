@@ -35,6 +35,13 @@ class Interrupted : public Error {
   using Error::Error;
 };
 
+// This worker left a live job when asked to (SIGUSR2), and the others go on
+// without it: no failure, the command exits 0.
+class Departed : public Error {
+ public:
+  using Error::Error;
+};
+
 // Where a check sits. std::source_location's, from the builtins that GCC
 // and clang 14 (the sanitizer and fuzzing builds) both have: libstdc++'s
 // std::source_location needs a builtin clang 14 lacks.

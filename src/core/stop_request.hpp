@@ -11,4 +11,10 @@ namespace tandem {
 std::atomic<bool>& stopFlag() noexcept;
 inline bool stopRequested() noexcept { return stopFlag().load(std::memory_order_relaxed); }
 
+// A request for this one worker to leave a live job (SIGUSR2: launch sends
+// it when the discovery script lists fewer slots), which the others go on
+// without. Lock-free, like the stop flag.
+std::atomic<bool>& leaveFlag() noexcept;
+inline bool leaveRequested() noexcept { return leaveFlag().load(std::memory_order_relaxed); }
+
 }  // namespace tandem

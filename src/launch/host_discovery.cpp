@@ -147,18 +147,36 @@ std::vector<int> workersToStart(const std::set<int>& running, int slots, int max
   return start;
 }
 
-HostDiscovery::HostDiscovery(std::string script, Environment env, std::string launch_host, int max_workers)
+std::vector<int> workersToLeave(const std::set<int>& running, int slots, int min_workers) {
+  const int wanted = std::max(slots, min_workers);
+  std::vector<int> leave;
+  for (auto it = running.rbegin(); it != running.rend() && static_cast<int>(running.size() - leave.size()) > wanted;
+       ++it) {
+    leave.push_back(*it);
+  }
+  return leave;
+}
+
+HostDiscovery::HostDiscovery(std::string script, Environment env, std::string launch_host, int min_workers,
+                             int max_workers)
     : script_(std::move(script)),
       env_(std::move(env)),
       local_names_(localHostNames(launch_host)),
+      min_workers_(min_workers),
       max_workers_(max_workers) {}
 
 void HostDiscovery::sayOnce(const std::string& text) {
   if (said_.insert(text).second) std::fprintf(stderr, "launch: %s\n", text.c_str());
 }
 
-std::vector<int> HostDiscovery::workersToStart(const std::vector<std::string>& running_names,
-                                               std::chrono::steady_clock::time_point now) {
+DiscoveryPlan HostDiscovery::plan(const std::vector<std::string>& running_names,
+                                  std::chrono::steady_clock::time_point now) {
+  std::set<int> running;
+  for (const auto& name : running_names) {
+    if (name.rfind("worker ", 0) == 0) running.insert(std::stoi(name.substr(7)));
+  }
+  // A worker asked to leave that has gone may be started again later.
+  std::erase_if(leaving_, [&](int id) { return !running.contains(id); });
   if (now < next_) return {};
   next_ = now + std::chrono::seconds(1);
   DiscoveredHosts hosts;
@@ -171,21 +189,25 @@ std::vector<int> HostDiscovery::workersToStart(const std::vector<std::string>& r
   for (const auto& other : hosts.other_hosts) {
     sayOnce(fmt::format("the discovery script lists host {}: launch starts tasks on this host only", other));
   }
-  std::set<int> running;
-  for (const auto& name : running_names) {
-    if (name.rfind("worker ", 0) == 0) running.insert(std::stoi(name.substr(7)));
+  std::set<int> staying = running;
+  for (int id : leaving_) staying.erase(id);
+  DiscoveryPlan plan;
+  plan.leave = workersToLeave(staying, hosts.local_slots, min_workers_);
+  if (hosts.local_slots < min_workers_ && static_cast<int>(staying.size()) > hosts.local_slots) {
+    sayOnce(fmt::format("the discovery script lists {} slot(s), fewer than --min-workers {}: the job keeps {}",
+                        hosts.local_slots, min_workers_, min_workers_));
   }
-  if (hosts.local_slots < static_cast<int>(running.size())) {
-    sayOnce(fmt::format("the discovery script lists {} slot(s) for {} running workers: launch does not stop "
-                        "workers to shrink a job (not built)",
-                        hosts.local_slots, running.size()));
+  for (int id : plan.leave) {
+    leaving_.insert(id);
+    std::fprintf(stderr, "launch: the discovery script lists %d slot(s) here: worker %d leaves the job at its next "
+                 "step boundary\n", hosts.local_slots, id);
   }
-  std::vector<int> start = launch::workersToStart(running, hosts.local_slots, max_workers_);
-  for (int id : start) {
+  plan.start = launch::workersToStart(running, hosts.local_slots, max_workers_);
+  for (int id : plan.start) {
     std::fprintf(stderr, "launch: the discovery script lists %d slot(s) here: worker %d starts and joins the running "
                  "job\n", hosts.local_slots, id);
   }
-  return start;
+  return plan;
 }
 
 }  // namespace tandem::launch

@@ -39,16 +39,28 @@ std::string runDiscoveryScript(const std::string& script, const Environment& env
 // taken again). Empty when the job already has as many.
 std::vector<int> workersToStart(const std::set<int>& running, int slots, int max_workers);
 
+// The worker ids to ask to leave so that `running` shrinks to `slots`
+// workers, never below `min_workers`: the highest ids first.
+std::vector<int> workersToLeave(const std::set<int>& running, int slots, int min_workers);
+
+// What the script's latest answer asks of launch.
+struct DiscoveryPlan {
+  std::vector<int> start;  // workers to start, who join the running job
+  std::vector<int> leave;  // workers to ask to leave it (SIGUSR2)
+};
+
 // Launch's side of it: asked between reaps, runs the script at most once
-// a second and says which workers to start. What it cannot use (a failing
-// script, another host, fewer slots than workers) it names once on stderr.
+// a second and says which workers to start and which to ask to leave.
+// What it cannot use (a failing script, another host) it names once on
+// stderr.
 class HostDiscovery {
  public:
-  HostDiscovery(std::string script, Environment env, std::string launch_host, int max_workers);
+  HostDiscovery(std::string script, Environment env, std::string launch_host, int min_workers, int max_workers);
 
-  // The worker ids to start now, given the names of the running children
-  // ("worker 1", "ps 0"), each announced.
-  std::vector<int> workersToStart(const std::vector<std::string>& running, std::chrono::steady_clock::time_point now);
+  // Given the names of the running children ("worker 1", "ps 0"), each
+  // announced. A worker asked to leave is not asked again, nor counted,
+  // while it finishes its step.
+  DiscoveryPlan plan(const std::vector<std::string>& running, std::chrono::steady_clock::time_point now);
   // Says `text` on stderr unless it was said before.
   void sayOnce(const std::string& text);
 
@@ -56,7 +68,9 @@ class HostDiscovery {
   std::string script_;
   Environment env_;  // the script sees what launch was given
   std::set<std::string> local_names_;
+  int min_workers_;
   int max_workers_;
+  std::set<int> leaving_;  // asked to leave, still running
   std::chrono::steady_clock::time_point next_{};
   std::set<std::string> said_;
 };

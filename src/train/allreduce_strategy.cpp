@@ -160,7 +160,8 @@ struct AllReduceStrategy::Impl {
   // The step's metadata floats: the last bucket's tail, or with NCCL their own.
   torch::Tensor tail() const { return nccl ? host_tail : buckets->tail(); }
 
-  // The tail: [compute seconds per rank][mean loss][stop][a change of members pending].
+  // The tail: [compute seconds per rank][mean loss][stop][a change of members
+  // pending, or this worker leaving].
   void fillTail() {
     torch::Tensor tail = this->tail();
     float* t = tail.data_ptr<float>();
@@ -168,7 +169,7 @@ struct AllReduceStrategy::Impl {
     t[rank] = static_cast<float>(secondsSince(cycle_start));
     t[lossSlot()] = static_cast<float>(current.loss_sum / (current.micro_steps * n()));
     t[stopSlot()] = current.stop_requested ? 1.0f : 0.0f;
-    if (live) t[pendingSlot()] = live->changePending() ? 1.0f : 0.0f;
+    if (live) t[pendingSlot()] = live->changePending() || current.leave_requested ? 1.0f : 0.0f;
   }
 
   AgreedStep synchronize(torch::nn::Module& model, const LocalStep& local);
@@ -419,6 +420,8 @@ SyncTimes AllReduceStrategy::afterUpdate(torch::nn::Module& model, AgreedStep& a
   Impl& s = *impl_;
   if (!s.change_after_update) return {};
   s.change_after_update = false;
+  // Asked to leave: the others meet without this worker, which ends here.
+  if (s.current.leave_requested) s.live->leave(s.steps_done);
   agreed.membership = s.changeMembers("a change of members is pending", /*redo=*/false);
   return {};
 }

@@ -92,6 +92,14 @@ const cluster::Membership& LiveMembership::agree(int64_t steps_done, const std::
   return current_;
 }
 
+void LiveMembership::leave(int64_t steps_done) {
+  const std::string me = cluster::taskName(cluster::Role::kWorker, worker_);
+  const auto call = std::max<std::chrono::milliseconds>(std::chrono::seconds(1), options_.heartbeat_timeout);
+  store_.quorumLeave(worker_, Deadline::after(call));
+  throw Departed(fmt::format("{} left the job after step {} as asked (SIGUSR2); the other {} go on without it", me,
+                             steps_done, current_.size() - 1));
+}
+
 const cluster::Membership& LiveMembership::join() {
   const std::string me = cluster::taskName(cluster::Role::kWorker, worker_);
   const auto call = std::max<std::chrono::milliseconds>(std::chrono::seconds(1), options_.heartbeat_timeout);

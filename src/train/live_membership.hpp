@@ -56,6 +56,9 @@ class LiveMembership {
   // --min-workers; this worker left out; the coordinator gone), naming the
   // workers and why.
   const cluster::Membership& agree(int64_t steps_done, const std::string& why);
+  // Leaves the job at this step boundary (SIGUSR2), which the others, met
+  // there, go on without: tells the quorum and throws Departed.
+  [[noreturn]] void leave(int64_t steps_done);
   // A worker (re)started into the running job: arrives with no state and
   // waits until a generation takes it in. Throws PeerError naming what it
   // waited for when none does within the round's budget, or when the job stops.

@@ -44,6 +44,7 @@ struct LocalStep {
   double loss_sum = 0;          // sum of this worker's micro-batch mean losses
   int micro_steps = 1;          // micro-batches in this update (--accumulate)
   bool stop_requested = false;  // a local SIGINT/SIGTERM arrived
+  bool leave_requested = false;  // a live job's worker asked to leave it (SIGUSR2)
   // Micro-batch gradients add up instead of averaging, as Horovod's
   // backward_passes_per_step does (the APIs).
   bool sum_micro_steps = false;

@@ -13,6 +13,7 @@
 #include "cluster/job_start.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
+#include "core/stop_request.hpp"
 #include "train/checkpoint.hpp"
 #include "train/fused_step.hpp"
 #include "train/mixed_precision.hpp"
@@ -396,6 +397,7 @@ LocalStep TrainingRun::computeGradients(StepTimer& timer, bool checkpoint_reques
     }
     local.loss_sum += loss.item<double>();
     local.stop_requested = stopRequested();
+    local.leave_requested = leaveRequested();
     strategy_.beforeBackward(local, micro);
     if (amp == Amp::kFp16) {
       (loss * loss_scale_.scale()).backward();
