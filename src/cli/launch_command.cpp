@@ -188,11 +188,12 @@ int runLaunch(LaunchOptions o, const Environment& env) {
                                                : o.workers;
   std::optional<launch::HostDiscovery> discovery;
   const bool discovers = !o.host_discovery_script.empty();
-  // Below --workers it may shrink too (a train job's workers leave on SIGUSR2).
-  const int min_workers = program ? o.workers
+  // Below --workers it may shrink too (a train job's workers leave on
+  // SIGUSR2; an elastic program's are never asked: 0).
+  const int min_workers = program ? 0
                           : train && train->config.distributed.min_workers > 0 ? train->config.distributed.min_workers
                                                                                : o.workers;
-  if (discovers && (o.ps > 0 || (max_workers <= o.workers && min_workers >= o.workers))) {
+  if (discovers && (o.ps > 0 || (max_workers <= o.workers && (program || min_workers >= o.workers)))) {
     throw InputError(fmt::format("--host-discovery-script: only a live all-reduce job grows or shrinks; pass "
                                  "--max-workers above or --min-workers below --workers {} {}",
                                  o.workers, program ? "and --min-workers to launch" : o.ps > 0 ? "after -- and no --ps"

@@ -192,7 +192,12 @@ DiscoveryPlan HostDiscovery::plan(const std::vector<std::string>& running_names,
   std::set<int> staying = running;
   for (int id : leaving_) staying.erase(id);
   DiscoveryPlan plan;
-  plan.leave = workersToLeave(staying, hosts.local_slots, min_workers_);
+  if (min_workers_ == 0 && hosts.local_slots < static_cast<int>(staying.size())) {
+    sayOnce(fmt::format("the discovery script lists {} slot(s) for {} running workers: an elastic program's "
+                        "workers are not asked to leave (not built)",
+                        hosts.local_slots, staying.size()));
+  }
+  if (min_workers_ > 0) plan.leave = workersToLeave(staying, hosts.local_slots, min_workers_);
   if (hosts.local_slots < min_workers_ && static_cast<int>(staying.size()) > hosts.local_slots) {
     sayOnce(fmt::format("the discovery script lists {} slot(s), fewer than --min-workers {}: the job keeps {}",
                         hosts.local_slots, min_workers_, min_workers_));

@@ -55,6 +55,8 @@ struct DiscoveryPlan {
 // stderr.
 class HostDiscovery {
  public:
+  // `min_workers` 0: nobody is asked to leave (an elastic program, whose
+  // workers cannot be told to).
   HostDiscovery(std::string script, Environment env, std::string launch_host, int min_workers, int max_workers);
 
   // Given the names of the running children ("worker 1", "ps 0"), each
