@@ -251,12 +251,7 @@ TEST(LiveMembership, TheDiscoveryScriptGrowsTheJobAndShrinksItAgain) {
       << readFile(dir.path() / "log");
   std::ofstream(slots) << "localhost:2\n";
   auto logged = [&](const std::string& text) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (readFile(dir.path() / "log").find(text) != std::string::npos) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
+    return testing::waitForText(dir.path() / "log", text, std::chrono::seconds(60));
   };
   ASSERT_TRUE(logged("launch: worker 2 left the job; the others go on without it")) << readFile(dir.path() / "log");
   ASSERT_TRUE(logged("members: 3 -> 2 worker(s)")) << readFile(dir.path() / "log");

@@ -92,12 +92,7 @@ TEST(PsReplicas, AKilledServersReplacementIsTakenBackSoTheNextDeathLosesNothingE
   ASSERT_TRUE(pid) << readFile(dir.path() / "log");
   killServer(run, 0);
   auto logged = [&](const std::string& text) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (readFile(dir.path() / "log").find(text) != std::string::npos) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
+    return testing::waitForText(dir.path() / "log", text, std::chrono::seconds(60));
   };
   ASSERT_TRUE(logged("worker 1: ps 0 is back after step")) << readFile(dir.path() / "log");
   killServer(run, 1);

@@ -157,6 +157,17 @@ inline bool waitForOutput(pid_t pid, const std::filesystem::path& path, std::chr
   return false;
 }
 
+// Waits until the file at `path` (a log being written) holds `text` (true),
+// or `timeout` passes (false).
+inline bool waitForText(const std::filesystem::path& path, const std::string& text, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (readFile(path).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
 // A loopback TCP port that was free a moment ago, and not handed out
 // before by this process: the kernel may give a just-released port again,
 // and a test that asks for several needs them distinct.
