@@ -243,23 +243,29 @@ struct ReplicatedJob {
 };
 
 ReplicatedJob startReplicated(const KeyLayout& layout, int workers, Deadline deadline,
-                              const optim::OptimizerSettings& optimizer = {}) {
+                              const optim::OptimizerSettings& optimizer = {}, Mode mode = Mode::PsSync) {
   ReplicatedJob job;
   std::vector<ServerAddress> addresses;
   for (int i = 0; i < 2; ++i) {
     job.servers.push_back(std::make_unique<RunningServer>(ServerOptions{.bind_host = "127.0.0.1", .index = i}));
     addresses.push_back({job.servers.back()->endpoint(), "ps " + std::to_string(i)});
   }
-  job.worker = std::make_unique<Worker>(WorkerOptions{addresses, layout, Mode::PsSync, 0, WireDtype::kFloat32},
+  job.worker = std::make_unique<Worker>(WorkerOptions{addresses, layout, mode, 0, WireDtype::kFloat32},
                                         tandem::testing::testSecurity());
-  std::vector<ServerConfig> configs = configsFor(layout, Mode::PsSync, WireDtype::kFloat32, workers, 10);
-  for (auto& config : configs) config.optimizer = optimizer;
+  std::vector<ServerConfig> configs = configsFor(layout, mode, WireDtype::kFloat32, workers, 10);
+  for (size_t i = 0; i < configs.size(); ++i) {
+    configs[i].optimizer = optimizer;
+    if (mode != Mode::PsSync) {  // each forwards what it applies to the other, its chunks' backup
+      configs[i].forward_to = addresses[1 - i].endpoint;
+      configs[i].forward_name = addresses[1 - i].name;
+    }
+  }
   job.worker->initServers(configs, [&](size_t c, int64_t&) { return initial(layout, c); }, deadline);
   job.worker->hello(deadline);
   return job;
 }
 
-// One sync step of worker `w` alone with a gradient of 1 everywhere;
+// One step of worker `w` alone with a gradient of 1 everywhere;
 // `between` runs after its pushes. Returns the values pulled after it.
 std::vector<std::vector<float>> trainStep(Worker& w, int64_t step, Deadline deadline,
                                           const std::function<void()>& between = {}) {
@@ -278,10 +284,11 @@ std::vector<std::vector<float>> trainStep(Worker& w, int64_t step, Deadline dead
   return pulled;
 }
 
-std::vector<std::vector<float>> trainTwoStepsLosingAServer(Death when) {
+std::vector<std::vector<float>> trainTwoStepsLosingAServer(Death when, Mode mode = Mode::PsSync) {
   const KeyLayout layout = buildKeyLayout({{"w", 6}, {"b", 4}}, 2, 16, 2);
   const Deadline deadline = Deadline::afterSeconds(10);
-  ReplicatedJob job = startReplicated(layout, 1, deadline);
+  const optim::OptimizerSettings momentum{.name = "sgd", .momentum = 0.9};
+  ReplicatedJob job = startReplicated(layout, 1, deadline, momentum, mode);
   auto& servers = job.servers;
   Worker& w = *job.worker;
   std::vector<std::vector<float>> pulled;
@@ -311,6 +318,18 @@ TEST(PsReplicas, ALostServersChunksGoOnAtTheirOtherReplicaWithNoUpdateLost) {
   }
   for (Death when : {Death::kBetweenSteps, Death::kAfterThePushes, Death::kBackupAfterThePushes}) {
     EXPECT_EQ(trainTwoStepsLosingAServer(when), expected) << "death " << static_cast<int>(when);
+  }
+}
+
+// Async: each server forwards the pushes it applies to the other, the
+// backup of its chunks. Whichever dies, between steps or with a step's
+// pushes in flight (sent again to the backup, which takes a forwarded one
+// once), the worker ends where nothing died.
+TEST(PsReplicas, AsyncAServerDeathLosesNoUpdateAndAppliesNoneTwice) {
+  const auto expected = trainTwoStepsLosingAServer(Death::kNone, Mode::PsAsync);
+  EXPECT_EQ(expected, trainTwoStepsLosingAServer(Death::kNone, Mode::PsSync)) << "one async worker is a sync job";
+  for (Death when : {Death::kBetweenSteps, Death::kAfterThePushes, Death::kBackupAfterThePushes}) {
+    EXPECT_EQ(trainTwoStepsLosingAServer(when, Mode::PsAsync), expected) << "death " << static_cast<int>(when);
   }
 }
 
