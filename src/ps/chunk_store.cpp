@@ -117,14 +117,8 @@ std::optional<ApplyJob> ChunkStore::push(int w, size_t index, uint32_t clock, Ow
     ++c.step_grad_count;
     return syncApplyIfComplete(index);
   }
-  // Async: the schedule runs over the job's global step, as TensorFlow's
-  // does. SSP counts steps per worker: one round of every worker's push is
-  // one schedule step. The queue is in order: this push is update `received`.
-  const uint64_t lr_step = config_->mode == Mode::PsAsync
-                               ? c.received
-                               : c.received / static_cast<uint64_t>(config_->workers);
   c.queue.push_back({.grad = std::move(grad),
-                     .lr = how.final_lr.value_or(lrOf(w, lr_step)),
+                     .lr = how.final_lr ? *how.final_lr : scheduledRate(index, w),
                      .worker = w,
                      .received_us = received_us,
                      .clock = clock,
@@ -168,15 +162,23 @@ std::optional<ApplyJob> ChunkStore::startAsync(size_t index) {
   return job;
 }
 
+double ChunkStore::scheduledRate(size_t index, int worker) const {
+  // Async: the schedule runs over the job's global step, as TensorFlow's
+  // does. SSP counts steps per worker: one round of every worker's push is
+  // one schedule step. The queue is in order: the next push is update `received`.
+  const uint64_t received = chunks_[index].received;
+  return lrOf(worker, config_->mode == Mode::PsAsync ? received : received / static_cast<uint64_t>(config_->workers));
+}
+
+double ChunkStore::staleRate(const ChunkState& c, size_t worker, uint64_t update, double lr) const {
+  if (!config_->staleness_lr) return lr;
+  const uint64_t pulled = c.pulled_at.at(worker);
+  return lr / static_cast<double>(std::max<uint64_t>(1, update - std::min(pulled, update)));
+}
+
 double ChunkStore::rateOnArrival(size_t index, int worker) const {
   const ChunkState& c = chunks_[index];
-  const uint64_t update = c.received;
-  double lr = lrOf(worker, config_->mode == Mode::PsAsync ? update : update / static_cast<uint64_t>(config_->workers));
-  if (config_->staleness_lr) {
-    const uint64_t pulled = c.pulled_at.at(static_cast<size_t>(worker));
-    lr /= static_cast<double>(std::max<uint64_t>(1, update - std::min(pulled, update)));
-  }
-  return lr;
+  return staleRate(c, static_cast<size_t>(worker), c.received, scheduledRate(index, worker));
 }
 
 bool ChunkStore::hasPush(size_t index, int worker, uint32_t clock) const {
@@ -192,17 +194,10 @@ void ChunkStore::apply(ApplyJob& job) {
   // With replicas the other holder may read a push from the same shared memory.
   float* grad = sumGradients(job.grads, static_cast<size_t>(c.length), config_->pushFormat(), scratch,
                              config_->replicas > 1);
-  double lr = job.lr;
   // Async and SSP: one push, from this worker, computed on what it last pulled here.
   const auto worker = job.arrivals.empty() ? size_t{0} : static_cast<size_t>(job.arrivals.front().first);
-  if (job.final_rate) {  // staleness and all: the same update as the other holder's
-    applyUpdate(c, grad, job.update, lr, *config_);
-    return;
-  }
-  if (config_->staleness_lr) {
-    const uint64_t pulled = c.pulled_at.at(worker);
-    lr /= static_cast<double>(std::max<uint64_t>(1, job.update - std::min(pulled, job.update)));
-  }
+  // A final rate has its staleness in already (replicas, which refuse delay compensation).
+  const double lr = job.final_rate ? job.lr : staleRate(c, worker, job.update, job.lr);
   if (!compensating()) {
     applyUpdate(c, grad, job.update, lr, *config_);
     return;

@@ -161,6 +161,11 @@ class ChunkStore {
   bool sync() const { return config_->mode == Mode::PsSync; }
   bool compensating() const { return config_->delay_compensation > 0; }
   double lrOf(int worker, uint64_t lr_step) const;
+  // Async and SSP: the schedule's rate for `worker`'s next push of the chunk.
+  double scheduledRate(size_t index, int worker) const;
+  // `lr` divided by the staleness of `worker`'s push as update `update`
+  // (--staleness-lr: the updates since its pull); `lr` itself when off.
+  double staleRate(const ChunkState& c, size_t worker, uint64_t update, double lr) const;
   std::optional<ApplyJob> startAsync(size_t index);
   // Sync: the apply of the chunk's step once every pusher's gradient is in.
   std::optional<ApplyJob> syncApplyIfComplete(size_t index);
