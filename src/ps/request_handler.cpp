@@ -11,7 +11,6 @@
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "core/patient_wait.hpp"
-#include "core/fnv1a.hpp"
 #include "ps/messages.hpp"
 
 namespace tandem::ps {
@@ -152,10 +151,7 @@ void RequestHandler::onInit(Outbox& out, const Request& r) {
                     name_, c.generation, c.replaces, c.start_step);
   }
   store_.reset(c);
-  successor_.reset();
-  if (!c.forward_to.empty()) successor_ = Successor{c.forward_to, c.forward_name};
-  successor_lost_ = false;
-  forward_acks_.clear();  // a previous start's: its pushers are gone
+  forwarding_.reset(c.forward_to.empty() ? std::nullopt : std::optional(Successor{c.forward_to, c.forward_name}));
   heard_every_step_.assign(static_cast<size_t>(c.workers), options_.index < c.replicas ? 1 : 0);
   for (const auto& chunk : store_.chunks()) {
     for (int w : chunk.pushers) heard_every_step_[static_cast<size_t>(w)] = 1;
@@ -305,111 +301,6 @@ void RequestHandler::onPush(Outbox& out, const Request& r) {
     replyOk(out, r.routing, r.header.request_id);
   }
   if (job) out.applies.push_back(std::move(*job));
-}
-
-HeldAck RequestHandler::forward(Outbox& out, const Request& r, size_t index, int worker, double rate,
-                                std::span<const std::byte> grad) {
-  const ChunkState& c = store_.at(index);
-  const uint64_t id = next_forward_++;
-  out.forwards.push_back(
-      {.id = id,
-       .header = {.type = msg::kForward, .clock = r.header.clock, .key_begin = c.key, .key_end = c.key + 1},
-       .payload = encodeForward({.worker = static_cast<uint32_t>(worker),
-                                 .clock = r.header.clock,
-                                 .update = store_.nextUpdate(index),
-                                 .lr = rate},
-                                grad)});
-  HeldAck ack{r.routing, r.header.request_id, id};
-  forward_acks_.emplace(id, PendingAck{.ack = ack});
-  ++stats_.forwards_out;
-  return ack;
-}
-
-void RequestHandler::onForward(Outbox& out, const Request& r) {
-  if (!config_ || config_->mode == Mode::PsSync || config_->replicas < 2) {
-    throw Refusal{fmt::format("ps-forward: {} serves no async or bounded-staleness job with --ps-replicas 2", name_)};
-  }
-  const size_t index = store_.indexOf(r.header);
-  const ChunkState& c = store_.at(index);
-  if (!c.backup) throw Refusal{fmt::format("ps-forward of chunk {}: {} is its primary, not its backup", c.key, name_)};
-  if (!admission_.isReady()) throw Refusal{"ps-forward before every chunk was initialised"};
-  std::span<const std::byte> grad;
-  ForwardHead head;
-  try {
-    head = decodeForward(r.payload.view(), "the chunk's primary", grad);
-  } catch (const InputError& e) {
-    throw Refusal{e.what()};
-  }
-  if (head.worker >= static_cast<uint32_t>(config_->workers)) {
-    throw Refusal{fmt::format("ps-forward of chunk {} names worker {} of {}", c.key, head.worker, config_->workers)};
-  }
-  store_.requirePayload(index, r.header.type, grad, config_->pushFormat());
-  // The primary's order is the backup's: a gap or a repeat would part them.
-  if (head.update != c.received) {
-    throw Refusal{fmt::format("ps-forward of chunk {}: update {} arrived where {} holds {}; the replicas would differ",
-                              c.key, head.update, name_, c.received)};
-  }
-  OwnedBytes bytes{r.payload.owner,
-                   {const_cast<std::byte*>(grad.data()), grad.size()}};  // the received message, which we own
-  const int w = static_cast<int>(head.worker);
-  std::optional<ApplyJob> job =
-      store_.push(w, index, head.clock, std::move(bytes), timelineNow(), {.final_lr = head.lr});
-  ++stats_.forwards_in;
-  stats_.bytes_in += grad.size();
-  // Its place in this chunk's order is fixed and its bytes are ours: both
-  // holders have it, in the same order, and the primary may acknowledge it.
-  replyOk(out, r.routing, r.header.request_id);
-  if (job) out.applies.push_back(std::move(*job));
-}
-
-void RequestHandler::acknowledgeApplied(Outbox& out, HeldAck ack) {
-  if (ack.forward == 0) {
-    replyOk(out, ack.routing, ack.request_id);
-    return;
-  }
-  const auto it = forward_acks_.find(ack.forward);
-  if (it == forward_acks_.end()) return;  // the backup refused it: the worker was told
-  it->second.applied = true;
-  if (!it->second.forwarded) return;
-  replyOk(out, ack.routing, ack.request_id);
-  forward_acks_.erase(it);
-}
-
-Outbox RequestHandler::forwarded(uint64_t id, const std::string& failure, bool lost) {
-  Outbox out;
-  if (lost && !successor_lost_ && successor_) {
-    successor_lost_ = true;
-    TANDEM_LOG_WARN("{}: {}, the backup of this server's chunks, is lost; they go on with one copy here "
-                    "(--ps-replicas 2)",
-                    name_, successor_->name);
-  }
-  if (lost) {
-    // The pushes applied here are all there is now; the rest go out once applied.
-    for (auto it = forward_acks_.begin(); it != forward_acks_.end();) {
-      it->second.forwarded = true;
-      if (!it->second.applied) {
-        ++it;
-        continue;
-      }
-      replyOk(out, it->second.ack.routing, it->second.ack.request_id);
-      it = forward_acks_.erase(it);
-    }
-    return out;
-  }
-  const auto it = forward_acks_.find(id);
-  if (it == forward_acks_.end()) return out;
-  if (!failure.empty()) {
-    replyError(out, it->second.ack.routing, it->second.ack.request_id,
-               fmt::format("{}: the backup {} refused this push's forward: {}", name_, successor_->name, failure));
-    forward_acks_.erase(it);
-    return out;
-  }
-  it->second.forwarded = true;
-  if (it->second.applied) {
-    replyOk(out, it->second.ack.routing, it->second.ack.request_id);
-    forward_acks_.erase(it);
-  }
-  return out;
 }
 
 void RequestHandler::onPull(Outbox& out, const Request& r, Clock::time_point now) {
@@ -631,18 +522,7 @@ nlohmann::json RequestHandler::summary(double wall_seconds) const {
                                {"bytes", floats * sizeof(float)}};
   }
   if (config_) j["staleness_lr"] = config_->staleness_lr;
-  if (config_ && config_->replicas > 1) {
-    // Each chunk's values and optimizer slots, fingerprinted: the two
-    // holders of a chunk that applied the same updates in the same order agree.
-    nlohmann::json digests = nlohmann::json::object();
-    for (const auto& c : store_.chunks()) {
-      Fnv1a digest;
-      digest.add(c.param.data(), c.param.size() * sizeof(float));
-      for (const auto& slot : c.slots) digest.add(slot.data(), slot.size() * sizeof(float));
-      digests[std::to_string(c.key)] = {{"digest", fmt::format("{:016x}", digest.value())}, {"updates", c.applied}};
-    }
-    j["chunk_digests"] = std::move(digests);
-  }
+  if (config_ && config_->replicas > 1) j["chunk_digests"] = chunkDigests();
   j.update(stats_.toJson(store_.chunks().size()));
   return j;
 }

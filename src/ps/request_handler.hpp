@@ -28,6 +28,7 @@
 #include "ps/admission.hpp"
 #include "ps/chunk_store.hpp"
 #include "ps/protocol.hpp"
+#include "ps/replica_forwarding.hpp"
 #include "ps/server_stats.hpp"
 #include "ps/step_clocks.hpp"
 #include "ps/worker_liveness.hpp"
@@ -98,12 +99,9 @@ class RequestHandler {
   Outbox applied(ApplyJob& job, double seconds);
 
   // Async and SSP with --ps-replicas 2: the server that backs up this one's
-  // chunks, which its applied pushes go on to; none once it is lost.
-  struct Successor {
-    std::string endpoint;
-    std::string name;
-  };
-  const Successor* successor() const { return successor_lost_ || !successor_ ? nullptr : &*successor_; }
+  // chunks, which its pushes go on to; none once it is lost.
+  using Successor = ReplicaForwarding::Successor;
+  const Successor* successor() const { return forwarding_.successor(); }
   // A forward's outcome: applied at the backup (`failure` empty), refused
   // there, or the backup is `lost`. A lost backup is forwarded nothing more,
   // and every acknowledgement held for it goes out: this server has the
@@ -180,6 +178,8 @@ class RequestHandler {
   // is done or lost.
   bool everyoneGone(Outbox& out, Clock::time_point now);
   void reportProgress(Clock::time_point now);
+  // Replicas: each chunk's digest and updates, for the summary.
+  nlohmann::json chunkDigests() const;
 
   Options options_;
   std::string name_;
@@ -197,16 +197,7 @@ class RequestHandler {
   // its pushes and pulls may then name instead of carrying bytes.
   std::unordered_map<int, std::shared_ptr<net::SharedArena>> arenas_;
   std::optional<WorkerLiveness> liveness_;  // from init: the peer timeout
-  std::optional<Successor> successor_;      // from init: async replicas
-  bool successor_lost_ = false;
-  uint64_t next_forward_ = 1;
-  // By forward id: the pusher's acknowledgement, and which of the two applies it waits for are done.
-  struct PendingAck {
-    HeldAck ack;
-    bool applied = false;    // here
-    bool forwarded = false;  // at the backup (or it is lost)
-  };
-  std::unordered_map<uint64_t, PendingAck> forward_acks_;
+  ReplicaForwarding forwarding_;  // from init: async replicas
   LogLimiter reject_log_;  // what any peer can make the server say, at a bounded rate
   ServerStats stats_;
   Clock::time_point last_report_ = Clock::now();
