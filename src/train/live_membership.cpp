@@ -54,7 +54,7 @@ cluster::QuorumView LiveMembership::awaitView(cluster::QuorumView view,
   // The round may wait for a member still inside a collective, then for a silent one's timeout.
   const auto budget = options_.arrival_timeout + 2 * options_.heartbeat_timeout + std::chrono::seconds(5);
   const Deadline deadline = Deadline::after(budget);
-  const auto call = std::max<std::chrono::milliseconds>(std::chrono::seconds(1), options_.heartbeat_timeout);
+  const auto call = callBudget();
   auto pause = std::chrono::milliseconds(5);
   while (!admitted(view) && !view.stopped) {
     if (deadline.expired()) {
@@ -74,7 +74,7 @@ const cluster::Membership& LiveMembership::agree(int64_t steps_done, const std::
   const std::string me = cluster::taskName(cluster::Role::kWorker, worker_);
   TANDEM_LOG_WARN("{}: {}; meeting the other workers at step {} (generation {})", me, why, steps_done,
                   current_.generation);
-  const auto call = std::max<std::chrono::milliseconds>(std::chrono::seconds(1), options_.heartbeat_timeout);
+  const auto call = callBudget();
   const int64_t known = current_.generation;
   const cluster::QuorumView view = awaitView(
       store_.quorumArrive(worker_, known, steps_done, Deadline::after(call)),
@@ -94,7 +94,7 @@ const cluster::Membership& LiveMembership::agree(int64_t steps_done, const std::
 
 void LiveMembership::leave(int64_t steps_done) {
   const std::string me = cluster::taskName(cluster::Role::kWorker, worker_);
-  const auto call = std::max<std::chrono::milliseconds>(std::chrono::seconds(1), options_.heartbeat_timeout);
+  const auto call = callBudget();
   store_.quorumLeave(worker_, Deadline::after(call));
   throw Departed(fmt::format("{} left the job after step {} as asked (SIGUSR2); the other {} go on without it", me,
                              steps_done, current_.size() - 1));
@@ -102,7 +102,7 @@ void LiveMembership::leave(int64_t steps_done) {
 
 const cluster::Membership& LiveMembership::join() {
   const std::string me = cluster::taskName(cluster::Role::kWorker, worker_);
-  const auto call = std::max<std::chrono::milliseconds>(std::chrono::seconds(1), options_.heartbeat_timeout);
+  const auto call = callBudget();
   // Only a generation after the one the job is at now can take this process
   // in: one that lists this worker already holds its predecessor.
   const int64_t before = store_.quorumBeat(worker_, Deadline::after(call)).current.generation;

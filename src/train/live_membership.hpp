@@ -67,6 +67,10 @@ class LiveMembership {
  private:
   int worker_;
   cluster::QuorumOptions options_;
+  // How long one call to the coordinator may take: a heartbeat timeout, 1 s at least.
+  std::chrono::milliseconds callBudget() const {
+    return std::max<std::chrono::milliseconds>(std::chrono::seconds(1), options_.heartbeat_timeout);
+  }
   // Waits for views until `admitted` holds or the job stops; `what` names the wait.
   cluster::QuorumView awaitView(cluster::QuorumView view, const std::function<bool(const cluster::QuorumView&)>& admitted,
                                 const std::string& what);
