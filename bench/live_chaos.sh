@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
-# A stream of deaths in one live all-reduce job: the cnn on Fashion-MNIST,
-# WORKERS workers under `tandem launch --max-restarts N` with --min-workers
-# WORKERS/2; every PERIOD seconds for DURATION seconds a random worker
-# (worker 0 too: the launcher serves the store) is killed with SIGKILL, and
-# the launcher starts it again into the running job. Reports whether the
-# job finished, each kill against the records in OUT/restarts.jsonl, the
-# updates lost, the workers at the end, and the time from each kill to the
-# job training again with every worker.
-# Usage: bench/live_chaos.sh [build dir] [workers] [steps] [period s] [duration s] [seed]
+# A stream of deaths in one live job: the cnn on Fashion-MNIST, WORKERS
+# workers under `tandem launch --max-restarts N`; every PERIOD seconds for
+# DURATION seconds a random victim is killed with SIGKILL, and the launcher
+# starts it again into the running job.
+# - SERVERS=0 (default): all-reduce with --min-workers WORKERS/2; any
+#   worker is a victim, worker 0 too (the launcher serves the store).
+# - SERVERS=2: async parameter servers with --ps-replicas 2; the victims
+#   are the servers and every worker but 0 (an async job's chief saves its
+#   checkpoints and its death stops the job). A killed server's replacement
+#   is brought up by the other, and a killed worker's joins the running job.
+# Reports whether the job finished, each kill against the records in
+# OUT/restarts.jsonl, and what was lost: all-reduce, the updates its
+# membership records count and the time from each kill to every worker
+# training again; parameter servers, whether every chunk on each server
+# ended with one update per step of the job and both holders with the same
+# bits, and the time from each kill to the chief's next record.
+# Usage: [SERVERS=2] bench/live_chaos.sh [build dir] [workers] [steps] [period s] [duration s] [seed]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -16,17 +24,35 @@ STEPS=${3:-3000}
 PERIOD=${4:-15}
 DURATION=${5:-180}
 SEED=${6:-1}
+SERVERS=${SERVERS:-0}
 TANDEM="$BUILD/tandem"
 OUT=$(mktemp -d /tmp/tandem-chaos-bench.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 KILLS=$((DURATION / PERIOD))
 
-echo "== cnn, Fashion-MNIST, $WORKERS workers, $STEPS steps, a worker killed every ${PERIOD}s for ${DURATION}s" \
+if ((SERVERS > 0)); then
+  job="async, $SERVERS parameter servers with --ps-replicas 2, $WORKERS workers"
+  launch=(--ps "$SERVERS" --workers "$WORKERS")
+  mode=(--ps-mode async --ps-replicas 2)
+  victims=$((SERVERS + WORKERS - 1))
+else
+  job="all-reduce, $WORKERS workers"
+  launch=(--workers "$WORKERS")
+  mode=(--min-workers $((WORKERS / 2)) --verify-replicas-every 50)
+  victims=$WORKERS
+fi
+# Victim v: a server below SERVERS, then the workers (from 1 with servers).
+victim_name() {
+  local v=$1
+  if ((v < SERVERS)); then echo "ps $v"; else echo "worker $((v - SERVERS + (SERVERS > 0 ? 1 : 0)))"; fi
+}
+
+echo "== cnn, Fashion-MNIST, $job, $STEPS steps, a victim killed every ${PERIOD}s for ${DURATION}s" \
   "($(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores)"
 started=$(date +%s.%N)
-"$TANDEM" launch --workers "$WORKERS" --max-restarts "$KILLS" -- --model cnn --dataset fashion-mnist \
+"$TANDEM" launch "${launch[@]}" --max-restarts "$KILLS" -- --model cnn --dataset fashion-mnist \
   --batch-size 32 --threads 1 --lr 0.05 --max-steps "$STEPS" --seed "$SEED" --log-every 10 --eval-every 0 \
-  --min-workers $((WORKERS / 2)) --verify-replicas-every 50 --out "$OUT/run" >"$OUT/log" 2>&1 &
+  "${mode[@]}" --out "$OUT/run" >"$OUT/log" 2>&1 &
 launch_pid=$!
 while ! [ -s "$OUT/run/metrics.jsonl" ]; do sleep 0.1; done
 RANDOM=$SEED
@@ -34,40 +60,54 @@ RANDOM=$SEED
 for ((k = 0; k < KILLS; k++)); do
   sleep "$PERIOD"
   kill -0 "$launch_pid" 2>/dev/null || break
-  victim=$((RANDOM % WORKERS))
-  echo "$victim $(date +%s.%N)" >>"$OUT/kills"
-  pkill -KILL -f -- "--out $OUT/run .*--job-name worker --task-index $victim( |\$)" || true
+  name=$(victim_name $((RANDOM % victims)))
+  echo "$name|$(date +%s.%N)" >>"$OUT/kills"
+  role=${name% *}
+  pkill -KILL -f -- "--out $OUT/run .*--job-name $role --task-index ${name#* }( |\$)" || true
 done
 code=0
 wait "$launch_pid" || code=$?
 wall=$(python3 -c "import time; print(f'{time.time() - $started:.1f}')")
 
-python3 - "$OUT" "$code" "$wall" "$WORKERS" <<'PY'
-import json, sys
-out, code, wall, workers = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-kills = [(int(w), float(t)) for w, t in (l.split() for l in open(f"{out}/kills"))]
+python3 - "$OUT" "$code" "$wall" "$WORKERS" "$SERVERS" <<'PY'
+import glob, json, sys
+out, code, wall, workers, servers = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+kills = [(n, float(t)) for n, t in (l.strip().split("|") for l in open(f"{out}/kills"))]
 records = [json.loads(l) for l in open(f"{out}/run/restarts.jsonl")]
 summary = json.load(open(f"{out}/run/summary.json")) if code == 0 else {}
 restarts = [r for r in records if r.get("replaced")]
 changes = [r for r in records if r.get("kind") == "membership"]
-print(f"   killed, in order: {' '.join(f'worker {w}' for w, _ in kills)}")
+print(f"   killed, in order: {', '.join(n for n, _ in kills)}")
 print(f"   launch exit {code} after {wall} s; {len(kills)} kills, {len(restarts)} restarts by launch, "
-      f"{len(changes)} membership changes, lost updates {sum(r['lost_updates'] for r in changes)}, "
-      f"rolled back {any(r['rolled_back'] for r in changes)}")
+      f"{len(changes)} membership changes, lost updates {sum(r['lost_updates'] for r in records if 'lost_updates' in r)}, "
+      f"rolled back {any(r.get('rolled_back') for r in records)}")
 if summary:
     print(f"   at the end: {summary['workers']} workers, step {summary['steps']} of {summary['planned_steps']}, "
           f"test accuracy {summary['test_accuracy']:.4f}, membership changes {summary['membership_changes']}")
-missing = []
+missing = [n for n, at in kills if not any(r["time"] >= at and r["replaced"] == n for r in restarts)]
 backs = []
-for worker, at in kills:
-    # launch's record of the death, and the new process taken in with everyone
-    seen = [r for r in restarts if r["time"] >= at and r["replaced"] == f"worker {worker}"]
-    full = [r for r in changes if r["time"] > at and worker in r["joined"] and r["workers_after"] == workers]
-    if not seen:
-        missing.append(worker)
-    if full:
-        backs.append(full[0]["time"] - at)
-print(f"   every kill recorded: {not missing}{'' if not missing else f' (missing: {missing})'}; "
-      f"kill -> all {workers} training again: " +
+if servers == 0:
+    for name, at in kills:
+        worker = int(name.split()[1])
+        full = [r for r in changes if r["time"] > at and worker in r["joined"] and r["workers_after"] == workers]
+        if full:
+            backs.append(full[0]["time"] - at)
+    what = f"kill -> all {workers} training again"
+else:
+    trains = [json.loads(l)["time"] for l in open(f"{out}/run/metrics.jsonl") if '"type":"train"' in l]
+    for _, at in kills:
+        after = [t for t in trains if t > at]
+        if after:
+            backs.append(after[0] - at)
+    what = "kill -> the chief's next record (every 10 steps)"
+    ps = [json.load(open(p)) for p in sorted(glob.glob(f"{out}/run/ps/ps-*/summary.json"))]
+    steps = ps[0]["global_step"] if ps else None
+    whole = all(c["updates"] == steps for s in ps for c in s["chunk_digests"].values())
+    same = all(ps[0]["chunk_digests"][k]["digest"] == s["chunk_digests"][k]["digest"]
+               for s in ps[1:] for k in s["chunk_digests"] if k in ps[0]["chunk_digests"])
+    print(f"   servers at the end: global step {steps}; every chunk updated once per step on every server: "
+          f"{whole}; both holders the same bits: {same}; pushes taken once though sent twice: "
+          f"{sum(s.get('repeated_pushes', 0) for s in ps)}")
+print(f"   every kill recorded: {not missing}{'' if not missing else f' (missing: {missing})'}; {what}: " +
       (f"{min(backs):.2f}-{max(backs):.2f} s over {len(backs)} kills" if backs else "never"))
 PY

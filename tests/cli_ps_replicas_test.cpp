@@ -176,6 +176,38 @@ TEST(PsReplicas, AsyncAKilledServerLosesNoUpdate) {
   EXPECT_GT(survivor["forwards_in"].get<int>(), 0) << survivor;
 }
 
+// Async under launch --max-restarts: a killed server is started again and
+// brought up by the live holder of its chunks, which copies it each chunk
+// between two applies and forwards it every push after; so the other
+// server's death later loses nothing either: the workers turn to the
+// replacement, and it ends with every chunk updated once per step of the job.
+TEST(PsReplicas, AsyncReplacementIsBroughtUpSoTheNextDeathLosesNothingEither) {
+  TempDir dir;
+  const std::string run = dir.str("run");
+  const std::optional<pid_t> pid = startReplicated(dir, run, 600, "--max-restarts 2", "--ps-mode async");
+  ASSERT_TRUE(pid) << readFile(dir.path() / "log");
+  killServer(run, 0);
+  ASSERT_TRUE(testing::waitForText(dir.path() / "log", "ps 0: every chunk is copied from its other holder",
+                                   std::chrono::seconds(60)))
+      << readFile(dir.path() / "log");
+  killServer(run, 1);
+  const int code = testing::waitForExit(*pid, std::chrono::seconds(180));
+  const std::string log = readFile(dir.path() / "log");
+  ASSERT_EQ(code, 0) << log;
+  EXPECT_NE(log.find("worker 0: ps 0 is back: ps 1 copies it"), std::string::npos) << log;
+  EXPECT_NE(log.find("worker 1: ps 0's replacement, copied from the other holders, takes this worker's requests"),
+            std::string::npos)
+      << log;
+  const auto replacement = nlohmann::json::parse(readFile(fs::path(run) / "ps" / "ps-0" / "summary.json"));
+  const uint64_t steps = replacement["global_step"];
+  EXPECT_GE(steps, 600u) << replacement;
+  expectEveryChunkUpdated(replacement, steps);
+  const auto records = testing::jsonLines(fs::path(run) / "restarts.jsonl");
+  int server_losses = 0;
+  for (const auto& r : records) server_losses += r.value("kind", "") == "server_replica" ? 1 : 0;
+  EXPECT_EQ(server_losses, 2) << log;
+}
+
 TEST(PsReplicas, ReplicasThatCannotHoldAreRefusedNamingTheValues) {
   TempDir dir;
   const std::string run = dir.str("run");

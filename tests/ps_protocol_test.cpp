@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <cmath>
+#include <cstring>
 #include <cstddef>
 #include <span>
 #include <string>
@@ -66,26 +68,29 @@ TEST(PsProtocol, HelloKeepsItsWireBytesAndRoundTripsWithAndWithoutSharedMemory) 
 }
 
 TEST(PsProtocol, HelloAnswerRoundTripsAndRefusesABadFlagOrAClockBeforeTheStart) {
-  const HelloAnswer a{.clock = 12, .start_step = 10, .arena_mapped = true};
+  const HelloAnswer a{.clock = 12, .start_step = 10, .arena_mapped = true, .fed = true};
   net::PayloadWriter w;
   w.putU32(12);
   w.putU32(10);
+  w.putU32(1);
   w.putU32(1);
   EXPECT_EQ(encode(a), w.bytes());
   const HelloAnswer back = decodeHelloAnswer(bytesOf(encode(a)), "ps 0");
   EXPECT_EQ(back.clock, 12u);
   EXPECT_EQ(back.start_step, 10u);
   EXPECT_TRUE(back.arena_mapped);
+  EXPECT_TRUE(back.fed);
 
   net::PayloadWriter bad_flag;
   bad_flag.putU32(12);
   bad_flag.putU32(10);
   bad_flag.putU32(2);
+  bad_flag.putU32(0);
   expectInputError([&] { decodeHelloAnswer(bytesOf(bad_flag.bytes()), "ps 0"); },
                    {"ps 0: hello answer: shared-memory flag 2 is neither 0 nor 1"});
   expectInputError([&] { decodeHelloAnswer(bytesOf(encode(HelloAnswer{.clock = 3, .start_step = 4})), "ps 0"); },
                    {"ps 0: hello answer: clock 3 is before the start step 4"});
-  expectInputError([&] { decodeHelloAnswer(bytesOf(cut(encode(a), 4)), "ps 0"); },
+  expectInputError([&] { decodeHelloAnswer(bytesOf(cut(encode(a), 8)), "ps 0"); },
                    {"hello answer truncated at shared memory"});
   expectInputError([&] { decodeHelloAnswer(bytesOf(grown(encode(a))), "ps 0"); },
                    {"hello answer has 1 unexpected trailing bytes"});
@@ -165,16 +170,69 @@ TEST(PsProtocol, StepReportAndAgreementKeepTheirWireBytesAndFlagWord) {
   expectInputError([&] { decodeStepAgreement({}, "ps 0"); }, {"ps-clock reply truncated at loss"});
 }
 
-TEST(PsProtocol, AServerStatusIsOneFlagWord) {
+TEST(PsProtocol, AServerStatusIsTwoFlagWords) {
   net::PayloadWriter w;
   w.putU32(1);
+  w.putU32(0);
   EXPECT_EQ(encode(ServerStatus{.initialised = true}), w.bytes());
   EXPECT_TRUE(decodeServerStatus(bytesOf(w.bytes()), "ps 1").initialised);
+  EXPECT_FALSE(decodeServerStatus(bytesOf(w.bytes()), "ps 1").ready);
+  EXPECT_TRUE(decodeServerStatus(bytesOf(encode(ServerStatus{.initialised = true, .ready = true})), "ps 1").ready);
   EXPECT_FALSE(decodeServerStatus(bytesOf(encode(ServerStatus{})), "ps 1").initialised);
   net::PayloadWriter bad;
   bad.putU32(7);
+  bad.putU32(0);
   expectInputError([&] { decodeServerStatus(bytesOf(bad.bytes()), "ps 1"); }, {"ps 1", "initialised flag"});
   expectInputError([&] { decodeServerStatus({}, "ps 1"); }, {"ps-status reply truncated at initialised"});
+}
+
+// A replacement's messages: what the chief asks a holder, the chunk the
+// holder copies, and where the workers stand. Bad ones name the field.
+TEST(PsProtocol, AReplicaRequestACopyAndAMirrorRoundTripAndRefuseBadFields) {
+  const ReplicaRequest ask{.server = 1, .endpoint = "tcp://h:1", .name = "ps 1", .keys = {3, 5}};
+  const ReplicaRequest back = decodeReplicaRequest(bytesOf(encode(ask)), "the chief");
+  EXPECT_EQ(back.server, 1u);
+  EXPECT_EQ(back.endpoint, "tcp://h:1");
+  EXPECT_EQ(back.keys, (std::vector<uint64_t>{3, 5}));
+  const std::string no_keys = R"({"server":1,"endpoint":"tcp://h:1","name":"ps 1","keys":[]})";
+  expectInputError([&] { decodeReplicaRequest(std::as_bytes(std::span(no_keys)), "the chief"); },
+                   {"the chief", "ps-replicate", "at least one chunk key"});
+  expectInputError([&] { decodeReplicaRequest(std::as_bytes(std::span(std::string_view("{"))), "the chief"); },
+                   {"ps-replicate is not JSON"});
+
+  const std::vector<float> state{1, 2, 3, 4, 5, 6};
+  const CopyHead head{.applied = 9, .pushed_through = {4, 5}, .pulled_at = {}};
+  const std::vector<char> copy = encodeCopy(head, std::as_bytes(std::span(state)));
+  std::span<const std::byte> rest;
+  const CopyHead got = decodeCopy(bytesOf(copy), 2, "ps 1", rest);
+  EXPECT_EQ(got.applied, 9u);
+  EXPECT_EQ(got.pushed_through, head.pushed_through);
+  ASSERT_EQ(rest.size(), state.size() * sizeof(float));
+  EXPECT_EQ((rest.data() - bytesOf(copy).data()) % 8, 0) << "the state does not start 8-byte aligned";
+  EXPECT_EQ(std::memcmp(rest.data(), state.data(), rest.size()), 0);
+  expectInputError([&] { decodeCopy(bytesOf(copy), 3, "ps 1", rest); }, {"ps 1", "ps-copy head", "for 3 worker(s)"});
+  expectInputError([&] { decodeCopy(std::span(bytesOf(copy)).first(6), 2, "ps 1", rest); },
+                   {"ps-copy head", "does not fit"});
+
+  WorkerMirror mirror;
+  mirror.has_clocks = true;
+  mirror.clocks = {3, 4};
+  mirror.done = {false, true};
+  mirror.lost = {false, false};
+  mirror.holds_grant = {true, false};
+  mirror.granted = 8;
+  mirror.reported = 7;
+  mirror.lr = {0.25, std::nan("")};
+  const WorkerMirror m = decodeWorkerMirror(bytesOf(encode(mirror)), 2, "ps 1");
+  EXPECT_EQ(m.clocks, mirror.clocks);
+  EXPECT_EQ(m.done, mirror.done);
+  EXPECT_EQ(m.granted, 8u);
+  EXPECT_EQ(m.lr[0], 0.25);
+  EXPECT_TRUE(std::isnan(m.lr[1])) << "a worker on the table's rate got one";
+  expectInputError([&] { decodeWorkerMirror(bytesOf(encode(mirror)), 3, "ps 1"); }, {"ps-mirror", "3 worker(s)"});
+  mirror.lr[0] = -1;
+  expectInputError([&] { decodeWorkerMirror(bytesOf(encode(mirror)), 2, "ps 1"); },
+                   {"ps-mirror", "rate -1", "finite non-negative"});
 }
 
 TEST(PsProtocol, ALearningRateIsOneFloat64AndNothingElse) {

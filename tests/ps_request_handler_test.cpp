@@ -226,9 +226,9 @@ TEST(RequestHandler, AsyncReplicasApplyEveryPushInThePrimarysOrderBeforeItIsAckn
   const auto t0 = Clock::now();
   RequestHandler primary = started(replicatedConfig(false, 2), t0, 0);
   RequestHandler backup = started(replicatedConfig(true, 2), t0, 1);
-  ASSERT_NE(primary.successor(), nullptr);
-  EXPECT_EQ(primary.successor()->name, "ps 1");
-  EXPECT_EQ(backup.successor(), nullptr);
+  ASSERT_NE(primary.destination(0), nullptr);
+  EXPECT_EQ(primary.destination(0)->name, "ps 1");
+  EXPECT_EQ(backup.destination(0), nullptr);
   const std::vector<std::pair<std::string, std::vector<float>>> pushes = {{"w1", {3, 0, 1}}, {"w0", {1, 2, 0}}};
   uint64_t id = 30;
   for (const auto& [worker, grad] : pushes) {
@@ -251,11 +251,11 @@ TEST(RequestHandler, AsyncReplicasApplyEveryPushInThePrimarysOrderBeforeItIsAckn
 
     primary.apply(pushed.applies[0]);
     if (id % 2 == 1) {  // the backup answers first
-      EXPECT_TRUE(primary.forwarded(forward.id, "", false).replies.empty()) << "acknowledged before applied here";
+      EXPECT_TRUE(primary.forwarded(forward.id, forward.to, "", false).replies.empty()) << "acknowledged before applied here";
       expectOne(primary.applied(pushed.applies[0], 0.001), worker, net::MessageType::kOk, id);
     } else {  // the primary's apply ends first
       EXPECT_TRUE(primary.applied(pushed.applies[0], 0.001).replies.empty()) << "acknowledged before the backup";
-      expectOne(primary.forwarded(forward.id, "", false), worker, net::MessageType::kOk, id);
+      expectOne(primary.forwarded(forward.id, forward.to, "", false), worker, net::MessageType::kOk, id);
     }
   }
   Outbox a = primary.handle(request("w0", msg::kPull, 50), t0);
@@ -321,10 +321,10 @@ TEST(RequestHandler, ALostBackupReleasesTheHeldPushesAndIsForwardedNothingMore) 
   EXPECT_TRUE(next.replies.empty()) << "acknowledged before the backup answered";
   ASSERT_EQ(next.applies.size(), 1u) << "the second push's apply";
 
-  Outbox lost = primary.forwarded(first.forwards[0].id, "ps 1 is lost", true);
+  Outbox lost = primary.forwarded(first.forwards[0].id, 0, "ps 1 is lost", true);
   expectOne(lost, "w0", net::MessageType::kOk, 70);
-  EXPECT_EQ(primary.successor(), nullptr);
-  EXPECT_TRUE(primary.forwarded(second.forwards[0].id, "ps 1 is lost", true).replies.empty())
+  EXPECT_EQ(primary.destination(0), nullptr);
+  EXPECT_TRUE(primary.forwarded(second.forwards[0].id, 0, "ps 1 is lost", true).replies.empty())
       << "acknowledged before applied here";
   primary.apply(next.applies[0]);
   expectOne(primary.applied(next.applies[0], 0.001), "w1", net::MessageType::kOk, 71);
@@ -334,6 +334,92 @@ TEST(RequestHandler, ALostBackupReleasesTheHeldPushesAndIsForwardedNothingMore) 
   EXPECT_TRUE(pushed.forwards.empty());
   primary.apply(pushed.applies[0]);
   expectOne(primary.applied(pushed.applies[0], 0.001), "w0", net::MessageType::kOk, 80);
+}
+
+// ps 0 died: ps 1 holds the chunk alone and takes the workers' pushes.
+// ps 0's replacement is initialised, and the chief asks ps 1 to bring it
+// up while an apply runs with a push queued behind it. ps 1 copies the
+// chunk between the two applies, forwards the queued push and every later
+// one (each acknowledged once both hold it), and mirrors the step clocks.
+// The replacement ends with the same bits, and once ps 1 is gone it
+// answers a report that ps 1 had answered already, asked again, without
+// granting the worker a second step.
+TEST(RequestHandler, AReplacementIsCopiedBetweenTwoAppliesAndGoesOnWithTheSameBits) {
+  const auto t0 = Clock::now();
+  RequestHandler holder = started(replicatedConfig(true, 2), t0, 1);
+  RequestHandler fresh({.index = 0});
+  ServerConfig config = replicatedConfig(false, 2);
+  config.forward_to.clear();
+  const std::string json = toJson(config).dump();
+  expectOne(fresh.handle(request("chief", msg::kInit, 1, bytesOf(json.data(), json.size())), t0), "chief",
+            net::MessageType::kOk, 1);
+  auto status = [&] {
+    const Outbox out = fresh.handle(request("chief", msg::kStatus, 2), t0);
+    return decodeServerStatus(out.replies.at(0).payload.bytes, "ps 0");
+  };
+  EXPECT_TRUE(status().initialised);
+  EXPECT_FALSE(status().ready) << "ready before its chunk was copied";
+
+  Outbox first = holder.handle(request("w0", msg::kPush, 30, gradient({1, 1, 1}), 0), t0);
+  Outbox second = holder.handle(request("w1", msg::kPush, 31, gradient({2, 0, 2}), 0), t0);
+  ASSERT_EQ(first.applies.size(), 1u);
+  ASSERT_TRUE(second.applies.empty()) << "not queued behind the first";
+  expectOne(holder.handle(request("w0", msg::kClock, 32, bytesOf(encode(StepReport{})), 1), t0), "w0",
+            msg::kAgreement, 32);
+
+  const ReplicaRequest ask{.server = 0, .endpoint = "ipc:///ps0", .name = "ps 0", .keys = {kKey}};
+  Outbox replicate = holder.handle(request("w0", msg::kReplicate, 33, bytesOf(encode(ask))), t0);
+  expectOne(replicate, "w0", net::MessageType::kOk, 33);
+  ASSERT_EQ(replicate.forwards.size(), 1u) << "copied while an apply changes the chunk";
+  EXPECT_EQ(replicate.forwards[0].header.type, msg::kMirror);
+
+  holder.apply(first.applies[0]);
+  Outbox between = holder.applied(first.applies[0], 0.001);
+  expectOne(between, "w0", net::MessageType::kOk, 30);
+  ASSERT_EQ(between.applies.size(), 1u);
+  ASSERT_EQ(between.forwards.size(), 2u) << "the copy, then the queued push";
+  EXPECT_EQ(between.forwards[0].header.type, msg::kCopy);
+  EXPECT_EQ(between.forwards[1].header.type, msg::kForward);
+  std::vector<Forward> sent = replicate.forwards;
+  sent.insert(sent.end(), between.forwards.begin(), between.forwards.end());
+
+  auto take = [&](const Forward& f) {
+    Outbox out = fresh.handle(asReceived(f), t0);
+    ASSERT_EQ(out.replies.size(), 1u);
+    EXPECT_EQ(out.replies[0].header.type, net::MessageType::kOk) << textOf(out.replies[0]);
+    for (ApplyJob& job : out.applies) {
+      fresh.apply(job);
+      fresh.applied(job, 0.001);
+    }
+  };
+  for (const Forward& f : sent) take(f);
+  EXPECT_TRUE(status().ready);
+
+  // The queued push is acknowledged once applied here and answered there.
+  holder.apply(between.applies[0]);
+  EXPECT_TRUE(holder.applied(between.applies[0], 0.001).replies.empty()) << "acknowledged before the replacement";
+  expectOne(holder.forwarded(between.forwards[1].id, between.forwards[1].to, "", false), "w1",
+            net::MessageType::kOk, 31);
+  // Later pushes go on there as they arrive.
+  Outbox third = holder.handle(request("w0", msg::kPush, 34, gradient({0, 4, 0}), 1), t0);
+  ASSERT_EQ(third.forwards.size(), 1u);
+  take(third.forwards[0]);
+  holder.apply(third.applies.at(0));
+  holder.applied(third.applies[0], 0.001);
+  EXPECT_EQ(holder.summary(1.0)["chunk_digests"], fresh.summary(1.0)["chunk_digests"]);
+  EXPECT_EQ(fresh.summary(1.0)["chunk_digests"][std::to_string(kKey)]["updates"], 3);
+
+  // ps 1 is gone: worker 0 turns to the replacement and asks its step again.
+  const Hello hello{.worker = 0, .layout_fingerprint = kLayout, .generation = config.generation};
+  Outbox hi = fresh.handle(request("w0b", msg::kHello, 40, bytesOf(encode(hello))), t0);
+  expectOne(hi, "w0b", net::MessageType::kOk, 40);
+  EXPECT_EQ(decodeHelloAnswer(hi.replies[0].payload.bytes, "ps 0").clock, 1u) << "the mirrored clock";
+  Outbox again = fresh.handle(request("w0b", msg::kClock, 41, bytesOf(encode(StepReport{})), 1), t0);
+  expectOne(again, "w0b", msg::kAgreement, 41);
+  EXPECT_EQ(fresh.summary(1.0)["global_step"], 1) << "a report asked again counted twice";
+  Outbox next = fresh.handle(request("w0b", msg::kClock, 42, bytesOf(encode(StepReport{})), 2), t0);
+  expectOne(next, "w0b", msg::kAgreement, 42);
+  EXPECT_EQ(fresh.summary(1.0)["global_step"], 2);
 }
 
 }  // namespace

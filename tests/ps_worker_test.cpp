@@ -369,6 +369,39 @@ TEST(PsReplicas, AReplacementTakenBackHoldsTheChunksSoTheOtherServerMayDieNext) 
   EXPECT_EQ(job.servers[0]->summary()["global_step"], 4) << "the replacement made the last steps";
 }
 
+// Async: the lost server's replacement at its address is brought up by the
+// live holder, which copies it each chunk between two applies and forwards
+// it the pushes after. The worker goes on with that holder, turns to the
+// replacement once the holder dies too, and ends where nothing died.
+TEST(PsReplicas, AsyncReplacementIsBroughtUpByTheLiveHolderSoTheOtherMayDieNext) {
+  const KeyLayout layout = buildKeyLayout({{"w", 6}, {"b", 4}}, 2, 16, 2);
+  const Deadline deadline = Deadline::afterSeconds(20);
+  const optim::OptimizerSettings momentum{.name = "sgd", .momentum = 0.9};
+  std::vector<std::vector<float>> expected;
+  {
+    ReplicatedJob clean = startReplicated(layout, 1, deadline, momentum, Mode::PsAsync);
+    for (int64_t step = 0; step < 4; ++step) expected = trainStep(*clean.worker, step, deadline);
+  }
+  ReplicatedJob job = startReplicated(layout, 1, deadline, momentum, Mode::PsAsync);
+  Worker& w = *job.worker;
+  trainStep(w, 0, deadline);
+  const int port = job.servers[0]->port();
+  job.servers[0].reset();
+  trainStep(w, 1, deadline);
+  EXPECT_FALSE(w.bringUpReplacement(deadline)) << "nothing listens at ps 0's address yet";
+  job.servers[0] = std::make_unique<RunningServer>(ServerOptions{.bind_host = "127.0.0.1", .port = port, .index = 0});
+  while (!w.bringUpReplacement(deadline) && !deadline.expired()) std::this_thread::sleep_for(5ms);
+  EXPECT_FALSE(w.bringUpReplacement(deadline)) << "brought up twice";
+  trainStep(w, 2, deadline);
+  EXPECT_TRUE(w.rejoinedServers().empty()) << "turned to the replacement while ps 1 lives";
+  job.servers[1].reset();
+  EXPECT_EQ(trainStep(w, 3, deadline), expected);
+  EXPECT_EQ(w.lostServers(), (std::vector<int>{0, 1}));
+  EXPECT_EQ(w.rejoinedServers(), std::vector<int>{0});
+  w.sayDone(deadline);
+  EXPECT_EQ(job.servers[0]->summary()["global_step"], 4) << "the replacement made the last steps";
+}
+
 TEST(PsReplicas, AChunkWithBothHoldersLostIsNamed) {
   const KeyLayout layout = buildKeyLayout({{"w", 6}, {"b", 4}}, 2, 16, 2);
   const Deadline deadline = Deadline::afterSeconds(10);

@@ -347,14 +347,13 @@ int runLaunch(LaunchOptions o, const Environment& env) {
       std::fprintf(stderr, "launch: %s\n", e.what());
     }
   };
-  // A replicated server started again: the chief takes it back at a step
-  // boundary, its chunks copied from their other holder. One the job ended
-  // without is stopped once the workers are gone. DiLoCo's chief never
-  // takes one back, nor does an async or SSP job's (no step boundary to
-  // copy at): their servers go on with one copy.
+  // A replicated server started again: its chunks are copied from their
+  // other holder (sync: at a step boundary; async and SSP: between two of
+  // each chunk's applies, by that holder). One the job ended without is
+  // stopped once the workers are gone. DiLoCo's chief never takes one
+  // back: its servers go on with one copy.
   std::set<std::string> server_replacements;
-  const bool servers_come_back = replicated && train->config.distributed.local_steps == 0 &&
-                                 train::psModeOf(train->config.distributed) == Mode::PsSync;
+  const bool servers_come_back = replicated && train->config.distributed.local_steps == 0;
   auto replace = [&](const launch::ChildExit& e, launch::ChildSpec& again) {
     if (forwarded || !failed(e) || restarts >= o.max_restarts) return false;
     const bool server_back = servers_come_back && server(e) && !ending;

@@ -66,6 +66,9 @@ struct ChunkState {
   int64_t length = 0;
   std::vector<float> param;
   bool backup = false;  // --ps-replicas 2: held here as the backup of another server's chunk
+  // Async replicas: copied here from its other holder (ps-copy), which
+  // forwards its pushes here from then on, whatever the layout says.
+  bool copied = false;
   std::vector<std::vector<float>> slots;  // the optimizer's, in slotCount's order
   bool initialized = false;
   bool busy = false;        // an apply job owns param and slots

@@ -81,6 +81,31 @@ void ChunkStore::set(size_t index, uint32_t clock, std::span<const std::byte> pa
   if (config_->staleness_lr) c.pulled_at.assign(static_cast<size_t>(config_->workers), c.applied);
 }
 
+void ChunkStore::copyIn(size_t index, const CopyHead& head, std::span<const std::byte> state) {
+  ChunkState& c = chunks_[index];
+  if (state.size() != stateBytes(c)) {
+    throw Refusal{fmt::format("{}: ps-copy of chunk {} carries {} bytes; its values and slots are {}", name_, c.key,
+                              state.size(), stateBytes(c))};
+  }
+  set(index, 0, state);
+  c.applied = head.applied;
+  c.received = head.applied;
+  c.pushed_through = head.pushed_through;
+  if (config_->staleness_lr) {
+    if (head.pulled_at.empty()) {
+      c.pulled_at.assign(static_cast<size_t>(config_->workers), head.applied);
+    } else {
+      c.pulled_at = head.pulled_at;
+    }
+  }
+  c.copied = true;
+}
+
+CopyHead ChunkStore::copyHead(size_t index) const {
+  const ChunkState& c = chunks_[index];
+  return {.applied = c.applied, .pushed_through = c.pushed_through, .pulled_at = c.pulled_at};
+}
+
 bool ChunkStore::everyChunkSet() const {
   return config_ && std::all_of(chunks_.begin(), chunks_.end(), [](const ChunkState& c) { return c.initialized; });
 }

@@ -88,10 +88,21 @@ class ChunkStore {
   // update `clock`. Refusal when the payload is neither.
   void set(size_t index, uint32_t clock, std::span<const std::byte> payload);
   bool everyChunkSet() const;
+  // Async replicas, a replacement: chunk `index` as its other holder has it
+  // (values and slots after `head.applied` updates, and what each worker
+  // pushed and pulled there). Refusal when the state is not one chunk's.
+  void copyIn(size_t index, const CopyHead& head, std::span<const std::byte> state);
+  // Async replicas, a holder copying a chunk to a replacement: what that
+  // copy carries (the chunk must not be applying), and the pushes queued
+  // behind the apply about to start, which go there as forwards.
+  CopyHead copyHead(size_t index) const;
+  std::deque<QueuedPush>& queued(size_t index) { return chunks_[index].queue; }
 
   // A worker's learning rate (ps-lr), used for its pushes from now on in
   // place of the table's.
   void setLr(int worker, double lr);
+  // The rate ps-lr set for `worker`; none while it follows the table.
+  std::optional<double> lrSent(int worker) const { return worker_lr_.at(static_cast<size_t>(worker)); }
 
   // Stores worker `worker`'s gradient for the chunk and returns the apply it
   // completes or starts, if any. The caller acknowledges the push at once,

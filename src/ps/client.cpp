@@ -55,6 +55,7 @@ struct Outgoing {
   net::FrameHeader header;
   zmq::message_t payload;
   std::shared_ptr<Ticket::State> ticket;  // none: connect to `server` anew (PsClient::revive)
+  std::string set_aside;                  // with no ticket: set `server` aside, for this reason (PsClient::setAside)
 };
 
 // Owns the eventfd, so that a ticket that outlives its client can still
@@ -168,6 +169,16 @@ void PsClient::revive(int server) {
   {
     std::lock_guard lock(mailbox_->mutex);
     mailbox_->queue.push_back({server, {}, zmq::message_t(), nullptr});
+  }
+  mailbox_->wake();
+}
+
+void PsClient::setAside(int server, std::string why) {
+  TANDEM_ENFORCE(server >= 0 && server < servers(), "no such parameter server");
+  lost_[static_cast<size_t>(server)].store(true);
+  {
+    std::lock_guard lock(mailbox_->mutex);
+    mailbox_->queue.push_back({server, {}, zmq::message_t(), nullptr, std::move(why)});
   }
   mailbox_->wake();
 }
@@ -362,6 +373,12 @@ void PsClient::ioLoop() {
       }
       for (auto& out : batch) {
         const size_t server = static_cast<size_t>(out.server);
+        if (!out.ticket && !out.set_aside.empty()) {
+          lost[server] = out.set_aside;
+          for (auto& [id, ticket] : requests[server].sent) complete(ticket, std::nullopt, lost[server]);
+          requests[server].sent.clear();
+          continue;
+        }
         if (!out.ticket) {
           // Whatever was asked of the lost connection fails with it; what
           // follows goes to whoever answers at its address now.

@@ -117,6 +117,10 @@ class PsClient {
   // before failed with the old connection). It is lost again if that
   // connection drops. Thread-safe; `server` must be lost.
   void revive(int server);
+  // Treats `server` as lost from now on (`why` fails its requests), though
+  // its connection may hold: a worker sets aside a replacement that the
+  // other holders feed, until they die. revive() takes it back.
+  void setAside(int server, std::string why);
 
  private:
   void ioLoop();

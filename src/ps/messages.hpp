@@ -56,6 +56,16 @@ inline constexpr MessageType kStatus{48};
 // push it applied, in the order it applied them; payload: ForwardHead and
 // the gradient as pushed. Reply kOk once applied there too.
 inline constexpr MessageType kForward{49};
+// The chief to a live holder of chunks whose other holder's replacement it
+// found (async and SSP, --ps-replicas 2): payload JSON ReplicaRequest. The
+// holder copies each chunk there (ps-copy) and forwards its later pushes.
+inline constexpr MessageType kReplicate{50};
+// A holder to a replacement: one chunk's state as of its last apply;
+// payload: CopyHead, then the values and optimizer slots (float32).
+inline constexpr MessageType kCopy{51};
+// A holder to a replacement it copies to: where each worker stands (step
+// clocks, rates); payload JSON WorkerMirror. Sent again after every change.
+inline constexpr MessageType kMirror{52};
 }  // namespace msg
 
 inline constexpr net::MessageName kMessageNames[] = {
@@ -77,6 +87,9 @@ inline constexpr net::MessageName kMessageNames[] = {
     {msg::kAlive, "ps-alive"},
     {msg::kStatus, "ps-status"},
     {msg::kForward, "ps-forward"},
+    {msg::kReplicate, "ps-replicate"},
+    {msg::kCopy, "ps-copy"},
+    {msg::kMirror, "ps-mirror"},
 };
 inline constexpr net::MessageCatalog kMessages{kMessageNames};
 

@@ -240,6 +240,7 @@ struct Layout<HelloAnswer> {
     f.u32("clock", a.clock);
     f.u32("start step", a.start_step);
     f.flag("shared memory", "shared-memory flag", a.arena_mapped);
+    f.flag("fed", "fed flag", a.fed);
   }
 };
 
@@ -300,6 +301,7 @@ struct Layout<ServerStatus> {
   template <class F, class M>
   static void fields(F& f, M& s) {
     f.flag("initialised", "initialised flag", s.initialised);
+    f.flag("ready", "ready flag", s.ready);
   }
 };
 
@@ -350,6 +352,123 @@ HelloAnswer decodeHelloAnswer(std::span<const std::byte> bytes, std::string_view
     throw InputError(fmt::format("{}: hello answer: clock {} is before the start step {}", peer, a.clock, a.start_step));
   }
   return a;
+}
+
+namespace {
+
+nlohmann::json parseJson(std::span<const std::byte> bytes, std::string_view peer, std::string_view what) {
+  try {
+    return nlohmann::json::parse(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("{}: {} is not JSON: {}", peer, what, e.what()));
+  }
+}
+
+template <class T>
+T jsonField(const nlohmann::json& j, const char* name, std::string_view peer, std::string_view what) {
+  if (!j.is_object() || !j.contains(name)) throw InputError(fmt::format("{}: {}: missing field '{}'", peer, what, name));
+  try {
+    return j.at(name).get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw InputError(fmt::format("{}: {}: field '{}' has the wrong type ({})", peer, what, name, j.at(name).dump()));
+  }
+}
+
+std::vector<char> jsonBytes(const nlohmann::json& j) {
+  const std::string text = j.dump();
+  return {text.begin(), text.end()};
+}
+
+}  // namespace
+
+std::vector<char> encode(const ReplicaRequest& r) {
+  return jsonBytes({{"server", r.server}, {"endpoint", r.endpoint}, {"name", r.name}, {"keys", r.keys}});
+}
+
+ReplicaRequest decodeReplicaRequest(std::span<const std::byte> bytes, std::string_view peer) {
+  constexpr std::string_view what = "ps-replicate";
+  const nlohmann::json j = parseJson(bytes, peer, what);
+  ReplicaRequest r;
+  r.server = jsonField<uint32_t>(j, "server", peer, what);
+  r.endpoint = jsonField<std::string>(j, "endpoint", peer, what);
+  r.name = jsonField<std::string>(j, "name", peer, what);
+  r.keys = jsonField<std::vector<uint64_t>>(j, "keys", peer, what);
+  if (r.endpoint.empty() || r.keys.empty()) {
+    throw InputError(fmt::format("{}: {}: an endpoint and at least one chunk key are needed", peer, what));
+  }
+  return r;
+}
+
+std::vector<char> encodeCopy(const CopyHead& head, std::span<const std::byte> state) {
+  const std::vector<char> text = jsonBytes(
+      {{"applied", head.applied}, {"pushed_through", head.pushed_through}, {"pulled_at", head.pulled_at}});
+  // [u32 head bytes][head, padded to 8 bytes][state]: the floats stay aligned.
+  const size_t padded = (text.size() + 4 + 7) / 8 * 8;
+  std::vector<char> bytes(padded, ' ');
+  const auto size = static_cast<uint32_t>(padded - 4);
+  std::memcpy(bytes.data(), &size, 4);
+  std::memcpy(bytes.data() + 4, text.data(), text.size());
+  bytes.insert(bytes.end(), reinterpret_cast<const char*>(state.data()),
+               reinterpret_cast<const char*>(state.data()) + state.size());
+  return bytes;
+}
+
+CopyHead decodeCopy(std::span<const std::byte> bytes, size_t workers, std::string_view peer,
+                    std::span<const std::byte>& state) {
+  constexpr std::string_view what = "ps-copy head";
+  uint32_t size = 0;
+  if (bytes.size() >= 4) std::memcpy(&size, bytes.data(), 4);
+  if (bytes.size() < 4 || bytes.size() - 4 < size) {
+    throw InputError(fmt::format("{}: {} of {} bytes does not fit the {}-byte payload", peer, what, size,
+                                 bytes.size()));
+  }
+  const nlohmann::json j = parseJson(bytes.subspan(4, size), peer, what);
+  CopyHead head;
+  head.applied = jsonField<uint64_t>(j, "applied", peer, what);
+  head.pushed_through = jsonField<std::vector<uint32_t>>(j, "pushed_through", peer, what);
+  head.pulled_at = jsonField<std::vector<uint64_t>>(j, "pulled_at", peer, what);
+  if (head.pushed_through.size() != workers || (!head.pulled_at.empty() && head.pulled_at.size() != workers)) {
+    throw InputError(fmt::format("{}: {} lists {} and {} workers' entries for {} worker(s)", peer, what,
+                                 head.pushed_through.size(), head.pulled_at.size(), workers));
+  }
+  state = bytes.subspan(4 + size);
+  return head;
+}
+
+std::vector<char> encode(const WorkerMirror& m) {
+  nlohmann::json lr = nlohmann::json::array();
+  for (double x : m.lr) lr.push_back(std::isnan(x) ? nlohmann::json(nullptr) : nlohmann::json(x));
+  return jsonBytes({{"clocks", m.clocks}, {"done", m.done}, {"lost", m.lost}, {"holds_grant", m.holds_grant},
+                    {"granted", m.granted}, {"reported", m.reported}, {"max_staleness", m.max_staleness},
+                    {"has_clocks", m.has_clocks}, {"lr", lr}});
+}
+
+WorkerMirror decodeWorkerMirror(std::span<const std::byte> bytes, size_t workers, std::string_view peer) {
+  constexpr std::string_view what = "ps-mirror";
+  const nlohmann::json j = parseJson(bytes, peer, what);
+  WorkerMirror m;
+  m.clocks = jsonField<std::vector<uint32_t>>(j, "clocks", peer, what);
+  m.done = jsonField<std::vector<bool>>(j, "done", peer, what);
+  m.lost = jsonField<std::vector<bool>>(j, "lost", peer, what);
+  m.holds_grant = jsonField<std::vector<bool>>(j, "holds_grant", peer, what);
+  m.granted = jsonField<uint64_t>(j, "granted", peer, what);
+  m.reported = jsonField<uint64_t>(j, "reported", peer, what);
+  m.max_staleness = jsonField<uint32_t>(j, "max_staleness", peer, what);
+  m.has_clocks = jsonField<bool>(j, "has_clocks", peer, what);
+  const auto lr = jsonField<nlohmann::json>(j, "lr", peer, what);
+  if (!lr.is_array()) throw InputError(fmt::format("{}: {}: lr is not a list", peer, what));
+  for (const auto& x : lr) {
+    if (!x.is_null() && !(x.is_number() && std::isfinite(x.get<double>()) && x.get<double>() >= 0)) {
+      throw InputError(fmt::format("{}: {}: rate {} is not a finite non-negative number", peer, what, x.dump()));
+    }
+    m.lr.push_back(x.is_null() ? std::nan("") : x.get<double>());
+  }
+  const size_t n = workers;
+  if (m.lr.size() != n || (m.has_clocks && (m.clocks.size() != n || m.done.size() != n || m.lost.size() != n ||
+                                             m.holds_grant.size() != n))) {
+    throw InputError(fmt::format("{}: {} does not list {} worker(s)", peer, what, n));
+  }
+  return m;
 }
 
 std::vector<char> encode(const ServerStatus& status) { return fields::encodeMessage(status); }

@@ -121,6 +121,9 @@ struct HelloAnswer {
   uint32_t clock = 0;       // steps this worker index has finished, from 0
   uint32_t start_step = 0;  // the step the servers' job started (or resumed) at
   bool arena_mapped = false;  // this server mapped the hello's arena: use it
+  // Async replicas: a replacement whose chunks the other holders copied and
+  // feed (they order the pushes): workers turn to it only when they die.
+  bool fed = false;
 };
 std::vector<char> encode(const HelloAnswer& answer);
 HelloAnswer decodeHelloAnswer(std::span<const std::byte> bytes, std::string_view peer);
@@ -188,9 +191,49 @@ std::vector<char> encodeForward(const ForwardHead& head, std::span<const std::by
 // or its rate is not finite and non-negative; `grad` is the rest.
 ForwardHead decodeForward(std::span<const std::byte> bytes, std::string_view peer, std::span<const std::byte>& grad);
 
+// The chief's ps-replicate (msg::kReplicate) to a live holder: `server`'s
+// replacement waits, initialised, at `endpoint`; copy it the chunks `keys`
+// (those both hold) and forward their pushes there from then on.
+struct ReplicaRequest {
+  uint32_t server = 0;
+  std::string endpoint;
+  std::string name;  // "ps 0"
+  std::vector<uint64_t> keys;
+};
+std::vector<char> encode(const ReplicaRequest& request);
+ReplicaRequest decodeReplicaRequest(std::span<const std::byte> bytes, std::string_view peer);
+
+// What rides before a chunk's state in a ps-copy (msg::kCopy).
+struct CopyHead {
+  uint64_t applied = 0;                  // the chunk's updates the state holds
+  std::vector<uint32_t> pushed_through;  // by worker: ChunkState::pushed_through
+  std::vector<uint64_t> pulled_at;       // by worker, staleness-aware rates only (else empty)
+};
+std::vector<char> encodeCopy(const CopyHead& head, std::span<const std::byte> state);
+// Throws InputError naming `peer` unless the head is whole and lists
+// `workers` entries; `state` is the rest.
+CopyHead decodeCopy(std::span<const std::byte> bytes, size_t workers, std::string_view peer,
+                    std::span<const std::byte>& state);
+
+// Where each worker stands at a holder that keeps the step clocks, mirrored
+// to a replacement so that it can answer in its place (StepClocks::State),
+// with each worker's rate from ps-lr (NaN: it follows the table).
+struct WorkerMirror {
+  std::vector<uint32_t> clocks;
+  std::vector<bool> done, lost, holds_grant;
+  uint64_t granted = 0;
+  uint64_t reported = 0;
+  uint32_t max_staleness = 0;
+  bool has_clocks = false;  // the sender keeps the step clocks
+  std::vector<double> lr;
+};
+std::vector<char> encode(const WorkerMirror& mirror);
+WorkerMirror decodeWorkerMirror(std::span<const std::byte> bytes, size_t workers, std::string_view peer);
+
 // A server's answer to msg::kStatus.
 struct ServerStatus {
   bool initialised = false;  // the chief's init has arrived: it serves a job
+  bool ready = false;        // every chunk is set: it answers hellos
 };
 std::vector<char> encode(const ServerStatus& status);
 ServerStatus decodeServerStatus(std::span<const std::byte> bytes, std::string_view peer);

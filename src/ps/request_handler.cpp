@@ -52,6 +52,12 @@ Outbox RequestHandler::handle(const Request& r, Clock::time_point now) {
   const std::string peer = workers_.nameOf(r.routing);
   try {
     dispatch(out, r, now);
+    // A replacement this server copies to answers in its place if it dies.
+    const MessageType t = r.header.type;
+    if (t == msg::kClock || t == msg::kDone || t == msg::kLr || t == msg::kHello || t == msg::kHold ||
+        t == msg::kRelease) {
+      mirrorWorkers(out);
+    }
   } catch (const InputError& e) {
     ++stats_.bad_frames;
     if (uint64_t more = 0; reject_log_.allow(peer, more)) {
@@ -94,6 +100,9 @@ void RequestHandler::dispatch(Outbox& out, const Request& r, Clock::time_point n
     case net::code(msg::kSet): onSet(out, r); break;
     case net::code(msg::kPush): onPush(out, r); break;
     case net::code(msg::kForward): onForward(out, r); break;
+    case net::code(msg::kReplicate): onReplicate(out, r); break;
+    case net::code(msg::kCopy): onCopy(out, r); break;
+    case net::code(msg::kMirror): onMirror(out, r); break;
     case net::code(msg::kPull):
     case net::code(msg::kState): onPull(out, r, now); break;
     case net::code(msg::kClock):
@@ -108,7 +117,7 @@ void RequestHandler::dispatch(Outbox& out, const Request& r, Clock::time_point n
       replyOk(out, r.routing, r.header.request_id);
       break;
     case net::code(msg::kStatus):
-      replyOk(out, r.routing, r.header.request_id, encode(ServerStatus{.initialised = initialised()}));
+      replyOk(out, r.routing, r.header.request_id, encode(ServerStatus{.initialised = initialised(), .ready = admission_.isReady()}));
       break;
     default: throw Refusal{fmt::format("{} is not a parameter-server request", kMessages.nameOf(type))};
   }
@@ -151,7 +160,11 @@ void RequestHandler::onInit(Outbox& out, const Request& r) {
                     name_, c.generation, c.replaces, c.start_step);
   }
   store_.reset(c);
-  forwarding_.reset(c.forward_to.empty() ? std::nullopt : std::optional(Successor{c.forward_to, c.forward_name}));
+  forwarding_.reset(c.forward_to.empty() ? std::nullopt
+                                         : std::optional(Destination{.endpoint = c.forward_to, .name = c.forward_name}));
+  forward_to_.clear();
+  for (const auto& chunk : store_.chunks()) forward_to_.push_back(!chunk.backup && !c.forward_to.empty() ? 0 : -1);
+  copy_to_.assign(store_.chunks().size(), -1);
   heard_every_step_.assign(static_cast<size_t>(c.workers), options_.index < c.replicas ? 1 : 0);
   for (const auto& chunk : store_.chunks()) {
     for (int w : chunk.pushers) heard_every_step_[static_cast<size_t>(w)] = 1;
@@ -219,6 +232,7 @@ void RequestHandler::registerWorker(Outbox& out, const Admission::HeldHello& hel
     answer = {clocks_->clockOf(static_cast<int>(h.worker)), config_->start_step};
   }
   answer.arena_mapped = mapArena(static_cast<int>(h.worker), h, held.same_host);
+  answer.fed = fed_;
   if (replaced) {
     ++stats_.rejoins;
     TANDEM_LOG_WARN("{}: worker {} rejoined from a new connection (a replacement){}; its old connection is dropped",
@@ -284,12 +298,14 @@ void RequestHandler::onPush(Outbox& out, const Request& r) {
     replyOk(out, r.routing, r.header.request_id);
     return;
   }
+  // A worker's own push: its chunks' other holder is gone, and this server orders their pushes now.
+  fed_ = false;
   const size_t bytes = grad.size();
   AsyncPush how;
   if (held) {
     how.final_lr = store_.rateOnArrival(index, w);
-    how.ack = store_.at(index).backup || successor() == nullptr ? HeldAck{r.routing, r.header.request_id}
-                                                                  : forward(out, r, index, w, *how.final_lr, grad.view());
+    how.ack = destination(forward_to_[index]) == nullptr ? HeldAck{r.routing, r.header.request_id}
+                                                          : forward(out, r, index, w, *how.final_lr, grad.view());
   }
   std::optional<ApplyJob> job = store_.push(w, index, r.header.clock, std::move(grad), timelineNow(), std::move(how));
   ++stats_.pushes;
@@ -350,6 +366,10 @@ Outbox RequestHandler::applied(ApplyJob& job, double seconds) {
   stats_.applied_bytes += static_cast<uint64_t>(store_.at(chunk).length) * sizeof(float);
   ChunkStore::Applied done = store_.applied(chunk);
   replies(out, std::move(done.replies));
+  // Between two applies: the state a replacement is to be copied.
+  if (const int to = std::exchange(copy_to_[chunk], -1); to >= 0) {
+    copyChunk(out, chunk, to, done.next ? &*done.next : nullptr);
+  }
   if (done.next) out.applies.push_back(std::move(*done.next));
   return out;
 }
@@ -472,6 +492,7 @@ bool RequestHandler::everyoneGone(Outbox& out, Clock::time_point now) {
     TANDEM_LOG_WARN("{}: worker {} has been silent for {} (--peer-timeout) after {} step(s); giving up on it", name_,
                     w, config_->peerTimeoutText(), clocks_->clockOf(w));
   }
+  if (!verdict.lost.empty()) mirrorWorkers(out);
   return verdict.everyone_gone;
 }
 

@@ -51,6 +51,7 @@ struct Request {
 // SSP, --ps-replicas 2); its outcome comes back through `forwarded(id)`.
 struct Forward {
   uint64_t id = 0;
+  int to = 0;  // the destination (RequestHandler::destination)
   net::FrameHeader header{};
   std::vector<char> payload;
 };
@@ -98,15 +99,16 @@ class RequestHandler {
   // and with async replicas its acknowledgement or its forward.
   Outbox applied(ApplyJob& job, double seconds);
 
-  // Async and SSP with --ps-replicas 2: the server that backs up this one's
-  // chunks, which its pushes go on to; none once it is lost.
-  using Successor = ReplicaForwarding::Successor;
-  const Successor* successor() const { return forwarding_.successor(); }
-  // A forward's outcome: applied at the backup (`failure` empty), refused
-  // there, or the backup is `lost`. A lost backup is forwarded nothing more,
-  // and every acknowledgement held for it goes out: this server has the
-  // updates, and the job goes on with one copy of these chunks.
-  Outbox forwarded(uint64_t id, const std::string& failure, bool lost);
+  // Async and SSP with --ps-replicas 2: a server this one's pushes go on
+  // to (the backup of its own chunks, or a replacement it copied chunks
+  // to); null once it is lost.
+  using Destination = ReplicaForwarding::Destination;
+  const Destination* destination(int d) const { return forwarding_.destination(d); }
+  // A forward's outcome: applied at its destination `to` (`failure` empty),
+  // refused there, or `to` is `lost`. A lost destination is forwarded
+  // nothing more, and every acknowledgement held for it goes out: this
+  // server has the updates, and the job goes on with one copy of those chunks.
+  Outbox forwarded(uint64_t id, int to, const std::string& failure, bool lost);
   bool applying() const { return store_.busy(); }
   // Starts no queued apply from now on (the server is closing).
   void stopApplying() { store_.stopApplying(true); }
@@ -160,6 +162,17 @@ class RequestHandler {
   // acknowledged once both have applied it. Returns what the acknowledgement waits for.
   HeldAck forward(Outbox& out, const Request& r, size_t index, int worker, double rate,
                   std::span<const std::byte> grad);
+  // A replacement's side: the chief's ps-replicate at a live holder, a
+  // holder's ps-copy of one chunk, and its ps-mirror of the workers.
+  void onReplicate(Outbox& out, const Request& r);
+  void onCopy(Outbox& out, const Request& r);
+  void onMirror(Outbox& out, const Request& r);
+  // Copies chunk `index` (not applying) to destination `to`: its state,
+  // then as forwards the pushes after it, `next` (the apply about to
+  // start, if any) and those queued; its later pushes go there too.
+  void copyChunk(Outbox& out, size_t index, int to, ApplyJob* next);
+  // Sends where the workers stand to every replacement alive.
+  void mirrorWorkers(Outbox& out);
   // An acknowledgement that waited for an apply here: it goes out, or, if
   // it waits for the backup too, once the backup answered.
   void acknowledgeApplied(Outbox& out, HeldAck ack);
@@ -198,6 +211,12 @@ class RequestHandler {
   std::unordered_map<int, std::shared_ptr<net::SharedArena>> arenas_;
   std::optional<WorkerLiveness> liveness_;  // from init: the peer timeout
   ReplicaForwarding forwarding_;  // from init: async replicas
+  // By chunk: the destination its pushes are forwarded to (-1: none), and
+  // one it is to be copied to once its running apply ends (-1: none).
+  std::vector<int> forward_to_, copy_to_;
+  // A replacement copied from the other holders, which still feed it:
+  // workers saying hello set it aside until those die.
+  bool fed_ = false;
   LogLimiter reject_log_;  // what any peer can make the server say, at a bounded rate
   ServerStats stats_;
   Clock::time_point last_report_ = Clock::now();

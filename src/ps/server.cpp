@@ -93,11 +93,21 @@ struct ParameterServer::Impl {
   std::vector<Completion> completions;
   std::vector<uint64_t> forwards_done;  // ids whose ticket has its outcome (completions_mutex)
   std::unique_ptr<ApplyPool> pool;
-  // Async replicas: the connection to the backup of this server's chunks,
-  // made at the first forward, and the forwards it has in flight by id.
+  // Async replicas: a connection to each server this one forwards to (by
+  // destination, made at the first forward, made anew for a replacement at
+  // a lost one's address), and the forwards in flight by id.
   std::optional<net::JobSecurity> security;
-  std::unique_ptr<PsClient> forwarder;
-  std::unordered_map<uint64_t, Ticket> forward_tickets;
+  struct Forwarder {
+    std::unique_ptr<PsClient> client;
+    uint64_t generation = 0;  // the destination's when connected
+  };
+  std::unordered_map<int, Forwarder> forwarders;
+  struct InFlight {
+    Ticket ticket;
+    int to = 0;
+    uint64_t generation = 0;
+  };
+  std::unordered_map<uint64_t, InFlight> forward_tickets;
 
   int openConnections() { return connections->open() + (local_connections ? local_connections->open() : 0); }
 
@@ -162,22 +172,28 @@ void ParameterServer::Impl::carryOut(Outbox out) {
 }
 
 void ParameterServer::Impl::sendForwards(std::vector<Forward> forwards) {
-  const RequestHandler::Successor* to = handler->successor();
-  if (to == nullptr) {  // lost meanwhile: these pushes have their one copy here
-    for (const auto& f : forwards) carryOut(handler->forwarded(f.id, "", true));
-    return;
-  }
-  if (!forwarder) forwarder = std::make_unique<PsClient>(std::vector<ServerAddress>{{to->endpoint, to->name}}, *security,
-                                                         options.max_payload_bytes);
   for (auto& f : forwards) {
+    const RequestHandler::Destination* to = handler->destination(f.to);
+    if (to == nullptr) {  // lost meanwhile: this push has its one copy here
+      carryOut(handler->forwarded(f.id, f.to, "", true));
+      continue;
+    }
+    Forwarder& forwarder = forwarders[f.to];
+    if (!forwarder.client || forwarder.generation != to->generation) {
+      // A new server at that address: the old connection's tickets fail as stale.
+      forwarder.client = std::make_unique<PsClient>(std::vector<ServerAddress>{{to->endpoint, to->name}}, *security,
+                                                    options.max_payload_bytes);
+      forwarder.generation = to->generation;
+    }
     const uint64_t id = f.id;
-    forward_tickets[id] = forwarder->send(0, f.header, net::copyPayload(f.payload), [this, id] {
+    Ticket ticket = forwarder.client->send(0, f.header, net::copyPayload(f.payload), [this, id] {
       {
         std::lock_guard lock(completions_mutex);
         forwards_done.push_back(id);
       }
       wake();
     });
+    forward_tickets[id] = {std::move(ticket), f.to, to->generation};
   }
 }
 
@@ -214,17 +230,22 @@ void ParameterServer::Impl::drainCompletions() {
   for (uint64_t id : forwarded) {
     auto node = forward_tickets.extract(id);
     if (node.empty()) continue;
+    InFlight& f = node.mapped();
     std::string failure;
     bool lost = false;
     try {
-      node.mapped().wait(Deadline::afterSeconds(1), "a forwarded push");
+      f.ticket.wait(Deadline::afterSeconds(1), "a forwarded push");
     } catch (const PeerError& e) {
-      lost = forwarder->lost(0);
+      const RequestHandler::Destination* to = handler->destination(f.to);
+      // A connection replaced since (a replacement at that address) is not its loss.
+      if (to == nullptr || to->generation != f.generation) continue;
+      const auto it = forwarders.find(f.to);
+      lost = it != forwarders.end() && it->second.client->lost(0);
       failure = e.what();
     } catch (const Error& e) {
       failure = e.what();
     }
-    carryOut(handler->forwarded(id, failure, lost));
+    carryOut(handler->forwarded(id, f.to, failure, lost));
   }
 }
 
@@ -274,7 +295,7 @@ ParameterServer::ParameterServer(ServerOptions options, const net::JobSecurity& 
 
 ParameterServer::~ParameterServer() {
   impl_->pool.reset();  // jobs touch chunk memory: finish them first
-  impl_->forwarder.reset();  // its callbacks wake this loop
+  impl_->forwarders.clear();  // their callbacks wake this loop
   ::close(impl_->wake_fd);
   // libzmq leaves a Unix socket's file behind.
   if (!impl_->local_endpoint.empty()) ::unlink(impl_->local_endpoint.substr(std::string_view("ipc://").size()).c_str());

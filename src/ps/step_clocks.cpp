@@ -30,6 +30,10 @@ void StepClocks::returnGrant(int worker) {
 void StepClocks::report(int worker, uint32_t clock, const StepReport& report, std::string routing,
                         uint64_t request_id) {
   uint32_t& mine = clocks_[static_cast<size_t>(worker)];
+  if (adopted_ && clock == mine && clock > start_step_) {
+    pending_.push_back({std::move(routing), request_id, worker, clock, report, Clock::now(), false, true});
+    return;
+  }
   if (clock != mine + 1) {
     throw InputError(
         fmt::format("worker {} reported step {} finished, but its last report was step {}", worker, clock, mine));
@@ -150,8 +154,10 @@ std::vector<StepClocks::Answer> StepClocks::release() {
     a.global_step = it->clock;
     if (mode_ == Mode::PsAsync) {
       a.global_step = globalStep();
-      a.finished = granted_ >= total_steps_;
-      if (!a.finished && !a.stop) {
+      // Asked again: the step its lost keeper granted (mirrored) is still its own.
+      const bool granted_already = it->again && holds_grant_[static_cast<size_t>(it->worker)];
+      a.finished = !granted_already && granted_ >= total_steps_;
+      if (!a.finished && !a.stop && !granted_already) {
         ++granted_;
         holds_grant_[static_cast<size_t>(it->worker)] = true;
       }
@@ -216,6 +222,31 @@ std::vector<int> StepClocks::lateFor(uint32_t clock) const {
     }
   }
   return late;
+}
+
+WorkerMirror StepClocks::mirror() const {
+  WorkerMirror m;
+  m.has_clocks = true;
+  m.clocks = clocks_;
+  m.done = done_;
+  m.lost = lost_;
+  m.holds_grant = holds_grant_;
+  m.granted = granted_;
+  m.reported = reported_;
+  m.max_staleness = max_staleness_;
+  return m;
+}
+
+void StepClocks::adopt(const WorkerMirror& m) {
+  if (!m.has_clocks || m.clocks.size() != clocks_.size()) return;
+  clocks_ = m.clocks;
+  done_ = m.done;
+  lost_ = m.lost;
+  holds_grant_ = m.holds_grant;
+  granted_ = m.granted;
+  reported_ = m.reported;
+  max_staleness_ = m.max_staleness;
+  adopted_ = true;
 }
 
 bool StepClocks::isWaiting(int worker) const {

@@ -80,6 +80,13 @@ class StepClocks {
   // holds them up; they stay held (a warning, not a failure).
   std::vector<Expired> stalled(std::chrono::duration<double> after);
 
+  // Async and SSP replicas: this record as a replacement server mirrors
+  // it (ps-mirror), and the replacement taking it on. Once adopted, a
+  // worker's report of the step it last reported is that report asked
+  // again (its keeper died before answering), not a new step.
+  WorkerMirror mirror() const;
+  void adopt(const WorkerMirror& mirror);
+
   bool isWaiting(int worker) const;
   bool done(int worker) const { return done_[static_cast<size_t>(worker)]; }
   uint32_t clockOf(int worker) const { return clocks_[static_cast<size_t>(worker)]; }
@@ -103,6 +110,7 @@ class StepClocks {
     StepReport report;
     Clock::time_point since = Clock::now();
     bool warned = false;
+    bool again = false;  // asked again after a failover: counted already
   };
   std::vector<int> lateFor(uint32_t clock) const;
   // Whether a step may have to wait for `worker`: it has not finished and,
@@ -131,6 +139,7 @@ class StepClocks {
     bool answered = false;
   };
   std::optional<Hold> hold_;
+  bool adopted_ = false;  // mirrored from another keeper (adopt)
 
   Mode mode_;
   int staleness_;

@@ -140,19 +140,64 @@ Ticket Worker::sendHello(int server) {
 }
 
 HelloAnswer Worker::hello(Deadline deadline) {
-  std::vector<Ticket> tickets;
-  for (int i = 0; i < servers(); ++i) tickets.push_back(sendHello(i));
-  HelloAnswer first;
-  std::vector<bool> mapped(tickets.size(), false);
-  for (size_t i = 0; i < tickets.size(); ++i) {
-    const net::Frame reply = tickets[i].wait(deadline, "hello (is the chief up and the server initialised?)");
-    const HelloAnswer answer = decodeHelloAnswer(reply.bytes(), options_.servers[i].name);
-    mapped[i] = arena_ != nullptr && answer.arena_mapped;
-    if (i == 0) first = answer;
+  if (primaryForwards() && options_.joining) setAsideSilentServers();
+  std::vector<std::optional<HelloAnswer>> answers(static_cast<size_t>(servers()));
+  std::vector<std::pair<int, Ticket>> tickets;
+  for (int i = 0; i < servers(); ++i) {
+    if (!client_->lost(i)) tickets.emplace_back(i, sendHello(i));
+  }
+  std::vector<bool> mapped(answers.size(), false);
+  for (auto& [i, ticket] : tickets) {
+    const net::Frame reply = ticket.wait(deadline, "hello (is the chief up and the server initialised?)");
+    const auto s = static_cast<size_t>(i);
+    answers[s] = decodeHelloAnswer(reply.bytes(), options_.servers[s].name);
+    mapped[s] = arena_ != nullptr && answers[s]->arena_mapped;
+  }
+  // A replacement the other holders feed orders no push while they live:
+  // this worker turns to it only if they die, as the others do.
+  for (auto& [i, ticket] : tickets) {
+    if (!answers[static_cast<size_t>(i)]->fed || !othersHoldEveryChunkOf(i)) continue;
+    client_->setAside(i, fmt::format("{} is a replacement that the other holders of its chunks feed; this worker "
+                                     "turns to it only if they die",
+                                     options_.servers[static_cast<size_t>(i)].name));
+  }
+  // Where this worker index stands: the first step-clock keeper's answer.
+  HelloAnswer first = answers[0].value_or(HelloAnswer{});
+  for (int k = 0; k < std::min(servers(), options_.layout.replicas()); ++k) {
+    if (!client_->lost(k) && answers[static_cast<size_t>(k)]) {
+      first = *answers[static_cast<size_t>(k)];
+      break;
+    }
   }
   std::lock_guard lock(window_mutex_);
   arena_mapped_ = std::move(mapped);
   return first;
+}
+
+void Worker::setAsideSilentServers() {
+  std::vector<std::pair<int, Ticket>> statuses;
+  for (int i = 0; i < servers(); ++i) statuses.emplace_back(i, client_->send(i, {.type = msg::kStatus}, zmq::message_t()));
+  for (auto& [i, ticket] : statuses) {
+    const std::string& name = options_.servers[static_cast<size_t>(i)].name;
+    try {
+      ticket.wait(Deadline::afterSeconds(5), "ps-status");
+    } catch (const PeerError&) {
+      if (!othersHoldEveryChunkOf(i)) throw;
+      client_->setAside(i, fmt::format("nothing answered at {}'s address within 5s of this worker's start", name));
+      noteLost(i);
+    }
+  }
+}
+
+bool Worker::othersHoldEveryChunkOf(int server) const {
+  for (const Chunk& chunk : options_.layout.chunks) {
+    const std::vector<int> holders = chunk.holders();
+    if (std::find(holders.begin(), holders.end(), server) == holders.end()) continue;
+    if (std::none_of(holders.begin(), holders.end(), [&](int h) { return h != server && !client_->lost(h); })) {
+      return false;
+    }
+  }
+  return true;
 }
 
 void Worker::push(size_t c, const float* grad, int64_t step) {
@@ -224,7 +269,7 @@ void Worker::sendPull(size_t c, int64_t needed) {
   net::FrameHeader header = chunkHeader(msg::kPull, c, needed);
   zmq::message_t request = pullPayload(c, server, header);
   pull_tickets_[c] = client_->send(server, header, std::move(request));
-  pull_sent_[c] = {server, needed};
+  pull_sent_[c] = {server, needed, client_->lost(server)};
 }
 
 void Worker::pushTaken(int server, size_t bytes) {
@@ -295,17 +340,20 @@ void Worker::receivePulls(Deadline deadline, int64_t step, const PullSink& sink,
     int server = -1;
     for (;;) {
       Ticket ticket;
+      bool to_lost = false;
       {
         std::lock_guard lock(window_mutex_);
         ticket = pull_tickets_[c];
         server = pull_sent_[c].server;
+        to_lost = pull_sent_[c].to_lost;
       }
       try {
         frame = ticket.wait(deadline, what);
         trace("pull", c, server, chunkWireBytes(c), ticket, step);
         break;
       } catch (const PeerError& e) {
-        rethrowUnlessHeld(c, server, e);
+        // Sent while every holder was lost, to one turned to since: it goes again.
+        if (!(to_lost && !client_->lost(server))) rethrowUnlessHeld(c, server, e);
       }
       // Its other replica answers instead: the same step, from the same
       // pushes (async: after this worker's own, sent there first).
@@ -352,14 +400,18 @@ ReportTickets Worker::sendReport(int64_t finished, const StepReport& report) {
   // Every keeper hears every report, so that either can answer the next.
   ReportTickets tickets;
   const std::vector<char> payload = encode(report);
+  tickets.payload = payload;
+  tickets.finished = finished;
   for (int keeper = 0; keeper < std::min(servers(), options_.layout.replicas()); ++keeper) {
     if (client_->lost(keeper)) continue;
     tickets.by_keeper.emplace_back(keeper, client_->send(keeper, {.type = msg::kClock, .clock = static_cast<uint32_t>(finished)},
                                                          net::copyPayload(payload)));
   }
-  if (tickets.by_keeper.empty()) {  // both lost: the request to ps 0 fails, naming it
-    tickets.by_keeper.emplace_back(0, client_->send(0, {.type = msg::kClock, .clock = static_cast<uint32_t>(finished)},
-                                                    net::copyPayload(payload)));
+  if (tickets.by_keeper.empty()) {
+    // Both lost: a replacement brought up may answer; else the request to ps 0 fails, naming it.
+    const int keeper = std::max(0, liveKeeper());
+    tickets.by_keeper.emplace_back(keeper, client_->send(keeper, {.type = msg::kClock, .clock = static_cast<uint32_t>(finished)},
+                                                         net::copyPayload(payload)));
   }
   return tickets;
 }
@@ -372,8 +424,17 @@ StepAgreement Worker::awaitReport(ReportTickets& clock, int64_t finished, Deadli
     try {
       reply = ticket.wait(deadline, what);
     } catch (const PeerError&) {
-      if (k + 1 < clock.by_keeper.size() && failOver(server, SIZE_MAX)) continue;
-      throw;
+      if (!failOver(server, SIZE_MAX)) throw;
+      // A keeper alive answers: it heard this report too, or (a
+      // replacement this worker just turned to) is told it now.
+      const bool asked = std::any_of(clock.by_keeper.begin() + static_cast<std::ptrdiff_t>(k) + 1,
+                                     clock.by_keeper.end(), [&](const auto& t) { return !client_->lost(t.first); });
+      const int keeper = liveKeeper();
+      if (!asked && keeper >= 0) {
+        clock.by_keeper.emplace_back(keeper, client_->send(keeper, {.type = msg::kClock, .clock = static_cast<uint32_t>(finished)},
+                                                           net::copyPayload(clock.payload)));
+      }
+      continue;
     }
     // --timeline: until every worker reported (the keeper's barrier) and the answer crossed back.
     if (obs::Timeline* timeline = options_.timeline) {
@@ -393,20 +454,30 @@ void Worker::awaitPushes(Deadline deadline, int64_t step) {
     const std::string what = fmt::format("the push of chunk {} for step {}", c, step);
     waitSent(c, deadline, what);
     const std::vector<int> holders = options_.layout.chunks[c].holders();
+    std::vector<bool> waited(holders.size(), false);
+    if (primaryForwards()) {
+      // Pushed while every holder was lost: a replacement turned to since takes it.
+      std::lock_guard lock(window_mutex_);
+      if (std::none_of(push_tickets_[c].begin(), push_tickets_[c].end(), [](const Ticket& t) { return t.valid(); })) {
+        repushToBackup(c);
+      }
+    }
     for (size_t r = 0; r < holders.size(); ++r) {
       Ticket ticket;
       {
-        // Read afresh: a failed primary's push may have gone to the backup since.
+        // Read afresh: a failed holder's push may have gone to the other since.
         std::lock_guard lock(window_mutex_);
         if (r < push_tickets_[c].size()) ticket = push_tickets_[c][r];
       }
-      if (!ticket.valid()) continue;
+      if (!ticket.valid() || waited[r]) continue;
+      waited[r] = true;
       try {
         ticket.wait(deadline, what);
       } catch (const PeerError& e) {
         rethrowUnlessHeld(c, holders[r], e);
         std::lock_guard lock(window_mutex_);
         repushToBackup(c);
+        r = SIZE_MAX;  // from the first holder again: the push may have gone to an earlier one
         continue;
       }
       trace("push", c, holders[r], chunkPushBytes(c), ticket, step);
@@ -528,6 +599,8 @@ void Worker::sayToEveryServer(MessageType type, Deadline deadline, const char* w
     std::lock_guard lock(window_mutex_);
     closing_ = true;
   }
+  brought_up_.clear();  // their connections too
+  probe_.reset();
   client_.reset();  // hang up at once: a server closes once its workers have
 }
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <map>
 #include <set>
 #include <memory>
 #include <optional>
@@ -53,6 +54,10 @@ struct WorkerOptions {
   bool error_feedback = false;
   obs::Timeline* timeline = nullptr;  // --timeline: pushes, pulls and step ends on the communication lane
   int push_bits = 0;  // 8 or 4: pushes quantised, with error feedback (core/push_format.hpp)
+  // Started into a running job (a replacement): with async replicas, a
+  // server that does not answer at its address within 5 s is set aside as
+  // lost, since its chunks' other holders carry them.
+  bool joining = false;
 
   PushFormat pushFormat() const { return {wire, push_bits}; }
 };
@@ -100,6 +105,8 @@ struct FetchedState {
 // and with --ps-replicas 2 ps 1 too; the answer of the first one alive counts.
 struct ReportTickets {
   std::vector<std::pair<int, Ticket>> by_keeper;  // (server, ticket), ps 0 first
+  std::vector<char> payload;  // the report, to send again to a keeper turned to
+  int64_t finished = 0;
 };
 
 class Worker {
@@ -222,10 +229,23 @@ class Worker {
   void takeBackServer(int server, int64_t step, Deadline deadline);
   // Servers taken back, in order.
   std::vector<int> rejoinedServers() const;
+  // The chief between steps, async and SSP with --ps-replicas 2: a lost
+  // server's replacement waiting fresh at its address is initialised and
+  // brought up by the live holders of its chunks, which copy it their
+  // state and forward it their pushes from then on. The workers go on
+  // with those holders and turn to it only when one of them dies. Never
+  // waits for a replacement; waits for its init and the holders' answers.
+  // True when it brought one up now.
+  bool bringUpReplacement(Deadline deadline);
 
  private:
   void sayToEveryServer(net::MessageType type, Deadline deadline, const char* what, bool skip_silent);
   Ticket sendHello(int server);
+  // Async replicas, a joining worker: sets aside the servers nobody answers
+  // for at their address within 5 s.
+  void setAsideSilentServers();
+  // Whether every chunk `server` holds has another holder this worker has not set aside or lost.
+  bool othersHoldEveryChunkOf(int server) const;
   // The chief: `server`'s init and chunks, as the other holders have them after `step`.
   void setUpReplacement(int server, int64_t step, Deadline deadline);
   net::FrameHeader chunkHeader(net::MessageType type, size_t c, int64_t clock) const;
@@ -253,6 +273,12 @@ class Worker {
   // with replicas) and returns which answered, and how.
   std::pair<int, net::Frame> askClockKeeper(net::FrameHeader header, Deadline deadline, const std::string& what);
   bool failOver(int server, size_t c);
+  // Async replicas: a lost server whose replacement was brought up (ready,
+  // copied from the live holders) takes this worker's requests from now
+  // on; false when none answers there ready.
+  bool turnToReplacement(int server);
+  // The first step-clock keeper alive, or a replacement of one turned to; -1: none.
+  int liveKeeper();
   // Says once that `server` is lost and its chunks go on at their other replica.
   void noteLost(int server) const;
   void pull(size_t c, int64_t needed);
@@ -289,6 +315,9 @@ class Worker {
   };
   std::optional<Probe> probe_;
   std::set<int> not_replaceable_;  // addresses that answered with a server already set up
+  // The chief, async replicas: replacements it brought up, by server, with
+  // the connection that watches each (lost: it died, probe again).
+  std::map<int, std::unique_ptr<PsClient>> brought_up_;
   std::optional<WireEncoder> encoder_;       // encoded pushes: a buffer (and residuals) by chunk
   std::shared_ptr<net::SharedArena> arena_;  // [gradients: float32][pulls: wire dtype]
   std::vector<bool> arena_mapped_;           // by server, from its hello answer
@@ -302,6 +331,7 @@ class Worker {
   struct SentPull {
     int server = -1;
     int64_t needed = 0;
+    bool to_lost = false;  // sent while that server was lost (every holder was)
   };
   std::vector<SentPull> pull_sent_;  // by chunk: where its pull went, to send again at a failover
   std::vector<std::pair<int, Ticket>> notice_tickets_;  // learning rates and ps-alive, awaited with a step's pushes

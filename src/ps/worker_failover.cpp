@@ -23,15 +23,68 @@ void Worker::rethrowUnlessHeld(size_t c, int server, const PeerError& failure) {
 
 bool Worker::failOver(int server, size_t c) {
   if (!client_->lost(server)) return false;
+  int other = -1;
   if (c == SIZE_MAX) {
     // The clocks: ps 0 and ps 1 keep them with replicas.
-    if (options_.layout.replicas() < 2 || client_->lost(server == 0 ? 1 : 0)) return false;
+    if (options_.layout.replicas() < 2 || servers() < 2) return false;
+    other = server == 0 ? 1 : 0;
   } else {
     const Chunk& chunk = options_.layout.chunks[c];
-    const int other = chunk.server == server ? chunk.backup : chunk.server;
-    if (other < 0 || client_->lost(other)) return false;
+    other = chunk.server == server ? chunk.backup : chunk.server;
+    if (other < 0) return false;
+  }
+  if (client_->lost(other)) {
+    // Both lost: a replacement brought up at either address may take over.
+    if (turnToReplacement(other)) {
+      noteLost(server);
+      return true;
+    }
+    return turnToReplacement(server);
   }
   noteLost(server);
+  return true;
+}
+
+int Worker::liveKeeper() {
+  const int keepers = std::min(servers(), options_.layout.replicas());
+  for (int k = 0; k < keepers; ++k) {
+    if (!client_->lost(k)) return k;
+  }
+  for (int k = 0; k < keepers && keepers > 1; ++k) {
+    if (turnToReplacement(k)) return k;
+  }
+  return -1;
+}
+
+bool Worker::turnToReplacement(int server) {
+  if (!primaryForwards() || !client_->lost(server)) return false;
+  const std::string& name = options_.servers[static_cast<size_t>(server)].name;
+  try {
+    // Its own connection first: a dead address would hold the hello until its deadline.
+    PsClient probe({options_.servers[static_cast<size_t>(server)]}, security_, net::kMaxPayloadBytes,
+                   options_.liveness);
+    const net::Frame status =
+        probe.send(0, {.type = msg::kStatus}, zmq::message_t()).wait(Deadline::afterSeconds(5), "ps-status");
+    if (!decodeServerStatus(status.bytes(), name).ready) return false;
+    client_->revive(server);
+    const net::Frame reply = sendHello(server).wait(Deadline::afterSeconds(30), "hello (a replacement brought up)");
+    const HelloAnswer answer = decodeHelloAnswer(reply.bytes(), name);
+    std::lock_guard lock(window_mutex_);
+    if (arena_mapped_.size() > static_cast<size_t>(server)) {
+      arena_mapped_[static_cast<size_t>(server)] = arena_ != nullptr && answer.arena_mapped;
+    }
+  } catch (const Error& e) {
+    TANDEM_LOG_DEBUG("worker {}: no replacement of {} to turn to: {}", options_.index, name, e.what());
+    return false;
+  }
+  {
+    std::lock_guard lock(lost_mutex_);
+    std::erase(announced_lost_, server);
+    rejoined_.push_back(server);
+  }
+  TANDEM_LOG_WARN("worker {}: {}'s replacement, copied from the other holders, takes this worker's requests "
+                  "(--ps-replicas 2)",
+                  options_.index, name);
   return true;
 }
 
@@ -51,13 +104,19 @@ std::vector<int> Worker::lostServers() const {
 }
 
 void Worker::repushToBackup(size_t c) {
-  if (!primaryForwards() || push_tickets_[c].size() < 2 || push_tickets_[c][1].valid()) return;
   const std::vector<int> holders = options_.layout.chunks[c].holders();
+  if (!primaryForwards() || push_tickets_[c].size() < holders.size()) return;
   const auto [data, step] = pushed_[c];
-  if (data == nullptr || !client_->lost(holders[0]) || client_->lost(holders[1])) return;
-  net::FrameHeader header = chunkHeader(msg::kPush, c, step);
-  zmq::message_t payload = pushPayload(c, holders[1], data, header);
-  push_tickets_[c][1] = client_->send(holders[1], header, std::move(payload));
+  if (data == nullptr) return;
+  // The first holder alive takes the push, unless it has it already.
+  for (size_t r = 0; r < holders.size(); ++r) {
+    if (client_->lost(holders[r])) continue;
+    if (push_tickets_[c][r].valid()) return;
+    net::FrameHeader header = chunkHeader(msg::kPush, c, step);
+    zmq::message_t payload = pushPayload(c, holders[r], data, header);
+    push_tickets_[c][r] = client_->send(holders[r], header, std::move(payload));
+    return;
+  }
 }
 
 int Worker::pullTarget(size_t c) const {
@@ -71,13 +130,12 @@ int Worker::pullTarget(size_t c) const {
 
 std::pair<int, net::Frame> Worker::askClockKeeper(net::FrameHeader header, Deadline deadline, const std::string& what) {
   const int keepers = std::min(servers(), options_.layout.replicas());
-  for (int keeper = 0;; ++keeper) {
-    const bool another = keeper + 1 < keepers;
-    if (another && client_->lost(keeper) && failOver(keeper, SIZE_MAX)) continue;
+  for (;;) {
+    const int keeper = std::max(0, liveKeeper());  // every keeper lost: the request fails, naming ps 0
     try {
       return {keeper, client_->send(keeper, header, zmq::message_t()).wait(deadline, what)};
     } catch (const PeerError&) {
-      if (another && failOver(keeper, SIZE_MAX)) continue;
+      if (keepers > 1 && failOver(keeper, SIZE_MAX)) continue;
       throw;
     }
   }

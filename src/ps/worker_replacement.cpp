@@ -18,11 +18,11 @@
 namespace tandem::ps {
 
 std::optional<int> Worker::replacementWaiting() {
-  if (options_.layout.replicas() < 2 || options_.mode != Mode::PsSync || configs_.empty()) return std::nullopt;
+  if (options_.layout.replicas() < 2 || configs_.empty()) return std::nullopt;
   if (probe_ && !client_->lost(probe_->server)) probe_.reset();  // taken back since
   if (!probe_) {
     for (int i = 0; i < servers(); ++i) {
-      if (!client_->lost(i) || not_replaceable_.contains(i)) continue;
+      if (!client_->lost(i) || not_replaceable_.contains(i) || brought_up_.contains(i)) continue;
       // Its own connection: the worker's to this address stays lost until
       // the step the workers agree on. Asked once; answered when a server is up.
       Probe probe;
@@ -118,6 +118,53 @@ void Worker::takeBackServer(int server, int64_t step, Deadline deadline) {
   }
   TANDEM_LOG_WARN("worker {}: {} is back after step {}: its replacement {} (--ps-replicas 2)", options_.index, name,
                   step, chief ? "holds its chunks again, copied from the other replica" : "takes this worker's pushes");
+}
+
+bool Worker::bringUpReplacement(Deadline deadline) {
+  if (!primaryForwards() || configs_.empty()) return false;
+  // One that died since, or that this worker turned to, is asked about again.
+  for (auto it = brought_up_.begin(); it != brought_up_.end();) {
+    it = it->second->lost(0) || !client_->lost(it->first) ? brought_up_.erase(it) : std::next(it);
+  }
+  const std::optional<int> server = replacementWaiting();
+  if (!server) return false;
+  std::unique_ptr<PsClient> connection = std::move(probe_->client);
+  probe_.reset();
+  const ServerAddress& address = options_.servers[static_cast<size_t>(*server)];
+  // It forwards nothing until a holder of its chunks dies and it takes their pushes.
+  ServerConfig config = configs_.at(static_cast<size_t>(*server));
+  config.forward_to.clear();
+  config.forward_name.clear();
+  std::map<int, std::vector<uint64_t>> keys_by_holder;
+  for (const Chunk& chunk : options_.layout.chunks) {
+    const std::vector<int> holders = chunk.holders();
+    if (std::find(holders.begin(), holders.end(), *server) == holders.end()) continue;
+    for (int h : holders) {
+      if (h != *server && !client_->lost(h)) keys_by_holder[h].push_back(chunk.key);
+    }
+  }
+  try {
+    connection->send(0, {.type = msg::kInit}, net::copyPayload(toJson(config).dump()))
+        .wait(deadline, "the init of a replacement");
+    std::vector<std::pair<int, Ticket>> tickets;
+    for (const auto& [holder, keys] : keys_by_holder) {
+      const ReplicaRequest request{static_cast<uint32_t>(*server), address.endpoint, address.name, keys};
+      tickets.emplace_back(holder, client_->send(holder, {.type = msg::kReplicate}, net::copyPayload(encode(request))));
+    }
+    for (auto& [holder, ticket] : tickets) {
+      ticket.wait(deadline, fmt::format("the copy of {}'s chunks to its replacement", address.name));
+      TANDEM_LOG_WARN("worker {}: {} is back: {} copies it {} chunk(s) and forwards their pushes there; the workers "
+                      "turn to it if that holder dies (--ps-replicas 2)",
+                      options_.index, address.name, options_.servers[static_cast<size_t>(holder)].name,
+                      keys_by_holder[holder].size());
+    }
+  } catch (const Error& e) {
+    // Gone again, or a holder died meanwhile: asked about again next step.
+    TANDEM_LOG_WARN("worker {}: {}'s replacement was not brought up: {}", options_.index, address.name, e.what());
+    return false;
+  }
+  brought_up_[*server] = std::move(connection);
+  return true;
 }
 
 std::vector<int> Worker::rejoinedServers() const {

@@ -185,7 +185,7 @@ std::unique_ptr<ps::Worker> makeWorker(const PsSetup& setup, const PsConnection&
                         link.push_window, liveness, setup.context.start().generation,
                         // Pushes from shared memory would copy from the device into pageable memory.
                         d.shared_memory == Switch::kOn && !link.model.staged(), d.error_feedback, plan.timeline,
-                        d.push_bits},
+                        d.push_bits, setup.joined || setup.context.start().joins_running},
       setup.context.security());
 }
 

@@ -120,11 +120,14 @@ AgreedStep PsStrategy::synchronizeGradients(torch::nn::Module& model, const Loca
   s.pushes->drain(s.link.peerDeadline());
   ps::StepReport report{local.loss_sum / local.micro_steps, compute, local.stop_requested,
                         local.checkpoint_requested};
-  // A lost server's replacement waits: every worker takes it back after this step.
-  if (s.spec.isChief()) {
+  // A lost server's replacement waits: sync, every worker takes it back
+  // after this step; async and SSP, the live holders bring it up.
+  if (s.spec.isChief() && s.mode == Mode::PsSync) {
     if (const std::optional<int> waiting = s.worker().replacementWaiting()) {
       report.rejoining_server = static_cast<uint32_t>(*waiting);
     }
+  } else if (s.spec.isChief()) {
+    s.worker().bringUpReplacement(s.link.peerDeadline());
   }
   const int64_t finished = s.step + 1;
   const Deadline deadline = s.link.peerDeadline();
