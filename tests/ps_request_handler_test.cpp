@@ -420,6 +420,15 @@ TEST(RequestHandler, AReplacementIsCopiedBetweenTwoAppliesAndGoesOnWithTheSameBi
   Outbox next = fresh.handle(request("w0b", msg::kClock, 42, bytesOf(encode(StepReport{})), 2), t0);
   expectOne(next, "w0b", msg::kAgreement, 42);
   EXPECT_EQ(fresh.summary(1.0)["global_step"], 2);
+  // Worker 1's last reports there (its steps 1 and 2) had not reached the
+  // mirror when ps 1 died: its report of step 3 counts them as answered.
+  const Hello other{.worker = 1, .layout_fingerprint = kLayout, .generation = config.generation};
+  expectOne(fresh.handle(request("w1b", msg::kHello, 43, bytesOf(encode(other))), t0), "w1b", net::MessageType::kOk,
+            43);
+  Outbox ahead = fresh.handle(request("w1b", msg::kClock, 44, bytesOf(encode(StepReport{})), 3), t0);
+  expectOne(ahead, "w1b", msg::kAgreement, 44);
+  EXPECT_EQ(fresh.summary(1.0)["global_step"], 5);
+  EXPECT_EQ(fresh.summary(1.0)["steps_by_worker"], nlohmann::json({2, 3}));
 }
 
 }  // namespace

@@ -83,7 +83,9 @@ class StepClocks {
   // Async and SSP replicas: this record as a replacement server mirrors
   // it (ps-mirror), and the replacement taking it on. Once adopted, a
   // worker's report of the step it last reported is that report asked
-  // again (its keeper died before answering), not a new step.
+  // again (its keeper died before answering), not a new step; and one
+  // further ahead counts the reports between as answered there (the
+  // mirror lags its holder by what was still on the way when it died).
   WorkerMirror mirror() const;
   void adopt(const WorkerMirror& mirror);
 

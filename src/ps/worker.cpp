@@ -174,32 +174,6 @@ HelloAnswer Worker::hello(Deadline deadline) {
   return first;
 }
 
-void Worker::setAsideSilentServers() {
-  std::vector<std::pair<int, Ticket>> statuses;
-  for (int i = 0; i < servers(); ++i) statuses.emplace_back(i, client_->send(i, {.type = msg::kStatus}, zmq::message_t()));
-  for (auto& [i, ticket] : statuses) {
-    const std::string& name = options_.servers[static_cast<size_t>(i)].name;
-    try {
-      ticket.wait(Deadline::afterSeconds(5), "ps-status");
-    } catch (const PeerError&) {
-      if (!othersHoldEveryChunkOf(i)) throw;
-      client_->setAside(i, fmt::format("nothing answered at {}'s address within 5s of this worker's start", name));
-      noteLost(i);
-    }
-  }
-}
-
-bool Worker::othersHoldEveryChunkOf(int server) const {
-  for (const Chunk& chunk : options_.layout.chunks) {
-    const std::vector<int> holders = chunk.holders();
-    if (std::find(holders.begin(), holders.end(), server) == holders.end()) continue;
-    if (std::none_of(holders.begin(), holders.end(), [&](int h) { return h != server && !client_->lost(h); })) {
-      return false;
-    }
-  }
-  return true;
-}
-
 void Worker::push(size_t c, const float* grad, int64_t step) {
   // Encoding needs no lock: each chunk has its own buffer, which the
   // float32 rule keeps (its last push was awaited before this one).

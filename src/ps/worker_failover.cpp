@@ -1,7 +1,10 @@
 // A worker's side of --ps-replicas 2 when a server is lost: its requests
 // go again to the chunk's other holder (the step clocks' to ps 1), an
 // async push the lost primary left unanswered goes to the backup, and each
-// loss is announced once. Replacements taken back: worker_replacement.cpp.
+// loss is announced once. Async: when both holders are lost, a replacement
+// brought up at either address takes over; a joining worker sets aside
+// servers that do not answer, or that the other holders still feed.
+// Replacements taken back or brought up: worker_replacement.cpp.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -139,6 +142,32 @@ std::pair<int, net::Frame> Worker::askClockKeeper(net::FrameHeader header, Deadl
       throw;
     }
   }
+}
+
+void Worker::setAsideSilentServers() {
+  std::vector<std::pair<int, Ticket>> statuses;
+  for (int i = 0; i < servers(); ++i) statuses.emplace_back(i, client_->send(i, {.type = msg::kStatus}, zmq::message_t()));
+  for (auto& [i, ticket] : statuses) {
+    const std::string& name = options_.servers[static_cast<size_t>(i)].name;
+    try {
+      ticket.wait(Deadline::afterSeconds(5), "ps-status");
+    } catch (const PeerError&) {
+      if (!othersHoldEveryChunkOf(i)) throw;
+      client_->setAside(i, fmt::format("nothing answered at {}'s address within 5s of this worker's start", name));
+      noteLost(i);
+    }
+  }
+}
+
+bool Worker::othersHoldEveryChunkOf(int server) const {
+  for (const Chunk& chunk : options_.layout.chunks) {
+    const std::vector<int> holders = chunk.holders();
+    if (std::find(holders.begin(), holders.end(), server) == holders.end()) continue;
+    if (std::none_of(holders.begin(), holders.end(), [&](int h) { return h != server && !client_->lost(h); })) {
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace tandem::ps
