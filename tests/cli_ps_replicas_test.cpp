@@ -40,6 +40,15 @@ void killServer(const std::string& run, int index) {
                       "( |$)'");
 }
 
+// The servers' deaths launch recorded in the run's restarts.jsonl.
+int serverLosses(const std::string& run) {
+  int losses = 0;
+  for (const auto& r : testing::jsonLines(fs::path(run) / "restarts.jsonl")) {
+    losses += r.value("kind", "") == "server_replica" ? 1 : 0;
+  }
+  return losses;
+}
+
 // The run ends with the parameters of the same run uninterrupted, without replicas.
 void expectUninterruptedParameters(const TempDir& dir, const std::string& run, int steps) {
   const std::string clean = dir.str("clean");
@@ -108,10 +117,7 @@ TEST(PsReplicas, AKilledServersReplacementIsTakenBackSoTheNextDeathLosesNothingE
   EXPECT_EQ(chief["strategy"]["lost_servers"], nlohmann::json({0, 1})) << chief;
   ASSERT_FALSE(chief["strategy"]["rejoined_servers"].empty()) << chief;
   EXPECT_EQ(chief["strategy"]["rejoined_servers"][0], 0) << chief;
-  const auto records = testing::jsonLines(fs::path(run) / "restarts.jsonl");
-  int server_losses = 0;
-  for (const auto& r : records) server_losses += r.value("kind", "") == "server_replica" ? 1 : 0;
-  EXPECT_EQ(server_losses, 2) << log;
+  EXPECT_EQ(serverLosses(run), 2) << log;
   expectUninterruptedParameters(dir, run, 400);
 }
 
@@ -202,10 +208,7 @@ TEST(PsReplicas, AsyncReplacementIsBroughtUpSoTheNextDeathLosesNothingEither) {
   const uint64_t steps = replacement["global_step"];
   EXPECT_GE(steps, 600u) << replacement;
   expectEveryChunkUpdated(replacement, steps);
-  const auto records = testing::jsonLines(fs::path(run) / "restarts.jsonl");
-  int server_losses = 0;
-  for (const auto& r : records) server_losses += r.value("kind", "") == "server_replica" ? 1 : 0;
-  EXPECT_EQ(server_losses, 2) << log;
+  EXPECT_EQ(serverLosses(run), 2) << log;
 }
 
 TEST(PsReplicas, ReplicasThatCannotHoldAreRefusedNamingTheValues) {

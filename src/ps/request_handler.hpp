@@ -164,6 +164,8 @@ class RequestHandler {
                   std::span<const std::byte> grad);
   // A replacement's side: the chief's ps-replicate at a live holder, a
   // holder's ps-copy of one chunk, and its ps-mirror of the workers.
+  // Refusal naming `what` unless this server serves an async or SSP job with replicas.
+  void requireAsyncReplicas(const char* what) const;
   void onReplicate(Outbox& out, const Request& r);
   void onCopy(Outbox& out, const Request& r);
   void onMirror(Outbox& out, const Request& r);

@@ -23,6 +23,12 @@ net::FrameHeader chunkHeader(net::MessageType type, const ChunkState& c, uint32_
 
 }  // namespace
 
+void RequestHandler::requireAsyncReplicas(const char* what) const {
+  if (!config_ || config_->mode == Mode::PsSync || config_->replicas < 2) {
+    throw Refusal{fmt::format("{}: {} serves no async or bounded-staleness job with --ps-replicas 2", what, name_)};
+  }
+}
+
 HeldAck RequestHandler::forward(Outbox& out, const Request& r, size_t index, int worker, double rate,
                                 std::span<const std::byte> grad) {
   const ChunkState& c = store_.at(index);
@@ -41,9 +47,7 @@ HeldAck RequestHandler::forward(Outbox& out, const Request& r, size_t index, int
 }
 
 void RequestHandler::onForward(Outbox& out, const Request& r) {
-  if (!config_ || config_->mode == Mode::PsSync || config_->replicas < 2) {
-    throw Refusal{fmt::format("ps-forward: {} serves no async or bounded-staleness job with --ps-replicas 2", name_)};
-  }
+  requireAsyncReplicas("ps-forward");
   const size_t index = store_.indexOf(r.header);
   const ChunkState& c = store_.at(index);
   if (!c.backup && !c.copied) {
@@ -107,9 +111,7 @@ Outbox RequestHandler::forwarded(uint64_t id, int to, const std::string& failure
 // --- bringing a replacement up ----------------------------------------------
 
 void RequestHandler::onReplicate(Outbox& out, const Request& r) {
-  if (!config_ || config_->mode == Mode::PsSync || config_->replicas < 2) {
-    throw Refusal{fmt::format("ps-replicate: {} serves no async or bounded-staleness job with --ps-replicas 2", name_)};
-  }
+  requireAsyncReplicas("ps-replicate");
   ReplicaRequest request;
   try {
     request = decodeReplicaRequest(r.payload.view(), "the chief");
@@ -169,9 +171,7 @@ void RequestHandler::copyChunk(Outbox& out, size_t index, int to, ApplyJob* next
 }
 
 void RequestHandler::onCopy(Outbox& out, const Request& r) {
-  if (!config_ || config_->mode == Mode::PsSync || config_->replicas < 2) {
-    throw Refusal{fmt::format("ps-copy: {} serves no async or bounded-staleness job with --ps-replicas 2", name_)};
-  }
+  requireAsyncReplicas("ps-copy");
   const size_t index = store_.indexOf(r.header);
   if (admission_.isReady()) {
     throw Refusal{fmt::format("ps-copy of chunk {}: {} has every chunk already", store_.at(index).key, name_)};
@@ -195,9 +195,7 @@ void RequestHandler::onCopy(Outbox& out, const Request& r) {
 }
 
 void RequestHandler::onMirror(Outbox& out, const Request& r) {
-  if (!config_ || config_->mode == Mode::PsSync || config_->replicas < 2) {
-    throw Refusal{fmt::format("ps-mirror: {} serves no async or bounded-staleness job with --ps-replicas 2", name_)};
-  }
+  requireAsyncReplicas("ps-mirror");
   WorkerMirror mirror;
   try {
     mirror = decodeWorkerMirror(r.payload.view(), static_cast<size_t>(config_->workers), "the chunk's other holder");
