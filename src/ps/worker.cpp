@@ -373,21 +373,21 @@ StepAgreement Worker::reportStep(int64_t finished, const StepReport& report, Dea
 ReportTickets Worker::sendReport(int64_t finished, const StepReport& report) {
   // Every keeper hears every report, so that either can answer the next.
   ReportTickets tickets;
-  const std::vector<char> payload = encode(report);
-  tickets.payload = payload;
-  tickets.finished = finished;
+  tickets.payload = encode(report);
   for (int keeper = 0; keeper < std::min(servers(), options_.layout.replicas()); ++keeper) {
-    if (client_->lost(keeper)) continue;
-    tickets.by_keeper.emplace_back(keeper, client_->send(keeper, {.type = msg::kClock, .clock = static_cast<uint32_t>(finished)},
-                                                         net::copyPayload(payload)));
+    if (!client_->lost(keeper)) tickets.by_keeper.emplace_back(keeper, sendReportTo(keeper, finished, tickets.payload));
   }
   if (tickets.by_keeper.empty()) {
     // Both lost: a replacement brought up may answer; else the request to ps 0 fails, naming it.
     const int keeper = std::max(0, liveKeeper());
-    tickets.by_keeper.emplace_back(keeper, client_->send(keeper, {.type = msg::kClock, .clock = static_cast<uint32_t>(finished)},
-                                                         net::copyPayload(payload)));
+    tickets.by_keeper.emplace_back(keeper, sendReportTo(keeper, finished, tickets.payload));
   }
   return tickets;
+}
+
+Ticket Worker::sendReportTo(int keeper, int64_t finished, const std::vector<char>& payload) {
+  return client_->send(keeper, {.type = msg::kClock, .clock = static_cast<uint32_t>(finished)},
+                       net::copyPayload(payload));
 }
 
 StepAgreement Worker::awaitReport(ReportTickets& clock, int64_t finished, Deadline deadline) {
@@ -404,10 +404,7 @@ StepAgreement Worker::awaitReport(ReportTickets& clock, int64_t finished, Deadli
       const bool asked = std::any_of(clock.by_keeper.begin() + static_cast<std::ptrdiff_t>(k) + 1,
                                      clock.by_keeper.end(), [&](const auto& t) { return !client_->lost(t.first); });
       const int keeper = liveKeeper();
-      if (!asked && keeper >= 0) {
-        clock.by_keeper.emplace_back(keeper, client_->send(keeper, {.type = msg::kClock, .clock = static_cast<uint32_t>(finished)},
-                                                           net::copyPayload(clock.payload)));
-      }
+      if (!asked && keeper >= 0) clock.by_keeper.emplace_back(keeper, sendReportTo(keeper, finished, clock.payload));
       continue;
     }
     // --timeline: until every worker reported (the keeper's barrier) and the answer crossed back.

@@ -106,7 +106,6 @@ struct FetchedState {
 struct ReportTickets {
   std::vector<std::pair<int, Ticket>> by_keeper;  // (server, ticket), ps 0 first
   std::vector<char> payload;  // the report, to send again to a keeper turned to
-  int64_t finished = 0;
 };
 
 class Worker {
@@ -241,6 +240,11 @@ class Worker {
  private:
   void sayToEveryServer(net::MessageType type, Deadline deadline, const char* what, bool skip_silent);
   Ticket sendHello(int server);
+  // A revived server's hello, answered by `deadline`: whether it maps this
+  // worker's shared memory, and that it is taken back (rejoinedServers).
+  void greetRevived(int server, Deadline deadline, const std::string& what);
+  // A step report to keeper `keeper`.
+  Ticket sendReportTo(int keeper, int64_t finished, const std::vector<char>& payload);
   // Async replicas, a joining worker: sets aside the servers nobody answers
   // for at their address within 5 s.
   void setAsideSilentServers();

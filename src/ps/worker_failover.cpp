@@ -70,20 +70,10 @@ bool Worker::turnToReplacement(int server) {
         probe.send(0, {.type = msg::kStatus}, zmq::message_t()).wait(Deadline::afterSeconds(5), "ps-status");
     if (!decodeServerStatus(status.bytes(), name).ready) return false;
     client_->revive(server);
-    const net::Frame reply = sendHello(server).wait(Deadline::afterSeconds(30), "hello (a replacement brought up)");
-    const HelloAnswer answer = decodeHelloAnswer(reply.bytes(), name);
-    std::lock_guard lock(window_mutex_);
-    if (arena_mapped_.size() > static_cast<size_t>(server)) {
-      arena_mapped_[static_cast<size_t>(server)] = arena_ != nullptr && answer.arena_mapped;
-    }
+    greetRevived(server, Deadline::afterSeconds(30), "hello (a replacement brought up)");
   } catch (const Error& e) {
     TANDEM_LOG_DEBUG("worker {}: no replacement of {} to turn to: {}", options_.index, name, e.what());
     return false;
-  }
-  {
-    std::lock_guard lock(lost_mutex_);
-    std::erase(announced_lost_, server);
-    rejoined_.push_back(server);
   }
   TANDEM_LOG_WARN("worker {}: {}'s replacement, copied from the other holders, takes this worker's requests "
                   "(--ps-replicas 2)",

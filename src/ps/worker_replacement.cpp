@@ -98,23 +98,11 @@ void Worker::takeBackServer(int server, int64_t step, Deadline deadline) {
   } else {
     client_->revive(server);
   }
-  const net::Frame reply = sendHello(server).wait(deadline, "hello (a replacement, once the chief set it up)");
-  const HelloAnswer answer = decodeHelloAnswer(reply.bytes(), name);
-  {
-    std::lock_guard lock(window_mutex_);
-    if (arena_mapped_.size() > static_cast<size_t>(server)) {
-      arena_mapped_[static_cast<size_t>(server)] = arena_ != nullptr && answer.arena_mapped;
-    }
-  }
+  greetRevived(server, deadline, "hello (a replacement, once the chief set it up)");
   // The rate the others were told, sent ahead of the next step's pushes.
   if (sent_lr_) {
     notice_tickets_.emplace_back(server, client_->send(server, {.type = msg::kLr},
                                                        net::copyPayload(encode(LearningRate{*sent_lr_}))));
-  }
-  {
-    std::lock_guard lock(lost_mutex_);
-    std::erase(announced_lost_, server);
-    rejoined_.push_back(server);
   }
   TANDEM_LOG_WARN("worker {}: {} is back after step {}: its replacement {} (--ps-replicas 2)", options_.index, name,
                   step, chief ? "holds its chunks again, copied from the other replica" : "takes this worker's pushes");
@@ -165,6 +153,20 @@ bool Worker::bringUpReplacement(Deadline deadline) {
   }
   brought_up_[*server] = std::move(connection);
   return true;
+}
+
+void Worker::greetRevived(int server, Deadline deadline, const std::string& what) {
+  const net::Frame reply = sendHello(server).wait(deadline, what);
+  const HelloAnswer answer = decodeHelloAnswer(reply.bytes(), options_.servers[static_cast<size_t>(server)].name);
+  {
+    std::lock_guard lock(window_mutex_);
+    if (arena_mapped_.size() > static_cast<size_t>(server)) {
+      arena_mapped_[static_cast<size_t>(server)] = arena_ != nullptr && answer.arena_mapped;
+    }
+  }
+  std::lock_guard lock(lost_mutex_);
+  std::erase(announced_lost_, server);
+  rejoined_.push_back(server);
 }
 
 std::vector<int> Worker::rejoinedServers() const {
