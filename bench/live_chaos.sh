@@ -6,9 +6,9 @@
 # - SERVERS=0 (default): all-reduce with --min-workers WORKERS/2; any
 #   worker is a victim, worker 0 too (the launcher serves the store).
 # - SERVERS=2: async parameter servers with --ps-replicas 2; the victims
-#   are the servers and every worker but 0 (an async job's chief saves its
-#   checkpoints and its death stops the job). A killed server's replacement
-#   is brought up by the other, and a killed worker's joins the running job.
+#   are the servers and every worker, worker 0 too. A killed server's
+#   replacement is brought up by the other, and a killed worker's joins the
+#   running job (worker 0's as the chief again: the launcher serves the store).
 # Reports whether the job finished, each kill against the records in
 # OUT/restarts.jsonl, and what was lost: all-reduce, the updates its
 # membership records count and the time from each kill to every worker
@@ -36,18 +36,18 @@ KILLS=$((DURATION / PERIOD))
 if ((SERVERS > 0)); then
   job="async, $SERVERS parameter servers with --ps-replicas 2, $WORKERS workers"
   launch=(--ps "$SERVERS" --workers "$WORKERS")
-  mode=(--ps-mode async --ps-replicas 2 --staleness-lr on)
-  victims=$((SERVERS + WORKERS - 1))
+  mode=(--ps-mode async --ps-replicas 2 --staleness-lr on --checkpoint-every 1000)
+  victims=$((SERVERS + WORKERS))
 else
   job="all-reduce, $WORKERS workers"
   launch=(--workers "$WORKERS")
   mode=(--min-workers $((WORKERS / 2)) --verify-replicas-every 50)
   victims=$WORKERS
 fi
-# Victim v: a server below SERVERS, then the workers (from 1 with servers).
+# Victim v: a server below SERVERS, then the workers.
 victim_name() {
   local v=$1
-  if ((v < SERVERS)); then echo "ps $v"; else echo "worker $((v - SERVERS + (SERVERS > 0 ? 1 : 0)))"; fi
+  if ((v < SERVERS)); then echo "ps $v"; else echo "worker $((v - SERVERS))"; fi
 }
 
 echo "== cnn, Fashion-MNIST, $job, $STEPS steps, a victim killed every ${PERIOD}s for ${DURATION}s" \
@@ -99,12 +99,20 @@ if servers == 0:
             backs.append(full[0]["time"] - at)
     what = f"kill -> all {workers} training again"
 else:
-    trains = [json.loads(l)["time"] for l in open(f"{out}/run/metrics.jsonl") if '"type":"train"' in l]
-    for _, at in kills:
-        after = [t for t in trains if t > at]
+    metrics = [json.loads(l) for l in open(f"{out}/run/metrics.jsonl")]
+    trains = [m["time"] for m in metrics if m["type"] == "train"]
+    returns = [m["time"] for m in metrics if m["type"] == "chief_returned"]
+    chief_backs = []
+    for name, at in kills:
+        # A killed chief's next record is its replacement's, after it returned.
+        since = at if name != "worker 0" else next((t for t in returns if t > at), None)
+        after = [t for t in trains if since is not None and t > since]
         if after:
-            backs.append(after[0] - at)
+            (chief_backs if name == "worker 0" else backs).append(after[0] - at)
     what = "kill -> the chief's next record (every 10 steps)"
+    if chief_backs:
+        print(f"   worker 0 killed {len(chief_backs)} time(s); kill -> the new chief's first record: "
+              f"{min(chief_backs):.2f}-{max(chief_backs):.2f} s")
     ps = [json.load(open(p)) for p in sorted(glob.glob(f"{out}/run/ps/ps-*/summary.json"))]
     steps = ps[0]["global_step"] if ps else None
     # A worker killed between its pushes and its step report leaves updates

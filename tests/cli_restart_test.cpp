@@ -1,5 +1,6 @@
 // `tandem launch --max-restarts`: a killed parameter server brings the job
-// down and back up, and every task continues from the newest checkpoint.
+// down and back up, and every task continues from the newest checkpoint;
+// an async job's killed worker, chief included, is started again alone.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -131,6 +132,58 @@ TEST(LaunchRestart, AsyncJobTakesAReplacementWorkerAndTheStepsAddUp) {
   // A push the dead worker sent before it died may still have been applied.
   EXPECT_GE(server["model_updates"].get<int>(), 600) << server;
   EXPECT_LE(server["model_updates"].get<int>(), 601) << server;
+}
+
+// The chief too: the servers hold the job, so a killed worker 0 is started
+// again, joins, and is the chief again: it checkpoints, evaluates and writes
+// the summary of the whole job. Launch serves the store, so nothing waits
+// for worker 0's process.
+TEST(LaunchRestart, AsyncJobTakesBackAKilledChiefThatWritesTheJobsRecordsOn) {
+  TempDir dir;
+  const std::string run = dir.str("run");
+  const pid_t pid = testing::spawnTandem(
+      "launch --ps 1 --workers 2 --max-restarts 1 -- " +
+          restartArgs(run, "--max-steps 300 --checkpoint-every 40 --ps-mode async --lr 0.01 --debug-step-delay-ms 20"),
+      dir.str("log"));
+  ASSERT_TRUE(testing::waitForOutput(pid, fs::path(run) / "checkpoints" / "latest", std::chrono::seconds(120)))
+      << readFile(dir.path() / "log");
+  testing::runCommand("pkill -KILL -f -- '--out " + run + " .*--job-name worker --task-index 0( |$)'");
+  const int code = testing::waitForExit(pid, std::chrono::seconds(180));
+  const std::string log = readFile(dir.path() / "log");
+  ASSERT_EQ(code, 0) << log;
+  EXPECT_NE(log.find("restart 1 of 1: worker 0"), std::string::npos) << log;
+  EXPECT_NE(log.find("joined a running job in place of a lost worker 0"), std::string::npos) << log;
+  const auto records = testing::jsonLines(fs::path(run) / "restarts.jsonl");
+  ASSERT_EQ(records.size(), 1u) << log;
+  EXPECT_EQ(records[0]["replaced"], "worker 0");
+
+  const auto chief = nlohmann::json::parse(readFile(fs::path(run) / "summary.json"));
+  const auto server = nlohmann::json::parse(readFile(fs::path(run) / "ps" / "ps-0" / "summary.json"));
+  EXPECT_TRUE(chief["chief_returned"].get<bool>()) << chief;
+  EXPECT_EQ(chief["global_step"], 300) << chief;
+  EXPECT_EQ(chief["trained_steps"], 300) << chief;
+  const auto steps = server["steps_by_worker"].get<std::vector<int>>();
+  ASSERT_EQ(steps.size(), 2u) << server;
+  EXPECT_EQ(steps[0] + steps[1], 300) << server;
+  EXPECT_LT(chief["worker_steps"].get<int>(), steps[0]) << chief << server;  // its predecessor's came first
+  // Its records follow its predecessor's in the same file, to the job's end.
+  const auto metrics = testing::jsonLines(fs::path(run) / "metrics.jsonl");
+  int returned = 0, last_eval = -1;
+  for (const auto& m : metrics) {
+    if (m["type"] == "chief_returned") ++returned;
+    if (m["type"] == "eval") last_eval = m["step"].get<int>();
+  }
+  EXPECT_EQ(returned, 1);
+  EXPECT_EQ(last_eval, 300);
+  // Its checkpoints hold the servers' state, and none is left half-written.
+  EXPECT_TRUE(fs::exists(fs::path(run) / "checkpoint.ckpt"));
+  for (const auto& e : fs::directory_iterator(fs::path(run) / "checkpoints")) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+  }
+  auto resumed = testing::runTandem("train " + testing::syntheticTrainArgs("mlp", 16, dir.str("check"),
+                                                                           "--max-steps 301 --resume " + run +
+                                                                               "/checkpoint.ckpt"));
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
 }
 
 TEST(LaunchRestart, WithoutRestartsLeftTheJobFailsAndBadInputIsNeverRestarted) {

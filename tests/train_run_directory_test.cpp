@@ -1,6 +1,7 @@
 #include "train/run_directory.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -33,11 +34,15 @@ TEST(RunDirectoryTest, PruneDropsLaterStepsAndKeepsTheNewest) {
   testing::TempDir dir;
   for (int step : {10, 20, 30, 40, 50}) touch(dir.path() / "checkpoints" / ("step-" + std::to_string(step) + ".ckpt"));
   touch(dir.path() / "checkpoints" / "notes.txt");
+  // A killed chief's half-written checkpoint goes; this process's own stays.
+  touch(dir.path() / "checkpoints" / "step-60.ckpt.tmp.999999999");
+  const std::string own = "step-60.ckpt.tmp." + std::to_string(::getpid());
+  touch(dir.path() / "checkpoints" / own);
   pruneCheckpoints(dir.path(), 40, 2);
   std::vector<std::string> left;
   for (const auto& e : fs::directory_iterator(dir.path() / "checkpoints")) left.push_back(e.path().filename());
   std::sort(left.begin(), left.end());
-  EXPECT_EQ(left, (std::vector<std::string>{"notes.txt", "step-30.ckpt", "step-40.ckpt"}));
+  EXPECT_EQ(left, (std::vector<std::string>{"notes.txt", "step-30.ckpt", "step-40.ckpt", own}));
 }
 
 TEST(RunDirectoryTest, ClearLeavesTheNamedEntryAlone) {

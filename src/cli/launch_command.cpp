@@ -212,14 +212,20 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   if (train && train->given.contains("/distributed/restart_wait_s")) {
     throw InputError("--restart-wait: launch restarts the tasks itself; use launch --max-restarts N instead");
   }
+  // An async or SSP job's worker 0 is started again like any other worker
+  // and is the chief again: the servers hold the job. Not DiLoCo's, whose
+  // chief holds the outer optimizer's state.
+  const bool chief_comes_back = train && o.ps > 0 && train->config.distributed.ps_mode == Mode::PsAsync &&
+                                train->config.distributed.local_steps == 0;
+  // A job whose worker 0 may die serves its store from launch, not from worker 0.
+  const bool serves_store = live || chief_comes_back;
   // One pick for every port the job needs, so no two tasks get the same one:
-  // a program's MASTER_PORT, or the store launch serves for a live job.
+  // a program's MASTER_PORT, or the store launch serves.
   const std::vector<int> ports =
-      launch::pickFreePorts(o.host, o.workers + o.ps + (program ? 1 : 0) + (live ? 1 : 0));
+      launch::pickFreePorts(o.host, o.workers + o.ps + (program ? 1 : 0) + (serves_store ? 1 : 0));
   const int master_port = program ? ports[static_cast<size_t>(o.workers + o.ps)] : 0;
-  // A live job's store is launch's, not worker 0's: worker 0 may die too.
   const std::optional<cluster::HostPort> store_address =
-      live ? std::optional(cluster::HostPort{o.host, ports.back()}) : std::nullopt;
+      serves_store ? std::optional(cluster::HostPort{o.host, ports.back()}) : std::nullopt;
   auto hostList = [&o, &ports](int from, int count) {
     std::vector<std::string> hosts;
     for (int i = from; i < from + count; ++i) hosts.push_back(cluster::HostPort{o.host, ports[static_cast<size_t>(i)]}.str());
@@ -277,12 +283,15 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   // preemption), when the others stop at the same step.
   bool forwarded = false;
   auto failed = [](const launch::ChildExit& e) { return e.signaled || (e.exit_code != 0 && e.exit_code != 130); };
-  // The servers hold the parameters, and worker 0 saves the checkpoint and
-  // serves the store unless launch does (a live job, whose rank 0 takes
-  // the checkpoints over): their failure stops the job.
+  // The servers hold the parameters, and worker 0 saves the checkpoint,
+  // unless a live job's next rank 0 takes the checkpoints over: their
+  // failure stops the job, unless worker 0 is started again (async, SSP).
   const bool carry_on = continuesAfterWorkerFailure(o, train);
   auto spares = [&](const launch::ChildExit& e) {
-    return e.name.rfind("worker ", 0) == 0 && (e.name != "worker 0" || store_address);
+    return e.name.rfind("worker ", 0) == 0 && (e.name != "worker 0" || live);
+  };
+  auto restartable = [&](const launch::ChildExit& e) {
+    return spares(e) || (chief_comes_back && e.name == "worker 0");
   };
   auto server = [](const launch::ChildExit& e) { return e.name.rfind("ps ", 0) == 0; };
   // A second server lost may leave a chunk with no replica: the workers
@@ -333,9 +342,8 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   };
 
   // Async and SSP parameter-server jobs are elastic, and so is all-reduce
-  // with a live membership: a failed worker (in the former, not the chief,
-  // which hosts the coordinator) is started again alone and joins the
-  // running job.
+  // with a live membership: a failed worker is started again alone and
+  // joins the running job.
   const bool elastic = (train && o.ps > 0 && train->config.distributed.ps_mode == Mode::PsAsync) || live;
   int restarts = 0;
   std::set<pid_t> replaced;  // failed workers whose replacement joined
@@ -357,7 +365,7 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   auto replace = [&](const launch::ChildExit& e, launch::ChildSpec& again) {
     if (forwarded || !failed(e) || restarts >= o.max_restarts) return false;
     const bool server_back = servers_come_back && server(e) && !ending;
-    if (!server_back && !(elastic && spares(e))) return false;
+    if (!server_back && !(elastic && restartable(e))) return false;
     // It joins the running job: it must not start the job again or claim --out.
     if (store_address) again.extra_env.emplace_back("TANDEM_RESTART", "joins_running=1");
     if (server_back) server_replacements.insert(e.name);

@@ -168,7 +168,7 @@ void PsClient::revive(int server) {
   lost_[static_cast<size_t>(server)].store(false);
   {
     std::lock_guard lock(mailbox_->mutex);
-    mailbox_->queue.push_back({server, {}, zmq::message_t(), nullptr});
+    mailbox_->queue.push_back({server, {}, zmq::message_t(), nullptr, {}});
   }
   mailbox_->wake();
 }
@@ -202,7 +202,7 @@ Ticket PsClient::send(int server, net::FrameHeader header, zmq::message_t payloa
   ticket.state_->queued_us = obs::Timeline::nowUs();
   {
     std::lock_guard lock(mailbox_->mutex);
-    mailbox_->queue.push_back({server, header, std::move(payload), ticket.state_});
+    mailbox_->queue.push_back({server, header, std::move(payload), ticket.state_, {}});
   }
   mailbox_->wake();
   return ticket;

@@ -267,7 +267,10 @@ PsConnection connectToServers(torch::nn::Module& model, const nlohmann::json& fi
 
   const Deadline startup =
       Deadline::afterSeconds(cluster::startupSeconds(setup.context.start(), d.rendezvous_timeout_s));
-  if (spec.isChief()) {
+  // The chief sets the servers up, unless it was started again into the
+  // running job (async and SSP): then they hold the job, and it pulls.
+  const bool sets_up = spec.isChief() && !setup.context.start().joins_running;
+  if (sets_up) {
     std::vector<ps::ServerConfig> configs;
     for (int i = 0; i < spec.numServers(); ++i) {
       configs.push_back(serverConfig(setup, link.layout, link.push_groups, i, plan));
@@ -298,7 +301,7 @@ PsConnection connectToServers(torch::nn::Module& model, const nlohmann::json& fi
                     "step(s) after the job's start at {})",
                     spec.taskName(), spec.index, answer.clock, answer.clock - answer.start_step, answer.start_step);
   }
-  if (!spec.isChief()) {
+  if (!sets_up) {
     link.worker->pullAll(setup.mode == Mode::PsSync && !setup.chunk_clock ? plan.start_step : 0);
     link.worker->receivePulls(startup, plan.start_step, [&](size_t c, const ps::PulledValues& v) {
       link.model.scatter(c, v.data, v.wire);  // the worker checked its size

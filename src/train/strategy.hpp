@@ -150,6 +150,10 @@ struct StepPolicy {
   // Periodic checkpoints are taken where AgreedStep::checkpoint says, by
   // every worker (each keeps state of its own), instead of by the chief alone.
   bool checkpoints_by_agreement = false;
+  // Worker 0 started again into the running job is the chief again: the
+  // servers hold the job's state, so it takes the run directory's metrics,
+  // checkpoints and summary back (async and SSP; DiLoCo's chief is not).
+  bool chief_comes_back = false;
 };
 
 // The policy of a mode whose gradients travel every step.
@@ -157,7 +161,8 @@ constexpr StepPolicy stepPolicyOf(Mode mode) {
   return {.worker_applies_updates = !usesServers(mode),
           .averages_worker_batches = mode != Mode::PsAsync && mode != Mode::Ssp,
           .shares_job_steps = mode == Mode::PsAsync,
-          .checkpoints_by_agreement = false};
+          .checkpoints_by_agreement = false,
+          .chief_comes_back = mode == Mode::PsAsync || mode == Mode::Ssp};
 }
 
 class Strategy {

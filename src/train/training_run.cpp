@@ -90,8 +90,9 @@ TrainingRun::TrainingRun(const TrainConfig& config, Strategy& strategy, cluster:
 
   // Worker 0 owns the run directory; the others keep their own metrics
   // beside it, so a straggler's breakdown can be read after the run. A
-  // replacement joining a running live job owns nothing until it is rank 0.
-  chief_ = strategy_.rank() == 0 && !start_.joins_running;
+  // replacement joining a running live job owns nothing until it is rank 0;
+  // one for an async or SSP chief is the chief again, in the same directory.
+  chief_ = strategy_.rank() == 0 && (!start_.joins_running || policy_.chief_comes_back);
   own_dir_ = fs::path(c.out_dir) / "workers" / fmt::format("worker-{}", strategy_.rank());
   cadence_.emplace(CadenceRules{.log_every = c.log_every_steps,
                                 .eval_every = c.eval_every_steps,
@@ -131,7 +132,7 @@ TrainingRun::TrainingRun(const TrainConfig& config, Strategy& strategy, cluster:
     if (!resume_from_.empty()) moveOptimizerState(*optimizer_, device);
   }
   if (c.channels_last) toChannelsLast(*model_);
-  if (chief_) claimRunDirectory(c, plan, start_step_);
+  if (chief_ && !start_.joins_running) claimRunDirectory(c, plan, start_step_);
 }
 
 TrainingRun::~TrainingRun() {
@@ -180,8 +181,21 @@ nlohmann::json TrainingRun::summaryOfFinishedRun() {
 
 void TrainingRun::openInputAndLogs() {
   const TrainConfig& c = c_;
+  // Copied out of the optional: GCC 12 took its later reads for reads of
+  // an uninitialized payload (-Wmaybe-uninitialized).
+  const auto takeover = remote_ ? remote_->takeover() : std::nullopt;
+  const bool took_over = takeover.has_value();
+  const int64_t taken_clock = took_over ? takeover->clock : 0;
+  const int64_t job_start = took_over ? takeover->job_start_step : start_step_;
+  // A chief back in its running job writes the job's records on: the job
+  // started where it did, and this process's rates count from here.
+  chief_returned_ = chief_ && took_over;
+  if (chief_returned_) start_step_ = job_start;
   writer_.emplace(runDirectory());
-  if (start_step_ > 0) writer_->append({{"type", "resume"}, {"step", start_step_}, {"checkpoint", resume_from_}});
+  if (start_step_ > 0 && !chief_returned_) {
+    writer_->append({{"type", "resume"}, {"step", start_step_}, {"checkpoint", resume_from_}});
+  }
+  if (chief_returned_) writer_->append({{"type", "chief_returned"}, {"worker_clock", taken_clock}});
   param_count_ = models::countParameters(*model_);
   const TrainingDevice& device = placement_.device;
   TANDEM_LOG_INFO("training {} ({} parameters) on {} ({} samples), {} mode, {} worker(s), {} steps of {} per worker, "
@@ -194,14 +208,8 @@ void TrainingRun::openInputAndLogs() {
   // its share of the job's and may, at most, do all that remain.
   // A replacement in a running elastic job reads on where its predecessor
   // stopped, in the same shard.
-  // Copied out of the optional: GCC 12 took its later reads for reads of
-  // an uninitialized payload (-Wmaybe-uninitialized).
-  const auto takeover = remote_ ? remote_->takeover() : std::nullopt;
-  const bool took_over = takeover.has_value();
-  const int64_t taken_clock = took_over ? takeover->clock : 0;
-  const int64_t data_start = took_over ? takeover->job_start_step : start_step_;
-  local_ = policy_.shares_job_steps ? data_start / world_ : data_start;
-  if (took_over) local_ += taken_clock - data_start;
+  local_ = policy_.shares_job_steps ? job_start / world_ : job_start;
+  if (took_over) local_ += taken_clock - job_start;
   local_end_ = local_ + std::max<int64_t>(0, total_steps_ - start_step_);
   // On a machine whose cores the compute threads already fill, a prefetch
   // thread preempts one of them and the whole OpenMP team waits for it: the
@@ -437,7 +445,9 @@ void TrainingRun::applyUpdate(StepTimer& timer, AgreedStep& agreed, double lr) {
 }
 
 int64_t TrainingRun::advance(const AgreedStep& agreed) {
-  const int64_t before = done_;
+  // A returned chief's first step: the job's steps before it are not its.
+  const int64_t before = chief_returned_ && local_steps_ == 0 && agreed.global_step > 0 ? agreed.global_step - 1 : done_;
+  if (before != done_) steps_before_change_ = before;
   done_ = agreed.global_step >= 0 ? agreed.global_step : done_ + 1;
   start_.finished_steps = done_;  // how far a failed start got (train --restart-wait)
   if (++local_steps_ == kWarmupSteps) faults_after_warmup_ = minorFaults();
@@ -515,6 +525,9 @@ nlohmann::json TrainingRun::summary() {
       {"workers", world_},
       {"rank", strategy_.rank()},
       {"membership_changes", membership_changes_},
+      // Worker 0 started again into the running job wrote this summary: its
+      // rates and times count from its first step, the step counts are the job's.
+      {"chief_returned", chief_returned_},
       {"accumulate", c.accumulate},
       {"servers", strategy_.serverCount()},
       {"batch_size_per_worker", c.batch_size},

@@ -122,6 +122,7 @@ class TrainingRun {
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::optional<LrSchedule> schedule_;
   bool chief_ = false;
+  bool chief_returned_ = false;  // worker 0 started again into its running job
   std::filesystem::path out_dir_;
   std::filesystem::path own_dir_;  // a worker's records beside the chief's, while it is not rank 0
   std::string resume_from_;       // "" for a fresh start
