@@ -43,8 +43,25 @@ timed "asan tests" bash -c 'cd build-asan && ctest --output-on-failure --timeout
 echo "sanitize: the parameter-server tests under TSan"
 # libzmq's own threads are not instrumented: its queues' hand-offs are
 # invisible to TSan, so the checks cover our threads' use of our memory.
-TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp" \
-  timed "tsan tests" build-tsan/tests/tandem_ps_tests --gtest_brief=1
+# One shard a build job, side by side: the binary runs its tests one by one.
+tsan_shards() {
+  local shard pids=() failed=0
+  for ((shard = 0; shard < JOBS; shard++)); do
+    GTEST_TOTAL_SHARDS=$JOBS GTEST_SHARD_INDEX=$shard \
+      TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp" \
+      build-tsan/tests/tandem_ps_tests --gtest_brief=1 >"build-tsan/shard-$shard.log" 2>&1 &
+    pids+=($!)
+  done
+  for ((shard = 0; shard < JOBS; shard++)); do
+    if ! wait "${pids[$shard]}"; then
+      failed=1
+      cat "build-tsan/shard-$shard.log"
+    fi
+  done
+  tail -n 1 build-tsan/shard-*.log
+  return $failed
+}
+timed "tsan tests" tsan_shards
 
 echo "sanitize: fuzzing, ${FUZZ_SECONDS}s per target, $JOBS at a time (each fuzzer is one process on one core)"
 # Replays the target's regressions, then fuzzes a copy of its corpus.

@@ -137,25 +137,33 @@ TEST(LaunchRestart, AsyncJobTakesAReplacementWorkerAndTheStepsAddUp) {
 // The chief too: the servers hold the job, so a killed worker 0 is started
 // again, joins, and is the chief again: it checkpoints, evaluates and writes
 // the summary of the whole job. Launch serves the store, so nothing waits
-// for worker 0's process.
+// for worker 0's process, and the job goes on taking deaths: a replicated
+// server killed next is started again too.
 TEST(LaunchRestart, AsyncJobTakesBackAKilledChiefThatWritesTheJobsRecordsOn) {
   TempDir dir;
   const std::string run = dir.str("run");
   const pid_t pid = testing::spawnTandem(
-      "launch --ps 1 --workers 2 --max-restarts 1 -- " +
-          restartArgs(run, "--max-steps 300 --checkpoint-every 40 --ps-mode async --lr 0.01 --debug-step-delay-ms 20"),
+      "launch --ps 2 --workers 2 --max-restarts 2 -- " +
+          restartArgs(run, "--max-steps 300 --checkpoint-every 40 --ps-mode async --ps-replicas 2 --lr 0.01 "
+                           "--debug-step-delay-ms 20"),
       dir.str("log"));
   ASSERT_TRUE(testing::waitForOutput(pid, fs::path(run) / "checkpoints" / "latest", std::chrono::seconds(120)))
       << readFile(dir.path() / "log");
   testing::runCommand("pkill -KILL -f -- '--out " + run + " .*--job-name worker --task-index 0( |$)'");
+  ASSERT_TRUE(testing::waitForText(fs::path(run) / "metrics.jsonl", "chief_returned", std::chrono::seconds(60)))
+      << readFile(dir.path() / "log");
+  testing::runCommand("pkill -KILL -f -- '--out " + run + " .*--job-name ps --task-index 1( |$)'");
   const int code = testing::waitForExit(pid, std::chrono::seconds(180));
   const std::string log = readFile(dir.path() / "log");
   ASSERT_EQ(code, 0) << log;
-  EXPECT_NE(log.find("restart 1 of 1: worker 0"), std::string::npos) << log;
+  EXPECT_NE(log.find("restart 1 of 2: worker 0"), std::string::npos) << log;
   EXPECT_NE(log.find("joined a running job in place of a lost worker 0"), std::string::npos) << log;
-  const auto records = testing::jsonLines(fs::path(run) / "restarts.jsonl");
-  ASSERT_EQ(records.size(), 1u) << log;
-  EXPECT_EQ(records[0]["replaced"], "worker 0");
+  EXPECT_NE(log.find("restart 2 of 2: ps 1"), std::string::npos) << log;
+  std::vector<std::string> replaced;
+  for (const auto& r : testing::jsonLines(fs::path(run) / "restarts.jsonl")) {
+    if (r.contains("replaced")) replaced.push_back(r["replaced"]);
+  }
+  EXPECT_EQ(replaced, (std::vector<std::string>{"worker 0", "ps 1"})) << log;
 
   const auto chief = nlohmann::json::parse(readFile(fs::path(run) / "summary.json"));
   const auto server = nlohmann::json::parse(readFile(fs::path(run) / "ps" / "ps-0" / "summary.json"));

@@ -287,11 +287,12 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   // unless a live job's next rank 0 takes the checkpoints over: their
   // failure stops the job, unless worker 0 is started again (async, SSP).
   const bool carry_on = continuesAfterWorkerFailure(o, train);
+  int restarts = 0;
+  // Asked before a failed task is started again: worker 0 is spared while
+  // a restart is left to bring it back.
   auto spares = [&](const launch::ChildExit& e) {
-    return e.name.rfind("worker ", 0) == 0 && (e.name != "worker 0" || live);
-  };
-  auto restartable = [&](const launch::ChildExit& e) {
-    return spares(e) || (chief_comes_back && e.name == "worker 0");
+    return e.name.rfind("worker ", 0) == 0 &&
+           (e.name != "worker 0" || live || (chief_comes_back && restarts < o.max_restarts));
   };
   auto server = [](const launch::ChildExit& e) { return e.name.rfind("ps ", 0) == 0; };
   // A second server lost may leave a chunk with no replica: the workers
@@ -345,7 +346,6 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   // with a live membership: a failed worker is started again alone and
   // joins the running job.
   const bool elastic = (train && o.ps > 0 && train->config.distributed.ps_mode == Mode::PsAsync) || live;
-  int restarts = 0;
   std::set<pid_t> replaced;  // failed workers whose replacement joined
   auto writeRecord = [&](const launch::RestartRecord& record) {
     std::fprintf(stderr, "launch: %s\n", record.describe().c_str());
@@ -365,7 +365,7 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   auto replace = [&](const launch::ChildExit& e, launch::ChildSpec& again) {
     if (forwarded || !failed(e) || restarts >= o.max_restarts) return false;
     const bool server_back = servers_come_back && server(e) && !ending;
-    if (!server_back && !(elastic && restartable(e))) return false;
+    if (!server_back && !(elastic && spares(e))) return false;
     // It joins the running job: it must not start the job again or claim --out.
     if (store_address) again.extra_env.emplace_back("TANDEM_RESTART", "joins_running=1");
     if (server_back) server_replacements.insert(e.name);
