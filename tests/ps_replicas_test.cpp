@@ -7,6 +7,7 @@
 #include <optional>
 #include <thread>
 
+#include "core/clock.hpp"
 #include "core/error.hpp"
 #include "ps/worker.hpp"
 #include "support/ps_server_harness.hpp"
@@ -188,6 +189,31 @@ TEST(PsReplicas, AsyncReplacementIsBroughtUpByTheLiveHolderSoTheOtherMayDieNext)
   EXPECT_EQ(w.rejoinedServers(), std::vector<int>{0});
   w.sayDone(deadline);
   EXPECT_EQ(job.servers[0]->summary()["global_step"], 4) << "the replacement made the last steps";
+}
+
+// A worker started into the running job while a lost server's replacement
+// waits for the chief sets that replacement aside and goes on with the
+// live holder: its hello there would wait for the chief, which may be
+// waiting for this worker (chaos: a checkpoint's pause held the job 120 s).
+TEST(PsReplicas, AJoiningWorkerSetsAsideAReplacementTheChiefHasNotSetUp) {
+  const KeyLayout layout = buildKeyLayout({{"w", 6}, {"b", 4}}, 2, 16, 2);
+  const Deadline deadline = Deadline::afterSeconds(20);
+  ReplicatedJob job = startReplicated(layout, 2, deadline, {}, Mode::PsAsync);
+  const int port = job.servers[0]->port();
+  job.servers[0].reset();
+  job.servers[0] = std::make_unique<RunningServer>(ServerOptions{.bind_host = "127.0.0.1", .port = port, .index = 0});
+  WorkerOptions options{{{job.servers[0]->endpoint(), "ps 0"}, {job.servers[1]->endpoint(), "ps 1"}},
+                        layout, Mode::PsAsync, 1};
+  options.joining = true;
+  Worker joiner(options, tandem::testing::testSecurity());
+  const Stopwatch watch;
+  joiner.hello(Deadline::afterSeconds(8));
+  EXPECT_LT(watch.elapsed(), 5.0) << "the hello waited for the chief";
+  EXPECT_EQ(joiner.lostServers(), std::vector<int>{0});
+  std::vector<float> grad(4, 1.0f);
+  joiner.push(0, grad.data(), 0);
+  joiner.awaitPushes(deadline, 0);  // taken by ps 1, the live holder
+  joiner.sayDone(deadline);
 }
 
 TEST(PsReplicas, AChunkWithBothHoldersLostIsNamed) {

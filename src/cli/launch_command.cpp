@@ -317,7 +317,9 @@ int runLaunch(LaunchOptions o, const Environment& env) {
       return false;
     }
     const bool stops = stops_job(e);
-    if (failed(e) && !stops) progress.forget(e.name);
+    // Gone from the job's line, unless the job is stopping: then the line
+    // keeps the last step each reported (a gang restart's record reads it).
+    if (failed(e) && !stops && !ending) progress.forget(e.name);
     ending = ending || stops || !failed(e);
     if (replicated && server(e) && failed(e)) {
       std::fprintf(stderr, "launch: %s; its chunks go on at their other replica (--ps-replicas 2)\n",

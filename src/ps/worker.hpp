@@ -55,8 +55,9 @@ struct WorkerOptions {
   obs::Timeline* timeline = nullptr;  // --timeline: pushes, pulls and step ends on the communication lane
   int push_bits = 0;  // 8 or 4: pushes quantised, with error feedback (core/push_format.hpp)
   // Started into a running job (a replacement): with async replicas, a
-  // server that does not answer at its address within 5 s is set aside as
-  // lost, since its chunks' other holders carry them.
+  // server that does not answer at its address within 5 s, or a
+  // replacement there that the chief has not set up, is set aside as lost,
+  // since its chunks' other holders carry them.
   bool joining = false;
 
   PushFormat pushFormat() const { return {wire, push_bits}; }

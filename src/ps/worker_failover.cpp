@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "core/error.hpp"
 #include "core/logging.hpp"
@@ -135,17 +136,35 @@ std::pair<int, net::Frame> Worker::askClockKeeper(net::FrameHeader header, Deadl
 }
 
 void Worker::setAsideSilentServers() {
-  std::vector<std::pair<int, Ticket>> statuses;
-  for (int i = 0; i < servers(); ++i) statuses.emplace_back(i, client_->send(i, {.type = msg::kStatus}, zmq::message_t()));
-  for (auto& [i, ticket] : statuses) {
+  std::vector<Ticket> tickets;
+  for (int i = 0; i < servers(); ++i) tickets.push_back(client_->send(i, {.type = msg::kStatus}, zmq::message_t()));
+  // Each server's reason to be set aside, if it has one.
+  std::vector<std::string> why(static_cast<size_t>(servers()));
+  std::vector<std::optional<bool>> ready(static_cast<size_t>(servers()));  // empty: silent
+  for (int i = 0; i < servers(); ++i) {
     const std::string& name = options_.servers[static_cast<size_t>(i)].name;
     try {
-      ticket.wait(Deadline::afterSeconds(5), "ps-status");
+      const net::Frame status = tickets[static_cast<size_t>(i)].wait(Deadline::afterSeconds(5), "ps-status");
+      ready[static_cast<size_t>(i)] = decodeServerStatus(status.bytes(), name).ready;
     } catch (const PeerError&) {
-      if (!othersHoldEveryChunkOf(i)) throw;
-      client_->setAside(i, fmt::format("nothing answered at {}'s address within 5s of this worker's start", name));
-      noteLost(i);
+      why[static_cast<size_t>(i)] = fmt::format("nothing answered at {}'s address within 5s of this worker's start", name);
     }
+  }
+  // Once the job is set up, one not set up is a replacement the chief has
+  // not reached: it would hold the hello until the chief does, and the
+  // chief may be waiting on this worker (a checkpoint's pause).
+  const bool job_set_up = std::find(ready.begin(), ready.end(), std::optional(true)) != ready.end();
+  for (int i = 0; i < servers(); ++i) {
+    if (job_set_up && ready[static_cast<size_t>(i)] == std::optional(false)) {
+      why[static_cast<size_t>(i)] = fmt::format("{} is a replacement the chief has not set up yet",
+                                                options_.servers[static_cast<size_t>(i)].name);
+    }
+  }
+  for (int i = 0; i < servers(); ++i) {
+    if (why[static_cast<size_t>(i)].empty()) continue;
+    if (!othersHoldEveryChunkOf(i)) throw PeerError(fmt::format("worker {}: {}", options_.index, why[static_cast<size_t>(i)]));
+    client_->setAside(i, std::move(why[static_cast<size_t>(i)]));
+    noteLost(i);
   }
 }
 
