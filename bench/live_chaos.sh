@@ -65,9 +65,12 @@ for ((k = 0; k < KILLS; k++)); do
   kill -0 "$launch_pid" 2>/dev/null || break
   v=$((RANDOM % victims))  # drawn here: a subshell's RANDOM is seeded anew
   name=$(victim_name "$v")
-  echo "$name|$(date +%s.%N)" >>"$OUT/kills"
+  at=$(date +%s.%N)
   role=${name% *}
-  pkill -KILL -f -- "--out $OUT/run .*--job-name $role --task-index ${name#* }( |\$)" || true
+  # A victim already gone (the job ending) is no kill.
+  if pkill -KILL -f -- "--out $OUT/run .*--job-name $role --task-index ${name#* }( |\$)"; then
+    echo "$name|$at" >>"$OUT/kills"
+  fi
 done
 code=0
 wait "$launch_pid" || code=$?

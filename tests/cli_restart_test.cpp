@@ -138,7 +138,7 @@ TEST(LaunchRestart, AsyncJobTakesAReplacementWorkerAndTheStepsAddUp) {
 // again, joins, and is the chief again: it checkpoints, evaluates and writes
 // the summary of the whole job. Launch serves the store, so nothing waits
 // for worker 0's process, and the job goes on taking deaths: a replicated
-// server killed next is started again too.
+// server killed next is started again, and the returned chief sets it up.
 TEST(LaunchRestart, AsyncJobTakesBackAKilledChiefThatWritesTheJobsRecordsOn) {
   TempDir dir;
   const std::string run = dir.str("run");
@@ -159,6 +159,8 @@ TEST(LaunchRestart, AsyncJobTakesBackAKilledChiefThatWritesTheJobsRecordsOn) {
   EXPECT_NE(log.find("restart 1 of 2: worker 0"), std::string::npos) << log;
   EXPECT_NE(log.find("joined a running job in place of a lost worker 0"), std::string::npos) << log;
   EXPECT_NE(log.find("restart 2 of 2: ps 1"), std::string::npos) << log;
+  // The returned chief set up the server's replacement as the first would have.
+  EXPECT_NE(log.find("worker 0: ps 1 is back: ps 0 copies it"), std::string::npos) << log;
   std::vector<std::string> replaced;
   for (const auto& r : testing::jsonLines(fs::path(run) / "restarts.jsonl")) {
     if (r.contains("replaced")) replaced.push_back(r["replaced"]);

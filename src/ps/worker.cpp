@@ -113,6 +113,8 @@ net::FrameHeader Worker::chunkHeader(MessageType type, size_t c, int64_t clock) 
   return {.type = type, .clock = static_cast<uint32_t>(clock), .key_begin = chunk.key, .key_end = chunk.key + 1};
 }
 
+void Worker::rememberServerConfigs(std::vector<ServerConfig> configs) { configs_ = std::move(configs); }
+
 void Worker::initServers(const std::vector<ServerConfig>& configs, const ChunkValues& values, Deadline deadline) {
   configs_ = configs;
   std::vector<Ticket> tickets;

@@ -136,6 +136,9 @@ class Worker {
   // Throws PeerError naming a server that did not answer by `deadline`.
   using ChunkValues = std::function<std::vector<float>(size_t chunk, int64_t& applied)>;
   void initServers(const std::vector<ServerConfig>& configs, const ChunkValues& values, Deadline deadline);
+  // A chief started into the running job sets no server up, but keeps the
+  // configs to set a lost server's replacement up alike.
+  void rememberServerConfigs(std::vector<ServerConfig> configs);
 
   // Introduces this worker to every server; they answer once initialised.
   // Returns ps 0's answer: this worker's clock is the start step, or, for a

@@ -270,11 +270,13 @@ PsConnection connectToServers(torch::nn::Module& model, const nlohmann::json& fi
   // The chief sets the servers up, unless it was started again into the
   // running job (async and SSP): then they hold the job, and it pulls.
   const bool sets_up = spec.isChief() && !setup.context.start().joins_running;
-  if (sets_up) {
+  auto configsFor = [&](const StepPlan& job) {
     std::vector<ps::ServerConfig> configs;
-    for (int i = 0; i < spec.numServers(); ++i) {
-      configs.push_back(serverConfig(setup, link.layout, link.push_groups, i, plan));
-    }
+    for (int i = 0; i < spec.numServers(); ++i) configs.push_back(serverConfig(setup, link.layout, link.push_groups, i, job));
+    return configs;
+  };
+  if (sets_up) {
+    const std::vector<ps::ServerConfig> configs = configsFor(plan);
     link.worker->initServers(
         configs,
         [&](size_t c, int64_t& applied) {
@@ -290,6 +292,13 @@ PsConnection connectToServers(torch::nn::Module& model, const nlohmann::json& fi
         startup);
   }
   const ps::HelloAnswer answer = link.worker->hello(startup);
+  if (spec.isChief() && !sets_up) {
+    // Started again, the chief still sets a lost server's replacement up as
+    // the first chief would have, from the job's own start.
+    StepPlan job = plan;
+    job.start_step = answer.start_step;
+    link.worker->rememberServerConfigs(configsFor(job));
+  }
   link.sharing_servers = link.worker->serversSharingMemory();
   placeParametersInArena(link, setup);
   if (link.sharing_servers > 0) link.shared_grads = arenaFloats(*link.worker, link.worker->sharedArena()->data());
