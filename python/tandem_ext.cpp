@@ -160,8 +160,16 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "Tandem's C++ runtime for Python (use tandem.torch)";
   // pybind11 tries translators newest first: the base class goes first.
   py::register_exception<tandem::Error>(m, "Error", PyExc_RuntimeError);
-  py::register_exception<tandem::PeerError>(m, "PeerError", PyExc_RuntimeError);
   py::register_exception<tandem::InputError>(m, "InputError", PyExc_ValueError);
+  // Horovod's type for a collective that failed, a RuntimeError: a dead or
+  // silent peer, or ranks that called it differently (also a ValueError,
+  // which is what Tandem raised for those before).
+  const py::object horovod_internal = py::reinterpret_steal<py::object>(
+      PyErr_NewException("tandem._C.HorovodInternalError", PyExc_RuntimeError, nullptr));
+  m.attr("HorovodInternalError") = horovod_internal;
+  py::register_exception<tandem::PeerError>(m, "PeerError", horovod_internal);
+  py::register_exception<tandem::MismatchError>(m, "MismatchError",
+                                                py::make_tuple(horovod_internal, py::handle(PyExc_ValueError)));
 
   // The one declaration of the training options, for tandem.torch's
   // keywords, their defaults and their docstrings.

@@ -68,10 +68,11 @@ TEST(PsProtocol, HelloKeepsItsWireBytesAndRoundTripsWithAndWithoutSharedMemory) 
 }
 
 TEST(PsProtocol, HelloAnswerRoundTripsAndRefusesABadFlagOrAClockBeforeTheStart) {
-  const HelloAnswer a{.clock = 12, .start_step = 10, .arena_mapped = true, .fed = true};
+  const HelloAnswer a{.clock = 12, .start_step = 10, .arena_mapped = true, .fed = true, .finished = true};
   net::PayloadWriter w;
   w.putU32(12);
   w.putU32(10);
+  w.putU32(1);
   w.putU32(1);
   w.putU32(1);
   EXPECT_EQ(encode(a), w.bytes());
@@ -80,17 +81,19 @@ TEST(PsProtocol, HelloAnswerRoundTripsAndRefusesABadFlagOrAClockBeforeTheStart) 
   EXPECT_EQ(back.start_step, 10u);
   EXPECT_TRUE(back.arena_mapped);
   EXPECT_TRUE(back.fed);
+  EXPECT_TRUE(back.finished);
 
   net::PayloadWriter bad_flag;
   bad_flag.putU32(12);
   bad_flag.putU32(10);
   bad_flag.putU32(2);
   bad_flag.putU32(0);
+  bad_flag.putU32(0);
   expectInputError([&] { decodeHelloAnswer(bytesOf(bad_flag.bytes()), "ps 0"); },
                    {"ps 0: hello answer: shared-memory flag 2 is neither 0 nor 1"});
   expectInputError([&] { decodeHelloAnswer(bytesOf(encode(HelloAnswer{.clock = 3, .start_step = 4})), "ps 0"); },
                    {"ps 0: hello answer: clock 3 is before the start step 4"});
-  expectInputError([&] { decodeHelloAnswer(bytesOf(cut(encode(a), 8)), "ps 0"); },
+  expectInputError([&] { decodeHelloAnswer(bytesOf(cut(encode(a), 12)), "ps 0"); },
                    {"hello answer truncated at shared memory"});
   expectInputError([&] { decodeHelloAnswer(bytesOf(grown(encode(a))), "ps 0"); },
                    {"hello answer has 1 unexpected trailing bytes"});

@@ -56,7 +56,7 @@ TEST(StepClocksAsync, AReplacementContinuesTheLostWorkersClock) {
   step(clocks, 0);                                // 11, grants a 3rd
   step(clocks, 1);                                // 12, grants a 4th
   step(clocks, 1);                                // 13, grants a 5th; worker 1 holds it and dies
-  clocks.rejoin(1);                               // its 5th back, the replacement's own taken
+  EXPECT_TRUE(clocks.rejoin(1));                  // its 5th back, the replacement's own taken
   EXPECT_EQ(clocks.clockOf(1), 12u);
   EXPECT_THROW(clocks.report(1, 1, report(), "new", 1), InputError) << "a replacement starts from its predecessor's clock";
   EXPECT_FALSE(step(clocks, 1).finished);  // 14: worker 1's 3rd step, grants the 6th
@@ -64,6 +64,20 @@ TEST(StepClocksAsync, AReplacementContinuesTheLostWorkersClock) {
   EXPECT_TRUE(step(clocks, 1).finished);   // 16
   EXPECT_EQ(clocks.globalStep(), 16u);
   EXPECT_EQ(clocks.stepsByWorker(), (std::vector<uint32_t>{2, 4}));
+}
+
+// A worker that dies holding a step gives it back to the job; once another
+// worker took it and every step is granted, its replacement makes none
+// (chaos: a replacement that came at the very end made step 34001 of 34000).
+TEST(StepClocksAsync, AReplacementAfterTheLastGrantMakesNoStep) {
+  StepClocks clocks(Mode::PsAsync, 0, 2, 0, 4);  // 2 granted at the start
+  step(clocks, 0);                               // 1, grants the 3rd
+  step(clocks, 0);                               // 2, grants the 4th
+  clocks.lose(1);                                // worker 1 dies holding its step: 3 granted
+  EXPECT_FALSE(step(clocks, 0).finished);        // 3, takes worker 1's step back
+  EXPECT_FALSE(clocks.rejoin(1)) << "granted a step the job does not have";
+  EXPECT_TRUE(step(clocks, 0).finished);         // 4
+  EXPECT_EQ(clocks.globalStep(), 4u);
 }
 
 // SSP's bound holds against the live workers only: a lost worker no longer

@@ -189,7 +189,7 @@ Announcement rowsAnnouncement(CallKind kind, const torch::Tensor& tensor, const 
 
 void throwIfRefused(const std::string& problem, const Agreement& agreement) {
   if (!problem.empty()) throw InputError(problem);
-  if (!agreement.error.empty()) throw InputError("tandem: " + agreement.error);
+  if (!agreement.error.empty()) throw MismatchError("tandem: " + agreement.error);
 }
 
 // Submits `body` to the communication thread (inline without peers); the

@@ -150,7 +150,7 @@ GradientAverager::GradientAverager(torch::nn::Module& module, const AveragerOpti
             // Once a step: every rank is in this exchange, or has joined.
             if (bucket == 0) {
               const api::Agreement agreement = api::negotiate(job, step);
-              if (!agreement.error.empty()) throw InputError("tandem: " + agreement.error);
+              if (!agreement.error.empty()) throw MismatchError("tandem: " + agreement.error);
             }
             s.buckets->awaitOnHost(bucket);
             reducer->reduce(bucket, flat.data_ptr<float>(), static_cast<size_t>(flat.numel()));

@@ -22,6 +22,15 @@ class InputError : public Error {
   using Error::Error;
 };
 
+// The ranks called a collective differently (its kind, dtype, shapes or
+// root), each with arguments it found fine: the program is at fault, as for
+// any bad input, and the message names the ranks that differ. Python sees
+// Horovod's HorovodInternalError, which is also a ValueError.
+class MismatchError : public InputError {
+ public:
+  using InputError::InputError;
+};
+
 // A peer failed or did not answer in time; the message names the peer.
 class PeerError : public Error {
  public:

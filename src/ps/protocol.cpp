@@ -241,6 +241,7 @@ struct Layout<HelloAnswer> {
     f.u32("start step", a.start_step);
     f.flag("shared memory", "shared-memory flag", a.arena_mapped);
     f.flag("fed", "fed flag", a.fed);
+    f.flag("finished", "finished flag", a.finished);
   }
 };
 

@@ -124,6 +124,9 @@ struct HelloAnswer {
   // Async replicas: a replacement whose chunks the other holders copied and
   // feed (they order the pushes): workers turn to it only when they die.
   bool fed = false;
+  // Async: a replacement that came after every step of the job was granted
+  // makes none.
+  bool finished = false;
 };
 std::vector<char> encode(const HelloAnswer& answer);
 HelloAnswer decodeHelloAnswer(std::span<const std::byte> bytes, std::string_view peer);

@@ -228,8 +228,9 @@ void RequestHandler::registerWorker(Outbox& out, const Admission::HeldHello& hel
   }
   HelloAnswer answer;
   if (keepsClocks()) {
-    if (replaced) clocks_->rejoin(static_cast<int>(h.worker));
+    const bool steps_left = !replaced || clocks_->rejoin(static_cast<int>(h.worker));
     answer = {clocks_->clockOf(static_cast<int>(h.worker)), config_->start_step};
+    answer.finished = !steps_left;
   }
   answer.arena_mapped = mapArena(static_cast<int>(h.worker), h, held.same_host);
   answer.fed = fed_;

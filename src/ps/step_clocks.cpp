@@ -95,15 +95,18 @@ std::optional<StepClocks::HoldAnswer> StepClocks::takeHoldAnswer() {
   return answer;
 }
 
-void StepClocks::rejoin(int worker) {
+bool StepClocks::rejoin(int worker) {
   const auto w = static_cast<size_t>(worker);
   lost_[w] = false;
   done_[w] = false;
   returnGrant(worker);
-  if (mode_ == Mode::PsAsync) {
-    ++granted_;
-    holds_grant_[w] = true;
-  }
+  if (mode_ != Mode::PsAsync) return true;
+  // Every step of the job granted already (a death near the end): the
+  // replacement makes none, or the job would overshoot its steps.
+  if (granted_ >= total_steps_) return false;
+  ++granted_;
+  holds_grant_[w] = true;
+  return true;
 }
 
 std::vector<uint32_t> StepClocks::stepsByWorker() const {

@@ -49,8 +49,9 @@ class StepClocks {
   void lose(int worker);
   // A new process takes over `worker` (async and SSP): it continues that
   // worker's clock, a step granted to the one it replaces goes back to the
-  // job, and like every worker it starts one step unasked (async).
-  void rejoin(int worker);
+  // job, and like every worker it starts one step unasked (async). False
+  // when no step is left to grant it: it is to make none.
+  bool rejoin(int worker);
   // Worker `worker` waits until every other worker has finished or been
   // lost (the chief, before its final checkpoint); answered by release().
   void awaitOthers(int worker, std::string routing, uint64_t request_id);

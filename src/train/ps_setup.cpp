@@ -303,8 +303,9 @@ PsConnection connectToServers(torch::nn::Module& model, const nlohmann::json& fi
   placeParametersInArena(link, setup);
   if (link.sharing_servers > 0) link.shared_grads = arenaFloats(*link.worker, link.worker->sharedArena()->data());
   link.step = plan.start_step;
-  if (setup.mode != Mode::PsSync && (answer.clock != plan.start_step || answer.start_step != plan.start_step)) {
-    link.takeover = RemoteParameters::Takeover{answer.start_step, answer.clock};
+  if (setup.mode != Mode::PsSync &&
+      (answer.clock != plan.start_step || answer.start_step != plan.start_step || answer.finished)) {
+    link.takeover = RemoteParameters::Takeover{answer.start_step, answer.clock, answer.finished};
     link.step = answer.clock;
     TANDEM_LOG_WARN("{}: joined a running job in place of a lost worker {}: continuing its clock at step {} ({} "
                     "step(s) after the job's start at {})",

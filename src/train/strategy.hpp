@@ -100,6 +100,7 @@ class RemoteParameters {
   struct Takeover {
     int64_t job_start_step = 0;  // where the servers' job started
     int64_t clock = 0;           // the predecessor's clock: that start plus the steps it finished
+    bool finished = false;       // async: every step of the job was granted before it came
   };
   virtual std::optional<Takeover> takeover() const = 0;
   // Worker 0, after its last step and before its final evaluation and

@@ -187,6 +187,8 @@ void TrainingRun::openInputAndLogs() {
   const bool took_over = takeover.has_value();
   const int64_t taken_clock = took_over ? takeover->clock : 0;
   const int64_t job_start = took_over ? takeover->job_start_step : start_step_;
+  // Came after the job's last step was granted: it makes none.
+  budget_spent_ = took_over ? takeover->finished : false;
   // A chief back in its running job writes the job's records on: the job
   // started where it did, and this process's rates count from here.
   chief_returned_ = chief_ && took_over;

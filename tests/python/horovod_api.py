@@ -1,7 +1,9 @@
 """Each call of tandem.torch against Horovod's semantics, on every rank of a
 job (run under tandem launch --workers N, N >= 2). Every rank computes the
 expected result from what every rank sends, and asserts its own."""
+import os
 import sys
+import time
 import warnings
 
 import torch
@@ -130,12 +132,41 @@ expect(rs, torch.full((2 if me == 0 else 1, 2), float(sum(range(1, n + 1)))), "r
 
 hvd.barrier()
 
-# -- mistakes: calls that differ across ranks, bad arguments on one rank
-try:
-    hvd.allreduce(torch.ones(3 if me == 0 else 4))
-    raise SystemExit("different shapes did not raise")
-except ValueError as e:
-    assert "rank 0 called allreduce (sum) of 3 float32 values, but rank(s) " in str(e), e
+# -- mistakes: calls that differ across ranks, bad arguments on one rank.
+# Ranks that disagree raise Horovod's HorovodInternalError, a RuntimeError
+# (Tandem's MismatchError, a ValueError too, as it raised before).
+for mismatched, says in ((lambda: hvd.allreduce(torch.ones(3 if me == 0 else 4)),
+                          "rank 0 called allreduce (sum) of 3 float32 values, but rank(s) "),
+                         (lambda: hvd.allreduce(torch.ones(3, dtype=torch.float32 if me == 0 else torch.float64)),
+                          "rank 0 called allreduce (sum) of 3 float32 values, but rank(s) "),
+                         (lambda: hvd.broadcast(torch.ones(3), root_rank=me), "rank(s) ")):
+    try:
+        mismatched()
+        raise SystemExit(f"rank {me}: a mismatch did not raise ({says})")
+    except RuntimeError as e:
+        assert isinstance(e, hvd.HorovodInternalError) and isinstance(e, ValueError), type(e).__mro__
+        assert says in str(e), e
+# A named collective still running refuses a second of its name (ValueError,
+# as Horovod's duplicate name). Rank 0 asks while the others have not
+# started theirs, so the first cannot have finished; a file says when.
+flag = hvd.broadcast_object(f"/tmp/tandem-horovod-api-{torch.randint(1 << 30, (1,)).item()}" if me == 0 else None)
+if me == 0:
+    first = hvd.allreduce_async(torch.ones(2), name="twice", op=hvd.Sum)
+    try:
+        hvd.allreduce_async(torch.ones(2), name="twice")
+        raise SystemExit("a second collective named 'twice' while the first ran did not raise")
+    except ValueError as e:
+        assert not isinstance(e, RuntimeError) and "named 'twice' is still running" in str(e), e
+    open(flag, "w").close()
+else:
+    while not os.path.exists(flag):
+        time.sleep(0.01)
+    first = hvd.allreduce_async(torch.ones(2), name="twice", op=hvd.Sum)
+expect(hvd.synchronize(first), torch.full((2,), float(n)), "the first 'twice'")
+expect(hvd.allreduce(torch.ones(2), name="twice", op=hvd.Sum), torch.full((2,), float(n)), "'twice' once synchronized")
+hvd.barrier()
+if me == 0:
+    os.remove(flag)
 try:
     hvd.alltoall(torch.ones(n, 2), splits=[n + 5] * n if me == 1 else None)
     raise SystemExit("bad splits did not raise")
@@ -248,6 +279,18 @@ try:
     raise AssertionError("hvd.elastic.run swallowed a dead peer in a job whose membership is fixed")
 except hvd.HorovodInternalError as e:
     assert "start it with tandem launch --min-workers N" in str(e), str(e)
+
+
+@hvd.elastic.run
+def call_differently(state):
+    hvd.allreduce(torch.ones(1 + me))
+
+
+try:
+    call_differently(state)
+    raise AssertionError("ranks that called allreduce differently did not raise out of hvd.elastic.run")
+except hvd.MismatchError as e:
+    assert "membership is fixed" not in str(e), str(e)  # not taken for a dead peer, nor run again
 
 # -- shutdown, then init again
 hvd.shutdown()

@@ -40,9 +40,13 @@ from tandem.torch import elastic  # noqa: E402,F401
 from tandem.torch import _options  # noqa: E402
 from tandem.torch._options import DEFAULTS  # noqa: E402
 
-InputError = _C.InputError
+InputError = _C.InputError  # a ValueError
+# Horovod's RuntimeError for a failed collective: PeerError (a dead or
+# silent peer) and MismatchError (ranks that called it differently, also a
+# ValueError) are both HorovodInternalError.
+HorovodInternalError = _C.HorovodInternalError
 PeerError = _C.PeerError
-HorovodInternalError = PeerError  # what a dead or silent peer raises
+MismatchError = _C.MismatchError
 HostsUpdatedInterrupt = elastic.HostsUpdatedInterrupt  # a commit's news: the members are changing
 
 

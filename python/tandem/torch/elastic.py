@@ -1,7 +1,8 @@
 """Horovod's elastic API (hvd.elastic): state objects that commit, restore
 and sync, and ``run``, which keeps a training function going while workers
 die and join. In a job started with ``tandem launch --min-workers N`` a
-failed collective raises HorovodInternalError (PeerError): ``run`` restores
+failed collective raises HorovodInternalError (PeerError, for a dead or
+silent peer): ``run`` restores
 the last commit, the survivors agree on the next members in-process and go
 on. A worker the launcher starts again (``--max-restarts``) joins at the
 others' next commit, which raises HostsUpdatedInterrupt; the state is then
@@ -17,7 +18,7 @@ from tandem import _C
 from tandem.torch.ops import broadcast_object
 from tandem.torch.optimizer import broadcast_optimizer_state, broadcast_parameters
 
-HorovodInternalError = _C.PeerError
+HorovodInternalError = _C.HorovodInternalError
 
 
 class HostsUpdatedInterrupt(RuntimeError):
@@ -143,6 +144,8 @@ def run(func):
                 if not skip_sync:
                     state.sync()
                 return func(state, *args, **kwargs)
+            except _C.MismatchError:
+                raise  # ranks that called a collective differently would only do so again
             except HorovodInternalError as e:
                 if not _C.elastic_enabled():
                     raise _C.PeerError(f"{e}; this job's membership is fixed: start it with tandem launch "

@@ -1,8 +1,10 @@
 """Horovod's collectives on tensors and objects, over Tandem's C++ runtime.
 
 Every rank must make the same calls in the same order; each call checks
-first that the ranks agree (kind, dtype, op, shapes) and raises ValueError
-naming the ranks that differ. An ``*_async`` call returns a handle at once;
+first that the ranks agree (kind, dtype, op, shapes) and raises
+HorovodInternalError (a RuntimeError; Tandem's MismatchError, also a
+ValueError) naming the ranks that differ. A named ``*_async`` call while
+another of that name still runs raises ValueError, as in Horovod. An ``*_async`` call returns a handle at once;
 the collective runs on Tandem's communication thread, in call order, and
 ``synchronize(handle)`` returns its result (``poll(handle)`` says whether it
 has finished). Tensors of any device and layout travel through a contiguous
@@ -70,9 +72,28 @@ def _op_of(op, average, call):
 class _Handle:
     """An asynchronous collective; finish(outputs) makes its result."""
 
-    def __init__(self, work, finish):
+    def __init__(self, work, finish, name=None):
         self._work = work
         self._finish = finish
+        self._name = name
+
+
+# Named collectives still running, by name: as in Horovod, a second one of
+# the same name is refused until the first has finished.
+_running = {}
+
+
+def _start(call, name, start, finish):
+    """Starts a collective (``start()`` returns its work) under ``name``."""
+    if name is not None:
+        earlier = _running.get(str(name))
+        if earlier is not None and not earlier.poll():
+            raise ValueError(f"{call}: a collective named {str(name)!r} is still running; synchronize its handle "
+                             "before starting another of that name")
+    work = start()
+    if name is not None:
+        _running[str(name)] = work
+    return _Handle(work, finish, None if name is None else str(name))
 
 
 def poll(handle):
@@ -82,7 +103,12 @@ def poll(handle):
 
 def synchronize(handle):
     """Waits for the collective behind ``handle`` and returns its result."""
-    return handle._finish(handle._work.wait())
+    try:
+        outputs = handle._work.wait()
+    finally:
+        if handle._name is not None and _running.get(handle._name) is handle._work:
+            del _running[handle._name]
+    return handle._finish(outputs)
 
 
 def _name(name):
@@ -91,9 +117,11 @@ def _name(name):
 
 # -- allreduce --------------------------------------------------------------
 
-def _allreduce_async_(tensors, op, prescale_factor, postscale_factor, name, single):
-    work = _C.allreduce_async_(list(tensors), op, float(prescale_factor), float(postscale_factor), _name(name))
-    return _Handle(work, (lambda out: out[0]) if single else (lambda out: list(out)))
+def _allreduce_async_(tensors, op, prescale_factor, postscale_factor, name, single, call="allreduce"):
+    return _start(call, name,
+                  lambda: _C.allreduce_async_(list(tensors), op, float(prescale_factor), float(postscale_factor),
+                                              _name(name)),
+                  (lambda out: out[0]) if single else (lambda out: list(out)))
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
@@ -177,7 +205,7 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
     _check_process_set(process_set, "allgather_async")
-    return _Handle(_C.allgather_async(tensor, _name(name)), lambda out: out[0])
+    return _start("allgather", name, lambda: _C.allgather_async(tensor, _name(name)), lambda out: out[0])
 
 
 class _AllgatherFunction(torch.autograd.Function):
@@ -206,7 +234,7 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
 
 
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
-    handles = [allgather_async(t, name, process_set) for t in tensors]
+    handles = [allgather_async(t, None if name is None else f"{name}.{i}", process_set) for i, t in enumerate(tensors)]
     return _Group(handles)
 
 
@@ -233,7 +261,8 @@ class _Group(_Handle):
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts copying root_rank's ``tensor`` into every rank's, in place."""
     _check_process_set(process_set, "broadcast_async_")
-    return _Handle(_C.broadcast_async_([tensor], int(root_rank), _name(name)), lambda out: out[0])
+    return _start("broadcast", name, lambda: _C.broadcast_async_([tensor], int(root_rank), _name(name)),
+                  lambda out: out[0])
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
@@ -274,8 +303,8 @@ def _splits_list(splits):
 
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
     _check_process_set(process_set, "alltoall_async")
-    work = _C.alltoall_async(tensor, _splits_list(splits), _name(name))
-    return _Handle(work, lambda out: (out[0], out[1]))
+    return _start("alltoall", name, lambda: _C.alltoall_async(tensor, _splits_list(splits), _name(name)),
+                  lambda out: (out[0], out[1]))
 
 
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
