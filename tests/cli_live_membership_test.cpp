@@ -56,7 +56,7 @@ int killMidRun(const TempDir& dir, const std::string& run, const std::string& fl
                               std::chrono::seconds(120))) {
     return -2;
   }
-  testing::runCommand("pkill -KILL -f -- '--out " + run + " .*--job-name worker --task-index (" + indices + ")( |$)'");
+  testing::killTasks(run, "worker", "(" + indices + ")");
   return testing::waitForExit(pid, std::chrono::seconds(180));
 }
 

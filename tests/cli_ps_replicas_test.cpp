@@ -36,8 +36,7 @@ std::optional<pid_t> startReplicated(const TempDir& dir, const std::string& run,
 }
 
 void killServer(const std::string& run, int index) {
-  testing::runCommand("pkill -KILL -f -- '--out " + run + " .*--job-name ps --task-index " + std::to_string(index) +
-                      "( |$)'");
+  testing::killTasks(run, "ps", std::to_string(index));
 }
 
 // The servers' deaths launch recorded in the run's restarts.jsonl.

@@ -32,7 +32,7 @@ std::string restartArgs(const std::string& out, const std::string& extra) {
 int killServerAfterFirstCheckpoint(const TempDir& dir, const std::string& out, const std::string& launch_args) {
   const pid_t pid = testing::spawnTandem(launch_args, dir.str("log"));
   if (!testing::waitForOutput(pid, fs::path(out) / "checkpoints" / "latest", std::chrono::seconds(120))) return -2;
-  testing::runCommand("pkill -KILL -f -- '--out " + out + " .*--job-name ps --task-index 0( |$)'");
+  testing::killTasks(out, "ps", "0");
   return testing::waitForExit(pid, std::chrono::seconds(180));
 }
 
@@ -103,7 +103,7 @@ TEST(LaunchRestart, AsyncJobTakesAReplacementWorkerAndTheStepsAddUp) {
   ASSERT_TRUE(testing::waitForOutput(pid, fs::path(run) / "workers" / "worker-2" / "metrics.jsonl",
                                      std::chrono::seconds(120)))
       << readFile(dir.path() / "log");
-  testing::runCommand("pkill -KILL -f -- '--out " + run + " .*--job-name worker --task-index 2( |$)'");
+  testing::killTasks(run, "worker", "2");
   const int code = testing::waitForExit(pid, std::chrono::seconds(180));
   const std::string log = readFile(dir.path() / "log");
   ASSERT_EQ(code, 0) << log;
@@ -149,10 +149,10 @@ TEST(LaunchRestart, AsyncJobTakesBackAKilledChiefThatWritesTheJobsRecordsOn) {
       dir.str("log"));
   ASSERT_TRUE(testing::waitForOutput(pid, fs::path(run) / "checkpoints" / "latest", std::chrono::seconds(120)))
       << readFile(dir.path() / "log");
-  testing::runCommand("pkill -KILL -f -- '--out " + run + " .*--job-name worker --task-index 0( |$)'");
+  testing::killTasks(run, "worker", "0");
   ASSERT_TRUE(testing::waitForText(fs::path(run) / "metrics.jsonl", "chief_returned", std::chrono::seconds(60)))
       << readFile(dir.path() / "log");
-  testing::runCommand("pkill -KILL -f -- '--out " + run + " .*--job-name ps --task-index 1( |$)'");
+  testing::killTasks(run, "ps", "1");
   const int code = testing::waitForExit(pid, std::chrono::seconds(180));
   const std::string log = readFile(dir.path() / "log");
   ASSERT_EQ(code, 0) << log;

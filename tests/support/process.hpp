@@ -86,6 +86,12 @@ inline ProcessResult runCommand(const std::string& command,
   return result;
 }
 
+// SIGKILL to the tasks `job` ("worker" or "ps") of the job writing OUT
+// whose index matches `indices` (a pattern: "2", or "(1|3)").
+inline void killTasks(const std::string& out, const std::string& job, const std::string& indices) {
+  runCommand("pkill -KILL -f -- '--out " + out + " .*--job-name " + job + " --task-index " + indices + "( |$)'");
+}
+
 #ifdef TANDEM_BINARY  // absent from the torch-free sanitizer build
 inline ProcessResult runTandem(const std::string& args, std::chrono::seconds timeout = std::chrono::seconds(300)) {
   return runCommand(std::string(TANDEM_BINARY) + " " + args, timeout);
