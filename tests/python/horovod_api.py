@@ -86,6 +86,14 @@ hvd.grouped_allreduce_(group, op=hvd.Sum)
 expect(group[0], total, "grouped_allreduce_ in place")
 expect(hvd.synchronize(hvd.grouped_allreduce_async([sent(me, torch.float64)], op=hvd.Sum))[0], total,
        "grouped_allreduce_async")
+# Differentiable as allreduce is: each gradient is reduced by the same op.
+a, b = sent(me, torch.float64).requires_grad_(), torch.ones(3, dtype=torch.float64, requires_grad=True)
+ra, rb = hvd.grouped_allreduce([a, b], op=hvd.Average)
+(ra * (me + 1)).sum().backward(retain_graph=True)
+(rb * 2 * (me + 1)).sum().backward()
+mean_weight = sum(r + 1 for r in range(n)) / n
+expect(a.grad, torch.full((2, 3), mean_weight, dtype=torch.float64), "grouped_allreduce's gradient [0]")
+expect(b.grad, torch.full((3,), 2 * mean_weight, dtype=torch.float64), "grouped_allreduce's gradient [1]")
 
 # -- allgather: uneven first dimension, rank order; objects
 rows = torch.full((me + 1, 3), float(me))
@@ -123,8 +131,15 @@ send = torch.cat([torch.full((d + 1, 2), 100 * me + d) for d in range(n)])
 received, received_splits = hvd.alltoall(send, splits=splits)
 expect(received, torch.cat([torch.full((me + 1, 2), 100 * r + me) for r in range(n)]), "alltoall rows")
 expect(received_splits, torch.full((n,), me + 1, dtype=torch.int32), "alltoall received splits")
-even, _ = hvd.alltoall(torch.arange(n) + 10 * me)
+even = hvd.alltoall(torch.arange(n) + 10 * me)  # without splits, Horovod returns the tensor alone
 expect(even, torch.arange(n) * 10 + me, "alltoall, even splits")
+# Differentiable: each received row's gradient goes back to its sender.
+leaf = send.double().requires_grad_()
+got, _ = hvd.alltoall(leaf, splits=splits)
+(got * torch.arange(1, got.shape[0] + 1, dtype=torch.float64).unsqueeze(1)).sum().backward()
+# Rank r weights the rows it received 1, 2, ...: my block for r, its rows me*(r+1)+1 on.
+weights = torch.cat([torch.arange(1, n * (r + 1) + 1, dtype=torch.float64).view(n, r + 1)[me] for r in range(n)])
+expect(leaf.grad, weights.unsqueeze(1).expand(-1, 2).contiguous(), "alltoall's gradient")
 
 # -- reducescatter: this rank's share of the reduction
 rs = hvd.reducescatter(torch.ones(n + 1, 2) * (me + 1), op=hvd.Sum)

@@ -190,14 +190,31 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
                                                 process_set))
 
 
+class _GroupedAllreduceFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, op, prescale, postscale, name, *tensors):
+        ctx.op, ctx.prescale, ctx.postscale = op, prescale, postscale
+        return tuple(synchronize(_allreduce_async_([t.detach().clone() for t in tensors], op, prescale, postscale,
+                                                   name, False)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        if ctx.op not in (Sum, Average):
+            raise RuntimeError(f"grouped_allreduce: no gradient through op {_OPS[ctx.op]} (Sum and Average have one)")
+        out = synchronize(_allreduce_async_([g.detach().clone() for g in grads], ctx.op, ctx.prescale, ctx.postscale,
+                                            None, False))
+        return (None, None, None, None, *out)
+
+
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None, prescale_factor=1.0,
                       postscale_factor=1.0, process_set=global_process_set):
-    """Returns the reductions of ``tensors`` (new tensors), sent in one message."""
+    """Returns the reductions of ``tensors`` (new tensors), sent in one message;
+    differentiable for Sum and Average, as allreduce is."""
     _check_process_set(process_set, "grouped_allreduce")
     op = _op_of(op, average, "grouped_allreduce")
     packed = [compression.compress(t) for t in tensors]
-    out = synchronize(_allreduce_async_([t.detach().clone() for t, _ in packed], op, prescale_factor,
-                                        postscale_factor, name, False))
+    out = _GroupedAllreduceFunction.apply(op, float(prescale_factor), float(postscale_factor), name,
+                                          *[t for t, _ in packed])
     return [compression.decompress(t, ctx) for t, (_, ctx) in zip(out, packed)]
 
 
@@ -307,11 +324,31 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
                   lambda out: (out[0], out[1]))
 
 
+class _AlltoallFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, splits, name):
+        output, received_splits = synchronize(alltoall_async(tensor, splits, name))
+        ctx.received_splits = received_splits
+        if splits is None:
+            return output
+        ctx.mark_non_differentiable(received_splits)
+        return output, received_splits
+
+    @staticmethod
+    def backward(ctx, grad, *unused):
+        # Each row's gradient goes back to the rank that sent it.
+        back, _ = synchronize(alltoall_async(grad.contiguous(), ctx.received_splits))
+        return back, None, None
+
+
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
-    """Sends ``splits[r]`` rows of ``tensor`` (in order) to rank r; returns the
-    rows every rank sent here, in rank order, and how many came from each
-    (int32). Without splits the rows divide evenly over the ranks."""
-    return synchronize(alltoall_async(tensor, splits, name, process_set))
+    """Sends ``splits[r]`` rows of ``tensor`` (in order) to rank r and returns
+    the rows every rank sent here, in rank order; with ``splits`` also how
+    many came from each (int32), as Horovod does. Without splits the rows
+    divide evenly over the ranks. Differentiable: the gradient of each row
+    goes back to its sender."""
+    _check_process_set(process_set, "alltoall")
+    return _AlltoallFunction.apply(tensor, splits, name)
 
 
 def reducescatter(tensor, name=None, compression=Compression.none, op=Average, process_set=global_process_set,
