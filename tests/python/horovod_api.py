@@ -100,6 +100,9 @@ rows = torch.full((me + 1, 3), float(me))
 gathered = hvd.allgather(rows)
 expect(gathered, torch.cat([torch.full((r + 1, 3), float(r)) for r in range(n)]), "allgather, uneven rows")
 expect(hvd.synchronize(hvd.allgather_async(torch.tensor([me]))), torch.arange(n), "allgather_async")
+parts = hvd.synchronize(hvd.grouped_allgather_async([torch.tensor([me]), rows], name="parts"))
+expect(parts[0], torch.arange(n), "grouped_allgather_async [0]")
+expect(parts[1], gathered, "grouped_allgather_async [1]")
 g = torch.full((me + 1, 2), 1.0, requires_grad=True)
 (hvd.allgather(g) * 2).sum().backward()
 expect(g.grad, torch.full((me + 1, 2), 2.0 * n), "allgather's gradient: the sum over ranks of this rank's rows")
@@ -144,6 +147,32 @@ expect(leaf.grad, weights.unsqueeze(1).expand(-1, 2).contiguous(), "alltoall's g
 # -- reducescatter: this rank's share of the reduction
 rs = hvd.reducescatter(torch.ones(n + 1, 2) * (me + 1), op=hvd.Sum)
 expect(rs, torch.full((2 if me == 0 else 1, 2), float(sum(range(1, n + 1)))), "reducescatter")
+owner = [0, 0] + list(range(1, n))  # n + 1 rows: rank 0 takes the extra one
+mine = [i for i, r in enumerate(owner) if r == me]
+base = torch.arange(2 * (n + 1), dtype=torch.float64).view(n + 1, 2)
+average = (n * base + sum(range(n))) / n
+expect(hvd.reducescatter(base + me, prescale_factor=3.0, postscale_factor=0.5), 1.5 * average[mine],
+       "reducescatter, Average, prescale 3, postscale 0.5")
+expect(hvd.synchronize(hvd.reducescatter_async(base + me, op=hvd.Sum, name="rs.async")), n * average[mine],
+       "reducescatter_async")
+first, second = hvd.grouped_reducescatter([base + me, 2 * (base + me)], op=hvd.Sum)
+expect(first, n * average[mine], "grouped_reducescatter [0]")
+expect(second, 2 * n * average[mine], "grouped_reducescatter [1]")
+expect(hvd.synchronize(hvd.grouped_reducescatter_async([base + me]))[0], average[mine], "grouped_reducescatter_async")
+# Horovod's gradient: the shares gathered back, times size() for Sum (not divided for Average).
+for op, factor in ((hvd.Sum, n), (hvd.Average, 1)):
+    leaf = (base + me).requires_grad_()
+    (hvd.reducescatter(leaf, op=op, prescale_factor=2.0) * (me + 1)).sum().backward()
+    wanted = torch.tensor([float(r + 1) for r in owner], dtype=torch.float64).unsqueeze(1).expand(-1, 2)
+    expect(leaf.grad, wanted * factor * 2.0, f"reducescatter's gradient, op {op}")
+for bad, says in ((lambda: hvd.reducescatter(torch.tensor(1.0)), "rank-zero tensor"),
+                  (lambda: hvd.reducescatter(base, op=hvd.Max), "op must be Sum or Average"),
+                  (lambda: hvd.reducescatter(base, op=hvd.Adasum), "op must be Sum or Average")):
+    try:
+        bad()
+        raise SystemExit(f"reducescatter did not raise ({says})")
+    except hvd.HorovodInternalError as e:
+        assert says in str(e), e
 
 hvd.barrier()
 

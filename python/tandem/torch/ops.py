@@ -23,7 +23,8 @@ __all__ = ["Sum", "Average", "Min", "Max", "Product", "Adasum", "ProcessSet", "g
            "allreduce_async", "allreduce_async_", "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async",
            "grouped_allreduce_async_", "allgather", "allgather_async", "grouped_allgather", "grouped_allgather_async",
            "broadcast", "broadcast_", "broadcast_async", "broadcast_async_", "alltoall", "alltoall_async",
-           "reducescatter", "grouped_reducescatter", "broadcast_object", "allgather_object", "barrier", "join"]
+           "reducescatter", "reducescatter_async", "grouped_reducescatter", "grouped_reducescatter_async",
+           "broadcast_object", "allgather_object", "barrier", "join"]
 
 # Reduction ops, numbered as tandem::ReduceOp.
 Sum, Average, Min, Max, Product, Adasum = range(6)
@@ -260,6 +261,7 @@ class _Group(_Handle):
 
     def __init__(self, handles):
         self._handles = handles
+        self._name = None  # each part holds its own name
 
     @property
     def _work(self):
@@ -351,22 +353,65 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     return _AlltoallFunction.apply(tensor, splits, name)
 
 
+def _share_of(reduced, rows):
+    """This rank's rows of a reduction: the first ranks take one more row
+    when the first dimension does not divide evenly, as in Horovod."""
+    n, r = _C.size(), _C.rank()
+    share, extra = divmod(rows, n)
+    return reduced.narrow(0, r * share + min(r, extra), share + (1 if r < extra else 0))
+
+
+def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set, prescale_factor=1.0,
+                        postscale_factor=1.0):
+    """Starts reducing ``tensor`` over all ranks; synchronize() returns this
+    rank's share of the first dimension. Sum and Average only, as in
+    Horovod (HorovodInternalError otherwise, and for a rank-zero tensor)."""
+    _check_process_set(process_set, "reducescatter_async")
+    if op not in (Sum, Average):
+        raise _C.HorovodInternalError(f"reducescatter: op must be Sum or Average, as in Horovod; got {_OPS.get(op, op)}")
+    if tensor.dim() == 0:
+        raise _C.HorovodInternalError("reducescatter: a rank-zero tensor has no first dimension to scatter")
+    rows = tensor.shape[0]
+    return _start("reducescatter", name,
+                  lambda: _C.allreduce_async_([tensor.detach().clone()], op, float(prescale_factor),
+                                              float(postscale_factor), _name(name)),
+                  lambda out: _share_of(out[0], rows))
+
+
+class _ReducescatterFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, op, prescale, postscale):
+        ctx.scale = (_C.size() if op == Sum else 1) * prescale * postscale
+        return synchronize(reducescatter_async(tensor, name, op, global_process_set, prescale, postscale))
+
+    @staticmethod
+    def backward(ctx, grad):
+        # Horovod's rule: every rank's share gathered back, times size()
+        # for Sum and the scale factors (not divided by size() for Average).
+        return synchronize(allgather_async(grad.contiguous() * ctx.scale)), None, None, None, None
+
+
 def reducescatter(tensor, name=None, compression=Compression.none, op=Average, process_set=global_process_set,
                   prescale_factor=1.0, postscale_factor=1.0):
-    """Reduces ``tensor`` over all ranks and returns this rank's share of
-    the first dimension (the first ranks take one more row when it does not
-    divide evenly), as Horovod does. Reduced whole, then sliced."""
-    reduced = allreduce(tensor, name=name, compression=compression, op=op, prescale_factor=prescale_factor,
-                        postscale_factor=postscale_factor, process_set=process_set)
-    n, r, rows = _C.size(), _C.rank(), tensor.shape[0]
-    share, extra = divmod(rows, n)
-    start = r * share + min(r, extra)
-    return reduced.narrow(0, start, share + (1 if r < extra else 0))
+    """Reduces ``tensor`` over all ranks and returns this rank's share of the
+    first dimension (the first ranks take one more row when it does not
+    divide evenly), as Horovod does. Differentiable, with Horovod's gradient."""
+    _check_process_set(process_set, "reducescatter")
+    compressed, ctx = compression.compress(tensor)
+    out = _ReducescatterFunction.apply(compressed, name, op, float(prescale_factor), float(postscale_factor))
+    return compression.decompress(out, ctx)
+
+
+def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set, prescale_factor=1.0,
+                                postscale_factor=1.0):
+    return _Group([reducescatter_async(t, None if name is None else f"{name}.{i}", op, process_set, prescale_factor,
+                                       postscale_factor) for i, t in enumerate(tensors)])
 
 
 def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
                           process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
-    return [reducescatter(t, name, compression, op, process_set, prescale_factor, postscale_factor) for t in tensors]
+    return [reducescatter(t, None if name is None else f"{name}.{i}", compression, op, process_set, prescale_factor,
+                          postscale_factor) for i, t in enumerate(tensors)]
 
 
 # -- objects, barrier, join --------------------------------------------------
