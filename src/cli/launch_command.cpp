@@ -215,8 +215,8 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   // An async or SSP job's worker 0 is started again like any other worker
   // and is the chief again: the servers hold the job. Not DiLoCo's, whose
   // chief holds the outer optimizer's state.
-  const bool chief_comes_back = train && o.ps > 0 && train->config.distributed.ps_mode == Mode::PsAsync &&
-                                train->config.distributed.local_steps == 0;
+  const bool async_ps = train && o.ps > 0 && train->config.distributed.ps_mode == Mode::PsAsync;
+  const bool chief_comes_back = async_ps && train->config.distributed.local_steps == 0;
   // A job whose worker 0 may die serves its store from launch, not from worker 0.
   const bool serves_store = live || chief_comes_back;
   // One pick for every port the job needs, so no two tasks get the same one:
@@ -347,7 +347,7 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   // Async and SSP parameter-server jobs are elastic, and so is all-reduce
   // with a live membership: a failed worker is started again alone and
   // joins the running job.
-  const bool elastic = (train && o.ps > 0 && train->config.distributed.ps_mode == Mode::PsAsync) || live;
+  const bool elastic = async_ps || live;
   std::set<pid_t> replaced;  // failed workers whose replacement joined
   auto writeRecord = [&](const launch::RestartRecord& record) {
     std::fprintf(stderr, "launch: %s\n", record.describe().c_str());

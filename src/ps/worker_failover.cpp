@@ -138,16 +138,12 @@ std::pair<int, net::Frame> Worker::askClockKeeper(net::FrameHeader header, Deadl
 void Worker::setAsideSilentServers() {
   std::vector<Ticket> tickets;
   for (int i = 0; i < servers(); ++i) tickets.push_back(client_->send(i, {.type = msg::kStatus}, zmq::message_t()));
-  // Each server's reason to be set aside, if it has one.
-  std::vector<std::string> why(static_cast<size_t>(servers()));
-  std::vector<std::optional<bool>> ready(static_cast<size_t>(servers()));  // empty: silent
-  for (int i = 0; i < servers(); ++i) {
-    const std::string& name = options_.servers[static_cast<size_t>(i)].name;
+  std::vector<std::optional<bool>> ready(tickets.size());  // empty: nothing answered
+  for (size_t i = 0; i < tickets.size(); ++i) {
     try {
-      const net::Frame status = tickets[static_cast<size_t>(i)].wait(Deadline::afterSeconds(5), "ps-status");
-      ready[static_cast<size_t>(i)] = decodeServerStatus(status.bytes(), name).ready;
+      ready[i] = decodeServerStatus(tickets[i].wait(Deadline::afterSeconds(5), "ps-status").bytes(),
+                                    options_.servers[i].name).ready;
     } catch (const PeerError&) {
-      why[static_cast<size_t>(i)] = fmt::format("nothing answered at {}'s address within 5s of this worker's start", name);
     }
   }
   // Once the job is set up, one not set up is a replacement the chief has
@@ -155,15 +151,17 @@ void Worker::setAsideSilentServers() {
   // chief may be waiting on this worker (a checkpoint's pause).
   const bool job_set_up = std::find(ready.begin(), ready.end(), std::optional(true)) != ready.end();
   for (int i = 0; i < servers(); ++i) {
-    if (job_set_up && ready[static_cast<size_t>(i)] == std::optional(false)) {
-      why[static_cast<size_t>(i)] = fmt::format("{} is a replacement the chief has not set up yet",
-                                                options_.servers[static_cast<size_t>(i)].name);
+    const std::string& name = options_.servers[static_cast<size_t>(i)].name;
+    const std::optional<bool> answer = ready[static_cast<size_t>(i)];
+    const bool silent = !answer, not_set_up = job_set_up && answer == std::optional(false);
+    if (!silent && !not_set_up) continue;
+    if (!othersHoldEveryChunkOf(i)) {
+      if (not_set_up) continue;  // its hello waits for the chief, the only way on
+      throw PeerError(fmt::format("worker {}: nothing answered at {}'s address within 5s of its start, and its "
+                                  "chunks have no other live holder", options_.index, name));
     }
-  }
-  for (int i = 0; i < servers(); ++i) {
-    if (why[static_cast<size_t>(i)].empty()) continue;
-    if (!othersHoldEveryChunkOf(i)) throw PeerError(fmt::format("worker {}: {}", options_.index, why[static_cast<size_t>(i)]));
-    client_->setAside(i, std::move(why[static_cast<size_t>(i)]));
+    client_->setAside(i, silent ? fmt::format("nothing answered at {}'s address within 5s of this worker's start", name)
+                                : fmt::format("{} is a replacement the chief has not set up yet", name));
     noteLost(i);
   }
 }

@@ -95,12 +95,13 @@ void pruneCheckpoints(const fs::path& out_dir, int64_t from_step, int keep) {
 void pruneStepFiles(const fs::path& dir, std::string_view suffix, int64_t from_step, int keep) {
   std::error_code ec;
   std::vector<std::pair<int64_t, fs::path>> kept;
-  const std::string own_temporary = fmt::format("{}.tmp.{}", suffix, ::getpid());
+  const std::string temporary = fmt::format("{}.tmp.", suffix);
+  const std::string own_temporary = temporary + std::to_string(::getpid());
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     // A writer that died while saving (a killed chief) left its temporary
     // file; only this process writes here now.
     const std::string name = entry.path().filename().string();
-    if (const size_t at = name.find(fmt::format("{}.tmp.", suffix)); at != std::string::npos) {
+    if (const size_t at = name.find(temporary); at != std::string::npos) {
       if (name.substr(at) != own_temporary) fs::remove(entry.path(), ec);
       continue;
     }
