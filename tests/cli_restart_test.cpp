@@ -134,6 +134,53 @@ TEST(LaunchRestart, AsyncJobTakesAReplacementWorkerAndTheStepsAddUp) {
   EXPECT_LE(server["model_updates"].get<int>(), 601) << server;
 }
 
+// Sync jobs too: a killed worker other than worker 0 is started again
+// alone. Nobody rolls back: the others complete the step it died in with
+// the pushes that came, wait at the next step boundary for its
+// replacement, and go on with it; every step is one update.
+TEST(LaunchRestart, SyncJobTakesAReplacementWorkerAtAStepBoundaryWithoutRollingBack) {
+  TempDir dir;
+  const std::string run = dir.str("run");
+  const pid_t pid = testing::spawnTandem(
+      "launch --ps 2 --workers 3 --max-restarts 1 -- " +
+          restartArgs(run, "--max-steps 400 --lr 0.01 --checkpoint-every 100 --debug-step-delay-ms 20 "
+                           "--ps-chunk-mb 0.02"),
+      dir.str("log"));
+  ASSERT_TRUE(testing::waitForOutput(pid, fs::path(run) / "workers" / "worker-2" / "metrics.jsonl",
+                                     std::chrono::seconds(120)))
+      << readFile(dir.path() / "log");
+  testing::killTasks(run, "worker", "2");
+  const int code = testing::waitForExit(pid, std::chrono::seconds(180));
+  const std::string log = readFile(dir.path() / "log");
+  ASSERT_EQ(code, 0) << log;
+  EXPECT_NE(log.find("restart 1 of 1: worker 2"), std::string::npos) << log;
+  EXPECT_NE(log.find("a new worker 2 joins it"), std::string::npos) << log;
+  EXPECT_NE(log.find("joined a running sync job in place of a lost worker 2"), std::string::npos) << log;
+  EXPECT_EQ(log.find("every task continues from the checkpoint"), std::string::npos) << log;
+  const auto records = testing::jsonLines(fs::path(run) / "restarts.jsonl");
+  ASSERT_EQ(records.size(), 1u) << log;
+  EXPECT_EQ(records[0]["replaced"], "worker 2");
+  EXPECT_EQ(records[0]["lost_updates"], 0) << records[0];
+  EXPECT_EQ(records[0]["rolled_back"], false) << records[0];
+
+  const auto chief = nlohmann::json::parse(readFile(fs::path(run) / "summary.json"));
+  const auto replacement = nlohmann::json::parse(readFile(fs::path(run) / "workers" / "worker-2" / "summary.json"));
+  EXPECT_EQ(chief["global_step"], 400) << chief;
+  EXPECT_EQ(chief["worker_steps"], 400) << chief;
+  // The replacement trained the steps after the one it joined at, no more.
+  EXPECT_GT(replacement["worker_steps"].get<int>(), 0) << replacement;
+  EXPECT_LT(replacement["worker_steps"].get<int>(), 400) << replacement;
+  // Every chunk on both servers made exactly one update a step.
+  for (int s = 0; s < 2; ++s) {
+    const auto server = nlohmann::json::parse(readFile(fs::path(run) / "ps" / fmt::format("ps-{}", s) / "summary.json"));
+    EXPECT_EQ(server["model_updates"], 400) << server;
+    EXPECT_EQ(server["rejoined_workers"], 1) << server;
+    EXPECT_TRUE(server["lost_workers"].empty()) << server;
+  }
+  const auto ps0 = nlohmann::json::parse(readFile(fs::path(run) / "ps" / "ps-0" / "summary.json"));
+  EXPECT_EQ(ps0["global_step"], 400) << ps0;
+}
+
 // The chief too: the servers hold the job, so a killed worker 0 is started
 // again, joins, and is the chief again: it checkpoints, evaluates and writes
 // the summary of the whole job. Launch serves the store, so nothing waits

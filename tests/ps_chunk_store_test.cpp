@@ -424,6 +424,52 @@ TEST(ChunkStoreSync, AWorkerThatLeavesToStartAgainFailsEveryWaitingPullAtOnce) {
   EXPECT_FALSE(async.depart(1));
 }
 
+// A sync worker dies mid-step and a replacement takes its place: the step
+// completes with the pushes that came, as their mean, and the replacement
+// is awaited from the step it joins at, not before.
+TEST(ChunkStoreSync, ALeftWorkersStepIsTheMeanOfThePushesInAndItsReplacementPushesFromItsJoinStep) {
+  ChunkStore store = storeFor(configFor(Mode::PsSync, 3));
+  EXPECT_FALSE(store.push(0, 0, 0, gradient({1, 1, 1}), 0));
+  EXPECT_FALSE(store.push(1, 0, 0, gradient({2, 4, 6}), 0));
+  EXPECT_TRUE(store.pull(0, pullFrom(0, 1), 1).empty());
+  auto jobs = store.leave(2);
+  ASSERT_EQ(jobs.size(), 1u) << "the step waits for the dead worker";
+  EXPECT_DOUBLE_EQ(jobs[0].scale, 1.5);
+  const auto applied = runApply(store, std::move(jobs[0]));
+  ASSERT_EQ(applied.replies.size(), 1u);
+  // Pushed pre-scaled by 1/3: the two pushes' sum times 3/2 is their mean's share.
+  expectValues(applied.replies[0], {1 - 0.5f * 4.5f, 2 - 0.5f * 7.5f, 3 - 0.5f * 10.5f});
+  EXPECT_EQ(refusalOf([&] { store.push(2, 0, 1, gradient({0, 0, 0}), 0); }),
+            "worker 2 pushed chunk 7 for step 1, but it left the job (it died, and its replacement has not joined)");
+  store.joinAt(2, 2);
+  EXPECT_EQ(refusalOf([&] { store.push(2, 0, 1, gradient({0, 0, 0}), 0); }),
+            "worker 2 pushed chunk 7 for step 1, but it joined to push from step 2 on");
+  EXPECT_FALSE(store.push(0, 0, 1, gradient({0, 0, 0}), 0));
+  auto step1 = store.push(1, 0, 1, gradient({0, 0, 0}), 0);
+  ASSERT_TRUE(step1) << "step 1 waits for the replacement, which joins at step 2";
+  runApply(store, std::move(step1));
+  EXPECT_FALSE(store.push(0, 0, 2, gradient({1, 1, 1}), 0));
+  EXPECT_FALSE(store.push(1, 0, 2, gradient({1, 1, 1}), 0)) << "step 2 applied without the replacement";
+  auto step2 = store.push(2, 0, 2, gradient({1, 1, 1}), 0);
+  ASSERT_TRUE(step2);
+  EXPECT_EQ(step2->grads.size(), 3u);
+  EXPECT_DOUBLE_EQ(step2->scale, 1.0) << "every worker in: the plain sum, as before";
+  runApply(store, std::move(step2));
+  EXPECT_EQ(refusalOf([&] { store.joinAt(1, 2); }), "worker 1 joins to push from step 2, but chunk 7 is at step 3 already");
+}
+
+// A dead worker's push that came before it died stays in its step.
+TEST(ChunkStoreSync, APushTheLeftWorkerMadeBeforeItDiedCountsInItsStep) {
+  ChunkStore store = storeFor(configFor(Mode::PsSync, 3));
+  store.push(2, 0, 0, gradient({3, 3, 3}), 0);
+  store.push(0, 0, 0, gradient({0, 0, 0}), 0);
+  EXPECT_TRUE(store.leave(2).empty()) << "worker 1's push is still awaited";
+  auto job = store.push(1, 0, 0, gradient({0, 0, 0}), 0);
+  ASSERT_TRUE(job);
+  EXPECT_EQ(job->grads.size(), 3u);
+  EXPECT_DOUBLE_EQ(job->scale, 1.0);
+}
+
 TEST(ChunkStoreSync, AHeldPullFailsAtThePeerTimeoutNamingTheMissingPushes) {
   ChunkStore store = storeFor(configFor(Mode::PsSync, 3));
   store.push(1, 0, 0, gradient({1, 1, 1}), 0);

@@ -38,16 +38,18 @@ std::vector<char> grown(std::vector<char> v) {
 uint64_t bits(double v) { return std::bit_cast<uint64_t>(v); }
 
 TEST(PsProtocol, HelloKeepsItsWireBytesAndRoundTripsWithAndWithoutSharedMemory) {
-  Hello plain{.worker = 3, .layout_fingerprint = 0x1122334455667788, .generation = 9};
+  Hello plain{.worker = 3, .layout_fingerprint = 0x1122334455667788, .generation = 9, .sync_join = 12};
   net::PayloadWriter w;
   w.putU32(3);
   w.putU64(0x1122334455667788);
   w.putU64(9);
+  w.putU32(12);
   EXPECT_EQ(encode(plain), w.bytes());
   const Hello back = decodeHello(bytesOf(encode(plain)), "worker 3");
   EXPECT_EQ(back.worker, 3u);
   EXPECT_EQ(back.layout_fingerprint, plain.layout_fingerprint);
   EXPECT_EQ(back.generation, 9u);
+  EXPECT_EQ(back.sync_join, 12u);
   EXPECT_FALSE(back.arena);
 
   Hello shared = plain;
@@ -60,7 +62,7 @@ TEST(PsProtocol, HelloKeepsItsWireBytesAndRoundTripsWithAndWithoutSharedMemory) 
   EXPECT_EQ(decodeHello(bytesOf(encode(shared)), "worker 3").arena, shared.arena);
 
   expectInputError([&] { decodeHello(bytesOf(cut(encode(plain), 1)), "worker 3"); },
-                   {"frame from worker 3", "ps-hello payload truncated at generation"});
+                   {"frame from worker 3", "ps-hello payload truncated at sync join step"});
   expectInputError([&] { decodeHello(bytesOf(cut(encode(shared), 1)), "worker 3"); },
                    {"worker 3: ps-hello payload: shared-memory token of 15 bytes, expected 16"});
   expectInputError([&] { decodeHello(bytesOf(grown(encode(shared))), "worker 3"); },

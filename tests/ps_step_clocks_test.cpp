@@ -110,6 +110,40 @@ TEST(StepClocksSync, ALostWorkerStillHoldsTheStep) {
   EXPECT_TRUE(clocks.release().empty());
 }
 
+// A sync replacement joins at a step boundary: while the others are still
+// in a step, it joins in that step's report (its own stands for the step it
+// did not push, and is in no loss); once they all finished it, in the next.
+TEST(StepClocksSync, AReplacementJoinsAtTheNextStepBoundaryAndItsJoinReportIsInNoLoss) {
+  StepClocks clocks(Mode::PsSync, 0, 3, 0);
+  clocks.report(0, 1, report(2.0), "w0", 1);
+  clocks.report(2, 1, report(), "old w2", 2);  // worker 2 reports, then dies
+  EXPECT_TRUE(clocks.release().empty()) << "worker 1 is still in step 1";
+  EXPECT_EQ(clocks.joinSync(2), 0u) << "joins in step 1's report, which the others wait for";
+  clocks.report(1, 1, report(4.0), "w1", 3);
+  EXPECT_TRUE(clocks.release().empty()) << "step 1 released without the replacement's report";
+  clocks.report(2, 1, report(100.0), "new w2", 4);
+  const auto answers = clocks.release();
+  ASSERT_EQ(answers.size(), 3u) << "the dead worker's held report is answered to nobody";
+  for (const auto& a : answers) {
+    EXPECT_NE(a.routing, "old w2");
+    EXPECT_DOUBLE_EQ(a.agreement.loss, (2.0 + 1.0 + 4.0) / 3) << "the dead one's loss counts, the join's does not";
+  }
+  // Every other worker finished step 1: the next one joins in step 2's report.
+  EXPECT_EQ(clocks.joinSync(1), 1u);
+  clocks.report(0, 2, report(), "w0", 5);
+  clocks.report(2, 2, report(), "new w2", 6);
+  EXPECT_TRUE(clocks.release().empty());
+  clocks.report(1, 2, report(9.0), "newer w1", 7);
+  EXPECT_EQ(clocks.release().size(), 3u);
+  // A keeper told the clock (--ps-replicas 2) takes it as given; after the
+  // job's last step a replacement starts where the others ended.
+  EXPECT_EQ(clocks.joinSync(1, 7u), 7u);
+  StepClocks ended(Mode::PsSync, 0, 2, 0);
+  ended.report(0, 1, report(), "w0", 1);
+  ended.finish(0);
+  EXPECT_EQ(ended.joinSync(1), 1u);
+}
+
 // The chief's report names a replacement server: every worker's agreement
 // of that step names it, so all take it back before their next push; the
 // next step's agreements name none.

@@ -217,6 +217,11 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   // chief holds the outer optimizer's state.
   const bool async_ps = train && o.ps > 0 && train->config.distributed.ps_mode == Mode::PsAsync;
   const bool chief_comes_back = async_ps && train->config.distributed.local_steps == 0;
+  // A sync job's workers other than worker 0 (whose process serves the
+  // store and writes the records) are started again alone too, and join at
+  // a step boundary. Launch's tasks share one host: no host groups.
+  const bool sync_ps = train && o.ps > 0 && train::psModeOf(train->config.distributed) == Mode::PsSync &&
+                       train->config.distributed.local_steps == 0;
   // A job whose worker 0 may die serves its store from launch, not from worker 0.
   const bool serves_store = live || chief_comes_back;
   // One pick for every port the job needs, so no two tasks get the same one:
@@ -344,10 +349,10 @@ int runLaunch(LaunchOptions o, const Environment& env) {
     return true;
   };
 
-  // Async and SSP parameter-server jobs are elastic, and so is all-reduce
-  // with a live membership: a failed worker is started again alone and
-  // joins the running job.
-  const bool elastic = async_ps || live;
+  // Parameter-server jobs are elastic (sync: workers but worker 0), and so
+  // is all-reduce with a live membership: a failed worker is started again
+  // alone and joins the running job.
+  const bool elastic = async_ps || sync_ps || live;
   std::set<pid_t> replaced;  // failed workers whose replacement joined
   auto writeRecord = [&](const launch::RestartRecord& record) {
     std::fprintf(stderr, "launch: %s\n", record.describe().c_str());
@@ -369,13 +374,14 @@ int runLaunch(LaunchOptions o, const Environment& env) {
     const bool server_back = servers_come_back && server(e) && !ending;
     if (!server_back && !(elastic && spares(e))) return false;
     // It joins the running job: it must not start the job again or claim --out.
-    if (store_address) again.extra_env.emplace_back("TANDEM_RESTART", "joins_running=1");
+    if (store_address || sync_ps) again.extra_env.emplace_back("TANDEM_RESTART", "joins_running=1");
     if (server_back) server_replacements.insert(e.name);
     launch::RestartRecord record;
     record.restart = ++restarts;
     record.max_restarts = o.max_restarts;
     record.failure = e.describe();
     record.replaced = e.name;
+    record.last_step = progress.latestStep();
     writeRecord(record);
     replaced.insert(e.pid);
     return true;

@@ -33,8 +33,10 @@ std::optional<int64_t> RestartRecord::lostUpdates() const {
 nlohmann::json RestartRecord::toJson() const {
   auto optional = [](const std::optional<int64_t>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
   if (!replaced.empty()) {
-    return {{"restart", restart}, {"time", time}, {"max_restarts", max_restarts}, {"failure", failure},
-            {"replaced", replaced}};
+    // The job went on: no update is undone, nothing rolls back.
+    return {{"restart", restart},   {"time", time},         {"max_restarts", max_restarts},
+            {"failure", failure},   {"replaced", replaced}, {"last_reported_step", optional(last_step)},
+            {"lost_updates", 0},    {"rolled_back", false}};
   }
   return {{"restart", restart},          {"time", time},  {"max_restarts", max_restarts},
           {"failure", failure},          {"resume_step", resume_step.value_or(0)},

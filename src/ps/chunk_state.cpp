@@ -170,12 +170,4 @@ int64_t totalFloats(const std::deque<ChunkState>& chunks) {
                          [](int64_t n, const ChunkState& c) { return n + c.length; });
 }
 
-std::vector<int> missingPushers(const ChunkState& c) {
-  std::vector<int> missing;
-  for (int w : c.pushers) {
-    if (!c.step_grads[static_cast<size_t>(w)]) missing.push_back(w);
-  }
-  return missing;
-}
-
 }  // namespace tandem::ps

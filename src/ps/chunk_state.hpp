@@ -179,7 +179,4 @@ std::vector<PendingPull> takeExpiredPulls(ChunkState& c, Clock::duration timeout
 
 int64_t totalFloats(const std::deque<ChunkState>& chunks);
 
-// Pushers whose sync push for the chunk's current step has not arrived.
-std::vector<int> missingPushers(const ChunkState& c);
-
 }  // namespace tandem::ps

@@ -41,6 +41,7 @@ void ChunkStore::reset(const ServerConfig& config) {
   for (uint64_t key : config.backup_chunks) chunks_[index_.at(key)].backup = true;
   worker_lr_.assign(static_cast<size_t>(config.workers), std::nullopt);
   departed_.reset();
+  joins_at_.assign(static_cast<size_t>(config.workers), 0);
   config_ = config;
 }
 
@@ -130,6 +131,13 @@ std::optional<ApplyJob> ChunkStore::push(int w, size_t index, uint32_t clock, Ow
       throw Refusal{fmt::format("worker {} pushed chunk {}, which its host's group pushes through worker(s) {}", w,
                                 c.key, fmt::join(c.pushers, ", "))};
     }
+    if (!awaits(w, clock)) {
+      const uint32_t from = joins_at_[static_cast<size_t>(w)];
+      throw Refusal{from == kLeft ? fmt::format("worker {} pushed chunk {} for step {}, but it left the job (it died, "
+                                                "and its replacement has not joined)", w, c.key, clock)
+                                  : fmt::format("worker {} pushed chunk {} for step {}, but it joined to push from "
+                                                "step {} on", w, c.key, clock, from)};
+    }
     auto& slot = (ahead ? c.ahead_grads : c.step_grads)[static_cast<size_t>(w)];
     if (slot) throw Refusal{fmt::format("worker {} pushed chunk {} twice for step {}", w, c.key, clock)};
     slot = std::move(grad);
@@ -157,7 +165,7 @@ std::optional<ApplyJob> ChunkStore::push(int w, size_t index, uint32_t clock, Ow
 
 std::optional<ApplyJob> ChunkStore::syncApplyIfComplete(size_t index) {
   ChunkState& c = chunks_[index];
-  if (c.busy || c.step_grad_count < static_cast<int>(c.pushers.size())) return std::nullopt;
+  if (c.busy || c.step_grad_count == 0 || !missingPushers(c).empty()) return std::nullopt;
   // The step is complete: hand its gradients to one apply.
   c.busy = true;
   ApplyJob job{.chunk = index, .key = c.key, .update = c.applied, .lr = lrOf(0, c.applied)};  // the chief's schedule is the table's
@@ -167,6 +175,9 @@ std::optional<ApplyJob> ChunkStore::syncApplyIfComplete(size_t index) {
     job.arrivals.emplace_back(static_cast<int>(p), c.step_grad_us[p]);
   }
   c.step_grad_count = 0;
+  if (job.grads.size() < c.pushers.size()) {
+    job.scale = static_cast<double>(c.pushers.size()) / static_cast<double>(job.grads.size());
+  }
   job.awaited = !c.pulls.empty();
   return job;
 }
@@ -217,8 +228,14 @@ void ChunkStore::apply(ApplyJob& job) {
   // Each sync worker pre-scaled its gradient by 1/workers: the sum is the
   // mean. An async job's one gradient is its own sum.
   // With replicas the other holder may read a push from the same shared memory.
+  // A scaled sum is written to scratch: never into a pusher's own bytes.
+  const bool scaled = job.scale != 1;
   float* grad = sumGradients(job.grads, static_cast<size_t>(c.length), config_->pushFormat(), scratch,
-                             config_->replicas > 1);
+                             config_->replicas > 1 || scaled);
+  if (scaled) {
+    const auto factor = static_cast<float>(job.scale);
+    for (int64_t i = 0; i < c.length; ++i) grad[i] *= factor;
+  }
   // Async and SSP: one push, from this worker, computed on what it last pulled here.
   const auto worker = job.arrivals.empty() ? size_t{0} : static_cast<size_t>(job.arrivals.front().first);
   // A final rate has its staleness in already (replicas, which refuse delay compensation).
@@ -339,6 +356,35 @@ std::vector<Reply> ChunkStore::expire(Clock::time_point now) {
     }
   }
   return replies;
+}
+
+std::vector<int> ChunkStore::missingPushers(const ChunkState& c) const {
+  std::vector<int> missing;
+  for (int w : c.pushers) {
+    if (awaits(w, c.applied) && !c.step_grads[static_cast<size_t>(w)]) missing.push_back(w);
+  }
+  return missing;
+}
+
+std::vector<ApplyJob> ChunkStore::leave(int worker) {
+  std::vector<ApplyJob> jobs;
+  if (!config_ || !sync()) return jobs;
+  joins_at_.at(static_cast<size_t>(worker)) = kLeft;
+  for (size_t i = 0; i < chunks_.size(); ++i) {
+    if (auto job = syncApplyIfComplete(i)) jobs.push_back(std::move(*job));
+  }
+  return jobs;
+}
+
+void ChunkStore::joinAt(int worker, uint32_t step) {
+  if (!config_ || !sync()) return;
+  for (const ChunkState& c : chunks_) {
+    if (c.applied > step && std::binary_search(c.pushers.begin(), c.pushers.end(), worker)) {
+      throw Refusal{fmt::format("worker {} joins to push from step {}, but chunk {} is at step {} already", worker,
+                                step, c.key, c.applied)};
+    }
+  }
+  joins_at_.at(static_cast<size_t>(worker)) = step;
 }
 
 bool ChunkStore::depart(int worker) {

@@ -55,6 +55,9 @@ struct ApplyJob {
   uint32_t clock = 0;
   std::optional<HeldAck> ack{};
   bool final_rate = false;
+  // Sync: the sum is multiplied by this. Each pusher scaled its gradient by
+  // 1/workers; a step some left before pushing takes the mean of those in.
+  double scale = 1;
 };
 
 // How an async or SSP push arrived, beyond its bytes.
@@ -154,6 +157,14 @@ class ChunkStore {
   // once a sync worker departed), naming the pushes still missing.
   std::vector<Reply> expire(Clock::time_point now);
 
+  // Sync, a replacement for a worker that died: no step waits for the dead
+  // one any more (a push it made before it died stays in). Returns the
+  // applies that completes.
+  std::vector<ApplyJob> leave(int worker);
+  // Sync: the replacement pushes from step `step` on. Refusal, changing
+  // nothing, when a chunk it pushes is past that step already.
+  void joinAt(int worker, uint32_t step);
+
   // A sync worker left to start again in place: from now on every pull that
   // must wait fails at once, naming it. False when nothing changes (not
   // sync, or someone already departed).
@@ -181,6 +192,10 @@ class ChunkStore {
   // Sync: the apply of the chunk's step once every pusher's gradient is in.
   std::optional<ApplyJob> syncApplyIfComplete(size_t index);
   std::vector<Reply> answer(ChunkState& c);
+  // Sync: whether step `step` of the chunk waits for `worker`'s push.
+  bool awaits(int worker, uint64_t step) const { return joins_at_[static_cast<size_t>(worker)] <= step; }
+  // Sync: the pushers whose push of the chunk's current step is still awaited.
+  std::vector<int> missingPushers(const ChunkState& c) const;
   Reply error(const PendingPull& p, const std::string& reason) const;
 
   std::string name_;
@@ -190,6 +205,10 @@ class ChunkStore {
   std::unordered_map<uint64_t, size_t> index_;
   std::vector<std::optional<double>> worker_lr_;  // rates sent with ps-lr; unset ones follow the table
   std::optional<int> departed_;
+  // Sync: by worker, the first step it pushes (0, or a replacement's join
+  // step; kLeft after its death, until its replacement joins).
+  static constexpr uint32_t kLeft = 0xFFFFFFFF;
+  std::vector<uint32_t> joins_at_;
   bool stopping_ = false;
 };
 

@@ -223,6 +223,7 @@ struct Layout<Hello> {
     f.u32("worker", h.worker);
     f.u64("layout fingerprint", h.layout_fingerprint);
     f.u64("generation", h.generation);
+    f.u32("sync join step", h.sync_join);
     f.optionalTail(h.arena, [](auto& f, auto& arena) {  // a same-host worker's shared memory
       f.u32("shared-memory pid", arena.pid);
       f.i32("shared-memory fd", arena.fd);

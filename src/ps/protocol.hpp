@@ -107,6 +107,12 @@ struct Hello {
   // The chief's start the worker joined: a server answers it once the
   // init of that start has arrived (ServerConfig::generation).
   uint64_t generation = 0;
+  // Sync: a replacement for a worker that died. kAskJoinStep to the first
+  // step-clock keeper, which answers where it joins (HelloAnswer::clock + 1);
+  // that step to every other server, which expects its pushes from then on.
+  uint32_t sync_join = kNotJoining;
+  static constexpr uint32_t kNotJoining = 0;
+  static constexpr uint32_t kAskJoinStep = 0xFFFFFFFF;
   // A worker on the server's host offers its shared memory (pushes and
   // pulls then cross without socket copies); absent over the network.
   std::optional<net::ArenaHandle> arena = std::nullopt;

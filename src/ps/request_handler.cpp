@@ -222,25 +222,54 @@ void RequestHandler::onHello(Outbox& out, const Request& r) {
 void RequestHandler::registerWorker(Outbox& out, const Admission::HeldHello& held) {
   const Hello& h = held.hello;
   admission_.check(h);
+  const bool sync_join = h.sync_join != Hello::kNotJoining;
+  if (sync_join && config_->mode != Mode::PsSync) {
+    throw Refusal{fmt::format("worker {} joins as a sync replacement, but this is a {} job", h.worker,
+                              modeName(config_->mode))};
+  }
   bool replaced = false;
-  if (std::string why = workers_.bind(held.routing, h.worker, admission_.elastic(), &replaced); !why.empty()) {
+  if (std::string why = workers_.bind(held.routing, h.worker, admission_.elastic() || sync_join, &replaced);
+      !why.empty()) {
     throw admission_.bindRefusal(std::move(why));
   }
   HelloAnswer answer;
-  if (keepsClocks()) {
+  if (sync_join) {
+    joinSync(out, h, answer);
+  } else if (keepsClocks()) {
     const bool steps_left = !replaced || clocks_->rejoin(static_cast<int>(h.worker));
     answer = {clocks_->clockOf(static_cast<int>(h.worker)), config_->start_step};
     answer.finished = !steps_left;
   }
   answer.arena_mapped = mapArena(static_cast<int>(h.worker), h, held.same_host);
   answer.fed = fed_;
-  if (replaced) {
+  if (replaced && !sync_join) {
     ++stats_.rejoins;
     TANDEM_LOG_WARN("{}: worker {} rejoined from a new connection (a replacement){}; its old connection is dropped",
                     name_, h.worker, keepsClocks() ? fmt::format(" at its step {}", answer.clock) : std::string());
   }
   replyOk(out, held.routing, held.request_id, encode(answer));
   if (replaced && keepsClocks()) answerClocks(out);
+}
+
+void RequestHandler::joinSync(Outbox& out, const Hello& h, HelloAnswer& answer) {
+  const int w = static_cast<int>(h.worker);
+  uint32_t step = h.sync_join;  // the first step it pushes
+  if (step == Hello::kAskJoinStep && !keepsClocks()) {
+    throw Refusal{fmt::format("worker {} asked {} where it joins; only a step-clock keeper knows", w, name_)};
+  }
+  for (auto& job : store_.leave(w)) out.applies.push_back(std::move(job));
+  if (step == Hello::kAskJoinStep) {
+    step = clocks_->joinSync(w) + 1;
+  } else if (keepsClocks()) {
+    clocks_->joinSync(w, step - 1);
+  }
+  store_.joinAt(w, step);
+  answer.clock = step - 1;
+  answer.start_step = config_->start_step;
+  ++stats_.rejoins;
+  TANDEM_LOG_WARN("{}: worker {} joined the running sync job (a replacement); it pushes from step {} on", name_, w,
+                  step);
+  if (keepsClocks()) answerClocks(out);
 }
 
 bool RequestHandler::mapArena(int worker, const Hello& h, bool same_host) {

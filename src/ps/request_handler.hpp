@@ -149,6 +149,11 @@ class RequestHandler {
   // Binds the hello's worker to `routing` and answers it: on ps 0 with the
   // steps that worker has finished (a replacement continues from there).
   void registerWorker(Outbox& out, const Admission::HeldHello& held);
+  // Sync: a replacement for a worker that died. Nothing waits for the dead
+  // one any more; the replacement pushes from the step it joins at, which
+  // the first step-clock keeper chooses and the hello carries elsewhere.
+  // Its answer's clock is the step before that one.
+  void joinSync(Outbox& out, const Hello& h, HelloAnswer& answer);
   // Maps a same-host worker's offered shared memory; false when it has none
   // or it cannot be mapped here (the worker then sends bytes).
   bool mapArena(int worker, const Hello& h, bool same_host);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <utility>
 
 #include "core/error.hpp"
 
@@ -15,6 +16,7 @@ StepClocks::StepClocks(Mode mode, int staleness, int workers, uint32_t start_ste
       clocks_(static_cast<size_t>(workers), start_step),
       done_(static_cast<size_t>(workers), false),
       lost_(static_cast<size_t>(workers), false),
+      joining_(static_cast<size_t>(workers), false),
       holds_grant_(static_cast<size_t>(workers), true),
       start_step_(start_step),
       total_steps_(total_steps),
@@ -51,8 +53,12 @@ void StepClocks::report(int worker, uint32_t clock, const StepReport& report, st
   unhold(worker);
   holds_grant_[static_cast<size_t>(worker)] = false;
   Totals& t = totals_[clock];
-  t.loss_sum += report.loss;
-  ++t.reports;
+  const bool joins = joining_[static_cast<size_t>(worker)];
+  joining_[static_cast<size_t>(worker)] = false;
+  if (!joins) {
+    t.loss_sum += report.loss;
+    ++t.reports;
+  }
   t.slowest = std::max(t.slowest, report.compute_seconds);
   t.stop = t.stop || report.stop;
   t.checkpoint = t.checkpoint || report.checkpoint;
@@ -107,6 +113,34 @@ bool StepClocks::rejoin(int worker) {
   ++granted_;
   holds_grant_[w] = true;
   return true;
+}
+
+uint32_t StepClocks::joinSync(int worker, std::optional<uint32_t> given) {
+  const auto w = static_cast<size_t>(worker);
+  // The dead one's held requests would be answered to nobody.
+  std::erase_if(pending_, [&](const Pending& p) { return p.worker == worker; });
+  std::erase_if(awaits_, [&](const Await& a) { return a.worker == worker; });
+  unhold(worker);
+  lost_[w] = false;
+  done_[w] = false;
+  uint32_t clock = 0;
+  if (given) {
+    clock = *given;
+  } else {
+    uint32_t least = std::numeric_limits<uint32_t>::max(), furthest = 0, last = 0;
+    for (size_t o = 0; o < clocks_.size(); ++o) {
+      if (o == w) continue;
+      last = std::max(last, clocks_[o]);
+      if (!holdsBack(o)) continue;
+      least = std::min(least, clocks_[o]);
+      furthest = std::max(furthest, clocks_[o]);
+    }
+    // Nobody else steps any more (the job's end): it starts where they ended.
+    clock = least > furthest ? last : (least == furthest ? furthest : furthest - 1);
+  }
+  clocks_[w] = clock;
+  joining_[w] = true;
+  return clock;
 }
 
 std::vector<uint32_t> StepClocks::stepsByWorker() const {

@@ -52,6 +52,13 @@ class StepClocks {
   // job, and like every worker it starts one step unasked (async). False
   // when no step is left to grant it: it is to make none.
   bool rejoin(int worker);
+  // Sync: a new process takes over `worker`, which died, at a step
+  // boundary. Its clock becomes the step every other live worker has
+  // finished (the one before, while some are still in the next). Its next
+  // report, of the step after, stands for the one it did not push: it is
+  // in no step's loss. Returns that clock: `given` when the first keeper
+  // chose it (--ps-replicas 2), else worked out here.
+  uint32_t joinSync(int worker, std::optional<uint32_t> given = std::nullopt);
   // Worker `worker` waits until every other worker has finished or been
   // lost (the chief, before its final checkpoint); answered by release().
   void awaitOthers(int worker, std::string routing, uint64_t request_id);
@@ -149,6 +156,7 @@ class StepClocks {
   std::vector<uint32_t> clocks_;
   std::vector<bool> done_;
   std::vector<bool> lost_;
+  std::vector<bool> joining_;      // sync: its next report is its join, not a step it pushed
   std::vector<bool> holds_grant_;  // async: granted a step it has not reported yet
   uint64_t start_step_ = 0;
   uint64_t total_steps_ = 0;

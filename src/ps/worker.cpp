@@ -133,28 +133,43 @@ void Worker::initServers(const std::vector<ServerConfig>& configs, const ChunkVa
   for (auto& t : tickets) t.wait(deadline, "the initial parameters");
 }
 
-Ticket Worker::sendHello(int server) {
-  Hello hello{options_.index, options_.layout.fingerprint(), options_.generation};
+Ticket Worker::sendHello(int server, uint32_t sync_join) {
+  Hello hello{options_.index, options_.layout.fingerprint(), options_.generation, sync_join};
   if (arena_ && net::isSameHostEndpoint(options_.servers[static_cast<size_t>(server)].endpoint)) {
     hello.arena = arena_->handle();
   }
   return client_->send(server, {.type = msg::kHello}, net::copyPayload(encode(hello)));
 }
 
-HelloAnswer Worker::hello(Deadline deadline) {
+HelloAnswer Worker::hello(Deadline deadline, bool replaces_sync_worker) {
   if (primaryForwards() && options_.joining) setAsideSilentServers();
   std::vector<std::optional<HelloAnswer>> answers(static_cast<size_t>(servers()));
-  std::vector<std::pair<int, Ticket>> tickets;
-  for (int i = 0; i < servers(); ++i) {
-    if (!client_->lost(i)) tickets.emplace_back(i, sendHello(i));
-  }
   std::vector<bool> mapped(answers.size(), false);
-  for (auto& [i, ticket] : tickets) {
+  auto answered = [&](int i, Ticket& ticket) {
     const net::Frame reply = ticket.wait(deadline, "hello (is the chief up and the server initialised?)");
     const auto s = static_cast<size_t>(i);
     answers[s] = decodeHelloAnswer(reply.bytes(), options_.servers[s].name);
     mapped[s] = arena_ != nullptr && answers[s]->arena_mapped;
+  };
+  // A sync replacement asks the first step-clock keeper where it joins,
+  // then tells every other server, before its first report lets anyone
+  // push that step.
+  std::optional<int> asked;
+  uint32_t sync_join = Hello::kNotJoining;
+  if (replaces_sync_worker) {
+    for (int k = 0; k < std::min(servers(), options_.layout.replicas()) && !asked; ++k) {
+      if (!client_->lost(k)) asked = k;
+    }
+    if (!asked) throw PeerError("no step-clock keeper (ps 0, or ps 1 with --ps-replicas 2) is alive to join");
+    Ticket ticket = sendHello(*asked, Hello::kAskJoinStep);
+    answered(*asked, ticket);
+    sync_join = answers[static_cast<size_t>(*asked)]->clock + 1;
   }
+  std::vector<std::pair<int, Ticket>> tickets;
+  for (int i = 0; i < servers(); ++i) {
+    if (!client_->lost(i) && i != asked) tickets.emplace_back(i, sendHello(i, sync_join));
+  }
+  for (auto& [i, ticket] : tickets) answered(i, ticket);
   // A replacement the other holders feed orders no push while they live:
   // this worker turns to it only if they die, as the others do.
   for (auto& [i, ticket] : tickets) {

@@ -144,7 +144,9 @@ class Worker {
   // Returns ps 0's answer: this worker's clock is the start step, or, for a
   // replacement joining a running async or SSP job, its predecessor's,
   // which it continues from. Throws InputError on a malformed answer.
-  HelloAnswer hello(Deadline deadline);
+  // `replaces_sync_worker`: a replacement for a sync worker that died; it
+  // asks the first step-clock keeper where it joins and tells the others.
+  HelloAnswer hello(Deadline deadline, bool replaces_sync_worker = false);
 
   // Pushes chunk `c`'s float32 gradient for `step`. Float32 goes zero-copy:
   // the chunk's floats at `grad` must stay unchanged until the next
@@ -243,7 +245,7 @@ class Worker {
 
  private:
   void sayToEveryServer(net::MessageType type, Deadline deadline, const char* what, bool skip_silent);
-  Ticket sendHello(int server);
+  Ticket sendHello(int server, uint32_t sync_join = Hello::kNotJoining);
   // A revived server's hello, answered by `deadline`: whether it maps this
   // worker's shared memory, and that it is taken back (rejoinedServers).
   void greetRevived(int server, Deadline deadline, const std::string& what);

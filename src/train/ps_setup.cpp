@@ -203,6 +203,29 @@ void placeParametersInArena(PsConnection& link, const PsSetup& setup) {
   link.parameters_in_arena = true;
 }
 
+// A sync replacement joins at the step the first step-clock keeper chose.
+// Its report of that step, with no push, lets the others go on with it;
+// it then reads on in its shard from there. The batches of the steps its
+// predecessor missed are not trained on.
+void joinRunningSyncJob(PsConnection& link, const cluster::ClusterSpec& spec, const ps::HelloAnswer& answer,
+                        const StepPlan& plan, Deadline deadline) {
+  const int64_t joins = int64_t{answer.clock} + 1;
+  bool finished = plan.total_steps > 0 && answer.clock >= plan.total_steps;
+  if (!finished) {
+    const ps::StepAgreement agreed = link.worker->reportStep(joins, ps::StepReport{}, deadline);
+    if (agreed.rejoining_server != ps::kNoServer) {
+      link.worker->takeBackServer(static_cast<int>(agreed.rejoining_server), joins, deadline);
+    }
+    finished = agreed.stop;
+  }
+  const int64_t clock = finished ? answer.clock : joins;
+  link.takeover = RemoteParameters::Takeover{answer.start_step, clock, finished};
+  link.step = clock;
+  TANDEM_LOG_WARN("{}: joined a running sync job in place of a lost worker {}: it trains from step {} on ({}); the "
+                  "batches of the steps its predecessor missed are skipped",
+                  spec.taskName(), spec.index, clock + 1, finished ? "none are left" : "the others waited for it");
+}
+
 }  // namespace
 
 PsConnection connectToServers(torch::nn::Module& model, const nlohmann::json& fingerprint, const StepPlan& plan,
@@ -291,7 +314,8 @@ PsConnection connectToServers(torch::nn::Module& model, const nlohmann::json& fi
         },
         startup);
   }
-  const ps::HelloAnswer answer = link.worker->hello(startup);
+  const bool replaces_sync_worker = setup.mode == Mode::PsSync && setup.context.start().joins_running;
+  const ps::HelloAnswer answer = link.worker->hello(startup, replaces_sync_worker);
   if (spec.isChief() && !sets_up) {
     // Started again, the chief still sets a lost server's replacement up as
     // the first chief would have, from the job's own start.
@@ -303,7 +327,9 @@ PsConnection connectToServers(torch::nn::Module& model, const nlohmann::json& fi
   placeParametersInArena(link, setup);
   if (link.sharing_servers > 0) link.shared_grads = arenaFloats(*link.worker, link.worker->sharedArena()->data());
   link.step = plan.start_step;
-  if (setup.mode != Mode::PsSync &&
+  if (replaces_sync_worker) {
+    joinRunningSyncJob(link, spec, answer, plan, startup);
+  } else if (setup.mode != Mode::PsSync &&
       (answer.clock != plan.start_step || answer.start_step != plan.start_step || answer.finished)) {
     link.takeover = RemoteParameters::Takeover{answer.start_step, answer.clock, answer.finished};
     link.step = answer.clock;
@@ -312,7 +338,7 @@ PsConnection connectToServers(torch::nn::Module& model, const nlohmann::json& fi
                     spec.taskName(), spec.index, answer.clock, answer.clock - answer.start_step, answer.start_step);
   }
   if (!sets_up) {
-    link.worker->pullAll(setup.mode == Mode::PsSync && !setup.chunk_clock ? plan.start_step : 0);
+    link.worker->pullAll(setup.mode == Mode::PsSync && !setup.chunk_clock ? link.step : 0);
     link.worker->receivePulls(startup, plan.start_step, [&](size_t c, const ps::PulledValues& v) {
       link.model.scatter(c, v.data, v.wire);  // the worker checked its size
     });
