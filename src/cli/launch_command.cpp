@@ -212,16 +212,15 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   if (train && train->given.contains("/distributed/restart_wait_s")) {
     throw InputError("--restart-wait: launch restarts the tasks itself; use launch --max-restarts N instead");
   }
-  // An async or SSP job's worker 0 is started again like any other worker
-  // and is the chief again: the servers hold the job. Not DiLoCo's, whose
-  // chief holds the outer optimizer's state.
+  // A parameter-server job's worker 0 is started again like any other
+  // worker and is the chief again: the servers hold the job. Not DiLoCo's,
+  // whose chief holds the outer optimizer's state.
   const bool async_ps = train && o.ps > 0 && train->config.distributed.ps_mode == Mode::PsAsync;
-  const bool chief_comes_back = async_ps && train->config.distributed.local_steps == 0;
-  // A sync job's workers other than worker 0 (whose process serves the
-  // store and writes the records) are started again alone too, and join at
-  // a step boundary. Launch's tasks share one host: no host groups.
+  // A sync job's workers are started again alone too, and join at a step
+  // boundary. Launch's tasks share one host: no host groups.
   const bool sync_ps = train && o.ps > 0 && train::psModeOf(train->config.distributed) == Mode::PsSync &&
                        train->config.distributed.local_steps == 0;
+  const bool chief_comes_back = (async_ps || sync_ps) && train->config.distributed.local_steps == 0;
   // A job whose worker 0 may die serves its store from launch, not from worker 0.
   const bool serves_store = live || chief_comes_back;
   // One pick for every port the job needs, so no two tasks get the same one:
@@ -290,7 +289,7 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   auto failed = [](const launch::ChildExit& e) { return e.signaled || (e.exit_code != 0 && e.exit_code != 130); };
   // The servers hold the parameters, and worker 0 saves the checkpoint,
   // unless a live job's next rank 0 takes the checkpoints over: their
-  // failure stops the job, unless worker 0 is started again (async, SSP).
+  // failure stops the job, unless worker 0 is started again (PS jobs).
   const bool carry_on = continuesAfterWorkerFailure(o, train);
   int restarts = 0;
   // Asked before a failed task is started again: worker 0 is spared while
@@ -370,11 +369,13 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   std::set<std::string> server_replacements;
   const bool servers_come_back = replicated && train->config.distributed.local_steps == 0;
   auto replace = [&](const launch::ChildExit& e, launch::ChildSpec& again) {
-    if (forwarded || !failed(e) || restarts >= o.max_restarts) return false;
+    // Bad input would only be refused again.
+    const bool bad = !e.signaled && e.exit_code == 2;
+    if (forwarded || !failed(e) || bad || restarts >= o.max_restarts) return false;
     const bool server_back = servers_come_back && server(e) && !ending;
     if (!server_back && !(elastic && spares(e))) return false;
     // It joins the running job: it must not start the job again or claim --out.
-    if (store_address || sync_ps) again.extra_env.emplace_back("TANDEM_RESTART", "joins_running=1");
+    if (store_address) again.extra_env.emplace_back("TANDEM_RESTART", "joins_running=1");
     if (server_back) server_replacements.insert(e.name);
     launch::RestartRecord record;
     record.restart = ++restarts;
@@ -553,8 +554,8 @@ Command addLaunchCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--max-restarts", options->max_restarts,
                   "when a task fails, stop the job and start every task again from the newest checkpoint in "
-                  "--out, up to this many times; in async and SSP parameter-server jobs a failed worker other than "
-                  "0 is started again alone and joins the running job (records in OUT/restarts.jsonl)")
+                  "--out, up to this many times; in parameter-server jobs a failed worker, worker 0 included, is "
+                  "started again alone and joins the running job (records in OUT/restarts.jsonl)")
       ->check(CLI::Range(0, 1000))
       ->capture_default_str();
   cmd->add_option("--on-worker-failure", options->on_worker_failure,

@@ -153,7 +153,7 @@ struct StepPolicy {
   bool checkpoints_by_agreement = false;
   // Worker 0 started again into the running job is the chief again: the
   // servers hold the job's state, so it takes the run directory's metrics,
-  // checkpoints and summary back (async and SSP; DiLoCo's chief is not).
+  // checkpoints and summary back (every PS mode; DiLoCo's chief is not).
   bool chief_comes_back = false;
 };
 
@@ -163,7 +163,7 @@ constexpr StepPolicy stepPolicyOf(Mode mode) {
           .averages_worker_batches = mode != Mode::PsAsync && mode != Mode::Ssp,
           .shares_job_steps = mode == Mode::PsAsync,
           .checkpoints_by_agreement = false,
-          .chief_comes_back = mode == Mode::PsAsync || mode == Mode::Ssp};
+          .chief_comes_back = usesServers(mode)};
 }
 
 class Strategy {
