@@ -134,6 +134,30 @@ TEST(LaunchRestart, AsyncJobTakesAReplacementWorkerAndTheStepsAddUp) {
   EXPECT_LE(server["model_updates"].get<int>(), 601) << server;
 }
 
+// Bounded staleness too (--staleness without --ps-mode async, which once
+// fell to a gang restart): the replacement continues its predecessor's
+// clock, and every worker index makes all of its steps.
+TEST(LaunchRestart, BoundedStalenessJobTakesAReplacementWorker) {
+  TempDir dir;
+  const std::string run = dir.str("run");
+  const pid_t pid = testing::spawnTandem(
+      "launch --ps 1 --workers 3 --max-restarts 1 -- " +
+          restartArgs(run, "--max-steps 300 --staleness 2 --lr 0.01 --debug-step-delay-ms 20"),
+      dir.str("log"));
+  ASSERT_TRUE(testing::waitForOutput(pid, fs::path(run) / "workers" / "worker-2" / "metrics.jsonl",
+                                     std::chrono::seconds(120)))
+      << readFile(dir.path() / "log");
+  testing::killTasks(run, "worker", "2");
+  const int code = testing::waitForExit(pid, std::chrono::seconds(180));
+  const std::string log = readFile(dir.path() / "log");
+  ASSERT_EQ(code, 0) << log;
+  EXPECT_NE(log.find("a new worker 2 joins it"), std::string::npos) << log;
+  EXPECT_EQ(log.find("every task continues from"), std::string::npos) << log;
+  const auto server = nlohmann::json::parse(readFile(fs::path(run) / "ps" / "ps-0" / "summary.json"));
+  EXPECT_EQ(server["steps_by_worker"], nlohmann::json({300, 300, 300})) << server;
+  EXPECT_EQ(server["rejoined_workers"], 1) << server;
+}
+
 // Sync jobs too: a killed worker is started again alone, worker 0 included
 // (launch serves the store). Nobody rolls back: the others complete the
 // step it died in with the pushes that came, wait at the next step

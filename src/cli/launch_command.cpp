@@ -212,15 +212,17 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   if (train && train->given.contains("/distributed/restart_wait_s")) {
     throw InputError("--restart-wait: launch restarts the tasks itself; use launch --max-restarts N instead");
   }
-  // A parameter-server job's worker 0 is started again like any other
-  // worker and is the chief again: the servers hold the job. Not DiLoCo's,
-  // whose chief holds the outer optimizer's state.
-  const bool async_ps = train && o.ps > 0 && train->config.distributed.ps_mode == Mode::PsAsync;
-  // A sync job's workers are started again alone too, and join at a step
-  // boundary. Launch's tasks share one host: no host groups.
-  const bool sync_ps = train && o.ps > 0 && train::psModeOf(train->config.distributed) == Mode::PsSync &&
-                       train->config.distributed.local_steps == 0;
-  const bool chief_comes_back = (async_ps || sync_ps) && train->config.distributed.local_steps == 0;
+  // A parameter-server job's failed workers are started again alone and
+  // join the running job: async and SSP (DiLoCo's too) where their
+  // predecessor stopped, sync at a step boundary. Worker 0 is then the
+  // chief again, since the servers hold the job; not DiLoCo's, whose chief
+  // holds the outer optimizer's state. Launch's tasks share one host, so a
+  // sync job has no host groups to change.
+  const Mode ps_mode = train && o.ps > 0 ? train::psModeOf(train->config.distributed) : Mode::AllReduce;
+  const bool diloco = train && train->config.distributed.local_steps > 0;
+  const bool async_ps = ps_mode == Mode::PsAsync || ps_mode == Mode::Ssp;
+  const bool sync_ps = ps_mode == Mode::PsSync && !diloco;
+  const bool chief_comes_back = (async_ps || sync_ps) && !diloco;
   // A job whose worker 0 may die serves its store from launch, not from worker 0.
   const bool serves_store = live || chief_comes_back;
   // One pick for every port the job needs, so no two tasks get the same one:
