@@ -22,6 +22,7 @@
 #include "cluster/cluster_spec.hpp"
 #include "cluster/coordinator.hpp"
 #include "cluster/quorum_messages.hpp"
+#include "launch/failure_policy.hpp"
 #include "launch/job_restart.hpp"
 #include "launch/job_secret_file.hpp"
 #include "launch/job_progress.hpp"
@@ -220,9 +221,14 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   // sync job has no host groups to change.
   const Mode ps_mode = train && o.ps > 0 ? train::psModeOf(train->config.distributed) : Mode::AllReduce;
   const bool diloco = train && train->config.distributed.local_steps > 0;
-  const bool async_ps = ps_mode == Mode::PsAsync || ps_mode == Mode::Ssp;
-  const bool sync_ps = ps_mode == Mode::PsSync && !diloco;
-  const bool chief_comes_back = (async_ps || sync_ps) && !diloco;
+  const bool chief_comes_back = usesServers(ps_mode) && !diloco;
+  const launch::FailurePolicy policy({.live = live,
+                                      .elastic_ps = ps_mode == Mode::PsAsync || ps_mode == Mode::Ssp || chief_comes_back,
+                                      .chief_comes_back = chief_comes_back,
+                                      .replicated = replicated,
+                                      .servers_come_back = replicated && !diloco,
+                                      .carry_on = continuesAfterWorkerFailure(o, train),
+                                      .max_restarts = o.max_restarts});
   // A job whose worker 0 may die serves its store from launch, not from worker 0.
   const bool serves_store = live || chief_comes_back;
   // One pick for every port the job needs, so no two tasks get the same one:
@@ -288,24 +294,10 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   // forwarded from here, or sent to the task itself (a scheduler's
   // preemption), when the others stop at the same step.
   bool forwarded = false;
-  auto failed = [](const launch::ChildExit& e) { return e.signaled || (e.exit_code != 0 && e.exit_code != 130); };
-  // The servers hold the parameters, and worker 0 saves the checkpoint,
-  // unless a live job's next rank 0 takes the checkpoints over: their
-  // failure stops the job, unless worker 0 is started again (PS jobs).
-  const bool carry_on = continuesAfterWorkerFailure(o, train);
+  auto failed = [](const launch::ChildExit& e) { return launch::FailurePolicy::failed(e); };
+  auto server = [](const launch::ChildExit& e) { return launch::FailurePolicy::isServer(e); };
   int restarts = 0;
-  // Asked before a failed task is started again: worker 0 is spared while
-  // a restart is left to bring it back.
-  auto spares = [&](const launch::ChildExit& e) {
-    return e.name.rfind("worker ", 0) == 0 &&
-           (e.name != "worker 0" || live || (chief_comes_back && restarts < o.max_restarts));
-  };
-  auto server = [](const launch::ChildExit& e) { return e.name.rfind("ps ", 0) == 0; };
-  // A second server lost may leave a chunk with no replica: the workers
-  // then fail, naming it, and so does the job.
-  auto stops_job = [&](const launch::ChildExit& e) {
-    return failed(e) && !(carry_on && spares(e)) && !(replicated && server(e));
-  };
+  auto stops_job = [&](const launch::ChildExit& e) { return policy.stopsJob(e, restarts); };
   // Each exit while the group runs: a spared worker is gone from the job's line.
   // Once a worker finished or the job is stopping, it grows no more; nor
   // after a worker refused its input, which a new one would only repeat.
@@ -350,10 +342,6 @@ int runLaunch(LaunchOptions o, const Environment& env) {
     return true;
   };
 
-  // Parameter-server jobs are elastic (sync: workers but worker 0), and so
-  // is all-reduce with a live membership: a failed worker is started again
-  // alone and joins the running job.
-  const bool elastic = async_ps || sync_ps || live;
   std::set<pid_t> replaced;  // failed workers whose replacement joined
   auto writeRecord = [&](const launch::RestartRecord& record) {
     std::fprintf(stderr, "launch: %s\n", record.describe().c_str());
@@ -366,16 +354,12 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   // A replicated server started again: its chunks are copied from their
   // other holder (sync: at a step boundary; async and SSP: between two of
   // each chunk's applies, by that holder). One the job ended without is
-  // stopped once the workers are gone. DiLoCo's chief never takes one
-  // back: its servers go on with one copy.
+  // stopped once the workers are gone.
   std::set<std::string> server_replacements;
-  const bool servers_come_back = replicated && train->config.distributed.local_steps == 0;
   auto replace = [&](const launch::ChildExit& e, launch::ChildSpec& again) {
-    // Bad input would only be refused again.
-    const bool bad = !e.signaled && e.exit_code == 2;
-    if (forwarded || !failed(e) || bad || restarts >= o.max_restarts) return false;
-    const bool server_back = servers_come_back && server(e) && !ending;
-    if (!server_back && !(elastic && spares(e))) return false;
+    const auto replacement = policy.replaces(e, restarts, ending, forwarded);
+    if (replacement == launch::FailurePolicy::Replacement::kNone) return false;
+    const bool server_back = replacement == launch::FailurePolicy::Replacement::kServer;
     // It joins the running job: it must not start the job again or claim --out.
     if (store_address) again.extra_env.emplace_back("TANDEM_RESTART", "joins_running=1");
     if (server_back) server_replacements.insert(e.name);
