@@ -60,14 +60,16 @@ std::optional<ElementType> elementTypeOf(at::ScalarType type) {
     case at::kBFloat16: return ElementType::kBfloat16;
     case at::kFloat: return ElementType::kFloat32;
     case at::kDouble: return ElementType::kFloat64;
+    case at::kShort: return ElementType::kInt16;
     default: return std::nullopt;
   }
 }
 
 at::ScalarType scalarTypeOf(int32_t element_type) {
-  static const at::ScalarType types[] = {at::kByte, at::kChar,     at::kInt,   at::kLong,
-                                         at::kHalf, at::kBFloat16, at::kFloat, at::kDouble};
-  TANDEM_ENFORCE(element_type >= 0 && element_type < 8, "element type {}", element_type);
+  static const at::ScalarType types[] = {at::kByte, at::kChar,     at::kInt,   at::kLong, at::kHalf,
+                                         at::kBFloat16, at::kFloat, at::kDouble, at::kShort};
+  constexpr int32_t kTypes = sizeof(types) / sizeof(types[0]);
+  TANDEM_ENFORCE(element_type >= 0 && element_type < kTypes, "element type {}", element_type);
   return types[element_type];
 }
 
@@ -87,6 +89,13 @@ void reduceFlat(collective::Communicator& comm, void* data, int64_t count, int32
   const auto reduction = static_cast<Reduction>(op);
   if (element == ElementType::kFloat32 && reduction == Reduction::kSum) {
     comm.allreduceSumOnce(static_cast<float*>(data), static_cast<size_t>(count));
+  } else if (element == ElementType::kInt16) {
+    // Gloo reduces no int16: in int32, whose low 16 bits wrap as int16's
+    // own sum and product would, and whose min and max are exact.
+    const torch::Tensor shorts = torch::from_blob(data, {count}, torch::kShort);
+    torch::Tensor wide = shorts.to(torch::kInt);
+    comm.allreduce(wide.data_ptr(), static_cast<size_t>(count), ElementType::kInt32, reduction);
+    shorts.copy_(wide);
   } else {
     comm.allreduce(data, static_cast<size_t>(count), element, reduction);
   }
@@ -96,6 +105,7 @@ c10::Scalar integerLimit(at::ScalarType type, bool max) {
   switch (type) {
     case at::kByte: return max ? 255 : 0;
     case at::kChar: return max ? 127 : -128;
+    case at::kShort: return max ? std::numeric_limits<int16_t>::max() : std::numeric_limits<int16_t>::min();
     case at::kInt: return max ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int32_t>::min();
     default: return max ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
   }
@@ -167,8 +177,8 @@ void copyBack(const torch::Tensor& flat, std::vector<torch::Tensor>& tensors) {
 
 std::string typeProblem(const char* call, const torch::Tensor& t) {
   if (elementTypeOf(t.scalar_type())) return "";
-  return fmt::format("tandem {}: {} tensors are not supported (uint8, int8, int32, int64, float16, bfloat16, "
-                     "float32, float64 are)",
+  return fmt::format("tandem {}: {} tensors are not supported (uint8, int8, int16, int32, int64, float16, "
+                     "bfloat16, float32, float64 are)",
                      call, c10::toString(t.scalar_type()));
 }
 

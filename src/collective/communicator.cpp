@@ -35,6 +35,7 @@ at::ScalarType scalarTypeOf(ElementType type) {
     case ElementType::kBfloat16: return at::kBFloat16;
     case ElementType::kFloat32: return at::kFloat;
     case ElementType::kFloat64: return at::kDouble;
+    case ElementType::kInt16: return at::kShort;
   }
   throw Error("unknown element type");
 }

@@ -21,7 +21,8 @@
 namespace tandem::collective {
 
 // What a user's tensor holds, for reductions beyond float32 sums.
-enum class ElementType { kUint8, kInt8, kInt32, kInt64, kFloat16, kBfloat16, kFloat32, kFloat64 };
+// Values travel as int32 announcements: new types go at the end.
+enum class ElementType { kUint8, kInt8, kInt32, kInt64, kFloat16, kBfloat16, kFloat32, kFloat64, kInt16 };
 enum class Reduction { kSum, kProduct, kMin, kMax };
 size_t elementBytes(ElementType type);
 

@@ -31,8 +31,8 @@ def expect(a, b, what, exact=True):
 
 
 # -- allreduce: every dtype and op; average=, prescale/postscale, compression
-for dtype in (torch.uint8, torch.int8, torch.int32, torch.int64, torch.float16, torch.bfloat16, torch.float32,
-              torch.float64):
+for dtype in (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16, torch.bfloat16,
+              torch.float32, torch.float64):
     every = torch.stack([sent(r, dtype).double() for r in range(n)])
     floating = dtype.is_floating_point
     wanted = {hvd.Sum: every.sum(0), hvd.Min: every.min(0).values, hvd.Max: every.max(0).values,
@@ -55,6 +55,19 @@ except ValueError as e:
 total = sum(sent(r, torch.float64) for r in range(n))
 expect(hvd.allreduce(sent(me, torch.float64), op=hvd.Sum, prescale_factor=2.0, postscale_factor=0.25), total * 0.5,
        "prescale 2, postscale 0.25")
+# Integers scale as Horovod's ScaleBuffer does: the product in float64,
+# truncated toward zero on the way back, on each rank before the sum and
+# on the sum after it (Average's 1/size in the postscale).
+for dtype in (torch.int8, torch.int16, torch.int32, torch.int64):
+    mine = torch.tensor([5, -5, 7, -7], dtype=dtype) * (me + 1)
+    pre = sum(torch.trunc(torch.tensor([5.0, -5.0, 7.0, -7.0]) * (r + 1) * 0.5) for r in range(n))
+    expect(hvd.allreduce(mine, op=hvd.Sum, prescale_factor=0.5, postscale_factor=0.75),
+           torch.trunc(pre * 0.75).to(dtype), f"{dtype} prescale 0.5, postscale 0.75")
+    expect(hvd.allreduce(mine, op=hvd.Average, prescale_factor=0.5), torch.trunc(pre / n).to(dtype),
+           f"{dtype} average with prescale 0.5")
+# int16 wraps as Horovod's does: its sum of 3 x 20000 is 60000 - 65536.
+expect(hvd.allreduce(torch.tensor([20000], dtype=torch.int16), op=hvd.Sum),
+       torch.tensor([20000 * n], dtype=torch.int64).to(torch.int16), "int16 sum wraps")
 expect(hvd.allreduce(sent(me, torch.float32), compression=hvd.Compression.fp16), (total / n).float(),
        "fp16 compression", exact=False)
 expect(hvd.allreduce(sent(me, torch.float32), compression=hvd.Compression.bf16), (total / n).float(),
@@ -110,7 +123,11 @@ assert hvd.allgather_object({"rank": me, "name": "x" * me}) == [{"rank": r, "nam
 
 # -- broadcast: tensors, in place, objects, parameters, optimizer state
 root = n - 1
-expect(hvd.broadcast(sent(me, torch.int32), root_rank=root), sent(root, torch.int32), "broadcast")
+for dtype in (torch.int16, torch.int32):
+    expect(hvd.broadcast(sent(me, dtype), root_rank=root), sent(root, dtype), f"broadcast {dtype}")
+expect(hvd.allgather(sent(me, torch.int16)), torch.cat([sent(r, torch.int16) for r in range(n)]), "allgather int16")
+expect(hvd.alltoall(torch.full((n, 2), me, dtype=torch.int16)),
+       torch.arange(n, dtype=torch.int16).unsqueeze(1).expand(n, 2), "alltoall int16")
 b = sent(me, torch.bfloat16)
 hvd.broadcast_(b, root)
 expect(b, sent(root, torch.bfloat16), "broadcast_ in place")
@@ -127,6 +144,24 @@ if me == root:  # only the root has state (as after loading a checkpoint)
 hvd.broadcast_optimizer_state(opt, root_rank=root)
 assert len(opt.state) == 2, f"rank {me}: broadcast_optimizer_state left {len(opt.state)} states"
 expect(opt.state[model.weight]["exp_avg"], torch.full((2, 3), 0.1), "broadcast Adam moment", exact=False)
+# A fresh optimizer everywhere: as in Horovod, each rank first steps once
+# on zero gradients, so the state exists (Adam's count 1) and decoupled
+# weight decay shrinks every parameter once; also through a
+# DistributedOptimizer, whose own step (a collective) is bypassed.
+for wrap in (False, True):
+    fresh = torch.nn.Linear(3, 2)
+    torch.nn.init.constant_(fresh.weight, 1.0)
+    inner = torch.optim.AdamW(fresh.parameters(), lr=0.1, weight_decay=0.5)
+    stepper = hvd.DistributedOptimizer(inner, named_parameters=fresh.named_parameters()) if wrap else inner
+    hvd.broadcast_optimizer_state(stepper, root_rank=0)
+    assert len(stepper.state) == 2 and int(stepper.state[fresh.weight]["step"]) == 1, f"rank {me}: {stepper.state}"
+    expect(fresh.weight.detach(), torch.full((2, 3), 0.95), f"one decoupled decay (wrapped {wrap})", exact=False)
+    expect(fresh.weight.grad, torch.zeros(2, 3), "the zero gradient it stepped on")
+try:
+    hvd.broadcast_optimizer_state(torch.optim.LBFGS(model.parameters()), root_rank=0)
+    raise SystemExit("LBFGS did not raise")
+except ValueError as e:
+    assert "LBFGS" in str(e), e
 
 # -- alltoall: splits[d] rows to rank d; received in rank order, with splits
 splits = [d + 1 for d in range(n)]

@@ -28,7 +28,29 @@ def broadcast_parameters(params, root_rank=0, prefix=None):
 def broadcast_optimizer_state(optimizer, root_rank=0, prefix="Parameter.", model=None):
     """Makes every rank's optimizer state (hyper-parameters and tensors such
     as momentum buffers and Adam moments) root_rank's, whatever state the
-    other ranks held (none yet, or another checkpoint's)."""
+    other ranks held (none yet, or another checkpoint's).
+
+    As in Horovod, a rank whose optimizer has no state yet first creates it:
+    every parameter that requires grad gets a zero gradient and the
+    optimizer steps once, here only (a DistributedOptimizer's own step,
+    which every rank would have to call, is bypassed). That step is a real
+    one: Adam's count becomes 1, and weight decay shrinks the parameters
+    once. Parameter-server modes hold the state on the servers: nothing is
+    stepped there."""
+    if isinstance(optimizer, torch.optim.LBFGS):
+        raise ValueError("broadcast_optimizer_state: torch.optim.LBFGS keeps no state that can be broadcast, as in "
+                         "Horovod")
+    if not optimizer.state_dict()["state"] and getattr(optimizer, "_mode", "allreduce") == "allreduce":
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if p.requires_grad:
+                    p.grad = torch.zeros_like(p)
+                    if isinstance(optimizer, torch.optim.SparseAdam):
+                        p.grad = p.grad.to_sparse()
+        if optimizer.__module__ == _DistributedOptimizer.__module__:
+            super(optimizer.__class__, optimizer).step()
+        else:
+            optimizer.step()
     state = broadcast_object(optimizer.state_dict(), root_rank)
     if _C.rank() != root_rank:
         optimizer.load_state_dict(state)
