@@ -441,7 +441,9 @@ int join() {
     for (;;) {
       const api::Agreement agreement = api::negotiate(job, mine);
       mine.first_join = 0;
-      api::throwIfRefused("", agreement);
+      // As in Horovod, a call the others cannot make beside a joined rank
+      // (or make differently) raises there; this rank waits on.
+      if (!agreement.error.empty()) continue;
       if (agreement.all_joined) {
         *last = agreement.last_joined;
         return {};

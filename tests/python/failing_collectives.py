@@ -19,7 +19,7 @@ def mismatched_allreduce():
 
 
 def refused_dtype():
-    hvd.synchronize(hvd.allgather_async(torch.ones(3, dtype=torch.int16), name="refused"))
+    hvd.synchronize(hvd.allgather_async(torch.ones(3, dtype=torch.complex64), name="refused"))
 
 
 def mismatched_async_awaited():
@@ -39,7 +39,7 @@ for round_, order in enumerate(itertools.permutations(failing)):
             raise SystemExit(f"rank {me}: {what} did not fail")
     # Failed and never awaited: its tensors stay with the communication thread.
     unawaited.append(hvd.allreduce_async(torch.ones(4 + me), name=f"mismatch.unawaited.{round_}"))
-    unawaited.append(hvd.allgather_async(torch.ones(2, dtype=torch.int16), name=f"refused.unawaited.{round_}"))
+    unawaited.append(hvd.allgather_async(torch.ones(2, dtype=torch.complex64), name=f"refused.unawaited.{round_}"))
     # The job still works: a collective every rank agrees on.
     total = hvd.allreduce(torch.full((2,), float(me)), op=hvd.Sum, name=f"ok.{round_}")
     assert torch.equal(total, torch.full((2,), float(sum(range(n))))), f"rank {me}: {total}"

@@ -337,6 +337,22 @@ if me == 0:
 last = hvd.join()
 assert last == 0, f"rank {me}: join() says rank {last} joined last, not rank 0"
 hvd.barrier()
+# Horovod's own tests (test_horovod_join_allgather, _broadcast): with a rank
+# joined, allgather and broadcast raise a RuntimeError on the others, who
+# then join too; join() returns one rank everywhere, not the first joiner.
+for first in range(n):
+    for call in (lambda: hvd.allgather(torch.ones(2, 3)), lambda: hvd.broadcast(torch.ones(2, 3), me)):
+        if me == first:
+            last = hvd.join()
+        else:
+            try:
+                call()
+                raise SystemExit(f"rank {me}: a collective beside a joined rank did not raise")
+            except RuntimeError:
+                pass
+            last = hvd.join()
+        assert last != first, f"rank {me}: join() returned the first joiner {first}"
+        assert hvd.allgather_object(last) == [last] * n, f"rank {me}: join() returned different ranks"
 
 # -- elastic state: commit, restore, sync
 state = hvd.elastic.TorchState(model=model, optimizer=opt, epoch=me)
