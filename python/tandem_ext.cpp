@@ -289,6 +289,8 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_release release;
     tandem::barrier();
   });
+  m.def("start_timeline", &tandem::start_timeline, py::arg("file_path"), py::arg("mark_cycles"));
+  m.def("stop_timeline", &tandem::stop_timeline);
   m.def("join", [] {
     py::gil_scoped_release release;
     return tandem::join();

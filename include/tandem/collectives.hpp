@@ -72,6 +72,17 @@ Work alltoall_async(torch::Tensor tensor, std::vector<int64_t> splits = {}, cons
 // Returns once every rank has called it.
 void barrier();
 
+// Horovod's timeline, in Tandem's trace format (chrome://tracing, Perfetto):
+// from here on, every collective and DistributedOptimizer bucket is a span,
+// after one for its wait in the communication thread's queue. Rank 0 writes
+// `file_path`, as Horovod's coordinator does; every rank may call it. A
+// second start writes the first file and records into the new one.
+// `mark_cycles` is accepted and ignored: Tandem has no background cycles.
+// InputError before init().
+void start_timeline(const std::string& file_path, bool mark_cycles = false);
+// Writes the timeline and stops recording; nothing when none records.
+void stop_timeline();
+
 // This rank has no more data: until every rank has joined, it takes part
 // in the others' allreduce calls, DistributedOptimizer steps and barriers
 // with zeros (Average still divides by size(), as in Horovod). Other

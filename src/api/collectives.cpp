@@ -235,7 +235,8 @@ Work launch(Job& job, const std::string& what, std::function<std::vector<torch::
     state->outputs = body();
     return submitWork(state);
   }
-  state->handle = job.comm_thread->submit([state, body = std::move(body)] { state->outputs = body(); });
+  state->handle = job.comm_thread->submit(
+      traced(job, what, [state, body = std::move(body)] { state->outputs = body(); }));
   return submitWork(state);
 }
 

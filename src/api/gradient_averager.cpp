@@ -146,7 +146,9 @@ GradientAverager::GradientAverager(torch::nn::Module& module, const AveragerOpti
     s.buckets = std::make_unique<train::GradientBuckets>(
         module, cap, 0,
         [&s, &job, step](size_t bucket, torch::Tensor flat) {
-          s.handles[bucket] = job.comm_thread->submit([&s, reducer = s.reducer, flat, bucket, &job, step, post = s.post] {
+          const std::string what = fmt::format("DistributedOptimizer bucket {} ({} values)", bucket, flat.numel());
+          s.handles[bucket] = job.comm_thread->submit(api::traced(job, what, [&s, reducer = s.reducer, flat, bucket, &job,
+                                                                             step, post = s.post] {
             // Once a step: every rank is in this exchange, or has joined.
             if (bucket == 0) {
               const api::Agreement agreement = api::negotiate(job, step);
@@ -155,7 +157,7 @@ GradientAverager::GradientAverager(torch::nn::Module& module, const AveragerOpti
             s.buckets->awaitOnHost(bucket);
             reducer->reduce(bucket, flat.data_ptr<float>(), static_cast<size_t>(flat.numel()));
             if (post != 1.0) flat.mul_(post);
-          });
+          }));
         },
         [] {});
     s.handles.resize(s.buckets->size());

@@ -15,6 +15,7 @@
 #include "collective/comm_thread.hpp"
 #include "collective/communicator.hpp"
 #include "core/deadline.hpp"
+#include "obs/timeline.hpp"
 #include "tandem/tandem.hpp"
 #include "train/cluster_join.hpp"
 #include "train/live_membership.hpp"
@@ -52,6 +53,11 @@ struct Job {
   // Bumped by each connect of an elastic job: what holds the communicator follows it.
   uint64_t generation = 0;
 
+  // hvd.start_timeline: a trace of every collective, on rank 0 only, as
+  // Horovod writes its timeline on the coordinator. Null while none records.
+  std::mutex timeline_mutex;
+  std::shared_ptr<obs::Timeline> timeline;
+
   int size() const { return live ? live->size() : spec ? spec->num_workers : 1; }
   int rank() const { return live ? live->rank() : spec ? spec->index : 0; }
   Deadline deadline() const { return Deadline::afterSeconds(options.peer_timeout_s + 5.0); }
@@ -59,6 +65,14 @@ struct Job {
     comm_thread->submit(std::move(work)).wait(deadline(), what);
   }
 };
+
+// `body` as the communication thread runs it, recorded on the job's
+// timeline while one records: a span named `what` when it ran, after one
+// for its wait in the queue since this call.
+std::function<void()> traced(Job& job, std::string what, std::function<void()> body);
+
+// Writes the job's timeline, if one records, and stops it.
+void stopTimeline(Job& job);
 
 // The job init() made; null before init() and after shutdown().
 std::unique_ptr<Job>& current();

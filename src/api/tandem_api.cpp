@@ -177,6 +177,7 @@ void shutdown() {
   std::unique_ptr<Job> job = std::move(current());
   // Nobody leaves while a peer may still be in a collective with it.
   if (job->comm) job->runNow([&] { job->comm->barrier(); }, "final barrier");
+  api::stopTimeline(*job);
   // An init() after this one must not join the chief's store of this start,
   // which is about to close: it waits for the chief's next start.
   cluster::JobStart& start = api::processContext().start();

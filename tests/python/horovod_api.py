@@ -1,8 +1,10 @@
 """Each call of tandem.torch against Horovod's semantics, on every rank of a
 job (run under tandem launch --workers N, N >= 2). Every rank computes the
 expected result from what every rank sends, and asserts its own."""
+import json
 import os
 import sys
+import tempfile
 import time
 import warnings
 
@@ -321,6 +323,20 @@ with warnings.catch_warnings(record=True) as caught:
     dopt.step()
     assert any("skip_synchronize" in str(w.message) for w in caught), "no warning for a second synchronize"
 expect(torch.cat([p.detach().reshape(-1) for p in net.parameters()]), base, "synchronize loop", exact=False)
+
+# -- timeline: rank 0 writes one trace of the collectives, as Horovod's coordinator does
+trace = os.path.join(tempfile.gettempdir(), f"tandem-timeline-{os.getppid()}.json")
+hvd.start_timeline(trace)
+hvd.allreduce(torch.ones(5), name="traced")
+hvd.broadcast(torch.ones(2), root_rank=0)
+hvd.stop_timeline()
+hvd.stop_timeline()  # a second stop does nothing
+hvd.barrier()
+if me == 0:
+    with open(trace) as f:
+        names = [e["name"] for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    assert "allreduce of 5 values" in names and any(x.startswith("broadcast") for x in names), names
+    os.remove(trace)
 
 # -- join: rank 0 has more data; joined ranks add zeros (Average divides by size)
 if me == 0:

@@ -18,6 +18,7 @@ mpirun, srun). Gradients are reduced in buckets by the same C++ code as
 run the optimizer instead. docs/python.md lists what differs from Horovod.
 """
 import atexit
+import os
 
 import torch
 
@@ -71,6 +72,10 @@ def init(comm=None, process_sets=None, rendezvous_timeout_s=DEFAULTS["rendezvous
     if _C.is_initialized():
         return
     _C.init(rendezvous_timeout_s, peer_timeout_s, bucket_mb, wire_dtype, error_feedback, hierarchical)
+    # As Horovod: a timeline from the start unless DYNAMIC (start_timeline later).
+    path = os.environ.get("HOROVOD_TIMELINE", "")
+    if path and path != "DYNAMIC":
+        start_timeline(path, os.environ.get("HOROVOD_TIMELINE_MARK_CYCLES", "0") not in ("", "0"))
 
 
 def shutdown():
@@ -107,11 +112,16 @@ def cross_size():
 
 
 def start_timeline(file_path, mark_cycles=False):
-    raise ValueError("start_timeline: Horovod's timeline is not supported; tandem train --trace writes Tandem's")
+    """Records every collective and DistributedOptimizer bucket, from here
+    on, as spans in `file_path` (Tandem's trace format: chrome://tracing or
+    Perfetto). Rank 0 writes it, as Horovod's coordinator does; mark_cycles
+    is ignored. ValueError before init()."""
+    _C.start_timeline(str(file_path), bool(mark_cycles))
 
 
 def stop_timeline():
-    raise ValueError("stop_timeline: Horovod's timeline is not supported; tandem train --trace writes Tandem's")
+    """Writes the timeline and stops recording (nothing when none records)."""
+    _C.stop_timeline()
 
 
 # What this build has, answered truthfully: Tandem's collectives run on the
