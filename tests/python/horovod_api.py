@@ -123,6 +123,39 @@ g = torch.full((me + 1, 2), 1.0, requires_grad=True)
 expect(g.grad, torch.full((me + 1, 2), 2.0 * n), "allgather's gradient: the sum over ranks of this rank's rows")
 assert hvd.allgather_object({"rank": me, "name": "x" * me}) == [{"rank": r, "name": "x" * r} for r in range(n)]
 
+# -- sparse_allreduce_async: every rank's rows gathered (an embedding's gradient layout)
+rows_touched = torch.tensor([[me, me + 1]])
+sparse = torch.sparse_coo_tensor(rows_touched, torch.full((2, 3), float(me + 1)), (n + 1, 3))
+dense_sum = sum(torch.sparse_coo_tensor(torch.tensor([[r, r + 1]]), torch.full((2, 3), float(r + 1)),
+                                        (n + 1, 3)).to_dense() for r in range(n))
+sparse_handle = hvd.sparse_allreduce_async(sparse, name="embedding.grad")
+averaged = sparse_handle()  # callable, as Horovod's handle
+assert averaged.is_sparse and averaged._nnz() == 2 * n, averaged
+expect(averaged.to_dense(), dense_sum / n, "sparse_allreduce_async, Average", exact=False)
+expect(hvd.synchronize(hvd.sparse_allreduce_async(sparse, op=hvd.Sum)).to_dense(), dense_sum,
+       "sparse_allreduce_async, Sum")
+
+# -- SparseAdam through DistributedOptimizer: an embedding's sparse gradients
+# come back sparse, by rows; one step matches SparseAdam on the mean of
+# every rank's gradient in one process.
+def embedding():
+    e = torch.nn.Embedding(n + 2, 2, sparse=True)
+    torch.nn.init.constant_(e.weight, 1.0)
+    return e
+
+
+emb = embedding()
+sopt = hvd.DistributedOptimizer(torch.optim.SparseAdam(emb.parameters(), lr=0.1),
+                                named_parameters=emb.named_parameters())
+(emb(torch.tensor([me, me + 1])) * (me + 1)).sum().backward()
+sopt.step()
+ref = embedding()
+for r in range(n):
+    (ref(torch.tensor([r, r + 1])) * (r + 1)).sum().backward()
+ref.weight.grad = ref.weight.grad / n
+torch.optim.SparseAdam(ref.parameters(), lr=0.1).step()
+expect(emb.weight.detach(), ref.weight.detach(), "SparseAdam through DistributedOptimizer", exact=False)
+
 # -- broadcast: tensors, in place, objects, parameters, optimizer state
 root = n - 1
 for dtype in (torch.int16, torch.int32):

@@ -24,7 +24,7 @@ __all__ = ["Sum", "Average", "Min", "Max", "Product", "Adasum", "ProcessSet", "g
            "grouped_allreduce_async_", "allgather", "allgather_async", "grouped_allgather", "grouped_allgather_async",
            "broadcast", "broadcast_", "broadcast_async", "broadcast_async_", "alltoall", "alltoall_async",
            "reducescatter", "reducescatter_async", "grouped_reducescatter", "grouped_reducescatter_async",
-           "broadcast_object", "allgather_object", "barrier", "join"]
+           "sparse_allreduce_async", "broadcast_object", "allgather_object", "barrier", "join"]
 
 # Reduction ops, numbered as tandem::ReduceOp.
 Sum, Average, Min, Max, Product, Adasum = range(6)
@@ -275,6 +275,37 @@ class _Group(_Handle):
 
     def _finish(self, outputs):
         return outputs
+
+
+class _SparseHandle(_Group):
+    """sparse_allreduce_async's handle: callable, as Horovod's is, and good
+    for poll() and synchronize() too."""
+
+    def __init__(self, like, indices, values, op):
+        super().__init__([indices, values])
+        self._like, self._op = like, op
+
+    def _finish(self, outputs):
+        indices, values = outputs
+        if self._op == Average:
+            values = values / _C.size()
+        return torch.sparse_coo_tensor(indices.t(), values, self._like.size())
+
+    def __call__(self):
+        return synchronize(self)
+
+
+def sparse_allreduce_async(tensor, name=None, op=Average, process_set=global_process_set):
+    """Reduces a sparse COO tensor as Horovod does: every rank's indices and
+    values are gathered, so the result (uncoalesced) holds every rank's
+    entries, the values divided by size() for Average. Returns a handle to
+    call (as Horovod's) or to synchronize()."""
+    _check_process_set(process_set, "sparse_allreduce_async")
+    if not tensor.is_sparse:
+        raise ValueError(f"sparse_allreduce_async: a sparse COO tensor, not a {tensor.layout} one")
+    indices = allgather_async(tensor._indices().t().contiguous(), None if name is None else f"{name}.indices")
+    values = allgather_async(tensor._values(), None if name is None else f"{name}.values")
+    return _SparseHandle(tensor, indices, values, op)
 
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):

@@ -126,6 +126,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._servers = None
         self._should_synchronize = True
         self._synchronized = False
+        self._sparse_as_dense = False
         if mode == "allreduce":
             self._averager = _C.GradientAverager(named, *averager_args)
         else:
@@ -185,11 +186,23 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             raise ValueError("DistributedOptimizer.step inside skip_synchronize() needs optimizer.synchronize() "
                              "first: the gradients are still being reduced")
         self._synchronized = False
+        if isinstance(self, torch.optim.SparseAdam):
+            self._sparsify_grads()
         result = super(self.__class__, self).step()
         # The reduced .grad tensors are views of the exchange buffers: the
         # next backward must not add into them.
         self._averager.zero_grad()
         return result
+
+    def _sparsify_grads(self):
+        """SparseAdam takes only sparse gradients; they were reduced dense.
+        As Horovod returns them: sparse_as_dense=True, element by element
+        (its to_sparse()); otherwise by rows, as its default path gathers
+        every rank's touched rows (a row whose mean is all zero is dropped)."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None and not p.grad.is_sparse:
+                    p.grad = p.grad.to_sparse() if self._sparse_as_dense else p.grad.to_sparse(min(1, p.grad.dim()))
 
     def zero_grad(self, set_to_none=True):
         """Unsets every gradient: a reduced gradient must not be added into."""
@@ -231,7 +244,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     for them, then steps. ``compression`` Compression.fp16 or bf16 sends
     them in 16 bits. ``groups`` (an int) sets the number of buckets;
     ``bucket_mb`` their size (a Tandem extension). Sparse gradients are
-    reduced dense (sparse_as_dense), and .grad is dense after the exchange.
+    reduced dense; .grad is dense after the exchange, except for
+    torch.optim.SparseAdam, which gets them back sparse (by rows, or element
+    by element with sparse_as_dense=True, as Horovod's).
 
     mode="ps-sync", "ps-async" or "ps-ssp" (a Tandem extension, run under
     ``tandem launch --ps K``): each chunk of gradients is pushed to its
@@ -299,7 +314,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     averager_args = (int(backward_passes_per_step), op == Sum, float(gradient_predivide_factor), wire, cap_mb)
     server_args = (1 if staleness is None else int(staleness), int(backward_passes_per_step))
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(_DistributedOptimizer.__dict__))
-    return cls(optimizer.param_groups, named, mode, averager_args, server_args, server_options, diloco)
+    distributed = cls(optimizer.param_groups, named, mode, averager_args, server_args, server_options, diloco)
+    distributed._sparse_as_dense = bool(sparse_as_dense)
+    return distributed
 
 
 def finish_servers():
