@@ -67,6 +67,11 @@ else()
     set(TANDEM_TORCH_CUDA "unknown")
   endif()
   set(tandem_torch_abi 1)
+  # The installed package's own torch: what the build probed is remembered.
+  if(DEFINED TANDEM_BUILT_TORCH_DIR AND TANDEM_TORCH_DIR STREQUAL TANDEM_BUILT_TORCH_DIR)
+    set(TANDEM_TORCH_CUDA "${TANDEM_BUILT_TORCH_CUDA}")
+    set(tandem_torch_abi ${TANDEM_BUILT_TORCH_ABI})
+  endif()
 endif()
 set(TORCH_INSTALL_PREFIX ${TANDEM_TORCH_DIR})
 # The oldest torch Tandem means to build against: the GPU machines' image

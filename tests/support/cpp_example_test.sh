@@ -15,9 +15,11 @@ cmake --install "$BUILD_DIR" --prefix "$WORK/prefix" > "$WORK/install.log"
 # The user's torch: the venv's, the one Tandem was built against.
 TANDEM_VENV=${TANDEM_VENV:-$SOURCE_DIR/.venv}
 source "$SOURCE_DIR/scripts/torch_env.sh"
+# No TANDEM_PYTHON: the package remembers the LibTorch it was built against.
 cmake -S "$SOURCE_DIR/examples/cpp" -B "$WORK/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DTANDEM_PYTHON="$TANDEM_PYTHON" -DCMAKE_PREFIX_PATH="$WORK/prefix" \
-  > "$WORK/configure.log" || { cat "$WORK/configure.log"; exit 1; }
+  -DCMAKE_PREFIX_PATH="$WORK/prefix" > "$WORK/configure.log" || { cat "$WORK/configure.log"; exit 1; }
+grep -q "LibTorch .* at $(dirname "$("$TANDEM_PYTHON" -c 'import torch; print(torch.__file__)')")" "$WORK/configure.log" || {
+  cat "$WORK/configure.log"; echo "FAIL: the example did not find the torch Tandem was built against"; exit 1; }
 cmake --build "$WORK/build" -j 2 > "$WORK/build.log" || { cat "$WORK/build.log"; exit 1; }
 TANDEM="$WORK/prefix/bin/tandem"
 TRAINER="$WORK/build/my_trainer"
