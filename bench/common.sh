@@ -82,3 +82,13 @@ mode_flags_of() {
     *) echo "unknown mode $1 (sync, async, dc, dcc, slr, both, slrm, hN, aN or sN)" >&2; exit 2 ;;
   esac
 }
+
+# kill_worker_after RUN_DIR STEP INDEX: once the chief's metrics.jsonl in
+# RUN_DIR has logged STEP, kill -9 that run's worker INDEX; sets killed_at.
+kill_worker_after() {
+  while ! grep -qs "\"step\":$2," "$1/metrics.jsonl"; do sleep 0.02; done
+  killed_at=$(date +%s.%N)
+  pkill -KILL -f -- "--out $1 .*--job-name worker --task-index $3( |\$)"
+}
+
+seconds_since() { python3 -c "import time; print(f'{time.time() - $1:.2f}')"; }

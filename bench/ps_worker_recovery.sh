@@ -18,6 +18,7 @@ SEED=${3:-1}
 TANDEM="$BUILD/tandem"
 OUT=$(mktemp -d /tmp/tandem-ps-worker-bench.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
+source bench/common.sh
 JOB="--model cnn --dataset fashion-mnist --batch-size 32 --threads 1 --lr 0.05 --max-steps $STEPS --seed $SEED
      --log-every 10 --eval-every 0"
 KILL_AT=$((STEPS * 5 / 8))
@@ -28,13 +29,7 @@ start() {
   "$TANDEM" launch --ps 1 --workers 4 --max-restarts 1 -- $JOB --out "$OUT/$1" >"$OUT/$1.log" 2>&1 &
   launch_pid=$!
 }
-# kill_worker NAME INDEX: once the chief has logged step KILL_AT, kill -9 that worker; sets killed_at.
-kill_worker() {
-  while ! grep -qs "\"step\":$KILL_AT," "$OUT/$1/metrics.jsonl"; do sleep 0.02; done
-  killed_at=$(date +%s.%N)
-  pkill -KILL -f -- "--out $OUT/$1 .*--job-name worker --task-index $2( |\$)"
-}
-seconds_since() { python3 -c "import time; print(f'{time.time() - $1:.2f}')"; }
+kill_worker() { kill_worker_after "$OUT/$1" "$KILL_AT" "$2"; }
 
 echo "== cnn, Fashion-MNIST, 1 PS + 4 workers (sync), $STEPS steps, seed $SEED, a worker killed after step $KILL_AT ($(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores)"
 start clean

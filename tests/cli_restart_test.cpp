@@ -36,6 +36,19 @@ int killServerAfterFirstCheckpoint(const TempDir& dir, const std::string& out, c
   return testing::waitForExit(pid, std::chrono::seconds(180));
 }
 
+// Launches 1 PS and 3 workers with one restart and `extra`, kills worker 2
+// with SIGKILL once it has logged a step, and returns launch's exit code
+// (-2: worker 2 never logged one).
+int killWorkerTwoOnceItTrains(const TempDir& dir, const std::string& run, const std::string& extra) {
+  const pid_t pid = testing::spawnTandem(
+      "launch --ps 1 --workers 3 --max-restarts 1 -- " + restartArgs(run, extra + " --debug-step-delay-ms 20"),
+      dir.str("log"));
+  const fs::path metrics = fs::path(run) / "workers" / "worker-2" / "metrics.jsonl";
+  if (!testing::waitForOutput(pid, metrics, std::chrono::seconds(120))) return -2;
+  testing::killTasks(run, "worker", "2");
+  return testing::waitForExit(pid, std::chrono::seconds(180));
+}
+
 TEST(LaunchRestart, SyncJobSurvivesAKilledServerAndEndsWhereAnUninterruptedRunDoes) {
   TempDir dir;
   const std::string run = dir.str("run"), clean = dir.str("clean");
@@ -96,15 +109,7 @@ TEST(LaunchRestart, AsyncJobCountsTheUpdatesARestartLost) {
 TEST(LaunchRestart, AsyncJobTakesAReplacementWorkerAndTheStepsAddUp) {
   TempDir dir;
   const std::string run = dir.str("run");
-  const pid_t pid = testing::spawnTandem(
-      "launch --ps 1 --workers 3 --max-restarts 1 -- " +
-          restartArgs(run, "--max-steps 600 --ps-mode async --lr 0.01 --debug-step-delay-ms 20"),
-      dir.str("log"));
-  ASSERT_TRUE(testing::waitForOutput(pid, fs::path(run) / "workers" / "worker-2" / "metrics.jsonl",
-                                     std::chrono::seconds(120)))
-      << readFile(dir.path() / "log");
-  testing::killTasks(run, "worker", "2");
-  const int code = testing::waitForExit(pid, std::chrono::seconds(180));
+  const int code = killWorkerTwoOnceItTrains(dir, run, "--max-steps 600 --ps-mode async --lr 0.01");
   const std::string log = readFile(dir.path() / "log");
   ASSERT_EQ(code, 0) << log;
   EXPECT_NE(log.find("restart 1 of 1: worker 2"), std::string::npos) << log;
@@ -140,15 +145,7 @@ TEST(LaunchRestart, AsyncJobTakesAReplacementWorkerAndTheStepsAddUp) {
 TEST(LaunchRestart, BoundedStalenessJobTakesAReplacementWorker) {
   TempDir dir;
   const std::string run = dir.str("run");
-  const pid_t pid = testing::spawnTandem(
-      "launch --ps 1 --workers 3 --max-restarts 1 -- " +
-          restartArgs(run, "--max-steps 300 --staleness 2 --lr 0.01 --debug-step-delay-ms 20"),
-      dir.str("log"));
-  ASSERT_TRUE(testing::waitForOutput(pid, fs::path(run) / "workers" / "worker-2" / "metrics.jsonl",
-                                     std::chrono::seconds(120)))
-      << readFile(dir.path() / "log");
-  testing::killTasks(run, "worker", "2");
-  const int code = testing::waitForExit(pid, std::chrono::seconds(180));
+  const int code = killWorkerTwoOnceItTrains(dir, run, "--max-steps 300 --staleness 2 --lr 0.01");
   const std::string log = readFile(dir.path() / "log");
   ASSERT_EQ(code, 0) << log;
   EXPECT_NE(log.find("a new worker 2 joins it"), std::string::npos) << log;
