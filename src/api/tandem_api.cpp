@@ -168,6 +168,10 @@ void init(const InitOptions& options) {
   current() = std::move(job);
   static const bool registered = [] { return std::atexit(shutdownAtExit) == 0; }();
   (void)registered;
+  // As Horovod: HOROVOD_TIMELINE=path records from the start; DYNAMIC waits
+  // for start_timeline().
+  const std::optional<std::string> timeline = lookupVariable(env, "HOROVOD_TIMELINE");
+  if (timeline && !timeline->empty() && *timeline != "DYNAMIC") start_timeline(*timeline);
 }
 
 bool is_initialized() { return current() != nullptr; }

@@ -45,8 +45,15 @@ std::optional<int> Worker::replacementWaiting() {
       return probe_->server;
     }
     not_replaceable_.insert(probe_->server);
-    TANDEM_LOG_WARN("worker {}: a server already set up answers at {}'s address; it is not taken back", options_.index,
-                    name);
+    if (primaryForwards()) {
+      // Async replicas: most likely the replacement the other holders feed
+      // already (brought up before this chief came back).
+      TANDEM_LOG_INFO("worker {}: {}'s address answers with a server already set up; nothing to bring up there",
+                      options_.index, name);
+    } else {
+      TANDEM_LOG_WARN("worker {}: a server already set up answers at {}'s address; it is not taken back",
+                      options_.index, name);
+    }
   } catch (const Error& e) {
     // Up and gone again (a replacement that died too): asked again next step.
     TANDEM_LOG_DEBUG("worker {}: {}'s replacement did not answer ps-status: {}", options_.index, name, e.what());

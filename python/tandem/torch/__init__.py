@@ -18,7 +18,6 @@ mpirun, srun). Gradients are reduced in buckets by the same C++ code as
 run the optimizer instead. docs/python.md lists what differs from Horovod.
 """
 import atexit
-import os
 
 import torch
 
@@ -72,10 +71,6 @@ def init(comm=None, process_sets=None, rendezvous_timeout_s=DEFAULTS["rendezvous
     if _C.is_initialized():
         return
     _C.init(rendezvous_timeout_s, peer_timeout_s, bucket_mb, wire_dtype, error_feedback, hierarchical)
-    # As Horovod: a timeline from the start unless DYNAMIC (start_timeline later).
-    path = os.environ.get("HOROVOD_TIMELINE", "")
-    if path and path != "DYNAMIC":
-        start_timeline(path, os.environ.get("HOROVOD_TIMELINE_MARK_CYCLES", "0") not in ("", "0"))
 
 
 def shutdown():
