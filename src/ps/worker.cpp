@@ -382,61 +382,6 @@ void Worker::receivePulls(Deadline deadline, int64_t step, const PullSink& sink,
   }
 }
 
-StepAgreement Worker::reportStep(int64_t finished, const StepReport& report, Deadline deadline) {
-  ReportTickets clock = sendReport(finished, report);
-  return awaitReport(clock, finished, deadline);
-}
-
-ReportTickets Worker::sendReport(int64_t finished, const StepReport& report) {
-  // Every keeper hears every report, so that either can answer the next.
-  ReportTickets tickets;
-  tickets.payload = encode(report);
-  for (int keeper = 0; keeper < std::min(servers(), options_.layout.replicas()); ++keeper) {
-    if (!client_->lost(keeper)) tickets.by_keeper.emplace_back(keeper, sendReportTo(keeper, finished, tickets.payload));
-  }
-  if (tickets.by_keeper.empty()) {
-    // Both lost: a replacement brought up may answer; else the request to ps 0 fails, naming it.
-    const int keeper = std::max(0, liveKeeper());
-    tickets.by_keeper.emplace_back(keeper, sendReportTo(keeper, finished, tickets.payload));
-  }
-  return tickets;
-}
-
-Ticket Worker::sendReportTo(int keeper, int64_t finished, const std::vector<char>& payload) {
-  return client_->send(keeper, {.type = msg::kClock, .clock = static_cast<uint32_t>(finished)},
-                       net::copyPayload(payload));
-}
-
-StepAgreement Worker::awaitReport(ReportTickets& clock, int64_t finished, Deadline deadline) {
-  const std::string what = fmt::format("the end of step {}", finished - 1);
-  for (size_t k = 0; k < clock.by_keeper.size(); ++k) {
-    auto& [server, ticket] = clock.by_keeper[k];
-    net::Frame reply;
-    try {
-      reply = ticket.wait(deadline, what);
-    } catch (const PeerError&) {
-      if (!failOver(server, SIZE_MAX)) throw;
-      // A keeper alive answers: it heard this report too, or (a
-      // replacement this worker just turned to) is told it now.
-      const bool asked = std::any_of(clock.by_keeper.begin() + static_cast<std::ptrdiff_t>(k) + 1,
-                                     clock.by_keeper.end(), [&](const auto& t) { return !client_->lost(t.first); });
-      const int keeper = liveKeeper();
-      if (!asked && keeper >= 0) clock.by_keeper.emplace_back(keeper, sendReportTo(keeper, finished, clock.payload));
-      continue;
-    }
-    // --timeline: until every worker reported (the keeper's barrier) and the answer crossed back.
-    if (obs::Timeline* timeline = options_.timeline) {
-      const Ticket::Times t = ticket.times();
-      if (t.replied_us != 0) {
-        timeline->span(fmt::format("end-of-step agreement at ps {}", server), obs::Lane::kComm, t.queued_us,
-                       t.replied_us, {{"step", finished - 1}});
-      }
-    }
-    return decodeStepAgreement(reply.bytes(), options_.servers[static_cast<size_t>(server)].name);
-  }
-  throw PeerError(fmt::format("no server keeps the step clocks any more (asked for {})", what));
-}
-
 void Worker::awaitPushes(Deadline deadline, int64_t step) {
   for (size_t c = 0; c < push_tickets_.size(); ++c) {
     const std::string what = fmt::format("the push of chunk {} for step {}", c, step);
@@ -483,12 +428,6 @@ void Worker::awaitPushes(Deadline deadline, int64_t step) {
   notice_tickets_.clear();
 }
 
-StepAgreement Worker::awaitWorkers(int64_t step, Deadline deadline) {
-  const auto [keeper, reply] = askClockKeeper({.type = msg::kAwaitWorkers, .clock = static_cast<uint32_t>(step)},
-                                              deadline, "the other workers' last steps");
-  return decodeStepAgreement(reply.bytes(), options_.servers[static_cast<size_t>(keeper)].name);
-}
-
 std::vector<FetchedState> Worker::fetchState(int64_t version, int slots, Deadline deadline,
                                            const SnapshotPoint* snapshot) {
   const std::vector<char> point = snapshot != nullptr ? encode(*snapshot) : std::vector<char>();
@@ -523,17 +462,6 @@ std::vector<FetchedState> Worker::fetchState(int64_t version, int slots, Deadlin
     state.floats_ = {reinterpret_cast<const float*>(state.bytes_.data()), length * static_cast<size_t>(1 + slots)};
   }
   return states;
-}
-
-SnapshotPoint Worker::holdForSnapshot(Deadline deadline) {
-  const auto [keeper, reply] =
-      askClockKeeper({.type = msg::kHold}, deadline, "the other workers to pause for a consistent checkpoint");
-  // The servers check the clock count against the cluster's when it comes back.
-  return decodeSnapshotPoint(reply.bytes(), 0, options_.servers[static_cast<size_t>(keeper)].name);
-}
-
-void Worker::releaseSnapshot(Deadline deadline) {
-  askClockKeeper({.type = msg::kRelease}, deadline, "the end of the hold");
 }
 
 void Worker::setLearningRate(double lr) {
