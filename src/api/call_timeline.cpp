@@ -14,7 +14,7 @@
 namespace tandem {
 namespace api {
 
-std::function<void()> traced(Job& job, std::string what, std::function<void()> body) {
+std::function<void()> traced(Job& job, const std::function<std::string()>& name, std::function<void()> body) {
   std::shared_ptr<obs::Timeline> timeline;
   {
     std::lock_guard lock(job.timeline_mutex);
@@ -22,7 +22,7 @@ std::function<void()> traced(Job& job, std::string what, std::function<void()> b
   }
   if (!timeline) return body;
   const int64_t queued_us = obs::Timeline::nowUs();
-  return [timeline, what = std::move(what), body = std::move(body), queued_us] {
+  return [timeline, what = name(), body = std::move(body), queued_us] {
     const int64_t start_us = obs::Timeline::nowUs();
     timeline->span(what, obs::Lane::kLoop, queued_us, start_us, {{"phase", "queued"}});
     try {

@@ -236,7 +236,7 @@ Work launch(Job& job, const std::string& what, std::function<std::vector<torch::
     return submitWork(state);
   }
   state->handle = job.comm_thread->submit(
-      traced(job, what, [state, body = std::move(body)] { state->outputs = body(); }));
+      traced(job, [&what] { return what; }, [state, body = std::move(body)] { state->outputs = body(); }));
   return submitWork(state);
 }
 

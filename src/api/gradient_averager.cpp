@@ -146,9 +146,9 @@ GradientAverager::GradientAverager(torch::nn::Module& module, const AveragerOpti
     s.buckets = std::make_unique<train::GradientBuckets>(
         module, cap, 0,
         [&s, &job, step](size_t bucket, torch::Tensor flat) {
-          const std::string what = fmt::format("DistributedOptimizer bucket {} ({} values)", bucket, flat.numel());
-          s.handles[bucket] = job.comm_thread->submit(api::traced(job, what, [&s, reducer = s.reducer, flat, bucket, &job,
-                                                                             step, post = s.post] {
+          auto name = [&] { return fmt::format("DistributedOptimizer bucket {} ({} values)", bucket, flat.numel()); };
+          s.handles[bucket] = job.comm_thread->submit(api::traced(job, name, [&s, reducer = s.reducer, flat, bucket, &job,
+                                                                              step, post = s.post] {
             // Once a step: every rank is in this exchange, or has joined.
             if (bucket == 0) {
               const api::Agreement agreement = api::negotiate(job, step);

@@ -67,9 +67,10 @@ struct Job {
 };
 
 // `body` as the communication thread runs it, recorded on the job's
-// timeline while one records: a span named `what` when it ran, after one
-// for its wait in the queue since this call.
-std::function<void()> traced(Job& job, std::string what, std::function<void()> body);
+// timeline while one records: a span named by `name` when it ran, after
+// one for its wait in the queue since this call. `name` is called only
+// then, so that untraced steps format nothing.
+std::function<void()> traced(Job& job, const std::function<std::string()>& name, std::function<void()> body);
 
 // Writes the job's timeline, if one records, and stops it.
 void stopTimeline(Job& job);

@@ -329,7 +329,7 @@ int runLaunch(LaunchOptions o, const Environment& env) {
         std::fprintf(stderr, "launch: %s\n", error.what());
       }
     }
-    if (!e.signaled && e.exit_code == 2 && !bad_input) bad_input = e.describe();
+    if (launch::FailurePolicy::badInput(e) && !bad_input) bad_input = e.describe();
     return stops;
   };
   // Bad input stays bad input: 2 when every task that failed on its own
@@ -337,7 +337,7 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   auto allBadInput = [&](const launch::GroupResult& result) {
     for (const auto& e : result.exits) {
       const bool own_failure = !e.stopped_by_group && failed(e);
-      if (own_failure && (e.signaled || e.exit_code != 2)) return false;
+      if (own_failure && !launch::FailurePolicy::badInput(e)) return false;
     }
     return true;
   };

@@ -165,7 +165,7 @@ std::optional<ApplyJob> ChunkStore::push(int w, size_t index, uint32_t clock, Ow
 
 std::optional<ApplyJob> ChunkStore::syncApplyIfComplete(size_t index) {
   ChunkState& c = chunks_[index];
-  if (c.busy || c.step_grad_count == 0 || !missingPushers(c).empty()) return std::nullopt;
+  if (c.busy || c.step_grad_count == 0 || !stepComplete(c)) return std::nullopt;
   // The step is complete: hand its gradients to one apply.
   c.busy = true;
   ApplyJob job{.chunk = index, .key = c.key, .update = c.applied, .lr = lrOf(0, c.applied)};  // the chief's schedule is the table's
@@ -356,6 +356,12 @@ std::vector<Reply> ChunkStore::expire(Clock::time_point now) {
     }
   }
   return replies;
+}
+
+bool ChunkStore::stepComplete(const ChunkState& c) const {
+  if (c.step_grad_count == static_cast<int>(c.pushers.size())) return true;  // everyone's in: nobody left
+  return std::none_of(c.pushers.begin(), c.pushers.end(),
+                      [&](int w) { return awaits(w, c.applied) && !c.step_grads[static_cast<size_t>(w)]; });
 }
 
 std::vector<int> ChunkStore::missingPushers(const ChunkState& c) const {

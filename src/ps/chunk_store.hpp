@@ -194,7 +194,9 @@ class ChunkStore {
   std::vector<Reply> answer(ChunkState& c);
   // Sync: whether step `step` of the chunk waits for `worker`'s push.
   bool awaits(int worker, uint64_t step) const { return joins_at_[static_cast<size_t>(worker)] <= step; }
-  // Sync: the pushers whose push of the chunk's current step is still awaited.
+  // Sync: whether every awaited push of the chunk's current step is in
+  // (on every push: no allocation), and which are missing (for errors).
+  bool stepComplete(const ChunkState& c) const;
   std::vector<int> missingPushers(const ChunkState& c) const;
   Reply error(const PendingPull& p, const std::string& reason) const;
 

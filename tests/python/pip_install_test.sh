@@ -16,19 +16,4 @@ start=$(date +%s)
 # At most 2 compile jobs, as every build here (ninja would take cores + 2).
 CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2} "$VENV/bin/pip" install --progress-bar off "$SOURCE_DIR" > "$WORK/pip.log" 2>&1 || { tail -60 "$WORK/pip.log"; exit 1; }
 echo "pip install: $(( $(date +%s) - start )) s"
-[[ -x "$VENV/bin/tandem" ]] || { echo "FAIL: pip install put no tandem launcher in $VENV/bin"; exit 1; }
-# The launcher and the package come from the venv alone: no build tree on
-# any path, and the launcher runs the venv's python by name.
-cd "$WORK"
-env -u PYTHONPATH PATH="$VENV/bin:/usr/bin:/bin" tandem --version | head -3
-env -u PYTHONPATH PATH="$VENV/bin:/usr/bin:/bin" tandem launch --workers 2 -- \
-  python "$SOURCE_DIR/tests/python/train_mlp.py" --out "$WORK/two" > "$WORK/launch.log" 2>&1 \
-  || { cat "$WORK/launch.log"; exit 1; }
-"$VENV/bin/python" - "$WORK" <<'PY'
-import sys
-import torch
-work = sys.argv[1]
-a, b = torch.load(f"{work}/two/rank0.pt"), torch.load(f"{work}/two/rank1.pt")
-assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), "the two workers' parameters differ"
-print(f"ok: pip-installed tandem trained on 2 workers, {len(a)} tensors equal on both")
-PY
+bash "$SOURCE_DIR/tests/python/venv_launcher_check.sh" "$VENV" "$SOURCE_DIR" "pip install"

@@ -11,23 +11,9 @@ set -euo pipefail
 WHEEL=$1
 VENV=$2
 SOURCE_DIR=$3
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
 "$VENV/bin/python" -c "import torch" || { echo "FAIL: $VENV has no torch"; exit 1; }
 if "$VENV/bin/python" -c "import tandem" 2>/dev/null; then "$VENV/bin/pip" uninstall -y -q tandem; fi
 start=$(date +%s.%N)
 "$VENV/bin/pip" install -q --no-deps "$WHEEL"
 python3 -c "import time; print(f'pip install of the wheel: {time.time() - $start:.1f} s')"
-cd "$WORK"
-env -u PYTHONPATH PATH="$VENV/bin:/usr/bin:/bin" tandem --version | head -2
-env -u PYTHONPATH PATH="$VENV/bin:/usr/bin:/bin" tandem launch --workers 2 -- \
-  python "$SOURCE_DIR/tests/python/train_mlp.py" --out "$WORK/two" > "$WORK/launch.log" 2>&1 \
-  || { cat "$WORK/launch.log"; exit 1; }
-"$VENV/bin/python" - "$WORK" <<'PY'
-import sys
-import torch
-work = sys.argv[1]
-a, b = torch.load(f"{work}/two/rank0.pt"), torch.load(f"{work}/two/rank1.pt")
-assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), "the two workers' parameters differ"
-print(f"ok: the wheel's tandem trained on 2 workers, {len(a)} tensors equal on both")
-PY
+bash "$SOURCE_DIR/tests/python/venv_launcher_check.sh" "$VENV" "$SOURCE_DIR" "the wheel"
