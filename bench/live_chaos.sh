@@ -5,10 +5,12 @@
 # starts it again into the running job.
 # - SERVERS=0 (default): all-reduce with --min-workers WORKERS/2; any
 #   worker is a victim, worker 0 too (the launcher serves the store).
-# - SERVERS=2: async parameter servers with --ps-replicas 2; the victims
-#   are the servers and every worker, worker 0 too. A killed server's
-#   replacement is brought up by the other, and a killed worker's joins the
-#   running job (worker 0's as the chief again: the launcher serves the store).
+# - SERVERS=2: parameter servers with --ps-replicas 2, async unless
+#   PS_MODE=sync; the victims are the servers and every worker, worker 0
+#   too. A killed server's replacement is brought up by the other (sync: set
+#   up by the chief at a step boundary), and a killed worker's joins the
+#   running job (worker 0's as the chief again: the launcher serves the store;
+#   sync: at a step boundary).
 # Reports whether the job finished, each kill against the records in
 # OUT/restarts.jsonl, and what was lost: all-reduce, the updates its
 # membership records count and the time from each kill to every worker
@@ -17,7 +19,7 @@
 # bits, and the time from each kill to the chief's next record.
 # An async job's steps are whole-model updates, each of one worker's batch:
 # give it about WORKERS times an all-reduce job's to last as long.
-# Usage: [SERVERS=2] bench/live_chaos.sh [build dir] [workers] [steps] [period s] [duration s] [seed]
+# Usage: [SERVERS=2 [PS_MODE=sync]] bench/live_chaos.sh [build dir] [workers] [steps] [period s] [duration s] [seed]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -27,6 +29,7 @@ PERIOD=${4:-15}
 DURATION=${5:-180}
 SEED=${6:-1}
 SERVERS=${SERVERS:-0}
+PS_MODE=${PS_MODE:-async}
 TANDEM="$BUILD/tandem"
 OUT=$(mktemp -d /tmp/tandem-chaos-bench.XXXXXX)
 # KEEP=1 keeps the run's directory and log for a look afterwards.
@@ -34,9 +37,10 @@ if [ -z "${KEEP:-}" ]; then trap 'rm -rf "$OUT"' EXIT; else echo "   kept in $OU
 KILLS=$((DURATION / PERIOD))
 
 if ((SERVERS > 0)); then
-  job="async, $SERVERS parameter servers with --ps-replicas 2, $WORKERS workers"
+  job="$PS_MODE, $SERVERS parameter servers with --ps-replicas 2, $WORKERS workers"
   launch=(--ps "$SERVERS" --workers "$WORKERS")
-  mode=(--ps-mode async --ps-replicas 2 --staleness-lr on --checkpoint-every 1000)
+  mode=(--ps-mode "$PS_MODE" --ps-replicas 2 --checkpoint-every 1000)
+  if [ "$PS_MODE" = async ]; then mode+=(--staleness-lr on); fi
   victims=$((SERVERS + WORKERS))
 else
   job="all-reduce, $WORKERS workers"

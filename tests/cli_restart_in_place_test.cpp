@@ -1,7 +1,8 @@
-// `train --restart-wait` without a launcher: tasks started by hand, a server
-// killed and started again by hand. The workers start themselves again in
-// place, the surviving server starts over, and every task continues from
-// the newest checkpoint.
+// Tasks started by hand, without a launcher. With `train --restart-wait`,
+// a server killed and started again by hand: the workers start themselves
+// again in place, the surviving server starts over, and every task
+// continues from the newest checkpoint. Without it, a sync worker started
+// again by hand joins the running job live.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
@@ -150,6 +151,42 @@ TEST(RestartInPlace, SyncJobTakesBackAWorkerStartedAgainByHand) {
   EXPECT_NE(readFile(dir.path() / "worker0.log").find("restarting in place (restart 1: "), std::string::npos)
       << logs(dir);
   expectAsUninterrupted(run, clean, 1, extra);
+}
+
+// Without --restart-wait, a dead sync worker started again by hand joins the
+// running job at a step boundary: nobody restarts or rolls back, every step
+// is still one update, and the replacement records its join.
+TEST(RestartInPlace, SyncWorkerStartedAgainByHandJoinsTheRunningJobLive) {
+  TempDir dir;
+  const std::string run = dir.str("run");
+  HandJob job = startHandJob(
+      dir, run, "--max-steps 120 --checkpoint-every 20 --seed 5 --debug-step-delay-ms 25 --peer-timeout 60", 1);
+  ASSERT_NO_FATAL_FAILURE(awaitFirstCheckpoint(dir, job, run));
+  killAndStartAgain(dir, job.workers[1], job.args + " --job-name worker --task-index 1", "worker1-again.log");
+  expectEveryTaskSucceeds(dir, job);
+  const std::string again = readFile(dir.path() / "worker1-again.log");
+  EXPECT_NE(again.find("so this one was started again after it died; it joins the job at a step boundary"),
+            std::string::npos)
+      << logs(dir);
+  EXPECT_NE(again.find("joined a running sync job in place of a lost worker 1"), std::string::npos) << logs(dir);
+  EXPECT_EQ(readFile(dir.path() / "worker0.log").find("restarting in place"), std::string::npos) << logs(dir);
+
+  const auto ps0 = nlohmann::json::parse(readFile(fs::path(run) / "ps" / "ps-0" / "summary.json"));
+  EXPECT_EQ(ps0["global_step"], 120) << ps0;
+  EXPECT_EQ(ps0["model_updates"], 120) << ps0;
+  EXPECT_EQ(ps0["rejoined_workers"], 1) << ps0;
+  std::ifstream records(fs::path(run) / "restarts.jsonl");
+  std::string line;
+  ASSERT_TRUE(std::getline(records, line)) << logs(dir);
+  const auto record = nlohmann::json::parse(line);
+  EXPECT_FALSE(std::getline(records, line)) << "a second record: " << line;
+  EXPECT_EQ(record["kind"], "worker_rejoined") << record;
+  EXPECT_EQ(record["replaced"], "worker 1") << record;
+  EXPECT_EQ(record["lost_updates"], 0) << record;
+  EXPECT_EQ(record["rolled_back"], false) << record;
+  // It joined after the first checkpoint, and before the end.
+  EXPECT_GT(record["joined_at_step"].get<int>(), 20) << record;
+  EXPECT_LE(record["joined_at_step"].get<int>(), 120) << record;
 }
 
 // A server that never comes back: every task gives up within its wait,

@@ -281,6 +281,46 @@ TEST(PsClient, ARevivedServerGetsOnlyWhatIsSentAfterTheRevival) {
   EXPECT_TRUE(eventually([&] { return client.lost(0); })) << "the replacement's loss is seen like the first";
 }
 
+// A replacement that exits before it is set up: requests to its revived
+// address fail a heartbeat timeout after the revival, not at their deadline,
+// and a later replacement there is taken back as the first was.
+TEST(PsClient, ARevivedServerWhoseLinkNeverComesUpIsLostAfterTheHeartbeatTimeout) {
+  std::optional<ScriptedServer> server(std::in_place);
+  const int port = server->port();
+  PsClient client(oneServer(server->endpoint()), tandem::testing::testSecurity(), net::kMaxPayloadBytes,
+                  Liveness{100ms, 500ms});
+  Ticket first = client.send(0, pullHeader(0), zmq::message_t());
+  auto request = server->receive();
+  ASSERT_TRUE(request.has_value());
+  answer(*server, *request);
+  first.wait(Deadline::after(2000ms), "the pull of chunk 0");
+  server.reset();
+  ASSERT_TRUE(eventually([&] { return client.lost(0); }));
+
+  client.revive(0);  // nothing listens there
+  const auto revived = Clock::now();
+  Ticket unanswered = client.send(0, pullHeader(1), zmq::message_t());
+  const std::string what = peerErrorOf(unanswered, 60'000ms, "the pull of chunk 1");
+  const auto waited = Clock::now() - revived;
+  EXPECT_GE(waited, 400ms) << what;
+  EXPECT_LT(waited, 3000ms) << what;
+  EXPECT_NE(what.find("nothing accepted a connection at " + net::tcpEndpoint("127.0.0.1", port) + " within 500ms"),
+            std::string::npos)
+      << what;
+  EXPECT_TRUE(client.lost(0));
+
+  ScriptedServer replacement(port);
+  client.revive(0);
+  Ticket after = client.send(0, pullHeader(2), zmq::message_t());
+  auto taken = replacement.receive();
+  ASSERT_TRUE(taken.has_value());
+  answer(replacement, *taken);
+  EXPECT_EQ(after.wait(Deadline::after(2000ms), "the pull of chunk 2").header.type, msg::kValues);
+  // A link that came up is judged by its heartbeats from then on, not by the revival.
+  std::this_thread::sleep_for(800ms);
+  EXPECT_FALSE(client.lost(0));
+}
+
 // Forwards one TCP connection to `target_port` until frozen; then keeps
 // both ends open and passes nothing, like a host that stopped answering.
 class FreezableProxy {

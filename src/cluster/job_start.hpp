@@ -23,6 +23,10 @@ struct JobStart {
   // Started by launch in place of a dead task of a running live job: it
   // joins that job and never starts it, nor owns its run directory.
   bool joins_running = false;
+  // Started again by the user's own command into a running sync PS job
+  // (no launcher): it joins as launch's replacements do, and records that
+  // itself in OUT/restarts.jsonl.
+  bool joined_by_hand = false;
   // A restarted task waits for the job's next start until then.
   std::optional<std::chrono::system_clock::time_point> wait_until;
   // Set by the trainer: startup is over, and how far training got.

@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "core/patient_wait.hpp"
@@ -273,6 +274,10 @@ void PsClient::ioLoop() {
   std::vector<ServerRequests> requests(servers_.size());
   // By server: why its requests fail at once (empty while its link holds).
   std::vector<std::string> lost(servers_.size());
+  // By server: when it was revived, until its new link is up. A link that
+  // never comes up (the replacement exited before it was set up) is lost
+  // after the heartbeat timeout, instead of holding requests to their deadline.
+  std::vector<std::optional<Clock::time_point>> revived_at(servers_.size());
   uint64_t next_id = 1;
   std::vector<zmq_pollitem_t> items;
   items.push_back({nullptr, box.wake_fd, ZMQ_POLLIN, 0});
@@ -387,6 +392,7 @@ void PsClient::ioLoop() {
           items[server + 1].socket = sockets[server].handle();
           items[first_link + server].socket = links[server]->events().handle();
           lost[server].clear();
+          revived_at[server] = Clock::now();
           continue;
         }
         out.header.request_id = next_id++;
@@ -406,6 +412,7 @@ void PsClient::ioLoop() {
     for (size_t s = 0; s < sockets.size(); ++s) {
       if (!(items[first_link + s].revents & ZMQ_POLLIN)) continue;
       links[s]->update();
+      if (links[s]->linksUp() > 0) revived_at[s].reset();
       if (!lost[s].empty()) continue;
       if (links[s]->handshakesFailed() > 0) {
         lost[s] = fmt::format("refused this task's handshake at {}: the two hold different job secrets, or one "
@@ -427,6 +434,14 @@ void PsClient::ioLoop() {
       }
       for (auto& [id, ticket] : requests[s].sent) complete(ticket, std::nullopt, lost[s]);
       requests[s].sent.clear();
+    }
+    for (size_t s = 0; s < sockets.size(); ++s) {
+      if (!revived_at[s] || !lost[s].empty() || Clock::now() - *revived_at[s] < liveness_.heartbeat_timeout) continue;
+      revived_at[s].reset();
+      lost[s] = fmt::format("nothing accepted a connection at {} within {} of its revival: its replacement exited "
+                            "before it was set up, or never came up",
+                            servers_[s].endpoint, formatDuration(liveness_.heartbeat_timeout));
+      lost_[s].store(true);
     }
     for (size_t s = 0; s < sockets.size(); ++s) flush(s);
     size_t held = 0;

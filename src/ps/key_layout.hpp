@@ -26,6 +26,7 @@ struct Chunk {
   int backup = -1;  // --ps-replicas 2: the next server, which every push reaches too; -1: none
   // The servers holding the chunk: the primary, then the backup.
   std::vector<int> holders() const { return backup < 0 ? std::vector<int>{server} : std::vector<int>{server, backup}; }
+  bool heldBy(int s) const { return s == server || s == backup; }
 };
 
 struct KeyLayout {

@@ -429,17 +429,21 @@ void Worker::awaitPushes(Deadline deadline, int64_t step) {
 }
 
 std::vector<FetchedState> Worker::fetchState(int64_t version, int slots, Deadline deadline,
-                                           const SnapshotPoint* snapshot) {
+                                           const SnapshotPoint* snapshot,
+                                           const std::function<bool(size_t)>& wanted) {
   const std::vector<char> point = snapshot != nullptr ? encode(*snapshot) : std::vector<char>();
   auto ask = [&](size_t c) {
     const int server = pullTarget(c);
     return std::pair(server, client_->send(server, chunkHeader(msg::kState, c, version),
                                            point.empty() ? zmq::message_t() : net::copyPayload(point)));
   };
-  std::vector<std::pair<int, Ticket>> tickets;
-  for (size_t c = 0; c < options_.layout.chunks.size(); ++c) tickets.push_back(ask(c));
+  std::vector<std::pair<int, Ticket>> tickets(options_.layout.chunks.size());
+  for (size_t c = 0; c < tickets.size(); ++c) {
+    if (!wanted || wanted(c)) tickets[c] = ask(c);
+  }
   std::vector<FetchedState> states(tickets.size());
   for (size_t c = 0; c < tickets.size(); ++c) {
+    if (!tickets[c].second.valid()) continue;
     const std::string what = fmt::format("the optimizer state of chunk {}", c);
     net::Frame frame;
     for (;;) {

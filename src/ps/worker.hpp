@@ -190,8 +190,10 @@ class Worker {
   // snapshot point (async, SSP: from holdForSnapshot), each chunk as of
   // every worker's pushes up to its clock there, and no later ones. Throws
   // PeerError naming the server that sends another size.
+  // `wanted`, when set, picks the chunks to fetch; the others stay empty.
   std::vector<FetchedState> fetchState(int64_t version, int slots, Deadline deadline,
-                                     const SnapshotPoint* snapshot = nullptr);
+                                     const SnapshotPoint* snapshot = nullptr,
+                                     const std::function<bool(size_t)>& wanted = {});
 
   // Async and SSP, the chief before a checkpoint: ps 0 holds every other
   // worker at its next step boundary and answers with where the job
@@ -257,7 +259,7 @@ class Worker {
   // Whether every chunk `server` holds has another holder this worker has not set aside or lost.
   bool othersHoldEveryChunkOf(int server) const;
   // The chief: `server`'s init and chunks, as the other holders have them after `step`.
-  void setUpReplacement(int server, int64_t step, Deadline deadline);
+  void setUpReplacement(int server, int64_t step, const std::vector<FetchedState>& states, Deadline deadline);
   net::FrameHeader chunkHeader(net::MessageType type, size_t c, int64_t clock) const;
   int serverOf(size_t c) const { return options_.layout.chunks[c].server; }
   // The holder of chunk c that pulls and states go to: its primary while

@@ -168,8 +168,8 @@ void Worker::setAsideSilentServers() {
 
 bool Worker::othersHoldEveryChunkOf(int server) const {
   for (const Chunk& chunk : options_.layout.chunks) {
+    if (!chunk.heldBy(server)) continue;
     const std::vector<int> holders = chunk.holders();
-    if (std::find(holders.begin(), holders.end(), server) == holders.end()) continue;
     if (std::none_of(holders.begin(), holders.end(), [&](int h) { return h != server && !client_->lost(h); })) {
       return false;
     }

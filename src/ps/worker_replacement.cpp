@@ -62,18 +62,14 @@ std::optional<int> Worker::replacementWaiting() {
   return std::nullopt;
 }
 
-void Worker::setUpReplacement(int server, int64_t step, Deadline deadline) {
+void Worker::setUpReplacement(int server, int64_t step, const std::vector<FetchedState>& states, Deadline deadline) {
   ServerConfig config = configs_.at(static_cast<size_t>(server));
   config.start_step = static_cast<uint32_t>(step);
   const int slots = optim::slotCount(config.optimizer);
-  // Before the revival: each chunk's state comes from its other holder.
-  const std::vector<FetchedState> states = fetchState(step, slots, deadline);
-  client_->revive(server);
   std::vector<Ticket> tickets;
   tickets.push_back(client_->send(server, {.type = msg::kInit}, net::copyPayload(toJson(config).dump())));
   for (size_t c = 0; c < options_.layout.chunks.size(); ++c) {
-    const std::vector<int> holders = options_.layout.chunks[c].holders();
-    if (std::find(holders.begin(), holders.end(), server) == holders.end()) continue;
+    if (!options_.layout.chunks[c].heldBy(server)) continue;
     const FetchedState& state = states[c];
     // Values, then the optimizer's slots: what a resume's ps-set carries.
     const size_t floats = state.values().size() * static_cast<size_t>(slots + 1);
@@ -100,12 +96,26 @@ void Worker::takeBackServer(int server, int64_t step, Deadline deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   const bool chief = options_.index == 0;
+  // The chief copies the replacement's chunks from their other holders
+  // first; a failure there is the job's.
+  std::vector<FetchedState> states;
   if (chief) {
-    setUpReplacement(server, step, deadline);
-  } else {
-    client_->revive(server);
+    const int slots = optim::slotCount(configs_.at(static_cast<size_t>(server)).optimizer);
+    states = fetchState(step, slots, deadline, nullptr, [&](size_t c) { return options_.layout.chunks[c].heldBy(server); });
   }
-  greetRevived(server, deadline, "hello (a replacement, once the chief set it up)");
+  try {
+    client_->revive(server);
+    if (chief) setUpReplacement(server, step, states, deadline);
+    greetRevived(server, deadline, "hello (a replacement, once the chief set it up)");
+  } catch (const PeerError& e) {
+    // Gone again before it was set up: its chunks go on at their other
+    // holders, as before it came, and the chief asks about it again.
+    if (!client_->lost(server)) throw;
+    TANDEM_LOG_WARN("worker {}: {}'s replacement was lost before it was taken back after step {}; its chunks go on "
+                    "at their other replica (--ps-replicas 2): {}",
+                    options_.index, name, step, e.what());
+    return;
+  }
   // The rate the others were told, sent ahead of the next step's pushes.
   if (sent_lr_) {
     notice_tickets_.emplace_back(server, client_->send(server, {.type = msg::kLr},
@@ -132,9 +142,8 @@ bool Worker::bringUpReplacement(Deadline deadline) {
   config.forward_name.clear();
   std::map<int, std::vector<uint64_t>> keys_by_holder;
   for (const Chunk& chunk : options_.layout.chunks) {
-    const std::vector<int> holders = chunk.holders();
-    if (std::find(holders.begin(), holders.end(), *server) == holders.end()) continue;
-    for (int h : holders) {
+    if (!chunk.heldBy(*server)) continue;
+    for (int h : chunk.holders()) {
       if (h != *server && !client_->lost(h)) keys_by_holder[h].push_back(chunk.key);
     }
   }

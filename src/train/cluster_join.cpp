@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "cluster/host_groups.hpp"
 #include "cluster/job_context.hpp"
 #include "cluster/membership.hpp"
 #include "core/error.hpp"
@@ -103,6 +104,29 @@ ClusterJoin joinAsWorker(const cluster::ClusterSpec& spec, const DistributedConf
                     cluster::generationText(start.generation), cluster::generationText(start.replaces));
   }
   return join;
+}
+
+void noticeJoinByHand(const cluster::ClusterSpec& spec, const DistributedConfig& config, cluster::JobContext& context) {
+  cluster::JobStart& start = context.start();
+  if (start.joins_running || start.replaces != 0 || config.restart_wait_s > 0 || spec.role != cluster::Role::kWorker ||
+      spec.isChief() || spec.numServers() == 0 || psModeOf(config) != Mode::PsSync || config.local_steps > 0 ||
+      cluster::useHostGroups(cluster::workersByHost(spec), config.hierarchical)) {
+    return;
+  }
+  try {
+    cluster::CoordinatorClient probe(spec.coordinator, std::chrono::seconds(1), context.security(),
+                                     spec.coordinatorHost());
+    if (!probe.tryGet(cluster::kGenerationKey) || !probe.tryGet(cluster::joinKey("train", spec.role, spec.index))) {
+      return;
+    }
+  } catch (const PeerError&) {
+    return;  // no store up yet: a first start, which the rendezvous waits for
+  }
+  start.joins_running = start.joined_by_hand = true;
+  TANDEM_LOG_WARN("{}: the running job already counts a {}, so this one was started again after it died; it joins "
+                  "the job at a step boundary, from the servers' parameters (given --restart-wait, the job would "
+                  "restart from its newest checkpoint instead)",
+                  spec.taskName(), spec.taskName());
 }
 
 }  // namespace tandem::train

@@ -24,4 +24,12 @@ struct ClusterJoin {
 ClusterJoin joinAsWorker(const cluster::ClusterSpec& spec, const DistributedConfig& config,
                          const nlohmann::json& fingerprint, cluster::JobContext& context);
 
+// A sync PS worker (not the chief) started again by the user's own command
+// while its job runs: the running start's store already counts it, and no
+// --restart-wait asked for a restart from the checkpoint. Marks `context`'s
+// start as joining the running job (and by hand), as launch's replacements
+// are, before the run reads a checkpoint. Not in DiLoCo, whose steps are
+// rounds, nor with host sums, where its host's other workers wait for it.
+void noticeJoinByHand(const cluster::ClusterSpec& spec, const DistributedConfig& config, cluster::JobContext& context);
+
 }  // namespace tandem::train

@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "core/wire_dtype.hpp"
+#include "obs/metrics_writer.hpp"
 #include "ps/protocol.hpp"
 #include "ps/worker.hpp"
 #include "train/lr_schedule.hpp"
@@ -226,6 +227,24 @@ void joinRunningSyncJob(PsConnection& link, const cluster::ClusterSpec& spec, co
                   spec.taskName(), spec.index, clock + 1, finished ? "none are left" : "the others waited for it");
 }
 
+// Without a launcher to record it, a worker started again by hand into the
+// running job writes its own line of OUT/restarts.jsonl.
+void recordJoinByHand(const cluster::ClusterSpec& spec, const std::string& out_dir, int64_t step) {
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  try {
+    obs::appendJsonLine(std::filesystem::path(out_dir) / "restarts.jsonl",
+                        {{"kind", "worker_rejoined"},
+                         {"time", now},
+                         {"replaced", spec.taskName()},
+                         {"started_by", "its own command"},
+                         {"joined_at_step", step},
+                         {"lost_updates", 0},
+                         {"rolled_back", false}});
+  } catch (const Error& e) {
+    TANDEM_LOG_WARN("{}", e.what());
+  }
+}
+
 }  // namespace
 
 PsConnection connectToServers(torch::nn::Module& model, const nlohmann::json& fingerprint, const StepPlan& plan,
@@ -329,6 +348,7 @@ PsConnection connectToServers(torch::nn::Module& model, const nlohmann::json& fi
   link.step = plan.start_step;
   if (replaces_sync_worker) {
     joinRunningSyncJob(link, spec, answer, plan, startup);
+    if (setup.context.start().joined_by_hand) recordJoinByHand(spec, setup.config.out_dir, link.step);
   } else if (setup.mode != Mode::PsSync &&
       (answer.clock != plan.start_step || answer.start_step != plan.start_step || answer.finished)) {
     link.takeover = RemoteParameters::Takeover{answer.start_step, answer.clock, answer.finished};
