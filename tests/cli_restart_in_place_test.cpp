@@ -12,8 +12,16 @@
 #include <filesystem>
 #include <fstream>
 
+#include <atomic>
+#include <thread>
+
+#include "net/frame.hpp"
+#include "net/job_security.hpp"
+#include "ps/messages.hpp"
+#include "ps/protocol.hpp"
 #include "support/process.hpp"
 #include "support/run_artifacts.hpp"
+#include "support/test_security.hpp"
 
 namespace tandem {
 namespace {
@@ -187,6 +195,90 @@ TEST(RestartInPlace, SyncWorkerStartedAgainByHandJoinsTheRunningJobLive) {
   // It joined after the first checkpoint, and before the end.
   EXPECT_GT(record["joined_at_step"].get<int>(), 20) << record;
   EXPECT_LE(record["joined_at_step"].get<int>(), 120) << record;
+}
+
+// Stands at a dead server's addresses (TCP and same-host) and answers
+// ps-status as a fresh server would; at the first other request (the
+// chief's set-up, or a hello) it closes: a replacement that dies before
+// the chief sets it up.
+class ReplacementThatDiesAtItsSetUp {
+ public:
+  explicit ReplacementThatDiesAtItsSetUp(int port) : thread_([this, port] { serve(port); }) {}
+  ~ReplacementThatDiesAtItsSetUp() {
+    stop_ = true;
+    thread_.join();
+  }
+  bool diedAtSetUp() const { return died_; }
+
+ private:
+  void serve(int port) {
+    zmq::context_t context(1);
+    zmq::socket_t tcp(context, zmq::socket_type::router), local(context, zmq::socket_type::router);
+    net::configureSocket(tcp);
+    net::configureSocket(local);
+    auto zap = net::secureServer(context, tcp, "the dying replacement", testing::testSecurity());
+    tcp.bind(net::tcpEndpoint("127.0.0.1", port));
+    local.bind(net::sameHostEndpoint(port, testing::testSecurity()));
+    std::vector<zmq_pollitem_t> items{{tcp.handle(), 0, ZMQ_POLLIN, 0}, {local.handle(), 0, ZMQ_POLLIN, 0}};
+    std::vector<zmq::message_t> parts;
+    while (!stop_ && !died_) {
+      if (!net::pollItems(items, std::chrono::milliseconds(50))) continue;
+      for (zmq::socket_t* socket : {&tcp, &local}) {
+        while (const size_t total = net::receiveParts(*socket, parts, 3)) {
+          const net::Frame frame = net::decodeFrame(std::span(parts).subspan(1), total - 1, net::kMaxPayloadBytes,
+                                                    "a worker", ps::kMessages);
+          if (frame.header.type != ps::msg::kStatus) {
+            died_ = true;  // closes both sockets at once (linger 0)
+            break;
+          }
+          const std::vector<char> status = ps::encode(ps::ServerStatus{});
+          net::sendFrame(*socket, {.request_id = frame.header.request_id},
+                         net::copyPayload(status.data(), status.size()), &parts[0]);
+        }
+        if (died_) break;
+      }
+    }
+    tcp.set(zmq::sockopt::linger, 0);
+    local.set(zmq::sockopt::linger, 0);
+  }
+
+  std::atomic<bool> stop_{false}, died_{false};
+  std::thread thread_;
+};
+
+// --ps-replicas 2, by hand: ps 0 is killed, and what answers at its address
+// next dies when the chief sets it up. Every worker gives it up and goes on
+// at the other replica, instead of waiting for it until --peer-timeout; the
+// run still ends where an uninterrupted one does.
+TEST(RestartInPlace, ASyncReplicaReplacementThatDiesBeforeItsSetUpIsGivenUpAndTheJobGoesOn) {
+  TempDir dir;
+  const std::string run = dir.str("run"), clean = dir.str("clean");
+  const std::string extra = "--max-steps 200 --checkpoint-every 20 --seed 3 --debug-step-delay-ms 25 "
+                            "--ps-chunk-mb 0.02 --ps-replicas 2";
+  HandJob job = startHandJob(dir, run, extra + " --peer-timeout 60 --heartbeat-timeout 1");
+  ASSERT_NO_FATAL_FAILURE(awaitFirstCheckpoint(dir, job, run));
+  const std::string ps_hosts = job.args.substr(job.args.find("--ps-hosts ") + 11);
+  const int ps0_port = std::stoi(ps_hosts.substr(ps_hosts.find(':') + 1));
+  ::kill(job.ps[0], SIGKILL);
+  EXPECT_EQ(testing::waitForExit(job.ps[0], std::chrono::seconds(10)), 128 + SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  std::optional<ReplacementThatDiesAtItsSetUp> replacement(std::in_place, ps0_port);
+  for (pid_t pid : {job.workers[0], job.workers[1], job.ps[1]}) {
+    EXPECT_EQ(testing::waitForExit(pid, std::chrono::seconds(120)), 0) << logs(dir);
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  EXPECT_TRUE(replacement->diedAtSetUp()) << "nobody asked the replacement to set up:\n" << logs(dir);
+  replacement.reset();
+  EXPECT_LT(seconds, 60) << "the job waited out --peer-timeout:\n" << logs(dir);
+  for (const char* worker : {"worker0", "worker1"}) {
+    EXPECT_NE(readFile(dir.path() / (std::string(worker) + ".log"))
+                  .find("ps 0's replacement was lost before it was taken back after step"),
+              std::string::npos)
+        << logs(dir);
+  }
+  const auto chief = nlohmann::json::parse(readFile(fs::path(run) / "summary.json"));
+  EXPECT_EQ(chief["steps"], 200) << chief;
+  expectAsUninterrupted(run, clean, 2, extra);
 }
 
 // A server that never comes back: every task gives up within its wait,

@@ -111,6 +111,7 @@ void Worker::takeBackServer(int server, int64_t step, Deadline deadline) {
     // Gone again before it was set up: its chunks go on at their other
     // holders, as before it came, and the chief asks about it again.
     if (!client_->lost(server)) throw;
+    probe_.reset();  // the chief asks its address anew, not the dead one's answer again
     TANDEM_LOG_WARN("worker {}: {}'s replacement was lost before it was taken back after step {}; its chunks go on "
                     "at their other replica (--ps-replicas 2): {}",
                     options_.index, name, step, e.what());
