@@ -34,6 +34,18 @@ TEST(FailurePolicy, APsJobStartsAKilledWorkerAgainAloneWorkerZeroWhileARestartIs
   EXPECT_TRUE(policy.stopsJob(killed("ps 0"), 0));
 }
 
+// Found by the sync chaos bench: a sync worker started again alone was
+// taken for the job's end, so a server killed after it never came back.
+TEST(FailurePolicy, ASyncWorkerStartedAgainAloneDoesNotEndTheJobSoALaterServerComesBack) {
+  const FailurePolicy policy(psJob(/*replicated=*/true));
+  EXPECT_TRUE(policy.stopsJob(killed("worker 5"), 0)) << "sync needs every worker at every step";
+  EXPECT_FALSE(policy.endsJob(killed("worker 5"), 0, false, false)) << "it is started again alone";
+  EXPECT_EQ(policy.replaces(killed("ps 1"), 1, /*ending=*/false, false), Replacement::kServer);
+  // Without a restart left it ends the job.
+  EXPECT_TRUE(policy.endsJob(killed("worker 5"), 2, false, false));
+  EXPECT_FALSE(policy.endsJob(killed("ps 1"), 0, false, false)) << "its chunks go on at the other replica";
+}
+
 TEST(FailurePolicy, BadInputAStoppedJobAndACleanExitAreNeverRestarted) {
   const FailurePolicy policy(psJob(/*replicated=*/true));
   EXPECT_EQ(policy.replaces(exited("worker 1", 2), 0, false, false), Replacement::kNone);

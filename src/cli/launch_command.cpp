@@ -314,7 +314,7 @@ int runLaunch(LaunchOptions o, const Environment& env) {
       std::fprintf(stderr, "launch: %s left the job; the others go on without it\n", e.name.c_str());
       return false;
     }
-    const bool stops = stops_job(e);
+    const bool stops = policy.endsJob(e, restarts, ending, forwarded);
     // Gone from the job's line, unless the job is stopping: then the line
     // keeps the last step each reported (a gang restart's record reads it).
     if (failed(e) && !stops && !ending) progress.forget(e.name);

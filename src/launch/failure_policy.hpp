@@ -58,6 +58,12 @@ class FailurePolicy {
   // `ending`: a task finished or the job is stopping (no server comes back
   // then). `forwarded`: a stop signal was forwarded to the job.
   Replacement replaces(const ChildExit& e, int restarts, bool ending, bool forwarded) const;
+  // Whether this exit ends the job: it would stop it, and is not started
+  // again alone either (a sync worker with a restart left is, and the job
+  // goes on: so a server lost after it still comes back).
+  bool endsJob(const ChildExit& e, int restarts, bool ending, bool forwarded) const {
+    return stopsJob(e, restarts) && replaces(e, restarts, ending, forwarded) == Replacement::kNone;
+  }
 
  private:
   JobKind kind_;

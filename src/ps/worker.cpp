@@ -142,7 +142,10 @@ Ticket Worker::sendHello(int server, uint32_t sync_join) {
 }
 
 HelloAnswer Worker::hello(Deadline deadline, bool replaces_sync_worker) {
-  if (primaryForwards() && options_.joining) setAsideSilentServers();
+  // A joiner sets aside the servers that are dead or not set up: its hello
+  // would wait for them, and a sync job's others wait for its join report.
+  const bool joins = primaryForwards() ? options_.joining : replaces_sync_worker;
+  if (options_.layout.replicas() > 1 && joins) setAsideSilentServers();
   std::vector<std::optional<HelloAnswer>> answers(static_cast<size_t>(servers()));
   std::vector<bool> mapped(answers.size(), false);
   auto answered = [&](int i, Ticket& ticket) {

@@ -253,8 +253,8 @@ class Worker {
   void greetRevived(int server, Deadline deadline, const std::string& what);
   // A step report to keeper `keeper`.
   Ticket sendReportTo(int keeper, int64_t finished, const std::vector<char>& payload);
-  // Async replicas, a joining worker: sets aside the servers nobody answers
-  // for at their address within 5 s.
+  // Replicas, a joining worker (async and SSP: any; sync: a replacement):
+  // sets aside the servers nobody answers for at their address within 5 s.
   void setAsideSilentServers();
   // Whether every chunk `server` holds has another holder this worker has not set aside or lost.
   bool othersHoldEveryChunkOf(int server) const;
