@@ -281,10 +281,10 @@ TEST(PsClient, ARevivedServerGetsOnlyWhatIsSentAfterTheRevival) {
   EXPECT_TRUE(eventually([&] { return client.lost(0); })) << "the replacement's loss is seen like the first";
 }
 
-// A replacement that exits before it is set up: requests to its revived
-// address fail a heartbeat timeout after the revival, not at their deadline,
-// and a later replacement there is taken back as the first was.
-TEST(PsClient, ARevivedServerWhoseLinkNeverComesUpIsLostAfterTheHeartbeatTimeout) {
+// A replacement that exits before it is set up: a request to its revived
+// address fails as soon as the connection there is refused, not at its
+// deadline, and a later replacement there is taken back as the first was.
+TEST(PsClient, ARevivedServerThatRefusesTheConnectionIsLostAtOnce) {
   std::optional<ScriptedServer> server(std::in_place);
   const int port = server->port();
   PsClient client(oneServer(server->endpoint()), tandem::testing::testSecurity(), net::kMaxPayloadBytes,
@@ -301,10 +301,8 @@ TEST(PsClient, ARevivedServerWhoseLinkNeverComesUpIsLostAfterTheHeartbeatTimeout
   const auto revived = Clock::now();
   Ticket unanswered = client.send(0, pullHeader(1), zmq::message_t());
   const std::string what = peerErrorOf(unanswered, 60'000ms, "the pull of chunk 1");
-  const auto waited = Clock::now() - revived;
-  EXPECT_GE(waited, 400ms) << what;
-  EXPECT_LT(waited, 3000ms) << what;
-  EXPECT_NE(what.find("nothing accepted a connection at " + net::tcpEndpoint("127.0.0.1", port) + " within 500ms"),
+  EXPECT_LT(Clock::now() - revived, 3000ms) << what;
+  EXPECT_NE(what.find(net::tcpEndpoint("127.0.0.1", port) + " refused or timed out the connection after its revival"),
             std::string::npos)
       << what;
   EXPECT_TRUE(client.lost(0));

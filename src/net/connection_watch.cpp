@@ -81,7 +81,8 @@ bool ConnectionWatch::waitUntilAtMost(std::initializer_list<ConnectionWatch*> wa
 }
 
 LinkWatch::LinkWatch(zmq::context_t& context, zmq::socket_t& socket) : events_(context, zmq::socket_type::pair) {
-  monitor(socket, events_, ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED | kHandshakeFailures);
+  monitor(socket, events_,
+          ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CONNECT_RETRIED | kHandshakeFailures);
 }
 
 void LinkWatch::update() {
@@ -91,6 +92,7 @@ void LinkWatch::update() {
     // connection) was never up, so it is not lost either.
     if (type == ZMQ_EVENT_DISCONNECTED && up_ > lost_) ++lost_;
     if ((type & kHandshakeFailures) != 0) ++failed_;
+    if (type == ZMQ_EVENT_CONNECT_RETRIED) ++retried_;
   });
 }
 

@@ -53,12 +53,16 @@ class LinkWatch {
   // Connections the peer's ZeroMQ refused in the handshake: with CURVE,
   // the two ends hold different job secrets (or one holds none).
   uint64_t handshakesFailed() const { return failed_; }
+  // Connection attempts that failed and are retried: nothing listens at
+  // the address (refused), or the attempt timed out (ZMQ_CONNECT_TIMEOUT).
+  uint64_t connectsRetried() const { return retried_; }
 
  private:
   zmq::socket_t events_;
   uint64_t up_ = 0;
   uint64_t lost_ = 0;
   uint64_t failed_ = 0;
+  uint64_t retried_ = 0;
 };
 
 }  // namespace tandem::net

@@ -262,6 +262,8 @@ void PsClient::ioLoop() {
     // Any traffic counts as an answer, so bulk data never looks like silence.
     socket.set(zmq::sockopt::heartbeat_ivl, static_cast<int>(liveness_.heartbeat_interval.count()));
     socket.set(zmq::sockopt::heartbeat_timeout, static_cast<int>(liveness_.heartbeat_timeout.count()));
+    // A connection attempt to a host gone silent is retried after this, not the kernel's minutes.
+    socket.set(zmq::sockopt::connect_timeout, static_cast<int>(liveness_.heartbeat_timeout.count()));
     // Same-host Unix sockets are kept private by the file system instead.
     if (!net::isSameHostEndpoint(address.endpoint)) net::secureClient(socket, security_);
     // A server serves two sockets (TCP and same-host), each numbering its
@@ -274,10 +276,13 @@ void PsClient::ioLoop() {
   std::vector<ServerRequests> requests(servers_.size());
   // By server: why its requests fail at once (empty while its link holds).
   std::vector<std::string> lost(servers_.size());
-  // By server: when it was revived, until its new link is up. A link that
-  // never comes up (the replacement exited before it was set up) is lost
-  // after the heartbeat timeout, instead of holding requests to their deadline.
-  std::vector<std::optional<Clock::time_point>> revived_at(servers_.size());
+  // By server: revived, and its new link not up yet. A revived server was
+  // seen up first (a status answered on a connection of its own), so a
+  // connection it refuses, or one not made within the heartbeat timeout,
+  // means it died since: it is lost again at once, instead of holding the
+  // requests to their deadline. A slow but live server's kernel still
+  // accepts the connection, so its slowness is never taken for that.
+  std::vector<bool> revived(servers_.size(), false);
   uint64_t next_id = 1;
   std::vector<zmq_pollitem_t> items;
   items.push_back({nullptr, box.wake_fd, ZMQ_POLLIN, 0});
@@ -392,7 +397,7 @@ void PsClient::ioLoop() {
           items[server + 1].socket = sockets[server].handle();
           items[first_link + server].socket = links[server]->events().handle();
           lost[server].clear();
-          revived_at[server] = Clock::now();
+          revived[server] = true;
           continue;
         }
         out.header.request_id = next_id++;
@@ -412,9 +417,14 @@ void PsClient::ioLoop() {
     for (size_t s = 0; s < sockets.size(); ++s) {
       if (!(items[first_link + s].revents & ZMQ_POLLIN)) continue;
       links[s]->update();
-      if (links[s]->linksUp() > 0) revived_at[s].reset();
+      if (links[s]->linksUp() > 0) revived[s] = false;
       if (!lost[s].empty()) continue;
-      if (links[s]->handshakesFailed() > 0) {
+      if (revived[s] && links[s]->connectsRetried() > 0) {
+        revived[s] = false;
+        lost[s] = fmt::format("{} refused or timed out the connection after its revival: the server there exited "
+                              "since it answered (a replacement that died before it was set up)",
+                              servers_[s].endpoint);
+      } else if (links[s]->handshakesFailed() > 0) {
         lost[s] = fmt::format("refused this task's handshake at {}: the two hold different job secrets, or one "
                               "holds none (--secret-file, TANDEM_SECRET_FILE, --insecure)",
                               servers_[s].endpoint);
@@ -434,14 +444,6 @@ void PsClient::ioLoop() {
       }
       for (auto& [id, ticket] : requests[s].sent) complete(ticket, std::nullopt, lost[s]);
       requests[s].sent.clear();
-    }
-    for (size_t s = 0; s < sockets.size(); ++s) {
-      if (!revived_at[s] || !lost[s].empty() || Clock::now() - *revived_at[s] < liveness_.heartbeat_timeout) continue;
-      revived_at[s].reset();
-      lost[s] = fmt::format("nothing accepted a connection at {} within {} of its revival: its replacement exited "
-                            "before it was set up, or never came up",
-                            servers_[s].endpoint, formatDuration(liveness_.heartbeat_timeout));
-      lost_[s].store(true);
     }
     for (size_t s = 0; s < sockets.size(); ++s) flush(s);
     size_t held = 0;

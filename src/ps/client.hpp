@@ -115,8 +115,8 @@ class PsClient {
   // A lost server's replacement: connects to its address anew, so that
   // requests sent from now on go to whatever answers there (those sent
   // before failed with the old connection). It is lost again if that
-  // connection drops, or is not up within the heartbeat timeout while a
-  // request waits for it. Thread-safe; `server` must be lost.
+  // connection drops, or if the new connection is refused or times out
+  // (it died since it was seen up). Thread-safe; `server` must be lost.
   void revive(int server);
   // Treats `server` as lost from now on (`why` fails its requests), though
   // its connection may hold: a worker sets aside a replacement that the
