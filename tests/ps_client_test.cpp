@@ -246,13 +246,8 @@ TEST(PsClient, AServerThatExitsFailsItsRequestsAtOnceAndIsNeverAskedAgain) {
   EXPECT_FALSE(back.receive(500ms).has_value()) << "a request reached the server that came back";
 }
 
-// A replacement at a lost server's address is asked nothing until the
-// caller revives the server: then only what is sent after the revival
-// reaches it, over a connection of its own, and its loss is seen again.
-TEST(PsClient, ARevivedServerGetsOnlyWhatIsSentAfterTheRevival) {
-  std::optional<ScriptedServer> server(std::in_place);
-  const int port = server->port();
-  PsClient client(oneServer(server->endpoint()), tandem::testing::testSecurity());
+// The server answers one pull, then exits; the client sees it lost.
+void answerOnceThenExit(PsClient& client, std::optional<ScriptedServer>& server) {
   Ticket first = client.send(0, pullHeader(0), zmq::message_t());
   auto request = server->receive();
   ASSERT_TRUE(request.has_value());
@@ -260,6 +255,16 @@ TEST(PsClient, ARevivedServerGetsOnlyWhatIsSentAfterTheRevival) {
   first.wait(Deadline::after(2000ms), "the pull of chunk 0");
   server.reset();
   ASSERT_TRUE(eventually([&] { return client.lost(0); }));
+}
+
+// A replacement at a lost server's address is asked nothing until the
+// caller revives the server: then only what is sent after the revival
+// reaches it, over a connection of its own, and its loss is seen again.
+TEST(PsClient, ARevivedServerGetsOnlyWhatIsSentAfterTheRevival) {
+  std::optional<ScriptedServer> server(std::in_place);
+  const int port = server->port();
+  PsClient client(oneServer(server->endpoint()), tandem::testing::testSecurity());
+  ASSERT_NO_FATAL_FAILURE(answerOnceThenExit(client, server));
 
   std::optional<ScriptedServer> replacement(std::in_place, port);
   Ticket before = client.send(0, pullHeader(1), zmq::message_t());
@@ -289,13 +294,7 @@ TEST(PsClient, ARevivedServerThatRefusesTheConnectionIsLostAtOnce) {
   const int port = server->port();
   PsClient client(oneServer(server->endpoint()), tandem::testing::testSecurity(), net::kMaxPayloadBytes,
                   Liveness{100ms, 500ms});
-  Ticket first = client.send(0, pullHeader(0), zmq::message_t());
-  auto request = server->receive();
-  ASSERT_TRUE(request.has_value());
-  answer(*server, *request);
-  first.wait(Deadline::after(2000ms), "the pull of chunk 0");
-  server.reset();
-  ASSERT_TRUE(eventually([&] { return client.lost(0); }));
+  ASSERT_NO_FATAL_FAILURE(answerOnceThenExit(client, server));
 
   client.revive(0);  // nothing listens there
   const auto revived = Clock::now();
