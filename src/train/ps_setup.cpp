@@ -228,7 +228,8 @@ void joinRunningSyncJob(PsConnection& link, const cluster::ClusterSpec& spec, co
 }
 
 // Without a launcher to record it, a worker started again by hand into the
-// running job writes its own line of OUT/restarts.jsonl.
+// running job writes its own line of OUT/restarts.jsonl. `step`: the steps
+// the job had done when it joined (it trains from the next).
 void recordJoinByHand(const cluster::ClusterSpec& spec, const std::string& out_dir, int64_t step) {
   const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   try {
