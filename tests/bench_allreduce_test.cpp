@@ -56,6 +56,7 @@ class CorruptingCommunicator final : public collective::Communicator {
     std::memmove(out, in, send[0]);
   }
   void barrier() override {}
+  void abandon() override {}
   int calls() const { return calls_; }
 
  private:

@@ -19,17 +19,18 @@ using testing::checkpointParameters;
 using testing::maxAbsoluteDifference;
 using testing::readFile;
 using testing::TempDir;
+namespace fs = std::filesystem;
 
 struct Task {
   pid_t pid;
   std::string log;
 };
 
-// Starts the 2 servers (unless all-reduce) and 4 workers by hand: servers
-// first, then workers 0-3 (workers 0, 1 on 127.0.0.1; 2, 3 on 127.0.0.2;
-// interleaved: 0, 2 and 1, 3).
-std::vector<Task> startTwoHosts(const TempDir& dir, const std::string& name, const std::string& extra,
-                                int64_t steps = 30, bool servers = true, bool interleaved = false) {
+// The flags of a job on two hosts: 2 servers (unless all-reduce) and 4
+// workers (workers 0, 1 on 127.0.0.1; 2, 3 on 127.0.0.2; interleaved: 0, 2
+// and 1, 3).
+std::string twoHostsArgs(const TempDir& dir, const std::string& name, const std::string& extra, int64_t steps,
+                         bool servers, bool interleaved) {
   std::vector<int> ports;
   for (int i = 0; i < 6; ++i) ports.push_back(testing::freePort());
   const char* second = interleaved ? "127.0.0.2" : "127.0.0.1";
@@ -37,15 +38,23 @@ std::vector<Task> startTwoHosts(const TempDir& dir, const std::string& name, con
   std::string cluster = fmt::format("--worker-hosts 127.0.0.1:{},{}:{},{}:{},127.0.0.2:{}", ports[0], second,
                                     ports[1], third, ports[2], ports[3]);
   if (servers) cluster += fmt::format(" --ps-hosts 127.0.0.1:{},127.0.0.2:{}", ports[4], ports[5]);
-  const std::string args =
-      testing::syntheticTrainArgs("mlp", 32, dir.str(name), fmt::format("--max-steps {} --seed 9 {}", steps, extra)) +
-      " " + cluster;
+  return testing::syntheticTrainArgs("mlp", 32, dir.str(name), fmt::format("--max-steps {} --seed 9 {}", steps, extra)) +
+         " " + cluster;
+}
+
+Task startTask(const TempDir& dir, const std::string& name, const std::string& args, const std::string& job, int i,
+               const std::string& suffix = "") {
+  const std::string log = dir.str(fmt::format("{}-{}{}{}.log", name, job, i, suffix));
+  return {testing::spawnTandem(fmt::format("train {} --job-name {} --task-index {}", args, job, i), log), log};
+}
+
+// Starts the job of twoHostsArgs by hand: servers first, then workers 0-3.
+std::vector<Task> startTwoHosts(const TempDir& dir, const std::string& name, const std::string& extra,
+                                int64_t steps = 30, bool servers = true, bool interleaved = false) {
+  const std::string args = twoHostsArgs(dir, name, extra, steps, servers, interleaved);
   std::vector<Task> tasks;
   for (const auto& [job, count] : {std::pair{"ps", servers ? 2 : 0}, std::pair{"worker", 4}}) {
-    for (int i = 0; i < count; ++i) {
-      const std::string log = dir.str(fmt::format("{}-{}{}.log", name, job, i));
-      tasks.push_back({testing::spawnTandem(fmt::format("train {} --job-name {} --task-index {}", args, job, i), log), log});
-    }
+    for (int i = 0; i < count; ++i) tasks.push_back(startTask(dir, name, args, job, i));
   }
   return tasks;
 }
@@ -177,6 +186,50 @@ TEST(CliHierarchical, AKilledHostMateIsNamedAndEveryTaskStops) {
   const std::string other = readFile(tasks[4].log);
   EXPECT_NE(other.find("worker 1"), std::string::npos) << other;
   testing::waitForExit(tasks[3].pid, std::chrono::seconds(5));
+}
+
+// A live job (--min-workers) across two hosts sums each host first in
+// every generation: worker 3 killed leaves workers 0, 1 on one host and 2
+// on the other, regrouped; worker 3 started again by hand joins and the
+// hosts hold two each again. Nothing is rolled back, the replicas stay
+// equal (checked every 5 steps), and the job runs its steps to the end.
+TEST(CliHierarchical, ALiveJobRegroupsItsHostsWhenAWorkerDiesAndWhenItComesBack) {
+  TempDir dir;
+  const std::string args =
+      twoHostsArgs(dir, "live", "--min-workers 2 --verify-replicas-every 5 --debug-step-delay-ms 20", 500,
+                   /*servers=*/false, /*interleaved=*/false);
+  std::vector<Task> tasks;
+  for (int i = 0; i < 4; ++i) tasks.push_back(startTask(dir, "live", args, "worker", i));
+  const fs::path run = dir.path() / "live";
+  ASSERT_TRUE(testing::waitForOutput(tasks[0].pid, run / "metrics.jsonl", std::chrono::seconds(60)))
+      << readFile(tasks[0].log);
+  ::kill(tasks[3].pid, SIGKILL);
+  EXPECT_EQ(testing::waitForExit(tasks[3].pid, std::chrono::seconds(10)), 128 + SIGKILL);
+  ASSERT_TRUE(testing::waitForText(tasks[0].log, "generation 1 of 3 workers, summed within each of 2 hosts first",
+                                   std::chrono::seconds(30)))
+      << readFile(tasks[0].log) << readFile(tasks[1].log) << readFile(tasks[2].log);
+  const Task again = startTask(dir, "live", args, "worker", 3, "-again");
+  for (const Task& t : {tasks[0], tasks[1], tasks[2], again}) {
+    EXPECT_EQ(testing::waitForExit(t.pid, std::chrono::seconds(180)), 0) << readFile(t.log);
+  }
+  for (const Task& t : {tasks[0], tasks[2], again}) {
+    EXPECT_NE(readFile(t.log).find("generation 2 of 4 workers, summed within each of 2 hosts first"),
+              std::string::npos)
+        << readFile(t.log);
+  }
+  const auto changes = testing::jsonLines(run / "restarts.jsonl");
+  ASSERT_EQ(changes.size(), 2u) << readFile(tasks[0].log);
+  EXPECT_EQ(changes[0]["workers_before"], 4) << changes[0];
+  EXPECT_EQ(changes[0]["workers_after"], 3) << changes[0];
+  EXPECT_EQ(changes[1]["workers_after"], 4) << changes[1];
+  for (const auto& c : changes) {
+    EXPECT_EQ(c["lost_updates"], 0) << c;
+    EXPECT_EQ(c["rolled_back"], false) << c;
+  }
+  const auto summary = nlohmann::json::parse(readFile(run / "summary.json"));
+  EXPECT_EQ(summary["steps"], 500) << summary;
+  EXPECT_EQ(summary["workers"], 4) << summary;
+  EXPECT_EQ(summary["membership_changes"], 2) << summary;
 }
 
 }  // namespace

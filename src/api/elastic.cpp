@@ -8,7 +8,9 @@
 
 #include "api/job.hpp"
 #include "cluster/cluster_spec.hpp"
+#include "cluster/host_groups.hpp"
 #include "cluster/quorum_messages.hpp"
+#include "collective/host_communicator.hpp"
 #include "core/error.hpp"
 #include "tandem/tandem.hpp"
 
@@ -46,7 +48,10 @@ void connectGeneration(Job& job, const cluster::Membership& m) {
   job.comm_options.rank = job.live->rank();
   job.comm_options.size = job.live->size();
   job.gloo_store = std::make_unique<cluster::PrefixStore>(fmt::format("gloo-g{}", m.generation), *job.join.store);
-  job.comm = collective::Communicator::connect(*job.gloo_store, job.comm_options);
+  // The generation's hosts: a death may leave a host with one worker, a joiner bring one back.
+  job.comm = collective::connectByHost(
+      *job.gloo_store, job.comm_options,
+      cluster::memberHostGroups(*job.join.store, m.workers, job.options.hierarchical, job.deadline()));
   job.comm_thread = std::make_unique<collective::CommThread>();
   ++job.generation;
   job.sync_root = m.source >= 0 ? *m.rankOf(m.source) : 0;

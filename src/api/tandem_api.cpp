@@ -139,6 +139,11 @@ void init(const InitOptions& options) {
       job->live = std::make_unique<train::LiveMembership>(spec, *quorum, *job->join.store,
                                                           api::processContext().security());
     };
+    // Published before this worker can be a member: each generation's members group by host from it.
+    if (elastic && options.hierarchical == cluster::HostAggregation::kAuto) {
+      cluster::publishWorkerAddress(*job->join.store, spec.index, comm.local_host,
+                                    Deadline::afterSeconds(options.rendezvous_timeout_s));
+    }
     if (joining) {
       // Started into the running job (a replacement): taken in at the members' next commit.
       startLiveMembership();
@@ -147,10 +152,6 @@ void init(const InitOptions& options) {
       job->gloo_store = std::make_unique<cluster::PrefixStore>("gloo", *job->join.store);
       const auto groups = cluster::hostGroupsFor(spec, options.hierarchical, *job->join.store, comm.local_host,
                                                  Deadline::afterSeconds(options.rendezvous_timeout_s));
-      if (elastic && !groups.empty()) {
-        throw InputError("an elastic job (tandem launch --min-workers) across hosts with several workers each: "
-                         "not built; pass hierarchical=\"off\" to init()");
-      }
       job->comm = collective::connectByHost(*job->gloo_store, comm, groups);
       job->comm_thread = std::make_unique<collective::CommThread>();
       // Horovod's cross ranks: the ranks that share this local_rank.

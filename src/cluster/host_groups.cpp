@@ -32,12 +32,15 @@ std::vector<std::vector<int>> workersByHost(const ClusterSpec& spec) {
   return groupByAddress(addresses);
 }
 
-std::vector<std::string> exchangeWorkerAddresses(CoordinatorClient& store, int rank, int size,
-                                                 const std::string& mine, Deadline deadline) {
-  auto key = [](int w) { return fmt::format("hosts/worker/{}", w); };
-  store.set(key(rank), std::vector<char>(mine.begin(), mine.end()), deadline);
+namespace {
+
+std::string addressKey(int worker) { return fmt::format("hosts/worker/{}", worker); }
+
+// The addresses `workers` published, in their order.
+std::vector<std::string> readWorkerAddresses(CoordinatorClient& store, const std::vector<int>& workers,
+                                             Deadline deadline) {
   std::vector<std::string> keys;
-  for (int w = 0; w < size; ++w) keys.push_back(key(w));
+  for (int w : workers) keys.push_back(addressKey(w));
   if (const auto missing = awaitKeys(store, keys, deadline); !missing.empty()) {
     std::vector<std::string> names;
     for (const auto& k : missing) names.push_back(fmt::format("worker {}", k.substr(k.rfind('/') + 1)));
@@ -55,6 +58,27 @@ std::vector<std::string> exchangeWorkerAddresses(CoordinatorClient& store, int r
     addresses.emplace_back(value->begin(), value->end());
   }
   return addresses;
+}
+
+}  // namespace
+
+void publishWorkerAddress(CoordinatorClient& store, int worker, const std::string& address, Deadline deadline) {
+  store.set(addressKey(worker), std::vector<char>(address.begin(), address.end()), deadline);
+}
+
+std::vector<std::string> exchangeWorkerAddresses(CoordinatorClient& store, int rank, int size,
+                                                 const std::string& mine, Deadline deadline) {
+  publishWorkerAddress(store, rank, mine, deadline);
+  std::vector<int> workers(static_cast<size_t>(size));
+  for (int w = 0; w < size; ++w) workers[static_cast<size_t>(w)] = w;
+  return readWorkerAddresses(store, workers, deadline);
+}
+
+std::vector<std::vector<int>> memberHostGroups(CoordinatorClient& store, const std::vector<int>& workers,
+                                               HostAggregation setting, Deadline deadline) {
+  if (setting != HostAggregation::kAuto || workers.size() < 2) return {};
+  const auto groups = groupByAddress(readWorkerAddresses(store, workers, deadline));
+  return useHostGroups(groups, setting) ? groups : std::vector<std::vector<int>>{};
 }
 
 bool useHostGroups(const std::vector<std::vector<int>>& groups, HostAggregation setting) {

@@ -29,6 +29,17 @@ std::vector<std::vector<int>> workersByHost(const ClusterSpec& spec);
 std::vector<std::string> exchangeWorkerAddresses(CoordinatorClient& store, int rank, int size,
                                                  const std::string& mine, Deadline deadline);
 
+// A live job's members change, so each worker publishes the address its
+// peers reach it at (before it joins or is taken in), and every member
+// groups the generation's workers from what they published.
+void publishWorkerAddress(CoordinatorClient& store, int worker, const std::string& address, Deadline deadline);
+
+// Ranks grouped by host for a generation whose members are `workers` (ids,
+// in rank order), read from what each published. Throws PeerError naming
+// the workers whose address did not arrive by `deadline`.
+std::vector<std::vector<int>> memberHostGroups(CoordinatorClient& store, const std::vector<int>& workers,
+                                               HostAggregation setting, Deadline deadline);
+
 // Whether a job aggregates per host: asked for ("auto"), more than one
 // host, and some host with more than one worker. On one host every worker
 // already shares the machine, so there is no link to spare.

@@ -174,6 +174,7 @@ class SoloCommunicator final : public Communicator {
     if (send_bytes[0] > 0 && in != out) std::memmove(out, in, send_bytes[0]);
   }
   void barrier() override {}
+  void abandon() override {}
 };
 
 class GlooCommunicator final : public Communicator {
@@ -270,6 +271,9 @@ class GlooCommunicator final : public Communicator {
             });
   }
 
+  void abandon() override {
+    if (broken_.empty()) broken_ = "abandoned after a failure beside it";
+  }
   void barrier() override {
     guarded([] { return std::string("barrier"); }, [&] { run(group_->barrier(barrierOptions())); });
   }

@@ -77,6 +77,10 @@ class Communicator {
   virtual void alltoallv(const void* in, const std::vector<size_t>& send_bytes, void* out,
                          const std::vector<size_t>& recv_bytes) = 0;
   virtual void barrier() = 0;
+  // Closes without the goodbye wait of the destructor: a communicator this
+  // one works beside failed, so peers may never come, and closing at once
+  // fails the ones still waiting on this rank sooner. Refuses later calls.
+  virtual void abandon() = 0;
 };
 
 }  // namespace tandem::collective

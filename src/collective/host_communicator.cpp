@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <exception>
 #include <string>
 #include <utility>
 
@@ -54,8 +55,11 @@ class HostCommunicator final : public Communicator {
   }
 
   ~HostCommunicator() override {
-    // Each waits for its peers to arrive (Communicator's destructor); all
-    // ranks tear down in this order.
+    // After a failure in one mesh the others' goodbye waits could stall on
+    // peers stuck in the failed one: close every mesh at once.
+    if (failed_ || std::uncaught_exceptions() > 0) abandon();
+    // Otherwise each waits for its peers to arrive (Communicator's
+    // destructor); all ranks tear down in this order.
     leaders_comm_.reset();
     host_.reset();
     all_.reset();
@@ -65,35 +69,59 @@ class HostCommunicator final : public Communicator {
   int size() const override { return options_.size; }
 
   void allreduceSum(float* data, size_t count) override {
-    hostSum(data, count);
-    acrossHosts([&](Communicator& c) { c.allreduceSum(data, count); }, data, count * sizeof(float));
+    watching([&] {
+      hostSum(data, count);
+      acrossHosts([&](Communicator& c) { c.allreduceSum(data, count); }, data, count * sizeof(float));
+    });
   }
   void allreduceSumOnce(float* data, size_t count) override { allreduceSum(data, count); }
   // The host's sum in float32 (loopback has bytes to spare), rounded once to
   // 16 bits for the links between hosts.
   void allreduceSum16(void* data, size_t count, WireDtype dtype) override {
-    staging_.resize(count);
-    decodeWire(dtype, data, staging_.data(), count);
-    hostSum(staging_.data(), count);
-    encodeWire(dtype, staging_.data(), data, count);
-    acrossHosts([&](Communicator& c) { c.allreduceSum16(data, count, dtype); }, data, count * wireBytes(dtype));
+    watching([&] {
+      staging_.resize(count);
+      decodeWire(dtype, data, staging_.data(), count);
+      hostSum(staging_.data(), count);
+      encodeWire(dtype, staging_.data(), data, count);
+      acrossHosts([&](Communicator& c) { c.allreduceSum16(data, count, dtype); }, data, count * wireBytes(dtype));
+    });
   }
 
   // A user's reduction (rare, any type or op): flat over every rank.
   void allreduce(void* data, size_t count, ElementType type, Reduction op) override {
-    all_->allreduce(data, count, type, op);
+    watching([&] { all_->allreduce(data, count, type, op); });
   }
-  void broadcast(void* data, size_t bytes, int root) override { all_->broadcast(data, bytes, root); }
-  void allgather(const void* in, void* out, size_t bytes) override { all_->allgather(in, out, bytes); }
+  void broadcast(void* data, size_t bytes, int root) override {
+    watching([&] { all_->broadcast(data, bytes, root); });
+  }
+  void allgather(const void* in, void* out, size_t bytes) override {
+    watching([&] { all_->allgather(in, out, bytes); });
+  }
   void alltoallv(const void* in, const std::vector<size_t>& send_bytes, void* out,
                  const std::vector<size_t>& recv_bytes) override {
-    all_->alltoallv(in, send_bytes, out, recv_bytes);
+    watching([&] { all_->alltoallv(in, send_bytes, out, recv_bytes); });
   }
-  void barrier() override { all_->barrier(); }
+  void barrier() override {
+    watching([&] { all_->barrier(); });
+  }
+  void abandon() override {
+    if (leaders_comm_) leaders_comm_->abandon();
+    host_->abandon();
+    all_->abandon();
+  }
 
  private:
   static constexpr const char* kHostSum = "summing with this host's workers";
 
+  template <class Body>
+  void watching(Body&& body) {
+    try {
+      body();
+    } catch (const PeerError&) {
+      failed_ = true;
+      throw;
+    }
+  }
   bool isLeader() const { return host_->rank() == 0; }
   // The host's sum: on every host-mate with one host; else on the leader
   // only, since the total across hosts comes back from it anyway.
@@ -123,6 +151,7 @@ class HostCommunicator final : public Communicator {
   std::unique_ptr<HostMates> host_;
   std::unique_ptr<Communicator> leaders_comm_;  // leaders only, with more than one host
   std::vector<float> staging_;  // allreduceSum16: the host's sum in float32
+  bool failed_ = false;         // a mesh failed: the destructor closes them all at once
 };
 
 }  // namespace

@@ -61,6 +61,8 @@ class HostMates {
   // to it): the others' data is left partly summed.
   void sumToFirst(float* data, size_t count);
   void broadcast(void* data, size_t bytes, int root);
+  // Communicator::abandon for the host's mesh.
+  void abandon() { comm_->abandon(); }
 
  private:
   std::vector<int> members_;

@@ -29,6 +29,14 @@
 
 namespace tandem::train {
 
+namespace {
+
+std::string hierarchyText(const std::vector<std::vector<int>>& groups) {
+  return fmt::format(", summed within each of {} hosts first (--hierarchical auto)", groups.size());
+}
+
+}  // namespace
+
 struct AllReduceStrategy::Impl {
   explicit Impl(cluster::JobContext& c) : context(c) {}
   cluster::JobContext& context;
@@ -206,7 +214,13 @@ struct AllReduceStrategy::Impl {
     comm_options.rank = rank;
     comm_options.size = size;
     gloo_store = std::make_unique<cluster::PrefixStore>(fmt::format("gloo-g{}", m.generation), *join.store);
-    comm = collective::Communicator::connect(*gloo_store, comm_options);
+    // The generation's hosts: a death may leave a host with one worker, a joiner bring one back.
+    host_groups = cluster::memberHostGroups(*join.store, m.workers, config.hierarchical, waitDeadline());
+    comm = collective::connectByHost(*gloo_store, comm_options, host_groups);
+    if (!host_groups.empty()) {
+      TANDEM_LOG_INFO("{}: generation {} of {} workers{}", spec.taskName(), m.generation, size,
+                      hierarchyText(host_groups));
+    }
     reducer = std::make_unique<collective::BucketReducer>(*comm, wire, config.error_feedback);
     change.generation = m.generation;
     change.rank = rank;
@@ -246,10 +260,6 @@ torch::Device firstTrainableDevice(torch::nn::Module& model) {
     if (p.requires_grad()) return p.device();
   }
   return torch::kCPU;
-}
-
-std::string hierarchyText(const std::vector<std::vector<int>>& groups) {
-  return fmt::format(", summed within each of {} hosts first (--hierarchical auto)", groups.size());
 }
 
 }  // namespace
@@ -308,16 +318,17 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
   options.size = s.n();
   options.local_host = cluster::ownWorkerHost(s.spec);
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(s.config.peer_timeout_s * 1000));
+  const Deadline startup =
+      Deadline::afterSeconds(cluster::startupSeconds(s.context.start(), s.config.rendezvous_timeout_s));
+  // Published before this worker can be a member: each generation's members group by host from it.
+  if (live && s.config.hierarchical == cluster::HostAggregation::kAuto) {
+    cluster::publishWorkerAddress(*s.join.store, s.spec.index, options.local_host, startup);
+  }
   if (joining) {
     s.joinRunning(options);
     return;
   }
-  s.host_groups = cluster::hostGroupsFor(s.spec, s.config.hierarchical, *s.join.store, options.local_host,
-                                        Deadline::afterSeconds(cluster::startupSeconds(s.context.start(), s.config.rendezvous_timeout_s)));
-  if (live && !s.host_groups.empty()) {
-    throw InputError("--min-workers with --hierarchical: not built; the job spans hosts with several "
-                     "workers each, so pass --hierarchical off");
-  }
+  s.host_groups = cluster::hostGroupsFor(s.spec, s.config.hierarchical, *s.join.store, options.local_host, startup);
   s.comm_options = options;
   s.gloo_store = std::make_unique<cluster::PrefixStore>("gloo", *s.join.store);
   s.comm = collective::connectByHost(*s.gloo_store, options, s.host_groups);
@@ -335,7 +346,7 @@ void AllReduceStrategy::initialize(torch::nn::Module& model, const nlohmann::jso
     throw InputError("--min-workers with NCCL: not built; pass --gpu-collective gloo");
   }
   if (nccl) {
-    s.joinNccl(device, Deadline::afterSeconds(cluster::startupSeconds(s.context.start(), s.config.rendezvous_timeout_s)));
+    s.joinNccl(device, startup);
   }
   if (live) {
     s.live = std::make_unique<LiveMembership>(s.spec, *quorum, *s.join.store, s.context.security());
