@@ -95,10 +95,11 @@ std::optional<tandem::WireDtype> wireDtypeOrInit(const std::string& name) {
 class PyGradientAverager {
  public:
   PyGradientAverager(const std::vector<std::pair<std::string, torch::Tensor>>& named, int passes, bool sum,
-                     double predivide, const std::string& wire_dtype, double bucket_mb)
+                     double predivide, const std::string& wire_dtype, double bucket_mb, int process_set)
       : holder_(std::make_shared<ParameterHolder>(named)),
         averager_(*holder_, tandem::AveragerOptions{passes, sum ? tandem::ReduceOp::Sum : tandem::ReduceOp::Average,
-                                                    predivide, wireDtypeOrInit(wire_dtype), bucket_mb}) {}
+                                                    predivide, wireDtypeOrInit(wire_dtype), bucket_mb,
+                                                    process_set}) {}
   void synchronize() {
     py::gil_scoped_release release;
     averager_.synchronize();
@@ -258,37 +259,57 @@ PYBIND11_MODULE(_C, m) {
   // op: 0 Sum, 1 Average, 2 Min, 3 Max, 4 Product, 5 Adasum (tandem::ReduceOp).
   m.def(
       "allreduce_async_",
-      [](std::vector<torch::Tensor> tensors, int op, double prescale, double postscale, std::string name) {
+      [](std::vector<torch::Tensor> tensors, int op, double prescale, double postscale, std::string name,
+         int process_set) {
         py::gil_scoped_release release;
-        return tandem::allreduce_async(std::move(tensors),
-                                       {static_cast<tandem::ReduceOp>(op), prescale, postscale, std::move(name)});
+        return tandem::allreduce_async(
+            std::move(tensors), {static_cast<tandem::ReduceOp>(op), prescale, postscale, std::move(name), process_set});
       },
-      py::arg("tensors"), py::arg("op"), py::arg("prescale"), py::arg("postscale"), py::arg("name"));
+      py::arg("tensors"), py::arg("op"), py::arg("prescale"), py::arg("postscale"), py::arg("name"),
+      py::arg("process_set") = 0);
   m.def(
       "allgather_async",
-      [](torch::Tensor tensor, std::string name) {
+      [](torch::Tensor tensor, std::string name, int process_set) {
         py::gil_scoped_release release;
-        return tandem::allgather_async(std::move(tensor), name);
+        return tandem::allgather_async(std::move(tensor), name, process_set);
       },
-      py::arg("tensor"), py::arg("name"));
+      py::arg("tensor"), py::arg("name"), py::arg("process_set") = 0);
   m.def(
       "broadcast_async_",
-      [](std::vector<torch::Tensor> tensors, int root_rank, std::string name) {
+      [](std::vector<torch::Tensor> tensors, int root_rank, std::string name, int process_set) {
         py::gil_scoped_release release;
-        return tandem::broadcast_async(std::move(tensors), root_rank, name);
+        return tandem::broadcast_async(std::move(tensors), root_rank, name, process_set);
       },
-      py::arg("tensors"), py::arg("root_rank"), py::arg("name"));
+      py::arg("tensors"), py::arg("root_rank"), py::arg("name"), py::arg("process_set") = 0);
   m.def(
       "alltoall_async",
-      [](torch::Tensor tensor, std::vector<int64_t> splits, std::string name) {
+      [](torch::Tensor tensor, std::vector<int64_t> splits, std::string name, int process_set) {
         py::gil_scoped_release release;
-        return tandem::alltoall_async(std::move(tensor), std::move(splits), name);
+        return tandem::alltoall_async(std::move(tensor), std::move(splits), name, process_set);
       },
-      py::arg("tensor"), py::arg("splits"), py::arg("name"));
-  m.def("barrier", [] {
-    py::gil_scoped_release release;
-    tandem::barrier();
-  });
+      py::arg("tensor"), py::arg("splits"), py::arg("name"), py::arg("process_set") = 0);
+  m.def(
+      "barrier",
+      [](int process_set) {
+        py::gil_scoped_release release;
+        tandem::barrier(process_set);
+      },
+      py::arg("process_set") = 0);
+  m.def(
+      "add_process_set",
+      [](std::vector<int> ranks) {
+        py::gil_scoped_release release;
+        return tandem::add_process_set(std::move(ranks));
+      },
+      py::arg("ranks"));
+  m.def(
+      "remove_process_set",
+      [](int id) {
+        py::gil_scoped_release release;
+        return tandem::remove_process_set(id);
+      },
+      py::arg("id"));
+  m.def("process_sets", &tandem::process_sets);
   m.def("start_timeline", &tandem::start_timeline, py::arg("file_path"), py::arg("mark_cycles"));
   m.def("stop_timeline", &tandem::stop_timeline);
   m.def("join", [] {
@@ -304,9 +325,10 @@ PYBIND11_MODULE(_C, m) {
       py::arg("tensors"), py::arg("root_rank"));
   py::class_<PyGradientAverager>(m, "GradientAverager")
       .def(py::init<const std::vector<std::pair<std::string, torch::Tensor>>&, int, bool, double, const std::string&,
-                    double>(),
+                    double, int>(),
            py::arg("named_parameters"), py::arg("backward_passes_per_step") = 1, py::arg("sum") = false,
-           py::arg("gradient_predivide_factor") = 1.0, py::arg("wire_dtype") = "", py::arg("bucket_mb") = -1.0)
+           py::arg("gradient_predivide_factor") = 1.0, py::arg("wire_dtype") = "", py::arg("bucket_mb") = -1.0,
+           py::arg("process_set") = 0)
       .def("synchronize", &PyGradientAverager::synchronize)
       .def("zero_grad", &PyGradientAverager::zeroGrad)
       .def("pending", &PyGradientAverager::pending);

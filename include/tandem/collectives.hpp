@@ -6,9 +6,17 @@
 // pairing unrelated buffers. Tensors may live anywhere and be
 // non-contiguous: they travel through a contiguous host copy when needed.
 //
-// Types: uint8, int8, int32, int64, float16, bfloat16, float32, float64.
+// Types: uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64.
+//
+// Process sets (Horovod's): each collective may run among a subset of the
+// ranks instead (`process_set`, an id from add_process_set; 0, the
+// default, is every rank). Only the set's members call it, ranks and
+// sizes are the set's (rank r is its r-th lowest member; Average divides
+// by its size), and broadcast's root is still a rank of the job. A
+// non-member's call, or an id that is no set, is an InputError.
 #include <torch/torch.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +32,7 @@ struct ReduceOptions {
   double prescale = 1.0;   // multiplies each rank's values before the reduction
   double postscale = 1.0;  // multiplies the result
   std::string name;        // optional: ranks whose names differ are told so
+  int process_set = 0;     // 0: every rank
 };
 
 // An asynchronous collective (Horovod's handle). It runs on Tandem's
@@ -57,20 +66,39 @@ void allreduce(std::vector<torch::Tensor> tensors, const ReduceOptions& options)
 
 // Concatenates every rank's tensor along the first dimension, in rank
 // order; the first dimension may differ across ranks, the others not.
-Work allgather_async(torch::Tensor tensor, const std::string& name = "");
-torch::Tensor allgather(const torch::Tensor& tensor, const std::string& name = "");
+Work allgather_async(torch::Tensor tensor, const std::string& name = "", int process_set = 0);
+torch::Tensor allgather(const torch::Tensor& tensor, const std::string& name = "", int process_set = 0);
 
 // In place: every rank's tensors become root_rank's.
-Work broadcast_async(std::vector<torch::Tensor> tensors, int root_rank, const std::string& name = "");
-void broadcast(torch::Tensor& tensor, int root_rank, const std::string& name = "");
+Work broadcast_async(std::vector<torch::Tensor> tensors, int root_rank, const std::string& name = "",
+                     int process_set = 0);
+void broadcast(torch::Tensor& tensor, int root_rank, const std::string& name = "", int process_set = 0);
 
 // Sends splits[r] rows (first dimension) of `tensor`, in order, to rank r,
 // and returns the rows every rank sent here, in rank order, with how many
 // came from each. Empty splits: the rows divided evenly over the ranks.
-Work alltoall_async(torch::Tensor tensor, std::vector<int64_t> splits = {}, const std::string& name = "");
+Work alltoall_async(torch::Tensor tensor, std::vector<int64_t> splits = {}, const std::string& name = "",
+                    int process_set = 0);
 
-// Returns once every rank has called it.
-void barrier();
+// Returns once every rank (of the set) has called it.
+void barrier(int process_set = 0);
+
+// A process set of `ranks` (any order; they are sorted). Every rank of the
+// job calls it, member or not, with the same ranks, in the same order as
+// the others' add and remove calls; the members connect a communicator
+// and a communication thread of their own, so collectives on different
+// sets never wait for one another. Returns its id: the oldest id freed by
+// remove_process_set, else the next one up from 1. InputError for no
+// ranks, a rank outside 0..size()-1 or given twice, a set of these ranks
+// already (every rank's included: that is set 0), or an elastic job;
+// MismatchError naming the ranks that asked for another set.
+int add_process_set(std::vector<int> ranks);
+// Every rank calls it, as add_process_set. False for 0 or an id that is
+// no set; otherwise its collectives are over (a queued one still runs
+// first) and the id is free again.
+bool remove_process_set(int id);
+// Every set, by id, with its ranks; 0 holds every rank of the job.
+std::map<int, std::vector<int>> process_sets();
 
 // Horovod's timeline, in Tandem's trace format (chrome://tracing, Perfetto):
 // from here on, every collective and DistributedOptimizer bucket is a span,
@@ -87,6 +115,7 @@ void stop_timeline();
 // in the others' allreduce calls, DistributedOptimizer steps and barriers
 // with zeros (Average still divides by size(), as in Horovod). Other
 // collectives while a rank has joined are an InputError on every rank.
+// Process sets' collectives are not served: join is the whole job's.
 // Returns the rank that joined last.
 int join();
 

@@ -106,6 +106,9 @@ struct AveragerOptions {
   double gradient_predivide_factor = 1.0;
   std::optional<WireDtype> wire_dtype;  // unset: InitOptions::wire_dtype
   double bucket_mb = -1;                // negative: InitOptions::bucket_mb
+  // Averages among a process set's members only; a rank outside it keeps
+  // its own gradients (Horovod's).
+  int process_set = 0;
 };
 
 class GradientAverager {

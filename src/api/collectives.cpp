@@ -75,9 +75,9 @@ at::ScalarType scalarTypeOf(int32_t element_type) {
 
 namespace {
 
-// The communicator of a job without peers: every collective an identity.
-collective::Communicator& commOf(Job& job) {
-  if (job.comm) return *job.comm;
+// The group's communicator; alone, one where every collective is an identity.
+collective::Communicator& commOf(const Group& group) {
+  if (group.comm) return *group.comm;
   static cluster::MemoryStore store;
   static auto solo = collective::Communicator::connect(store, {});
   return *solo;
@@ -202,15 +202,15 @@ void throwIfRefused(const std::string& problem, const Agreement& agreement) {
   if (!agreement.error.empty()) throw MismatchError("tandem: " + agreement.error);
 }
 
-// Submits `body` to the communication thread (inline without peers); the
-// outputs it returns are the Work's.
-Work launch(Job& job, const std::string& what, std::function<std::vector<torch::Tensor>()> body,
+// Submits `body` to the group's communication thread (inline without
+// peers); the outputs it returns are the Work's.
+Work launch(Job& job, const Group& group, const std::string& what, std::function<std::vector<torch::Tensor>()> body,
             double timeout_s = 0);
 
 }  // namespace
 
-Agreement negotiate(Job& job, const Announcement& mine) {
-  collective::Communicator& comm = commOf(job);
+Agreement negotiate(const Group& group, const Announcement& mine) {
+  collective::Communicator& comm = commOf(group);
   std::vector<Announcement> all(static_cast<size_t>(comm.size()));
   comm.allgather(&mine, all.data(), sizeof(Announcement));
   return agree(all);
@@ -227,15 +227,16 @@ Work submitWork(std::shared_ptr<Work::State> state) {
 namespace api {
 namespace {
 
-Work launch(Job& job, const std::string& what, std::function<std::vector<torch::Tensor>()> body, double timeout_s) {
+Work launch(Job& job, const Group& group, const std::string& what, std::function<std::vector<torch::Tensor>()> body,
+            double timeout_s) {
   auto state = std::make_shared<Work::State>();
-  state->what = what;
+  state->what = group.id == 0 ? what : fmt::format("{} in process set {}", what, group.id);
   state->timeout_s = timeout_s > 0 ? timeout_s : job.options.peer_timeout_s + 5.0;
-  if (!job.comm_thread) {
+  if (!group.thread) {
     state->outputs = body();
     return submitWork(state);
   }
-  state->handle = job.comm_thread->submit(
+  state->handle = group.thread->submit(
       traced(job, [&what] { return what; }, [state, body = std::move(body)] { state->outputs = body(); }));
   return submitWork(state);
 }
@@ -261,6 +262,7 @@ using api::Job;
 
 Work allreduce_async(std::vector<torch::Tensor> tensors, const ReduceOptions& options) {
   Job& job = api::requireJob("allreduce");
+  const api::Group group = api::groupOf(job, options.process_set, "allreduce");
   std::string problem;
   const auto reduction = api::reductionOf(options.op);
   if (!reduction) problem = "tandem allreduce: op Adasum is not supported (Sum, Average, Min, Max, Product are)";
@@ -281,14 +283,14 @@ Work allreduce_async(std::vector<torch::Tensor> tensors, const ReduceOptions& op
     for (const auto& t : tensors) mine.count += t.numel();
     mine.signature = api::signatureOf(mine.kind, tensors, false, mine.op, options.name);
   }
-  const double post = options.postscale / (options.op == ReduceOp::Average ? job.size() : 1);
-  return api::launch(job, "allreduce of " + std::to_string(mine.count) + " values",
-                     [&job, tensors, mine, problem, options, post]() mutable {
-                       api::throwIfRefused(problem, api::negotiate(job, mine));
+  const double post = options.postscale / (options.op == ReduceOp::Average ? group.size : 1);
+  return api::launch(job, group, "allreduce of " + std::to_string(mine.count) + " values",
+                     [group, tensors, mine, problem, options, post]() mutable {
+                       api::throwIfRefused(problem, api::negotiate(group, mine));
                        torch::NoGradGuard no_grad;
                        torch::Tensor flat = api::hostFlat(tensors);
                        api::scaleInPlace(flat, options.prescale);
-                       api::reduceFlat(api::commOf(job), flat.data_ptr(), mine.count, mine.dtype, mine.op);
+                       api::reduceFlat(api::commOf(group), flat.data_ptr(), mine.count, mine.dtype, mine.op);
                        api::scaleInPlace(flat, post);
                        api::copyBack(flat, tensors);
                        return tensors;
@@ -305,13 +307,14 @@ void allreduce(std::vector<torch::Tensor> tensors, const ReduceOptions& options)
   allreduce_async(std::move(tensors), options).wait();
 }
 
-Work allgather_async(torch::Tensor tensor, const std::string& name) {
+Work allgather_async(torch::Tensor tensor, const std::string& name, int process_set) {
   Job& job = api::requireJob("allgather");
+  const api::Group group = api::groupOf(job, process_set, "allgather");
   std::string problem = api::typeProblem("allgather", tensor);
   if (problem.empty() && tensor.dim() == 0) problem = "tandem allgather: a 0-dimensional tensor has no rows to gather";
   const Announcement mine = api::rowsAnnouncement(CallKind::kAllgather, tensor, problem, name);
-  return api::launch(job, "allgather", [&job, tensor, mine, problem]() -> std::vector<torch::Tensor> {
-    const api::Agreement agreement = api::negotiate(job, mine);
+  return api::launch(job, group, "allgather", [group, tensor, mine, problem]() -> std::vector<torch::Tensor> {
+    const api::Agreement agreement = api::negotiate(group, mine);
     api::throwIfRefused(problem, agreement);
     torch::Tensor mine_rows = tensor.detach().to(torch::kCPU).contiguous();
     std::vector<int64_t> shape = mine_rows.sizes().vec();
@@ -322,7 +325,7 @@ Work allgather_async(torch::Tensor tensor, const std::string& name) {
     torch::Tensor padded = torch::zeros({max_rows * row_elems}, mine_rows.options());
     padded.narrow(0, 0, mine_rows.numel()).copy_(mine_rows.view({-1}));
     torch::Tensor gathered = torch::empty({ranks * max_rows * row_elems}, mine_rows.options());
-    api::commOf(job).allgather(padded.data_ptr(), gathered.data_ptr(), static_cast<size_t>(padded.nbytes()));
+    api::commOf(group).allgather(padded.data_ptr(), gathered.data_ptr(), static_cast<size_t>(padded.nbytes()));
     std::vector<torch::Tensor> parts;
     for (int r = 0; r < ranks; ++r) {
       parts.push_back(gathered.narrow(0, r * max_rows * row_elems, agreement.counts[r] * row_elems));
@@ -332,15 +335,21 @@ Work allgather_async(torch::Tensor tensor, const std::string& name) {
   });
 }
 
-torch::Tensor allgather(const torch::Tensor& tensor, const std::string& name) {
-  return allgather_async(tensor, name).wait().at(0);
+torch::Tensor allgather(const torch::Tensor& tensor, const std::string& name, int process_set) {
+  return allgather_async(tensor, name, process_set).wait().at(0);
 }
 
-Work broadcast_async(std::vector<torch::Tensor> tensors, int root_rank, const std::string& name) {
+Work broadcast_async(std::vector<torch::Tensor> tensors, int root_rank, const std::string& name, int process_set) {
   Job& job = api::requireJob("broadcast");
+  const api::Group group = api::groupOf(job, process_set, "broadcast");
   std::string problem;
-  if (root_rank < 0 || root_rank >= job.size()) {
+  // The root is the job's rank; the set's rank of it is what moves the data.
+  const std::optional<int> root = group.rankOf(root_rank);
+  if (!root && process_set == 0) {
     problem = fmt::format("tandem broadcast: root rank {} outside 0..{}", root_rank, job.size() - 1);
+  } else if (!root) {
+    throw InputError(fmt::format("broadcast: root rank {} is not in process set {} (ranks {})", root_rank,
+                                 process_set, fmt::join(group.members, ", ")));
   }
   if (tensors.empty()) problem = "tandem broadcast: no tensors";
   for (const auto& t : tensors) {
@@ -349,19 +358,19 @@ Work broadcast_async(std::vector<torch::Tensor> tensors, int root_rank, const st
   Announcement mine;
   mine.kind = CallKind::kBroadcast;
   mine.invalid = !problem.empty();
-  mine.root = root_rank;
+  mine.root = root.value_or(-1);
   if (problem.empty()) {
     mine.dtype = static_cast<int32_t>(*api::elementTypeOf(tensors[0].scalar_type()));
     for (const auto& t : tensors) mine.count += t.numel();
     mine.signature = api::signatureOf(mine.kind, tensors, false, root_rank, name);
   }
-  return api::launch(job, "broadcast", [&job, tensors, mine, problem]() mutable {
-    api::throwIfRefused(problem, api::negotiate(job, mine));
+  return api::launch(job, group, "broadcast", [group, tensors, mine, problem]() mutable {
+    api::throwIfRefused(problem, api::negotiate(group, mine));
     torch::NoGradGuard no_grad;
     std::vector<torch::Tensor> bytes;
     for (const auto& t : tensors) bytes.push_back(t.detach().to(torch::kCPU).contiguous().view({-1}).view(torch::kByte));
     torch::Tensor flat = bytes.size() == 1 ? bytes[0] : torch::cat(bytes);
-    api::commOf(job).broadcast(flat.data_ptr(), static_cast<size_t>(flat.numel()), mine.root);
+    api::commOf(group).broadcast(flat.data_ptr(), static_cast<size_t>(flat.numel()), mine.root);
     int64_t offset = 0;
     for (auto& t : tensors) {
       const int64_t n = t.numel() * static_cast<int64_t>(t.element_size());
@@ -373,14 +382,15 @@ Work broadcast_async(std::vector<torch::Tensor> tensors, int root_rank, const st
   });
 }
 
-void broadcast(torch::Tensor& tensor, int root_rank, const std::string& name) {
-  broadcast_async({tensor}, root_rank, name).wait();
+void broadcast(torch::Tensor& tensor, int root_rank, const std::string& name, int process_set) {
+  broadcast_async({tensor}, root_rank, name, process_set).wait();
 }
 
-Work alltoall_async(torch::Tensor tensor, std::vector<int64_t> splits, const std::string& name) {
+Work alltoall_async(torch::Tensor tensor, std::vector<int64_t> splits, const std::string& name, int process_set) {
   Job& job = api::requireJob("alltoall");
+  const api::Group group = api::groupOf(job, process_set, "alltoall");
   std::string problem = api::typeProblem("alltoall", tensor);
-  const int ranks = job.size();
+  const int ranks = group.size;
   if (problem.empty() && tensor.dim() == 0) problem = "tandem alltoall: a 0-dimensional tensor has no rows to send";
   if (problem.empty() && splits.empty()) {
     if (tensor.size(0) % ranks != 0) {
@@ -399,9 +409,9 @@ Work alltoall_async(torch::Tensor tensor, std::vector<int64_t> splits, const std
     }
   }
   const Announcement mine = api::rowsAnnouncement(CallKind::kAlltoall, tensor, problem, name);
-  return api::launch(job, "alltoall", [&job, tensor, splits, mine, problem]() -> std::vector<torch::Tensor> {
-    api::throwIfRefused(problem, api::negotiate(job, mine));
-    collective::Communicator& comm = api::commOf(job);
+  return api::launch(job, group, "alltoall", [group, tensor, splits, mine, problem]() -> std::vector<torch::Tensor> {
+    api::throwIfRefused(problem, api::negotiate(group, mine));
+    collective::Communicator& comm = api::commOf(group);
     const auto n = static_cast<size_t>(comm.size());
     std::vector<int64_t> received(n);
     comm.alltoallv(splits.data(), std::vector<size_t>(n, sizeof(int64_t)), received.data(),
@@ -422,12 +432,13 @@ Work alltoall_async(torch::Tensor tensor, std::vector<int64_t> splits, const std
   });
 }
 
-void barrier() {
+void barrier(int process_set) {
   Job& job = api::requireJob("barrier");
-  api::launch(job, "barrier", [&job]() -> std::vector<torch::Tensor> {
+  const api::Group group = api::groupOf(job, process_set, "barrier");
+  api::launch(job, group, "barrier", [group]() -> std::vector<torch::Tensor> {
     Announcement mine;
     mine.kind = CallKind::kBarrier;
-    api::throwIfRefused("", api::negotiate(job, mine));
+    api::throwIfRefused("", api::negotiate(group, mine));
     return {};
   }).wait();
 }
@@ -435,12 +446,13 @@ void barrier() {
 int join() {
   Job& job = api::requireJob("join");
   auto last = std::make_shared<int>(-1);
-  auto work = api::launch(job, "join", [&job, last]() -> std::vector<torch::Tensor> {
+  const api::Group whole = api::wholeJob(job);
+  auto work = api::launch(job, whole, "join", [&job, whole, last]() -> std::vector<torch::Tensor> {
     Announcement mine;
     mine.kind = CallKind::kJoin;
     mine.first_join = 1;
     for (;;) {
-      const api::Agreement agreement = api::negotiate(job, mine);
+      const api::Agreement agreement = api::negotiate(whole, mine);
       mine.first_join = 0;
       // As in Horovod, a call the others cannot make beside a joined rank
       // (or make differently) raises there; this rank waits on.
@@ -452,7 +464,7 @@ int join() {
       const Announcement& call = agreement.call;
       if (call.kind == CallKind::kAllreduce) {
         torch::Tensor identity = api::identityFor(call);
-        api::reduceFlat(api::commOf(job), identity.data_ptr(), call.count, call.dtype, call.op);
+        api::reduceFlat(api::commOf(whole), identity.data_ptr(), call.count, call.dtype, call.op);
       } else if (call.kind == CallKind::kGradients) {
         std::function<void()> serve;
         {

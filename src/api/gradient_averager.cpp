@@ -48,16 +48,20 @@ struct GradientAverager::Impl {
   double predivide = 1.0;
   std::vector<int64_t> bucket_floats;
   uint64_t generation = 0;  // the job's communicator the reducer sums over
+  int process_set = 0;
+  api::Group group;  // the ranks whose gradients are averaged
 
   // The reducer over the job's communicator of the moment, and the scales
   // for its size; a joined rank's zeros go through it too.
   void connect() {
+    if (process_set == 0) group = api::wholeJob(*job);
     // Averages divide before the sum (by the workers, or by the predivide
     // factor) and, with a predivide factor, the rest after it.
-    scale = !average ? 1.0 : predivide == 1.0 ? 1.0 / job->size() : 1.0 / predivide;
-    post = average && predivide != 1.0 ? predivide / job->size() : 1.0;
-    reducer = std::make_shared<collective::BucketReducer>(*job->comm, wire, feedback);
+    scale = !average ? 1.0 : predivide == 1.0 ? 1.0 / group.size : 1.0 / predivide;
+    post = average && predivide != 1.0 ? predivide / group.size : 1.0;
+    reducer = std::make_shared<collective::BucketReducer>(*group.comm, wire, feedback);
     generation = job->generation;
+    if (process_set != 0) return;  // join() serves the whole job's steps only
     std::lock_guard<std::mutex> lock(job->servers_mutex);
     job->zero_gradients[signature] = [reducer = reducer, counts = bucket_floats] {
       for (size_t b = 0; b < counts.size(); ++b) {
@@ -120,12 +124,17 @@ GradientAverager::GradientAverager(torch::nn::Module& module, const AveragerOpti
                                                      if (pass == 0 && s.job->generation != s.generation) s.connect();
                                                      s.buckets->beginMicroStep(pass, last, s.scale);
                                                    });
-  if (job.size() > 1) {
+  // A rank outside the process set keeps its own gradients, as in Horovod.
+  const auto set = job.process_sets.find(options.process_set);
+  const bool outside = set != job.process_sets.end() && set->second.rank < 0;
+  if (!outside) s.group = api::groupOf(job, options.process_set, "DistributedOptimizer");
+  s.process_set = options.process_set;
+  if (!outside && s.group.size > 1) {
     const uint64_t layout = parameterLayout(module);
     // Early, named errors. Not in an elastic job, where a rank that joins
     // builds its optimizer while the others are already past theirs (each
     // step's negotiation still compares the signature below).
-    if (!job.live) api::requireAgreement(job, layout, "parameter names or shapes");
+    if (!job.live) api::requireAgreement(job, s.group, layout, "parameter names or shapes");
     s.wire = options.wire_dtype.value_or(job.options.wire_dtype);
     s.feedback = job.options.error_feedback && s.wire != WireDtype::kFloat32;
     const size_t cap = train::bucketCapBytes(module, options.bucket_mb >= 0 ? options.bucket_mb : job.options.bucket_mb);
@@ -136,7 +145,8 @@ GradientAverager::GradientAverager(torch::nn::Module& module, const AveragerOpti
                                          s.feedback ? "+feedback" : "", cap, s.average ? "average" : "sum", predivide);
     settings.add(text.data(), text.size());
     if (!job.live) {
-      api::requireAgreement(job, settings.value(), "wire_dtype, error_feedback, bucket size, op or predivide factor");
+      api::requireAgreement(job, s.group, settings.value(),
+                            "wire_dtype, error_feedback, bucket size, op or predivide factor");
     }
     s.job = &job;
     s.signature = layout ^ settings.value();
@@ -147,11 +157,11 @@ GradientAverager::GradientAverager(torch::nn::Module& module, const AveragerOpti
         module, cap, 0,
         [&s, &job, step](size_t bucket, torch::Tensor flat) {
           auto name = [&] { return fmt::format("DistributedOptimizer bucket {} ({} values)", bucket, flat.numel()); };
-          s.handles[bucket] = job.comm_thread->submit(api::traced(job, name, [&s, reducer = s.reducer, flat, bucket, &job,
-                                                                              step, post = s.post] {
+          s.handles[bucket] = s.group.thread->submit(api::traced(job, name, [&s, reducer = s.reducer, flat, bucket,
+                                                                             group = s.group, step, post = s.post] {
             // Once a step: every rank is in this exchange, or has joined.
             if (bucket == 0) {
-              const api::Agreement agreement = api::negotiate(job, step);
+              const api::Agreement agreement = api::negotiate(group, step);
               if (!agreement.error.empty()) throw MismatchError("tandem: " + agreement.error);
             }
             s.buckets->awaitOnHost(bucket);

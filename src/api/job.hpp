@@ -3,6 +3,7 @@
 // functions: cluster spec, rendezvous, the communicator and its thread.
 #include "cluster/kv_store.hpp"
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -21,6 +22,29 @@
 #include "train/live_membership.hpp"
 
 namespace tandem::api {
+
+// A process set (Horovod's): collectives among some of the job's ranks,
+// over a communicator and a thread of their own.
+struct ProcessSet {
+  std::vector<int> ranks;  // the job's ranks, ascending
+  int rank = -1;           // this process's rank among them; -1: not a member
+  std::unique_ptr<cluster::PrefixStore> store;
+  std::unique_ptr<collective::Communicator> comm;  // members only
+  // Declared after comm: destroyed first, so queued jobs never outlive it.
+  std::unique_ptr<collective::CommThread> comm_thread;
+};
+
+// Where a collective runs: the job's ranks (set 0) or a process set's.
+struct Group {
+  int id = 0;
+  int rank = 0;
+  int size = 1;
+  collective::Communicator* comm = nullptr;  // null: alone, every collective an identity
+  collective::CommThread* thread = nullptr;  // null: calls run inline
+  std::vector<int> members;                  // the job's ranks, by rank in the group
+  // The group's rank of the job's rank `global`, if it is a member.
+  std::optional<int> rankOf(int global) const;
+};
 
 struct Job {
   InitOptions options;
@@ -58,6 +82,12 @@ struct Job {
   std::mutex timeline_mutex;
   std::shared_ptr<obs::Timeline> timeline;
 
+  // add_process_set's, by id (> 0). Declared after join: their stores are its.
+  std::map<int, ProcessSet> process_sets;
+  std::deque<int> free_set_ids;  // removed, for reuse oldest first (as Horovod's)
+  int next_set_id = 1;
+  int64_t sets_made = 0;  // names each set's keys in the store, as ids come back
+
   int size() const { return live ? live->size() : spec ? spec->num_workers : 1; }
   int rank() const { return live ? live->rank() : spec ? spec->index : 0; }
   Deadline deadline() const { return Deadline::afterSeconds(options.peer_timeout_s + 5.0); }
@@ -82,10 +112,15 @@ std::unique_ptr<Job>& current();
 // job's next start, not rejoin the one it left). init() and fit() pass it
 // down; nothing below them reads it.
 cluster::JobContext& processContext();
-// Runs on the communication thread, before a collective: every rank's
-// announcement is exchanged and agree()d; throws InputError with the
-// agreement's error. Ranks in join() are then serving this call.
-Agreement negotiate(Job& job, const Announcement& mine);
+// Runs on the group's communication thread, before a collective: every
+// rank's announcement is exchanged and agree()d. Ranks in join() are then
+// serving this call.
+Agreement negotiate(const Group& group, const Announcement& mine);
+// The job's ranks as a group (set 0).
+Group wholeJob(Job& job);
+// Process set `id` as a group, for `call`: InputError naming the set when
+// there is none or this rank is not a member.
+Group groupOf(Job& job, int id, const std::string& call);
 
 // An elastic job's (api/elastic.cpp): how few workers may go on, from
 // TANDEM_MIN_WORKERS (tandem launch --min-workers N sets it for a
@@ -102,8 +137,9 @@ void connectGeneration(Job& job, const cluster::Membership& m);
 // current(), or an Error naming `call` that asks for init() first.
 Job& requireJob(const char* call);
 // Compares `mine` (a hash of what this rank is about to exchange) across
-// ranks; throws InputError naming the ranks that differ from rank 0 and
-// `what` differs, before a collective could pair mismatched buffers.
-void requireAgreement(Job& job, uint64_t mine, const std::string& what);
+// the group's ranks (it has peers); throws InputError naming the ranks
+// that differ from its first and `what` differs, before a collective could
+// pair mismatched buffers.
+void requireAgreement(Job& job, const Group& group, uint64_t mine, const std::string& what);
 
 }  // namespace tandem::api

@@ -9,8 +9,9 @@ namespace tandem::api {
 namespace {
 
 const char* dtypeName(int32_t dtype) {
-  static const char* names[] = {"uint8", "int8", "int32", "int64", "float16", "bfloat16", "float32", "float64"};
-  return dtype >= 0 && dtype < 8 ? names[dtype] : "unknown";
+  static const char* names[] = {"uint8",    "int8",    "int32",   "int64", "float16",
+                                "bfloat16", "float32", "float64", "int16"};
+  return dtype >= 0 && dtype < 9 ? names[dtype] : "unknown";
 }
 
 const char* opName(int32_t op) {
@@ -36,6 +37,9 @@ std::string describe(const Announcement& call) {
     case CallKind::kBarrier: return "barrier";
     case CallKind::kGradients: return "a DistributedOptimizer gradient exchange";
     case CallKind::kJoin: return "join";
+    case CallKind::kProcessSets:
+      return call.op == 0 ? fmt::format("add_process_set of {} ranks", call.count)
+                          : fmt::format("remove_process_set of set {}", call.count);
   }
   return "an unknown call";
 }

@@ -19,6 +19,7 @@ enum class CallKind : int32_t {
   kBarrier,
   kGradients,  // one step of a GradientAverager's buckets
   kJoin,
+  kProcessSets,  // add_process_set (op 0, count: ranks) or remove_process_set (op 1, count: id)
 };
 
 // Trivially copyable: it travels as bytes.

@@ -46,17 +46,18 @@ Job& requireJob(const char* call) {
   return *current();
 }
 
-void requireAgreement(Job& job, uint64_t mine, const std::string& what) {
-  std::vector<uint64_t> all(static_cast<size_t>(job.size()));
-  job.runNow([&] { job.comm->allgather(&mine, all.data(), sizeof(mine)); }, "agreement check of " + what);
+void requireAgreement(Job& job, const Group& group, uint64_t mine, const std::string& what) {
+  std::vector<uint64_t> all(static_cast<size_t>(group.size));
+  group.thread->submit([&] { group.comm->allgather(&mine, all.data(), sizeof(mine)); })
+      .wait(job.deadline(), "agreement check of " + what);
   std::vector<int> differ;
-  for (int r = 0; r < job.size(); ++r) {
-    if (all[static_cast<size_t>(r)] != all[0]) differ.push_back(r);
+  for (int r = 0; r < group.size; ++r) {
+    if (all[static_cast<size_t>(r)] != all[0]) differ.push_back(group.members[static_cast<size_t>(r)]);
   }
   if (!differ.empty()) {
-    throw InputError(fmt::format("tandem: rank(s) {} have {} different from rank 0's; every rank must build the "
+    throw InputError(fmt::format("tandem: rank(s) {} have {} different from rank {}'s; every rank must build the "
                                  "same model",
-                                 fmt::join(differ, ", "), what));
+                                 fmt::join(differ, ", "), what, group.members.front()));
   }
 }
 
@@ -212,7 +213,7 @@ void broadcast_parameters(const std::vector<torch::Tensor>& tensors, int root_ra
     for (int64_t d : t.sizes()) shapes.addValue(d);
     shapes.addValue(int64_t{-1});
   }
-  api::requireAgreement(job, shapes.value(), "tensor counts, dtypes or shapes");
+  api::requireAgreement(job, api::wholeJob(job), shapes.value(), "tensor counts, dtypes or shapes");
   train::broadcastTensors(tensors, job.rank() == root_rank, [&](void* data, size_t bytes) {
     job.runNow([&] { job.comm->broadcast(data, bytes, root_rank); }, "broadcast of parameters");
   });

@@ -32,7 +32,7 @@ from tandem import _C  # noqa: E402  (after the version check: a mismatched LibT
 from tandem.torch.compression import Compression, Compressor  # noqa: E402,F401
 from tandem.torch.ops import *  # noqa: E402,F401,F403
 from tandem.torch.ops import (Adasum, Average, Max, Min, Product, Sum, ProcessSet, global_process_set,  # noqa: E402,F401
-                              add_process_set, remove_process_set)
+                              add_process_set, remove_process_set, _forget_process_sets)
 from tandem.torch.optimizer import (DistributedOptimizer, broadcast_optimizer_state,  # noqa: E402,F401
                                     broadcast_parameters, finish_servers as _finish_servers)
 from tandem.torch.sync_batch_norm import SyncBatchNorm  # noqa: E402,F401
@@ -62,19 +62,33 @@ def init(comm=None, process_sets=None, rendezvous_timeout_s=DEFAULTS["rendezvous
     gradient bucket and PS chunk in 16 bits (weights and optimizer state stay
     float32); error_feedback carries each value's rounding into its next
     send. hierarchical "auto" sums each host's workers over loopback first
-    when the job spans hosts."""
+    when the job spans hosts.
+
+    ``process_sets``: a list of ProcessSet (or rank lists) to add, as
+    add_process_set does, in the same order on every rank; "dynamic" (as
+    Horovod's) is accepted, and needed by neither: sets may be added and
+    removed at any time."""
     if comm is not None:
         raise ValueError("init: MPI communicators (comm=) are not supported by Tandem; it reads the job from "
                          "tandem launch, torchrun, mpirun or srun")
-    if process_sets is not None:
-        raise ValueError("init: process sets are not supported by Tandem (only the global one)")
+    if isinstance(process_sets, str):
+        if process_sets.lower() != "dynamic":
+            raise ValueError(f"init: process_sets must be a list of ProcessSet or 'dynamic', not {process_sets!r}")
+        process_sets = None
     if _C.is_initialized():
         return
     _C.init(rendezvous_timeout_s, peer_timeout_s, bucket_mb, wire_dtype, error_feedback, hierarchical)
+    global_process_set.ranks = list(range(_C.size()))
+    for i, process_set in enumerate(process_sets or []):
+        try:
+            add_process_set(process_set)
+        except ValueError as e:
+            raise ValueError(f"init: process_sets entry number {i}: {e}") from e
 
 
 def shutdown():
     _finish_servers()
+    _forget_process_sets()
     _C.shutdown()
 
 

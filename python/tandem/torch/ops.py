@@ -32,29 +32,112 @@ _OPS = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product: "Produc
 
 
 class ProcessSet:
-    """Horovod's process sets: Tandem has the global one only."""
+    """Horovod's process set: some of the job's ranks (sorted), which run
+    collectives of their own once add_process_set (or init's process_sets)
+    has added them. ``rank()`` and ``size()`` are None until then."""
 
-    def __init__(self, ranks=None):
+    process_set_id = None
+    ranks = None
+
+    def __init__(self, ranks):
+        ranks = sorted(ranks)
+        if any(not isinstance(r, int) for r in ranks):
+            raise ValueError("ProcessSet takes a list of ranks (ints); MPI communicators are not supported by Tandem")
         self.ranks = ranks
 
+    def _invalidate(self):
+        self.process_set_id = None
+
+    def _registered_ranks(self):
+        if self.process_set_id == 0:
+            return list(range(_C.size()))
+        ranks = _C.process_sets().get(self.process_set_id)
+        if ranks is None:
+            raise ValueError(f"process set {self.process_set_id} does not exist or has not been added")
+        return ranks
+
+    def size(self):
+        """The number of ranks in the set, on any rank; None before it is added."""
+        return None if self.process_set_id is None else len(self._registered_ranks())
+
+    def rank(self):
+        """This process's rank within the set; None before it is added.
+        Collectives still take the job's ranks (broadcast's root_rank)."""
+        if self.process_set_id is None:
+            return None
+        ranks = self._registered_ranks()
+        if _C.rank() not in ranks:
+            raise ValueError(f"rank {_C.rank()} is not part of process set {self.process_set_id} (ranks {ranks})")
+        return ranks.index(_C.rank())
+
     def included(self):
-        return True
+        """Whether this process is one of the set's ranks."""
+        return None if self.ranks is None else _C.rank() in self.ranks
+
+    def __str__(self):
+        return f"ProcessSet(process_set_id={self.process_set_id}, ranks={self.ranks}, mpi_comm=None)"
 
 
-global_process_set = ProcessSet()
+global_process_set = ProcessSet([])
+global_process_set.process_set_id = 0
+_added = {}  # id -> the ProcessSet objects added under it
 
 
-def _check_process_set(process_set, call):
-    if process_set is not global_process_set:
-        raise ValueError(f"{call}: process sets other than global_process_set are not supported by Tandem")
+def _set_id(process_set, call):
+    """The runtime's id of ``process_set``, which must be added."""
+    if process_set is global_process_set:
+        return 0
+    if not isinstance(process_set, ProcessSet):
+        raise ValueError(f"{call}: process_set must be a ProcessSet (hvd.add_process_set makes one), "
+                         f"not {type(process_set).__name__}")
+    if process_set.process_set_id is None:
+        raise ValueError(f"{call}: {process_set} has not been added (hvd.add_process_set), or was removed")
+    return process_set.process_set_id
+
+
+def _rank_size(set_id):
+    """This rank's rank in set ``set_id`` and the set's size (a member's)."""
+    if set_id == 0:
+        return _C.rank(), _C.size()
+    ranks = _C.process_sets()[set_id]
+    return ranks.index(_C.rank()), len(ranks)
 
 
 def add_process_set(process_set):
-    raise ValueError("add_process_set: process sets other than global_process_set are not supported by Tandem")
+    """Adds ``process_set`` (a ProcessSet or a list of ranks) and returns it.
+    Every rank calls it, members or not, in the same order as the others'
+    add and remove calls. Unlike Horovod, HOROVOD_DYNAMIC_PROCESS_SETS is not
+    needed. ValueError for a set that exists already (all ranks: the global
+    one), a rank outside the job or given twice."""
+    if not isinstance(process_set, ProcessSet):
+        process_set = ProcessSet(process_set)
+    if process_set is global_process_set:
+        raise ValueError(f"add_process_set: {process_set} is the global process set, always there")
+    process_set.process_set_id = _C.add_process_set(process_set.ranks)
+    _added.setdefault(process_set.process_set_id, []).append(process_set)
+    return process_set
 
 
 def remove_process_set(process_set):
-    raise ValueError("remove_process_set: process sets other than global_process_set are not supported by Tandem")
+    """Removes an added set (every rank calls it, as add_process_set) and
+    returns True; False for the global set or one not added. Every object
+    added under its id is reset, so that rank() and size() return None."""
+    set_id = process_set.process_set_id
+    if set_id is None or set_id == 0:
+        return False
+    for added in _added.pop(set_id, [process_set]):
+        added._invalidate()
+    process_set._invalidate()
+    return _C.remove_process_set(set_id)
+
+
+def _forget_process_sets():
+    """shutdown(): the runtime's sets are gone with the job."""
+    for sets in _added.values():
+        for added in sets:
+            added._invalidate()
+    _added.clear()
+    global_process_set.ranks = []
 
 
 def _op_of(op, average, call):
@@ -81,20 +164,22 @@ class _Handle:
 
 # Named collectives still running, by name: as in Horovod, a second one of
 # the same name is refused until the first has finished.
-_running = {}
+_running = {}  # by (process set id, name)
 
 
-def _start(call, name, start, finish):
-    """Starts a collective (``start()`` returns its work) under ``name``."""
-    if name is not None:
-        earlier = _running.get(str(name))
+def _start(call, name, start, finish, set_id=0):
+    """Starts a collective (``start()`` returns its work) under ``name``,
+    which must be unique among the running ones of its process set."""
+    key = None if name is None else (set_id, str(name))
+    if key is not None:
+        earlier = _running.get(key)
         if earlier is not None and not earlier.poll():
             raise ValueError(f"{call}: a collective named {str(name)!r} is still running; synchronize its handle "
                              "before starting another of that name")
     work = start()
-    if name is not None:
-        _running[str(name)] = work
-    return _Handle(work, finish, None if name is None else str(name))
+    if key is not None:
+        _running[key] = work
+    return _Handle(work, finish, key)
 
 
 def poll(handle):
@@ -117,20 +202,22 @@ def _name(name):
 
 
 # -- allreduce --------------------------------------------------------------
+# Every function below takes Horovod's process_set; the private helpers take
+# its id (``sid``), 0 being every rank.
 
-def _allreduce_async_(tensors, op, prescale_factor, postscale_factor, name, single, call="allreduce"):
+def _allreduce_async_(tensors, op, prescale_factor, postscale_factor, name, single, sid=0, call="allreduce"):
     return _start(call, name,
                   lambda: _C.allreduce_async_(list(tensors), op, float(prescale_factor), float(postscale_factor),
-                                              _name(name)),
-                  (lambda out: out[0]) if single else (lambda out: list(out)))
+                                              _name(name), sid),
+                  (lambda out: out[0]) if single else (lambda out: list(out)), sid)
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
                      process_set=global_process_set):
-    """Starts reducing ``tensor`` in place over all ranks; returns a handle."""
-    _check_process_set(process_set, "allreduce_async_")
+    """Starts reducing ``tensor`` in place over the set's ranks; returns a handle."""
+    sid = _set_id(process_set, "allreduce_async_")
     op = _op_of(op, average, "allreduce_async_")
-    return _allreduce_async_([tensor], op, prescale_factor, postscale_factor, name, True)
+    return _allreduce_async_([tensor], op, prescale_factor, postscale_factor, name, True, sid)
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
@@ -142,40 +229,41 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
                process_set=global_process_set):
-    """Reduces ``tensor`` in place over all ranks and returns it."""
+    """Reduces ``tensor`` in place over the set's ranks and returns it."""
     return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor, postscale_factor, process_set))
 
 
 class _AllreduceFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, op, prescale, postscale, name):
-        ctx.op, ctx.prescale, ctx.postscale = op, prescale, postscale
-        return synchronize(_allreduce_async_([tensor.detach().clone()], op, prescale, postscale, name, True))
+    def forward(ctx, tensor, op, prescale, postscale, name, sid):
+        ctx.op, ctx.prescale, ctx.postscale, ctx.sid = op, prescale, postscale, sid
+        return synchronize(_allreduce_async_([tensor.detach().clone()], op, prescale, postscale, name, True, sid))
 
     @staticmethod
     def backward(ctx, grad):
         if ctx.op not in (Sum, Average):
             raise RuntimeError(f"allreduce: no gradient through op {_OPS[ctx.op]} (Sum and Average have one)")
-        out = synchronize(_allreduce_async_([grad.detach().clone()], ctx.op, ctx.prescale, ctx.postscale, None, True))
-        return out, None, None, None, None
+        out = synchronize(_allreduce_async_([grad.detach().clone()], ctx.op, ctx.prescale, ctx.postscale, None, True,
+                                            ctx.sid))
+        return out, None, None, None, None, None
 
 
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None, prescale_factor=1.0,
               postscale_factor=1.0, process_set=global_process_set):
-    """Returns the reduction of ``tensor`` over all ranks (a new tensor; differentiable
-    for Sum and Average). ``compression`` may send it in 16 bits."""
-    _check_process_set(process_set, "allreduce")
+    """Returns the reduction of ``tensor`` over the set's ranks (a new tensor;
+    differentiable for Sum and Average). ``compression`` may send it in 16 bits."""
+    sid = _set_id(process_set, "allreduce")
     op = _op_of(op, average, "allreduce")
     compressed, ctx = compression.compress(tensor)
-    summed = _AllreduceFunction.apply(compressed, op, float(prescale_factor), float(postscale_factor), name)
+    summed = _AllreduceFunction.apply(compressed, op, float(prescale_factor), float(postscale_factor), name, sid)
     return compression.decompress(summed, ctx)
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
                              process_set=global_process_set):
-    _check_process_set(process_set, "grouped_allreduce_async_")
+    sid = _set_id(process_set, "grouped_allreduce_async_")
     op = _op_of(op, average, "grouped_allreduce_async_")
-    return _allreduce_async_(tensors, op, prescale_factor, postscale_factor, name, False)
+    return _allreduce_async_(tensors, op, prescale_factor, postscale_factor, name, False, sid)
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
@@ -193,58 +281,61 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
 
 class _GroupedAllreduceFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, op, prescale, postscale, name, *tensors):
-        ctx.op, ctx.prescale, ctx.postscale = op, prescale, postscale
+    def forward(ctx, op, prescale, postscale, name, sid, *tensors):
+        ctx.op, ctx.prescale, ctx.postscale, ctx.sid = op, prescale, postscale, sid
         return tuple(synchronize(_allreduce_async_([t.detach().clone() for t in tensors], op, prescale, postscale,
-                                                   name, False)))
+                                                   name, False, sid)))
 
     @staticmethod
     def backward(ctx, *grads):
         if ctx.op not in (Sum, Average):
             raise RuntimeError(f"grouped_allreduce: no gradient through op {_OPS[ctx.op]} (Sum and Average have one)")
         out = synchronize(_allreduce_async_([g.detach().clone() for g in grads], ctx.op, ctx.prescale, ctx.postscale,
-                                            None, False))
-        return (None, None, None, None, *out)
+                                            None, False, ctx.sid))
+        return (None, None, None, None, None, *out)
 
 
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None, prescale_factor=1.0,
                       postscale_factor=1.0, process_set=global_process_set):
     """Returns the reductions of ``tensors`` (new tensors), sent in one message;
     differentiable for Sum and Average, as allreduce is."""
-    _check_process_set(process_set, "grouped_allreduce")
+    sid = _set_id(process_set, "grouped_allreduce")
     op = _op_of(op, average, "grouped_allreduce")
     packed = [compression.compress(t) for t in tensors]
-    out = _GroupedAllreduceFunction.apply(op, float(prescale_factor), float(postscale_factor), name,
+    out = _GroupedAllreduceFunction.apply(op, float(prescale_factor), float(postscale_factor), name, sid,
                                           *[t for t, _ in packed])
     return [compression.decompress(t, ctx) for t, (_, ctx) in zip(out, packed)]
 
 
 # -- allgather, broadcast, alltoall, reducescatter --------------------------
 
+def _allgather_async(tensor, name, sid):
+    return _start("allgather", name, lambda: _C.allgather_async(tensor, _name(name), sid), lambda out: out[0], sid)
+
+
 def allgather_async(tensor, name=None, process_set=global_process_set):
-    _check_process_set(process_set, "allgather_async")
-    return _start("allgather", name, lambda: _C.allgather_async(tensor, _name(name)), lambda out: out[0])
+    return _allgather_async(tensor, name, _set_id(process_set, "allgather_async"))
 
 
 class _AllgatherFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, name):
-        ctx.rows = tensor.shape[0]
-        return synchronize(allgather_async(tensor, name))
+    def forward(ctx, tensor, name, sid):
+        ctx.rows, ctx.sid = tensor.shape[0], sid
+        return synchronize(_allgather_async(tensor, name, sid))
 
     @staticmethod
     def backward(ctx, grad):
-        summed = synchronize(_allreduce_async_([grad.detach().clone()], Sum, 1.0, 1.0, None, True))
-        rows = synchronize(allgather_async(torch.tensor([ctx.rows])))
-        start = int(rows[:_C.rank()].sum())
-        return summed.narrow(0, start, ctx.rows), None
+        # Horovod's: the ranks' gradients averaged, then this rank's rows.
+        averaged = synchronize(_allreduce_async_([grad.detach().clone()], Average, 1.0, 1.0, None, True, ctx.sid))
+        rows = synchronize(_allgather_async(torch.tensor([ctx.rows]), None, ctx.sid))
+        start = int(rows[:_rank_size(ctx.sid)[0]].sum())
+        return averaged.narrow(0, start, ctx.rows), None, None
 
 
 def allgather(tensor, name=None, process_set=global_process_set):
-    """Concatenates every rank's tensor along the first dimension, in rank
-    order (the first dimension may differ across ranks). Differentiable."""
-    _check_process_set(process_set, "allgather")
-    return _AllgatherFunction.apply(tensor, name)
+    """Concatenates the set's ranks' tensors along the first dimension, in
+    rank order (the first dimension may differ across ranks). Differentiable."""
+    return _AllgatherFunction.apply(tensor, name, _set_id(process_set, "allgather"))
 
 
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
@@ -281,14 +372,14 @@ class _SparseHandle(_Group):
     """sparse_allreduce_async's handle: callable, as Horovod's is, and good
     for poll() and synchronize() too."""
 
-    def __init__(self, like, indices, values, op):
+    def __init__(self, like, indices, values, op, size):
         super().__init__([indices, values])
-        self._like, self._op = like, op
+        self._like, self._op, self._size = like, op, size
 
     def _finish(self, outputs):
         indices, values = outputs
         if self._op == Average:
-            values = values / _C.size()
+            values = values / self._size
         return torch.sparse_coo_tensor(indices.t(), values, self._like.size())
 
     def __call__(self):
@@ -298,21 +389,25 @@ class _SparseHandle(_Group):
 def sparse_allreduce_async(tensor, name=None, op=Average, process_set=global_process_set):
     """Reduces a sparse COO tensor as Horovod does: every rank's indices and
     values are gathered, so the result (uncoalesced) holds every rank's
-    entries, the values divided by size() for Average. Returns a handle to
-    call (as Horovod's) or to synchronize()."""
-    _check_process_set(process_set, "sparse_allreduce_async")
+    entries, the values divided by the set's size for Average. Returns a
+    handle to call (as Horovod's) or to synchronize()."""
+    sid = _set_id(process_set, "sparse_allreduce_async")
     if not tensor.is_sparse:
         raise ValueError(f"sparse_allreduce_async: a sparse COO tensor, not a {tensor.layout} one")
-    indices = allgather_async(tensor._indices().t().contiguous(), None if name is None else f"{name}.indices")
-    values = allgather_async(tensor._values(), None if name is None else f"{name}.values")
-    return _SparseHandle(tensor, indices, values, op)
+    indices = _allgather_async(tensor._indices().t().contiguous(), None if name is None else f"{name}.indices", sid)
+    values = _allgather_async(tensor._values(), None if name is None else f"{name}.values", sid)
+    return _SparseHandle(tensor, indices, values, op, _rank_size(sid)[1])
+
+
+def _broadcast_async_(tensor, root_rank, name, sid):
+    return _start("broadcast", name, lambda: _C.broadcast_async_([tensor], int(root_rank), _name(name), sid),
+                  lambda out: out[0], sid)
 
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
-    """Starts copying root_rank's ``tensor`` into every rank's, in place."""
-    _check_process_set(process_set, "broadcast_async_")
-    return _start("broadcast", name, lambda: _C.broadcast_async_([tensor], int(root_rank), _name(name)),
-                  lambda out: out[0])
+    """Starts copying root_rank's ``tensor`` into the set's other ranks', in
+    place. root_rank is the job's rank (Horovod's), and must be in the set."""
+    return _broadcast_async_(tensor, root_rank, name, _set_id(process_set, "broadcast_async_"))
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
@@ -320,27 +415,26 @@ def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set
 
 
 def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
-    """Copies root_rank's ``tensor`` into every rank's, in place, and returns it."""
+    """Copies root_rank's ``tensor`` into the set's other ranks', in place, and returns it."""
     with torch.no_grad():
         return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
 
 
 class _BroadcastFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, root_rank, name):
-        ctx.root_rank = root_rank
-        return synchronize(broadcast_async(tensor, root_rank, name))
+    def forward(ctx, tensor, root_rank, name, sid):
+        ctx.root_rank, ctx.sid = root_rank, sid
+        return synchronize(_broadcast_async_(tensor.detach().clone(), root_rank, name, sid))
 
     @staticmethod
     def backward(ctx, grad):
-        summed = synchronize(_allreduce_async_([grad.detach().clone()], Average, 1.0, 1.0, None, True))
-        return (summed if _C.rank() == ctx.root_rank else summed.zero_()), None, None
+        summed = synchronize(_allreduce_async_([grad.detach().clone()], Average, 1.0, 1.0, None, True, ctx.sid))
+        return (summed if _C.rank() == ctx.root_rank else summed.zero_()), None, None, None
 
 
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
-    """Returns root_rank's ``tensor`` on every rank (a new tensor; differentiable)."""
-    _check_process_set(process_set, "broadcast")
-    return _BroadcastFunction.apply(tensor, int(root_rank), name)
+    """Returns root_rank's ``tensor`` on the set's ranks (a new tensor; differentiable)."""
+    return _BroadcastFunction.apply(tensor, int(root_rank), name, _set_id(process_set, "broadcast"))
 
 
 def _splits_list(splits):
@@ -351,17 +445,20 @@ def _splits_list(splits):
     return [int(s) for s in splits]
 
 
+def _alltoall_async(tensor, splits, name, sid):
+    return _start("alltoall", name, lambda: _C.alltoall_async(tensor, _splits_list(splits), _name(name), sid),
+                  lambda out: (out[0], out[1]), sid)
+
+
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
-    _check_process_set(process_set, "alltoall_async")
-    return _start("alltoall", name, lambda: _C.alltoall_async(tensor, _splits_list(splits), _name(name)),
-                  lambda out: (out[0], out[1]))
+    return _alltoall_async(tensor, splits, name, _set_id(process_set, "alltoall_async"))
 
 
 class _AlltoallFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, splits, name):
-        output, received_splits = synchronize(alltoall_async(tensor, splits, name))
-        ctx.received_splits = received_splits
+    def forward(ctx, tensor, splits, name, sid):
+        output, received_splits = synchronize(_alltoall_async(tensor, splits, name, sid))
+        ctx.received_splits, ctx.sid = received_splits, sid
         if splits is None:
             return output
         ctx.mark_non_differentiable(received_splits)
@@ -370,34 +467,33 @@ class _AlltoallFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad, *unused):
         # Each row's gradient goes back to the rank that sent it.
-        back, _ = synchronize(alltoall_async(grad.contiguous(), ctx.received_splits))
-        return back, None, None
+        back, _ = synchronize(_alltoall_async(grad.contiguous(), ctx.received_splits, None, ctx.sid))
+        return back, None, None, None
 
 
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
-    """Sends ``splits[r]`` rows of ``tensor`` (in order) to rank r and returns
-    the rows every rank sent here, in rank order; with ``splits`` also how
-    many came from each (int32), as Horovod does. Without splits the rows
-    divide evenly over the ranks. Differentiable: the gradient of each row
-    goes back to its sender."""
-    _check_process_set(process_set, "alltoall")
-    return _AlltoallFunction.apply(tensor, splits, name)
+    """Sends ``splits[r]`` rows of ``tensor`` (in order) to the set's rank r
+    and returns the rows every rank sent here, in rank order; with
+    ``splits`` also how many came from each (int32), as Horovod does.
+    Without splits the rows divide evenly over the ranks. Differentiable:
+    the gradient of each row goes back to its sender."""
+    return _AlltoallFunction.apply(tensor, splits, name, _set_id(process_set, "alltoall"))
 
 
-def _share_of(reduced, rows):
+def _share_of(reduced, rows, sid):
     """This rank's rows of a reduction: the first ranks take one more row
     when the first dimension does not divide evenly, as in Horovod."""
-    n, r = _C.size(), _C.rank()
+    r, n = _rank_size(sid)
     share, extra = divmod(rows, n)
     return reduced.narrow(0, r * share + min(r, extra), share + (1 if r < extra else 0))
 
 
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set, prescale_factor=1.0,
                         postscale_factor=1.0):
-    """Starts reducing ``tensor`` over all ranks; synchronize() returns this
-    rank's share of the first dimension. Sum and Average only, as in
+    """Starts reducing ``tensor`` over the set's ranks; synchronize() returns
+    this rank's share of the first dimension. Sum and Average only, as in
     Horovod (HorovodInternalError otherwise, and for a rank-zero tensor)."""
-    _check_process_set(process_set, "reducescatter_async")
+    sid = _set_id(process_set, "reducescatter_async")
     if op not in (Sum, Average):
         raise _C.HorovodInternalError(f"reducescatter: op must be Sum or Average, as in Horovod; got {_OPS.get(op, op)}")
     if tensor.dim() == 0:
@@ -405,31 +501,34 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     rows = tensor.shape[0]
     return _start("reducescatter", name,
                   lambda: _C.allreduce_async_([tensor.detach().clone()], op, float(prescale_factor),
-                                              float(postscale_factor), _name(name)),
-                  lambda out: _share_of(out[0], rows))
+                                              float(postscale_factor), _name(name), sid),
+                  lambda out: _share_of(out[0], rows, sid), sid)
 
 
 class _ReducescatterFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, name, op, prescale, postscale):
-        ctx.scale = (_C.size() if op == Sum else 1) * prescale * postscale
-        return synchronize(reducescatter_async(tensor, name, op, global_process_set, prescale, postscale))
+    def forward(ctx, tensor, name, op, prescale, postscale, process_set):
+        sid = _set_id(process_set, "reducescatter")
+        ctx.scale = (_rank_size(sid)[1] if op == Sum else 1) * prescale * postscale
+        ctx.sid = sid
+        return synchronize(reducescatter_async(tensor, name, op, process_set, prescale, postscale))
 
     @staticmethod
     def backward(ctx, grad):
-        # Horovod's rule: every rank's share gathered back, times size()
-        # for Sum and the scale factors (not divided by size() for Average).
-        return synchronize(allgather_async(grad.contiguous() * ctx.scale)), None, None, None, None
+        # Horovod's rule: every rank's share gathered back, times the set's
+        # size for Sum and the scale factors (not divided for Average).
+        return synchronize(_allgather_async(grad.contiguous() * ctx.scale, None, ctx.sid)), None, None, None, None, None
 
 
 def reducescatter(tensor, name=None, compression=Compression.none, op=Average, process_set=global_process_set,
                   prescale_factor=1.0, postscale_factor=1.0):
-    """Reduces ``tensor`` over all ranks and returns this rank's share of the
-    first dimension (the first ranks take one more row when it does not
-    divide evenly), as Horovod does. Differentiable, with Horovod's gradient."""
-    _check_process_set(process_set, "reducescatter")
+    """Reduces ``tensor`` over the set's ranks and returns this rank's share
+    of the first dimension (the first ranks take one more row when it does
+    not divide evenly), as Horovod does. Differentiable, with Horovod's gradient."""
+    _set_id(process_set, "reducescatter")
     compressed, ctx = compression.compress(tensor)
-    out = _ReducescatterFunction.apply(compressed, name, op, float(prescale_factor), float(postscale_factor))
+    out = _ReducescatterFunction.apply(compressed, name, op, float(prescale_factor), float(postscale_factor),
+                                       process_set)
     return compression.decompress(out, ctx)
 
 
@@ -454,22 +553,23 @@ def _to_bytes(obj):
 
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
-    """Returns root_rank's ``obj`` (any picklable object) on every rank."""
-    _check_process_set(process_set, "broadcast_object")
+    """Returns root_rank's ``obj`` (any picklable object) on the set's ranks;
+    root_rank is the job's rank."""
+    _set_id(process_set, "broadcast_object")
     payload = _to_bytes(obj) if _C.rank() == root_rank else torch.empty(0, dtype=torch.uint8)
-    length = broadcast_(torch.tensor([payload.numel()], dtype=torch.int64), root_rank, name)
+    length = broadcast_(torch.tensor([payload.numel()], dtype=torch.int64), root_rank, name, process_set)
     if _C.rank() != root_rank:
         payload = torch.empty(int(length.item()), dtype=torch.uint8)
-    broadcast_(payload, root_rank, name)
+    broadcast_(payload, root_rank, name, process_set)
     return obj if _C.rank() == root_rank else pickle.loads(payload.numpy().tobytes())
 
 
 def allgather_object(obj, name=None, process_set=global_process_set):
-    """Returns every rank's ``obj`` (any picklable object), as a list in rank order."""
-    _check_process_set(process_set, "allgather_object")
+    """Returns the set's ranks' ``obj`` (any picklable object), as a list in rank order."""
+    sid = _set_id(process_set, "allgather_object")
     payload = _to_bytes(obj)
-    lengths = synchronize(allgather_async(torch.tensor([payload.numel()], dtype=torch.int64), name))
-    gathered = synchronize(allgather_async(payload, name)).numpy().tobytes()
+    lengths = synchronize(_allgather_async(torch.tensor([payload.numel()], dtype=torch.int64), name, sid))
+    gathered = synchronize(_allgather_async(payload, name, sid)).numpy().tobytes()
     out, start = [], 0
     for n in lengths.tolist():
         out.append(pickle.loads(gathered[start:start + n]))
@@ -478,9 +578,8 @@ def allgather_object(obj, name=None, process_set=global_process_set):
 
 
 def barrier(process_set=global_process_set):
-    """Returns once every rank has called it."""
-    _check_process_set(process_set, "barrier")
-    _C.barrier()
+    """Returns once every rank of the set has called it."""
+    _C.barrier(_set_id(process_set, "barrier"))
 
 
 def join(device=-1):

@@ -10,7 +10,7 @@ from tandem import _C
 from tandem.torch import _options
 from tandem.torch._options import DEFAULTS
 from tandem.torch.compression import Compression, wire_dtype_of
-from tandem.torch.ops import Average, Sum, broadcast_object, global_process_set, _check_process_set, _OPS
+from tandem.torch.ops import Average, Sum, broadcast_object, global_process_set, _set_id, _OPS
 
 _MODES = tuple(_C.mode_names())
 _live_servers = weakref.WeakSet()  # PS-mode optimizers to finish at shutdown
@@ -258,6 +258,10 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     ``backward_passes_per_step`` passes add up before each step(), as in
     Horovod (divide the loss by it for their mean).
 
+    ``process_set`` (mode="allreduce"): gradients are reduced among the
+    set's ranks only; a rank outside it steps on its own gradients, as in
+    Horovod.
+
     ``local_steps=H`` with mode="ps-sync" or "ps-async" (DiLoCo, a Tandem
     extension): this optimizer, of any kind, steps on each rank alone; every
     H steps the ranks push their change since the last global model and the
@@ -271,7 +275,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     float32 scale per 128 values, and what that loses is carried into the
     chunk's next push; pulls keep init(wire_dtype=...).
     """
-    _check_process_set(process_set, "DistributedOptimizer")
+    set_id = _set_id(process_set, "DistributedOptimizer")
     if mode not in _MODES:
         raise ValueError(f"DistributedOptimizer: mode must be one of {', '.join(_MODES)}, got {mode!r}")
     if staleness is not None and mode != "ps-ssp":
@@ -311,7 +315,10 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     if mode != "allreduce" and (wire or op != Average or gradient_predivide_factor != 1.0 or groups):
         raise ValueError("DistributedOptimizer: compression, op, gradient_predivide_factor and groups apply to "
                          "mode='allreduce'; parameter servers take init(wire_dtype=...)")
-    averager_args = (int(backward_passes_per_step), op == Sum, float(gradient_predivide_factor), wire, cap_mb)
+    if set_id != 0 and mode != "allreduce":
+        raise ValueError("DistributedOptimizer: process_set applies to mode='allreduce'; parameter servers serve "
+                         "every worker")
+    averager_args = (int(backward_passes_per_step), op == Sum, float(gradient_predivide_factor), wire, cap_mb, set_id)
     server_args = (1 if staleness is None else int(staleness), int(backward_passes_per_step))
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(_DistributedOptimizer.__dict__))
     distributed = cls(optimizer.param_groups, named, mode, averager_args, server_args, server_options, diloco)
