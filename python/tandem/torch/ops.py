@@ -146,10 +146,8 @@ def _op_of(op, average, call):
         raise ValueError(f"{call}: the op parameter supersedes average; give only one of them")
     if op is None:
         op = Sum if average is False else Average
-    if op == Adasum:
-        raise ValueError(f"{call}: op=Adasum is not supported by Tandem (Sum, Average, Min, Max and Product are)")
     if op not in _OPS:
-        raise ValueError(f"{call}: op must be one of tandem.torch.Sum, Average, Min, Max, Product; got {op!r}")
+        raise ValueError(f"{call}: op must be one of tandem.torch.Sum, Average, Min, Max, Product, Adasum; got {op!r}")
     return op
 
 
@@ -205,7 +203,56 @@ def _name(name):
 # Every function below takes Horovod's process_set; the private helpers take
 # its id (``sid``), 0 being every rank.
 
+def _adasum_pair(a, b):
+    """Adasum of two gradients (float64): their sum less half the projection
+    of each onto the other, so orthogonal ones add and parallel ones average.
+    A vector of (almost) no length keeps its coefficient 1, as in Horovod."""
+    dot, aa, bb = float(a @ b), float(a @ a), float(b @ b)
+    tiny = 1.4916681462400413e-154  # sqrt of the smallest normal double
+    return (1 - dot / (2 * aa) if aa >= tiny else 1.0) * a + (1 - dot / (2 * bb) if bb >= tiny else 1.0) * b
+
+
+def _adasum_tree(rows):
+    """Every rank's values (one row each) combined pairwise up a binary tree
+    in rank order: Adasum(Adasum(r0, r1), Adasum(r2, r3)), ..."""
+    level = list(rows)
+    while len(level) > 1:
+        level = [_adasum_pair(level[i], level[i + 1]) for i in range(0, len(level), 2)]
+    return level[0]
+
+
+def _adasum_async_(tensors, prescale_factor, postscale_factor, name, single, sid, call):
+    """Horovod's Adasum, tensor by tensor (each its own coefficients): every
+    rank's values are gathered, in one message, and each rank combines them
+    up the same tree in float64. Power-of-2 ranks and the global set only,
+    float16, float32 and float64, as in Horovod."""
+    if sid != 0:
+        raise NotImplementedError("Adasum does not support non-global process sets yet.")
+    n = _C.size()
+    if n & (n - 1):
+        raise NotImplementedError("Running Adasum with non-power of 2 ranks is not supported yet.")
+    for t in tensors:
+        if t.dtype not in (torch.float16, torch.float32, torch.float64):
+            raise _C.HorovodInternalError(f"{call}: Adasum reduces float16, float32 and float64 tensors, as Horovod "
+                                          f"does, not {t.dtype}")
+    sizes = [t.numel() for t in tensors]
+    flat = torch.cat([t.detach().reshape(-1).to("cpu", torch.float64) for t in tensors]) * float(prescale_factor)
+
+    def finish(out):
+        gathered = out[0].reshape(n, -1)
+        start = 0
+        for t, count in zip(tensors, sizes):
+            combined = _adasum_tree(gathered[:, start:start + count]) * float(postscale_factor)
+            t.detach().copy_(combined.reshape(t.shape))
+            start += count
+        return tensors[0] if single else list(tensors)
+
+    return _start(call, name, lambda: _C.allgather_async(flat.reshape(1, -1), _name(name), 0), finish, 0)
+
+
 def _allreduce_async_(tensors, op, prescale_factor, postscale_factor, name, single, sid=0, call="allreduce"):
+    if op == Adasum:
+        return _adasum_async_(tensors, prescale_factor, postscale_factor, name, single, sid, call)
     return _start(call, name,
                   lambda: _C.allreduce_async_(list(tensors), op, float(prescale_factor), float(postscale_factor),
                                               _name(name), sid),
@@ -241,8 +288,8 @@ class _AllreduceFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        if ctx.op not in (Sum, Average):
-            raise RuntimeError(f"allreduce: no gradient through op {_OPS[ctx.op]} (Sum and Average have one)")
+        if ctx.op not in (Sum, Average, Adasum):
+            raise RuntimeError(f"allreduce: no gradient through op {_OPS[ctx.op]} (Sum, Average and Adasum have one)")
         out = synchronize(_allreduce_async_([grad.detach().clone()], ctx.op, ctx.prescale, ctx.postscale, None, True,
                                             ctx.sid))
         return out, None, None, None, None, None
@@ -288,8 +335,9 @@ class _GroupedAllreduceFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grads):
-        if ctx.op not in (Sum, Average):
-            raise RuntimeError(f"grouped_allreduce: no gradient through op {_OPS[ctx.op]} (Sum and Average have one)")
+        if ctx.op not in (Sum, Average, Adasum):
+            raise RuntimeError(f"grouped_allreduce: no gradient through op {_OPS[ctx.op]} (Sum, Average and Adasum "
+                               "have one)")
         out = synchronize(_allreduce_async_([g.detach().clone() for g in grads], ctx.op, ctx.prescale, ctx.postscale,
                                             None, False, ctx.sid))
         return (None, None, None, None, None, *out)

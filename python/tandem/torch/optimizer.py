@@ -10,7 +10,8 @@ from tandem import _C
 from tandem.torch import _options
 from tandem.torch._options import DEFAULTS
 from tandem.torch.compression import Compression, wire_dtype_of
-from tandem.torch.ops import Average, Sum, broadcast_object, global_process_set, _set_id, _OPS
+from tandem.torch.adasum_optimizer import _DistributedAdasumOptimizer
+from tandem.torch.ops import Adasum, Average, Sum, broadcast_object, global_process_set, _set_id, _OPS
 
 _MODES = tuple(_C.mode_names())
 _live_servers = weakref.WeakSet()  # PS-mode optimizers to finish at shutdown
@@ -47,7 +48,7 @@ def broadcast_optimizer_state(optimizer, root_rank=0, prefix="Parameter.", model
                     p.grad = torch.zeros_like(p)
                     if isinstance(optimizer, torch.optim.SparseAdam):
                         p.grad = p.grad.to_sparse()
-        if optimizer.__module__ == _DistributedOptimizer.__module__:
+        if optimizer.__module__ in (_DistributedOptimizer.__module__, _DistributedAdasumOptimizer.__module__):
             super(optimizer.__class__, optimizer).step()
         else:
             optimizer.step()
@@ -258,6 +259,11 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     ``backward_passes_per_step`` passes add up before each step(), as in
     Horovod (divide the loss by it for their mean).
 
+    ``op=Adasum`` (mode="allreduce"), as Horovod's: each rank steps this
+    optimizer on its own gradients, parameter by parameter during backward,
+    and step() applies the Adasum of the ranks' changes to the weights of
+    before. Power-of-2 ranks, the global process set.
+
     ``process_set`` (mode="allreduce"): gradients are reduced among the
     set's ranks only; a rank outside it steps on its own gradients, as in
     Horovod.
@@ -280,11 +286,12 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         raise ValueError(f"DistributedOptimizer: mode must be one of {', '.join(_MODES)}, got {mode!r}")
     if staleness is not None and mode != "ps-ssp":
         raise ValueError(f"DistributedOptimizer: staleness applies to mode='ps-ssp', not {mode!r}")
-    if op not in (Average, Sum):
-        raise ValueError(f"DistributedOptimizer: op must be Average or Sum, got {_OPS.get(op, op)}"
-                         + (" (Adasum is not supported by Tandem)" if _OPS.get(op) == "Adasum" else ""))
+    if op not in (Average, Sum, Adasum):
+        raise ValueError(f"DistributedOptimizer: op must be Average, Sum or Adasum, got {_OPS.get(op, op)}")
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("DistributedOptimizer: gradient_predivide_factor applies to op=Average only")
+    if op == Adasum:
+        return _adasum_optimizer(optimizer, named_parameters, compression, backward_passes_per_step, set_id, mode)
     if int(backward_passes_per_step) < 1:
         raise ValueError("DistributedOptimizer: backward_passes_per_step must be > 0")
     outer = {"outer_optimizer": outer_optimizer, "outer_lr": outer_lr, "outer_momentum": outer_momentum}
@@ -324,6 +331,21 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     distributed = cls(optimizer.param_groups, named, mode, averager_args, server_args, server_options, diloco)
     distributed._sparse_as_dense = bool(sparse_as_dense)
     return distributed
+
+
+def _adasum_optimizer(optimizer, named_parameters, compression, backward_passes_per_step, set_id, mode):
+    """DistributedOptimizer(op=Adasum): the changes each rank's own steps
+    make are combined, not the gradients (Horovod's)."""
+    if mode != "allreduce":
+        raise ValueError(f"DistributedOptimizer: op=Adasum applies to mode='allreduce', not {mode!r}")
+    if set_id != 0:
+        raise NotImplementedError("Adasum does not support non-global process sets yet.")
+    n = _C.size()
+    if n & (n - 1):
+        raise NotImplementedError("Running Adasum with non-power of 2 ranks is not supported yet.")
+    named = _named(optimizer, named_parameters)
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(_DistributedAdasumOptimizer.__dict__))
+    return cls(optimizer.param_groups, named, compression, int(backward_passes_per_step))
 
 
 def finish_servers():
