@@ -49,7 +49,8 @@ need_fashion_mnist() {
 
 # mode_flags MODE: the train flags of one accuracy-bench mode, from the
 # caller's SYNC (sync's optimizer), INNER and OUTER (DiLoCo's). At sync's
-# rate: sync; async; dc (DC-ASGD adaptive, LAMBDA0, 2) and dcc (constant,
+# rate: sync; async (plain: --staleness-lr off, as before it was on by
+# default); adef (async with the defaults); dc (DC-ASGD adaptive, LAMBDA0, 2) and dcc (constant,
 # DCC_LAMBDA, 0.04); slr (--staleness-lr on); both (slr and dc); slrm,
 # slr with momentum SLRM_MOMENTUM (0.6).
 # hN DiLoCo, aN async DiLoCo, sN streaming DiLoCo (FRAGMENTS 4, DELAY 1,
@@ -69,9 +70,11 @@ mode_flags() {
 mode_flags_of() {
   case $1 in
     sync) echo "$SYNC" ;;
-    async) echo "$SYNC --ps-mode async" ;;
-    dc) echo "$SYNC --ps-mode async --delay-compensation ${LAMBDA0:-2}" ;;
-    dcc) echo "$SYNC --ps-mode async --delay-compensation ${DCC_LAMBDA:-0.04} --delay-compensation-form constant" ;;
+    async) echo "$SYNC --ps-mode async --staleness-lr off" ;;
+    adef) echo "$SYNC --ps-mode async" ;;
+    dc) echo "$SYNC --ps-mode async --staleness-lr off --delay-compensation ${LAMBDA0:-2}" ;;
+    dcc) echo "$SYNC --ps-mode async --staleness-lr off --delay-compensation ${DCC_LAMBDA:-0.04}" \
+              "--delay-compensation-form constant" ;;
     slr) echo "$SYNC --ps-mode async --staleness-lr on" ;;
     both) echo "$SYNC --ps-mode async --staleness-lr on --delay-compensation ${LAMBDA0:-2}" ;;
     slrm) echo "--optimizer sgd --lr 0.05 --momentum ${SLRM_MOMENTUM:-0.6} --ps-mode async --staleness-lr on" ;;
@@ -79,7 +82,7 @@ mode_flags_of() {
     a*) echo "$INNER --ps-mode async --local-steps ${1#a} $OUTER" ;;
     s*) echo "$INNER --local-steps ${1#s} --fragments ${FRAGMENTS:-4} --fragment-delay ${DELAY:-1}" \
              "--fragment-mix ${MIX:-0.5} $OUTER" ;;
-    *) echo "unknown mode $1 (sync, async, dc, dcc, slr, both, slrm, hN, aN or sN)" >&2; exit 2 ;;
+    *) echo "unknown mode $1 (sync, async, adef, dc, dcc, slr, both, slrm, hN, aN or sN)" >&2; exit 2 ;;
   esac
 }
 

@@ -23,7 +23,7 @@ run() {  # name, command...
 echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores"
 run ps "$TANDEM" launch --ps 1 --workers 1 -- $ARGS --threads 2
 run alone "$TANDEM" train $ARGS --threads 2
-run async "$TANDEM" launch --ps 1 --workers 4 -- $ARGS --ps-mode async --lr 0.02
+run async "$TANDEM" launch --ps 1 --workers 4 -- $ARGS --ps-mode async --staleness-lr off --lr 0.02
 python3 - "$OUT" <<'PY'
 import json, sys
 out = sys.argv[1]

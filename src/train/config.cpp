@@ -78,7 +78,7 @@ void validateDiloco(const DistributedConfig& d) {
   if (psModeOf(d) == Mode::Ssp) {
     throw InputError("--local-steps: DiLoCo runs with --ps-mode sync or async, not with --staleness");
   }
-  if (d.delay_compensation > 0 || d.staleness_lr == Switch::kOn) {
+  if (d.delay_compensation > 0 || d.staleness_lr == AutoSwitch::kOn) {
     throw InputError(fmt::format("--local-steps: not with {} (they correct stale gradients; DiLoCo pushes its "
                                  "workers' changes)",
                                  d.delay_compensation > 0 ? "--delay-compensation" : "--staleness-lr on"));
@@ -128,7 +128,7 @@ void validateDistributed(const DistributedConfig& d) {
   if (d.delay_compensation_form != ps::DelayForm::kAdaptive && d.delay_compensation == 0) {
     throw InputError("--delay-compensation-form: only applies with --delay-compensation LAMBDA0 > 0");
   }
-  if (d.staleness_lr == Switch::kOn && psModeOf(d) == Mode::PsSync) {
+  if (d.staleness_lr == AutoSwitch::kOn && psModeOf(d) == Mode::PsSync) {
     throw InputError("--staleness-lr on: needs --ps-mode async or --staleness k > 0 (sync gradients are never stale)");
   }
   if (d.ps_replicas < 1) throw InputError(fmt::format("--ps-replicas: must be >= 1, got {}", d.ps_replicas));
@@ -229,6 +229,11 @@ Mode psModeOf(const DistributedConfig& config) {
   if (config.staleness == 0) return Mode::PsSync;
   if (config.staleness > 0) return Mode::Ssp;
   return config.ps_mode;
+}
+
+bool stalenessLrOn(const DistributedConfig& config) {
+  if (config.staleness_lr != AutoSwitch::kAuto) return config.staleness_lr == AutoSwitch::kOn;
+  return psModeOf(config) != Mode::PsSync && config.local_steps == 0;
 }
 
 }  // namespace tandem::train

@@ -40,6 +40,10 @@ namespace tandem::train {
 // An on/off setting (--priority, --ps-shared-memory).
 enum class Switch { kOff, kOn };
 inline constexpr EnumNames<Switch, 2> kSwitchNames = {{{Switch::kOn, "on"}, {Switch::kOff, "off"}}};
+// The same, where auto (the default) is on wherever the setting applies.
+enum class AutoSwitch { kAuto, kOn, kOff };
+inline constexpr EnumNames<AutoSwitch, 3> kAutoSwitchNames = {
+    {{AutoSwitch::kAuto, "auto"}, {AutoSwitch::kOn, "on"}, {AutoSwitch::kOff, "off"}}};
 // --lr-scaling: rates as given, or times the samples an update averages.
 enum class LrScaling { kNone, kLinear };
 inline constexpr EnumNames<LrScaling, 2> kLrScalingNames = {{{LrScaling::kNone, "none"}, {LrScaling::kLinear, "linear"}}};
@@ -57,6 +61,7 @@ inline constexpr EnumNames<GpuCollective, 3> kGpuCollectiveNames = {
     {{GpuCollective::kAuto, "auto"}, {GpuCollective::kNccl, "nccl"}, {GpuCollective::kGloo, "gloo"}}};
 inline constexpr EnumNames<LrUnit, 2> kLrUnitNames = {{{LrUnit::kStep, "step"}, {LrUnit::kEpoch, "epoch"}}};
 TANDEM_ENUM_JSON(Switch, kSwitchNames, "on/off setting")
+TANDEM_ENUM_JSON(AutoSwitch, kAutoSwitchNames, "auto/on/off setting")
 TANDEM_ENUM_JSON(LrScaling, kLrScalingNames, "lr scaling")
 TANDEM_ENUM_JSON(Amp, kAmpNames, "amp")
 TANDEM_ENUM_JSON(LrScheduleKind, kLrScheduleNames, "lr schedule")
@@ -134,8 +139,9 @@ struct DistributedConfig {
   double delay_compensation = 0;
   // adaptive (lambda0 over each value's root mean square gradient) or constant
   ps::DelayForm delay_compensation_form = ps::DelayForm::kAdaptive;
-  // Async and SSP: each push's rate divided by its staleness on the servers.
-  Switch staleness_lr = Switch::kOff;
+  // Async and SSP: each push's rate divided by its staleness on the servers
+  // (stalenessLrOn says where auto turns it on).
+  AutoSwitch staleness_lr = AutoSwitch::kAuto;
   // DiLoCo (train/diloco_strategy.hpp): > 0, each worker takes this many
   // steps with its own optimizer, then pushes its parameters' change since
   // the last global model and the servers apply the outer optimizer to the
@@ -168,6 +174,10 @@ struct DistributedConfig {
 // The consistency a PS run uses, from --ps-mode and --staleness (0: sync):
 // ps-sync, ps-async or ps-ssp.
 Mode psModeOf(const DistributedConfig& config);
+// Whether the servers divide each push's rate by its staleness: on, or
+// auto where pushes are stale gradients (async and bounded staleness, not
+// DiLoCo's changes).
+bool stalenessLrOn(const DistributedConfig& config);
 
 // Whether an all-reduce job of `workers` has a live membership: it goes on
 // without dead workers (--min-workers below the count) or grows
@@ -208,6 +218,9 @@ struct TrainConfig {
   int64_t eval_every_steps = 0;  // 0: at every epoch end
   int64_t eval_batch_size = 500;
   int64_t log_every_steps = 50;
+  // A collapsing loss (train/loss_watch.hpp) stops the run, naming the
+  // flags to try; off: only a loss that is not finite does.
+  Switch stop_on_collapse = Switch::kOn;
   int64_t checkpoint_every_steps = 0;  // 0: no step-count checkpoints
   double checkpoint_secs = 600;        // also checkpoint after this much training time (0: never)
   int keep_checkpoints = 5;            // periodic checkpoints kept (0: all)

@@ -121,7 +121,7 @@ ps::ServerConfig serverConfig(const PsSetup& setup, const ps::KeyLayout& layout,
   c.push_groups = push_groups;
   c.delay_compensation = config.distributed.delay_compensation;
   c.delay_form = config.distributed.delay_compensation_form;
-  c.staleness_lr = config.distributed.staleness_lr == Switch::kOn;
+  c.staleness_lr = stalenessLrOn(config.distributed);
   c.generation = setup.context.start().generation, c.replaces = setup.context.start().replaces;
   return c;
 }
@@ -166,7 +166,7 @@ nlohmann::json withPsFingerprint(nlohmann::json fp, const PsSetup& setup, const 
               {"push_bits", d.push_bits},
               {"delay_compensation", d.delay_compensation},
               {"delay_compensation_form", d.delay_compensation_form},
-              {"staleness_lr", d.staleness_lr},
+              {"staleness_lr", stalenessLrOn(d)},
               {"local_steps", d.local_steps},
               {"layout", fmt::format("{:016x}", layout.fingerprint())},
               {"replicas", d.ps_replicas},

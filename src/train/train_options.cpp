@@ -127,6 +127,11 @@ std::vector<TrainOption> declare() {
       {.flags = "--eval-every", TANDEM_CONFIG_FIELD(eval_every_steps), .help = "evaluate every N steps (0: at each epoch end)"},
       {.flags = "--eval-batch-size", TANDEM_CONFIG_FIELD(eval_batch_size), .help = "evaluation batch size"},
       {.flags = "--log-every", TANDEM_CONFIG_FIELD(log_every_steps), .help = "write a metrics line every N steps"},
+      {.flags = "--stop-on-collapse", TANDEM_CONFIG_FIELD(stop_on_collapse),
+       .help = "on stops the run (exit 1) once the mean loss of the last 10 steps climbs back above the first 10 "
+               "steps' after having fallen below 0.7 of it, naming the flags to try; a loss that is not finite "
+               "stops it either way",
+       .choices = on_off},
       {.flags = "--checkpoint-every", TANDEM_CONFIG_FIELD(checkpoint_every_steps), .help = "also checkpoint every N steps to OUT/checkpoints/ (the final one is always OUT/checkpoint.ckpt)"},
       {.flags = "--checkpoint-secs", TANDEM_CONFIG_FIELD(checkpoint_secs), .help = "also checkpoint every N seconds of training (0: never)"},
       {.flags = "--keep-checkpoints", TANDEM_CONFIG_FIELD(keep_checkpoints), .help = "periodic checkpoints kept in OUT/checkpoints/ (0: all)"},
@@ -183,8 +188,9 @@ std::vector<TrainOption> declare() {
        .group = kServers, .modes = kServerModes, .strict = true, .choices = enumChoices(ps::kDelayFormNames)},
       {.flags = "--staleness-lr", TANDEM_CONFIG_FIELD(distributed.staleness_lr),
        .help = "async and bounded staleness: on divides each push's rate by its staleness (the updates its chunk "
-               "took since its worker pulled), as in staleness-aware async SGD",
-       .group = kServers, .modes = kServerModes, .strict = true, .choices = on_off},
+               "took since its worker pulled), as in staleness-aware async SGD; auto: on there, but for DiLoCo "
+               "(whose pushes are changes, not gradients); off: every push at the full rate",
+       .group = kServers, .modes = kServerModes, .strict = true, .choices = enumChoices(kAutoSwitchNames)},
       {.flags = "--local-steps", TANDEM_CONFIG_FIELD(distributed.local_steps),
        .help = "DiLoCo: each worker takes H steps with its own optimizer, then the servers apply --outer-optimizer "
                "to the workers' mean change since the last global model (sync parameter servers; 0: off)",

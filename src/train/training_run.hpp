@@ -27,6 +27,7 @@
 #include "train/emulated_compute.hpp"
 #include "train/evaluator.hpp"
 #include "train/loss.hpp"
+#include "train/loss_watch.hpp"
 #include "train/loss_scale.hpp"
 #include "train/lr_schedule.hpp"
 #include "train/run_placement.hpp"
@@ -137,6 +138,7 @@ class TrainingRun {
   LossScale loss_scale_;  // fp16 only
   bool gated_ = false;    // the model's stages wait for the strategy's parameters
   std::optional<StepCadence> cadence_;  // log, eval, replica check, checkpoint
+  LossWatch loss_watch_;
   RemoteParameters* remote_ = nullptr;  // the strategy's, when its parameters live on servers (from join)
   GatedParameters* arriving_ = nullptr;  // the strategy's, when they arrive behind the next forward (from join)
   // Parameters that live in the model are always there: these wait only for arriving ones.
