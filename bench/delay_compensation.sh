@@ -8,8 +8,8 @@
 # momentum SLRM_MOMENTUM (0.6) in place of 0.9 (slrm: async's stale
 # updates add momentum of their own), and both (MODES picks some; the
 # modes are bench/common.sh's mode_flags). Prints one row per run and the
-# mean and spread per mode (a run whose loss went non-finite counts as
-# chance, 0.10); writes nothing else.
+# mean and spread per mode (a run that collapsed, and so stopped, counts
+# as chance, 0.10); writes nothing else.
 # Usage: bench/delay_compensation.sh [build dir] [seeds, e.g. "1 2 3 4 5"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,9 +34,9 @@ for seed in $SEEDS; do
       > "$OUT/$mode-$seed.log" 2>&1; then
       python3 -c "import json; s = json.load(open('$OUT/$mode-$seed/summary.json')); \
 print(f'$mode seed $seed: test accuracy {s[\"test_accuracy\"]:.4f}, {s[\"samples_per_sec\"]:.0f} samples/s')"
-    elif grep -q "loss became" "$OUT/$mode-$seed.log"; then
-      # A run whose loss went non-finite stops, naming the step: chance accuracy.
-      echo "$mode seed $seed: diverged ($(grep -o 'loss became [^;]*' "$OUT/$mode-$seed.log" | head -1))"
+    elif grep -q "training collapsed" "$OUT/$mode-$seed.log"; then
+      # A collapsed run stops (--stop-on-collapse), naming the step: chance accuracy.
+      echo "$mode seed $seed: collapsed ($(grep -o 'the loss [^.]*' "$OUT/$mode-$seed.log" | head -1))"
       mkdir -p "$OUT/$mode-$seed" && echo '{"test_accuracy": 0.1, "diverged": true}' > "$OUT/$mode-$seed/summary.json"
     else
       tail -5 "$OUT/$mode-$seed.log"; exit 1
