@@ -298,6 +298,12 @@ TEST_F(PsTraining, AsyncMaxStepsCountsTheJobsUpdatesAndTheCheckpointHasThemAll) 
   EXPECT_EQ(server["global_step"], 300);
   EXPECT_EQ(server["model_updates"], 300);
   EXPECT_FALSE(chief["interrupted"].get<bool>());
+  // Staleness-aware rates are on by default: every chunk update's staleness
+  // is counted, and the fast worker's pushes land between the slow one's
+  // pull and push.
+  EXPECT_EQ(server["staleness_lr"], true) << server;
+  EXPECT_EQ(server["push_staleness"]["pushes"], server["chunk_updates"]) << server;
+  EXPECT_GE(server["push_staleness"]["max"].get<int>(), 1) << server;
   EXPECT_EQ(testing::checkpointGlobalStep(dir_.str("run/checkpoint.ckpt")), 300);
   // The job's rate is the sum of the workers' own rates, not the chief's times two.
   const double job = chief["samples_per_sec"].get<double>();

@@ -208,8 +208,10 @@ double ChunkStore::scheduledRate(size_t index, int worker) const {
 
 double ChunkStore::staleRate(const ChunkState& c, size_t worker, uint64_t update, double lr) const {
   if (!config_->staleness_lr) return lr;
-  const uint64_t pulled = c.pulled_at.at(worker);
-  return lr / static_cast<double>(std::max<uint64_t>(1, update - std::min(pulled, update)));
+  // The updates other pushes made to the chunk since this worker's pull (0: none).
+  const uint64_t staleness = update - std::min(c.pulled_at.at(worker), update);
+  staleness_->record(staleness);
+  return lr / static_cast<double>(std::max<uint64_t>(1, staleness));
 }
 
 double ChunkStore::rateOnArrival(size_t index, int worker) const {

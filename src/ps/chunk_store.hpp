@@ -8,6 +8,7 @@
 // pool) and touches only its own chunk, which is `busy` meanwhile.
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -18,6 +19,7 @@
 #include "core/clock.hpp"
 #include "ps/chunk_state.hpp"
 #include "ps/protocol.hpp"
+#include "ps/staleness_counts.hpp"
 
 namespace tandem::ps {
 
@@ -125,6 +127,9 @@ class ChunkStore {
   // only after this push is applied.
   uint64_t nextUpdate(size_t index) const { return chunks_[index].received; }
   double rateOnArrival(size_t index, int worker) const;
+  // With staleness-aware rates: how stale the pushes were, each counted
+  // once, where its rate was decided (on arrival, or at its apply).
+  StalenessCounts::Summary pushStaleness() const { return staleness_->summary(); }
 
   // Sync, a chunk held here as a backup: a push is acknowledged once its
   // step is applied here (the apply has read its bytes, and both holders
@@ -202,6 +207,7 @@ class ChunkStore {
 
   std::string name_;
   std::optional<ServerConfig> config_;
+  std::unique_ptr<StalenessCounts> staleness_ = std::make_unique<StalenessCounts>();
   std::deque<ChunkState> chunks_;  // a deque: chunks never move once made
   std::vector<std::deque<ChunkState>> retired_;
   std::unordered_map<uint64_t, size_t> index_;

@@ -384,6 +384,11 @@ void RequestHandler::reportProgress(Clock::time_point now) {
   last_report_ = now;
   std::string progress;
   if (keepsClocks()) progress = fmt::format(", slowest worker has finished {} step(s)", clocks_->slowest());
+  if (config_->staleness_lr) {
+    const StalenessCounts::Summary stale = store_.pushStaleness();
+    progress += fmt::format("; pushes {:.1f} updates stale on average (p99 {}), each rate divided by that",
+                            stale.mean, stale.p99);
+  }
   TANDEM_LOG_INFO("{}: {} chunk updates, {:.1f} GB in, {:.1f} GB out, {:.1f}s applying in the last {:.0f}s{}", name_,
                   stats_.chunk_updates, stats_.bytes_in / 1e9, stats_.bytes_out / 1e9,
                   stats_.apply_seconds - stats_.reported_apply_seconds, seconds, progress);
@@ -416,6 +421,7 @@ nlohmann::json RequestHandler::summary(double wall_seconds) const {
                                {"bytes", floats * sizeof(float)}};
   }
   if (config_) j["staleness_lr"] = config_->staleness_lr;
+  if (config_ && config_->staleness_lr) j["push_staleness"] = toJson(store_.pushStaleness());
   if (config_ && config_->replicas > 1) j["chunk_digests"] = chunkDigests();
   j.update(stats_.toJson(store_.chunks().size()));
   return j;

@@ -1,0 +1,42 @@
+#include "ps/staleness_counts.hpp"
+
+#include <algorithm>
+
+namespace tandem::ps {
+
+void StalenessCounts::record(uint64_t staleness) {
+  counts_[std::min(staleness, kLast + 1)].fetch_add(1, std::memory_order_relaxed);
+}
+
+StalenessCounts::Summary StalenessCounts::summary() const {
+  Summary s;
+  std::array<uint64_t, kLast + 2> counts{};
+  double total = 0;
+  for (size_t k = 0; k < counts.size(); ++k) {
+    counts[k] = counts_[k].load(std::memory_order_relaxed);
+    s.pushes += counts[k];
+    total += static_cast<double>(k) * static_cast<double>(counts[k]);
+    if (counts[k] > 0) s.max = k;
+  }
+  if (s.pushes == 0) return s;
+  s.mean = total / static_cast<double>(s.pushes);
+  // The smallest k whose cumulative count reaches the quantile's share.
+  auto quantile = [&](double q) {
+    const double wanted = q * static_cast<double>(s.pushes);
+    uint64_t seen = 0;
+    for (size_t k = 0; k < counts.size(); ++k) {
+      seen += counts[k];
+      if (static_cast<double>(seen) >= wanted) return static_cast<uint64_t>(k);
+    }
+    return s.max;
+  };
+  s.p50 = quantile(0.5);
+  s.p99 = quantile(0.99);
+  return s;
+}
+
+nlohmann::json toJson(const StalenessCounts::Summary& s) {
+  return {{"pushes", s.pushes}, {"mean", s.mean}, {"p50", s.p50}, {"p99", s.p99}, {"max", s.max}};
+}
+
+}  // namespace tandem::ps
