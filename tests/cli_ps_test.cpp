@@ -246,6 +246,12 @@ TEST_F(PsTraining, DelayCompensatedAsyncRunsStatesItsMemoryAndSyncRefusesIt) {
                          syntheticTrainArgs("mlp", 16, dir_.str("sync"), "--max-steps 2 --staleness-lr on"));
   EXPECT_EQ(stale.exit_code, 2) << stale.output;
   EXPECT_NE(stale.output.find("--staleness-lr on: needs --ps-mode async"), std::string::npos) << stale.output;
+  auto correction = runTandem("launch --ps 1 --workers 1 -- " +
+                              syntheticTrainArgs("mlp", 16, dir_.str("sync"), "--max-steps 2 --ps-mode async "
+                                                 "--staleness-lr off --async-momentum-correction on"));
+  EXPECT_EQ(correction.exit_code, 2) << correction.output;
+  EXPECT_NE(correction.output.find("--async-momentum-correction on: needs staleness-aware rates"), std::string::npos)
+      << correction.output;
 }
 
 // The constant form (DC-ASGD-c) keeps no mean squares: each server's memory
@@ -304,6 +310,12 @@ TEST_F(PsTraining, AsyncMaxStepsCountsTheJobsUpdatesAndTheCheckpointHasThemAll) 
   EXPECT_EQ(server["staleness_lr"], true) << server;
   EXPECT_EQ(server["push_staleness"]["pushes"], server["chunk_updates"]) << server;
   EXPECT_GE(server["push_staleness"]["max"].get<int>(), 1) << server;
+  // So is the momentum correction: SGD's 0.9 applied as (1 - 0.1 (1 + s)).
+  const auto& m = server["momentum_correction"];
+  EXPECT_EQ(m["setting"], "momentum") << server;
+  EXPECT_DOUBLE_EQ(m["given"].get<double>(), 0.9) << server;
+  EXPECT_NEAR(m["applied"].get<double>(), 1 - 0.1 * (1 + m["mean_staleness"].get<double>()), 1e-9) << server;
+  EXPECT_DOUBLE_EQ(m["mean_staleness"].get<double>(), server["push_staleness"]["mean"].get<double>()) << server;
   EXPECT_EQ(testing::checkpointGlobalStep(dir_.str("run/checkpoint.ckpt")), 300);
   // The job's rate is the sum of the workers' own rates, not the chief's times two.
   const double job = chief["samples_per_sec"].get<double>();

@@ -35,5 +35,32 @@ TEST(StalenessCounts, BeyondTheLastExactCountIsCountedAsMore) {
   EXPECT_EQ(counts.summary().max, StalenessCounts::kLast + 1);
 }
 
+TEST(StalenessCounts, TheMeanSoFarIsKeptAsEachPushIsRecorded) {
+  StalenessCounts counts;
+  EXPECT_EQ(counts.mean(), 0.0);
+  counts.record(2);
+  counts.record(4);
+  EXPECT_DOUBLE_EQ(counts.mean(), 3.0);
+  EXPECT_DOUBLE_EQ(counts.mean(), counts.summary().mean);
+}
+
+TEST(CorrectedMomentum, KeepsOneMinusTheMomentumTimesOnePlusTheStaleness) {
+  EXPECT_DOUBLE_EQ(correctedMomentum(0.9, 0.0), 0.9);  // fresh pushes: as given
+  EXPECT_NEAR(correctedMomentum(0.9, 2.95), 0.605, 1e-12);
+  EXPECT_NEAR(correctedMomentum(0.9, 1.0), 0.8, 1e-12);
+  EXPECT_EQ(correctedMomentum(0.9, 20.0), 0.0);  // never below 0
+  EXPECT_EQ(correctedMomentum(0.0, 3.0), 0.0);
+}
+
+TEST(CorrectedMomentum, SgdAndRmspropLoseMomentumAdamItsBeta1) {
+  optim::OptimizerSettings sgd = optim::optimizerDefaults("sgd");
+  correctForStaleness(sgd, 3.0);
+  EXPECT_NEAR(sgd.momentum, 0.6, 1e-12);
+  optim::OptimizerSettings adam = optim::optimizerDefaults("adam");
+  correctForStaleness(adam, 3.0);
+  EXPECT_NEAR(adam.beta1, 0.6, 1e-12);
+  EXPECT_DOUBLE_EQ(adam.beta2, 0.999);
+}
+
 }  // namespace
 }  // namespace tandem::ps

@@ -369,6 +369,15 @@ TEST(DelayCompensationConfig, RoundTripsAndSyncServersRefuseIt) {
   c.delay_compensation = 0;
   c.staleness_lr = true;
   EXPECT_TRUE(serverConfigFromJson(toJson(c), "chief").staleness_lr);
+  c.momentum_correction = true;
+  EXPECT_TRUE(serverConfigFromJson(toJson(c), "chief").momentum_correction);
+  c.delay_compensation = 2;  // the two are not combined
+  EXPECT_THROW(serverConfigFromJson(toJson(c), "chief"), InputError);
+  c.delay_compensation = 0;
+  c.staleness_lr = false;  // it corrects for the staleness those rates measure
+  EXPECT_THROW(serverConfigFromJson(toJson(c), "chief"), InputError);
+  c.momentum_correction = false;
+  c.staleness_lr = true;
   c.mode = Mode::PsSync;
   EXPECT_THROW(serverConfigFromJson(toJson(c), "chief"), InputError);
 }

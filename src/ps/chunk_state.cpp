@@ -94,10 +94,11 @@ float* sumGradients(std::vector<OwnedBytes>& grads, size_t length, const PushFor
 }
 
 void applyUpdate(ChunkState& c, const float* grad, uint64_t update_index, double lr,
-                 const ServerConfig& config, const optim::DelayCorrection* correction) {
+                 const ServerConfig& config, const optim::DelayCorrection* correction,
+                 const optim::OptimizerSettings* optimizer) {
   std::array<std::span<float>, optim::kMaxOptimizerSlots> slots;  // no allocation on the apply path
   std::copy(c.slots.begin(), c.slots.end(), slots.begin());
-  optim::applyOptimizer(config.optimizer, lr, c.param, {grad, static_cast<size_t>(c.length)},
+  optim::applyOptimizer(optimizer != nullptr ? *optimizer : config.optimizer, lr, c.param, {grad, static_cast<size_t>(c.length)},
                  std::span(slots.data(), c.slots.size()), static_cast<int64_t>(update_index + 1), correction);
   refreshWireCopy(c, config.wire);
 }

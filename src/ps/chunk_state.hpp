@@ -158,8 +158,10 @@ float* sumGradients(std::vector<OwnedBytes>& grads, size_t length, const PushFor
 // chunk's updates (Adam's bias correction, SGD's first momentum step),
 // `lr` is the learning rate of this update. Refreshes the wire copy.
 // `correction`: delay compensation fused into the pass (SGD only).
+// `optimizer`: settings in place of config's (a corrected momentum).
 void applyUpdate(ChunkState& c, const float* grad, uint64_t update_index, double lr,
-                 const ServerConfig& config, const optim::DelayCorrection* correction = nullptr);
+                 const ServerConfig& config, const optim::DelayCorrection* correction = nullptr,
+                 const optim::OptimizerSettings* optimizer = nullptr);
 
 // Takes the pulls the chunk can answer now: none while an apply owns it.
 std::vector<PendingPull> takeReadyPulls(ChunkState& c);

@@ -242,6 +242,14 @@ void ChunkStore::apply(ApplyJob& job) {
   const auto worker = job.arrivals.empty() ? size_t{0} : static_cast<size_t>(job.arrivals.front().first);
   // A final rate has its staleness in already (replicas, which refuse delay compensation).
   const double lr = job.final_rate ? job.lr : staleRate(c, worker, job.update, job.lr);
+  if (config_->momentum_correction) {
+    // The settings copied with the momentum for the staleness so far (a
+    // short name: no allocation). Not with delay compensation (refused).
+    optim::OptimizerSettings settings = config_->optimizer;
+    correctForStaleness(settings, staleness_->mean());
+    applyUpdate(c, grad, job.update, lr, *config_, nullptr, &settings);
+    return;
+  }
   if (!compensating()) {
     applyUpdate(c, grad, job.update, lr, *config_);
     return;

@@ -62,6 +62,7 @@ nlohmann::json toJson(const ServerConfig& c) {
           {"delay_compensation", c.delay_compensation},
           {"delay_compensation_form", c.delay_form},
           {"staleness_lr", c.staleness_lr},
+          {"momentum_correction", c.momentum_correction},
           {"replicas", c.replicas},
           {"backup_chunks", c.backup_chunks},
           {"forward_to", c.forward_to},
@@ -130,6 +131,16 @@ ServerConfig serverConfigFromJson(const nlohmann::json& j, std::string_view peer
     c.staleness_lr = field<bool>(j, "staleness_lr", peer);
     if (c.staleness_lr && c.mode == Mode::PsSync) {
       throw InputError(fmt::format("{}: ps-init: staleness_lr needs async or bounded-staleness mode", peer));
+    }
+  }
+  if (j.is_object() && j.contains("momentum_correction")) {
+    c.momentum_correction = field<bool>(j, "momentum_correction", peer);
+    if (c.momentum_correction && !c.staleness_lr) {
+      throw InputError(fmt::format("{}: ps-init: momentum_correction needs staleness_lr (its measured staleness)",
+                                   peer));
+    }
+    if (c.momentum_correction && c.delay_compensation > 0) {
+      throw InputError(fmt::format("{}: ps-init: momentum_correction and delay_compensation together", peer));
     }
   }
   if (j.is_object() && j.contains("replicas")) {

@@ -66,6 +66,10 @@ struct ServerConfig {
   // its chunk took between its worker's pull and this apply (Zhang et al.,
   // IJCAI 2016), when that is more than one.
   bool staleness_lr = false;
+  // With staleness_lr: the optimizer's momentum (SGD, RMSprop; Adam's
+  // beta1) lowered for the momentum the measured staleness adds
+  // (ps/staleness_counts.hpp, correctedMomentum).
+  bool momentum_correction = false;
   // Sync, --ps-replicas 2: every chunk is held by two servers, and ps 1
   // keeps the step clocks too (every worker reports to both), so that the
   // job goes on when either dies. 1: ps 0 alone keeps them.

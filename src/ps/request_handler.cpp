@@ -389,10 +389,26 @@ void RequestHandler::reportProgress(Clock::time_point now) {
     progress += fmt::format("; pushes {:.1f} updates stale on average (p99 {}), each rate divided by that",
                             stale.mean, stale.p99);
   }
+  if (config_->momentum_correction) {
+    const nlohmann::json m = momentumCorrection();
+    progress += fmt::format("; {} {} acts as {:.3f} at that staleness", m["setting"].get<std::string>(),
+                            m["given"].get<double>(), m["applied"].get<double>());
+  }
   TANDEM_LOG_INFO("{}: {} chunk updates, {:.1f} GB in, {:.1f} GB out, {:.1f}s applying in the last {:.0f}s{}", name_,
                   stats_.chunk_updates, stats_.bytes_in / 1e9, stats_.bytes_out / 1e9,
                   stats_.apply_seconds - stats_.reported_apply_seconds, seconds, progress);
   stats_.reported_apply_seconds = stats_.apply_seconds;
+}
+
+nlohmann::json RequestHandler::momentumCorrection() const {
+  const auto& o = config_->optimizer;
+  const bool adam = o.name == "adam" || o.name == "adamw";
+  const double given = adam ? o.beta1 : o.momentum;
+  const double staleness = store_.pushStaleness().mean;
+  return {{"setting", adam ? "beta1" : "momentum"},
+          {"given", given},
+          {"applied", correctedMomentum(given, staleness)},
+          {"mean_staleness", staleness}};
 }
 
 nlohmann::json RequestHandler::summary(double wall_seconds) const {
@@ -422,6 +438,7 @@ nlohmann::json RequestHandler::summary(double wall_seconds) const {
   }
   if (config_) j["staleness_lr"] = config_->staleness_lr;
   if (config_ && config_->staleness_lr) j["push_staleness"] = toJson(store_.pushStaleness());
+  if (config_ && config_->momentum_correction) j["momentum_correction"] = momentumCorrection();
   if (config_ && config_->replicas > 1) j["chunk_digests"] = chunkDigests();
   j.update(stats_.toJson(store_.chunks().size()));
   return j;

@@ -124,6 +124,9 @@ class RequestHandler {
 
   // The summary serve() returns.
   nlohmann::json summary(double wall_seconds) const;
+  // With momentum correction: the momentum (or Adam's beta1) given, the
+  // one applied at the staleness measured so far, and that staleness.
+  nlohmann::json momentumCorrection() const;
 
  private:
   using MessageType = net::MessageType;

@@ -5,7 +5,27 @@
 namespace tandem::ps {
 
 void StalenessCounts::record(uint64_t staleness) {
-  counts_[std::min(staleness, kLast + 1)].fetch_add(1, std::memory_order_relaxed);
+  const uint64_t k = std::min(staleness, kLast + 1);
+  counts_[k].fetch_add(1, std::memory_order_relaxed);
+  total_.fetch_add(k, std::memory_order_relaxed);
+  pushes_.fetch_add(1, std::memory_order_relaxed);
+}
+
+double StalenessCounts::mean() const {
+  const uint64_t pushes = pushes_.load(std::memory_order_relaxed);
+  return pushes == 0 ? 0.0 : static_cast<double>(total_.load(std::memory_order_relaxed)) / static_cast<double>(pushes);
+}
+
+double correctedMomentum(double momentum, double mean_staleness) {
+  return std::max(0.0, 1.0 - (1.0 - momentum) * (1.0 + mean_staleness));
+}
+
+void correctForStaleness(optim::OptimizerSettings& settings, double mean_staleness) {
+  if (settings.name == "adam" || settings.name == "adamw") {
+    settings.beta1 = correctedMomentum(settings.beta1, mean_staleness);
+  } else {
+    settings.momentum = correctedMomentum(settings.momentum, mean_staleness);
+  }
 }
 
 StalenessCounts::Summary StalenessCounts::summary() const {

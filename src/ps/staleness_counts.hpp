@@ -9,6 +9,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "optim/kernels.hpp"
+
 namespace tandem::ps {
 
 class StalenessCounts {
@@ -17,6 +19,8 @@ class StalenessCounts {
   static constexpr uint64_t kLast = 255;
 
   void record(uint64_t staleness);
+  // The mean so far, in O(1) (the apply path asks on every push).
+  double mean() const;
 
   struct Summary {
     uint64_t pushes = 0;
@@ -29,7 +33,20 @@ class StalenessCounts {
 
  private:
   std::array<std::atomic<uint64_t>, kLast + 2> counts_{};
+  std::atomic<uint64_t> pushes_{0};
+  std::atomic<uint64_t> total_{0};  // the sum of every push's staleness, "more" as kLast + 1
 };
+
+// The explicit momentum that, with the momentum asynchrony adds, acts as
+// `momentum` did without it. Staleness with mean s, geometrically spread,
+// acts as momentum s / (1 + s) (Mitliagkas et al., 2016, "Asynchrony
+// begets momentum"); two momenta in series keep (1 - a)(1 - b) of each
+// step, so the explicit one keeps (1 - momentum)(1 + s): 0.9 at s = 2.95
+// becomes 0.605. Never below 0.
+double correctedMomentum(double momentum, double mean_staleness);
+// `settings` with its momentum corrected so: SGD's and RMSprop's momentum,
+// Adam's and AdamW's beta1.
+void correctForStaleness(optim::OptimizerSettings& settings, double mean_staleness);
 
 nlohmann::json toJson(const StalenessCounts::Summary& s);
 

@@ -131,6 +131,16 @@ void validateDistributed(const DistributedConfig& d) {
   if (d.staleness_lr == AutoSwitch::kOn && psModeOf(d) == Mode::PsSync) {
     throw InputError("--staleness-lr on: needs --ps-mode async or --staleness k > 0 (sync gradients are never stale)");
   }
+  if (d.async_momentum_correction == AutoSwitch::kOn) {
+    if (!stalenessLrOn(d)) {
+      throw InputError("--async-momentum-correction on: needs staleness-aware rates (async or --staleness k > 0, "
+                       "without --staleness-lr off), whose measured staleness it corrects for");
+    }
+    if (d.delay_compensation > 0 || d.ps_replicas > 1) {
+      throw InputError(fmt::format("--async-momentum-correction on: not with {}",
+                                   d.delay_compensation > 0 ? "--delay-compensation" : "--ps-replicas 2"));
+    }
+  }
   if (d.ps_replicas < 1) throw InputError(fmt::format("--ps-replicas: must be >= 1, got {}", d.ps_replicas));
   validateDiloco(d);
   if (d.wire_dtype == WireDtype::kFloat32 && d.error_feedback) {
@@ -229,6 +239,11 @@ Mode psModeOf(const DistributedConfig& config) {
   if (config.staleness == 0) return Mode::PsSync;
   if (config.staleness > 0) return Mode::Ssp;
   return config.ps_mode;
+}
+
+bool momentumCorrectionOn(const DistributedConfig& config) {
+  if (config.async_momentum_correction != AutoSwitch::kAuto) return config.async_momentum_correction == AutoSwitch::kOn;
+  return stalenessLrOn(config) && config.delay_compensation == 0 && config.ps_replicas == 1;
 }
 
 bool stalenessLrOn(const DistributedConfig& config) {

@@ -142,6 +142,11 @@ struct DistributedConfig {
   // Async and SSP: each push's rate divided by its staleness on the servers
   // (stalenessLrOn says where auto turns it on).
   AutoSwitch staleness_lr = AutoSwitch::kAuto;
+  // With staleness-aware rates: the servers lower the momentum (Adam's
+  // beta1) for the momentum the measured staleness adds
+  // (ps/staleness_counts.hpp); auto: on where staleness-aware rates are,
+  // but for delay compensation and replicas.
+  AutoSwitch async_momentum_correction = AutoSwitch::kAuto;
   // DiLoCo (train/diloco_strategy.hpp): > 0, each worker takes this many
   // steps with its own optimizer, then pushes its parameters' change since
   // the last global model and the servers apply the outer optimizer to the
@@ -178,6 +183,8 @@ Mode psModeOf(const DistributedConfig& config);
 // auto where pushes are stale gradients (async and bounded staleness, not
 // DiLoCo's changes).
 bool stalenessLrOn(const DistributedConfig& config);
+// Whether the servers correct the momentum for the staleness they measure.
+bool momentumCorrectionOn(const DistributedConfig& config);
 
 // Whether an all-reduce job of `workers` has a live membership: it goes on
 // without dead workers (--min-workers below the count) or grows

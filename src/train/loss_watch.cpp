@@ -64,7 +64,12 @@ std::string collapseAdvice(const TrainConfig& config, double lr, bool stale) {
     advice = fmt::format("Asynchronous updates are stale, and staleness acts as extra momentum: at lr {}{}, try ", lr,
                          momentum ? fmt::format(" with momentum {}", o.momentum) : "");
     if (!stalenessLrOn(config.distributed)) advice += "--staleness-lr on, ";
-    if (momentum) advice += "a lower --momentum (0.6 kept the cnn at sync's accuracy), ";
+    const auto& d = config.distributed;
+    if (momentum && !momentumCorrectionOn(d) && d.delay_compensation == 0 && d.ps_replicas == 1) {
+      advice += "--async-momentum-correction on (or a lower --momentum), ";
+    } else if (momentum) {
+      advice += "a lower --momentum, ";
+    }
     advice += "--delay-compensation 2, or a lower --lr";
   } else {
     advice = fmt::format("Try a lower --lr (now {}), --warmup-steps 500, or check the data", lr);

@@ -122,6 +122,7 @@ ps::ServerConfig serverConfig(const PsSetup& setup, const ps::KeyLayout& layout,
   c.delay_compensation = config.distributed.delay_compensation;
   c.delay_form = config.distributed.delay_compensation_form;
   c.staleness_lr = stalenessLrOn(config.distributed);
+  c.momentum_correction = momentumCorrectionOn(config.distributed);
   c.generation = setup.context.start().generation, c.replaces = setup.context.start().replaces;
   return c;
 }
@@ -167,6 +168,7 @@ nlohmann::json withPsFingerprint(nlohmann::json fp, const PsSetup& setup, const 
               {"delay_compensation", d.delay_compensation},
               {"delay_compensation_form", d.delay_compensation_form},
               {"staleness_lr", stalenessLrOn(d)},
+              {"momentum_correction", momentumCorrectionOn(d)},
               {"local_steps", d.local_steps},
               {"layout", fmt::format("{:016x}", layout.fingerprint())},
               {"replicas", d.ps_replicas},

@@ -6,18 +6,10 @@ changes. With another N both refuse, as Horovod does."""
 import torch
 
 import tandem.torch as hvd
+from rank_checks import raises
 
 hvd.init()
 n, me = hvd.size(), hvd.rank()
-
-
-def raises(error, words, call):
-    try:
-        call()
-    except error as e:
-        assert words in str(e), f"rank {me}: {e!r} does not say {words!r}"
-        return
-    raise SystemExit(f"rank {me}: no {error.__name__} ({words})")
 
 
 if n & (n - 1):

@@ -8,6 +8,7 @@ import time
 import torch
 
 import tandem.torch as hvd
+from rank_checks import raises
 
 hvd.init()
 n, me = hvd.size(), hvd.rank()
@@ -16,15 +17,6 @@ assert n >= 3, "run with 3 or more workers"
 
 def expect(a, b, what):
     assert a.dtype == b.dtype and torch.equal(a, b), f"rank {me}: {what}: got {a}, expected {b}"
-
-
-def raises(error, words, call):
-    try:
-        call()
-    except error as e:
-        assert words in str(e), f"rank {me}: {e!r} does not say {words!r}"
-        return
-    raise SystemExit(f"rank {me}: no {error.__name__} ({words})")
 
 
 # -- the sets: ids, ranks, what each rank sees of them ------------------------
