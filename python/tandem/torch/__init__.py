@@ -31,8 +31,9 @@ if torch.__version__.split("+")[0] != _build.torch_version:
 from tandem import _C  # noqa: E402  (after the version check: a mismatched LibTorch fails to load it)
 from tandem.torch.compression import Compression, Compressor  # noqa: E402,F401
 from tandem.torch.ops import *  # noqa: E402,F401,F403
-from tandem.torch.ops import (Adasum, Average, Max, Min, Product, Sum, ProcessSet, global_process_set,  # noqa: E402,F401
-                              add_process_set, remove_process_set, _forget_process_sets)
+from tandem.torch.ops import Adasum, Average, Max, Min, Product, Sum  # noqa: E402,F401
+from tandem.torch.process_sets import (ProcessSet, global_process_set, add_process_set,  # noqa: E402,F401
+                                       remove_process_set, _forget_process_sets)
 from tandem.torch.optimizer import (DistributedOptimizer, broadcast_optimizer_state,  # noqa: E402,F401
                                     broadcast_parameters, finish_servers as _finish_servers)
 from tandem.torch.sync_batch_norm import SyncBatchNorm  # noqa: E402,F401
