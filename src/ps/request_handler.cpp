@@ -401,11 +401,10 @@ void RequestHandler::reportProgress(Clock::time_point now) {
 }
 
 nlohmann::json RequestHandler::momentumCorrection() const {
-  const auto& o = config_->optimizer;
-  const bool adam = o.name == "adam" || o.name == "adamw";
-  const double given = adam ? o.beta1 : o.momentum;
+  optim::OptimizerSettings settings = config_->optimizer;
+  const double given = momentumSetting(settings);
   const double staleness = store_.pushStaleness().mean;
-  return {{"setting", adam ? "beta1" : "momentum"},
+  return {{"setting", momentumSettingName(settings)},
           {"given", given},
           {"applied", correctedMomentum(given, staleness)},
           {"mean_staleness", staleness}};

@@ -20,12 +20,23 @@ double correctedMomentum(double momentum, double mean_staleness) {
   return std::max(0.0, 1.0 - (1.0 - momentum) * (1.0 + mean_staleness));
 }
 
+namespace {
+
+bool adamLike(const optim::OptimizerSettings& settings) { return settings.name == "adam" || settings.name == "adamw"; }
+
+}  // namespace
+
+const char* momentumSettingName(const optim::OptimizerSettings& settings) {
+  return adamLike(settings) ? "beta1" : "momentum";
+}
+
+double& momentumSetting(optim::OptimizerSettings& settings) {
+  return adamLike(settings) ? settings.beta1 : settings.momentum;
+}
+
 void correctForStaleness(optim::OptimizerSettings& settings, double mean_staleness) {
-  if (settings.name == "adam" || settings.name == "adamw") {
-    settings.beta1 = correctedMomentum(settings.beta1, mean_staleness);
-  } else {
-    settings.momentum = correctedMomentum(settings.momentum, mean_staleness);
-  }
+  double& momentum = momentumSetting(settings);
+  momentum = correctedMomentum(momentum, mean_staleness);
 }
 
 StalenessCounts::Summary StalenessCounts::summary() const {

@@ -44,8 +44,11 @@ class StalenessCounts {
 // step, so the explicit one keeps (1 - momentum)(1 + s): 0.9 at s = 2.95
 // becomes 0.605. Never below 0.
 double correctedMomentum(double momentum, double mean_staleness);
-// `settings` with its momentum corrected so: SGD's and RMSprop's momentum,
-// Adam's and AdamW's beta1.
+// The setting that is the optimizer's momentum: SGD's and RMSprop's
+// momentum, Adam's and AdamW's beta1 ("momentum" or "beta1").
+const char* momentumSettingName(const optim::OptimizerSettings& settings);
+double& momentumSetting(optim::OptimizerSettings& settings);
+// `settings` with that momentum corrected so.
 void correctForStaleness(optim::OptimizerSettings& settings, double mean_staleness);
 
 nlohmann::json toJson(const StalenessCounts::Summary& s);
