@@ -158,6 +158,18 @@ TEST(PsReplicas, AsyncReplicasHoldTheSameBitsOnBothServers) {
   }
   EXPECT_EQ(shared, ps0["chunks"].get<int>()) << "every chunk is on both of 2 servers";
   EXPECT_GT(ps0["forwards_out"].get<int>(), 0) << ps0;
+  // The momentum correction is on by default here too: each primary sent
+  // the staleness it corrected for with the push, so the digests above
+  // hold with a momentum that changed push by push. Each server counts the
+  // pushes it ordered and those forwarded to it.
+  for (const auto* ps : {&ps0, &ps1}) {
+    ASSERT_TRUE(ps->contains("momentum_correction")) << *ps;
+    EXPECT_GT((*ps)["push_staleness"]["mean"].get<double>(), 0) << *ps;
+    EXPECT_LT((*ps)["momentum_correction"]["applied"].get<double>(), 0.9) << *ps;
+    EXPECT_EQ((*ps)["push_staleness"]["pushes"].get<uint64_t>(),
+              (*ps)["pushes"].get<uint64_t>() + (*ps)["forwards_in"].get<uint64_t>())
+        << *ps;
+  }
 }
 
 // Async: with ps 0 killed mid-run, ps 1 takes the workers' pushes of ps 0's

@@ -316,6 +316,14 @@ TEST_F(PsTraining, AsyncMaxStepsCountsTheJobsUpdatesAndTheCheckpointHasThemAll) 
   EXPECT_DOUBLE_EQ(m["given"].get<double>(), 0.9) << server;
   EXPECT_NEAR(m["applied"].get<double>(), 1 - 0.1 * (1 + m["mean_staleness"].get<double>()), 1e-9) << server;
   EXPECT_DOUBLE_EQ(m["mean_staleness"].get<double>(), server["push_staleness"]["mean"].get<double>()) << server;
+  // The server's last line says the same, in the summary's figures.
+  const std::string said = fmt::format("momentum 0.9 acts as {:.3f} at mean staleness {:.2f}",
+                                       m["applied"].get<double>(), m["mean_staleness"].get<double>());
+  const std::string ps_log = readFile(dir_.path() / "ps.log");
+  EXPECT_NE(ps_log.find(said), std::string::npos) << said << "\n" << ps_log;
+  EXPECT_NE(ps_log.find(fmt::format("(p99 {}), each rate divided by its own", server["push_staleness"]["p99"].get<int>())),
+            std::string::npos)
+      << ps_log;
   EXPECT_EQ(testing::checkpointGlobalStep(dir_.str("run/checkpoint.ckpt")), 300);
   // The job's rate is the sum of the workers' own rates, not the chief's times two.
   const double job = chief["samples_per_sec"].get<double>();

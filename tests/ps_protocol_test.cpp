@@ -240,6 +240,35 @@ TEST(PsProtocol, AReplicaRequestACopyAndAMirrorRoundTripAndRefuseBadFields) {
                    {"ps-mirror", "rate -1", "finite non-negative"});
 }
 
+// A primary's forward carries what it decided on the push's arrival, so
+// its backup applies the push alike: the rate, and the staleness its
+// momentum is corrected for (--async-momentum-correction).
+TEST(PsProtocol, AForwardHeadCarriesTheRateAndTheStalenessAndKeepsTheGradientAligned) {
+  const std::vector<float> grad{1, 2, 3};
+  const ForwardHead head{.worker = 2, .clock = 7, .update = 40, .lr = 0.0125, .staleness = 4, .mean_staleness = 2.95};
+  const std::vector<char> bytes = encodeForward(head, std::as_bytes(std::span(grad)));
+  ASSERT_EQ(bytes.size(), kForwardHeadBytes + grad.size() * sizeof(float));
+  EXPECT_EQ(kForwardHeadBytes % 8, 0u) << "the gradient would not start 8-byte aligned";
+  std::span<const std::byte> rest;
+  const ForwardHead got = decodeForward(bytesOf(bytes), "ps 0", rest);
+  EXPECT_EQ(got.worker, 2u);
+  EXPECT_EQ(got.clock, 7u);
+  EXPECT_EQ(got.update, 40u);
+  EXPECT_EQ(got.lr, 0.0125);
+  EXPECT_EQ(got.staleness, 4u);
+  EXPECT_EQ(got.mean_staleness, 2.95);
+  ASSERT_EQ(rest.size(), grad.size() * sizeof(float));
+  EXPECT_EQ(std::memcmp(rest.data(), grad.data(), rest.size()), 0);
+  expectInputError([&] { decodeForward(std::span(bytesOf(bytes)).first(kForwardHeadBytes - 1), "ps 0", rest); },
+                   {"frame from ps 0", "shorter than its 40-byte head"});
+  for (const double bad : {-1.0, std::nan("")}) {
+    ForwardHead wrong = head;
+    wrong.mean_staleness = bad;
+    expectInputError([&] { decodeForward(bytesOf(encodeForward(wrong, {})), "ps 0", rest); },
+                     {"frame from ps 0", "mean staleness", "not a finite non-negative number"});
+  }
+}
+
 TEST(PsProtocol, ALearningRateIsOneFloat64AndNothingElse) {
   net::PayloadWriter w;
   w.putU64(bits(0.125));

@@ -10,6 +10,7 @@
 #include "core/logging.hpp"
 #include "obs/metrics_writer.hpp"
 #include "ps/server.hpp"
+#include "ps/staleness_counts.hpp"
 #include "train/run_directory.hpp"
 
 namespace tandem::cli {
@@ -59,8 +60,9 @@ int runPsTask(const cluster::ClusterSpec& spec, const train::TrainConfig& config
                     async ? "; async training went on without them" : "");
     return failed ? 1 : 0;
   }
-  TANDEM_LOG_INFO("{}: all workers done; {} model updates, {:.2f} GB/s applied", spec.taskName(),
-                  summary.at("model_updates").get<uint64_t>(), summary.at("apply_gb_per_s").get<double>());
+  TANDEM_LOG_INFO("{}: all workers done; {} model updates, {:.2f} GB/s applied{}", spec.taskName(),
+                  summary.at("model_updates").get<uint64_t>(), summary.at("apply_gb_per_s").get<double>(),
+                  ps::describeStaleness(summary));
   return 0;
 }
 

@@ -56,8 +56,10 @@ struct QueuedPush {
   int64_t received_us = 0;  // timeline only
   uint32_t clock = 0;       // the worker's step it pushed
   // Replicas: `lr` was decided on arrival (staleness and all), or by the
-  // primary that forwarded the push, and is applied as is.
+  // primary that forwarded the push, and is applied as is, as is the mean
+  // staleness the momentum is corrected for.
   bool final_rate = false;
+  double mean_staleness = 0;
   std::optional<HeldAck> ack{};  // replicas: sent once applied (and forwarded)
 };
 

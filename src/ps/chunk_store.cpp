@@ -151,11 +151,12 @@ std::optional<ApplyJob> ChunkStore::push(int w, size_t index, uint32_t clock, Ow
     return syncApplyIfComplete(index);
   }
   c.queue.push_back({.grad = std::move(grad),
-                     .lr = how.final_lr ? *how.final_lr : scheduledRate(index, w),
+                     .lr = how.final ? how.final->lr : scheduledRate(index, w),
                      .worker = w,
                      .received_us = received_us,
                      .clock = clock,
-                     .final_rate = how.final_lr.has_value(),
+                     .final_rate = how.final.has_value(),
+                     .mean_staleness = how.final ? how.final->mean_staleness : 0,
                      .ack = std::move(how.ack)});
   ++c.received;
   auto& through = c.pushed_through[static_cast<size_t>(w)];
@@ -194,6 +195,7 @@ std::optional<ApplyJob> ChunkStore::startAsync(size_t index) {
   job.clock = next.clock;
   job.ack = std::move(next.ack);
   job.final_rate = next.final_rate;
+  job.mean_staleness = next.mean_staleness;
   job.awaited = !c.backup || !c.pulls.empty();  // nobody pulls from a backup while its primary lives
   return job;
 }
@@ -206,17 +208,25 @@ double ChunkStore::scheduledRate(size_t index, int worker) const {
   return lrOf(worker, config_->mode == Mode::PsAsync ? received : received / static_cast<uint64_t>(config_->workers));
 }
 
-double ChunkStore::staleRate(const ChunkState& c, size_t worker, uint64_t update, double lr) const {
-  if (!config_->staleness_lr) return lr;
-  // The updates other pushes made to the chunk since this worker's pull (0: none).
-  const uint64_t staleness = update - std::min(c.pulled_at.at(worker), update);
-  staleness_->record(staleness);
-  return lr / static_cast<double>(std::max<uint64_t>(1, staleness));
+ArrivalTerms ChunkStore::staleTerms(const ChunkState& c, size_t worker, uint64_t update, double lr) const {
+  ArrivalTerms terms{.lr = lr};
+  if (config_->staleness_lr) {
+    // The updates other pushes made to the chunk since this worker's pull (0: none).
+    terms.staleness = update - std::min(c.pulled_at.at(worker), update);
+    staleness_->record(terms.staleness);
+    terms.lr /= static_cast<double>(std::max<uint64_t>(1, terms.staleness));
+  }
+  terms.mean_staleness = staleness_->mean();
+  return terms;
 }
 
-double ChunkStore::rateOnArrival(size_t index, int worker) const {
+ArrivalTerms ChunkStore::arrivalTerms(size_t index, int worker) const {
   const ChunkState& c = chunks_[index];
-  return staleRate(c, static_cast<size_t>(worker), c.received, scheduledRate(index, worker));
+  return staleTerms(c, static_cast<size_t>(worker), c.received, scheduledRate(index, worker));
+}
+
+void ChunkStore::recordForwarded(const ArrivalTerms& terms) const {
+  if (config_->staleness_lr) staleness_->record(terms.staleness);
 }
 
 bool ChunkStore::hasPush(size_t index, int worker, uint32_t clock) const {
@@ -241,12 +251,14 @@ void ChunkStore::apply(ApplyJob& job) {
   // Async and SSP: one push, from this worker, computed on what it last pulled here.
   const auto worker = job.arrivals.empty() ? size_t{0} : static_cast<size_t>(job.arrivals.front().first);
   // A final rate has its staleness in already (replicas, which refuse delay compensation).
-  const double lr = job.final_rate ? job.lr : staleRate(c, worker, job.update, job.lr);
+  const ArrivalTerms terms = job.final_rate ? ArrivalTerms{.lr = job.lr, .mean_staleness = job.mean_staleness}
+                                           : staleTerms(c, worker, job.update, job.lr);
+  const double lr = terms.lr;
   if (config_->momentum_correction) {
     // The settings copied with the momentum for the staleness so far (a
     // short name: no allocation). Not with delay compensation (refused).
     optim::OptimizerSettings settings = config_->optimizer;
-    correctForStaleness(settings, staleness_->mean());
+    correctForStaleness(settings, terms.mean_staleness);
     applyUpdate(c, grad, job.update, lr, *config_, nullptr, &settings);
     return;
   }

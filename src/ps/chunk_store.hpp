@@ -57,15 +57,24 @@ struct ApplyJob {
   uint32_t clock = 0;
   std::optional<HeldAck> ack{};
   bool final_rate = false;
+  double mean_staleness = 0;  // with final_rate: the momentum's correction is for this
   // Sync: the sum is multiplied by this. Each pusher scaled its gradient by
   // 1/workers; a step some left before pushing takes the mean of those in.
   double scale = 1;
 };
 
+// What applying a push uses, decided on its arrival at its primary, so
+// that both holders of a replicated chunk apply it alike.
+struct ArrivalTerms {
+  double lr = 0;
+  uint64_t staleness = 0;     // this push's
+  double mean_staleness = 0;  // over the server's pushes so far, this one in: the momentum's correction
+};
+
 // How an async or SSP push arrived, beyond its bytes.
 struct AsyncPush {
-  std::optional<HeldAck> ack{};     // held until applied (replicas); none: acknowledged at once
-  std::optional<double> final_lr{};  // apply with this rate, as is (rateOnArrival, or the primary's)
+  std::optional<HeldAck> ack{};        // held until applied (replicas); none: acknowledged at once
+  std::optional<ArrivalTerms> final{};  // apply with these, as is (arrivalTerms, or the primary's)
 };
 
 class ChunkStore {
@@ -126,7 +135,9 @@ class ChunkStore {
   // it is the rate an apply would find: the pusher's next pull is answered
   // only after this push is applied.
   uint64_t nextUpdate(size_t index) const { return chunks_[index].received; }
-  double rateOnArrival(size_t index, int worker) const;
+  // Records the push's staleness here (the backup's record: recordForwarded).
+  ArrivalTerms arrivalTerms(size_t index, int worker) const;
+  void recordForwarded(const ArrivalTerms& terms) const;
   // With staleness-aware rates: how stale the pushes were, each counted
   // once, where its rate was decided (on arrival, or at its apply).
   StalenessCounts::Summary pushStaleness() const { return staleness_->summary(); }
@@ -192,7 +203,9 @@ class ChunkStore {
   double scheduledRate(size_t index, int worker) const;
   // `lr` divided by the staleness of `worker`'s push as update `update`
   // (--staleness-lr: the updates since its pull); `lr` itself when off.
-  double staleRate(const ChunkState& c, size_t worker, uint64_t update, double lr) const;
+  // The rate and staleness of a push of `worker`'s as the chunk's update
+  // `update`, recorded in the counts.
+  ArrivalTerms staleTerms(const ChunkState& c, size_t worker, uint64_t update, double lr) const;
   std::optional<ApplyJob> startAsync(size_t index);
   // Sync: the apply of the chunk's step once every pusher's gradient is in.
   std::optional<ApplyJob> syncApplyIfComplete(size_t index);

@@ -327,6 +327,8 @@ struct Layout<ForwardHead> {
     f.u32("clock", h.clock);
     f.u64("update", h.update);
     f.f64("learning rate", h.lr);
+    f.u64("staleness", h.staleness);
+    f.f64("mean staleness", h.mean_staleness);
   }
 };
 
@@ -348,6 +350,10 @@ ForwardHead decodeForward(std::span<const std::byte> bytes, std::string_view pee
   if (!std::isfinite(head.lr) || head.lr < 0) {
     throw InputError(fmt::format("frame from {}: ps-forward: learning rate {} is not a finite non-negative number",
                                  peer, head.lr));
+  }
+  if (!std::isfinite(head.mean_staleness) || head.mean_staleness < 0) {
+    throw InputError(fmt::format("frame from {}: ps-forward: mean staleness {} is not a finite non-negative number",
+                                 peer, head.mean_staleness));
   }
   grad = bytes.subspan(kForwardHeadBytes);
   return head;

@@ -195,13 +195,18 @@ struct ForwardHead {
   uint32_t clock = 0;  // the worker's step it pushed (the header's clock, kept for the backup's dedup)
   uint64_t update = 0;
   double lr = 0;
+  // The push's staleness (the backup counts it too) and the mean its
+  // momentum is corrected for (--async-momentum-correction).
+  uint64_t staleness = 0;
+  double mean_staleness = 0;
 };
-inline constexpr size_t kForwardHeadBytes = 24;
+inline constexpr size_t kForwardHeadBytes = 40;
 // The head (its size keeps the gradient 8-byte aligned), then the
 // gradient's bytes as they were pushed.
 std::vector<char> encodeForward(const ForwardHead& head, std::span<const std::byte> grad);
 // Throws InputError naming `peer` when the payload is shorter than a head
-// or its rate is not finite and non-negative; `grad` is the rest.
+// or its rate or mean staleness is not finite and non-negative; `grad` is
+// the rest.
 ForwardHead decodeForward(std::span<const std::byte> bytes, std::string_view peer, std::span<const std::byte>& grad);
 
 // The chief's ps-replicate (msg::kReplicate) to a live holder: `server`'s

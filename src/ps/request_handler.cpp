@@ -176,9 +176,9 @@ void RequestHandler::onPush(Outbox& out, const Request& r) {
   const size_t bytes = grad.size();
   AsyncPush how;
   if (held) {
-    how.final_lr = store_.rateOnArrival(index, w);
+    how.final = store_.arrivalTerms(index, w);
     how.ack = destination(forward_to_[index]) == nullptr ? HeldAck{r.routing, r.header.request_id}
-                                                          : forward(out, r, index, w, *how.final_lr, grad.view());
+                                                          : forward(out, r, index, w, *how.final, grad.view());
   }
   std::optional<ApplyJob> job = store_.push(w, index, r.header.clock, std::move(grad), timelineNow(), std::move(how));
   ++stats_.pushes;
@@ -384,16 +384,7 @@ void RequestHandler::reportProgress(Clock::time_point now) {
   last_report_ = now;
   std::string progress;
   if (keepsClocks()) progress = fmt::format(", slowest worker has finished {} step(s)", clocks_->slowest());
-  if (config_->staleness_lr) {
-    const StalenessCounts::Summary stale = store_.pushStaleness();
-    progress += fmt::format("; pushes {:.1f} updates stale on average (p99 {}), each rate divided by that",
-                            stale.mean, stale.p99);
-  }
-  if (config_->momentum_correction) {
-    const nlohmann::json m = momentumCorrection();
-    progress += fmt::format("; {} {} acts as {:.3f} at that staleness", m["setting"].get<std::string>(),
-                            m["given"].get<double>(), m["applied"].get<double>());
-  }
+  progress += describeStaleness(stalenessSummary());
   TANDEM_LOG_INFO("{}: {} chunk updates, {:.1f} GB in, {:.1f} GB out, {:.1f}s applying in the last {:.0f}s{}", name_,
                   stats_.chunk_updates, stats_.bytes_in / 1e9, stats_.bytes_out / 1e9,
                   stats_.apply_seconds - stats_.reported_apply_seconds, seconds, progress);
@@ -408,6 +399,13 @@ nlohmann::json RequestHandler::momentumCorrection() const {
           {"given", given},
           {"applied", correctedMomentum(given, staleness)},
           {"mean_staleness", staleness}};
+}
+
+nlohmann::json RequestHandler::stalenessSummary() const {
+  nlohmann::json j = nlohmann::json::object();
+  if (config_ && config_->staleness_lr) j["push_staleness"] = toJson(store_.pushStaleness());
+  if (config_ && config_->momentum_correction) j["momentum_correction"] = momentumCorrection();
+  return j;
 }
 
 nlohmann::json RequestHandler::summary(double wall_seconds) const {
@@ -436,8 +434,7 @@ nlohmann::json RequestHandler::summary(double wall_seconds) const {
                                {"bytes", floats * sizeof(float)}};
   }
   if (config_) j["staleness_lr"] = config_->staleness_lr;
-  if (config_ && config_->staleness_lr) j["push_staleness"] = toJson(store_.pushStaleness());
-  if (config_ && config_->momentum_correction) j["momentum_correction"] = momentumCorrection();
+  j.update(stalenessSummary());
   if (config_ && config_->replicas > 1) j["chunk_digests"] = chunkDigests();
   j.update(stats_.toJson(store_.chunks().size()));
   return j;

@@ -127,6 +127,8 @@ class RequestHandler {
   // With momentum correction: the momentum (or Adam's beta1) given, the
   // one applied at the staleness measured so far, and that staleness.
   nlohmann::json momentumCorrection() const;
+  // push_staleness and momentum_correction, where on: the summary's, and what the progress line says.
+  nlohmann::json stalenessSummary() const;
 
  private:
   using MessageType = net::MessageType;
@@ -168,7 +170,7 @@ class RequestHandler {
   // An async push on a chunk this server is the primary of, with its
   // backup alive: it goes on there now, applied on both at once, and is
   // acknowledged once both have applied it. Returns what the acknowledgement waits for.
-  HeldAck forward(Outbox& out, const Request& r, size_t index, int worker, double rate,
+  HeldAck forward(Outbox& out, const Request& r, size_t index, int worker, const ArrivalTerms& terms,
                   std::span<const std::byte> grad);
   // A replacement's side: the chief's ps-replicate at a live holder, a
   // holder's ps-copy of one chunk, and its ps-mirror of the workers.

@@ -29,7 +29,7 @@ void RequestHandler::requireAsyncReplicas(const char* what) const {
   }
 }
 
-HeldAck RequestHandler::forward(Outbox& out, const Request& r, size_t index, int worker, double rate,
+HeldAck RequestHandler::forward(Outbox& out, const Request& r, size_t index, int worker, const ArrivalTerms& terms,
                                 std::span<const std::byte> grad) {
   const ChunkState& c = store_.at(index);
   const int to = forward_to_[index];
@@ -40,7 +40,9 @@ HeldAck RequestHandler::forward(Outbox& out, const Request& r, size_t index, int
                           .payload = encodeForward({.worker = static_cast<uint32_t>(worker),
                                                     .clock = r.header.clock,
                                                     .update = store_.nextUpdate(index),
-                                                    .lr = rate},
+                                                    .lr = terms.lr,
+                                                    .staleness = terms.staleness,
+                                                    .mean_staleness = terms.mean_staleness},
                                                    grad)});
   ++stats_.forwards_out;
   return ack;
@@ -73,8 +75,10 @@ void RequestHandler::onForward(Outbox& out, const Request& r) {
   OwnedBytes bytes{r.payload.owner,
                    {const_cast<std::byte*>(grad.data()), grad.size()}};  // the received message, which we own
   const int w = static_cast<int>(head.worker);
-  std::optional<ApplyJob> job =
-      store_.push(w, index, head.clock, std::move(bytes), timelineNow(), {.final_lr = head.lr});
+  const ArrivalTerms terms{.lr = head.lr, .staleness = head.staleness, .mean_staleness = head.mean_staleness};
+  // Counted here too: this server's summary, and its rates once it orders the pushes itself.
+  store_.recordForwarded(terms);
+  std::optional<ApplyJob> job = store_.push(w, index, head.clock, std::move(bytes), timelineNow(), {.final = terms});
   ++stats_.forwards_in;
   stats_.bytes_in += grad.size();
   // Its place in this chunk's order is fixed and its bytes are ours: both

@@ -1,5 +1,7 @@
 #include "ps/staleness_counts.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 namespace tandem::ps {
@@ -64,6 +66,20 @@ StalenessCounts::Summary StalenessCounts::summary() const {
   s.p50 = quantile(0.5);
   s.p99 = quantile(0.99);
   return s;
+}
+
+std::string describeStaleness(const nlohmann::json& summary) {
+  std::string text;
+  if (const auto s = summary.find("push_staleness"); s != summary.end() && s->value("pushes", 0) > 0) {
+    text = fmt::format("; pushes {:.2f} updates stale on average (p99 {}), each rate divided by its own",
+                       s->at("mean").get<double>(), s->at("p99").get<uint64_t>());
+  }
+  if (const auto m = summary.find("momentum_correction"); m != summary.end()) {
+    text += fmt::format("; {} {} acts as {:.3f} at mean staleness {:.2f}", m->at("setting").get<std::string>(),
+                        m->at("given").get<double>(), m->at("applied").get<double>(),
+                        m->at("mean_staleness").get<double>());
+  }
+  return text;
 }
 
 nlohmann::json toJson(const StalenessCounts::Summary& s) {

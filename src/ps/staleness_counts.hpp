@@ -8,6 +8,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <string>
 
 #include "optim/kernels.hpp"
 
@@ -52,5 +53,11 @@ double& momentumSetting(optim::OptimizerSettings& settings);
 void correctForStaleness(optim::OptimizerSettings& settings, double mean_staleness);
 
 nlohmann::json toJson(const StalenessCounts::Summary& s);
+
+// What a server's summary (its push_staleness and momentum_correction)
+// says was applied, for its log: "; pushes 2.95 updates stale on average
+// (p99 7), each rate divided by its own; momentum 0.9 acts as 0.605 at
+// mean staleness 2.95". Empty without either.
+std::string describeStaleness(const nlohmann::json& summary);
 
 }  // namespace tandem::ps

@@ -136,9 +136,9 @@ void validateDistributed(const DistributedConfig& d) {
       throw InputError("--async-momentum-correction on: needs staleness-aware rates (async or --staleness k > 0, "
                        "without --staleness-lr off), whose measured staleness it corrects for");
     }
-    if (d.delay_compensation > 0 || d.ps_replicas > 1) {
-      throw InputError(fmt::format("--async-momentum-correction on: not with {}",
-                                   d.delay_compensation > 0 ? "--delay-compensation" : "--ps-replicas 2"));
+    if (d.delay_compensation > 0) {
+      throw InputError("--async-momentum-correction on: not with --delay-compensation (its correction of stale "
+                       "gradients would count the staleness twice)");
     }
   }
   if (d.ps_replicas < 1) throw InputError(fmt::format("--ps-replicas: must be >= 1, got {}", d.ps_replicas));
@@ -243,7 +243,7 @@ Mode psModeOf(const DistributedConfig& config) {
 
 bool momentumCorrectionOn(const DistributedConfig& config) {
   if (config.async_momentum_correction != AutoSwitch::kAuto) return config.async_momentum_correction == AutoSwitch::kOn;
-  return stalenessLrOn(config) && config.delay_compensation == 0 && config.ps_replicas == 1;
+  return stalenessLrOn(config) && config.delay_compensation == 0;
 }
 
 bool stalenessLrOn(const DistributedConfig& config) {

@@ -194,7 +194,7 @@ std::vector<TrainOption> declare() {
       {.flags = "--async-momentum-correction", TANDEM_CONFIG_FIELD(distributed.async_momentum_correction),
        .help = "with staleness-aware rates: the servers lower the momentum (Adam's beta1) for the momentum the "
                "measured staleness s adds, keeping (1 - momentum)(1 + s) of each step: 0.9 acts as 0.6 at s = 3; "
-               "auto: on where staleness-aware rates are, but for --delay-compensation and --ps-replicas 2",
+               "auto: on where staleness-aware rates are, but for --delay-compensation",
        .group = kServers, .modes = kServerModes, .strict = true, .choices = enumChoices(kAutoSwitchNames)},
       {.flags = "--local-steps", TANDEM_CONFIG_FIELD(distributed.local_steps),
        .help = "DiLoCo: each worker takes H steps with its own optimizer, then the servers apply --outer-optimizer "
