@@ -1,4 +1,5 @@
 #include "cluster/cluster_spec.hpp"
+#include "cluster/slurm.hpp"
 
 #include <gtest/gtest.h>
 
@@ -380,7 +381,73 @@ TEST(LauncherTest, Slurm) {
   EXPECT_EQ(spec.index, 1);
   EXPECT_EQ(spec.num_workers, 8);
   EXPECT_EQ(spec.coordinator, (HostPort{"fe80::1", 1234}));
-  expectRejected({}, {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "8"}}, {"--coordinator", "Slurm"});
+  expectRejected({}, {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "8"}}, {"SLURM_STEP_NODELIST", "--coordinator"});
+}
+
+// srun tells every task the step's nodes and the job's id: enough for all
+// of them to name the same coordinator, on the node task 0 runs on.
+TEST(LauncherTest, SlurmFindsTheCoordinatorFromTheStepAlone) {
+  const Environment step{{"SLURM_PROCID", "3"},          {"SLURM_NTASKS", "4"},
+                         {"SLURM_STEP_NODELIST", "gpu[07-08],cpu3"}, {"SLURM_JOB_NODELIST", "gpu[01-09]"},
+                         {"SLURM_JOB_ID", "123456"},    {"SLURM_STEP_ID", "1"}};
+  ClusterSpec spec = resolve({}, step);
+  EXPECT_EQ(spec.source, "slurm");
+  EXPECT_EQ(spec.index, 3);
+  EXPECT_EQ(spec.coordinator, (HostPort{"gpu07", kSlurmPortBase + 1456 * 10 + 1}));
+  Environment batch = step;  // outside a step: the job's first node
+  batch.erase("SLURM_STEP_NODELIST");
+  batch.erase("SLURM_STEP_ID");
+  EXPECT_EQ(resolve({}, batch).coordinator, (HostPort{"gpu01", kSlurmPortBase + 14560}));
+  // Given ones win: MASTER_ADDR and MASTER_PORT, or --coordinator.
+  Environment master = step;
+  master["MASTER_ADDR"] = "m";
+  master["MASTER_PORT"] = "7";
+  EXPECT_EQ(resolve({}, master).coordinator, (HostPort{"m", 7}));
+  ClusterFlags flags;
+  flags.coordinator = "c:9";
+  EXPECT_EQ(resolve(flags, step).coordinator, (HostPort{"c", 9}));
+  // Two steps side by side in one job differ; ports stay under the ephemeral range.
+  EXPECT_NE(slurmPort(123456, 0), slurmPort(123456, 1));
+  EXPECT_EQ(slurmPort(0, 0), kSlurmPortBase);
+  EXPECT_LT(slurmPort(1999, 9), 32768);
+  Environment no_job = step;
+  no_job.erase("SLURM_JOB_ID");
+  expectRejected({}, no_job, {"SLURM_JOB_ID", "--coordinator"});
+  Environment bad_job = step;
+  bad_job["SLURM_JOB_ID"] = "12x";
+  expectRejected({}, bad_job, {"SLURM_JOB_ID", "'12x'"});
+  Environment bad_list = step;
+  bad_list["SLURM_STEP_NODELIST"] = "gpu[07-";
+  expectRejected({}, bad_list, {"SLURM_STEP_NODELIST", "'gpu[07-'", "never closes"});
+}
+
+TEST(SlurmHostlist, ExpandsRangesPaddingAndSeveralBracketsInSlurmsOrder) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(expandHostlist("gpu[01-04,07],cpu3", "list"), (V{"gpu01", "gpu02", "gpu03", "gpu04", "gpu07", "cpu3"}));
+  EXPECT_EQ(expandHostlist("node1", "list"), (V{"node1"}));
+  EXPECT_EQ(expandHostlist("n[8-11]", "list"), (V{"n8", "n9", "n10", "n11"}));
+  EXPECT_EQ(expandHostlist("n[098-101]-ib", "list"), (V{"n098-ib", "n099-ib", "n100-ib", "n101-ib"}));
+  EXPECT_EQ(expandHostlist("r[1-2]n[1,3]", "list"), (V{"r1n1", "r1n3", "r2n1", "r2n3"}));
+  EXPECT_EQ(expandHostlist("a,b[2],c", "list"), (V{"a", "b2", "c"}));
+  EXPECT_EQ(expandHostlist("10.0.0.[1-2]", "list"), (V{"10.0.0.1", "10.0.0.2"}));
+}
+
+TEST(SlurmHostlist, ABadListIsAnInputErrorNamingTheListAndWhy) {
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"", "empty name"},        {"a,,b", "empty name"},        {"gpu[01-", "never closes"},
+      {"gpu]1[", "never opened"}, {"gpu[4-2]", "runs backwards"}, {"gpu[a-b]", "not a number"},
+      {"gpu[]", "not a number"},  {"g[[1]]", "nests"},           {"a b", "space"},
+      {"n[0-9999999]", "more than"}};
+  for (const auto& [list, why] : bad) {
+    try {
+      expandHostlist(list, "SLURM_STEP_NODELIST");
+      ADD_FAILURE() << "'" << list << "' parsed";
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("SLURM_STEP_NODELIST: host list '" + list + "'"), std::string::npos) << what;
+      EXPECT_NE(what.find(why), std::string::npos) << what;
+    }
+  }
 }
 
 TEST(LauncherTest, Torchrun) {

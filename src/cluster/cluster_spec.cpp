@@ -11,6 +11,7 @@
 #include <string_view>
 #include <utility>
 
+#include "cluster/slurm.hpp"
 #include "core/error.hpp"
 
 namespace tandem::cluster {
@@ -383,7 +384,13 @@ static std::optional<ClusterSpec> resolveFromSources(const ClusterFlags& flags, 
   // Slurm sets SLURM_PROCID alone in a batch script without --ntasks, so only
   // the pair marks an srun task.
   if (env.count("SLURM_PROCID") && env.count("SLURM_NTASKS")) {
-    return launched("slurm", "SLURM_PROCID", "SLURM_NTASKS", [&] { return launcherCoordinator(flags, env, "Slurm"); });
+    return launched("slurm", "SLURM_PROCID", "SLURM_NTASKS", [&] {
+      // The step's own variables find it (cluster/slurm.hpp) where nothing names it.
+      if (flags.coordinator.empty() && !env.count("MASTER_ADDR") && !env.count("MASTER_PORT")) {
+        return slurmCoordinator(env);
+      }
+      return launcherCoordinator(flags, env, "Slurm");
+    });
   }
   if (pairPresent(env, "RANK", "WORLD_SIZE")) {
     return launched("torchrun", "RANK", "WORLD_SIZE", [&] { return torchrunCoordinator(flags, env); });
