@@ -51,8 +51,8 @@ need_fashion_mnist() {
 # caller's SYNC (sync's optimizer), INNER and OUTER (DiLoCo's). At sync's
 # rate: sync; async (plain: --staleness-lr off, as before it was on by
 # default); adef (async with the defaults); dc (DC-ASGD adaptive, LAMBDA0, 2) and dcc (constant,
-# DCC_LAMBDA, 0.04); slr (--staleness-lr on); both (slr and dc); slrm,
-# slr with momentum SLRM_MOMENTUM (0.6).
+# DCC_LAMBDA, 0.04); slr (--staleness-lr on, without the momentum
+# correction); both (slr and dc); slrm, slr with momentum SLRM_MOMENTUM (0.6).
 # hN DiLoCo, aN async DiLoCo, sN streaming DiLoCo (FRAGMENTS 4, DELAY 1,
 # MIX 0.5), each with H = N. A suffix q8 or q4 (h50q4) adds --push-bits 8
 # or 4. Exits 2 on another.
@@ -75,9 +75,10 @@ mode_flags_of() {
     dc) echo "$SYNC --ps-mode async --staleness-lr off --delay-compensation ${LAMBDA0:-2}" ;;
     dcc) echo "$SYNC --ps-mode async --staleness-lr off --delay-compensation ${DCC_LAMBDA:-0.04}" \
               "--delay-compensation-form constant" ;;
-    slr) echo "$SYNC --ps-mode async --staleness-lr on" ;;
+    slr) echo "$SYNC --ps-mode async --staleness-lr on --async-momentum-correction off" ;;
     both) echo "$SYNC --ps-mode async --staleness-lr on --delay-compensation ${LAMBDA0:-2}" ;;
-    slrm) echo "--optimizer sgd --lr 0.05 --momentum ${SLRM_MOMENTUM:-0.6} --ps-mode async --staleness-lr on" ;;
+    slrm) echo "--optimizer sgd --lr 0.05 --momentum ${SLRM_MOMENTUM:-0.6} --ps-mode async --staleness-lr on" \
+                "--async-momentum-correction off" ;;
     h*) echo "$INNER --local-steps ${1#h} $OUTER" ;;
     a*) echo "$INNER --ps-mode async --local-steps ${1#a} $OUTER" ;;
     s*) echo "$INNER --local-steps ${1#s} --fragments ${FRAGMENTS:-4} --fragment-delay ${DELAY:-1}" \
