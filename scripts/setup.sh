@@ -21,6 +21,7 @@ PACKAGES=(
   iproute2 python3-matplotlib
   clang libclang-rt-14-dev
   ccache  # the sanitizer trees compile through it (scripts/sanitize.sh)
+  slurmctld slurmd slurm-client munge  # a real one-node Slurm, started by its test (tests/slurm)
 )
 
 SUDO=""
@@ -37,7 +38,19 @@ if ((${#missing[@]} > 0)); then
   echo "setup: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -q
-  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+  # Slurm's and munge's daemons are the tests' to start, with their own
+  # files: their packages must not start system ones. A policy-rc.d that
+  # denies every start (Debian's way) stands for the install, unless one is there.
+  guard=""
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    guard=/usr/sbin/policy-rc.d
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$guard" >/dev/null
+    $SUDO chmod 755 "$guard"
+  fi
+  status=0
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" || status=$?
+  if [[ -n $guard ]]; then $SUDO rm -f "$guard"; fi
+  if ((status != 0)); then exit "$status"; fi
 fi
 echo "setup: ${#PACKAGES[@]} Debian packages present"
 
