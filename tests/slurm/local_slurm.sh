@@ -74,27 +74,31 @@ descendants() {
   done
 }
 
+# Waits up to TENTHS tenths of a second for every given pid to exit; the
+# survivors are left in `alive`.  usage: wait_gone TENTHS PID...
+wait_gone() {
+  local tenths=$1 i p
+  shift
+  for ((i = 0; i <= tenths; i++)); do
+    alive=()
+    for p in "$@"; do kill -0 "$p" 2>/dev/null && alive+=("$p"); done
+    ((${#alive[@]} > 0)) || return 0
+    ((i < tenths)) && sleep 0.1
+  done
+  return 1
+}
+
 # SIGTERM all given pids, wait up to GRACE seconds for all of them, SIGKILL
 # the survivors and wait again.  usage: terminate GRACE PID...
 terminate() {
-  local grace=$1 i p alive
+  local grace=$1 alive=()
   shift
   (($# > 0)) || return 0
   kill -TERM "$@" 2>/dev/null || true
-  for ((i = 0; i < grace * 10; i++)); do
-    alive=()
-    for p in "$@"; do kill -0 "$p" 2>/dev/null && alive+=("$p"); done
-    ((${#alive[@]} > 0)) || return 0
-    sleep 0.1
-  done
+  wait_gone $((grace * 10)) "$@" && return 0
   log "pids ${alive[*]} ignored SIGTERM for ${grace}s, sending SIGKILL"
   kill -KILL "${alive[@]}" 2>/dev/null || true
-  for ((i = 0; i < 50; i++)); do
-    alive=()
-    for p in "$@"; do kill -0 "$p" 2>/dev/null && alive+=("$p"); done
-    ((${#alive[@]} > 0)) || return 0
-    sleep 0.1
-  done
+  wait_gone 50 "$@" && return 0
   log "pids ${alive[*]} did not exit"
   return 1
 }
