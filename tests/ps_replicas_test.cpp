@@ -3,6 +3,7 @@
 // within steps. No torch, no trainer.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <functional>
 #include <optional>
 #include <thread>
@@ -10,6 +11,7 @@
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "ps/worker.hpp"
+#include "support/freezable_proxy.hpp"
 #include "support/ps_server_harness.hpp"
 #include "support/test_security.hpp"
 
@@ -214,6 +216,58 @@ TEST(PsReplicas, AJoiningWorkerSetsAsideAReplacementTheChiefHasNotSetUp) {
   joiner.push(0, grad.data(), 0);
   joiner.awaitPushes(deadline, 0);  // taken by ps 1, the live holder
   joiner.sayDone(deadline);
+}
+
+// Async, a checkpoint's pause: worker 1 pushed its step, the primary of
+// one chunk died with that push unseen (its host fell silent, then the
+// process died), and worker 1's report is held until the chief's snapshot
+// has every reported push. While held, worker 1 sends that push to the
+// chunk's backup, so the snapshot ends (CI: it waited 120 s and failed).
+TEST(PsReplicas, AsyncAHeldReportSendsAPushPastItsDeadPrimarySoTheCheckpointEnds) {
+  const KeyLayout layout = buildKeyLayout({{"w", 6}, {"b", 4}}, 2, 16, 2);
+  const Deadline deadline = Deadline::afterSeconds(20);
+  ReplicatedJob job = startReplicated(layout, 2, deadline, {}, Mode::PsAsync);
+  Worker& chief = *job.worker;
+  tandem::testing::FreezableProxy to_ps1(job.servers[1]->port());
+  WorkerOptions options{{{job.servers[0]->endpoint(), "ps 0"}, {to_ps1.endpoint(), "ps 1"}},
+                        layout, Mode::PsAsync, 1};
+  options.liveness = {100ms, 500ms};
+  Worker other(options, tandem::testing::testSecurity());
+  other.hello(deadline);
+  ASSERT_TRUE(std::any_of(layout.chunks.begin(), layout.chunks.end(), [](const Chunk& c) { return c.server == 1; }));
+
+  std::atomic<bool> released{false};
+  std::vector<FetchedState> states;
+  std::string failure;
+  std::thread checkpoint([&] {
+    try {
+      const SnapshotPoint point = chief.holdForSnapshot(deadline);
+      states = chief.fetchState(0, 0, deadline, &point);
+      released = true;
+      chief.releaseSnapshot(deadline);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  });
+  std::this_thread::sleep_for(1s);  // the hold is in place at ps 0 before worker 1 reports
+  to_ps1.freeze();
+  std::vector<float> grad(16, 1.0f);
+  for (size_t c = 0; c < layout.chunks.size(); ++c) other.push(c, grad.data(), 0);
+  job.servers[1].reset();
+  try {
+    other.reportStep(1, {1.0, 0.1, false}, deadline);
+    EXPECT_TRUE(released) << "worker 1's report was not held by the checkpoint's pause";
+    other.awaitPushes(deadline, 0);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << e.what();
+  }
+  checkpoint.join();
+  ASSERT_EQ(failure, "");
+  ASSERT_EQ(states.size(), layout.chunks.size());
+  for (size_t c = 0; c < states.size(); ++c) EXPECT_EQ(states[c].clock, 1) << "chunk " << c << " lacks the push";
+  EXPECT_EQ(other.lostServers(), std::vector<int>{1});
+  other.sayDone(deadline);
+  chief.sayDone(deadline);
 }
 
 TEST(PsReplicas, AChunkWithBothHoldersLostIsNamed) {

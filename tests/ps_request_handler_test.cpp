@@ -344,11 +344,19 @@ TEST(RequestHandler, ALostBackupReleasesTheHeldPushesAndIsForwardedNothingMore) 
 // The replacement ends with the same bits, and once ps 1 is gone it
 // answers a report that ps 1 had answered already, asked again, without
 // granting the worker a second step.
+// With async's defaults (a staleness-aware rate, the momentum corrected for
+// the mean staleness), the queued push goes with the terms its arrival decided.
 TEST(RequestHandler, AReplacementIsCopiedBetweenTwoAppliesAndGoesOnWithTheSameBits) {
   const auto t0 = Clock::now();
-  RequestHandler holder = started(replicatedConfig(true, 2), t0, 1);
+  auto withDefaults = [](ServerConfig c) {
+    c.optimizer.momentum = 0.9;
+    c.staleness_lr = true;
+    c.momentum_correction = true;
+    return c;
+  };
+  RequestHandler holder = started(withDefaults(replicatedConfig(true, 2)), t0, 1);
   RequestHandler fresh({.index = 0});
-  ServerConfig config = replicatedConfig(false, 2);
+  ServerConfig config = withDefaults(replicatedConfig(false, 2));
   config.forward_to.clear();
   const std::string json = toJson(config).dump();
   expectOne(fresh.handle(request("chief", msg::kInit, 1, bytesOf(json.data(), json.size())), t0), "chief",
@@ -380,6 +388,11 @@ TEST(RequestHandler, AReplacementIsCopiedBetweenTwoAppliesAndGoesOnWithTheSameBi
   ASSERT_EQ(between.forwards.size(), 2u) << "the copy, then the queued push";
   EXPECT_EQ(between.forwards[0].header.type, msg::kCopy);
   EXPECT_EQ(between.forwards[1].header.type, msg::kForward);
+  std::span<const std::byte> rest;
+  const ForwardHead queued = decodeForward(std::as_bytes(std::span(between.forwards[1].payload)), "ps 1", rest);
+  EXPECT_EQ(queued.staleness, 1u) << "worker 1 pushed on values one update old";
+  EXPECT_DOUBLE_EQ(queued.lr, 0.5) << "divided by its staleness of 1";
+  EXPECT_DOUBLE_EQ(queued.mean_staleness, 0.5);
   std::vector<Forward> sent = replicate.forwards;
   sent.insert(sent.end(), between.forwards.begin(), between.forwards.end());
 

@@ -181,6 +181,10 @@ TEST(StepClocksHold, PausesEveryOtherWorkerAtAStepBoundary) {
   EXPECT_EQ(answer->point.clocks, (std::vector<uint32_t>{1, 2, 0})) << "a lost worker's pushes are not awaited";
   EXPECT_EQ(answer->point.global_step, 3u);
   EXPECT_FALSE(clocks.takeHoldAnswer()) << "answered once";
+  const auto stalled = clocks.stalled(std::chrono::duration<double>(0));
+  ASSERT_EQ(stalled.size(), 1u);
+  EXPECT_TRUE(stalled[0].late.empty()) << "nobody is late: the hold holds it";
+  EXPECT_EQ(stalled[0].paused_by, std::optional<int>(0)) << "the stall names the chief's pause";
   clocks.unhold(0);
   const auto released = clocks.release();
   ASSERT_EQ(released.size(), 1u);

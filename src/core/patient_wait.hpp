@@ -37,10 +37,13 @@ inline constexpr std::chrono::milliseconds kStopPoll{100};
 // after a stop request. While it waits longer than the warning tier allows,
 // logs "still waiting for <what()> after 10s (gives up in 1m50s)". Returns
 // ready(); when false, stopRequested() tells a stop from a timeout.
+// `meanwhile`, if any, runs without the lock every kStopPoll while it waits:
+// what the answer may depend on that only the waiting thread can do.
 // Thread-safe as the condition variable is.
 template <class Ready>
 bool waitWithStallWarnings(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, Deadline deadline,
-                           Ready ready, const std::function<std::string()>& what, StallWarning warning = {}) {
+                           Ready ready, const std::function<std::string()>& what, StallWarning warning = {},
+                           const std::function<void()>& meanwhile = {}) {
   const auto started = Clock::now();
   const auto budget = deadline.at() - started;
   auto warn_at = started + std::min<Clock::duration>(warning.first, budget / 2);
@@ -49,6 +52,12 @@ bool waitWithStallWarnings(std::condition_variable& cv, std::unique_lock<std::mu
   while (true) {
     const auto until = std::min({give_up, warn_at, Clock::now() + Clock::duration(kStopPoll)});
     if (cv.wait_until(lock, until, ready)) return true;
+    if (meanwhile) {
+      lock.unlock();
+      meanwhile();
+      lock.lock();
+      if (ready()) return true;
+    }
     const auto now = Clock::now();
     if (!stopping && stopRequested()) {
       stopping = true;

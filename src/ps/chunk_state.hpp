@@ -42,6 +42,14 @@ struct PendingPull {
   std::optional<ArenaDestination> into;  // values go there; the reply carries its ref
 };
 
+// What applying a push uses, decided on its arrival at its primary, so
+// that both holders of a replicated chunk apply it alike.
+struct ArrivalTerms {
+  double lr = 0;
+  uint64_t staleness = 0;     // this push's
+  double mean_staleness = 0;  // over the server's pushes so far, this one in: the momentum's correction
+};
+
 // A push's acknowledgement, held until the push is where it must be.
 struct HeldAck {
   std::string routing;
@@ -51,15 +59,13 @@ struct HeldAck {
 
 struct QueuedPush {
   OwnedBytes grad;
-  double lr = 0;  // the pushing worker's rate when it pushed
+  double lr = 0;  // the pushing worker's scheduled rate when it pushed (without `final`)
   int worker = -1;
   int64_t received_us = 0;  // timeline only
   uint32_t clock = 0;       // the worker's step it pushed
-  // Replicas: `lr` was decided on arrival (staleness and all), or by the
-  // primary that forwarded the push, and is applied as is, as is the mean
-  // staleness the momentum is corrected for.
-  bool final_rate = false;
-  double mean_staleness = 0;
+  // Replicas: the rate and the mean staleness the momentum is corrected
+  // for, decided on arrival or by the primary that forwarded the push.
+  std::optional<ArrivalTerms> final{};
   std::optional<HeldAck> ack{};  // replicas: sent once applied (and forwarded)
 };
 

@@ -155,8 +155,7 @@ std::optional<ApplyJob> ChunkStore::push(int w, size_t index, uint32_t clock, Ow
                      .worker = w,
                      .received_us = received_us,
                      .clock = clock,
-                     .final_rate = how.final.has_value(),
-                     .mean_staleness = how.final ? how.final->mean_staleness : 0,
+                     .final = how.final,
                      .ack = std::move(how.ack)});
   ++c.received;
   auto& through = c.pushed_through[static_cast<size_t>(w)];
@@ -194,8 +193,7 @@ std::optional<ApplyJob> ChunkStore::startAsync(size_t index) {
   job.arrivals.emplace_back(next.worker, next.received_us);
   job.clock = next.clock;
   job.ack = std::move(next.ack);
-  job.final_rate = next.final_rate;
-  job.mean_staleness = next.mean_staleness;
+  job.final = next.final;
   job.awaited = !c.backup || !c.pulls.empty();  // nobody pulls from a backup while its primary lives
   return job;
 }
@@ -251,8 +249,7 @@ void ChunkStore::apply(ApplyJob& job) {
   // Async and SSP: one push, from this worker, computed on what it last pulled here.
   const auto worker = job.arrivals.empty() ? size_t{0} : static_cast<size_t>(job.arrivals.front().first);
   // A final rate has its staleness in already (replicas, which refuse delay compensation).
-  const ArrivalTerms terms = job.final_rate ? ArrivalTerms{.lr = job.lr, .mean_staleness = job.mean_staleness}
-                                           : staleTerms(c, worker, job.update, job.lr);
+  const ArrivalTerms terms = job.final ? *job.final : staleTerms(c, worker, job.update, job.lr);
   const double lr = terms.lr;
   if (config_->momentum_correction) {
     // The settings copied with the momentum for the staleness so far (a

@@ -52,23 +52,14 @@ struct ApplyJob {
   std::vector<std::pair<int, int64_t>> arrivals{};  // (worker, received_us): the timeline's queued spans
   bool awaited = true;  // a pull waits for it (a backup's apply, nobody pulling there, can wait)
   // Async and SSP with replicas: the push's step, its acknowledgement (held
-  // until applied here, and at the backup when forwarded), and whether
-  // `lr` is final (decided on arrival or by the primary).
+  // until applied here, and at the backup when forwarded), and the terms
+  // decided on its arrival at its primary, applied as they are.
   uint32_t clock = 0;
   std::optional<HeldAck> ack{};
-  bool final_rate = false;
-  double mean_staleness = 0;  // with final_rate: the momentum's correction is for this
+  std::optional<ArrivalTerms> final{};
   // Sync: the sum is multiplied by this. Each pusher scaled its gradient by
   // 1/workers; a step some left before pushing takes the mean of those in.
   double scale = 1;
-};
-
-// What applying a push uses, decided on its arrival at its primary, so
-// that both holders of a replicated chunk apply it alike.
-struct ArrivalTerms {
-  double lr = 0;
-  uint64_t staleness = 0;     // this push's
-  double mean_staleness = 0;  // over the server's pushes so far, this one in: the momentum's correction
 };
 
 // How an async or SSP push arrived, beyond its bytes.

@@ -91,7 +91,7 @@ struct ClientMailbox {
 
 }  // namespace detail
 
-net::Frame Ticket::wait(Deadline deadline, const std::string& what) {
+net::Frame Ticket::wait(Deadline deadline, const std::string& what, const std::function<void()>& meanwhile) {
   TANDEM_ENFORCE(state_ != nullptr, "waiting on an empty ticket");
   State& t = *state_;
   const auto started = Clock::now();
@@ -101,8 +101,9 @@ net::Frame Ticket::wait(Deadline deadline, const std::string& what) {
         "Ticket::wait called again for {} to {}: a ticket hands out its reply (or failure) once", what, t.server));
   }
   t.taken = true;
-  if (!waitWithStallWarnings(t.cv, lock, deadline, [&] { return t.done; },
-                             [&] { return fmt::format("{} to answer {}", t.server, what); })) {
+  if (!waitWithStallWarnings(
+          t.cv, lock, deadline, [&] { return t.done; }, [&] { return fmt::format("{} to answer {}", t.server, what); },
+          {}, meanwhile)) {
     const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
     const bool sent = t.sent;
     t.abandoned = true;

@@ -53,8 +53,9 @@ class Ticket {
   // is ignored), when the request could not be sent, or when the reply is
   // not a reply to it (our own request read back by a socket connected to
   // itself, or a type the request is never answered with); Error carrying
-  // the server's reason when it answered kError. Thread-safe.
-  net::Frame wait(Deadline deadline, const std::string& what);
+  // the server's reason when it answered kError. `meanwhile` runs every
+  // 100 ms while it waits (waitWithStallWarnings). Thread-safe.
+  net::Frame wait(Deadline deadline, const std::string& what, const std::function<void()>& meanwhile = {});
 
   // When the request was queued and when its reply arrived, in the
   // timeline's microseconds (obs::Timeline::nowUs); replied_us is 0 before

@@ -325,6 +325,11 @@ void RequestHandler::expireClockWaits(Outbox& out) {
       late.push_back(fmt::format("worker {} (finished {} steps, last heard {:.1f}s ago)", w, clocks_->clockOf(w),
                                  secondsSince(workers_.at(w).last_seen)));
     }
+    if (e.paused_by) {
+      late.push_back(fmt::format("worker {}'s checkpoint, which pauses every other worker until its snapshot is "
+                                 "fetched",
+                                 *e.paused_by));
+    }
     return fmt::format("{}", fmt::join(late, ", "));
   };
   const double timeout = config_->peer_timeout_s;

@@ -153,7 +153,9 @@ void RequestHandler::copyChunk(Outbox& out, size_t index, int to, ApplyJob* next
   // The pushes received after that state, in their order: the replacement
   // applies them as forwards, and each is acknowledged once both hold it.
   uint64_t update = head.applied;
-  auto send = [&](std::optional<HeldAck>& ack, int worker, uint32_t clock, double lr, const OwnedBytes& grad) {
+  // Each with the terms its arrival here decided, so the replacement applies it alike.
+  auto send = [&](std::optional<HeldAck>& ack, int worker, uint32_t clock, const ArrivalTerms& terms,
+                  const OwnedBytes& grad) {
     uint64_t id = forwarding_.untracked();
     if (ack) {
       ack = forwarding_.hold(*ack, to);
@@ -165,12 +167,19 @@ void RequestHandler::copyChunk(Outbox& out, size_t index, int to, ApplyJob* next
                             .payload = encodeForward({.worker = static_cast<uint32_t>(worker),
                                                       .clock = clock,
                                                       .update = update++,
-                                                      .lr = lr},
+                                                      .lr = terms.lr,
+                                                      .staleness = terms.staleness,
+                                                      .mean_staleness = terms.mean_staleness},
                                                      grad.view())});
     ++stats_.forwards_out;
   };
-  if (next != nullptr) send(next->ack, next->arrivals.front().first, next->clock, next->lr, next->grads.front());
-  for (QueuedPush& p : store_.queued(index)) send(p.ack, p.worker, p.clock, p.lr, p.grad);
+  if (next != nullptr) {
+    send(next->ack, next->arrivals.front().first, next->clock, next->final.value_or(ArrivalTerms{.lr = next->lr}),
+         next->grads.front());
+  }
+  for (QueuedPush& p : store_.queued(index)) {
+    send(p.ack, p.worker, p.clock, p.final.value_or(ArrivalTerms{.lr = p.lr}), p.grad);
+  }
   forward_to_[index] = to;
 }
 

@@ -241,7 +241,7 @@ std::vector<StepClocks::Expired> StepClocks::expire(std::chrono::duration<double
                                        [&](const Pending& p) { return Clock::now() - p.since < timeout; });
   std::vector<Expired> out;
   for (auto it = expired; it != pending_.end(); ++it) {
-    out.push_back({std::move(it->routing), it->request_id, it->clock, lateFor(it->clock)});
+    out.push_back({std::move(it->routing), it->request_id, it->clock, lateFor(it->clock), pausedBy()});
   }
   pending_.erase(expired, pending_.end());
   return out;
@@ -252,9 +252,13 @@ std::vector<StepClocks::Expired> StepClocks::stalled(std::chrono::duration<doubl
   for (auto& p : pending_) {
     if (p.warned || Clock::now() - p.since < after) continue;
     p.warned = true;
-    out.push_back({p.routing, p.request_id, p.clock, lateFor(p.clock)});
+    out.push_back({p.routing, p.request_id, p.clock, lateFor(p.clock), pausedBy()});
   }
   return out;
+}
+
+std::optional<int> StepClocks::pausedBy() const {
+  return hold_ ? std::optional<int>(hold_->worker) : std::nullopt;
 }
 
 // The unfinished workers a step at `clock` may not run ahead of.

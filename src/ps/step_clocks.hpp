@@ -35,6 +35,7 @@ class StepClocks {
     uint64_t request_id = 0;
     uint32_t clock = 0;
     std::vector<int> late;  // the workers holding it up
+    std::optional<int> paused_by{};  // the chief whose checkpoint's hold holds it, if any
   };
 
   // Worker `worker` finished step `clock` (its previous clock + 1, else
@@ -142,6 +143,7 @@ class StepClocks {
     int worker = 0;
   };
   void returnGrant(int worker);
+  std::optional<int> pausedBy() const;
   struct Hold {
     int worker = 0;
     std::string routing;

@@ -281,6 +281,10 @@ class Worker {
   // answered: the backup gets it from this worker (once: it drops a push it
   // was already forwarded). Call with window_mutex_ held.
   void repushToBackup(size_t c);
+  // Async replicas: repushToBackup for every chunk whose primary is lost
+  // with this step's push outstanding. Run while a step report waits: a
+  // checkpoint's hold answers it only once the pushes it reports are in.
+  void repushPastLostPrimaries();
   // Sends `header` to the first step-clock keeper alive (ps 0, then ps 1
   // with replicas) and returns which answered, and how.
   std::pair<int, net::Frame> askClockKeeper(net::FrameHeader header, Deadline deadline, const std::string& what);

@@ -113,6 +113,14 @@ void Worker::repushToBackup(size_t c) {
   }
 }
 
+void Worker::repushPastLostPrimaries() {
+  if (!primaryForwards()) return;
+  std::lock_guard lock(window_mutex_);
+  for (size_t c = 0; c < push_tickets_.size(); ++c) {
+    if (!push_tickets_[c].empty() && client_->lost(options_.layout.chunks[c].server)) repushToBackup(c);
+  }
+}
+
 int Worker::pullTarget(size_t c) const {
   const std::vector<int> holders = options_.layout.chunks[c].holders();
   for (int server : holders) {
@@ -127,7 +135,9 @@ std::pair<int, net::Frame> Worker::askClockKeeper(net::FrameHeader header, Deadl
   for (;;) {
     const int keeper = std::max(0, liveKeeper());  // every keeper lost: the request fails, naming ps 0
     try {
-      return {keeper, client_->send(keeper, header, zmq::message_t()).wait(deadline, what)};
+      return {keeper, client_->send(keeper, header, zmq::message_t()).wait(deadline, what, [this] {
+                repushPastLostPrimaries();
+              })};
     } catch (const PeerError&) {
       if (keepers > 1 && failOver(keeper, SIZE_MAX)) continue;
       throw;

@@ -44,7 +44,9 @@ StepAgreement Worker::awaitReport(ReportTickets& clock, int64_t finished, Deadli
     auto& [server, ticket] = clock.by_keeper[k];
     net::Frame reply;
     try {
-      reply = ticket.wait(deadline, what);
+      // Held by a checkpoint's pause, the answer may wait for this step's
+      // pushes: one whose primary died since goes to its backup meanwhile.
+      reply = ticket.wait(deadline, what, [this] { repushPastLostPrimaries(); });
     } catch (const PeerError&) {
       if (!failOver(server, SIZE_MAX)) throw;
       // A keeper alive answers: it heard this report too, or (a
