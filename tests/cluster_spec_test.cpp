@@ -421,6 +421,48 @@ TEST(LauncherTest, SlurmFindsTheCoordinatorFromTheStepAlone) {
   expectRejected({}, bad_list, {"SLURM_STEP_NODELIST", "'gpu[07-'", "never closes"});
 }
 
+// --ps K: the step's last K tasks serve, each on its own node's name and a
+// port it publishes; the others are workers 0.., task 0 the coordinator's.
+TEST(LauncherTest, SlurmPsMakesTheLastTasksServersThatPublishTheirAddresses) {
+  Environment step{{"SLURM_PROCID", "0"},       {"SLURM_NTASKS", "5"},   {"SLURM_STEP_NODELIST", "n[1-2]"},
+                   {"SLURM_JOB_ID", "7"},       {"SLURM_STEP_ID", "0"},  {"SLURMD_NODENAME", "n1"}};
+  ClusterFlags flags;
+  flags.ps_tasks = 2;
+  ClusterSpec chief = resolve(flags, step);
+  EXPECT_EQ(chief.role, Role::kWorker);
+  EXPECT_EQ(chief.index, 0);
+  EXPECT_EQ(chief.num_workers, 3);
+  EXPECT_EQ(chief.numServers(), 2);
+  EXPECT_TRUE(chief.servers_published);
+  EXPECT_EQ(chief.ps_hosts, (std::vector<HostPort>(2))) << "a worker knows no server's address ahead";
+  EXPECT_EQ(chief.coordinator, (HostPort{"n1", kSlurmPortBase + 70}));
+  step["SLURM_PROCID"] = "2";
+  EXPECT_EQ(resolve(flags, step).role, Role::kWorker);
+  step["SLURM_PROCID"] = "4";
+  step["SLURMD_NODENAME"] = "n2";
+  ClusterSpec server = resolve(flags, step);
+  EXPECT_EQ(server.role, Role::kPs);
+  EXPECT_EQ(server.index, 1);
+  EXPECT_EQ(server.taskName(), "ps 1");
+  EXPECT_EQ(server.ps_hosts[1], (HostPort{"n2", 0})) << "its own node, and a port it picks";
+  EXPECT_EQ(server.coordinator, chief.coordinator);
+  // Too few tasks: both counts named. A one-task step is no standalone run with --ps.
+  flags.ps_tasks = 5;
+  expectRejected(flags, step, {"--ps 5", "SLURM_NTASKS is 5", "at least 6 tasks"});
+  Environment one = step;
+  one["SLURM_NTASKS"] = "1";
+  one["SLURM_PROCID"] = "0";
+  flags.ps_tasks = 1;
+  expectRejected(flags, one, {"--ps 1", "SLURM_NTASKS is 1", "at least 2 tasks"});
+  // Where a list names the servers, or nothing launched the task, --ps is refused.
+  ClusterFlags listed = flags;
+  listed.worker_hosts = "a:1";
+  listed.job_name = "worker";
+  listed.task_index = 0;
+  expectRejected(listed, {}, {"--ps 1 applies under srun, mpirun or torchrun"});
+  expectRejected(flags, {}, {"--ps 1", "none started this one", "tandem launch --ps 1"});
+}
+
 TEST(SlurmHostlist, ExpandsRangesPaddingAndSeveralBracketsInSlurmsOrder) {
   using V = std::vector<std::string>;
   EXPECT_EQ(expandHostlist("gpu[01-04,07],cpu3", "list"), (V{"gpu01", "gpu02", "gpu03", "gpu04", "gpu07", "cpu3"}));

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "cluster/local_address.hpp"
+#include "cluster/server_addresses.hpp"
 #include "core/logging.hpp"
 #include "obs/metrics_writer.hpp"
 #include "ps/server.hpp"
@@ -14,6 +15,18 @@
 #include "train/run_directory.hpp"
 
 namespace tandem::cli {
+namespace {
+
+// --ps K under a launcher: the workers learn where this server listens from
+// the coordinator's store (worker 0's, which may start after this task).
+void publishAddress(const cluster::ClusterSpec& spec, const train::TrainConfig& config,
+                    const net::JobSecurity& security, const cluster::HostPort& bound) {
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config.distributed.rendezvous_timeout_s * 1000));
+  cluster::CoordinatorClient store(spec.coordinator, timeout, security, spec.coordinatorHost());
+  cluster::publishServerAddress(store, spec.index, bound, Deadline::after(timeout));
+}
+
+}  // namespace
 
 int runPsTask(const cluster::ClusterSpec& spec, const train::TrainConfig& config, const net::JobSecurity& security) {
   const auto& address = spec.ps_hosts.at(static_cast<size_t>(spec.index));
@@ -39,7 +52,9 @@ int runPsTask(const cluster::ClusterSpec& spec, const train::TrainConfig& config
   nlohmann::json summary;
   while (true) {
     ps::ParameterServer server(options, security);
-    TANDEM_LOG_INFO("{}: listening on {} for {} worker(s) ({})", spec.taskName(), address.str(), spec.num_workers,
+    const cluster::HostPort bound{address.host, server.port()};
+    if (spec.servers_published) publishAddress(spec, config, security, bound);
+    TANDEM_LOG_INFO("{}: listening on {} for {} worker(s) ({})", spec.taskName(), bound.str(), spec.num_workers,
                     spec.source);
     summary = server.serve();
     std::filesystem::create_directories(dir);

@@ -156,6 +156,11 @@ TrainFlags addTrainFlags(CLI::App& cmd) {
   cmd.add_option("--task-index,--task-id", f.task_index, "this task's index within its job")->group(cluster_group);
   cmd.add_option("--coordinator", f.coordinator, "host:port of worker 0's store (needed under mpirun and srun)")
       ->group(cluster_group);
+  cmd.add_option("--ps", f.ps_tasks,
+                 "under srun, mpirun or torchrun: the last K of the step's tasks serve parameters (task 0 stays "
+                 "worker 0, where the coordinator is); each publishes its address in worker 0's store")
+      ->check(CLI::NonNegativeNumber)
+      ->group(cluster_group);
   cmd.add_flag("--external-coordinator", f.external_coordinator,
                "another process serves the store at --coordinator (tandem launch does, for a job with "
                "--min-workers, so that worker 0 may die too); worker 0 only uses it")

@@ -258,6 +258,38 @@ ClusterSpec fromLauncher(const std::string& source, int rank, const std::string&
   return spec;
 }
 
+// The name other hosts reach this one by: Slurm's for its node, else the
+// system's host name.
+std::string ownHostName(const Environment& env) {
+  if (auto node = lookupVariable(env, "SLURMD_NODENAME"); node && !trim(*node).empty()) return std::string(trim(*node));
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') {
+    throw InputError("--ps: this host has no name to publish for its server; pass --bind with an address");
+  }
+  return name;
+}
+
+// --ps K under a launcher: its last K tasks serve parameters. Task 0 stays
+// worker 0, on the first node, where the coordinator's address points; a
+// block distribution puts the servers on the last node(s). A server's
+// address is known only once it binds, so it publishes it in the store.
+void makeLastTasksServers(ClusterSpec& spec, int servers, const std::string& size_var, const Environment& env) {
+  const int tasks = spec.num_workers;
+  if (servers >= tasks) {
+    throw InputError(fmt::format("--ps {}: {} is {}, which leaves no task to train; the step needs at least {} tasks "
+                                 "({} server(s) and a worker)",
+                                 servers, size_var, tasks, servers + 1, servers));
+  }
+  spec.num_workers = tasks - servers;
+  spec.ps_hosts.assign(static_cast<size_t>(servers), HostPort{});
+  spec.servers_published = true;
+  if (spec.index >= spec.num_workers) {
+    spec.role = Role::kPs;
+    spec.index -= spec.num_workers;
+    spec.ps_hosts[static_cast<size_t>(spec.index)] = {ownHostName(env), 0};
+  }
+}
+
 // Both or neither: one without the other means a broken launcher setup.
 bool pairPresent(const Environment& env, const std::string& a, const std::string& b) {
   bool has_a = env.count(a) > 0;
@@ -364,6 +396,11 @@ static std::optional<ClusterSpec> resolveFromSources(const ClusterFlags& flags, 
         "both cluster flags (--worker_hosts/--ps_hosts/--job_name/--task_index) and TF_CONFIG are set; "
         "give one or the other");
   }
+  if ((has_flags || has_tf_config) && flags.ps_tasks > 0) {
+    throw InputError(fmt::format("--ps {} applies under srun, mpirun or torchrun; with {} the server list says which "
+                                 "tasks serve",
+                                 flags.ps_tasks, has_flags ? "--ps-hosts/--worker-hosts" : "TF_CONFIG"));
+  }
   if (has_flags) return fromFlags(flags);
   if (has_tf_config) return fromTfConfig(*tf_config, flags);
 
@@ -374,8 +411,11 @@ static std::optional<ClusterSpec> resolveFromSources(const ClusterFlags& flags, 
     const int size = envInt(env, size_var);
     // A bad rank or size is named before any missing coordinator.
     if (size < 1 || rank < 0 || rank >= size) return fromLauncher(source, rank, rank_var, size, size_var, {});
-    if (size == 1 && flags.coordinator.empty()) return std::nullopt;
-    return fromLauncher(source, rank, rank_var, size, size_var, coordinator());
+    if (size == 1 && flags.coordinator.empty() && flags.ps_tasks == 0) return std::nullopt;
+    ClusterSpec spec = fromLauncher(source, rank, rank_var, size, size_var, {});
+    if (flags.ps_tasks > 0) makeLastTasksServers(spec, flags.ps_tasks, size_var, env);
+    spec.coordinator = coordinator();
+    return spec;
   };
   if (pairPresent(env, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE")) {
     return launched("mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
@@ -399,6 +439,11 @@ static std::optional<ClusterSpec> resolveFromSources(const ClusterFlags& flags, 
     throw InputError(
         "--coordinator is given but no cluster is: pass --worker_hosts/--job_name/--task_index, set TF_CONFIG, "
         "or start under mpirun, srun or torchrun");
+  }
+  if (flags.ps_tasks > 0) {
+    throw InputError(fmt::format("--ps {} makes servers of a launcher's tasks, but none started this one: run it "
+                                 "under srun, mpirun or torchrun, or use `tandem launch --ps {}`",
+                                 flags.ps_tasks, flags.ps_tasks));
   }
   return std::nullopt;
 }

@@ -41,6 +41,11 @@ struct ClusterSpec {
   // die and the job go on; worker 0 only uses it.
   bool coordinator_external = false;
   std::string source;         // "flags", "TF_CONFIG", "mpirun", "slurm", "torchrun"
+  // A launcher's tasks with --ps K: no address of a server is known ahead.
+  // Each server binds a free port and publishes host:port in the
+  // coordinator's store (cluster/server_addresses.hpp); `ps_hosts` holds
+  // only this task's own host when it is a server (port 0), else blanks.
+  bool servers_published = false;
 
   int numServers() const { return static_cast<int>(ps_hosts.size()); }
   bool isChief() const { return role == Role::kWorker && index == 0; }
@@ -69,6 +74,8 @@ struct ClusterFlags {
   // --max-workers: a worker's --task_index may lie beyond --worker_hosts,
   // up to this many workers (a job that grows while it runs).
   int max_workers = 0;
+  // --ps K under srun, mpirun or torchrun: the last K tasks serve parameters.
+  int ps_tasks = 0;
 };
 
 // Whole-string integer parse of a variable or field (surrounding blanks

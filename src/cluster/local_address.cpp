@@ -118,6 +118,11 @@ void requireResolvableHosts(const ClusterSpec& spec) {
     check(spec.worker_hosts[i].host, tf ? fmt::format("TF_CONFIG cluster (worker rank {})", i) : "--worker_hosts");
   }
   for (size_t i = 0; i < spec.ps_hosts.size(); ++i) {
+    if (spec.servers_published) {
+      // Only this server's own host is known here; the others publish theirs once bound.
+      if (!spec.ps_hosts[i].host.empty()) check(spec.ps_hosts[i].host, "this server's host name (SLURMD_NODENAME, else the system's)");
+      continue;
+    }
     check(spec.ps_hosts[i].host, tf ? fmt::format("TF_CONFIG cluster.ps[{}]", i) : "--ps_hosts");
   }
   const bool listed = !spec.worker_hosts.empty() && spec.coordinator == spec.worker_hosts.front();

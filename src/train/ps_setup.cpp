@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cluster/job_start.hpp"
+#include "cluster/server_addresses.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
@@ -66,10 +67,10 @@ void PsConnection::hangUp() {
 namespace {
 
 // Where each server is reached from this host.
-std::vector<ps::ServerAddress> serverAddresses(const PsSetup& setup) {
+std::vector<ps::ServerAddress> serverAddresses(const PsSetup& setup, const std::vector<cluster::HostPort>& hosts) {
   std::vector<ps::ServerAddress> servers;
   for (int i = 0; i < setup.spec.numServers(); ++i) {
-    const auto& host = setup.spec.ps_hosts[static_cast<size_t>(i)];
+    const auto& host = hosts[static_cast<size_t>(i)];
     // A server on loopback is on this host: its Unix socket skips TCP.
     const std::string endpoint = net::isLoopbackHost(host.host)
                                      ? net::sameHostEndpoint(host.port, setup.context.security())
@@ -80,7 +81,7 @@ std::vector<ps::ServerAddress> serverAddresses(const PsSetup& setup) {
 }
 
 // What the chief tells server `server` of the job.
-ps::ServerConfig serverConfig(const PsSetup& setup, const ps::KeyLayout& layout,
+ps::ServerConfig serverConfig(const PsSetup& setup, const std::vector<cluster::HostPort>& hosts, const ps::KeyLayout& layout,
                               const std::vector<std::vector<int>>& push_groups, int server, const StepPlan& plan) {
   const TrainConfig& config = setup.config;
   const int workers = setup.spec.num_workers;
@@ -106,7 +107,7 @@ ps::ServerConfig serverConfig(const PsSetup& setup, const ps::KeyLayout& layout,
     // backup of its own chunks (the next server), which orders them as it did.
     for (const auto& chunk : layout.chunks) {
       if (chunk.server != server || chunk.backup < 0) continue;
-      const ps::ServerAddress to = serverAddresses(setup)[static_cast<size_t>(chunk.backup)];
+      const ps::ServerAddress to = serverAddresses(setup, hosts)[static_cast<size_t>(chunk.backup)];
       c.forward_to = to.endpoint;
       c.forward_name = to.name;
       break;
@@ -179,7 +180,7 @@ nlohmann::json withPsFingerprint(nlohmann::json fp, const PsSetup& setup, const 
 std::unique_ptr<ps::Worker> makeWorker(const PsSetup& setup, const PsConnection& link, const StepPlan& plan) {
   const cluster::ClusterSpec& spec = setup.spec;
   const DistributedConfig& d = setup.config.distributed;
-  std::vector<ps::ServerAddress> servers = serverAddresses(setup);
+  std::vector<ps::ServerAddress> servers = serverAddresses(setup, link.server_hosts);
   ps::Liveness liveness;
   liveness.heartbeat_timeout = std::chrono::milliseconds(static_cast<int64_t>(d.heartbeat_timeout_s * 1000));
   liveness.heartbeat_interval = std::min(liveness.heartbeat_interval, liveness.heartbeat_timeout / 4);
@@ -294,6 +295,14 @@ PsConnection connectToServers(torch::nn::Module& model, const nlohmann::json& fi
     link.join = joinAsWorker(spec, d, withPsFingerprint(fingerprint, setup, link.layout, chunk_floats, link.push_groups),
                              setup.context);
   }
+  // Under a launcher (--ps K), the servers published where they listen.
+  link.server_hosts = spec.ps_hosts;
+  if (spec.servers_published) {
+    TANDEM_ENFORCE(link.join.store != nullptr, "published server addresses need the coordinator's store");
+    link.server_hosts = cluster::readServerAddresses(
+        *link.join.store, spec.numServers(),
+        Deadline::afterSeconds(cluster::startupSeconds(setup.context.start(), d.rendezvous_timeout_s)));
+  }
   const auto mine = std::find_if(groups.begin(), groups.end(), [&](const std::vector<int>& g) {
     return std::find(g.begin(), g.end(), spec.index) != g.end();
   });
@@ -317,7 +326,7 @@ PsConnection connectToServers(torch::nn::Module& model, const nlohmann::json& fi
   const bool sets_up = spec.isChief() && !setup.context.start().joins_running;
   auto configsFor = [&](const StepPlan& job) {
     std::vector<ps::ServerConfig> configs;
-    for (int i = 0; i < spec.numServers(); ++i) configs.push_back(serverConfig(setup, link.layout, link.push_groups, i, job));
+    for (int i = 0; i < spec.numServers(); ++i) configs.push_back(serverConfig(setup, link.server_hosts, link.layout, link.push_groups, i, job));
     return configs;
   };
   if (sets_up) {

@@ -61,6 +61,7 @@ struct PsConnection {
   ps::KeyLayout layout;
   ChunkedParameters model;  // trainable, registration order, by chunk
   ClusterJoin join;         // the coordinator's store (host-mates meet there)
+  std::vector<cluster::HostPort> server_hosts;  // by server: the listed or published addresses
   std::vector<std::vector<int>> push_groups;  // sync, hierarchical: workers by host; empty: flat
   std::unique_ptr<PsHostGroup> host;          // this worker's host-mates, when it sums with them
   std::unique_ptr<ps::Worker> worker;         // the protocol
