@@ -132,6 +132,28 @@ TEST(PsClient, ARequestThatCannotBeSentFailsNamingTheServerAndLeavesTheClient) {
   ::close(listener);
 }
 
+// A server known to have been up (Liveness::seen_up: a server's link to the
+// other holder it forwards to) whose port refuses: it died, and its
+// requests fail at once instead of waiting for a connection for good.
+TEST(PsClient, AServerSeenUpThatRefusesTheConnectionIsLostAtOnce) {
+  const int probe = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(probe, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::bind(probe, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::getsockname(probe, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  ::close(probe);  // nothing listens there now
+  const std::string endpoint = net::tcpEndpoint("127.0.0.1", ntohs(addr.sin_port));
+  PsClient client(oneServer(endpoint), tandem::testing::testSecurity(), net::kMaxPayloadBytes,
+                  Liveness{.seen_up = true});
+  Ticket ticket = client.send(0, pullHeader(0), zmq::message_t());
+  const std::string what = peerErrorOf(ticket, 30'000ms, "the pull of chunk 0");
+  EXPECT_NE(what.find("refused or timed out the connection"), std::string::npos) << what;
+  EXPECT_TRUE(client.lost(0));
+}
+
 TEST(PsClient, ARequestSentBeforeItsServerIsUpIsDeliveredOnceItIs) {
   int port = 0;
   { port = ScriptedServer().port(); }  // a port that was free a moment ago
@@ -302,7 +324,7 @@ TEST(PsClient, ARevivedServerThatRefusesTheConnectionIsLostAtOnce) {
   Ticket unanswered = client.send(0, pullHeader(1), zmq::message_t());
   const std::string what = peerErrorOf(unanswered, 60'000ms, "the pull of chunk 1");
   EXPECT_LT(Clock::now() - revived, 3000ms) << what;
-  EXPECT_NE(what.find(net::tcpEndpoint("127.0.0.1", port) + " refused or timed out the connection after its revival"),
+  EXPECT_NE(what.find(net::tcpEndpoint("127.0.0.1", port) + " refused or timed out the connection, though it was up before"),
             std::string::npos)
       << what;
   EXPECT_TRUE(client.lost(0));

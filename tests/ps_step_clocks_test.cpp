@@ -170,6 +170,7 @@ TEST(StepClocksHold, PausesEveryOtherWorkerAtAStepBoundary) {
   step(clocks, 0);
   step(clocks, 1);
   clocks.hold(0, "chief", 9);
+  EXPECT_TRUE(clocks.isWaiting(0)) << "a chief waiting for its hold's answer is not silent";
   EXPECT_THROW(clocks.hold(1, "w1", 1), InputError) << "one hold at a time";
   clocks.report(1, 2, report(), "w1", 10);
   EXPECT_TRUE(clocks.release().empty()) << "held: worker 1 waits";
@@ -181,6 +182,7 @@ TEST(StepClocksHold, PausesEveryOtherWorkerAtAStepBoundary) {
   EXPECT_EQ(answer->point.clocks, (std::vector<uint32_t>{1, 2, 0})) << "a lost worker's pushes are not awaited";
   EXPECT_EQ(answer->point.global_step, 3u);
   EXPECT_FALSE(clocks.takeHoldAnswer()) << "answered once";
+  EXPECT_FALSE(clocks.isWaiting(0)) << "answered: it fetches the snapshot now";
   const auto stalled = clocks.stalled(std::chrono::duration<double>(0));
   ASSERT_EQ(stalled.size(), 1u);
   EXPECT_TRUE(stalled[0].late.empty()) << "nobody is late: the hold holds it";

@@ -283,7 +283,7 @@ void PsClient::ioLoop() {
   // means it died since: it is lost again at once, instead of holding the
   // requests to their deadline. A slow but live server's kernel still
   // accepts the connection, so its slowness is never taken for that.
-  std::vector<bool> revived(servers_.size(), false);
+  std::vector<bool> revived(servers_.size(), liveness_.seen_up);
   uint64_t next_id = 1;
   std::vector<zmq_pollitem_t> items;
   items.push_back({nullptr, box.wake_fd, ZMQ_POLLIN, 0});
@@ -422,8 +422,8 @@ void PsClient::ioLoop() {
       if (!lost[s].empty()) continue;
       if (revived[s] && links[s]->connectsRetried() > 0) {
         revived[s] = false;
-        lost[s] = fmt::format("{} refused or timed out the connection after its revival: the server there exited "
-                              "since it answered (a replacement that died before it was set up)",
+        lost[s] = fmt::format("{} refused or timed out the connection, though it was up before: the server there "
+                              "exited since (a replacement: it died before it was set up)",
                               servers_[s].endpoint);
       } else if (links[s]->handshakesFailed() > 0) {
         lost[s] = fmt::format("refused this task's handshake at {}: the two hold different job secrets, or one "

@@ -82,6 +82,10 @@ class Ticket {
 struct Liveness {
   std::chrono::milliseconds heartbeat_interval{1'000};
   std::chrono::milliseconds heartbeat_timeout{5'000};
+  // Every server answered before this client was made (a server's link to
+  // the other holder it forwards to): a connection refused then means the
+  // server died, and it is lost at once, as a revived one is.
+  bool seen_up = false;
 };
 
 class PsClient {

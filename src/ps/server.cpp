@@ -181,8 +181,11 @@ void ParameterServer::Impl::sendForwards(std::vector<Forward> forwards) {
     Forwarder& forwarder = forwarders[f.to];
     if (!forwarder.client || forwarder.generation != to->generation) {
       // A new server at that address: the old connection's tickets fail as stale.
+      // Made at the first forward: the other holder was up (the chief set it
+      // up, or brought it up), so a refused connection is its death, not a
+      // start to wait for; else that push would wait for its answer for good.
       forwarder.client = std::make_unique<PsClient>(std::vector<ServerAddress>{{to->endpoint, to->name}}, *security,
-                                                    options.max_payload_bytes);
+                                                    options.max_payload_bytes, Liveness{.seen_up = true});
       forwarder.generation = to->generation;
     }
     const uint64_t id = f.id;

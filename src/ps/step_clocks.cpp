@@ -299,8 +299,10 @@ void StepClocks::adopt(const WorkerMirror& m) {
 }
 
 bool StepClocks::isWaiting(int worker) const {
+  // A chief whose hold is not answered yet waits here too, however long the others' steps take.
   return std::any_of(pending_.begin(), pending_.end(), [&](const Pending& p) { return p.worker == worker; }) ||
-         std::any_of(awaits_.begin(), awaits_.end(), [&](const Await& a) { return a.worker == worker; });
+         std::any_of(awaits_.begin(), awaits_.end(), [&](const Await& a) { return a.worker == worker; }) ||
+         (hold_ && hold_->worker == worker && !hold_->answered);
 }
 
 }  // namespace tandem::ps
