@@ -253,6 +253,18 @@ TEST(TfConfigTest, AWorkerBeyondTheListJoinsAGrowingJobUpToMaxWorkers) {
   expectRejected(flags, with_chief, {"task.index: 1 is out of range"});
 }
 
+// TFJob's Evaluator replica: TF_CONFIG as its controller writes it (the
+// evaluator is left out of cluster, "environment" is "cloud").
+TEST(TfConfigTest, TheEvaluatorIsNoMemberOfTheCluster) {
+  const ClusterSpec spec = resolve({}, {{"TF_CONFIG", R"({"cluster":{"chief":["j-chief-0.ns.svc:2222"],)"
+                                                      R"("ps":["j-ps-0.ns.svc:2222"],"worker":["j-worker-0.ns.svc:2222"]},)"
+                                                      R"("task":{"type":"evaluator","index":0},"environment":"cloud"})"}});
+  EXPECT_EQ(spec.role, Role::kEvaluator);
+  EXPECT_EQ(spec.taskName(), "evaluator");
+  EXPECT_EQ(spec.num_workers, 2);
+  EXPECT_EQ(spec.numServers(), 1);
+}
+
 TEST(TfConfigTest, ChiefIsRankZero) {
   Environment env{{"TF_CONFIG", R"({"cluster":{"chief":["c:1"],"worker":["w:1"]},"task":{"type":"chief","index":0}})"}};
   ClusterSpec spec = resolve({}, env);
@@ -325,8 +337,8 @@ TEST(TfConfigTest, RejectsMalformed) {
 }
 
 TEST(TfConfigTest, RejectsBadTask) {
-  expectTfRejected(R"({"cluster":{"worker":["w:1"]},"task":{"type":"evaluator","index":0}})",
-                   {"TF_CONFIG task.type", "evaluator"});
+  expectTfRejected(R"({"cluster":{"worker":["w:1"]},"task":{"type":"evaluator","index":1}})",
+                   {"TF_CONFIG task.index", "evaluator", "index 0"});
   expectTfRejected(R"({"cluster":{"worker":["w:1"]},"task":{"type":"master","index":0}})",
                    {"TF_CONFIG task.type", "'master'"});
   expectTfRejected(R"({"cluster":{"worker":["w:1","w:2"]},"task":{"type":"worker","index":2}})",

@@ -1,14 +1,9 @@
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include "cli/commands.hpp"
 #include "core/error.hpp"
-#include "data/dataset.hpp"
-#include "train/checkpoint.hpp"
-#include "train/config.hpp"
-#include "train/evaluator.hpp"
-#include "train/model_for_dataset.hpp"
+#include "train/checkpoint_eval.hpp"
 
 namespace tandem::cli {
 
@@ -28,23 +23,8 @@ Command addEvalCommand(CLI::App& app) {
   return {cmd, [opts](const Environment&) {
     if (opts->batch_size <= 0) throw InputError("--batch-size: must be positive");
     if (opts->threads > 0) torch::set_num_threads(opts->threads);
-    train::LoadedCheckpoint checkpoint(opts->checkpoint);
-    train::TrainConfig config = train::trainConfigFromJson(checkpoint.meta().config);
-    if (!opts->data_dir.empty()) config.dataset.data_dir = opts->data_dir;
-    config.dataset.augment = false;
-    auto splits = data::openDataset(config.dataset);
-    auto model = train::createModelFor(config, *splits.test);
-    checkpoint.restore(*model, nullptr, /*restore_rng=*/false);
-    auto result = train::evaluate(*model, *splits.test, opts->batch_size, train::lossFunction(config.loss));
-    nlohmann::json out = {{"checkpoint", opts->checkpoint},
-                          {"model", config.model},
-                          {"dataset", config.dataset.name},
-                          {"global_step", checkpoint.meta().global_step},
-                          {"test_accuracy", result.accuracy},
-                          {"test_loss", result.loss},
-                          {"loss", config.loss},
-                          {"samples", result.samples}};
-    fmt::print("{}\n", out.dump(2));
+    train::CheckpointEvaluator evaluator(opts->data_dir, opts->batch_size);
+    fmt::print("{}\n", evaluator.evaluate(opts->checkpoint).dump(2));
     return 0;
   }};
 }

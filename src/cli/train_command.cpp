@@ -21,6 +21,7 @@
 #include "train/checkpoint.hpp"
 #include "train/config.hpp"
 #include "train/run_directory.hpp"
+#include "cli/evaluator_task.hpp"
 #include "cli/ps_task.hpp"
 #include "cli/restart_in_place.hpp"
 #include "train/strategy_factory.hpp"
@@ -84,6 +85,7 @@ Command addTrainCommand(CLI::App& app) {
     config->threads = process.threads.threads;
     config->local_processes = process.threads.local_processes;
     config->local_rank = process.local.rank;
+    if (spec && spec->role == cluster::Role::kEvaluator) return runEvaluatorTask(*config);
     if (spec && spec->role == cluster::Role::kPs) {
       // A stop signal reaches the workers too; the server keeps serving
       // until they have finished their last step.

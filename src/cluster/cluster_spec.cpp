@@ -231,10 +231,15 @@ ClusterSpec fromTfConfig(const std::string& text, const ClusterFlags& flags) {
     spec.role = Role::kPs;
     spec.index = static_cast<int>(task_index);
   } else if (type == "evaluator") {
-    throw InputError("TF_CONFIG task.type: 'evaluator' is not supported (tandem runs chief, worker and ps tasks; "
-                     "evaluate with `tandem eval` on a checkpoint instead)");
+    // As in TensorFlow, one evaluator, and no member of cluster (TFJob leaves it out).
+    if (task_index != 0) {
+      throw InputError(fmt::format("TF_CONFIG task.index: {} for the evaluator; there is one evaluator, index 0",
+                                   task_index));
+    }
+    spec.role = Role::kEvaluator;
+    spec.index = 0;
   } else {
-    throw InputError(fmt::format("TF_CONFIG task.type: '{}' is not chief, worker or ps", type));
+    throw InputError(fmt::format("TF_CONFIG task.type: '{}' is not chief, worker, ps or evaluator", type));
   }
   checkNoDuplicates(spec, "TF_CONFIG cluster");
   setCoordinator(spec, flags);
@@ -381,6 +386,7 @@ HostPort parseHostPort(const std::string& text, const std::string& field) {
 }
 
 std::string taskName(Role role, int index) {
+  if (role == Role::kEvaluator) return "evaluator";
   return fmt::format("{} {}", role == Role::kPs ? "ps" : "worker", index);
 }
 

@@ -14,7 +14,10 @@
 
 namespace tandem::cluster {
 
-enum class Role { kWorker, kPs };
+// kEvaluator: TF_CONFIG's evaluator task (TFJob's Evaluator replica). It
+// is no member of the training cluster: it evaluates the chief's newest
+// checkpoints as they appear in the shared run directory.
+enum class Role { kWorker, kPs, kEvaluator };
 
 // "host:port" split and checked.
 struct HostPort {

@@ -55,6 +55,8 @@ int slurmTasksOnNode(const std::string& text, int node) {
 }  // namespace
 
 LocalProcesses countLocalProcesses(const std::optional<ClusterSpec>& spec, const Environment& env) {
+  // An evaluator runs in a replica of its own (TFJob's Evaluator pod).
+  if (spec && spec->role == Role::kEvaluator) return {1, "the evaluator", 1};
   if (spec && !spec->worker_hosts.empty()) {
     const bool server = spec->role == Role::kPs;
     const auto& own = server ? spec->ps_hosts : spec->worker_hosts;
