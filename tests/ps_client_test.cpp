@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "net/job_security.hpp"
@@ -106,19 +107,28 @@ std::string peerErrorOf(Ticket& ticket, std::chrono::milliseconds budget, const 
   return "(no PeerError)";
 }
 
-TEST(PsClient, ARequestThatCannotBeSentFailsNamingTheServerAndLeavesTheClient) {
-  // A TCP listener that never accepts: the connection never completes
-  // ZeroMQ's handshake, so the request can never be handed over.
-  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(listener, 0);
+// A TCP socket bound to a free loopback port, listening if asked: its
+// descriptor (-1 on failure) and the port.
+std::pair<int, int> loopbackSocket(bool listen) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof(addr);
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(::listen(listener, 4), 0);
-  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  const std::string endpoint = net::tcpEndpoint("127.0.0.1", ntohs(addr.sin_port));
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || (listen && ::listen(fd, 4) != 0) ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    if (fd >= 0) ::close(fd);
+    return {-1, 0};
+  }
+  return {fd, ntohs(addr.sin_port)};
+}
+
+TEST(PsClient, ARequestThatCannotBeSentFailsNamingTheServerAndLeavesTheClient) {
+  // A TCP listener that never accepts: the connection never completes
+  // ZeroMQ's handshake, so the request can never be handed over.
+  const auto [listener, port] = loopbackSocket(/*listen=*/true);
+  ASSERT_GE(listener, 0);
+  const std::string endpoint = net::tcpEndpoint("127.0.0.1", port);
   {
     PsClient client(oneServer(endpoint), tandem::testing::testSecurity());
     Ticket ticket = client.send(0, {.type = ps::msg::kHello}, net::copyPayload(encode(Hello{0, 1})));
@@ -136,16 +146,10 @@ TEST(PsClient, ARequestThatCannotBeSentFailsNamingTheServerAndLeavesTheClient) {
 // other holder it forwards to) whose port refuses: it died, and its
 // requests fail at once instead of waiting for a connection for good.
 TEST(PsClient, AServerSeenUpThatRefusesTheConnectionIsLostAtOnce) {
-  const int probe = ::socket(AF_INET, SOCK_STREAM, 0);
+  const auto [probe, port] = loopbackSocket(/*listen=*/false);
   ASSERT_GE(probe, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(::bind(probe, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(::getsockname(probe, reinterpret_cast<sockaddr*>(&addr), &len), 0);
   ::close(probe);  // nothing listens there now
-  const std::string endpoint = net::tcpEndpoint("127.0.0.1", ntohs(addr.sin_port));
+  const std::string endpoint = net::tcpEndpoint("127.0.0.1", port);
   PsClient client(oneServer(endpoint), tandem::testing::testSecurity(), net::kMaxPayloadBytes,
                   Liveness{.seen_up = true});
   Ticket ticket = client.send(0, pullHeader(0), zmq::message_t());

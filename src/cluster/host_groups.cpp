@@ -1,12 +1,10 @@
 #include "cluster/host_groups.hpp"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 
 #include "cluster/membership.hpp"
-#include "core/error.hpp"
 
 namespace tandem::cluster {
 
@@ -41,23 +39,8 @@ std::vector<std::string> readWorkerAddresses(CoordinatorClient& store, const std
                                              Deadline deadline) {
   std::vector<std::string> keys;
   for (int w : workers) keys.push_back(addressKey(w));
-  if (const auto missing = awaitKeys(store, keys, deadline); !missing.empty()) {
-    std::vector<std::string> names;
-    for (const auto& k : missing) names.push_back(fmt::format("worker {}", k.substr(k.rfind('/') + 1)));
-    if (!deadline.expired()) {
-      throw Interrupted(fmt::format("stopped by a signal while telling hosts apart: no address yet from {}",
-                                    fmt::join(names, ", ")));
-    }
-    throw PeerError(
-        fmt::format("telling hosts apart: no address from {} within the deadline", fmt::join(names, ", ")));
-  }
-  std::vector<std::string> addresses;
-  for (const auto& k : keys) {
-    const auto value = store.tryGet(k);
-    if (!value) throw PeerError(fmt::format("telling hosts apart: {} vanished from the coordinator's store", k));
-    addresses.emplace_back(value->begin(), value->end());
-  }
-  return addresses;
+  return awaitPublished(store, keys, deadline, "telling hosts apart",
+                        [](const std::string& k) { return fmt::format("worker {}", k.substr(k.rfind('/') + 1)); });
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "cluster/membership.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <set>
@@ -120,6 +121,27 @@ std::vector<std::string> awaitKeys(CoordinatorClient& store, const std::vector<s
     std::this_thread::sleep_for(std::min(pause, deadline.remaining()));
     pause = std::min(pause * 2, kMaxPoll);
   }
+}
+
+std::vector<std::string> awaitPublished(CoordinatorClient& store, const std::vector<std::string>& keys,
+                                        Deadline deadline, const std::string& doing,
+                                        const std::function<std::string(const std::string& key)>& name_of) {
+  if (const auto missing = awaitKeys(store, keys, deadline); !missing.empty()) {
+    std::vector<std::string> names;
+    for (const auto& k : missing) names.push_back(name_of(k));
+    if (!deadline.expired()) {
+      throw Interrupted(
+          fmt::format("stopped by a signal while {}: no address yet from {}", doing, fmt::join(names, ", ")));
+    }
+    throw PeerError(fmt::format("{}: no address from {} within the deadline", doing, fmt::join(names, ", ")));
+  }
+  std::vector<std::string> values;
+  for (const auto& k : keys) {
+    const auto value = store.tryGet(k);
+    if (!value) throw PeerError(fmt::format("{}: {} vanished from the coordinator's store", doing, k));
+    values.emplace_back(value->begin(), value->end());
+  }
+  return values;
 }
 
 void joinCluster(CoordinatorClient& store, const ClusterSpec& spec, const nlohmann::json& fingerprint,

@@ -6,6 +6,7 @@
 // process with the same clear message instead of a hang.
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,14 @@ std::string comparedKey(const std::string& join_key);
 // round trip even at the deadline, so a late task is told apart from a
 // silent coordinator (which throws PeerError naming it).
 std::vector<std::string> awaitKeys(CoordinatorClient& store, const std::vector<std::string>& keys, Deadline deadline);
+
+// What tasks published under `keys` (their addresses), in order, once all
+// are in. `doing` says what waits ("telling hosts apart"), `name_of` names
+// a key's task ("worker 1"). Throws PeerError naming the tasks with nothing
+// in by the deadline, Interrupted on a stop request.
+std::vector<std::string> awaitPublished(CoordinatorClient& store, const std::vector<std::string>& keys,
+                                        Deadline deadline, const std::string& doing,
+                                        const std::function<std::string(const std::string& key)>& name_of);
 
 // First field where `theirs` differs from `ours`, as "field: a vs b"; empty
 // when equal. A top-level "about" object is not compared; where it differs

@@ -1,10 +1,8 @@
 #include "cluster/server_addresses.hpp"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "cluster/membership.hpp"
-#include "core/error.hpp"
 
 namespace tandem::cluster {
 namespace {
@@ -21,22 +19,12 @@ void publishServerAddress(CoordinatorClient& store, int server, const HostPort& 
 std::vector<HostPort> readServerAddresses(CoordinatorClient& store, int servers, Deadline deadline) {
   std::vector<std::string> keys;
   for (int i = 0; i < servers; ++i) keys.push_back(addressKey(i));
-  if (const auto missing = awaitKeys(store, keys, deadline); !missing.empty()) {
-    std::vector<std::string> names;
-    for (const auto& k : missing) names.push_back(fmt::format("ps {}", k.substr(k.rfind('/') + 1)));
-    if (!deadline.expired()) {
-      throw Interrupted(fmt::format("stopped by a signal while waiting for the servers' addresses: none yet from {}",
-                                    fmt::join(names, ", ")));
-    }
-    throw PeerError(fmt::format("{} published no address in the coordinator's store within the deadline "
-                                "(--rendezvous-timeout): did every task of the step start, and the servers bind?",
-                                fmt::join(names, ", ")));
-  }
+  const std::vector<std::string> values =
+      awaitPublished(store, keys, deadline, "waiting for the servers to publish where they listen (--ps)",
+                     [](const std::string& k) { return fmt::format("ps {}", k.substr(k.rfind('/') + 1)); });
   std::vector<HostPort> addresses;
   for (int i = 0; i < servers; ++i) {
-    const auto value = store.tryGet(keys[static_cast<size_t>(i)]);
-    if (!value) throw PeerError(fmt::format("{} vanished from the coordinator's store", keys[static_cast<size_t>(i)]));
-    addresses.push_back(parseHostPort(std::string(value->begin(), value->end()), fmt::format("ps {}'s address", i)));
+    addresses.push_back(parseHostPort(values[static_cast<size_t>(i)], fmt::format("ps {}'s address", i)));
   }
   return addresses;
 }

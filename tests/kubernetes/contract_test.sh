@@ -40,12 +40,7 @@ await_all() {
   pids=()
 }
 same_losses() {  # run-a run-b
-  "$PY" - "$dir/$1" "$dir/$2" <<'PY'
-import json, sys
-a, b = (json.load(open(f"{d}/summary.json")) for d in sys.argv[1:])
-for key in ("workers", "global_step", "final_loss", "test_loss", "test_accuracy"):
-    assert a[key] == b[key], f"{key}: {a[key]} vs {b[key]} under tandem launch"
-PY
+  "$PY" "$(dirname "$0")/../support/same_job.py" "$dir/$1" "$dir/$2" || fail "$1 ended apart from tandem launch's run"
 }
 
 case "$PART" in

@@ -10,20 +10,11 @@
 # Needs root and Debian's slurmctld, slurmd, slurm-client and munge.
 # Usage: tests/slurm/sbatch_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
-export PATH=$PATH:/usr/sbin:/sbin
-if [[ $(id -u) -ne 0 ]] || ! command -v slurmctld >/dev/null || ! command -v sbatch >/dev/null; then
-  echo "sbatch_test: skipped: starting Slurm's daemons needs root and Debian's slurmctld, slurmd, slurm-client, munge"
-  exit 77
-fi
 BUILD=$(cd "$1" && pwd)
-examples=$(cd "$2/examples/slurm" && pwd)
-here=$(cd "$(dirname "$0")" && pwd)
-dir=$(mktemp -d)
-chmod 755 "$dir"
-trap '"$here/local_slurm.sh" stop "$dir/slurm" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
-fail() { echo "sbatch_test: $*" >&2; exit 1; }
-conf=$("$here/local_slurm.sh" start "$dir/slurm" | tail -n1)
-export "${conf:?}"
+SOURCE=$(cd "$2" && pwd)
+examples=$SOURCE/examples/slurm
+test_name=sbatch_test
+source "$SOURCE/tests/slurm/with_local_slurm.sh"
 export PATH=$BUILD:$PATH  # the batch scripts run `tandem`; sbatch passes the environment on
 
 tiny=(--model mlp --mlp-widths 64,32 --dataset synthetic --synthetic-shape 1x28x28 --synthetic-size 4096
@@ -67,14 +58,8 @@ await_done "$job" 120 || { cat "$dir/ar.out"; fail "the preempted allreduce.sbat
 [[ $(field "$job" Restarts) == 1 ]] || { cat "$dir/ar.out"; fail "the job ran $(field "$job" Restarts) restarts, not 1"; }
 "$BUILD/tandem" launch --workers 2 -- "${ar_flags[@]}" --out "$dir/unbroken" >"$dir/unbroken.log" 2>&1 ||
   { cat "$dir/unbroken.log"; fail "the unbroken run failed"; }
-python3 - "$dir" "$steps" <<'PY' || { cat "$dir/ar.out"; exit 1; }
-import json, sys
-d, steps = sys.argv[1], int(sys.argv[2])
-s, u = (json.load(open(f"{d}/{run}/summary.json")) for run in ("ar", "unbroken"))
-assert s["global_step"] == steps and s["workers"] == 2, s
-for key in ("final_loss", "test_loss"):
-    assert s[key] == u[key], f"requeued and resumed: {key} {s[key]}, unbroken {u[key]}"
-PY
+python3 "$SOURCE/tests/support/same_job.py" "$dir/ar" "$dir/unbroken" --steps "$steps" --workers 2 \
+  --keys final_loss,test_loss || { cat "$dir/ar.out"; fail "the requeued job ended apart from the unbroken run"; }
 grep -Eq "resumed from $dir/ar/checkpoint.ckpt at step [1-9][0-9]*$" "$dir/ar.out" ||
   { cat "$dir/ar.out"; fail "the requeued run did not resume from the checkpoint"; }
 

@@ -8,21 +8,11 @@
 # Then `srun -n 3 tandem train --ps 1`: the last task serves parameters.
 # Usage: tests/slurm/srun_test.sh BUILD_DIR
 set -euo pipefail
-export PATH=$PATH:/usr/sbin:/sbin
-if [[ $(id -u) -ne 0 ]] || ! command -v slurmctld >/dev/null || ! command -v srun >/dev/null; then
-  echo "srun_test: skipped: starting Slurm's daemons needs root and Debian's slurmctld, slurmd, slurm-client, munge"
-  exit 77
-fi
 BUILD=$(cd "$1" && pwd)
-here=$(cd "$(dirname "$0")" && pwd)
-dir=$(mktemp -d)
-chmod 755 "$dir"  # munged runs as the munge user, under it
-trap '"$here/local_slurm.sh" stop "$dir/slurm" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
-fail() { echo "srun_test: $*" >&2; exit 1; }
+SOURCE=$(cd "$(dirname "$0")/../.." && pwd)
+test_name=srun_test
+source "$SOURCE/tests/slurm/with_local_slurm.sh"
 seconds_since() { python3 -c "import time; print(f'{time.time() - $1:.2f}')"; }
-
-conf=$("$here/local_slurm.sh" start "$dir/slurm" | tail -n1)
-export "${conf:?}"
 args=(--model mlp --mlp-widths 64,32 --dataset synthetic --synthetic-shape 1x28x28 --synthetic-size 4096
       --batch-size 16 --threads 1 --max-steps 30 --eval-every 0 --progress plain --seed 3 --checkpoint-every 0)
 
@@ -42,14 +32,8 @@ launch_s=$(seconds_since "$start")
 grep -q "worker 0: joined 2 workers via slurm" "$dir/srun.log" ||
   { cat "$dir/srun.log"; fail "worker 0 did not say it joined via slurm"; }
 # The same job: the same steps and, to the bit, the same losses.
-python3 - "$dir" <<'PY' || { cat "$dir/srun.log"; exit 1; }
-import json, sys
-d = sys.argv[1]
-s, l = (json.load(open(f"{d}/{run}/summary.json")) for run in ("srun", "launch"))
-for key in ("workers", "global_step", "final_loss", "test_loss"):
-    assert s[key] == l[key], f"{key}: srun {s[key]}, launch {l[key]}"
-assert s["global_step"] == 30 and s["workers"] == 2, s
-PY
+python3 "$SOURCE/tests/support/same_job.py" "$dir/srun" "$dir/launch" --steps 30 --workers 2 ||
+  { cat "$dir/srun.log"; fail "srun's job differs from tandem launch's"; }
 echo "srun_test: srun -n 2 trained 30 steps in ${srun_s} s (tandem launch: ${launch_s} s), with the same losses"
 
 # --ps 1: the step's last task serves, publishing where it listens in worker
@@ -68,14 +52,8 @@ start=$(date +%s.%N)
 launch_ps_s=$(seconds_since "$start")
 grep -Eq "ps 0: listening on $(hostname -s):[0-9]+ for 2 worker\(s\) \(slurm\)" "$dir/srun-ps.log" ||
   { cat "$dir/srun-ps.log"; fail "task 2 did not serve as ps 0 on its node's name and a port of its own"; }
-python3 - "$dir" <<'PY' || { cat "$dir/srun-ps.log"; exit 1; }
-import json, sys
-d = sys.argv[1]
-s, l = (json.load(open(f"{d}/{run}/summary.json")) for run in ("srun-ps", "launch-ps"))
-for key in ("workers", "global_step", "final_loss", "test_loss"):
-    assert s[key] == l[key], f"{key}: srun {s[key]}, launch {l[key]}"
-assert s["global_step"] == 30 and s["workers"] == 2, s
-PY
+python3 "$SOURCE/tests/support/same_job.py" "$dir/srun-ps" "$dir/launch-ps" --steps 30 --workers 2 ||
+  { cat "$dir/srun-ps.log"; fail "srun's PS job differs from tandem launch's"; }
 # Too few tasks for --ps: exit 2, naming both counts.
 set +e
 timeout 60 srun -n 2 "$BUILD/tandem" train "${args[@]}" --ps 2 --out "$dir/bad" >"$dir/bad.log" 2>&1
