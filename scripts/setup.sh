@@ -58,8 +58,9 @@ echo "setup: ${#PACKAGES[@]} Debian packages present"
 # holds the list it was made from); pip leaves what already matches alone.
 VENV=${TANDEM_VENV:-$PWD/.venv}
 REQUIREMENTS=scripts/requirements-torch.txt
+TEST_REQUIREMENTS=scripts/requirements-test.txt  # Ray Train, for tandem.ray's test
 STAMP=$VENV/.tandem-requirements
-if [[ -x "$VENV/bin/python" ]] && cmp -s "$REQUIREMENTS" "$STAMP"; then
+if [[ -x "$VENV/bin/python" ]] && cat "$REQUIREMENTS" "$TEST_REQUIREMENTS" | cmp -s - "$STAMP"; then
   echo "setup: venv $VENV up to date ($(grep -m1 '^torch==' "$REQUIREMENTS"))"
   exit 0
 fi
@@ -69,5 +70,7 @@ if [[ ! -x "$VENV/bin/python" ]]; then
 fi
 echo "setup: installing $(grep -v '^#' "$REQUIREMENTS" | tr '\n' ' ')into $VENV (about 3.1 GB to download the first time)"
 "$VENV/bin/pip" install --quiet --progress-bar off -r "$REQUIREMENTS"
-cp "$REQUIREMENTS" "$STAMP"
+# After torch, so that Ray's dependencies never swap the pinned one.
+"$VENV/bin/pip" install --quiet --progress-bar off -r "$TEST_REQUIREMENTS"
+cat "$REQUIREMENTS" "$TEST_REQUIREMENTS" >"$STAMP"
 echo "setup: venv ready in $(( $(date +%s) - start )) s, $(du -sh "$VENV" | cut -f1)"
