@@ -9,12 +9,14 @@
 #include <torch/csrc/utils/pybind.h>
 #include <torch/torch.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "api/ps_optimizer.hpp"
+#include "core/environment.hpp"
 #include "core/error.hpp"
 #include "cluster/host_aggregation.hpp"
 #include "core/training_mode.hpp"
@@ -234,6 +236,10 @@ PYBIND11_MODULE(_C, m) {
     tandem::shutdown();
   });
   m.def("is_initialized", &tandem::is_initialized);
+  // tandem.ray: torchrun's variables for this process's next init (None unsets one).
+  m.def("export_variables", [](const std::map<std::string, std::optional<std::string>>& variables) {
+    tandem::exportVariables({variables.begin(), variables.end()});
+  });
   m.def("elastic_enabled", &tandem::elastic_enabled);
   m.def("elastic_sync_root", &tandem::elastic_sync_root);
   m.def("elastic_hosts_updated", [] {

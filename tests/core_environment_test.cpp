@@ -30,6 +30,15 @@ TEST(EnvironmentTest, LookupsTellUnsetFromEmpty) {
   EXPECT_EQ(variableOr(env, "SET", "fallback"), "1");
 }
 
+TEST(EnvironmentTest, ExportedVariablesAreWhatTheNextCaptureSees) {
+  ::setenv("TANDEM_ENV_TEST_GONE", "1", 1);
+  exportVariables({{"TANDEM_ENV_TEST_SET", "a=b"}, {"TANDEM_ENV_TEST_GONE", std::nullopt}});
+  const Environment env = captureEnvironment();
+  EXPECT_EQ(lookupVariable(env, "TANDEM_ENV_TEST_SET"), "a=b");
+  EXPECT_EQ(lookupVariable(env, "TANDEM_ENV_TEST_GONE"), std::nullopt);
+  exportVariables({{"TANDEM_ENV_TEST_SET", std::nullopt}});
+}
+
 TEST(EnvironmentTest, EntriesAreWhatExecTakes) {
   const Environment env{{"B", "2"}, {"A", "x=y"}};
   EXPECT_EQ(environmentEntries(env), (std::vector<std::string>{"A=x=y", "B=2"}));

@@ -20,7 +20,6 @@ its processes: ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
 node, where ``td.init()`` on rank 0 serves the coordinator. Ray Train V2
 (the default in ray 2.60) is what it is tested with.
 """
-import os
 from dataclasses import dataclass
 
 try:
@@ -43,8 +42,10 @@ def _address_and_port():
 
 
 def _set_environment(address, port):
+    from tandem import _C
+
     context = ray.train.get_context()
-    os.environ.update({
+    _C.export_variables({
         "MASTER_ADDR": address,
         "MASTER_PORT": str(port),
         "RANK": str(context.get_world_rank()),
@@ -52,9 +53,9 @@ def _set_environment(address, port):
         "LOCAL_RANK": str(context.get_local_rank()),
         "LOCAL_WORLD_SIZE": str(context.get_local_world_size()),
         "NODE_RANK": str(context.get_node_rank()),
+        # Not torchrun's agent store: the coordinator takes MASTER_PORT itself.
+        "TORCHELASTIC_USE_AGENT_STORE": None,
     })
-    # Not torchrun's agent store: the coordinator takes MASTER_PORT itself.
-    os.environ.pop("TORCHELASTIC_USE_AGENT_STORE", None)
 
 
 def _shut_down():

@@ -1,5 +1,7 @@
 #include "core/environment.hpp"
 
+#include <stdlib.h>
+
 extern char** environ;
 
 namespace tandem {
@@ -30,6 +32,16 @@ std::vector<std::string> environmentEntries(const Environment& env) {
   entries.reserve(env.size());
   for (const auto& [name, value] : env) entries.push_back(name + "=" + value);
   return entries;
+}
+
+void exportVariables(const std::map<std::string, std::optional<std::string>, std::less<>>& variables) {
+  for (const auto& [name, value] : variables) {
+    if (value) {
+      ::setenv(name.c_str(), value->c_str(), 1);
+    } else {
+      ::unsetenv(name.c_str());
+    }
+  }
 }
 
 }  // namespace tandem

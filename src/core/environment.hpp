@@ -25,4 +25,10 @@ std::string variableOr(const Environment& env, std::string_view name, std::strin
 // `env` as exec takes it: "NAME=value" strings.
 std::vector<std::string> environmentEntries(const Environment& env);
 
+// Sets each variable given a value and unsets each given none, for the
+// entry points that capture the environment next in this process: what a
+// launcher running inside it hands over (tandem.ray in a Ray worker, as
+// torchrun hands its processes RANK and the rest).
+void exportVariables(const std::map<std::string, std::optional<std::string>, std::less<>>& variables);
+
 }  // namespace tandem
