@@ -256,9 +256,10 @@ TEST(TfConfigTest, AWorkerBeyondTheListJoinsAGrowingJobUpToMaxWorkers) {
 // TFJob's Evaluator replica: TF_CONFIG as its controller writes it (the
 // evaluator is left out of cluster, "environment" is "cloud").
 TEST(TfConfigTest, TheEvaluatorIsNoMemberOfTheCluster) {
-  const ClusterSpec spec = resolve({}, {{"TF_CONFIG", R"({"cluster":{"chief":["j-chief-0.ns.svc:2222"],)"
-                                                      R"("ps":["j-ps-0.ns.svc:2222"],"worker":["j-worker-0.ns.svc:2222"]},)"
-                                                      R"("task":{"type":"evaluator","index":0},"environment":"cloud"})"}});
+  const std::string tf_config = R"({"cluster":{"chief":["j-chief-0.ns.svc:2222"],"ps":["j-ps-0.ns.svc:2222"],)"
+                                R"("worker":["j-worker-0.ns.svc:2222"]},)"
+                                R"("task":{"type":"evaluator","index":0},"environment":"cloud"})";
+  const ClusterSpec spec = resolve({}, {{"TF_CONFIG", tf_config}});
   EXPECT_EQ(spec.role, Role::kEvaluator);
   EXPECT_EQ(spec.taskName(), "evaluator");
   EXPECT_EQ(spec.num_workers, 2);

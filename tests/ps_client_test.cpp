@@ -328,7 +328,8 @@ TEST(PsClient, ARevivedServerThatRefusesTheConnectionIsLostAtOnce) {
   Ticket unanswered = client.send(0, pullHeader(1), zmq::message_t());
   const std::string what = peerErrorOf(unanswered, 60'000ms, "the pull of chunk 1");
   EXPECT_LT(Clock::now() - revived, 3000ms) << what;
-  EXPECT_NE(what.find(net::tcpEndpoint("127.0.0.1", port) + " refused or timed out the connection, though it was up before"),
+  const std::string refused = " refused or timed out the connection, though it was up before";
+  EXPECT_NE(what.find(net::tcpEndpoint("127.0.0.1", port) + refused),
             std::string::npos)
       << what;
   EXPECT_TRUE(client.lost(0));

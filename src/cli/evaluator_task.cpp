@@ -25,9 +25,9 @@ int runEvaluatorTask(const train::TrainConfig& config) {
   nlohmann::json last;
   TANDEM_LOG_INFO("evaluator: evaluates the chief's newest checkpoint in {} each time one appears, into {}",
                   out.string(), (dir / "metrics.jsonl").string());
-  Stopwatch waiting;
   constexpr double kSayWaitingEvery = 60;
-  double said = 0;
+  Stopwatch quiet;  // since the last evaluation
+  double say_at = kSayWaitingEvery;
   while (!stopRequested()) {
     const train::RunDirectoryView view = train::lookAt(out);
     switch (watch.next(view)) {
@@ -44,8 +44,8 @@ int runEvaluatorTask(const train::TrainConfig& config) {
                         result["test_loss"].get<double>(), result["checkpoint"].get<std::string>(), took.elapsed());
         watch.evaluated(view);
         last = std::move(result);
-        waiting = Stopwatch();
-        said = 0;
+        quiet = Stopwatch();
+        say_at = kSayWaitingEvery;
         break;
       }
       case train::CheckpointWatch::Action::kEnd: {
@@ -56,11 +56,11 @@ int runEvaluatorTask(const train::TrainConfig& config) {
         return 0;
       }
       case train::CheckpointWatch::Action::kWait:
-        if (waiting.elapsed() - said >= kSayWaitingEvery) {
-          said = waiting.elapsed();
+        if (quiet.elapsed() >= say_at) {
           TANDEM_LOG_INFO("evaluator: waiting for the chief's next checkpoint in {} ({} so far, {} since the last)",
                           (out / "checkpoints").string(), watch.evaluations(),
-                          formatDuration(std::chrono::milliseconds(static_cast<int64_t>(said * 1000))));
+                          formatDuration(std::chrono::milliseconds(static_cast<int64_t>(say_at * 1000))));
+          say_at += kSayWaitingEvery;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
         break;

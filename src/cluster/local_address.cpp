@@ -120,7 +120,9 @@ void requireResolvableHosts(const ClusterSpec& spec) {
   for (size_t i = 0; i < spec.ps_hosts.size(); ++i) {
     if (spec.servers_published) {
       // Only this server's own host is known here; the others publish theirs once bound.
-      if (!spec.ps_hosts[i].host.empty()) check(spec.ps_hosts[i].host, "this server's host name (SLURMD_NODENAME, else the system's)");
+      if (!spec.ps_hosts[i].host.empty()) {
+        check(spec.ps_hosts[i].host, "this server's host name (SLURMD_NODENAME, else the system's)");
+      }
       continue;
     }
     check(spec.ps_hosts[i].host, tf ? fmt::format("TF_CONFIG cluster.ps[{}]", i) : "--ps_hosts");

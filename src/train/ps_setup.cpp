@@ -81,8 +81,9 @@ std::vector<ps::ServerAddress> serverAddresses(const PsSetup& setup, const std::
 }
 
 // What the chief tells server `server` of the job.
-ps::ServerConfig serverConfig(const PsSetup& setup, const std::vector<cluster::HostPort>& hosts, const ps::KeyLayout& layout,
-                              const std::vector<std::vector<int>>& push_groups, int server, const StepPlan& plan) {
+ps::ServerConfig serverConfig(const PsSetup& setup, const std::vector<cluster::HostPort>& hosts,
+                              const ps::KeyLayout& layout, const std::vector<std::vector<int>>& push_groups, int server,
+                              const StepPlan& plan) {
   const TrainConfig& config = setup.config;
   const int workers = setup.spec.num_workers;
   ps::ServerConfig c;
@@ -326,7 +327,9 @@ PsConnection connectToServers(torch::nn::Module& model, const nlohmann::json& fi
   const bool sets_up = spec.isChief() && !setup.context.start().joins_running;
   auto configsFor = [&](const StepPlan& job) {
     std::vector<ps::ServerConfig> configs;
-    for (int i = 0; i < spec.numServers(); ++i) configs.push_back(serverConfig(setup, link.server_hosts, link.layout, link.push_groups, i, job));
+    for (int i = 0; i < spec.numServers(); ++i) {
+      configs.push_back(serverConfig(setup, link.server_hosts, link.layout, link.push_groups, i, job));
+    }
     return configs;
   };
   if (sets_up) {
