@@ -5,7 +5,9 @@
 # Engines: tandem launch; srun -n 2 on a local one-node Slurm (root only;
 # the cluster's own start is not counted); torchrun's 2 nodes with the
 # PET_* variables of a Kubeflow TrainJob; TF_CONFIG tasks as a TFJob starts
-# them; mpirun over an MPIJob's hostfile. Interleaved, best of REPEATS.
+# them; mpirun over an MPIJob's hostfile; `tandem launch --hosts` over ssh
+# to two loopback hosts (root only: the test's sshd, tests/ssh). Interleaved,
+# best of REPEATS.
 # Goal (issue 53): at most 2 s more than tandem launch on each.
 # Usage: bench/cluster_start.sh [build dir] [repeats]
 set -euo pipefail
@@ -16,7 +18,14 @@ PY=$PWD/.venv/bin/python
 OUT=$(mktemp -d /tmp/tandem-bench.XXXXXX)
 chmod 755 "$OUT"
 slurm=""
-trap '[[ -n $slurm ]] && tests/slurm/local_slurm.sh stop "$OUT/slurm" >/dev/null 2>&1; rm -rf "$OUT"' EXIT
+ssh_hosts=""
+if [[ $(id -u) -eq 0 && -x /usr/sbin/sshd ]]; then
+  test_name=cluster_start
+  source tests/ssh/with_local_sshd.sh  # sets its own EXIT trap; ours below calls it
+  read -r -a ssh_flags <<<"$SSH_FLAGS"
+  ssh_hosts=1
+fi
+trap '[[ -n $ssh_hosts ]] && stop_sshd; [[ -n $slurm ]] && tests/slurm/local_slurm.sh stop "$OUT/slurm" >/dev/null 2>&1; rm -rf "$OUT"' EXIT
 ARGS=(--model mlp --mlp-widths 64,32 --dataset synthetic --synthetic-shape 1x28x28 --synthetic-size 4096
       --batch-size 16 --threads 1 --max-steps 1 --progress plain --seed 3)
 free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -55,8 +64,11 @@ mpijob() {
     --coordinator "127.0.0.1:$(free_port)" --out "$OUT/$1"
 }
 
+ssh2() { "$BUILD/tandem" launch "${ssh_flags[@]}" --hosts 127.0.0.2:1,127.0.0.3:1 -- "${ARGS[@]}" --out "$OUT/$1"; }
+
 engines=(launch trainjob tfjob mpijob)
 [[ -n $slurm ]] && engines+=(srun2)
+[[ -n $ssh_hosts ]] && engines+=(ssh2)
 declare -A best
 for i in $(seq "$REPEATS"); do
   for e in "${engines[@]}"; do

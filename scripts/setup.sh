@@ -22,6 +22,7 @@ PACKAGES=(
   clang libclang-rt-14-dev
   ccache  # the sanitizer trees compile through it (scripts/sanitize.sh)
   slurmctld slurmd slurm-client munge  # a real one-node Slurm, started by its test (tests/slurm)
+  openssh-server openssh-client  # launch --hosts over ssh: its test starts its own sshd (tests/ssh)
 )
 
 SUDO=""

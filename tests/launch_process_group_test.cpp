@@ -27,9 +27,18 @@ namespace {
 using namespace std::chrono_literals;
 using tandem::testing::TempDir;
 
+ChildSpec spec(const std::string& name, std::vector<std::string> argv,
+               std::vector<std::pair<std::string, std::string>> env = {}) {
+  ChildSpec child;
+  child.name = name;
+  child.argv = std::move(argv);
+  child.extra_env = std::move(env);
+  return child;
+}
+
 ChildSpec sh(const std::string& name, const std::string& script,
              std::vector<std::pair<std::string, std::string>> env = {}) {
-  return ChildSpec{name, {"/bin/sh", "-c", script}, std::move(env)};
+  return spec(name, {"/bin/sh", "-c", script}, std::move(env));
 }
 
 // A file the relay writes into, read back after wait().
@@ -263,7 +272,7 @@ TEST(ProcessGroupTest, AReplacedChildStartsAgainFromTheSpecReplaceLeaves) {
 TEST(ProcessGroupTest, ExecFailureExits127WithMessage) {
   CapturedOutput out;
   ProcessGroup group(captureEnvironment(), true, out.fd());
-  group.start(ChildSpec{"bad", {"/nonexistent/tandem-prog", "x"}, {}});
+  group.start(spec("bad", {"/nonexistent/tandem-prog", "x"}));
   GroupResult result = group.wait(1s);
   EXPECT_FALSE(result.ok);
   ASSERT_EQ(result.exits.size(), 1u);
@@ -276,7 +285,7 @@ TEST(ProcessGroupTest, ExecFailureExits127WithMessage) {
 TEST(ProcessGroupTest, EmptyCommandLineThrowsNamingChild) {
   ProcessGroup group(captureEnvironment(), true);
   try {
-    group.start(ChildSpec{"worker 4", {}, {}});
+    group.start(spec("worker 4", {}));
     ADD_FAILURE() << "expected Error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("worker 4"), std::string::npos) << e.what();

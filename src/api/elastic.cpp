@@ -41,6 +41,8 @@ cluster::ClusterFlags launchedClusterFlags(const Environment& env) {
     flags.external_coordinator = true;
   }
   flags.max_workers = workerCount(env, "TANDEM_MAX_WORKERS");
+  // launch --hosts --ps K: the last K of the launcher's ranks serve.
+  flags.ps_tasks = workerCount(env, "TANDEM_PS_TASKS");
   return flags;
 }
 

@@ -128,8 +128,9 @@ Group groupOf(Job& job, int id, const std::string& call);
 int elasticMinWorkers(const Environment& env);
 // The store's address when another process serves it (tandem launch sets
 // TANDEM_COORDINATOR for an elastic program), and how many workers the job
-// may grow to (TANDEM_MAX_WORKERS, from launch --max-workers); empty flags
-// otherwise. Throws InputError naming a variable that holds no count.
+// may grow to (TANDEM_MAX_WORKERS, from launch --max-workers), and how
+// many of a launcher's last tasks serve (TANDEM_PS_TASKS, from launch
+// --hosts with --ps); empty flags otherwise. Throws InputError naming a variable that holds no count.
 cluster::ClusterFlags launchedClusterFlags(const Environment& env);
 // A communicator among generation `m`'s members, on the comm thread.
 void connectGeneration(Job& job, const cluster::Membership& m);

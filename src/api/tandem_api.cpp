@@ -17,6 +17,7 @@
 #include "cluster/job_start.hpp"
 #include "cluster/local_address.hpp"
 #include "cluster/process_setup.hpp"
+#include "cluster/server_addresses.hpp"
 #include "collective/comm_thread.hpp"
 #include "collective/communicator.hpp"
 #include "collective/host_communicator.hpp"
@@ -121,6 +122,12 @@ void init(const InitOptions& options) {
                                      {"servers", spec.numServers()},
                                      {"hierarchical", options.hierarchical}},
                                     api::processContext());
+    // Under a launcher's --ps K (launch --hosts), the servers published where they listen.
+    if (spec.servers_published) {
+      job->spec->ps_hosts = cluster::readServerAddresses(*job->join.store, spec.numServers(),
+                                                         Deadline::afterSeconds(options.rendezvous_timeout_s));
+      job->spec->servers_published = false;
+    }
     collective::CommunicatorOptions comm;
     comm.rank = spec.index;
     comm.size = spec.num_workers;

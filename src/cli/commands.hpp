@@ -38,5 +38,7 @@ Command addBenchCommand(CLI::App& app);
 Command addSecretCommand(CLI::App& app);
 // `coordinator`: a job's store in a process of its own (cluster/coordinator.hpp).
 Command addCoordinatorCommand(CLI::App& app);
+// `remote-task`: the agent of a task `launch --hosts` runs over ssh (hidden).
+Command addRemoteTaskCommand(CLI::App& app);
 
 }  // namespace tandem::cli

@@ -1,7 +1,9 @@
-// `tandem launch`: a local cluster of real processes, one per task: `tandem
-// train` wired together through the classic cluster flags, or any program
-// (a C++ or Python trainer using Tandem's API), told its place through
-// TF_CONFIG and torchrun's variables, beside parameter servers launch runs.
+// `tandem launch`: a cluster of real processes, one per task, on this host
+// or over ssh on several (--hosts): `tandem train` wired together through
+// the cluster flags, or any program (a C++ or Python trainer using
+// Tandem's API), told its place through TF_CONFIG and torchrun's
+// variables, beside parameter servers launch runs. What the job is comes
+// from launch_plan; this file runs it, and starts again what fails.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <unistd.h>
@@ -16,12 +18,13 @@
 #include <thread>
 
 #include "cli/arg_style.hpp"
+#include "cli/launch_plan.hpp"
+#include "cli/launch_tasks.hpp"
 #include "cli/commands.hpp"
 #include "cli/train_flags.hpp"
 #include "obs/timeline.hpp"
 #include "cluster/cluster_spec.hpp"
 #include "cluster/coordinator.hpp"
-#include "cluster/quorum_messages.hpp"
 #include "launch/failure_policy.hpp"
 #include "launch/job_restart.hpp"
 #include "launch/job_secret_file.hpp"
@@ -29,6 +32,8 @@
 #include "launch/free_ports.hpp"
 #include "launch/host_discovery.hpp"
 #include "launch/process_group.hpp"
+#include "launch/remote_task.hpp"
+#include "cluster/local_address.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "net/job_security.hpp"
@@ -44,75 +49,6 @@ namespace {
 std::atomic<int> g_forward_signal{0};
 
 void onLaunchSignal(int signal) { g_forward_signal.store(signal); }
-
-struct LaunchOptions {
-  int workers = 2;
-  int ps = 0;
-  std::string host = "127.0.0.1";
-  double grace_s = 10;
-  int max_restarts = 0;  // gang restarts after a failure, each from OUT's newest checkpoint
-  std::string on_worker_failure = "auto";  // stop | continue | auto (continue for async PS)
-  std::string ps_out = "runs/default";  // program mode: where the servers write their summaries
-  int min_workers = 0;  // program mode: an elastic job (hvd.elastic) that goes on with this many
-  int max_workers = 0;  // program mode: and grows to this many (Horovod's --max-np)
-  // A live job that grows (train's --max-workers): prints "host:slots" lines.
-  std::string host_discovery_script;
-  std::vector<std::string> train_args;
-};
-
-// The executable a program name means, as a shell would find it.
-std::string resolveProgram(const std::string& name, const Environment& env) {
-  namespace fs = std::filesystem;
-  auto runnable = [](const fs::path& p) {
-    std::error_code ec;
-    return fs::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;
-  };
-  if (name.find('/') != std::string::npos) {
-    if (!runnable(name)) throw InputError(fmt::format("launch: program '{}' is not an executable file", name));
-    return name;
-  }
-  const std::string path = variableOr(env, "PATH", "/usr/local/bin:/usr/bin:/bin");
-  std::string_view dirs = path;
-  while (!dirs.empty()) {
-    const size_t colon = dirs.find(':');
-    const fs::path candidate = fs::path(std::string(dirs.substr(0, colon))) / name;
-    if (runnable(candidate)) return candidate.string();
-    if (colon == std::string_view::npos) break;
-    dirs.remove_prefix(colon + 1);
-  }
-  throw InputError(fmt::format("launch: program '{}' not found in PATH", name));
-}
-
-// What a program task is told: TF_CONFIG (which tandem::init() reads, with
-// the servers) and torchrun's names, for code written against those.
-std::vector<std::pair<std::string, std::string>> programEnvironment(const std::vector<std::string>& workers,
-                                                                    const std::vector<std::string>& servers,
-                                                                    int index, const std::string& host,
-                                                                    int master_port, int threads,
-                                                                    const Environment& env) {
-  nlohmann::json cluster = {{"worker", workers}};
-  if (!servers.empty()) cluster["ps"] = servers;
-  const nlohmann::json tf_config = {{"cluster", cluster}, {"task", {{"type", "worker"}, {"index", index}}}};
-  const std::string world = std::to_string(workers.size());
-  std::vector<std::pair<std::string, std::string>> vars{
-      {"TF_CONFIG", tf_config.dump()},  {"RANK", std::to_string(index)}, {"WORLD_SIZE", world},
-      {"LOCAL_RANK", std::to_string(index)}, {"LOCAL_WORLD_SIZE", world}, {"MASTER_ADDR", host},
-      {"MASTER_PORT", std::to_string(master_port)}};
-  // torchrun's habit too: each local worker gets its share of the cores.
-  if (!env.contains("OMP_NUM_THREADS")) vars.emplace_back("OMP_NUM_THREADS", std::to_string(threads));
-  return vars;
-}
-
-// Async PS training goes on without a dead worker (the servers and the
-// others carry its share), and so does all-reduce with a live membership
-// (--min-workers); every other mode needs every worker for each step.
-// (`train`: the run config of `tandem train` tasks; none for a program).
-bool continuesAfterWorkerFailure(const LaunchOptions& o, const std::optional<ParsedTrainArgs>& train) {
-  if (o.on_worker_failure != "auto") return o.on_worker_failure == "continue";
-  if (!train) return o.min_workers > 0;
-  if (o.ps == 0) return train::wantsLiveMembership(train->config.distributed, o.workers);
-  return train::psModeOf(train->config.distributed) == Mode::PsAsync;
-}
 
 }  // namespace
 
@@ -140,106 +76,29 @@ void mergeTaskTimelines(const train::TrainConfig& config) {
 namespace {
 
 int runLaunch(LaunchOptions o, const Environment& env) {
-  // torchrun habit: `launch ... -- train --model x` names the subcommand again.
-  if (!o.train_args.empty() && o.train_args.front() == "train") o.train_args.erase(o.train_args.begin());
-  // `launch -- ./trainer ...` runs a program; `-- --model x` and `-- train ...` run `tandem train`.
-  const bool program = !o.train_args.empty() && namesProgram(o.train_args.front());
-  const std::string program_path = program ? resolveProgram(o.train_args.front(), env) : "";
-  // The tasks' run config, parsed as they will parse it: a bad flag is
-  // named once, here, instead of by every task.
-  const std::optional<ParsedTrainArgs> train =
-      program ? std::nullopt : std::optional<ParsedTrainArgs>(parseTrainArgs(o.train_args));
-  if (o.workers < 1) throw InputError(fmt::format("--workers: must be >= 1, got {}", o.workers));
-  if (o.ps < 0) throw InputError(fmt::format("--ps: must be >= 0, got {}", o.ps));
-  if (o.min_workers != 0 && !program) {
-    throw InputError("--min-workers: launch takes it for a program (hvd.elastic); for tandem train pass it after --");
-  }
-  if (o.min_workers < 0 || o.min_workers > o.workers) {
-    throw InputError(fmt::format("--min-workers {}: expected 1 to the job's {} workers", o.min_workers, o.workers));
-  }
-  if (o.min_workers > 0 && o.ps > 0) {
-    throw InputError("--min-workers with --ps: not built; an elastic program sums over all-reduce only");
-  }
-  if (o.max_workers != 0 && !program) {
-    throw InputError("--max-workers: launch takes it for a program (hvd.elastic); for tandem train pass it after --");
-  }
-  if (o.max_workers != 0 && o.min_workers == 0) {
-    throw InputError(fmt::format("--max-workers {}: only an elastic program grows; pass --min-workers too",
-                                 o.max_workers));
-  }
-  if (o.max_workers != 0 && (o.max_workers < o.workers || o.max_workers > cluster::kMaxQuorumWorkers)) {
-    throw InputError(fmt::format("--max-workers {}: expected the job's {} workers to {}", o.max_workers, o.workers,
-                                 cluster::kMaxQuorumWorkers));
-  }
-  // All-reduce whose members may change: tandem train's --min-workers, or an elastic program's.
-  const bool live = (train && o.ps == 0 && train::wantsLiveMembership(train->config.distributed, o.workers)) ||
-                    (program && o.min_workers > 0);
-  if (o.on_worker_failure == "continue" && o.ps == 0 && !live) {
-    throw InputError("--on-worker-failure continue: all-reduce needs every worker for every step unless the job "
-                     "has a live membership (--min-workers N); async parameter-server training goes on too");
-  }
-  // Named once, here, rather than by every task.
-  if (train && o.ps == 0) train::quorumOptions(train->config.distributed, o.workers);
-  if (train && o.ps > 0) train::checkPsReplicas(train->config.distributed, o.ps);
-  // A server's death leaves its chunks at their other replica.
-  const bool replicated = train && o.ps > 0 && train->config.distributed.ps_replicas > 1;
-  // Workers beyond --workers, up to this many, join as the discovery script finds room.
-  const int max_workers = program                ? std::max(o.workers, o.max_workers)
-                          : train && o.ps == 0 ? std::max(o.workers, train->config.distributed.max_workers)
-                                               : o.workers;
+  LaunchPlan plan = planLaunch(o, env);
+  const bool program = plan.program;
+  const std::string& program_path = plan.program_path;
+  const std::optional<ParsedTrainArgs>& train = plan.train;
+  const std::optional<launch::TaskHosts>& placement = plan.placement;
+  const bool replicated = plan.replicated;
+  const bool serves_store = plan.serves_store;
+  const std::string& store_host = plan.store_host;
+  const launch::FailurePolicy policy(plan.policy);
   std::optional<launch::HostDiscovery> discovery;
-  const bool discovers = !o.host_discovery_script.empty();
-  // Below --workers it may shrink too (a train job's workers leave on
-  // SIGUSR2; an elastic program's are never asked: 0).
-  const int min_workers = program ? 0
-                          : train && train->config.distributed.min_workers > 0 ? train->config.distributed.min_workers
-                                                                               : o.workers;
-  if (discovers && (o.ps > 0 || (max_workers <= o.workers && (program || min_workers >= o.workers)))) {
-    throw InputError(fmt::format("--host-discovery-script: only a live all-reduce job grows or shrinks; pass "
-                                 "--max-workers above or --min-workers below --workers {} {}",
-                                 o.workers, program ? "and --min-workers to launch" : o.ps > 0 ? "after -- and no --ps"
-                                                                                              : "after --"));
+  if (plan.discovers) {
+    discovery.emplace(o.host_discovery_script, env, o.host, plan.min_workers, plan.max_workers);
   }
-  if (discovers && ::access(o.host_discovery_script.c_str(), X_OK) != 0) {
-    throw InputError(fmt::format("--host-discovery-script {}: not an executable file", o.host_discovery_script));
-  }
-  if (discovers) discovery.emplace(o.host_discovery_script, env, o.host, min_workers, max_workers);
-  for (const char* flag : {"--worker-hosts", "--ps-hosts", "--job-name", "--task-index", "--task-id", "--coordinator",
-                           "--external-coordinator"}) {
-    if (!program && hasFlag(o.train_args, flag)) {
-      throw InputError(fmt::format("{}: launch sets the cluster flags itself; remove it from the train arguments", flag));
-    }
-  }
-  if (train && train->given.contains("/distributed/restart_wait_s")) {
-    throw InputError("--restart-wait: launch restarts the tasks itself; use launch --max-restarts N instead");
-  }
-  // A parameter-server job's failed workers are started again alone and
-  // join the running job: async and SSP (DiLoCo's too) where their
-  // predecessor stopped, sync at a step boundary. Worker 0 is then the
-  // chief again, since the servers hold the job; not DiLoCo's, whose chief
-  // holds the outer optimizer's state. Launch's tasks share one host, so a
-  // sync job has no host groups to change.
-  const Mode ps_mode = train && o.ps > 0 ? train::psModeOf(train->config.distributed) : Mode::AllReduce;
-  const bool diloco = train && train->config.distributed.local_steps > 0;
-  const bool chief_comes_back = usesServers(ps_mode) && !diloco;
-  const launch::FailurePolicy policy({.live = live,
-                                      .elastic_ps = ps_mode == Mode::PsAsync || ps_mode == Mode::Ssp || chief_comes_back,
-                                      .chief_comes_back = chief_comes_back,
-                                      .replicated = replicated,
-                                      .servers_come_back = replicated && !diloco,
-                                      .carry_on = continuesAfterWorkerFailure(o, train),
-                                      .max_restarts = o.max_restarts});
-  // A job whose worker 0 may die serves its store from launch, not from worker 0.
-  const bool serves_store = live || chief_comes_back;
   // One pick for every port the job needs, so no two tasks get the same one:
   // a program's MASTER_PORT, or the store launch serves.
-  const std::vector<int> ports =
-      launch::pickFreePorts(o.host, o.workers + o.ps + (program ? 1 : 0) + (serves_store ? 1 : 0));
-  const int master_port = program ? ports[static_cast<size_t>(o.workers + o.ps)] : 0;
+  const int listed_ports = placement ? 0 : o.workers + o.ps + (program ? 1 : 0);
+  const std::vector<int> ports = launch::pickFreePorts(store_host, listed_ports + (serves_store ? 1 : 0));
+  const int master_port = program && !placement ? ports[static_cast<size_t>(o.workers + o.ps)] : 0;
   const std::optional<cluster::HostPort> store_address =
-      serves_store ? std::optional(cluster::HostPort{o.host, ports.back()}) : std::nullopt;
-  auto hostList = [&o, &ports](int from, int count) {
+      serves_store ? std::optional(cluster::HostPort{store_host, ports.back()}) : std::nullopt;
+  auto hostList = [&o, &ports, &placement](int from, int count) {
     std::vector<std::string> hosts;
+    if (placement) return hosts;  // no address is known ahead
     for (int i = from; i < from + count; ++i) hosts.push_back(cluster::HostPort{o.host, ports[static_cast<size_t>(i)]}.str());
     return hosts;  // HostPort::str brackets an IPv6 host
   };
@@ -257,13 +116,14 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   // launcher. A program's servers get only what a server needs.
   auto commonArguments = [&](const std::vector<std::string>& train_args) {
     std::vector<std::string> common = program ? std::vector<std::string>{"--out", o.ps_out} : train_args;
-    if (o.ps > 0 && !(train && train->given.contains("/distributed/ps_threads"))) {
+    // Another host's cores are its own to count.
+    if (o.ps > 0 && !placement && !(train && train->given.contains("/distributed/ps_threads"))) {
       common.push_back("--ps-threads");
       common.push_back(std::to_string(std::max(1, cores / o.ps)));
     }
     if (o.ps > 0) {
-      common.push_back("--ps-hosts");
-      common.push_back(ps_hosts);
+      common.push_back(placement ? "--ps" : "--ps-hosts");
+      common.push_back(placement ? std::to_string(o.ps) : ps_hosts);
     }
     if (store_address) {
       common.push_back("--coordinator");
@@ -289,6 +149,35 @@ int runLaunch(LaunchOptions o, const Environment& env) {
                     : std::nullopt;
   const std::string self = launch::selfExecutable();
   const std::string out_dir = program ? o.ps_out : train->config.out_dir;
+  // A task of a job over several hosts: told its place by torchrun's names,
+  // and started over ssh unless its host is this one.
+  const std::set<std::string> local_names = launch::localHostNames(o.host);
+  const std::string cwd = std::filesystem::current_path().string();
+  auto placedTask = [&](launch::ChildSpec child, bool server, int index, const std::vector<std::string>& common) {
+    child.extra_env = placedTaskEnvironment(*placement, server, index);
+    if (program && !server) {
+      child.argv = o.train_args;
+      child.argv.front() = program_path;
+      child.extra_env.emplace_back("TANDEM_COORDINATOR", store_address->str());
+      if (o.ps > 0) child.extra_env.emplace_back("TANDEM_PS_TASKS", std::to_string(o.ps));
+    } else {
+      child.argv = {self, "train"};
+      child.argv.insert(child.argv.end(), common.begin(), common.end());
+    }
+    const std::string& host = (server ? placement->servers : placement->workers).at(static_cast<size_t>(index));
+    child.label = fmt::format("{}@{}", child.name, host);
+    if (local_names.contains(host)) return child;
+    // launch's own secret file is on this host only: the agent gets its line.
+    const bool own_secret = !secret.path().empty();
+    child.remote = launch::RemoteTask{.host = host,
+                                      .ssh = o.ssh,
+                                      .cwd = cwd,
+                                      .agent = self,
+                                      .greeting = launch::agentGreeting(own_secret ? secret.line() : ""),
+                                      .withheld = own_secret ? std::vector<std::string>{net::kSecretFileVariable}
+                                                             : std::vector<std::string>{}};
+    return child;
+  };
 
   // 130 is how a task says it stopped on a signal and saved its state:
   // forwarded from here, or sent to the task itself (a scheduler's
@@ -393,6 +282,10 @@ int runLaunch(LaunchOptions o, const Environment& env) {
       auto startTask = [&](const std::string& job, int index) {
         launch::ChildSpec child;
         child.name = fmt::format("{} {}", job, index);
+        if (placement) {
+          group.start(placedTask(std::move(child), job == "ps", index, common));
+          return;
+        }
         if (program && job == "worker") {
           child.argv = train_args;
           child.argv.front() = program_path;
@@ -431,7 +324,11 @@ int runLaunch(LaunchOptions o, const Environment& env) {
       };
       for (int i = 0; i < o.ps; ++i) startTask("ps", i);
       for (int i = 0; i < o.workers; ++i) startTask("worker", i);
-      if (first_attempt) {
+      if (first_attempt && placement) {
+        std::fprintf(stderr, "launch: %d worker(s) and %d server(s) on %s, over ssh where not this host; the "
+                     "job's store at %s\n", o.workers, o.ps, (o.hosts.empty() ? o.hostfile : o.hosts).c_str(),
+                     store_address->str().c_str());
+      } else if (first_attempt) {
         std::fprintf(stderr, "launch: %d worker(s) at %s\n", o.workers, worker_hosts.c_str());
         if (o.ps > 0) std::fprintf(stderr, "launch: %d parameter server(s) at %s\n", o.ps, ps_hosts.c_str());
       }
@@ -533,9 +430,26 @@ Command addLaunchCommand(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "launch", "Run a local cluster: N worker (and K parameter-server) processes of `tandem train` (args after --)");
   auto options = std::make_shared<LaunchOptions>();
-  cmd->add_option("--workers,--nproc-per-node", options->workers, "worker processes")->capture_default_str();
+  cmd->add_option("--workers,--nproc-per-node,-n,--np", options->workers,
+                  "worker processes (with --hosts: default every slot)")
+      ->capture_default_str()
+      ->each([options](const std::string&) { options->workers_given = true; });
   cmd->add_option("--ps", options->ps, "parameter-server processes")->capture_default_str();
-  cmd->add_option("--host", options->host, "address the tasks listen on")->capture_default_str();
+  cmd->add_option("--host", options->host,
+                  "address the tasks listen on; with --hosts, where launch serves the job's store (default: this "
+                  "host's address toward the others)")
+      ->capture_default_str()
+      ->each([options](const std::string&) { options->host_given = true; });
+  cmd->add_option("--hosts,-H", options->hosts,
+                  "a job over several hosts, as horovodrun's -H: host:slots,... (workers fill the slots in order; "
+                  "--ps K servers go to the last hosts); tasks on other hosts start over ssh");
+  cmd->add_option("--hostfile", options->hostfile,
+                  "the hosts in a file, one a line: 'host slots=N' (Open MPI's, Horovod's), 'host:N' or 'host'");
+  cmd->add_option("--ssh-port,-p", options->ssh.port, "with --hosts: the port of the hosts' sshd (default: ssh's)");
+  cmd->add_option("--ssh-identity-file,-i", options->ssh.identity_file, "with --hosts: ssh's private key file");
+  cmd->add_option("--ssh-option", options->ssh.options,
+                  "with --hosts: an ssh option, passed as -o OPTION (e.g. UserKnownHostsFile=FILE); repeatable")
+      ->allow_extra_args(false);
   cmd->add_option("--grace", options->grace_s, "seconds between SIGTERM and SIGKILL when stopping the others")
       ->capture_default_str();
   cmd->add_option("--max-restarts", options->max_restarts,
@@ -568,6 +482,7 @@ Command addLaunchCommand(CLI::App& app) {
                   "after --: arguments for `tandem train`, or a program and its arguments");
   cmd->footer("Examples:\n  tandem launch --workers 2 -- --model cnn --epochs 1 --out runs/two\n"
               "  tandem launch --ps 1 --workers 4 -- --ps-mode async --out runs/ps\n"
+              "  tandem launch --hosts h1:4,h2:4 -- --model cnn --out runs/two-hosts   # over ssh\n"
               "  tandem launch --workers 2 -- ./my_trainer --epochs 3      # any program: TF_CONFIG, RANK, "
               "WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT are set");
   return {cmd, [options](const Environment& env) { return runLaunch(*options, env); }};

@@ -78,7 +78,8 @@ int main(int argc, char** argv) {
                                            tandem::cli::addModelsCommand(app), tandem::cli::addPlanCommand(app),
                                            tandem::cli::addLaunchCommand(app), tandem::cli::addLabCommand(app),
                                            tandem::cli::addBenchCommand(app), tandem::cli::addSecretCommand(app),
-                                           tandem::cli::addCoordinatorCommand(app)};
+                                           tandem::cli::addCoordinatorCommand(app),
+                                           tandem::cli::addRemoteTaskCommand(app)};
   tandem::cli::collectUnknownArguments(app);
 
   tandem::cli::rememberCommandLine(argc, argv);  // train --restart-wait starts it again

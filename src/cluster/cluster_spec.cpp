@@ -263,9 +263,10 @@ ClusterSpec fromLauncher(const std::string& source, int rank, const std::string&
   return spec;
 }
 
-// The name other hosts reach this one by: Slurm's for its node, else the
-// system's host name.
+// The name other hosts reach this one by: the one launch placed the task
+// under, else Slurm's for its node, else the system's host name.
 std::string ownHostName(const Environment& env) {
+  if (auto host = lookupVariable(env, "TANDEM_HOST"); host && !trim(*host).empty()) return std::string(trim(*host));
   if (auto node = lookupVariable(env, "SLURMD_NODENAME"); node && !trim(*node).empty()) return std::string(trim(*node));
   char name[256] = {};
   if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') {
@@ -419,6 +420,7 @@ static std::optional<ClusterSpec> resolveFromSources(const ClusterFlags& flags, 
     if (size < 1 || rank < 0 || rank >= size) return fromLauncher(source, rank, rank_var, size, size_var, {});
     if (size == 1 && flags.coordinator.empty() && flags.ps_tasks == 0) return std::nullopt;
     ClusterSpec spec = fromLauncher(source, rank, rank_var, size, size_var, {});
+    if (auto host = lookupVariable(env, "TANDEM_HOST")) spec.own_host = std::string(trim(*host));
     if (flags.ps_tasks > 0) makeLastTasksServers(spec, flags.ps_tasks, size_var, env);
     spec.coordinator = coordinator();
     return spec;

@@ -49,6 +49,10 @@ struct ClusterSpec {
   // coordinator's store (cluster/server_addresses.hpp); `ps_hosts` holds
   // only this task's own host when it is a server (port 0), else blanks.
   bool servers_published = false;
+  // A launcher's tasks: the host this task was placed on, as the others
+  // reach it (TANDEM_HOST, from `tandem launch --hosts`); empty when the
+  // spec lists addresses or nobody said.
+  std::string own_host;
 
   int numServers() const { return static_cast<int>(ps_hosts.size()); }
   bool isChief() const { return role == Role::kWorker && index == 0; }

@@ -42,6 +42,7 @@ std::string localAddressToward(const HostPort& peer) {
 }
 
 std::string ownWorkerHost(const ClusterSpec& spec) {
+  if (spec.worker_hosts.empty() && !spec.own_host.empty()) return spec.own_host;
   if (spec.worker_hosts.empty() || spec.beyondList()) return localAddressToward(spec.coordinator);
   return spec.worker_hosts.at(static_cast<size_t>(spec.index)).host;
 }

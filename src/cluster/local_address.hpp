@@ -13,8 +13,8 @@ std::string localAddressToward(const HostPort& peer);
 
 // The host this worker's collectives listen on: its own in the worker
 // list, or, when the spec lists none for it (a launcher's environment, or
-// a worker beyond the list of a growing job), the address toward the
-// coordinator.
+// a worker beyond the list of a growing job), the host its launcher placed
+// it on, else the address toward the coordinator.
 std::string ownWorkerHost(const ClusterSpec& spec);
 
 // A numeric address ZeroMQ can bind for `host`: the host itself if it is an

@@ -11,19 +11,18 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <charconv>
 #include <cstring>
 #include <map>
 
 #include "core/clock.hpp"
 #include "core/environment.hpp"
 #include "core/error.hpp"
+#include "launch/host_list.hpp"
 
 namespace tandem::launch {
 namespace {
 
 constexpr size_t kMaxOutput = 64 * 1024;  // a host list, not a log
-constexpr int kMaxSlots = 4096;
 
 std::string_view trimmed(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
@@ -43,27 +42,15 @@ DiscoveredHosts parseDiscoveredHosts(std::string_view output, const std::set<std
     output.remove_prefix(end == std::string_view::npos ? output.size() : end + 1);
     ++number;
     if (line.empty() || line.front() == '#') continue;
-    // "host:slots"; a bare IPv6 address has colons of its own, so it must be bracketed.
-    std::string host(line);
-    int count = 1;
-    const size_t colon = line.rfind(':');
-    const bool bracketed_tail = !line.empty() && line.back() == ']';
-    if (colon != std::string_view::npos && !bracketed_tail) {
-      host = std::string(line.substr(0, colon));
-      const std::string_view digits = trimmed(line.substr(colon + 1));
-      int parsed = 0;
-      const auto [end_of_number, error] = std::from_chars(digits.data(), digits.data() + digits.size(), parsed);
-      if (error != std::errc() || end_of_number != digits.data() + digits.size() || parsed < 1 || parsed > kMaxSlots ||
-          host.empty()) {
-        throw InputError(fmt::format("line {} of the discovery script's output, '{}': expected host or host:slots "
-                                     "with slots 1 to {}",
-                                     number, line, kMaxSlots));
-      }
-      count = parsed;
+    const std::optional<HostSlots> entry = parseHostSlots(line);
+    if (!entry) {
+      throw InputError(fmt::format("line {} of the discovery script's output, '{}': expected host or host:slots "
+                                   "with slots 1 to {}",
+                                   number, line, kMaxSlots));
     }
-    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    const std::string& host = entry->host;
     if (!slots.contains(host)) order.push_back(host);
-    slots[host] = count;
+    slots[host] = entry->slots;
   }
   DiscoveredHosts found;
   for (const auto& host : order) {

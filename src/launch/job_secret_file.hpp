@@ -5,6 +5,7 @@
 // one's servers. Removed when the launch ends.
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/environment.hpp"
@@ -16,6 +17,9 @@ class JobSecretFile {
   // Does nothing when the tasks' arguments already choose (--secret-file,
   // --insecure) or `env` sets TANDEM_SECRET_FILE: the user's choice stands.
   JobSecretFile(const std::vector<std::string>& task_args, const Environment& env);
+  // The secret a launcher sent to a task on another host (its file's one
+  // line), held here as privately for as long.
+  explicit JobSecretFile(std::string_view secret_line);
   ~JobSecretFile();
   JobSecretFile(const JobSecretFile&) = delete;
   JobSecretFile& operator=(const JobSecretFile&) = delete;
@@ -24,8 +28,11 @@ class JobSecretFile {
   const std::filesystem::path& path() const { return path_; }
   // `env` with the file named to the tasks (unchanged when the user chose).
   Environment forTasks(Environment env) const;
+  // The file's secret line, for tasks on other hosts.
+  std::string line() const;
 
  private:
+  void makePrivateDirectory();
   std::filesystem::path dir_, path_;
 };
 

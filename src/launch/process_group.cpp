@@ -3,34 +3,26 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
-#include <mutex>
 #include <optional>
-#include <set>
 #include <thread>
 
 #include "core/clock.hpp"
 #include "core/error.hpp"
+#include "launch/output_relay.hpp"
 
 namespace tandem::launch {
 namespace {
 
 constexpr std::chrono::milliseconds kReapInterval{10};
-// A line longer than this is relayed in pieces rather than buffered forever
-// (progress bars that only ever write '\r' would otherwise grow without bound).
-constexpr size_t kMaxLine = 64 * 1024;
-// After a child is reaped its pipe is drained only up to this much: a
-// grandchild that inherited the pipe may keep writing indefinitely.
-constexpr size_t kMaxDrain = 1024 * 1024;
 
 const char* signalName(int sig) {
   switch (sig) {
@@ -60,26 +52,6 @@ std::string errnoText(int err) { return std::strerror(err); }
 void closeFd(int& fd) {
   if (fd >= 0) ::close(fd);
   fd = -1;
-}
-
-// Writes everything or gives up on a broken destination; never raises SIGPIPE
-// because the relay thread blocks it.
-bool writeAll(int fd, const char* data, size_t size) {
-  while (size > 0) {
-    ssize_t n = ::write(fd, data, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        pollfd p{fd, POLLOUT, 0};
-        ::poll(&p, 1, 100);
-        continue;
-      }
-      return false;
-    }
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
 }
 
 // Async-signal-safe pieces for the forked child, which may not allocate.
@@ -128,24 +100,16 @@ void childCloseInheritedFds() {
 // class with linkage has members of internal types (-Wsubobject-linkage).
 namespace process_group_detail {
 
-struct Stream {
-  size_t id = 0;
-  std::string name;
-  int fd = -1;
-  std::string partial;
-  bool drain = false;
-};
-
 struct Child {
   ChildSpec spec;  // its name, and what starts it again
   pid_t pid = 0;
   bool running = true;
   size_t stream_id = 0;
+  int control_fd = -1;  // a remote child's stdin: signals travel as lines on it
 };
 
 }  // namespace process_group_detail
 using process_group_detail::Child;
-using process_group_detail::Stream;
 
 std::string ChildExit::describe() const {
   if (signaled) {
@@ -159,205 +123,23 @@ std::string ChildExit::describe() const {
 struct ProcessGroup::Impl {
   Environment environment;
   bool prefix_output;
-  int output_fd;
   std::vector<Child> children;
-  size_t next_stream_id = 0;
+  OutputRelay relay;
 
-  // Inbox of the relay thread; everything else about streams is owned by it,
-  // so that a slow stdout stalls only the relay, never wait()'s reaping.
-  std::mutex mu;
-  std::vector<std::unique_ptr<Stream>> pending;
-  std::set<size_t> drain_requests;
-  bool stop = false;
+  Impl(Environment env, bool prefix, int fd) : environment(std::move(env)), prefix_output(prefix), relay(fd) {}
 
-  int wake[2] = {-1, -1};
-  std::thread relay;
-
-  Impl(Environment env, bool prefix, int fd) : environment(std::move(env)), prefix_output(prefix), output_fd(fd) {}
-
-  void poke() {
-    char byte = 1;
-    ssize_t ignored = ::write(wake[1], &byte, 1);  // a full pipe already means "wake up"
+  // A remote child hears every signal but SIGKILL as a line on its control
+  // socket (its agent there forwards it); SIGKILL ends the local end (ssh),
+  // and the agent stops the task when the connection drops.
+  static void deliver(const Child& c, int signal) {
+    if (c.control_fd < 0 || signal == SIGKILL) {
+      ::kill(c.pid, signal);
+      return;
+    }
+    const std::string line = fmt::format("signal {}\n", signal);
+    // A gone agent is reaped soon enough: no SIGPIPE, no retry.
+    ssize_t ignored = ::send(c.control_fd, line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)ignored;
-  }
-
-  void ensureRelay() {
-    if (relay.joinable()) return;
-    if (wake[0] < 0) {
-      if (::pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) {
-        throw Error(fmt::format("process group: cannot create the relay wake-up pipe: {}", errnoText(errno)));
-      }
-    }
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      stop = false;
-    }
-    // The relay thread takes no signals: SIGINT/SIGTERM belong to the main
-    // loop, and a closed stdout must give EPIPE, not kill the launcher.
-    sigset_t all;
-    sigset_t old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    try {
-      relay = std::thread([this] { relayLoop(); });
-    } catch (...) {
-      pthread_sigmask(SIG_SETMASK, &old, nullptr);
-      throw;
-    }
-    pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  }
-
-  void addStream(std::unique_ptr<Stream> stream) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      pending.push_back(std::move(stream));
-    }
-    poke();
-  }
-
-  void requestDrain(size_t stream_id) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      drain_requests.insert(stream_id);
-    }
-    poke();
-  }
-
-  // Returns once every stream has been drained and closed.
-  void stopRelay() {
-    if (!relay.joinable()) return;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      stop = true;
-    }
-    poke();
-    relay.join();
-  }
-
-  // --- relay thread only ---
-  bool output_broken = false;
-  std::string out_buffer;
-  LineHook line_hook;
-  std::function<std::string()> status_line;
-  std::string shown_status;
-
-  void emitLine(const Stream& s, std::string_view line) {
-    if (line_hook) {
-      if (auto replacement = line_hook(s.name, line)) {
-        if (!replacement->empty()) out_buffer += *replacement + '\n';
-        return;
-      }
-    }
-    out_buffer += '[';
-    out_buffer += s.name;
-    out_buffer += "] ";
-    out_buffer += line;
-    out_buffer += '\n';
-  }
-
-  // Writes only whole lines, each write from this one thread, so lines of
-  // different children never interleave.
-  void flushOutput(bool last = false) {
-    const std::string status = status_line && !last ? status_line() : "";
-    if (!output_broken && (!out_buffer.empty() || status != shown_status)) {
-      // Erase the status line, write the new lines, draw it again below them.
-      std::string bytes = shown_status.empty() ? "" : "\r\033[K";
-      bytes += out_buffer;
-      bytes += status;
-      output_broken = !writeAll(output_fd, bytes.data(), bytes.size());
-      shown_status = status;
-    }
-    out_buffer.clear();
-  }
-
-  void consume(Stream& s, const char* data, size_t size) {
-    s.partial.append(data, size);
-    size_t start = 0;
-    while (true) {
-      size_t nl = s.partial.find('\n', start);
-      if (nl == std::string::npos) break;
-      emitLine(s, std::string_view(s.partial).substr(start, nl - start));
-      start = nl + 1;
-    }
-    s.partial.erase(0, start);
-    if (s.partial.size() >= kMaxLine) {
-      emitLine(s, s.partial);
-      s.partial.clear();
-    }
-  }
-
-  // Reads what is there; returns false at EOF or on a read error.
-  bool readSome(Stream& s, size_t* total = nullptr) {
-    char buf[16384];
-    while (true) {
-      ssize_t n = ::read(s.fd, buf, sizeof buf);
-      if (n > 0) {
-        consume(s, buf, static_cast<size_t>(n));
-        if (total != nullptr) *total += static_cast<size_t>(n);
-        return true;
-      }
-      if (n == 0) return false;
-      if (errno == EINTR) continue;
-      return errno == EAGAIN || errno == EWOULDBLOCK;
-    }
-  }
-
-  void finish(Stream& s) {
-    if (!s.partial.empty()) emitLine(s, s.partial);
-    s.partial.clear();
-    closeFd(s.fd);
-  }
-
-  // The child has been reaped, so everything it wrote is already in the pipe.
-  void drainAndFinish(Stream& s) {
-    size_t total = 0;
-    while (total < kMaxDrain) {
-      size_t before = total;
-      if (!readSome(s, &total) || total == before) break;
-    }
-    finish(s);
-  }
-
-  void relayLoop() {
-    std::vector<std::unique_ptr<Stream>> active;
-    std::vector<pollfd> fds;
-    while (true) {
-      bool stopping = false;
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        for (auto& s : pending) active.push_back(std::move(s));
-        pending.clear();
-        for (auto& s : active) {
-          if (drain_requests.erase(s->id) > 0) s->drain = true;
-        }
-        stopping = stop;
-        if (stopping) drain_requests.clear();
-      }
-      for (auto& s : active) {
-        if (stopping || s->drain) drainAndFinish(*s);
-      }
-      std::erase_if(active, [](const auto& s) { return s->fd < 0; });
-      flushOutput(stopping && active.empty());
-      if (stopping && active.empty()) return;
-
-      fds.clear();
-      fds.push_back(pollfd{wake[0], POLLIN, 0});
-      for (auto& s : active) fds.push_back(pollfd{s->fd, POLLIN, 0});
-      int ready = ::poll(fds.data(), fds.size(), 200);
-      if (ready <= 0) continue;
-      if (fds[0].revents != 0) {
-        char sink[64];
-        while (::read(wake[0], sink, sizeof sink) > 0) {
-        }
-      }
-      for (size_t i = 1; i < fds.size(); ++i) {
-        if (fds[i].revents == 0) continue;
-        Stream& s = *active[i - 1];
-        if (!readSome(s)) finish(s);
-      }
-      std::erase_if(active, [](const auto& s) { return s->fd < 0; });
-      flushOutput();
-    }
   }
 };
 
@@ -372,14 +154,15 @@ ProcessGroup::~ProcessGroup() {
     }
     c.running = false;
   }
-  impl_->stopRelay();
-  closeFd(impl_->wake[0]);
-  closeFd(impl_->wake[1]);
+  for (auto& c : impl_->children) closeFd(c.control_fd);
+  impl_->relay.stop();
 }
 
-void ProcessGroup::setLineHook(LineHook hook) { impl_->line_hook = std::move(hook); }
+void ProcessGroup::setLineHook(LineHook hook) { impl_->relay.setLineHook(std::move(hook)); }
 
-void ProcessGroup::setStatusLine(std::function<std::string()> status) { impl_->status_line = std::move(status); }
+void ProcessGroup::setStatusLine(std::function<std::string()> status) {
+  impl_->relay.setStatusLine(std::move(status));
+}
 
 void ProcessGroup::start(const ChildSpec& child) {
   if (child.argv.empty()) throw Error(fmt::format("cannot start {}: empty command line", child.name));
@@ -389,20 +172,40 @@ void ProcessGroup::start(const ChildSpec& child) {
   // allocator's lock at the moment we fork).
   Environment child_env = impl_->environment;
   for (const auto& [key, value] : child.extra_env) child_env.insert_or_assign(key, value);
+  std::vector<std::string> args = child.argv;
+  std::optional<std::string> control;
+  if (child.remote) {
+    // The task's environment travels in ssh's command; ssh runs in ours.
+    Environment remote_env = forwardedEnvironment(child_env);
+    for (const auto& name : child.remote->withheld) remote_env.erase(name);
+    args = sshCommand(child.remote->ssh, child.remote->host, child.remote->cwd, child.remote->agent, remote_env,
+                      child.argv);
+    args.front() = findExecutable("ssh", impl_->environment);
+    if (args.front().empty()) {
+      throw Error(fmt::format("cannot start {} on {}: ssh is not in PATH (Debian: apt install openssh-client)",
+                              child.name, child.remote->host));
+    }
+    child_env = impl_->environment;
+    control = child.remote->greeting;
+  }
   std::vector<std::string> env_strings = environmentEntries(child_env);
   std::vector<char*> envp;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
-  std::vector<std::string> args = child.argv;
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   std::string exec_failed = fmt::format("tandem: cannot start {}: exec '{}' failed: ", child.name, args[0]);
 
   int out[2] = {-1, -1};
+  int control_fds[2] = {-1, -1};
+  if (control && ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, control_fds) != 0) {
+    throw Error(fmt::format("cannot start {}: socketpair: {}", child.name, errnoText(errno)));
+  }
   if (impl_->prefix_output) {
-    impl_->ensureRelay();
     if (::pipe2(out, O_CLOEXEC) != 0) {
+      closeFd(control_fds[0]);
+      closeFd(control_fds[1]);
       throw Error(fmt::format("cannot start {}: pipe: {}", child.name, errnoText(errno)));
     }
     ::fcntl(out[0], F_SETFL, O_NONBLOCK);
@@ -414,9 +217,12 @@ void ProcessGroup::start(const ChildSpec& child) {
     int err = errno;
     closeFd(out[0]);
     closeFd(out[1]);
+    closeFd(control_fds[0]);
+    closeFd(control_fds[1]);
     throw Error(fmt::format("cannot start {}: fork: {}", child.name, errnoText(err)));
   }
   if (pid == 0) {
+    if (control_fds[0] >= 0) childRedirect(control_fds[0], STDIN_FILENO);
     if (out[1] >= 0) {
       childRedirect(out[1], STDOUT_FILENO);
       childRedirect(out[1], STDERR_FILENO);
@@ -454,14 +260,16 @@ void ProcessGroup::start(const ChildSpec& child) {
   Child record;
   record.spec = child;
   record.pid = pid;
+  if (control) {
+    closeFd(control_fds[0]);
+    record.control_fd = control_fds[1];
+    // The first words the agent reads; far below a socket's buffer.
+    ssize_t ignored = ::send(control_fds[1], control->data(), control->size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)ignored;
+  }
   if (impl_->prefix_output) {
     closeFd(out[1]);
-    auto stream = std::make_unique<Stream>();
-    stream->id = impl_->next_stream_id++;
-    stream->name = child.name;
-    stream->fd = out[0];
-    record.stream_id = stream->id;
-    impl_->addStream(std::move(stream));
+    record.stream_id = impl_->relay.add(child.name, child.label.empty() ? child.name : child.label, out[0]);
   }
   impl_->children.push_back(std::move(record));
 }
@@ -470,13 +278,13 @@ void ProcessGroup::signalAll(int signal) {
   // Safe against pid reuse: a child is only reaped by wait() or the
   // destructor, so a running entry's pid is still ours (at least a zombie).
   for (const auto& c : impl_->children) {
-    if (c.running) ::kill(c.pid, signal);
+    if (c.running) Impl::deliver(c, signal);
   }
 }
 
 void ProcessGroup::signal(const std::string& name, int signal) {
   for (const auto& c : impl_->children) {
-    if (c.running && c.spec.name == name) ::kill(c.pid, signal);
+    if (c.running && c.spec.name == name) Impl::deliver(c, signal);
   }
 }
 
@@ -518,8 +326,9 @@ GroupResult ProcessGroup::wait(std::chrono::milliseconds grace, const std::funct
         done.exit_code = WEXITSTATUS(status);
       }
       c.running = false;
+      closeFd(c.control_fd);
       done.stopped_by_group = kill_at.has_value();
-      if (impl_->prefix_output) impl_->requestDrain(c.stream_id);
+      if (impl_->prefix_output) impl_->relay.drain(c.stream_id);
       bool failed = is_failure ? is_failure(done) : (done.signaled || done.exit_code != 0);
       result.exits.push_back(done);
       ChildSpec again = c.spec;
@@ -550,8 +359,27 @@ GroupResult ProcessGroup::wait(std::chrono::milliseconds grace, const std::funct
     std::this_thread::sleep_for(kReapInterval);
   }
   // Every line the children wrote is relayed before the caller sees the result.
-  impl_->stopRelay();
+  impl_->relay.stop();
   return result;
+}
+
+std::string findExecutable(const std::string& name, const Environment& env) {
+  namespace fs = std::filesystem;
+  auto runnable = [](const fs::path& p) {
+    std::error_code ec;
+    return fs::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;
+  };
+  if (name.find('/') != std::string::npos) return runnable(name) ? name : "";
+  const std::string path = variableOr(env, "PATH", "/usr/local/bin:/usr/bin:/bin");
+  std::string_view dirs = path;
+  while (!dirs.empty()) {
+    const size_t colon = dirs.find(':');
+    const fs::path candidate = fs::path(std::string(dirs.substr(0, colon))) / name;
+    if (runnable(candidate)) return candidate.string();
+    if (colon == std::string_view::npos) break;
+    dirs.remove_prefix(colon + 1);
+  }
+  return "";
 }
 
 std::string selfExecutable() {

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "core/environment.hpp"
+#include "launch/output_relay.hpp"
+#include "launch/remote_task.hpp"
 
 namespace tandem::launch {
 
@@ -21,6 +23,12 @@ struct ChildSpec {
   std::string name;               // "worker 0", "ps 1": prefix and error name
   std::vector<std::string> argv;  // argv[0] is the executable path
   std::vector<std::pair<std::string, std::string>> extra_env;  // added to the group's environment
+  std::string label;  // the output's prefix when not the name ("worker 1@h2")
+  // A task on another host: `argv` runs there, through ssh and an agent,
+  // with the group's environment and `extra_env` sent along. ssh's stdin
+  // is a socket that first carries the greeting; signals other than
+  // SIGKILL travel on it as "signal N" lines (ssh would not pass them on).
+  std::optional<RemoteTask> remote;
 };
 
 struct ChildExit {
@@ -50,10 +58,9 @@ class ProcessGroup {
   explicit ProcessGroup(Environment environment, bool prefix_output = true, int output_fd = 1);
   ~ProcessGroup();  // kills and reaps any child still running
 
-  // What becomes of one relayed line of `child`: nullopt relays it as usual
-  // ("[child] line"); a string replaces it ("" drops it, other text is
-  // written as its own line). Runs on the relay thread; set before start().
-  using LineHook = std::function<std::optional<std::string>(const std::string& child, std::string_view line)>;
+  // What becomes of one relayed line (OutputRelay::LineHook). Runs on the
+  // relay thread; set before start().
+  using LineHook = OutputRelay::LineHook;
   void setLineHook(LineHook hook);
   // A line kept at the bottom of a terminal: redrawn after each batch of
   // relayed lines, erased before the next. Runs on the relay thread; set
@@ -88,6 +95,10 @@ class ProcessGroup {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The executable `name` means, as a shell would find it in `env`'s PATH
+// (a name with a slash: itself); empty when there is none.
+std::string findExecutable(const std::string& name, const Environment& env);
 
 // The path of the running executable (/proc/self/exe), for re-spawning.
 std::string selfExecutable();
