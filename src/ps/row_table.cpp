@@ -84,6 +84,7 @@ float* RowTable::block(int64_t id) {
   if (page == pages_.size()) pages_.push_back(std::make_unique<float[]>(kRowsPerPage * block_floats_));
   float* row = pages_[page].get() + (it->second % kRowsPerPage) * block_floats_;
   if (made) {
+    versions_.push_back(1);
     initialRow(options_.seed, options_.table, id, options_.init_scale, {row, options_.dim});
     optim::initializeSlots(options_.optimizer, {row, block_floats_}, options_.dim);
   }
@@ -97,18 +98,29 @@ void RowTable::pull(std::span<const int64_t> ids, std::span<float> out) {
   for (size_t k = 0; k < ids.size(); ++k) std::copy_n(block(ids[k]), dim, out.data() + k * dim);
 }
 
-void RowTable::apply(std::span<const int64_t> ids, std::span<const float> grads, double lr) {
+void RowTable::checkPush(std::span<const int64_t> ids, std::span<const float> grads) const {
   const size_t dim = options_.dim;
   if (grads.size() != ids.size() * dim) {
     throw InputError(fmt::format("{}: a push of {} rows carries {} floats, not {} x {}", options_.name, ids.size(),
                                  grads.size(), ids.size(), dim));
   }
   for (int64_t id : ids) requireInRange(id);
+}
+
+void RowTable::apply(std::span<const int64_t> ids, std::span<const float> grads, double lr) {
+  const size_t dim = options_.dim;
+  checkPush(ids, grads);
   const optim::SparseStep step = optim::sparseStep(options_.optimizer, lr, steps_ + 1, dim);
   for (size_t k = 0; k < ids.size(); ++k) {
     optim::applyRow(step, {block(ids[k]), block_floats_}, grads.subspan(k * dim, dim));
+    ++versions_[index_.at(ids[k])];
   }
   ++steps_;
+}
+
+uint32_t RowTable::version(int64_t id) const {
+  const auto it = index_.find(id);
+  return it == index_.end() ? 0 : versions_[it->second];
 }
 
 size_t RowTable::bytes() const { return index_.size() * block_floats_ * sizeof(float); }

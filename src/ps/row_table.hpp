@@ -58,9 +58,16 @@ class RowTable {
   // Copies rows `ids` into `out` (ids.size() x dim), making any new one.
   // Throws InputError naming the table and the id for one out of range.
   void pull(std::span<const int64_t> ids, std::span<float> out);
+  // A row's version: 1 + the steps that updated it (made rows start at 1;
+  // 0 means "not made yet"), so a worker can tell whether the row it holds
+  // is the server's.
+  uint32_t version(int64_t id) const;
   // One step of the table at rate `lr`: row ids[k] (distinct) gets
   // gradient row k of `grads`. Rows not named keep their values and slots.
   void apply(std::span<const int64_t> ids, std::span<const float> grads, double lr);
+  // What apply checks first: every id in range, a gradient row for each.
+  // Throws InputError naming the table and the fault.
+  void checkPush(std::span<const int64_t> ids, std::span<const float> grads) const;
 
   const RowTableOptions& options() const { return options_; }
   int64_t steps() const { return steps_; }     // applied so far
@@ -74,7 +81,8 @@ class RowTable {
   RowTableOptions options_;
   size_t block_floats_;  // dim x (1 + slots)
   int64_t steps_ = 0;
-  std::unordered_map<int64_t, uint32_t> index_;
+  std::unordered_map<int64_t, uint32_t> index_;  // id -> its slot in the pages
+  std::vector<uint32_t> versions_;                // by slot
   // Fixed pages, so a growing table never moves the rows it holds.
   std::vector<std::unique_ptr<float[]>> pages_;
 };
