@@ -183,8 +183,16 @@ TEST(CliHierarchical, AKilledHostMateIsNamedAndEveryTaskStops) {
   EXPECT_TRUE(partner.find("rank 1 is worker 1") != std::string::npos ||
               partner.find("for worker 1 (finished") != std::string::npos)
       << partner;
+  // Worker 2 names worker 1 when it waited at the servers for worker 1's
+  // pushes; when worker 1 had pushed worker 2's chunks but not its mate's,
+  // worker 2 waited on its host-mate instead and names worker 3, whose own
+  // log then names worker 1 (seen under load in CI).
   const std::string other = readFile(tasks[4].log);
-  EXPECT_NE(other.find("worker 1"), std::string::npos) << other;
+  const std::string other_mate = readFile(tasks[5].log);
+  const bool blames_mate = other.find("rank 1 is worker 3") != std::string::npos;
+  EXPECT_TRUE(other.find("worker 1") != std::string::npos ||
+              (blames_mate && other_mate.find("worker 1") != std::string::npos))
+      << other << "\n--- worker 3:\n" << other_mate;
   testing::waitForExit(tasks[3].pid, std::chrono::seconds(5));
 }
 

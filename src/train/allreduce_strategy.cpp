@@ -483,9 +483,13 @@ void AllReduceStrategy::verifyReplicas(torch::nn::Module& model, int64_t step) {
   try {
     s.runNow([&] { s.comm->allgather(&mine, all.data(), sizeof(mine)); }, "replica checksum exchange");
   } catch (const PeerError& e) {
-    // A member died between steps: the next step's all-reduce fails on the
-    // broken communicator and the survivors meet as after any death.
+    // A member died between steps. Abandoned, the communicator fails the
+    // next step's all-reduce at once, and the survivors meet as after any
+    // death. Used again instead, a live peer still waiting in this exchange
+    // on this rank would wait out --peer-timeout while this rank waits on it
+    // in the next step's sum (seen under load in CliHierarchical).
     if (!s.live) throw;
+    s.comm->abandon();
     TANDEM_LOG_WARN("{}: replica check after step {} skipped: {}", s.spec.taskName(), step, e.what());
     return;
   }
