@@ -8,18 +8,12 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "support/expect_input_error.hpp"
 
 namespace tandem::launch {
 namespace {
 
-std::string inputError(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "no InputError";
-}
+using tandem::testing::inputErrorOf;
 
 TEST(HostListTest, ParsesHostsSlotsAndBracketedIpv6) {
   EXPECT_EQ(parseHostList("h1:4,h2:4"), (std::vector<HostSlots>{{"h1", 4}, {"h2", 4}}));
@@ -29,14 +23,14 @@ TEST(HostListTest, ParsesHostsSlotsAndBracketedIpv6) {
 }
 
 TEST(HostListTest, ABadEntryIsNamed) {
-  EXPECT_EQ(inputError([] { parseHostList("h1:4,h2:0"); }),
+  EXPECT_EQ(inputErrorOf([] { parseHostList("h1:4,h2:0"); }),
             "--hosts 'h1:4,h2:0': entry 'h2:0' is not host or host:slots (slots 1 to 4096; an IPv6 address in "
             "brackets)");
   for (const char* bad : {"h1:", ":4", "h1:4x", "::1:2", "[::1", "[::1]x", "h 1:2", "", "h1:99999"}) {
     EXPECT_FALSE(parseHostSlots(bad).has_value()) << bad;
   }
-  EXPECT_NE(inputError([] { parseHostList("h1,,h2"); }).find("entry ''"), std::string::npos);
-  EXPECT_EQ(inputError([] { parseHostList("h1:2,h1:2"); }),
+  EXPECT_NE(inputErrorOf([] { parseHostList("h1,,h2"); }).find("entry ''"), std::string::npos);
+  EXPECT_EQ(inputErrorOf([] { parseHostList("h1:2,h1:2"); }),
             "--hosts 'h1:2,h1:2': host 'h1' is listed twice; give it once with all its slots");
 }
 
@@ -47,12 +41,12 @@ TEST(HostListTest, ReadsOpenMpiAndHorovodHostfiles) {
 }
 
 TEST(HostListTest, ABadHostfileLineIsNamedWithFileAndNumber) {
-  EXPECT_EQ(inputError([] { parseHostfile("h1 slots=2\nh2 slot=2\n", "hosts.txt"); }),
+  EXPECT_EQ(inputErrorOf([] { parseHostfile("h1 slots=2\nh2 slot=2\n", "hosts.txt"); }),
             "--hostfile hosts.txt line 2: 'h2 slot=2' is not 'host slots=N', 'host:N' or 'host' (slots 1 to 4096)");
-  EXPECT_NE(inputError([] { parseHostfile("h1:2 slots=2\n", "f"); }).find("line 1"), std::string::npos);
-  EXPECT_NE(inputError([] { parseHostfile("h1 slots=0\n", "f"); }).find("line 1"), std::string::npos);
-  EXPECT_EQ(inputError([] { parseHostfile("# nothing\n\n", "f"); }), "--hostfile f: lists no host");
-  EXPECT_NE(inputError([] { parseHostfile("h1\nh1 slots=2\n", "f"); }).find("'h1' is listed twice"),
+  EXPECT_NE(inputErrorOf([] { parseHostfile("h1:2 slots=2\n", "f"); }).find("line 1"), std::string::npos);
+  EXPECT_NE(inputErrorOf([] { parseHostfile("h1 slots=0\n", "f"); }).find("line 1"), std::string::npos);
+  EXPECT_EQ(inputErrorOf([] { parseHostfile("# nothing\n\n", "f"); }), "--hostfile f: lists no host");
+  EXPECT_NE(inputErrorOf([] { parseHostfile("h1\nh1 slots=2\n", "f"); }).find("'h1' is listed twice"),
             std::string::npos);
 }
 
@@ -68,7 +62,7 @@ TEST(HostListTest, WorkersFillSlotsInOrderAndServersGoToTheLastHosts) {
   EXPECT_EQ(placed.localRank(true, 1), (std::pair{2, 3}));
   // More servers than hosts go round again.
   EXPECT_EQ(placeTasks({{"a", 1}, {"b", 1}}, 1, 3).servers, (std::vector<std::string>{"b", "a", "b"}));
-  EXPECT_EQ(inputError([&] { placeTasks(hosts, 6, 0); }),
+  EXPECT_EQ(inputErrorOf([&] { placeTasks(hosts, 6, 0); }),
             "--workers 6: the hosts have 5 slot(s) (h1:2,h2:2,h3:1); list more hosts or slots");
 }
 

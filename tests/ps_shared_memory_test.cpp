@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "support/expect_input_error.hpp"
 #include "net/job_security.hpp"
 #include "net/shared_arena.hpp"
 #include "ps/messages.hpp"
@@ -23,15 +24,7 @@ namespace {
 using net::ArenaRef;
 using net::SharedArena;
 
-template <class F>
-std::string inputErrorOf(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no InputError)";
-}
+using tandem::testing::inputErrorOf;
 
 TEST(SharedArena, AnOpenedArenaIsTheSameMemoryBothWays) {
   const auto mine = SharedArena::create(1000);
