@@ -19,6 +19,7 @@
 
 #include <filesystem>
 
+#include "net/job_security.hpp"
 #include "support/process.hpp"
 
 namespace tandem::launch {
@@ -153,10 +154,12 @@ TEST(RemoteAgentTest, AClosedChannelStopsTheTask) {
 
 TEST(RemoteAgentTest, TheSecretIsHeldInAPrivateFileForTheTasksLifeOnly) {
   testing::TempDir dir;
-  Agent agent({"/bin/sh", "-c", "stat -c %a \"$TANDEM_SECRET_FILE\"; cat \"$TANDEM_SECRET_FILE\"; "
+  // The file's comments aside, its line is the one sent.
+  Agent agent({"/bin/sh", "-c", "stat -c %a \"$TANDEM_SECRET_FILE\"; grep -v '^#' \"$TANDEM_SECRET_FILE\"; "
                                 "echo \"$TANDEM_SECRET_FILE\""},
               dir.str("out"));
-  agent.say("secret tandem-job-secret-v1 k1 k2\nstart\n");
+  const std::string sent = net::secretLine(net::generateJobKeys());
+  agent.say("secret " + sent + "\nstart\n");
   EXPECT_EQ(agent.exitStatus(), 0);
   std::istringstream lines(agent.output());
   std::string mode, secret, path;
@@ -164,7 +167,7 @@ TEST(RemoteAgentTest, TheSecretIsHeldInAPrivateFileForTheTasksLifeOnly) {
   std::getline(lines, secret);
   std::getline(lines, path);
   EXPECT_EQ(mode, "600");
-  EXPECT_EQ(secret, "tandem-job-secret-v1 k1 k2");
+  EXPECT_EQ(secret, sent);
   EXPECT_FALSE(std::filesystem::exists(path)) << path;
 }
 

@@ -153,6 +153,9 @@ int runLaunch(LaunchOptions o, const Environment& env) {
   // and started over ssh unless its host is this one.
   const std::set<std::string> local_names = launch::localHostNames(o.host);
   const std::string cwd = std::filesystem::current_path().string();
+  // launch's own secret file is on this host only: the agents get its line.
+  const bool own_secret = placement && !secret.path().empty();
+  const std::string greeting = launch::agentGreeting(own_secret ? net::secretLine(secret.keys()) : "");
   auto placedTask = [&](launch::ChildSpec child, bool server, int index, const std::vector<std::string>& common) {
     child.extra_env = placedTaskEnvironment(*placement, server, index);
     if (program && !server) {
@@ -167,13 +170,11 @@ int runLaunch(LaunchOptions o, const Environment& env) {
     const std::string& host = (server ? placement->servers : placement->workers).at(static_cast<size_t>(index));
     child.label = fmt::format("{}@{}", child.name, host);
     if (local_names.contains(host)) return child;
-    // launch's own secret file is on this host only: the agent gets its line.
-    const bool own_secret = !secret.path().empty();
     child.remote = launch::RemoteTask{.host = host,
                                       .ssh = o.ssh,
                                       .cwd = cwd,
                                       .agent = self,
-                                      .greeting = launch::agentGreeting(own_secret ? secret.line() : ""),
+                                      .greeting = greeting,
                                       .withheld = own_secret ? std::vector<std::string>{net::kSecretFileVariable}
                                                              : std::vector<std::string>{}};
     return child;

@@ -53,7 +53,6 @@ std::optional<launch::TaskHosts> placeOnHosts(LaunchOptions& o) {
     throw InputError(fmt::format("{} with --hosts: not built; a job over several hosts has a fixed list",
                                  o.min_workers > 0 ? "--min-workers" : "--host-discovery-script"));
   }
-  if (o.workers < 1) throw InputError(fmt::format("--workers: must be >= 1, got {}", o.workers));
   return launch::placeTasks(hosts, o.workers, std::max(0, o.ps));
 }
 

@@ -263,10 +263,11 @@ ClusterSpec fromLauncher(const std::string& source, int rank, const std::string&
   return spec;
 }
 
-// The name other hosts reach this one by: the one launch placed the task
-// under, else Slurm's for its node, else the system's host name.
-std::string ownHostName(const Environment& env) {
-  if (auto host = lookupVariable(env, "TANDEM_HOST"); host && !trim(*host).empty()) return std::string(trim(*host));
+// The name other hosts reach this one by: the one a launcher placed the
+// task under (`spec.own_host`), else Slurm's for its node, else the
+// system's host name.
+std::string ownHostName(const ClusterSpec& spec, const Environment& env) {
+  if (!spec.own_host.empty()) return spec.own_host;
   if (auto node = lookupVariable(env, "SLURMD_NODENAME"); node && !trim(*node).empty()) return std::string(trim(*node));
   char name[256] = {};
   if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') {
@@ -292,7 +293,7 @@ void makeLastTasksServers(ClusterSpec& spec, int servers, const std::string& siz
   if (spec.index >= spec.num_workers) {
     spec.role = Role::kPs;
     spec.index -= spec.num_workers;
-    spec.ps_hosts[static_cast<size_t>(spec.index)] = {ownHostName(env), 0};
+    spec.ps_hosts[static_cast<size_t>(spec.index)] = {ownHostName(spec, env), 0};
   }
 }
 

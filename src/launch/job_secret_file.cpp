@@ -1,15 +1,12 @@
 #include "launch/job_secret_file.hpp"
 
-#include <fcntl.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 
 #include "core/error.hpp"
 #include "net/job_security.hpp"
@@ -26,23 +23,12 @@ JobSecretFile::JobSecretFile(const std::vector<std::string>& task_args, const En
   net::writeSecretFile(path_, net::generateJobKeys());
 }
 
-JobSecretFile::JobSecretFile(std::string_view secret_line) {
+JobSecretFile::JobSecretFile(const net::JobKeys& keys) {
   makePrivateDirectory();
-  const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  std::string text = std::string(secret_line) + "\n";
-  const bool written = fd >= 0 && ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  const int err = errno;
-  if (fd >= 0) ::close(fd);
-  if (!written) throw Error(fmt::format("cannot write the job secret to {}: {}", path_.string(), std::strerror(err)));
+  net::writeSecretFile(path_, keys);
 }
 
-std::string JobSecretFile::line() const {
-  std::ifstream in(path_);
-  for (std::string text; std::getline(in, text);) {
-    if (!text.empty() && text.front() != '#') return text;  // past the file's comments
-  }
-  throw Error(fmt::format("cannot read the job secret {}", path_.string()));
-}
+net::JobKeys JobSecretFile::keys() const { return net::readSecretFile(path_); }
 
 void JobSecretFile::makePrivateDirectory() {
   const auto base = std::filesystem::temp_directory_path() / "tandem-job-XXXXXX";

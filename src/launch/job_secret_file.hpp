@@ -5,10 +5,10 @@
 // one's servers. Removed when the launch ends.
 #include <filesystem>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "core/environment.hpp"
+#include "net/job_security.hpp"
 
 namespace tandem::launch {
 
@@ -17,9 +17,9 @@ class JobSecretFile {
   // Does nothing when the tasks' arguments already choose (--secret-file,
   // --insecure) or `env` sets TANDEM_SECRET_FILE: the user's choice stands.
   JobSecretFile(const std::vector<std::string>& task_args, const Environment& env);
-  // The secret a launcher sent to a task on another host (its file's one
-  // line), held here as privately for as long.
-  explicit JobSecretFile(std::string_view secret_line);
+  // The keys a launcher sent to a task on another host, held here as
+  // privately for as long.
+  explicit JobSecretFile(const net::JobKeys& keys);
   ~JobSecretFile();
   JobSecretFile(const JobSecretFile&) = delete;
   JobSecretFile& operator=(const JobSecretFile&) = delete;
@@ -28,8 +28,8 @@ class JobSecretFile {
   const std::filesystem::path& path() const { return path_; }
   // `env` with the file named to the tasks (unchanged when the user chose).
   Environment forTasks(Environment env) const;
-  // The file's secret line, for tasks on other hosts.
-  std::string line() const;
+  // The file's keys, for tasks on other hosts.
+  net::JobKeys keys() const;
 
  private:
   void makePrivateDirectory();

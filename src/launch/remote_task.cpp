@@ -169,7 +169,10 @@ int runRemoteAgent(const std::vector<std::string>& argv, const Environment& env,
       return 1;
     }
     if (*line == kStartWord) break;
-    if (line->starts_with(kSecretWord)) secret.emplace(std::string_view(*line).substr(kSecretWord.size()));
+    if (!line->starts_with(kSecretWord)) continue;
+    const auto keys = net::parseSecretLine(std::string_view(*line).substr(kSecretWord.size()), "the launcher's secret");
+    if (!keys) throw InputError("remote-task: the launcher sent a secret that is not a job secret's line");
+    secret.emplace(*keys);
   }
   Environment task_env = env;
   if (secret) task_env.insert_or_assign(net::kSecretFileVariable, secret->path().string());

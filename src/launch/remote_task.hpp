@@ -46,8 +46,8 @@ std::vector<std::string> sshCommand(const SshOptions& ssh, const std::string& ho
                                     const std::string& self, const Environment& env,
                                     const std::vector<std::string>& argv);
 
-// What launch writes first: the job secret's line, when launch made one,
-// then "start".
+// What launch writes first: the job secret's line (net::secretLine), when
+// launch made one, then "start".
 std::string agentGreeting(const std::string& secret_line);
 
 // The agent (`tandem remote-task -- ARGV`): reads the greeting from stdin,

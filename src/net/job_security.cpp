@@ -27,10 +27,10 @@ namespace {
 constexpr const char* kMagic = "tandem-job-secret-v1";
 constexpr size_t kZ85KeyChars = 40;
 
-std::string publicOf(const std::string& secret, const std::filesystem::path& file) {
+std::string publicOf(const std::string& secret, const std::string& where) {
   char public_key[kZ85KeyChars + 1] = {};
   if (secret.size() != kZ85KeyChars || zmq_curve_public(public_key, secret.c_str()) != 0) {
-    throw InputError(fmt::format("{}: a key is not a 40-character Z85 CURVE secret key", file.string()));
+    throw InputError(fmt::format("{}: a key is not a 40-character Z85 CURVE secret key", where));
   }
   return public_key;
 }
@@ -64,8 +64,8 @@ void writeSecretFile(const std::filesystem::path& path, const JobKeys& keys) {
   if (fd < 0) throw InputError(fmt::format("cannot create the job secret {}: {}", path.string(), errnoText(errno)));
   const std::string text = fmt::format(
       "# A Tandem job secret: whoever can read this file can join the job and read its traffic.\n"
-      "# Keep it mode 0600; copy it only to the hosts of the job.\n{} {} {}\n",
-      kMagic, keys.server_secret, keys.client_secret);
+      "# Keep it mode 0600; copy it only to the hosts of the job.\n{}\n",
+      secretLine(keys));
   const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   const int error = errno;
   const bool synced = written && ::fsync(fd) == 0;
@@ -90,21 +90,30 @@ JobKeys readSecretFile(const std::filesystem::path& path) {
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty() || line.front() == '#') continue;
-    std::istringstream fields(line);
-    std::string magic, server_secret, client_secret, extra;
-    fields >> magic >> server_secret >> client_secret;
-    if (magic != kMagic || client_secret.empty() || (fields >> extra)) break;
-    requireCurve();
-    JobKeys keys;
-    keys.server_secret = server_secret;
-    keys.client_secret = client_secret;
-    keys.server_public = publicOf(server_secret, path);
-    keys.client_public = publicOf(client_secret, path);
-    return keys;
+    if (auto keys = parseSecretLine(line, path.string())) return *keys;
+    break;
   }
   throw InputError(fmt::format("job secret {}: no '{} <server key> <client key>' line (make one with 'tandem "
                                "secret new FILE')",
                                path.string(), kMagic));
+}
+
+std::string secretLine(const JobKeys& keys) {
+  return fmt::format("{} {} {}", kMagic, keys.server_secret, keys.client_secret);
+}
+
+std::optional<JobKeys> parseSecretLine(std::string_view line, const std::string& where) {
+  std::istringstream fields{std::string(line)};
+  std::string magic, server_secret, client_secret, extra;
+  fields >> magic >> server_secret >> client_secret;
+  if (magic != kMagic || client_secret.empty() || (fields >> extra)) return std::nullopt;
+  requireCurve();
+  JobKeys keys;
+  keys.server_secret = server_secret;
+  keys.client_secret = client_secret;
+  keys.server_public = publicOf(server_secret, where);
+  keys.client_public = publicOf(client_secret, where);
+  return keys;
 }
 
 std::filesystem::path userSecretPath(const Environment& env) {

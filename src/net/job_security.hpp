@@ -36,6 +36,10 @@ JobKeys generateJobKeys();
 // read or write is refused, as ssh refuses such a key.
 void writeSecretFile(const std::filesystem::path& path, const JobKeys& keys);
 JobKeys readSecretFile(const std::filesystem::path& path);
+// The file's one line, and back: nullopt for a line that is not one
+// (`where` names the source when a key in it is bad: InputError).
+std::string secretLine(const JobKeys& keys);
+std::optional<JobKeys> parseSecretLine(std::string_view line, const std::string& where);
 
 // The user's own secret, shared by every job of theirs that sees the same
 // home directory (as Erlang's cookie): ~/.config/tandem/job-secret, created

@@ -50,8 +50,8 @@ RowPullReply EmbeddingStore::pull(uint32_t table, std::span<const int64_t> ids, 
     wanted.push_back(ids[k]);
   }
   reply.values.resize(wanted.size() * rows.options().dim);
-  rows.pull(wanted, reply.values);  // makes new rows: their versions are 1 from here
-  for (int64_t id : wanted) reply.versions.push_back(rows.version(id));
+  reply.versions.resize(wanted.size());
+  rows.pull(wanted, reply.values, reply.versions);  // makes new rows: their versions are 1 from here
   return reply;
 }
 
@@ -74,24 +74,18 @@ void EmbeddingStore::push(int worker, uint32_t table, std::span<const int64_t> i
 void EmbeddingStore::endStep(double lr) {
   for (auto& [table, by_worker] : pending_) {
     RowTable& rows = find(table);
-    const size_t dim = rows.options().dim;
-    std::map<int64_t, std::vector<float>> summed;  // ascending ids: the apply order too
-    for (const auto& [worker, pushed] : by_worker) {  // worker order: the same bits whoever came first
-      for (size_t k = 0; k < pushed.ids.size(); ++k) {
-        auto [it, fresh] = summed.try_emplace(pushed.ids[k], dim, 0.0f);
-        const float* g = pushed.grads.data() + k * dim;
-        for (size_t i = 0; i < dim; ++i) it->second[i] += g[i];
-      }
-    }
+    // The workers' rows one after another in worker order (the map's), so
+    // sumByRow adds each row's gradients in that order whoever came first.
     std::vector<int64_t> ids;
     std::vector<float> grads;
-    ids.reserve(summed.size());
-    grads.reserve(summed.size() * dim);
-    for (const auto& [id, g] : summed) {
-      ids.push_back(id);
-      grads.insert(grads.end(), g.begin(), g.end());
+    for (const auto& [worker, pushed] : by_worker) {
+      ids.insert(ids.end(), pushed.ids.begin(), pushed.ids.end());
+      grads.insert(grads.end(), pushed.grads.begin(), pushed.grads.end());
     }
-    rows.apply(ids, grads, lr);
+    const UniqueRows unique = uniqueRows(ids);
+    std::vector<float> summed(unique.ids.size() * rows.options().dim);
+    sumByRow(unique, grads, rows.options().dim, summed);
+    rows.apply(unique.ids, summed, lr);
   }
   pending_.clear();
 }

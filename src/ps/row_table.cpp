@@ -78,24 +78,33 @@ void RowTable::requireInRange(int64_t id) const {
   }
 }
 
-float* RowTable::block(int64_t id) {
+uint32_t RowTable::slot(int64_t id) {
   const auto [it, made] = index_.try_emplace(id, static_cast<uint32_t>(index_.size()));
-  const size_t page = it->second / kRowsPerPage;
-  if (page == pages_.size()) pages_.push_back(std::make_unique<float[]>(kRowsPerPage * block_floats_));
-  float* row = pages_[page].get() + (it->second % kRowsPerPage) * block_floats_;
-  if (made) {
-    versions_.push_back(1);
-    initialRow(options_.seed, options_.table, id, options_.init_scale, {row, options_.dim});
-    optim::initializeSlots(options_.optimizer, {row, block_floats_}, options_.dim);
+  if (!made) return it->second;
+  if (it->second / kRowsPerPage == pages_.size()) {
+    pages_.push_back(std::make_unique<float[]>(kRowsPerPage * block_floats_));
   }
-  return row;
+  versions_.push_back(1);
+  float* row = block(it->second);
+  initialRow(options_.seed, options_.table, id, options_.init_scale, {row, options_.dim});
+  optim::initializeSlots(options_.optimizer, {row, block_floats_}, options_.dim);
+  return it->second;
 }
 
-void RowTable::pull(std::span<const int64_t> ids, std::span<float> out) {
+float* RowTable::block(uint32_t slot) {
+  return pages_[slot / kRowsPerPage].get() + (slot % kRowsPerPage) * block_floats_;
+}
+
+void RowTable::pull(std::span<const int64_t> ids, std::span<float> out, std::span<uint32_t> versions) {
   const size_t dim = options_.dim;
   enforceEq(out.size(), ids.size() * dim, "RowTable::pull: output floats");
+  if (!versions.empty()) enforceEq(versions.size(), ids.size(), "RowTable::pull: versions");
   for (int64_t id : ids) requireInRange(id);
-  for (size_t k = 0; k < ids.size(); ++k) std::copy_n(block(ids[k]), dim, out.data() + k * dim);
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const uint32_t at = slot(ids[k]);
+    std::copy_n(block(at), dim, out.data() + k * dim);
+    if (!versions.empty()) versions[k] = versions_[at];
+  }
 }
 
 void RowTable::checkPush(std::span<const int64_t> ids, std::span<const float> grads) const {
@@ -112,8 +121,9 @@ void RowTable::apply(std::span<const int64_t> ids, std::span<const float> grads,
   checkPush(ids, grads);
   const optim::SparseStep step = optim::sparseStep(options_.optimizer, lr, steps_ + 1, dim);
   for (size_t k = 0; k < ids.size(); ++k) {
-    optim::applyRow(step, {block(ids[k]), block_floats_}, grads.subspan(k * dim, dim));
-    ++versions_[index_.at(ids[k])];
+    const uint32_t at = slot(ids[k]);
+    optim::applyRow(step, {block(at), block_floats_}, grads.subspan(k * dim, dim));
+    ++versions_[at];
   }
   ++steps_;
 }

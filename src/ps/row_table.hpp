@@ -55,9 +55,10 @@ class RowTable {
   // Throws InputError for a dimension of 0 or a table of no rows.
   explicit RowTable(RowTableOptions options);
 
-  // Copies rows `ids` into `out` (ids.size() x dim), making any new one.
+  // Copies rows `ids` into `out` (ids.size() x dim), making any new one,
+  // and their versions into `versions` when given (ids.size() of them).
   // Throws InputError naming the table and the id for one out of range.
-  void pull(std::span<const int64_t> ids, std::span<float> out);
+  void pull(std::span<const int64_t> ids, std::span<float> out, std::span<uint32_t> versions = {});
   // A row's version: 1 + the steps that updated it (made rows start at 1;
   // 0 means "not made yet"), so a worker can tell whether the row it holds
   // is the server's.
@@ -75,7 +76,8 @@ class RowTable {
   size_t bytes() const;                          // the rows' values and slots
 
  private:
-  float* block(int64_t id);  // made on first use
+  uint32_t slot(int64_t id);  // where row `id` lives, made on first use
+  float* block(uint32_t slot);
   void requireInRange(int64_t id) const;
 
   RowTableOptions options_;
